@@ -1,0 +1,102 @@
+// Package bookkeeper provides the HTGS bookkeeper: a single-threaded task
+// that keeps the state of a computation and decides, through rules, what to
+// produce when.
+//
+// Every input of a bookkeeper is handed to each of its rules in turn, on one
+// goroutine, so rules need no locks for their own state. Each rule has its
+// own output type and its own consumers:
+//
+//	bk := bookkeeper.New[*Tile](g, "pairs")
+//	west := bookkeeper.AddRule(bk, "west", func() bookkeeper.Rule[*Tile, Pair] { return &westRule{} })
+//	graph.Connect(fft, bk)
+//	graph.Connect(west, pcm)
+//
+// A rule's state belongs to the bookkeeper instance that made it: every run,
+// and every execution-pipeline clone, calls the rule factory again. To share
+// state between clones, make the factory return rules that point to a shared
+// (and properly synchronized) value; that choice is then explicit.
+//
+// A rule that implements task.Terminator stops receiving inputs once
+// CanTerminate returns true, and its consumers then see it as finished; the
+// bookkeeper stops when all its rules have. Rules may also implement
+// task.Initializer and task.Shutdowner.
+package bookkeeper
+
+import (
+	"context"
+
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/core"
+	"github.com/gohtgs/htgs/task"
+)
+
+// Rule decides what to emit for each input of its bookkeeper. Apply may emit
+// any number of values, now or (from state kept in the rule) on a later
+// input.
+type Rule[In, Out any] interface {
+	Apply(ctx context.Context, in In, out task.Emitter[Out]) error
+}
+
+// RuleFunc adapts a function to a Rule (for rules whose state lives in the
+// closure: one closure per factory call).
+type RuleFunc[In, Out any] func(ctx context.Context, in In, out task.Emitter[Out]) error
+
+// Apply calls f.
+func (f RuleFunc[In, Out]) Apply(ctx context.Context, in In, out task.Emitter[Out]) error {
+	return f(ctx, in, out)
+}
+
+type inRef[T any] = core.In[T]
+type outRef[T any] = core.Out[T]
+
+// Bookkeeper is a bookkeeper node in a graph. Connect producers of In to it,
+// and connect each rule (returned by AddRule) to its consumers.
+type Bookkeeper[In any] struct {
+	inRef[In]
+	spec *core.BookkeeperSpec[In]
+	bp   *core.Blueprint
+}
+
+// New adds a bookkeeper named name to b. Options such as graph.QueueCap are
+// not supported: a bookkeeper's queue is unbounded.
+func New[In any](b graph.Builder, name string) *Bookkeeper[In] {
+	bp := core.BlueprintOf(b)
+	spec := core.NewBookkeeperSpec[In](name, 0)
+	bp.Add(spec.Spec)
+	return &Bookkeeper[In]{inRef: inRef[In]{Ref: core.PortRef{BP: bp, Spec: spec.Spec}}, spec: spec, bp: bp}
+}
+
+// RuleOutput is the producer side of one rule: connect it to the rule's
+// consumers (or to the graph's output).
+type RuleOutput[Out any] struct {
+	outRef[Out]
+	name string
+}
+
+// Name returns the rule's name.
+func (r *RuleOutput[Out]) Name() string { return r.name }
+
+// AddRule adds a rule named name to bk; newRule is called once per
+// bookkeeper instance.
+func AddRule[In, Out any](bk *Bookkeeper[In], name string, newRule func() Rule[In, Out]) *RuleOutput[Out] {
+	if newRule == nil {
+		bk.bp.Errorf("htgs: bookkeeper %q: rule %q has a nil factory", bk.spec.Spec.Name, name)
+		newRule = func() Rule[In, Out] { return nil }
+	}
+	for _, n := range bk.spec.RuleNames() {
+		if n == name {
+			bk.bp.Errorf("htgs: bookkeeper %q: two rules are named %q", bk.spec.Spec.Name, name)
+		}
+	}
+	idx := core.AddRule(bk.spec, name, func() core.Applier[In, Out] {
+		r := newRule()
+		if r == nil {
+			return nil
+		}
+		return r
+	})
+	return &RuleOutput[Out]{
+		outRef: outRef[Out]{Ref: core.PortRef{BP: bk.bp, Spec: bk.spec.Spec, Index: idx, Name: name}},
+		name:   name,
+	}
+}

@@ -1,0 +1,298 @@
+// Package graph builds and runs HTGS task graphs.
+//
+// A [Graph] is a blueprint: typed tasks, bookkeepers and nested graphs joined
+// by edges whose types are checked by the compiler. [Connect] joins a
+// [Producer] of T to a [Consumer] of T; connecting one producer to several
+// consumers broadcasts every value to each of them, and several producers
+// may feed one consumer.
+//
+//	g := graph.New[int, int]("square")
+//	sq := graph.AddTask(g, "square", 4, func() task.Task[int, int] {
+//		return task.Map(func(_ context.Context, v int) (int, error) { return v * v, nil })
+//	})
+//	graph.Connect(g.Input(), sq)
+//	graph.Connect(sq, g.Output())
+//
+// [Graph.Start] instantiates the blueprint (one set of task copies per start)
+// and returns a [Runtime] to send inputs to, read results from, and wait on.
+//
+// Termination needs no help from tasks: a task stops when all its producers
+// have stopped and its queue is empty, and a graph with cycles stops when it
+// is quiescent (the input is closed, nothing is queued, and no Execute is
+// running). The first error or panic of any task cancels the run, and Wait
+// returns it as a *task.Error naming the task.
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"sync"
+
+	"github.com/gohtgs/htgs/internal/core"
+	"github.com/gohtgs/htgs/task"
+)
+
+// Producer is anything that emits values of type T: a task, a bookkeeper
+// rule, a nested graph, an execution pipeline, or a graph's [Graph.Input].
+// Only this module's types implement it.
+type Producer[T any] interface{ core.Producer[T] }
+
+// Consumer is anything that takes values of type T: a task, a bookkeeper, a
+// nested graph, an execution pipeline, or a graph's [Graph.Output].
+type Consumer[T any] interface{ core.Consumer[T] }
+
+// Builder is a graph under construction; the packages that add nodes of
+// their own kinds (bookkeeper, pipeline, memmgr) take one.
+type Builder interface {
+	core.Owner
+}
+
+// Connect adds an edge from p to c. Mistakes that the compiler cannot see
+// (ports of different graphs, the same edge twice) are reported by Start.
+func Connect[T any](p Producer[T], c Consumer[T]) { core.Connect[T](p, c) }
+
+type (
+	outRef[T any] = core.Out[T]
+	inRef[T any]  = core.In[T]
+	owner         = core.Handle
+)
+
+// Graph is a blueprint of a task graph that takes In values and produces Out
+// values. Build it with the functions of this package and of bookkeeper,
+// memmgr and pipeline, then Start it (as often as needed) or nest it in
+// another graph with [AddGraph]. A Graph must not be modified while Start
+// runs.
+type Graph[In, Out any] struct {
+	owner
+	in  outRef[In]
+	out inRef[Out]
+}
+
+// New returns an empty graph named name.
+func New[In, Out any](name string) *Graph[In, Out] {
+	bp := core.NewBlueprint(name)
+	return &Graph[In, Out]{
+		owner: core.NewHandle(bp),
+		in:    outRef[In]{Ref: core.PortRef{BP: bp}},
+		out:   inRef[Out]{Ref: core.PortRef{BP: bp}},
+	}
+}
+
+// Name returns the graph's name.
+func (g *Graph[In, Out]) Name() string { return g.BP().Name }
+
+// Input is the producer of the values sent to the graph: connect it to the
+// tasks that consume them.
+func (g *Graph[In, Out]) Input() Producer[In] { return g.in }
+
+// Output is the consumer of the graph's results: connect the tasks (or
+// bookkeeper rules) whose values leave the graph to it.
+func (g *Graph[In, Out]) Output() Consumer[Out] { return g.out }
+
+// Err reports the construction mistakes recorded so far, or nil.
+func (g *Graph[In, Out]) Err() error { return g.BP().Err() }
+
+// Node is a task (or nested graph, or pipeline) in a graph: it consumes In
+// and produces Out.
+type Node[In, Out any] struct {
+	outRef[Out]
+	inRef[In]
+	name string
+}
+
+// Name returns the node's name.
+func (n *Node[In, Out]) Name() string { return n.name }
+
+// newNode adds s to bp and returns it as a typed node.
+func newNode[In, Out any](bp *core.Blueprint, s *core.Spec) *Node[In, Out] {
+	bp.Add(s)
+	return &Node[In, Out]{
+		outRef: outRef[Out]{Ref: core.PortRef{BP: bp, Spec: s}},
+		inRef:  inRef[In]{Ref: core.PortRef{BP: bp, Spec: s}},
+		name:   s.Name,
+	}
+}
+
+// Option adjusts a node.
+type Option func(*core.TaskOptions)
+
+// QueueCap bounds the node's input queue to n values: producers block in
+// Emit while it is full (back-pressure). The default is unbounded, which is
+// what cycles need; a bounded queue inside a cycle can deadlock.
+func QueueCap(n int) Option { return func(o *core.TaskOptions) { o.QueueCap = n } }
+
+// AddTask adds a task named name with threads copies, each made by a call
+// of newTask. Copies run concurrently and share one input queue.
+func AddTask[In, Out any](b Builder, name string, threads int, newTask func() task.Task[In, Out], opts ...Option) *Node[In, Out] {
+	o := core.TaskOptions{Threads: threads}
+	for _, f := range opts {
+		f(&o)
+	}
+	return newNode[In, Out](core.BlueprintOf(b), core.TaskSpec(name, o, newTask))
+}
+
+// AddFunc adds a stateless task running f with threads copies.
+func AddFunc[In, Out any](b Builder, name string, threads int, f func(ctx context.Context, in In, out task.Emitter[Out]) error, opts ...Option) *Node[In, Out] {
+	return AddTask(b, name, threads, func() task.Task[In, Out] { return task.Func[In, Out](f) }, opts...)
+}
+
+// AddGraph nests inner in b as one node (hierarchical dataflow). Each start
+// of b, and each pipeline clone containing it, instantiates inner afresh;
+// its tasks appear under the name "name/task".
+func AddGraph[In, Out any](b Builder, name string, inner *Graph[In, Out]) *Node[In, Out] {
+	return newNode[In, Out](core.BlueprintOf(b), core.GraphSpec[In, Out](name, inner.BP()))
+}
+
+// StartOption configures a run.
+type StartOption func(*startConfig)
+
+type startConfig struct {
+	log *slog.Logger
+}
+
+// WithLogger sends the run's diagnostics to l (default: discarded).
+func WithLogger(l *slog.Logger) StartOption { return func(c *startConfig) { c.log = l } }
+
+// Start instantiates the graph and starts every task copy. It returns an
+// error, and starts nothing, if the graph is malformed: construction
+// mistakes, a task that no producer feeds, a failing task factory.
+func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runtime[In, Out], error) {
+	var cfg startConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	bp := g.BP()
+	r := core.NewRun(ctx, bp.Name, cfg.log)
+	input := core.NewOutlet[In](r, fmt.Sprintf("input of graph %q", bp.Name))
+	input.AddProducer() // the caller, until Close
+	results := core.NewInbox[Out](r, fmt.Sprintf("output of graph %q", bp.Name), 0, false)
+	insts, err := core.Instantiate(bp, &core.Scope{Run: r, Pipelines: 1}, input, results)
+	if err == nil {
+		err = r.Validate(results)
+	}
+	if err != nil {
+		r.Cancel()
+		return nil, err
+	}
+	if results.Producers() == 0 {
+		results.Close() // nothing feeds the output: it is empty for good
+	}
+	r.Start()
+	for _, in := range insts {
+		in.Launch(r)
+	}
+	return &Runtime[In, Out]{run: r, input: input, results: results}, nil
+}
+
+// Runtime is one running instance of a graph.
+type Runtime[In, Out any] struct {
+	run     *core.Run
+	input   *core.Outlet[In]
+	results *core.Inbox[Out]
+	mu      sync.RWMutex
+	closed  bool
+}
+
+// ErrClosed is returned by Send after Close.
+var ErrClosed = errors.New("htgs: graph input is closed")
+
+// Send gives v to the tasks connected to the graph's input. It fails after
+// Close, or with the run's error once the run has stopped. Send may be
+// called from several goroutines.
+func (rt *Runtime[In, Out]) Send(v In) error {
+	rt.mu.RLock()
+	defer rt.mu.RUnlock()
+	if rt.closed {
+		return ErrClosed
+	}
+	if rt.run.Stopped() {
+		return rt.run.StopErr()
+	}
+	return rt.input.Push(v)
+}
+
+// Close tells the graph no more input will come; the graph then finishes
+// the work in flight and terminates. Close is idempotent.
+func (rt *Runtime[In, Out]) Close() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return
+	}
+	rt.closed = true
+	rt.input.ProducerDone()
+	rt.run.Done(1)
+}
+
+// Results yields the graph's outputs as they are produced, until the graph
+// has terminated (or failed) and every output was yielded. Results may be
+// ranged over once, from one goroutine at a time; outputs are buffered, so
+// reading them is not required for the graph to finish.
+func (rt *Runtime[In, Out]) Results() iter.Seq[Out] {
+	return func(yield func(Out) bool) {
+		buf := make([]Out, 0, 64)
+		for {
+			var ok bool
+			buf, _, ok = rt.results.Pop(buf[:0], cap(buf))
+			if !ok {
+				return
+			}
+			for i, v := range buf {
+				if !yield(v) {
+					// Put nothing back: the caller stopped reading.
+					clear(buf[i:])
+					return
+				}
+			}
+			clear(buf)
+		}
+	}
+}
+
+// Wait blocks until every task copy has stopped and returns the first error:
+// a *task.Error naming the failing task, or the context's error if the run
+// was cancelled. No goroutine of the run is left when Wait returns.
+func (rt *Runtime[In, Out]) Wait() error { return rt.run.Wait() }
+
+// Cancel stops the run as if its context had been cancelled.
+func (rt *Runtime[In, Out]) Cancel() { rt.run.Fail(context.Canceled) }
+
+// Run is the common case in one call: start g, send every value of inputs,
+// close, pass each result to yield (in the order they leave the graph), and
+// wait. If yield returns an error the run is cancelled and that error is
+// returned.
+func (g *Graph[In, Out]) Run(ctx context.Context, inputs iter.Seq[In], yield func(Out) error, opts ...StartOption) error {
+	rt, err := g.Start(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		defer rt.Close()
+		for v := range inputs {
+			if rt.Send(v) != nil {
+				return
+			}
+		}
+	}()
+	var yerr error
+	for v := range rt.Results() {
+		if yield == nil {
+			continue
+		}
+		if yerr = yield(v); yerr != nil {
+			rt.Cancel()
+			break
+		}
+	}
+	err = rt.Wait()
+	<-fed
+	if yerr != nil {
+		return yerr
+	}
+	return err
+}

@@ -1,0 +1,200 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gohtgs/htgs/device"
+)
+
+// Blueprint is the untyped description of a graph: node specifications and
+// typed edges between their ports. A blueprint can be instantiated any number
+// of times (each run, each pipeline clone, each nesting).
+type Blueprint struct {
+	Name  string
+	Specs []*Spec
+	Edges []*Edge
+	errs  []error
+	names map[string]bool
+}
+
+// NewBlueprint returns an empty blueprint.
+func NewBlueprint(name string) *Blueprint {
+	return &Blueprint{Name: name, names: map[string]bool{}}
+}
+
+// Errorf records a building error; Err reports them all.
+func (b *Blueprint) Errorf(format string, args ...any) {
+	b.errs = append(b.errs, fmt.Errorf(format, args...))
+}
+
+// Err returns every error recorded while building, or nil.
+func (b *Blueprint) Err() error { return errors.Join(b.errs...) }
+
+// Add appends a node specification; names must be unique in a blueprint.
+func (b *Blueprint) Add(s *Spec) *Spec {
+	switch {
+	case s.Name == "":
+		b.Errorf("htgs: graph %q: a %s needs a name", b.Name, s.Kind)
+	case b.names[s.Name]:
+		b.Errorf("htgs: graph %q: two nodes are named %q", b.Name, s.Name)
+	}
+	b.names[s.Name] = true
+	s.BP = b
+	b.Specs = append(b.Specs, s)
+	return s
+}
+
+// Spec is one node of a blueprint.
+type Spec struct {
+	Name    string
+	Kind    string // "task", "bookkeeper", "graph", "pipeline", ...
+	Threads int
+	BP      *Blueprint
+	// Build makes the runtime form of the node inside sc.
+	Build func(sc *Scope) (Instance, error)
+	// Inner is the blueprint of a nested graph or pipeline, for drawing.
+	Inner *Blueprint
+	// Extra carries kind-specific description for drawing (rule names ...).
+	Extra any
+}
+
+// Instance is a node's runtime form within one run.
+type Instance interface {
+	In() any        // the Sink[In] consumers are wired to; nil if none
+	Out(i int) any  // the *Outlet[Out] of output port i
+	Launch(r *Run)  // starts the node's goroutines
+}
+
+// PortRef names a port of a spec, or the blueprint's own input (as a
+// producer) or output (as a consumer) when Spec is nil.
+type PortRef struct {
+	BP    *Blueprint
+	Spec  *Spec
+	Index int
+	Name  string // for drawing: the rule name of a bookkeeper port
+}
+
+// Edge connects a producer port to a consumer port; Wire does it at run time.
+type Edge struct {
+	From, To PortRef
+	Memory   bool // a memory edge (drawn differently)
+	Wire     func(src, dst any)
+}
+
+// Out is a typed reference to a producer port.
+type Out[T any] struct{ Ref PortRef }
+
+func (o Out[T]) producer() Out[T] { return o }
+
+// In is a typed reference to a consumer port.
+type In[T any] struct{ Ref PortRef }
+
+func (i In[T]) consumer() In[T] { return i }
+
+// Producer is anything that emits T into a graph: a task, a bookkeeper rule,
+// a nested graph or pipeline, or a graph's input. Only this module's types
+// implement it.
+type Producer[T any] interface{ producer() Out[T] }
+
+// Consumer is anything that takes T: a task, a bookkeeper, a nested graph or
+// pipeline, or a graph's output.
+type Consumer[T any] interface{ consumer() In[T] }
+
+// Connect records an edge from p to c.
+func Connect[T any](p Producer[T], c Consumer[T]) {
+	from, to := p.producer().Ref, c.consumer().Ref
+	if from.BP == nil || to.BP == nil {
+		panic("htgs: Connect with a zero-value port")
+	}
+	if from.BP != to.BP {
+		from.BP.Errorf("htgs: cannot connect %s (graph %q) to %s (graph %q): ports belong to different graphs",
+			from.label(), from.BP.Name, to.label(), to.BP.Name)
+		return
+	}
+	for _, e := range from.BP.Edges {
+		if e.From == from && e.To == to {
+			from.BP.Errorf("htgs: graph %q: %s is connected to %s twice", from.BP.Name, from.label(), to.label())
+			return
+		}
+	}
+	from.BP.Edges = append(from.BP.Edges, &Edge{From: from, To: to, Wire: func(src, dst any) {
+		src.(*Outlet[T]).Connect(dst.(Sink[T]))
+	}})
+}
+
+func (p PortRef) label() string {
+	switch {
+	case p.Spec == nil:
+		return "the graph boundary"
+	case p.Name != "":
+		return fmt.Sprintf("%s %q rule %q", p.Spec.Kind, p.Spec.Name, p.Name)
+	}
+	return fmt.Sprintf("%s %q", p.Spec.Kind, p.Spec.Name)
+}
+
+// Scope is where a blueprint is instantiated: the run, the name prefix of
+// enclosing graphs, and the pipeline clone it belongs to.
+type Scope struct {
+	Run       *Run
+	Path      []string
+	Pipeline  int
+	Pipelines int
+	Device    device.Device
+	// Values holds per-clone objects (memory pools) keyed by their spec.
+	Values map[any]any
+}
+
+// FullName returns name prefixed by the scope's path.
+func (sc *Scope) FullName(name string) string {
+	s := ""
+	for _, p := range sc.Path {
+		s += p + "/"
+	}
+	return s + name
+}
+
+// Child returns the scope of a nested graph named name.
+func (sc *Scope) Child(name string) *Scope {
+	c := *sc
+	c.Path = append(append([]string(nil), sc.Path...), name)
+	c.Values = map[any]any{}
+	return &c
+}
+
+// Instantiate builds every node of b in sc, wires the edges, and returns the
+// instances to launch. input is the *Outlet the blueprint's input feeds,
+// output the Sink its output port feeds.
+func Instantiate(b *Blueprint, sc *Scope, input, output any) ([]Instance, error) {
+	if err := b.Err(); err != nil {
+		return nil, err
+	}
+	insts := make(map[*Spec]Instance, len(b.Specs))
+	list := make([]Instance, 0, len(b.Specs))
+	for _, s := range b.Specs {
+		in, err := s.Build(sc)
+		if err != nil {
+			return nil, err
+		}
+		insts[s] = in
+		list = append(list, in)
+	}
+	for _, e := range b.Edges {
+		var src, dst any
+		if e.From.Spec == nil {
+			src = input
+		} else {
+			src = insts[e.From.Spec].Out(e.From.Index)
+		}
+		if e.To.Spec == nil {
+			dst = output
+		} else {
+			dst = insts[e.To.Spec].In()
+		}
+		if src == nil || dst == nil {
+			return nil, fmt.Errorf("htgs: graph %q: edge %s -> %s has no port", b.Name, e.From.label(), e.To.label())
+		}
+		e.Wire(src, dst)
+	}
+	return list, nil
+}

@@ -1,0 +1,66 @@
+package core
+
+import "fmt"
+
+// Handle gives a public graph type access to its blueprint. Public types
+// embed it, which lets them satisfy Owner without exposing the blueprint.
+type Handle struct{ bp *Blueprint }
+
+// NewHandle wraps bp.
+func NewHandle(bp *Blueprint) Handle { return Handle{bp: bp} }
+
+// BP returns the blueprint.
+func (h Handle) BP() *Blueprint { return h.bp }
+
+func (h Handle) blueprint() *Blueprint { return h.bp }
+
+// Owner is implemented by types that embed a Handle.
+type Owner interface{ blueprint() *Blueprint }
+
+// BlueprintOf returns the blueprint of o.
+func BlueprintOf(o Owner) *Blueprint { return o.blueprint() }
+
+// Cancel releases a run that was never started (a failed Start).
+func (r *Run) Cancel() { r.cancel(nil) }
+
+// GraphSpec returns the specification of a nested graph.
+func GraphSpec[In, Out any](name string, inner *Blueprint) *Spec {
+	s := &Spec{Name: name, Kind: "graph", Threads: 1, Inner: inner}
+	s.Build = func(sc *Scope) (Instance, error) {
+		sub := sc.Child(name)
+		full := sc.FullName(name)
+		in := NewOutlet[In](sc.Run, fmt.Sprintf("input of graph %q", full))
+		out := NewOutlet[Out](sc.Run, fmt.Sprintf("output of graph %q", full))
+		insts, err := Instantiate(inner, sub, in, out)
+		if err != nil {
+			return nil, fmt.Errorf("graph %q: %w", full, err)
+		}
+		return &Group{InPort: in, OutPorts: []any{out}, Members: insts}, nil
+	}
+	return s
+}
+
+// Group is an instance made of other instances: a nested graph, a pipeline.
+type Group struct {
+	InPort   any
+	OutPorts []any
+	Members  []Instance
+}
+
+// In returns the group's input sink.
+func (g *Group) In() any { return g.InPort }
+
+// Out returns output port i.
+func (g *Group) Out(i int) any {
+	if i < 0 || i >= len(g.OutPorts) {
+		return nil
+	}
+	return g.OutPorts[i]
+}
+
+// Launch starts every member.
+func (g *Group) Launch(r *Run) {
+	for _, m := range g.Members {
+		m.Launch(r)
+	}
+}

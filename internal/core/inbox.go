@@ -1,0 +1,232 @@
+package core
+
+import (
+	"sync"
+)
+
+// Inbox is the FIFO input queue of a task: many producers, many consumers
+// (the task's copies). It is unbounded unless a capacity is set, so a cycle
+// can never deadlock on a full buffer.
+//
+// Producers are counted: the inbox closes when its last producer is done,
+// and a consumer then drains what is left. A mutex-protected ring buffer with
+// condition variables measured faster here than channels plus an overflow
+// list, and it lets a single consumer take items in batches.
+type Inbox[T any] struct {
+	run     *Run
+	name    string
+	counted bool // items count towards the run's quiescence counter
+
+	mu        sync.Mutex
+	notEmpty  sync.Cond
+	notFull   sync.Cond
+	buf       []T
+	head, n   int
+	limit     int // 0: unbounded
+	producers int
+	closed    bool // no producer is left (or the run is quiescent)
+	gone      bool // no consumer is left: pushes are dropped
+	waiting   int  // consumers blocked in Pop
+	pwaiting  int  // producers blocked in Push
+	maxLen    int
+	dropped   int64
+}
+
+// NewInbox returns an inbox registered with r. counted inboxes feed tasks and
+// take part in quiescence detection; the graph's result queue is not counted.
+func NewInbox[T any](r *Run, name string, limit int, counted bool) *Inbox[T] {
+	q := &Inbox[T]{run: r, name: name, counted: counted, limit: limit}
+	q.notEmpty.L = &q.mu
+	q.notFull.L = &q.mu
+	r.register(q)
+	return q
+}
+
+// AddProducer declares one more producer; called while wiring, before the run starts.
+func (q *Inbox[T]) AddProducer() {
+	q.mu.Lock()
+	q.producers++
+	q.mu.Unlock()
+}
+
+// ProducerDone is called once by each producer when it will push no more.
+func (q *Inbox[T]) ProducerDone() {
+	q.mu.Lock()
+	q.producers--
+	if q.producers <= 0 && !q.closed {
+		q.closed = true
+		q.notEmpty.Broadcast()
+	}
+	q.mu.Unlock()
+}
+
+// Push appends v. It blocks only when the inbox is bounded and full. A value
+// pushed to an inbox whose consumers have all stopped is dropped.
+func (q *Inbox[T]) Push(v T) error {
+	q.mu.Lock()
+	for q.limit > 0 && q.n >= q.limit && !q.gone && !q.run.Stopped() {
+		q.pwaiting++
+		q.notFull.Wait()
+		q.pwaiting--
+	}
+	if q.run.Stopped() {
+		q.mu.Unlock()
+		return q.run.StopErr()
+	}
+	if q.gone || (q.closed && q.counted) {
+		// Consumers stopped early (CanTerminate), or the run is already
+		// quiescent: nobody will ever pop this value.
+		q.dropped++
+		q.mu.Unlock()
+		if q.closed && !q.gone {
+			return ErrTerminated
+		}
+		return nil
+	}
+	if q.counted {
+		q.run.pending.Add(1)
+	}
+	if q.n == len(q.buf) {
+		q.grow()
+	}
+	i := q.head + q.n
+	if i >= len(q.buf) {
+		i -= len(q.buf)
+	}
+	q.buf[i] = v
+	q.n++
+	if q.n > q.maxLen {
+		q.maxLen = q.n
+	}
+	if q.waiting > 0 {
+		q.notEmpty.Signal()
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+func (q *Inbox[T]) grow() {
+	size := 2 * len(q.buf)
+	if size < 16 {
+		size = 16
+	}
+	nb := make([]T, size)
+	k := copy(nb, q.buf[q.head:])
+	copy(nb[k:], q.buf[:q.head])
+	q.buf = nb
+	q.head = 0
+}
+
+// Pop appends up to max values to dst, blocking while the inbox is empty and
+// open. ok is false when the inbox is closed and empty or the run stopped.
+// blocked tells whether the call had to wait.
+func (q *Inbox[T]) Pop(dst []T, max int) (out []T, blocked, ok bool) {
+	q.mu.Lock()
+	for q.n == 0 {
+		if q.closed || q.run.Stopped() {
+			q.mu.Unlock()
+			return dst, blocked, false
+		}
+		blocked = true
+		q.waiting++
+		q.notEmpty.Wait()
+		q.waiting--
+	}
+	if q.counted && q.run.Stopped() {
+		q.mu.Unlock()
+		return dst, blocked, false
+	}
+	k := min(q.n, max)
+	var zero T
+	for range k {
+		dst = append(dst, q.buf[q.head])
+		q.buf[q.head] = zero
+		q.head++
+		if q.head == len(q.buf) {
+			q.head = 0
+		}
+	}
+	q.n -= k
+	if q.pwaiting > 0 {
+		q.notFull.Broadcast()
+	}
+	q.mu.Unlock()
+	return dst, blocked, true
+}
+
+// Abandon is called when every consumer has stopped: queued values are
+// dropped and later pushes are ignored.
+func (q *Inbox[T]) Abandon() {
+	q.mu.Lock()
+	if q.gone {
+		q.mu.Unlock()
+		return
+	}
+	q.gone = true
+	k := q.n
+	var zero T
+	for i := range q.buf {
+		q.buf[i] = zero
+	}
+	q.n, q.head = 0, 0
+	q.dropped += int64(k)
+	q.notFull.Broadcast()
+	q.mu.Unlock()
+	if q.counted && k > 0 {
+		q.run.Done(int64(k))
+	}
+}
+
+// Len returns the number of queued values.
+func (q *Inbox[T]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+// MaxLen returns the largest number of values ever queued at once.
+func (q *Inbox[T]) MaxLen() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.maxLen
+}
+
+// Dropped returns how many values were dropped because no consumer was left.
+func (q *Inbox[T]) Dropped() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.dropped
+}
+
+// Producers returns the number of producers not yet done.
+func (q *Inbox[T]) Producers() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.producers
+}
+
+func (q *Inbox[T]) sinkName() string { return q.name }
+
+func (q *Inbox[T]) isCounted() bool { return q.counted }
+
+// wake wakes every blocked producer and consumer so they can see that the run
+// stopped.
+func (q *Inbox[T]) wake() {
+	q.mu.Lock()
+	q.notEmpty.Broadcast()
+	q.notFull.Broadcast()
+	q.mu.Unlock()
+}
+
+// Close closes the inbox now, whatever its producers.
+func (q *Inbox[T]) Close() { q.forceClose() }
+
+// forceClose closes the inbox whatever its producers; used once the run is
+// quiescent.
+func (q *Inbox[T]) forceClose() {
+	q.mu.Lock()
+	q.closed = true
+	q.notEmpty.Broadcast()
+	q.notFull.Broadcast()
+	q.mu.Unlock()
+}

@@ -1,0 +1,68 @@
+package core
+
+import "sync/atomic"
+
+// Sink receives the values of one or more producers.
+type Sink[T any] interface {
+	Push(v T) error
+	AddProducer()
+	ProducerDone()
+}
+
+// Outlet fans values out to every connected sink (broadcast). It is also a
+// Sink itself, so the input and output ports of nested graphs and pipelines
+// forward values without an extra queue or goroutine.
+type Outlet[T any] struct {
+	name      string
+	targets   []Sink[T]
+	producers atomic.Int32
+}
+
+// NewOutlet returns an outlet registered with r for validation.
+func NewOutlet[T any](r *Run, name string) *Outlet[T] {
+	o := &Outlet[T]{name: name}
+	r.register(o)
+	return o
+}
+
+// Connect adds s as a target; called while wiring.
+func (o *Outlet[T]) Connect(s Sink[T]) {
+	o.targets = append(o.targets, s)
+	s.AddProducer()
+}
+
+// Push sends v to every target.
+func (o *Outlet[T]) Push(v T) error {
+	for _, t := range o.targets {
+		if err := t.Push(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddProducer declares one more producer feeding this outlet.
+func (o *Outlet[T]) AddProducer() { o.producers.Add(1) }
+
+// ProducerDone is called by each producer once; after the last one the
+// outlet tells its targets it is done.
+func (o *Outlet[T]) ProducerDone() {
+	if o.producers.Add(-1) == 0 {
+		for _, t := range o.targets {
+			t.ProducerDone()
+		}
+	}
+}
+
+// Producers returns the number of producers not yet done.
+func (o *Outlet[T]) Producers() int { return int(o.producers.Load()) }
+
+// Targets returns the number of connected sinks.
+func (o *Outlet[T]) Targets() int { return len(o.targets) }
+
+func (o *Outlet[T]) sinkName() string { return o.name }
+
+func (o *Outlet[T]) isCounted() bool { return false }
+
+func (o *Outlet[T]) wake()       {}
+func (o *Outlet[T]) forceClose() {}

@@ -1,0 +1,213 @@
+// Package core is the machinery behind the graph, bookkeeper, memmgr and
+// pipeline packages: queues, fan-out outlets, the run state with error
+// propagation and quiescence detection, blueprints and their instantiation,
+// and the worker loop that runs task copies.
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrTerminated is returned when a value is sent into a graph that has
+// already terminated.
+var ErrTerminated = errors.New("htgs: graph has terminated")
+
+type registered interface {
+	sinkName() string
+	isCounted() bool
+	wake()
+	forceClose()
+}
+
+// Run is the shared state of one execution of a graph: its context, first
+// error, goroutines, and the quiescence counter.
+//
+// The counter holds one token for the open graph input plus one per value
+// queued in (or being executed by) a task. Emits happen inside Execute, so a
+// value's children are counted before the value itself is released; when
+// the counter reaches zero nothing can produce work again, and every task
+// inbox is closed. This is what ends cyclic graphs without a hand-written
+// CanTerminate; acyclic graphs also end through producer counting.
+type Run struct {
+	Name   string
+	Log    *slog.Logger
+	Epoch  time.Time
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	stopped atomic.Bool
+	errMu   sync.Mutex
+	err     error
+
+	wg        sync.WaitGroup
+	pending   atomic.Int64
+	quiescent atomic.Bool
+
+	sinks     []registered
+	nodes     []*NodeStats
+	stopAfter func() bool
+	afterDone chan struct{}
+	hooks     []func(error)
+	waitOnce  sync.Once
+	waitErr   error
+}
+
+// NewRun prepares a run under parent. Start must be called after wiring.
+func NewRun(parent context.Context, name string, log *slog.Logger) *Run {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	r := &Run{Name: name, Log: log, Epoch: time.Now(), ctx: ctx, cancel: cancel, afterDone: make(chan struct{})}
+	r.pending.Store(1) // the open graph input
+	return r
+}
+
+// Context returns the run's context, cancelled when the run fails or its
+// parent is cancelled.
+func (r *Run) Context() context.Context { return r.ctx }
+
+func (r *Run) register(s registered) { r.sinks = append(r.sinks, s) }
+
+// AddNode records a node's statistics for profiling.
+func (r *Run) AddNode(n *NodeStats) { r.nodes = append(r.nodes, n) }
+
+// Nodes returns the statistics of every node of the run.
+func (r *Run) Nodes() []*NodeStats { return r.nodes }
+
+// OnFinish registers f to run (once) when Wait returns, with the run's error.
+func (r *Run) OnFinish(f func(error)) { r.hooks = append(r.hooks, f) }
+
+// Validate checks the wiring: every sink other than the graph's result queue
+// needs a producer, or it would never close.
+func (r *Run) Validate(results registered) error {
+	var errs []error
+	for _, s := range r.sinks {
+		if s == results {
+			continue
+		}
+		if p, ok := s.(interface{ Producers() int }); ok && p.Producers() == 0 {
+			if t, ok := s.(interface{ Targets() int }); ok && t.Targets() == 0 {
+				continue // an unused port of a nested graph
+			}
+			errs = append(errs, fmt.Errorf("htgs: %s has no producer connected", s.sinkName()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Start arms cancellation; call it after wiring and before launching workers.
+func (r *Run) Start() {
+	r.stopAfter = context.AfterFunc(r.ctx, func() {
+		defer close(r.afterDone)
+		r.fail(context.Cause(r.ctx))
+	})
+}
+
+// Go runs f on a new goroutine tracked by Wait.
+func (r *Run) Go(f func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		f()
+	}()
+}
+
+// Stopped reports whether the run failed or was cancelled.
+func (r *Run) Stopped() bool { return r.stopped.Load() }
+
+// StopErr returns the error that stopped the run.
+func (r *Run) StopErr() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	if r.err == nil {
+		return context.Canceled
+	}
+	return r.err
+}
+
+// Err returns the first error recorded, or nil.
+func (r *Run) Err() error {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.err
+}
+
+// Fail records err (the first error wins), cancels the run and wakes every
+// blocked goroutine.
+func (r *Run) Fail(err error) {
+	r.fail(err)
+	r.cancel(err)
+}
+
+func (r *Run) fail(err error) {
+	if err == nil {
+		err = context.Canceled
+	}
+	r.errMu.Lock()
+	if r.err == nil {
+		// A task that returns ctx.Err() after the caller cancelled should not
+		// hide the cancellation behind its own name.
+		if cause := context.Cause(r.ctx); cause != nil && isCtxErr(err) {
+			err = cause
+		}
+		r.err = err
+	}
+	r.errMu.Unlock()
+	if !r.stopped.Swap(true) {
+		for _, s := range r.sinks {
+			s.wake()
+		}
+	}
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// Done releases k units of pending work; at zero the run is quiescent and
+// every task inbox closes.
+func (r *Run) Done(k int64) {
+	if r.pending.Add(-k) == 0 {
+		r.quiesce()
+	}
+}
+
+func (r *Run) quiesce() {
+	if r.quiescent.Swap(true) {
+		return
+	}
+	for _, s := range r.sinks {
+		if s.isCounted() {
+			s.forceClose()
+		}
+	}
+}
+
+// Pending returns the quiescence counter (for diagnosis).
+func (r *Run) Pending() int64 { return r.pending.Load() }
+
+// Wait waits for every goroutine of the run, then returns the first error.
+// After Wait returns no goroutine of the run is left.
+// Wait may be called more than once.
+func (r *Run) Wait() error {
+	r.waitOnce.Do(func() {
+		r.wg.Wait()
+		if r.stopAfter != nil && !r.stopAfter() {
+			<-r.afterDone
+		}
+		r.waitErr = r.Err()
+		r.cancel(nil)
+		for _, h := range r.hooks {
+			h(r.waitErr)
+		}
+		r.hooks = nil
+	})
+	return r.waitErr
+}

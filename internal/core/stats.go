@@ -1,0 +1,81 @@
+package core
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// State is what a task copy is doing.
+type State int32
+
+// Task copy states, for stall diagnosis.
+const (
+	StateStarting   State = iota // not yet initialized
+	StateWaiting                 // waiting for input
+	StateExecuting               // inside Execute
+	StateMemoryWait              // blocked getting memory from a pool
+	StateDone                    // terminated
+)
+
+var stateNames = [...]string{"starting", "waiting for input", "executing", "waiting for memory", "terminated"}
+
+// String names the state.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "unknown"
+}
+
+// CopyStats are the always-on counters of one task copy. They are written by
+// the copy's goroutine (and by Emit) and may be read at any time.
+type CopyStats struct {
+	Thread   int
+	ItemsIn  atomic.Int64
+	ItemsOut atomic.Int64
+	Compute  atomic.Int64 // nanoseconds inside Execute
+	Wait     atomic.Int64 // nanoseconds waiting for input
+	MemWait  atomic.Int64 // nanoseconds waiting for memory
+	state    atomic.Int32
+	memPool  atomic.Pointer[string] // pool waited on, while in StateMemoryWait
+}
+
+// State returns what the copy is doing now.
+func (c *CopyStats) State() State { return State(c.state.Load()) }
+
+// SetState records what the copy is doing.
+func (c *CopyStats) SetState(s State) { c.state.Store(int32(s)) }
+
+// BeginMemoryWait marks the copy as blocked on pool and returns the start time.
+func (c *CopyStats) BeginMemoryWait(pool string) (prev State, start time.Time) {
+	c.memPool.Store(&pool)
+	prev = c.State()
+	c.SetState(StateMemoryWait)
+	return prev, time.Now()
+}
+
+// EndMemoryWait records the time spent since start and restores prev.
+func (c *CopyStats) EndMemoryWait(prev State, start time.Time) {
+	c.MemWait.Add(int64(time.Since(start)))
+	c.SetState(prev)
+	c.memPool.Store(nil)
+}
+
+// MemoryPool returns the pool the copy waits on, or "".
+func (c *CopyStats) MemoryPool() string {
+	if p := c.memPool.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// NodeStats describes one runtime node and its copies.
+type NodeStats struct {
+	Name     string   // full name, with enclosing graphs and pipeline clones
+	Kind     string   // "task", "bookkeeper", ...
+	Path     []string // enclosing graphs/pipeline clones, outermost first
+	Pipeline int
+	Copies   []*CopyStats
+	QueueLen func() int // current input queue length (nil: none)
+	QueueMax func() int // largest input queue length
+}

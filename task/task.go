@@ -1,0 +1,155 @@
+// Package task defines the typed tasks that make up an HTGS task graph.
+//
+// A task consumes values of one input type and emits zero or more values of
+// one output type. Only Execute is required; the other phases of the HTGS
+// model are optional interfaces a task may implement:
+//
+//   - [Initializer]: once per task copy, on the goroutine that runs the copy,
+//     before its first Execute (bind a device, allocate scratch space).
+//   - [Terminator]: lets a copy stop early, before its input is exhausted.
+//   - [Shutdowner]: once per successfully initialized copy, after its last
+//     Execute (free memory, unbind).
+//
+// A task with N threads runs as N independent copies made by a factory
+// function, so copies never share mutable state unless the factory
+// deliberately gives them a shared pointer.
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gohtgs/htgs/device"
+)
+
+// Task is the one required phase: Execute is called once per input value,
+// and may call out.Emit any number of times before it returns. A non-nil
+// error stops the whole graph, and the graph's Wait reports it wrapped in an
+// [*Error] naming the task.
+type Task[In, Out any] interface {
+	Execute(ctx context.Context, in In, out Emitter[Out]) error
+}
+
+// Emitter sends a task's outputs to every consumer connected to it.
+//
+// Emit may be called from any goroutine, but only while the copy that owns
+// the emitter is executing: emitting after Execute returned (or after the
+// task terminated) fails with [ErrEmitClosed] and the value is dropped. Emit
+// returns the graph's error if the graph is stopping. With a bounded
+// consumer queue Emit blocks until there is room.
+//
+// When several consumers are connected, each receives the same value:
+// pointer values are shared, not copied.
+type Emitter[T any] interface {
+	Emit(v T) error
+}
+
+// Initializer is implemented by tasks that need a set-up phase. Initialize
+// runs once per copy, on the goroutine that then runs every Execute of that
+// copy; an error stops the graph.
+type Initializer interface {
+	Initialize(ctx context.Context, info Info) error
+}
+
+// Terminator is implemented by tasks that may stop before their input is
+// exhausted. CanTerminate is asked before the copy first waits for input and
+// after every Execute; once it returns true the copy stops and its Shutdown
+// runs. Values still queued for a task whose copies have all stopped are
+// dropped.
+//
+// CanTerminate only adds an early way out: a task also stops, as every task
+// does, when its input is closed and drained or when the graph is quiescent.
+type Terminator interface {
+	CanTerminate() bool
+}
+
+// Shutdowner is implemented by tasks that hold resources. Shutdown runs once
+// per copy whose Initialize succeeded (or that has no Initialize), after the
+// copy's last Execute, also when the graph stops on an error. ctx is not
+// cancelled by the graph's own failure, so clean-up can still use it.
+type Shutdowner interface {
+	Shutdown(ctx context.Context) error
+}
+
+// Info describes one running copy of a task.
+type Info struct {
+	Task      string        // the task's name, with enclosing graph and pipeline names
+	Thread    int           // this copy's index, 0..Threads-1
+	Threads   int           // the number of copies of the task
+	Pipeline  int           // index of the execution-pipeline clone, 0..Pipelines-1
+	Pipelines int           // the number of clones of the enclosing pipeline (1 outside pipelines)
+	Device    device.Device // the device of the enclosing pipeline clone (a CPU outside pipelines)
+}
+
+type infoKey struct{}
+
+// WithInfo returns a context carrying info; the graph runtime gives every
+// copy's Execute a context made this way.
+func WithInfo(ctx context.Context, info Info) context.Context {
+	return context.WithValue(ctx, infoKey{}, info)
+}
+
+// InfoFrom returns the Info of the copy whose Execute (or Initialize, or
+// Shutdown) received ctx. ok is false for a context from elsewhere.
+func InfoFrom(ctx context.Context) (info Info, ok bool) {
+	info, ok = ctx.Value(infoKey{}).(Info)
+	return info, ok
+}
+
+// Func adapts a function to a Task, for tasks that keep no state.
+type Func[In, Out any] func(ctx context.Context, in In, out Emitter[Out]) error
+
+// Execute calls f.
+func (f Func[In, Out]) Execute(ctx context.Context, in In, out Emitter[Out]) error {
+	return f(ctx, in, out)
+}
+
+// Map adapts a one-in, one-out function to a Task.
+func Map[In, Out any](f func(ctx context.Context, in In) (Out, error)) Task[In, Out] {
+	return Func[In, Out](func(ctx context.Context, in In, out Emitter[Out]) error {
+		v, err := f(ctx, in)
+		if err != nil {
+			return err
+		}
+		return out.Emit(v)
+	})
+}
+
+// ErrEmitClosed is returned by Emit when the emitting copy is not executing:
+// its Execute has returned, or the task has terminated.
+var ErrEmitClosed = errors.New("emit outside Execute or after the task terminated")
+
+// Error reports the failure of one task copy: an error returned by one of
+// its phases, or a panic.
+type Error struct {
+	Task   string // the task's full name
+	Thread int    // the copy that failed
+	Phase  string // "initialize", "execute", "shutdown" or "build"
+	Err    error  // the task's error, or a *PanicError
+}
+
+// Error formats the failure with the task's name and phase.
+func (e *Error) Error() string {
+	return fmt.Sprintf("htgs: task %q (thread %d) %s: %v", e.Task, e.Thread, e.Phase, e.Err)
+}
+
+// Unwrap returns the task's error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// PanicError is the error a panicking task phase turns into.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the goroutine's stack at the panic
+}
+
+// Error formats the panic value and its stack.
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("panic: %v\n\n%s", p.Value, p.Stack)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (p *PanicError) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}
