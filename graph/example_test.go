@@ -1,0 +1,88 @@
+package graph_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/task"
+)
+
+// A two-stage graph: four copies square numbers, one copy adds one.
+func Example() {
+	g := graph.New[int, int]("example")
+	square := graph.AddTask(g, "square", 4, func() task.Task[int, int] {
+		return task.Map(func(_ context.Context, v int) (int, error) { return v * v, nil })
+	})
+	inc := graph.AddFunc(g, "inc", 1, func(_ context.Context, v int, out task.Emitter[int]) error {
+		return out.Emit(v + 1)
+	})
+	graph.Connect(g.Input(), square)
+	graph.Connect(square, inc)
+	graph.Connect(inc, g.Output())
+
+	rt, err := g.Start(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		defer rt.Close()
+		for i := 1; i <= 5; i++ {
+			if rt.Send(i) != nil {
+				return
+			}
+		}
+	}()
+	var got []int
+	for v := range rt.Results() {
+		got = append(got, v)
+	}
+	if err := rt.Wait(); err != nil {
+		panic(err)
+	}
+	slices.Sort(got) // four copies finish in any order
+	fmt.Println(got)
+	// Output: [2 5 10 17 26]
+}
+
+// Graph.Run feeds a sequence and collects the results in one call.
+func ExampleGraph_Run() {
+	g := graph.New[string, int]("lengths")
+	n := graph.AddTask(g, "len", 1, func() task.Task[string, int] {
+		return task.Map(func(_ context.Context, s string) (int, error) { return len(s), nil })
+	})
+	graph.Connect(g.Input(), n)
+	graph.Connect(n, g.Output())
+
+	words := slices.Values([]string{"hybrid", "task", "graph"})
+	err := g.Run(context.Background(), words, func(v int) error {
+		fmt.Println(v)
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// 6
+	// 4
+	// 5
+	// <nil>
+}
+
+// A nested graph is one node of its parent.
+func ExampleAddGraph() {
+	inner := graph.New[int, int]("double")
+	d := graph.AddFunc(inner, "x2", 1, func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(2 * v) })
+	graph.Connect(inner.Input(), d)
+	graph.Connect(d, inner.Output())
+
+	outer := graph.New[int, int]("outer")
+	n := graph.AddGraph(outer, "double", inner)
+	graph.Connect(outer.Input(), n)
+	graph.Connect(n, outer.Output())
+	_ = outer.Run(context.Background(), slices.Values([]int{1, 2, 3}), func(v int) error {
+		fmt.Print(v, " ")
+		return nil
+	})
+	fmt.Println()
+	// Output: 2 4 6
+}
