@@ -82,7 +82,7 @@ func New[In, Out any](name string) *Graph[In, Out] {
 }
 
 // Name returns the graph's name.
-func (g *Graph[In, Out]) Name() string { return g.BP().Name }
+func (g *Graph[In, Out]) Name() string { return core.BlueprintOf(g).Name }
 
 // Input is the producer of the values sent to the graph: connect it to the
 // tasks that consume them.
@@ -93,7 +93,7 @@ func (g *Graph[In, Out]) Input() Producer[In] { return g.in }
 func (g *Graph[In, Out]) Output() Consumer[Out] { return g.out }
 
 // Err reports the construction mistakes recorded so far, or nil.
-func (g *Graph[In, Out]) Err() error { return g.BP().Err() }
+func (g *Graph[In, Out]) Err() error { return core.BlueprintOf(g).Err() }
 
 // Node is a task (or nested graph, or pipeline) in a graph: it consumes In
 // and produces Out.
@@ -143,7 +143,7 @@ func AddFunc[In, Out any](b Builder, name string, threads int, f func(ctx contex
 // of b, and each pipeline clone containing it, instantiates inner afresh;
 // its tasks appear under the name "name/task".
 func AddGraph[In, Out any](b Builder, name string, inner *Graph[In, Out]) *Node[In, Out] {
-	return newNode[In, Out](core.BlueprintOf(b), core.GraphSpec[In, Out](name, inner.BP()))
+	return newNode[In, Out](core.BlueprintOf(b), core.GraphSpec[In, Out](name, core.BlueprintOf(inner)))
 }
 
 // StartOption configures a run.
@@ -164,7 +164,7 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	for _, o := range opts {
 		o(&cfg)
 	}
-	bp := g.BP()
+	bp := core.BlueprintOf(g)
 	r := core.NewRun(ctx, bp.Name, cfg.log)
 	input := core.NewOutlet[In](r, fmt.Sprintf("input of graph %q", bp.Name))
 	input.AddProducer() // the caller, until Close

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -11,10 +12,11 @@ import (
 // typed edges between their ports. A blueprint can be instantiated any number
 // of times (each run, each pipeline clone, each nesting).
 type Blueprint struct {
-	Name  string
-	Specs []*Spec
-	Edges []*Edge
-	errs  []error
+	Name     string
+	Specs    []*Spec
+	Edges    []*Edge
+	MemEdges []MemEdge
+	errs     []error
 	names map[string]bool
 }
 
@@ -61,9 +63,9 @@ type Spec struct {
 
 // Instance is a node's runtime form within one run.
 type Instance interface {
-	In() any        // the Sink[In] consumers are wired to; nil if none
-	Out(i int) any  // the *Outlet[Out] of output port i
-	Launch(r *Run)  // starts the node's goroutines
+	In() any       // the Sink[In] consumers are wired to; nil if none
+	Out(i int) any // the *Outlet[Out] of output port i
+	Launch(r *Run) // starts the node's goroutines
 }
 
 // PortRef names a port of a spec, or the blueprint's own input (as a
@@ -74,6 +76,17 @@ type PortRef struct {
 	Index int
 	Name  string // for drawing: the rule name of a bookkeeper port
 }
+
+// MemEdge records that Getter gets memory from the pool Pool (for drawing
+// and validation; pools are found at run time through the task's scope).
+type MemEdge struct{ Pool, Getter *Spec }
+
+// Specced is implemented by every consumer port reference, and so by every
+// node that takes input.
+type Specced interface{ spec() *Spec }
+
+// SpecOf returns the spec behind a node reference (nil for graph ports).
+func SpecOf(s Specced) *Spec { return s.spec() }
 
 // Edge connects a producer port to a consumer port; Wire does it at run time.
 type Edge struct {
@@ -91,6 +104,7 @@ func (o Out[T]) producer() Out[T] { return o }
 type In[T any] struct{ Ref PortRef }
 
 func (i In[T]) consumer() In[T] { return i }
+func (i In[T]) spec() *Spec       { return i.Ref.Spec }
 
 // Producer is anything that emits T into a graph: a task, a bookkeeper rule,
 // a nested graph or pipeline, or a graph's input. Only this module's types
@@ -137,12 +151,40 @@ func (p PortRef) label() string {
 // enclosing graphs, and the pipeline clone it belongs to.
 type Scope struct {
 	Run       *Run
+	Parent    *Scope
 	Path      []string
 	Pipeline  int
 	Pipelines int
 	Device    device.Device
-	// Values holds per-clone objects (memory pools) keyed by their spec.
+	// Values holds the objects (memory pools) instantiated in this scope,
+	// keyed by their spec; Lookup also searches enclosing scopes.
 	Values map[any]any
+}
+
+// Lookup finds the object stored under key in sc or an enclosing scope.
+func (sc *Scope) Lookup(key any) (any, bool) {
+	for s := sc; s != nil; s = s.Parent {
+		if v, ok := s.Values[key]; ok {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// Set stores v under key in this scope.
+func (sc *Scope) Set(key, v any) {
+	if sc.Values == nil {
+		sc.Values = map[any]any{}
+	}
+	sc.Values[key] = v
+}
+
+type scopeKey struct{}
+
+// ScopeFrom returns the scope of the task copy whose context this is.
+func ScopeFrom(ctx context.Context) *Scope {
+	sc, _ := ctx.Value(scopeKey{}).(*Scope)
+	return sc
 }
 
 // FullName returns name prefixed by the scope's path.
@@ -157,8 +199,9 @@ func (sc *Scope) FullName(name string) string {
 // Child returns the scope of a nested graph named name.
 func (sc *Scope) Child(name string) *Scope {
 	c := *sc
+	c.Parent = sc
 	c.Path = append(append([]string(nil), sc.Path...), name)
-	c.Values = map[any]any{}
+	c.Values = nil
 	return &c
 }
 

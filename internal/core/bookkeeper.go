@@ -66,6 +66,9 @@ func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 		n := newNode(sc, name, "bookkeeper", queueCap, []executor[In]{x}, x.closeAll)
 		x.stats = n.stats.Copies[0]
 		for _, rt := range x.rules {
+			n.inbox.SetNext(rt.outlet())
+		}
+		for _, rt := range x.rules {
 			rt.(interface{ setStats(*CopyStats) }).setStats(x.stats)
 		}
 		return &bkInst[In]{node: n, x: x}, nil

@@ -9,9 +9,6 @@ type Handle struct{ bp *Blueprint }
 // NewHandle wraps bp.
 func NewHandle(bp *Blueprint) Handle { return Handle{bp: bp} }
 
-// BP returns the blueprint.
-func (h Handle) BP() *Blueprint { return h.bp }
-
 func (h Handle) blueprint() *Blueprint { return h.bp }
 
 // Owner is implemented by types that embed a Handle.

@@ -30,6 +30,7 @@ type Inbox[T any] struct {
 	pwaiting  int  // producers blocked in Push
 	maxLen    int
 	dropped   int64
+	succ      []registered // the outlets of the consuming node
 }
 
 // NewInbox returns an inbox registered with r. counted inboxes feed tasks and
@@ -83,7 +84,7 @@ func (q *Inbox[T]) Push(v T) error {
 		}
 		return nil
 	}
-	if q.counted {
+	if q.counted && q.run.counting {
 		q.run.pending.Add(1)
 	}
 	if q.n == len(q.buf) {
@@ -206,6 +207,17 @@ func (q *Inbox[T]) Producers() int {
 }
 
 func (q *Inbox[T]) sinkName() string { return q.name }
+
+// SetNext records where the consuming node sends values, for cycle detection.
+func (q *Inbox[T]) SetNext(outs ...any) {
+	for _, o := range outs {
+		if r, ok := o.(registered); ok {
+			q.succ = append(q.succ, r)
+		}
+	}
+}
+
+func (q *Inbox[T]) next() []registered { return q.succ }
 
 func (q *Inbox[T]) isCounted() bool { return q.counted }
 

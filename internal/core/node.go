@@ -38,6 +38,7 @@ const maxBatch = 64
 // node is the runtime of a task or bookkeeper: one inbox, several copies.
 type node[In any] struct {
 	run    *Run
+	scope  *Scope
 	name   string
 	inbox  *Inbox[In]
 	execs  []executor[In]
@@ -50,7 +51,7 @@ type node[In any] struct {
 
 func newNode[In any](sc *Scope, name, kind string, limit int, execs []executor[In], onExit func()) *node[In] {
 	full := sc.FullName(name)
-	n := &node[In]{run: sc.Run, name: full, execs: execs, onExit: onExit, batch: 1}
+	n := &node[In]{run: sc.Run, scope: sc, name: full, execs: execs, onExit: onExit, batch: 1}
 	if len(execs) == 1 {
 		n.batch = maxBatch
 	}
@@ -111,6 +112,7 @@ func (n *node[In]) work(i int) {
 	defer n.copyExited()
 	defer cs.SetState(StateDone)
 	ctx := context.WithValue(task.WithInfo(r.ctx, info), statsKey{}, cs)
+	ctx = context.WithValue(ctx, scopeKey{}, n.scope)
 	ctx = pprof.WithLabels(ctx, pprof.Labels("htgs.task", n.name, "htgs.pipeline", strconv.Itoa(info.Pipeline)))
 	pprof.SetGoroutineLabels(ctx)
 
@@ -273,6 +275,7 @@ func TaskSpec[In, Out any](name string, opt TaskOptions, factory func() task.Tas
 			execs[i] = x
 		}
 		n := newNode(sc, name, "task", opt.QueueCap, execs, out.ProducerDone)
+		n.inbox.SetNext(out)
 		for i, x := range execs {
 			te := x.(*taskExec[In, Out])
 			te.em = emitter[Out]{out: out, active: &te.active, stats: n.stats.Copies[i], name: fmt.Sprintf("task %q", full)}

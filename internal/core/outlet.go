@@ -62,6 +62,16 @@ func (o *Outlet[T]) Targets() int { return len(o.targets) }
 
 func (o *Outlet[T]) sinkName() string { return o.name }
 
+func (o *Outlet[T]) next() []registered {
+	rs := make([]registered, 0, len(o.targets))
+	for _, t := range o.targets {
+		if r, ok := t.(registered); ok {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
 func (o *Outlet[T]) isCounted() bool { return false }
 
 func (o *Outlet[T]) wake()       {}

@@ -23,17 +23,20 @@ type registered interface {
 	isCounted() bool
 	wake()
 	forceClose()
+	next() []registered // where values go from here, for cycle detection
 }
 
 // Run is the shared state of one execution of a graph: its context, first
 // error, goroutines, and the quiescence counter.
 //
-// The counter holds one token for the open graph input plus one per value
+// Acyclic graphs end through producer counting alone, so the counter (two
+// shared atomic operations per value) is only kept for graphs with a cycle.
+// It holds one token for the open graph input plus one per value
 // queued in (or being executed by) a task. Emits happen inside Execute, so a
 // value's children are counted before the value itself is released; when
 // the counter reaches zero nothing can produce work again, and every task
 // inbox is closed. This is what ends cyclic graphs without a hand-written
-// CanTerminate; acyclic graphs also end through producer counting.
+// CanTerminate.
 type Run struct {
 	Name   string
 	Log    *slog.Logger
@@ -46,11 +49,13 @@ type Run struct {
 	err     error
 
 	wg        sync.WaitGroup
+	counting  bool // the graph has a cycle: track pending work
 	pending   atomic.Int64
 	quiescent atomic.Bool
 
 	sinks     []registered
 	nodes     []*NodeStats
+	pools     []*PoolStats
 	stopAfter func() bool
 	afterDone chan struct{}
 	hooks     []func(error)
@@ -81,6 +86,12 @@ func (r *Run) AddNode(n *NodeStats) { r.nodes = append(r.nodes, n) }
 // Nodes returns the statistics of every node of the run.
 func (r *Run) Nodes() []*NodeStats { return r.nodes }
 
+// AddPool records a memory pool's statistics.
+func (r *Run) AddPool(p *PoolStats) { r.pools = append(r.pools, p) }
+
+// Pools returns the statistics of every memory pool of the run.
+func (r *Run) Pools() []*PoolStats { return r.pools }
+
 // OnFinish registers f to run (once) when Wait returns, with the run's error.
 func (r *Run) OnFinish(f func(error)) { r.hooks = append(r.hooks, f) }
 
@@ -102,8 +113,45 @@ func (r *Run) Validate(results registered) error {
 	return errors.Join(errs...)
 }
 
-// Start arms cancellation; call it after wiring and before launching workers.
+// Cyclic reports whether values can flow from a task back to itself.
+func (r *Run) Cyclic() bool { return r.counting }
+
+// findCycle reports whether the wiring has a cycle through a task inbox.
+func (r *Run) findCycle() bool {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[registered]int{}
+	var visit func(s registered) bool
+	visit = func(s registered) bool {
+		color[s] = grey
+		for _, n := range s.next() {
+			switch color[n] {
+			case grey:
+				return true
+			case white:
+				if visit(n) {
+					return true
+				}
+			}
+		}
+		color[s] = black
+		return false
+	}
+	for _, s := range r.sinks {
+		if color[s] == white && visit(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Start arms cancellation and quiescence detection; call it after wiring and
+// before launching workers.
 func (r *Run) Start() {
+	r.counting = r.findCycle()
 	r.stopAfter = context.AfterFunc(r.ctx, func() {
 		defer close(r.afterDone)
 		r.fail(context.Cause(r.ctx))
@@ -174,7 +222,7 @@ func isCtxErr(err error) bool {
 // Done releases k units of pending work; at zero the run is quiescent and
 // every task inbox closes.
 func (r *Run) Done(k int64) {
-	if r.pending.Add(-k) == 0 {
+	if r.counting && r.pending.Add(-k) == 0 {
 		r.quiesce()
 	}
 }

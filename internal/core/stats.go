@@ -79,3 +79,14 @@ type NodeStats struct {
 	QueueLen func() int // current input queue length (nil: none)
 	QueueMax func() int // largest input queue length
 }
+
+// PoolStats describes one memory pool instance.
+type PoolStats struct {
+	Name     string // full name, with enclosing graphs and pipeline clones
+	Path     []string
+	Pipeline int
+	Capacity int
+	InUse    func() int   // buffers handed out and not yet back
+	Peak     func() int   // largest InUse ever
+	Waits    func() int64 // Gets that had to wait
+}

@@ -1,0 +1,87 @@
+package graph
+
+import (
+	"time"
+
+	"github.com/gohtgs/htgs/internal/core"
+)
+
+// Stats is a snapshot of a run's always-on counters.
+type Stats struct {
+	Graph   string
+	Elapsed time.Duration // since Start
+	Tasks   []TaskStats
+	Pools   []PoolStats
+}
+
+// TaskStats sums the counters of a task's copies (a bookkeeper is a task
+// with one copy).
+type TaskStats struct {
+	Name       string // full name: enclosing graphs and pipeline clones, then the task
+	Kind       string // "task" or "bookkeeper"
+	Pipeline   int    // clone index of the innermost enclosing pipeline
+	ItemsIn    int64
+	ItemsOut   int64
+	Compute    time.Duration // total time inside Execute, all copies
+	Wait       time.Duration // total time waiting for input
+	MemoryWait time.Duration // total time waiting for pool memory
+	Queue      int           // values queued now
+	MaxQueue   int           // most values ever queued
+	Copies     []CopyStats
+}
+
+// CopyStats are the counters of one task copy.
+type CopyStats struct {
+	Thread     int
+	State      string // "executing", "waiting for input", "waiting for memory", ...
+	MemoryPool string // the pool waited on, in the "waiting for memory" state
+	ItemsIn    int64
+	ItemsOut   int64
+	Compute    time.Duration
+	Wait       time.Duration
+	MemoryWait time.Duration
+}
+
+// PoolStats describes a memory pool instance.
+type PoolStats struct {
+	Name     string
+	Pipeline int
+	Capacity int
+	InUse    int   // buffers out now
+	Peak     int   // most buffers out at once
+	Waits    int64 // Gets that had to wait
+}
+
+// Stats returns a snapshot of the run's counters; it may be called at any
+// time, also after Wait.
+func (rt *Runtime[In, Out]) Stats() Stats { return snapshot(rt.run) }
+
+func snapshot(r *core.Run) Stats {
+	s := Stats{Graph: r.Name, Elapsed: time.Since(r.Epoch)}
+	for _, n := range r.Nodes() {
+		ts := TaskStats{Name: n.Name, Kind: n.Kind, Pipeline: n.Pipeline}
+		if n.QueueLen != nil {
+			ts.Queue, ts.MaxQueue = n.QueueLen(), n.QueueMax()
+		}
+		for _, c := range n.Copies {
+			cs := CopyStats{
+				Thread: c.Thread, State: c.State().String(), MemoryPool: c.MemoryPool(),
+				ItemsIn: c.ItemsIn.Load(), ItemsOut: c.ItemsOut.Load(),
+				Compute: time.Duration(c.Compute.Load()), Wait: time.Duration(c.Wait.Load()),
+				MemoryWait: time.Duration(c.MemWait.Load()),
+			}
+			ts.ItemsIn += cs.ItemsIn
+			ts.ItemsOut += cs.ItemsOut
+			ts.Compute += cs.Compute
+			ts.Wait += cs.Wait
+			ts.MemoryWait += cs.MemoryWait
+			ts.Copies = append(ts.Copies, cs)
+		}
+		s.Tasks = append(s.Tasks, ts)
+	}
+	for _, p := range r.Pools() {
+		s.Pools = append(s.Pools, PoolStats{Name: p.Name, Pipeline: p.Pipeline, Capacity: p.Capacity,
+			InUse: p.InUse(), Peak: p.Peak(), Waits: p.Waits()})
+	}
+	return s
+}

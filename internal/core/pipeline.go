@@ -1,0 +1,106 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/gohtgs/htgs/device"
+)
+
+// AllClones is the router result that sends a value to every clone.
+const AllClones = -1
+
+// PipelineSpec returns the specification of an execution pipeline: inner is
+// instantiated once per device, clone i in a scope with pipeline id i and
+// device devices[i]; route picks the clone of each input (or AllClones), and
+// the clones' outputs merge into the pipeline's output.
+func PipelineSpec[In, Out any](name string, inner *Blueprint, devices []device.Device, route func(v In, clones int) int) *Spec {
+	devs := append([]device.Device(nil), devices...)
+	s := &Spec{Name: name, Kind: "pipeline", Threads: len(devs), Inner: inner}
+	s.Build = func(sc *Scope) (Instance, error) {
+		full := sc.FullName(name)
+		n := len(devs)
+		if n == 0 {
+			return nil, fmt.Errorf("htgs: pipeline %q: no devices given; a pipeline needs at least one clone", full)
+		}
+		if route == nil {
+			return nil, fmt.Errorf("htgs: pipeline %q: nil decomposition rule", full)
+		}
+		out := NewOutlet[Out](sc.Run, fmt.Sprintf("output of pipeline %q", full))
+		rs := &routerSink[In]{run: sc.Run, name: full, route: route}
+		sc.Run.register(rs)
+		g := &Group{InPort: rs, OutPorts: []any{out}}
+		for i, dev := range devs {
+			if dev == nil {
+				return nil, fmt.Errorf("htgs: pipeline %q: device %d is nil", full, i)
+			}
+			csc := sc.Child(fmt.Sprintf("%s[%d]", name, i))
+			csc.Pipeline, csc.Pipelines, csc.Device = i, n, dev
+			in := NewOutlet[In](sc.Run, fmt.Sprintf("input of pipeline clone %q[%d]", full, i))
+			insts, err := Instantiate(inner, csc, in, out)
+			if err != nil {
+				return nil, fmt.Errorf("pipeline %q clone %d: %w", full, i, err)
+			}
+			rs.clones = append(rs.clones, in)
+			g.Members = append(g.Members, insts...)
+		}
+		return g, nil
+	}
+	return s
+}
+
+// routerSink is the input of a pipeline: it applies the decomposition rule.
+type routerSink[In any] struct {
+	run       *Run
+	name      string
+	route     func(In, int) int
+	clones    []*Outlet[In]
+	producers int
+}
+
+func (r *routerSink[In]) Push(v In) error {
+	i := r.route(v, len(r.clones))
+	switch {
+	case i == AllClones:
+		for _, c := range r.clones {
+			if err := c.Push(v); err != nil {
+				return err
+			}
+		}
+		return nil
+	case i < 0 || i >= len(r.clones):
+		// Fail the run as well: the value cannot go anywhere, whoever sent it.
+		err := fmt.Errorf("htgs: pipeline %q: decomposition rule chose clone %d of %d", r.name, i, len(r.clones))
+		r.run.Fail(err)
+		return err
+	}
+	return r.clones[i].Push(v)
+}
+
+func (r *routerSink[In]) AddProducer() {
+	r.producers++
+	for _, c := range r.clones {
+		c.AddProducer()
+	}
+}
+
+func (r *routerSink[In]) ProducerDone() {
+	for _, c := range r.clones {
+		c.ProducerDone()
+	}
+}
+
+func (r *routerSink[In]) Producers() int { return r.producers }
+func (r *routerSink[In]) Targets() int   { return len(r.clones) }
+func (r *routerSink[In]) sinkName() string {
+	return fmt.Sprintf("input of pipeline %q", r.name)
+}
+func (r *routerSink[In]) isCounted() bool { return false }
+func (r *routerSink[In]) wake()           {}
+func (r *routerSink[In]) forceClose()     {}
+func (r *routerSink[In]) next() []registered {
+	rs := make([]registered, len(r.clones))
+	for i, c := range r.clones {
+		rs[i] = c
+	}
+	return rs
+}

@@ -1,0 +1,353 @@
+// Package memmgr provides HTGS memory edges: bounded pools of buffers that
+// tasks get before producing data and release when the data is used up.
+//
+// A pool bounds how much data is alive at once. Get blocks while every
+// buffer is out, which slows the producer down to the pace of the consumers
+// (back-pressure), and gives up when the task's context is cancelled; the
+// time spent waiting is recorded as the task's memory-wait time. Each buffer
+// carries a release rule that decides when it goes back to the pool; the
+// default, [Count], returns it after a given number of releases (a stitching
+// FFT is released by each of its 2, 3 or 4 neighbours).
+//
+//	pool := memmgr.New(g, "fft", 16, memmgr.Slices[complex128](w*h))
+//	memmgr.Use(pool, fftTask) // fftTask gets memory from pool
+//	...
+//	// in fftTask's Execute:
+//	buf, err := pool.Get(ctx, memmgr.Count(neighbours))
+//	...
+//	// in each consumer, when done with it:
+//	err := buf.Release()
+//
+// A pool declared in a graph is instantiated with the graph: every run, and
+// every execution-pipeline clone, has its own buffers (allocated with the
+// clone's device). When the run ends the pool frees its buffers; buffers
+// still out are reported in the log and freed when released. Misuse is an
+// error, never a hang: releasing a buffer more often than its rule allows
+// ([ErrDoubleRelease]), releasing it to another pool ([ErrForeignBuffer]),
+// and Get after the run ended ([ErrClosed]).
+package memmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/core"
+)
+
+// Errors of pool misuse.
+var (
+	ErrDoubleRelease = errors.New("htgs/memmgr: buffer released after it went back to its pool")
+	ErrForeignBuffer = errors.New("htgs/memmgr: buffer belongs to another pool")
+	ErrClosed        = errors.New("htgs/memmgr: pool is closed (the graph run has ended)")
+	ErrNoScope       = errors.New("htgs/memmgr: Get needs the context of a running task")
+)
+
+// ReleaseRule decides when a buffer goes back to its pool. Released is
+// called on each release; the buffer returns when it reports true. A rule
+// value belongs to one Get and is called under the buffer's lock.
+type ReleaseRule interface {
+	Released() bool
+}
+
+// Count returns the rule "back after n releases" (n < 1 is taken as 1).
+func Count(n int) ReleaseRule { return &countRule{left: max(n, 1)} }
+
+type countRule struct{ left int }
+
+func (c *countRule) Released() bool {
+	c.left--
+	return c.left <= 0
+}
+
+// Option configures a pool.
+type Option func(*config)
+
+type config struct{ dynamic bool }
+
+// Dynamic makes a pool that allocates buffers on demand, never more than its
+// capacity, instead of all of them when the run starts (the default).
+func Dynamic() Option { return func(c *config) { c.dynamic = true } }
+
+// Pool is a memory pool declared in a graph. Its methods find the pool
+// instance of the calling task's run and pipeline clone through ctx.
+type Pool[T any] struct {
+	name     string
+	capacity int
+	alloc    Allocator[T]
+	cfg      config
+	spec     *core.Spec
+	bp       *core.Blueprint
+}
+
+// New declares a pool named name of capacity buffers made by alloc in the
+// graph b.
+func New[T any](b graph.Builder, name string, capacity int, alloc Allocator[T], opts ...Option) *Pool[T] {
+	p := &Pool[T]{name: name, capacity: capacity, alloc: alloc, bp: core.BlueprintOf(b)}
+	for _, o := range opts {
+		o(&p.cfg)
+	}
+	p.spec = &core.Spec{Name: name, Kind: "memory", Threads: capacity, Extra: p}
+	p.spec.Build = p.build
+	p.bp.Add(p.spec)
+	return p
+}
+
+// Name returns the pool's name.
+func (p *Pool[T]) Name() string { return p.name }
+
+// Capacity returns the number of buffers of each pool instance.
+func (p *Pool[T]) Capacity() int { return p.capacity }
+
+// Use declares that the given tasks get memory from p (the memory edges of
+// HTGS). Pools work without it; it shapes the graph's picture, and a
+// declared getter must belong to the pool's graph.
+func Use[T any](p *Pool[T], getters ...core.Specced) {
+	for _, g := range getters {
+		s := core.SpecOf(g)
+		if s == nil || s.BP != p.bp {
+			p.bp.Errorf("htgs/memmgr: pool %q: memory edge to a node of another graph", p.name)
+			continue
+		}
+		p.bp.MemEdges = append(p.bp.MemEdges, core.MemEdge{Pool: p.spec, Getter: s})
+	}
+}
+
+// Get takes a buffer from the pool instance of the calling task, waiting
+// while none is free. rule decides when the buffer returns (nil means
+// Count(1)). ctx must be (or derive from) the context given to the task.
+func (p *Pool[T]) Get(ctx context.Context, rule ReleaseRule) (*Buffer[T], error) {
+	in, err := p.instance(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return in.get(ctx, rule)
+}
+
+// Release releases b on behalf of the calling task, checking that b came
+// from this pool's instance in the task's scope.
+func (p *Pool[T]) Release(ctx context.Context, b *Buffer[T]) error {
+	in, err := p.instance(ctx)
+	if err != nil {
+		return err
+	}
+	if b == nil || b.inst != in {
+		return fmt.Errorf("%w: releasing to %q", ErrForeignBuffer, in.name)
+	}
+	return b.Release()
+}
+
+func (p *Pool[T]) instance(ctx context.Context) (*instance[T], error) {
+	sc := core.ScopeFrom(ctx)
+	if sc == nil {
+		return nil, fmt.Errorf("pool %q: %w", p.name, ErrNoScope)
+	}
+	v, ok := sc.Lookup(p.spec)
+	if !ok {
+		return nil, fmt.Errorf("htgs/memmgr: pool %q is not declared in the graph of this task (or an enclosing one)", p.name)
+	}
+	return v.(*instance[T]), nil
+}
+
+// Buffer is one use of a pooled buffer: the value returned by Get, shared by
+// everyone who releases it.
+type Buffer[T any] struct {
+	// Data is the pooled buffer itself.
+	Data T
+
+	inst *instance[T]
+	slot *slot[T]
+	mu   sync.Mutex
+	rule ReleaseRule
+	done bool
+}
+
+// Release records one release; when the buffer's rule says so, the buffer
+// goes back to its pool. Releasing a buffer that already went back is
+// ErrDoubleRelease.
+func (b *Buffer[T]) Release() error {
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return fmt.Errorf("pool %q: %w", b.inst.name, ErrDoubleRelease)
+	}
+	back := b.rule.Released()
+	if back {
+		b.done = true
+	}
+	b.mu.Unlock()
+	if back {
+		b.inst.put(b.slot)
+	}
+	return nil
+}
+
+type slot[T any] struct{ data T }
+
+// instance is a pool in one run (and pipeline clone).
+type instance[T any] struct {
+	name     string
+	capacity int
+	alloc    Allocator[T]
+	dev      device.Device
+	log      *slog.Logger
+
+	free chan *slot[T]
+	stop chan struct{}
+
+	mu        sync.Mutex // guards allocated, closed, allocation and freeing
+	allocated int
+	closed    bool
+
+	inUse atomic.Int64
+	peak  atomic.Int64
+	waits atomic.Int64
+}
+
+func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
+	full := sc.FullName(p.name)
+	if p.capacity < 1 {
+		return nil, fmt.Errorf("htgs/memmgr: pool %q: capacity %d, want at least 1", full, p.capacity)
+	}
+	if p.alloc == nil {
+		return nil, fmt.Errorf("htgs/memmgr: pool %q: nil allocator", full)
+	}
+	dev := sc.Device
+	if dev == nil {
+		dev = device.Host{}
+	}
+	in := &instance[T]{name: full, capacity: p.capacity, alloc: p.alloc, dev: dev, log: sc.Run.Log,
+		free: make(chan *slot[T], p.capacity), stop: make(chan struct{})}
+	if !p.cfg.dynamic {
+		for range p.capacity {
+			s, err := in.newSlot()
+			if err != nil {
+				in.close()
+				return nil, err
+			}
+			in.free <- s
+		}
+	}
+	sc.Set(p.spec, in)
+	sc.Run.AddPool(&core.PoolStats{Name: full, Path: sc.Path, Pipeline: sc.Pipeline, Capacity: p.capacity,
+		InUse: func() int { return int(in.inUse.Load()) },
+		Peak:  func() int { return int(in.peak.Load()) },
+		Waits: in.waits.Load})
+	sc.Run.OnFinish(func(error) { in.close() })
+	return poolInst{}, nil
+}
+
+func (in *instance[T]) newSlot() (*slot[T], error) {
+	v, err := in.alloc.Alloc(in.dev)
+	if err != nil {
+		return nil, fmt.Errorf("htgs/memmgr: pool %q: allocating on %s: %w", in.name, in.dev.Name(), err)
+	}
+	in.allocated++
+	return &slot[T]{data: v}, nil
+}
+
+func (in *instance[T]) get(ctx context.Context, rule ReleaseRule) (*Buffer[T], error) {
+	if rule == nil {
+		rule = Count(1)
+	}
+	s, err := in.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := in.inUse.Add(1)
+	for {
+		p := in.peak.Load()
+		if n <= p || in.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	return &Buffer[T]{Data: s.data, inst: in, slot: s, rule: rule}, nil
+}
+
+func (in *instance[T]) take(ctx context.Context) (*slot[T], error) {
+	select {
+	case s := <-in.free:
+		return s, nil
+	default:
+	}
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return nil, fmt.Errorf("pool %q: %w", in.name, ErrClosed)
+	}
+	if in.allocated < in.capacity {
+		s, err := in.newSlot()
+		in.mu.Unlock()
+		return s, err
+	}
+	in.mu.Unlock()
+
+	in.waits.Add(1)
+	if cs := core.StatsFrom(ctx); cs != nil {
+		prev, t0 := cs.BeginMemoryWait(in.name)
+		defer cs.EndMemoryWait(prev, t0)
+	}
+	select {
+	case s := <-in.free:
+		return s, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-in.stop:
+		return nil, fmt.Errorf("pool %q: %w", in.name, ErrClosed)
+	}
+}
+
+func (in *instance[T]) put(s *slot[T]) {
+	in.inUse.Add(-1)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		// The run has ended: free late releases at once.
+		in.freeSlot(s)
+		return
+	}
+	in.free <- s // never blocks: at most capacity slots exist
+}
+
+func (in *instance[T]) freeSlot(s *slot[T]) {
+	if err := in.alloc.Free(in.dev, s.data); err != nil {
+		in.log.Error("htgs/memmgr: freeing a buffer failed", "pool", in.name, "err", err)
+	}
+	in.allocated--
+}
+
+// close frees every buffer in the pool and reports those still out.
+func (in *instance[T]) close() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return
+	}
+	in.closed = true
+	close(in.stop)
+	for {
+		select {
+		case s := <-in.free:
+			in.freeSlot(s)
+			continue
+		default:
+		}
+		break
+	}
+	if in.allocated > 0 {
+		in.log.Warn("htgs/memmgr: buffers still out when the graph ended; they are freed when released",
+			"pool", in.name, "out", in.allocated)
+	}
+}
+
+// poolInst is the (portless) runtime node of a pool.
+type poolInst struct{}
+
+func (poolInst) In() any          { return nil }
+func (poolInst) Out(int) any      { return nil }
+func (poolInst) Launch(*core.Run) {}

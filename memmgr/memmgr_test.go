@@ -1,0 +1,274 @@
+package memmgr_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/task"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func seq(n int) func(func(int) bool) {
+	return func(yield func(int) bool) {
+		for i := range n {
+			if !yield(i) {
+				return
+			}
+		}
+	}
+}
+
+// countingAlloc counts allocations and frees.
+type countingAlloc struct {
+	allocs, frees atomic.Int64
+	fail          bool
+}
+
+func (a *countingAlloc) Alloc(device.Device) ([]byte, error) {
+	if a.fail {
+		return nil, errors.New("out of memory")
+	}
+	a.allocs.Add(1)
+	return make([]byte, 8), nil
+}
+
+func (a *countingAlloc) Free(device.Device, []byte) error { a.frees.Add(1); return nil }
+
+type msg struct {
+	id  int
+	buf *memmgr.Buffer[[]byte]
+}
+
+// A fast producer and a slow consumer joined by a pool of 4: the number of
+// buffers alive never exceeds 4, and every buffer comes back.
+func TestPoolBoundsLiveBuffers(t *testing.T) {
+	for _, opts := range [][]memmgr.Option{nil, {memmgr.Dynamic()}} {
+		alloc := &countingAlloc{}
+		var live, peak atomic.Int64
+		g := graph.New[int, int]("bounded")
+		pool := memmgr.New[[]byte](g, "buffers", 4, alloc, opts...)
+		prod := graph.AddFunc(g, "fast", 1, func(ctx context.Context, v int, out task.Emitter[msg]) error {
+			b, err := pool.Get(ctx, nil)
+			if err != nil {
+				return err
+			}
+			n := live.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			return out.Emit(msg{v, b})
+		})
+		memmgr.Use(pool, prod)
+		cons := graph.AddFunc(g, "slow", 2, func(_ context.Context, m msg, out task.Emitter[int]) error {
+			time.Sleep(20 * time.Microsecond)
+			live.Add(-1)
+			if err := m.buf.Release(); err != nil {
+				return err
+			}
+			return out.Emit(m.id)
+		})
+		graph.Connect(g.Input(), prod)
+		graph.Connect(prod, cons)
+		graph.Connect(cons, g.Output())
+		n := 0
+		if err := g.Run(context.Background(), seq(500), func(int) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if n != 500 {
+			t.Fatalf("%d results", n)
+		}
+		if p := peak.Load(); p > 4 || p < 2 {
+			t.Fatalf("peak live buffers %d, want 2..4", p)
+		}
+		if a, f := alloc.allocs.Load(), alloc.frees.Load(); a > 4 || a != f {
+			t.Fatalf("allocated %d, freed %d", a, f)
+		}
+	}
+}
+
+// Count(3): the buffer goes back exactly at the third release.
+func TestCountRuleReturnsAtLastRelease(t *testing.T) {
+	g := graph.New[int, string]("count")
+	pool := memmgr.New(g, "one", 1, memmgr.Slices[byte](4))
+	step := graph.AddFunc(g, "step", 1, func(ctx context.Context, _ int, out task.Emitter[string]) error {
+		b, err := pool.Get(ctx, memmgr.Count(3))
+		if err != nil {
+			return err
+		}
+		for i := range 3 {
+			// Until the last release the only buffer is out: a Get must wait.
+			tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			_, err := pool.Get(tctx, nil)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return errors.New("got a second buffer while the first was out")
+			}
+			if err := b.Release(); err != nil {
+				return err
+			}
+			_ = i
+		}
+		b2, err := pool.Get(ctx, nil) // back after the third release
+		if err != nil {
+			return err
+		}
+		if err := b.Release(); !errors.Is(err, memmgr.ErrDoubleRelease) {
+			return errors.New("fourth release of a Count(3) buffer accepted")
+		}
+		return errors.Join(b2.Release(), out.Emit("ok"))
+	})
+	graph.Connect(g.Input(), step)
+	graph.Connect(step, g.Output())
+	var got []string
+	if err := g.Run(context.Background(), seq(1), func(s string) error { got = append(got, s); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("got %v", got)
+	}
+}
+
+func TestMisuse(t *testing.T) {
+	var kept context.Context
+	var keptPool *memmgr.Pool[[]byte]
+	g := graph.New[int, int]("misuse")
+	a := memmgr.New(g, "a", 2, memmgr.Slices[byte](1))
+	b := memmgr.New(g, "b", 2, memmgr.Slices[byte](1))
+	n := graph.AddFunc(g, "user", 1, func(ctx context.Context, _ int, out task.Emitter[int]) error {
+		kept, keptPool = ctx, a
+		buf, err := a.Get(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := b.Release(ctx, buf); !errors.Is(err, memmgr.ErrForeignBuffer) {
+			t.Errorf("release to another pool: %v", err)
+		}
+		if err := a.Release(ctx, buf); err != nil {
+			t.Errorf("release: %v", err)
+		}
+		if err := buf.Release(); !errors.Is(err, memmgr.ErrDoubleRelease) {
+			t.Errorf("double release: %v", err)
+		}
+		return nil
+	})
+	graph.Connect(g.Input(), n)
+	if err := g.Run(context.Background(), seq(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keptPool.Get(kept, nil); !errors.Is(err, memmgr.ErrClosed) {
+		t.Fatalf("Get after the run ended: %v", err)
+	}
+	if _, err := a.Get(context.Background(), nil); !errors.Is(err, memmgr.ErrNoScope) {
+		t.Fatalf("Get outside a task: %v", err)
+	}
+}
+
+func TestBadPools(t *testing.T) {
+	for name, mk := range map[string]func(g *graph.Graph[int, int]) *memmgr.Pool[[]byte]{
+		"zero capacity": func(g *graph.Graph[int, int]) *memmgr.Pool[[]byte] {
+			return memmgr.New(g, "p", 0, memmgr.Slices[byte](1))
+		},
+		"nil allocator": func(g *graph.Graph[int, int]) *memmgr.Pool[[]byte] {
+			return memmgr.New[[]byte](g, "p", 1, nil)
+		},
+		"failing allocator": func(g *graph.Graph[int, int]) *memmgr.Pool[[]byte] {
+			return memmgr.New[[]byte](g, "p", 1, &countingAlloc{fail: true})
+		},
+	} {
+		g := graph.New[int, int]("bad")
+		mk(g)
+		if _, err := g.Start(context.Background()); err == nil {
+			t.Errorf("%s: Start succeeded", name)
+		} else if !strings.Contains(err.Error(), `"p"`) {
+			t.Errorf("%s: error does not name the pool: %v", name, err)
+		}
+	}
+}
+
+func TestCancelWhileWaitingForMemory(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	blocked := make(chan struct{})
+	var once sync.Once
+	g := graph.New[int, int]("stuck")
+	pool := memmgr.New(g, "tiny", 1, memmgr.Slices[byte](1))
+	hog := graph.AddFunc(g, "hog", 1, func(ctx context.Context, _ int, out task.Emitter[int]) error {
+		if _, err := pool.Get(ctx, nil); err != nil { // never released
+			return err
+		}
+		once.Do(func() { close(blocked) })
+		_, err := pool.Get(ctx, nil) // blocks: the pool is empty
+		return err
+	})
+	graph.Connect(g.Input(), hog)
+	var logs bytes.Buffer
+	rt, err := g.Start(ctx, graph.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rt.Send(1)
+	<-blocked
+	time.Sleep(10 * time.Millisecond)
+	t0 := time.Now()
+	cancel()
+	if err := rt.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v", err)
+	}
+	if d := time.Since(t0); d > time.Second {
+		t.Fatalf("stopping took %v", d)
+	}
+	if !strings.Contains(logs.String(), "still out") || !strings.Contains(logs.String(), "tiny") {
+		t.Fatalf("the unreleased buffer was not reported; log:\n%s", logs.String())
+	}
+}
+
+// Memory-wait time is charged to the task that waited.
+func TestMemoryWaitIsRecorded(t *testing.T) {
+	g := graph.New[int, int]("wait")
+	pool := memmgr.New(g, "p", 1, memmgr.Slices[byte](1))
+	get := graph.AddFunc(g, "getter", 1, func(ctx context.Context, v int, out task.Emitter[*memmgr.Buffer[[]byte]]) error {
+		b, err := pool.Get(ctx, nil)
+		if err != nil {
+			return err
+		}
+		return out.Emit(b)
+	})
+	rel := graph.AddFunc(g, "releaser", 1, func(_ context.Context, b *memmgr.Buffer[[]byte], out task.Emitter[int]) error {
+		time.Sleep(2 * time.Millisecond)
+		return b.Release()
+	})
+	graph.Connect(g.Input(), get)
+	graph.Connect(get, rel)
+	rt, err := g.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		_ = rt.Send(i)
+	}
+	rt.Close()
+	if err := rt.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var wait time.Duration
+	for _, n := range rt.Stats().Tasks {
+		if n.Name == "getter" {
+			wait = n.MemoryWait
+		}
+	}
+	if wait < 4*time.Millisecond {
+		t.Fatalf("getter's memory wait %v, want >= 4ms (4 waits of ~2ms)", wait)
+	}
+}

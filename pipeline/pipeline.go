@@ -1,0 +1,74 @@
+// Package pipeline provides HTGS execution pipelines: a subgraph cloned once
+// per device, with a decomposition rule that routes each input to one clone
+// or to all of them.
+//
+//	gpus := pipeline.New(g, "gpus", perDevice, devices, pipeline.ByKey(func(t *Tile) int { return t.Row }))
+//	graph.Connect(read, gpus)
+//	graph.Connect(gpus, write)
+//
+// Clone i runs in its own scope: its tasks see pipeline id i, the clone
+// count and devices[i] in their task.Info, and its memory pools and
+// bookkeeper rules are made afresh, so clones share no state unless the
+// subgraph's factories hand out a shared value on purpose. The clones'
+// outputs merge into the pipeline's output. Pipelines nest: a subgraph may
+// itself contain a pipeline.
+package pipeline
+
+import (
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/core"
+)
+
+// All is the Rule result that broadcasts a value to every clone.
+const All = core.AllClones
+
+// Rule is a decomposition rule: it returns the clone (0..clones-1) that gets
+// v, or All. It is called from the goroutine of the task that emitted v, so
+// a rule must be safe for concurrent use if several tasks feed the pipeline.
+type Rule[In any] func(v In, clones int) int
+
+// ByKey routes v to clone key(v) mod clones; keys such as grid rows spread
+// work evenly and keep related values on one device.
+func ByKey[In any](key func(In) int) Rule[In] {
+	return func(v In, clones int) int {
+		k := key(v) % clones
+		if k < 0 {
+			k += clones
+		}
+		return k
+	}
+}
+
+// Broadcast sends every value to every clone.
+func Broadcast[In any]() Rule[In] { return func(In, int) int { return All } }
+
+type (
+	inRef[T any]  = core.In[T]
+	outRef[T any] = core.Out[T]
+)
+
+// Pipeline is an execution pipeline node: a consumer of In and a producer of
+// Out, like a task.
+type Pipeline[In, Out any] struct {
+	inRef[In]
+	outRef[Out]
+	name string
+}
+
+// Name returns the pipeline's name.
+func (p *Pipeline[In, Out]) Name() string { return p.name }
+
+// New adds to b a pipeline named name that runs one clone of inner per
+// device. An empty device list, or a rule choosing a clone that does not
+// exist, is reported as an error by Start (or at the emit, respectively).
+func New[In, Out any](b graph.Builder, name string, inner *graph.Graph[In, Out], devices []device.Device, rule Rule[In]) *Pipeline[In, Out] {
+	bp := core.BlueprintOf(b)
+	s := core.PipelineSpec[In, Out](name, core.BlueprintOf(inner), devices, rule)
+	bp.Add(s)
+	return &Pipeline[In, Out]{
+		inRef:  inRef[In]{Ref: core.PortRef{BP: bp, Spec: s}},
+		outRef: outRef[Out]{Ref: core.PortRef{BP: bp, Spec: s}},
+		name:   name,
+	}
+}
