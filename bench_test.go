@@ -9,10 +9,13 @@ package htgs_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/pipeline"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -222,5 +225,48 @@ func BenchmarkCycleGraph(b *testing.B) {
 	}
 	if err := rt.Wait(); err != nil || n != b.N {
 		b.Fatalf("err %v, %d of %d", err, n, b.N)
+	}
+}
+
+// spin does n steps of dependent floating-point work (20000: ~20 us).
+func spin(n int) float64 {
+	x := 1.0
+	for i := range n {
+		x = x*1.0000001 + float64(i&7)
+	}
+	return x
+}
+
+func benchClones(b *testing.B, clones int) {
+	inner := graph.New[int, float64]("work")
+	w := graph.AddFunc(inner, "compute", 1, func(_ context.Context, v int, out task.Emitter[float64]) error {
+		return out.Emit(spin(20000)) // ~20 us
+	})
+	graph.Connect(inner.Input(), w)
+	graph.Connect(w, inner.Output())
+	g := graph.New[int, float64]("pipelines")
+	p := pipeline.New(g, "cpus", inner, device.Hosts(clones), pipeline.ByKey(func(v int) int { return v }))
+	graph.Connect(g.Input(), p)
+	graph.Connect(p, g.Output())
+	b.ResetTimer()
+	n := 0
+	err := g.Run(context.Background(), func(yield func(int) bool) {
+		for i := range b.N {
+			if !yield(i) {
+				return
+			}
+		}
+	}, func(float64) error { n++; return nil })
+	if err != nil || n != b.N {
+		b.Fatalf("err %v, %d of %d", err, n, b.N)
+	}
+}
+
+// BenchmarkPipelineClones: an execution pipeline of 1, 2 and 4 clones of a
+// CPU-bound task on CPU devices; on 2 cores, 2 clones should take half the
+// time per item of 1, and 4 clones no less than 2.
+func BenchmarkPipelineClones(b *testing.B) {
+	for _, c := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("clones=%d", c), func(b *testing.B) { benchClones(b, c) })
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
@@ -55,15 +56,13 @@ type ReleaseRule interface {
 	Released() bool
 }
 
-// Count returns the rule "back after n releases" (n < 1 is taken as 1).
-func Count(n int) ReleaseRule { return &countRule{left: max(n, 1)} }
+// Count is the rule "back after n releases" (n < 1 is taken as 1). It is
+// handled without locks or allocation; Count(n).Released on its own always
+// reports true.
+type Count int
 
-type countRule struct{ left int }
-
-func (c *countRule) Released() bool {
-	c.left--
-	return c.left <= 0
-}
+// Released reports true; pools count the releases of a Count rule themselves.
+func (Count) Released() bool { return true }
 
 // Option configures a pool.
 type Option func(*config)
@@ -143,11 +142,11 @@ func (p *Pool[T]) Release(ctx context.Context, b *Buffer[T]) error {
 }
 
 func (p *Pool[T]) instance(ctx context.Context) (*instance[T], error) {
-	sc := core.ScopeFrom(ctx)
-	if sc == nil {
+	c := core.CopyFrom(ctx)
+	if c == nil {
 		return nil, fmt.Errorf("pool %q: %w", p.name, ErrNoScope)
 	}
-	v, ok := sc.Lookup(p.spec)
+	v, ok := c.Lookup(p.spec)
 	if !ok {
 		return nil, fmt.Errorf("htgs/memmgr: pool %q is not declared in the graph of this task (or an enclosing one)", p.name)
 	}
@@ -162,8 +161,9 @@ type Buffer[T any] struct {
 
 	inst *instance[T]
 	slot *slot[T]
-	mu   sync.Mutex
-	rule ReleaseRule
+	left atomic.Int64 // releases still due, for a Count rule
+	mu   sync.Mutex   // for a custom rule
+	rule ReleaseRule  // nil for a Count rule
 	done bool
 }
 
@@ -171,16 +171,23 @@ type Buffer[T any] struct {
 // goes back to its pool. Releasing a buffer that already went back is
 // ErrDoubleRelease.
 func (b *Buffer[T]) Release() error {
-	b.mu.Lock()
-	if b.done {
+	var back bool
+	if b.rule == nil {
+		n := b.left.Add(-1)
+		if n < 0 {
+			return fmt.Errorf("pool %q: %w", b.inst.name, ErrDoubleRelease)
+		}
+		back = n == 0
+	} else {
+		b.mu.Lock()
+		if b.done {
+			b.mu.Unlock()
+			return fmt.Errorf("pool %q: %w", b.inst.name, ErrDoubleRelease)
+		}
+		back = b.rule.Released()
+		b.done = back
 		b.mu.Unlock()
-		return fmt.Errorf("pool %q: %w", b.inst.name, ErrDoubleRelease)
 	}
-	back := b.rule.Released()
-	if back {
-		b.done = true
-	}
-	b.mu.Unlock()
 	if back {
 		b.inst.put(b.slot)
 	}
@@ -189,7 +196,9 @@ func (b *Buffer[T]) Release() error {
 
 type slot[T any] struct{ data T }
 
-// instance is a pool in one run (and pipeline clone).
+// instance is a pool in one run (and pipeline clone). Free buffers sit in a
+// mutex-guarded stack; a waiting Get sleeps on the wake channel so that it
+// can also watch its context.
 type instance[T any] struct {
 	name     string
 	capacity int
@@ -197,12 +206,13 @@ type instance[T any] struct {
 	dev      device.Device
 	log      *slog.Logger
 
-	free chan *slot[T]
-	stop chan struct{}
-
-	mu        sync.Mutex // guards allocated, closed, allocation and freeing
+	mu        sync.Mutex
+	free      []*slot[T]
 	allocated int
+	waiters   int
 	closed    bool
+	wake      chan struct{} // a token per put while Gets wait
+	stop      chan struct{} // closed with the pool
 
 	inUse atomic.Int64
 	peak  atomic.Int64
@@ -222,7 +232,7 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 		dev = device.Host{}
 	}
 	in := &instance[T]{name: full, capacity: p.capacity, alloc: p.alloc, dev: dev, log: sc.Run.Log,
-		free: make(chan *slot[T], p.capacity), stop: make(chan struct{})}
+		free: make([]*slot[T], 0, p.capacity), wake: make(chan struct{}, p.capacity), stop: make(chan struct{})}
 	if !p.cfg.dynamic {
 		for range p.capacity {
 			s, err := in.newSlot()
@@ -230,7 +240,7 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 				in.close()
 				return nil, err
 			}
-			in.free <- s
+			in.free = append(in.free, s)
 		}
 	}
 	sc.Set(p.spec, in)
@@ -252,9 +262,6 @@ func (in *instance[T]) newSlot() (*slot[T], error) {
 }
 
 func (in *instance[T]) get(ctx context.Context, rule ReleaseRule) (*Buffer[T], error) {
-	if rule == nil {
-		rule = Count(1)
-	}
 	s, err := in.take(ctx)
 	if err != nil {
 		return nil, err
@@ -266,39 +273,69 @@ func (in *instance[T]) get(ctx context.Context, rule ReleaseRule) (*Buffer[T], e
 			break
 		}
 	}
-	return &Buffer[T]{Data: s.data, inst: in, slot: s, rule: rule}, nil
+	b := &Buffer[T]{Data: s.data, inst: in, slot: s}
+	switch r := rule.(type) {
+	case nil:
+		b.left.Store(1)
+	case Count:
+		b.left.Store(int64(max(int(r), 1)))
+	default:
+		b.rule = r
+	}
+	return b, nil
 }
 
 func (in *instance[T]) take(ctx context.Context) (*slot[T], error) {
-	select {
-	case s := <-in.free:
-		return s, nil
-	default:
-	}
-	in.mu.Lock()
-	if in.closed {
+	var waited bool
+	var prev core.State
+	var t0 time.Time
+	var cs *core.CopyStats
+	defer func() {
+		if waited && cs != nil {
+			cs.EndMemoryWait(prev, t0)
+		}
+	}()
+	for {
+		in.mu.Lock()
+		if in.closed {
+			in.mu.Unlock()
+			return nil, fmt.Errorf("pool %q: %w", in.name, ErrClosed)
+		}
+		if k := len(in.free); k > 0 {
+			s := in.free[k-1]
+			in.free = in.free[:k-1]
+			in.mu.Unlock()
+			return s, nil
+		}
+		if in.allocated < in.capacity {
+			s, err := in.newSlot()
+			in.mu.Unlock()
+			return s, err
+		}
+		in.waiters++
 		in.mu.Unlock()
-		return nil, fmt.Errorf("pool %q: %w", in.name, ErrClosed)
-	}
-	if in.allocated < in.capacity {
-		s, err := in.newSlot()
-		in.mu.Unlock()
-		return s, err
-	}
-	in.mu.Unlock()
 
-	in.waits.Add(1)
-	if cs := core.StatsFrom(ctx); cs != nil {
-		prev, t0 := cs.BeginMemoryWait(in.name)
-		defer cs.EndMemoryWait(prev, t0)
-	}
-	select {
-	case s := <-in.free:
-		return s, nil
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	case <-in.stop:
-		return nil, fmt.Errorf("pool %q: %w", in.name, ErrClosed)
+		if !waited {
+			waited = true
+			in.waits.Add(1)
+			if cs = core.StatsFrom(ctx); cs != nil {
+				prev, t0 = cs.BeginMemoryWait(in.name)
+			}
+		}
+		var err error
+		select {
+		case <-in.wake:
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		case <-in.stop:
+			err = fmt.Errorf("pool %q: %w", in.name, ErrClosed)
+		}
+		in.mu.Lock()
+		in.waiters--
+		in.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 	}
 }
 
@@ -311,7 +348,13 @@ func (in *instance[T]) put(s *slot[T]) {
 		in.freeSlot(s)
 		return
 	}
-	in.free <- s // never blocks: at most capacity slots exist
+	in.free = append(in.free, s)
+	if in.waiters > 0 {
+		select {
+		case in.wake <- struct{}{}:
+		default: // enough tokens are pending already
+		}
+	}
 }
 
 func (in *instance[T]) freeSlot(s *slot[T]) {
@@ -330,15 +373,10 @@ func (in *instance[T]) close() {
 	}
 	in.closed = true
 	close(in.stop)
-	for {
-		select {
-		case s := <-in.free:
-			in.freeSlot(s)
-			continue
-		default:
-		}
-		break
+	for _, s := range in.free {
+		in.freeSlot(s)
 	}
+	in.free = nil
 	if in.allocated > 0 {
 		in.log.Warn("htgs/memmgr: buffers still out when the graph ended; they are freed when released",
 			"pool", in.name, "out", in.allocated)

@@ -17,7 +17,7 @@ type Blueprint struct {
 	Edges    []*Edge
 	MemEdges []MemEdge
 	errs     []error
-	names map[string]bool
+	names    map[string]bool
 }
 
 // NewBlueprint returns an empty blueprint.
@@ -104,7 +104,7 @@ func (o Out[T]) producer() Out[T] { return o }
 type In[T any] struct{ Ref PortRef }
 
 func (i In[T]) consumer() In[T] { return i }
-func (i In[T]) spec() *Spec       { return i.Ref.Spec }
+func (i In[T]) spec() *Spec     { return i.Ref.Spec }
 
 // Producer is anything that emits T into a graph: a task, a bookkeeper rule,
 // a nested graph or pipeline, or a graph's input. Only this module's types
@@ -179,12 +179,12 @@ func (sc *Scope) Set(key, v any) {
 	sc.Values[key] = v
 }
 
-type scopeKey struct{}
-
 // ScopeFrom returns the scope of the task copy whose context this is.
 func ScopeFrom(ctx context.Context) *Scope {
-	sc, _ := ctx.Value(scopeKey{}).(*Scope)
-	return sc
+	if c := CopyFrom(ctx); c != nil {
+		return c.Scope
+	}
+	return nil
 }
 
 // FullName returns name prefixed by the scope's path.

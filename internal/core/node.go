@@ -14,12 +14,42 @@ import (
 	"github.com/gohtgs/htgs/task"
 )
 
-type statsKey struct{}
+type copyKey struct{}
+
+// CopyState is what the runtime knows about a running task copy; it is the
+// outermost value of the copy's context, so looking it up is one step.
+type CopyState struct {
+	Stats *CopyStats
+	Scope *Scope
+	// the last Lookup, read and written by the copy's goroutine only
+	lastKey, lastVal any
+}
+
+// CopyFrom returns the state of the task copy whose context this is.
+func CopyFrom(ctx context.Context) *CopyState {
+	cs, _ := ctx.Value(copyKey{}).(*CopyState)
+	return cs
+}
 
 // StatsFrom returns the counters of the task copy whose context this is.
 func StatsFrom(ctx context.Context) *CopyStats {
-	cs, _ := ctx.Value(statsKey{}).(*CopyStats)
-	return cs
+	if c := CopyFrom(ctx); c != nil {
+		return c.Stats
+	}
+	return nil
+}
+
+// Lookup is Scope.Lookup, remembering the last answer: a task usually gets
+// memory from one pool. It must be called from the copy's own goroutine.
+func (c *CopyState) Lookup(key any) (any, bool) {
+	if key == c.lastKey && key != nil {
+		return c.lastVal, true
+	}
+	v, ok := c.Scope.Lookup(key)
+	if ok {
+		c.lastKey, c.lastVal = key, v
+	}
+	return v, ok
 }
 
 // executor is one copy of a node, as the worker loop sees it.
@@ -111,10 +141,9 @@ func (n *node[In]) work(i int) {
 	r, ex, cs, info := n.run, n.execs[i], n.stats.Copies[i], n.infos[i]
 	defer n.copyExited()
 	defer cs.SetState(StateDone)
-	ctx := context.WithValue(task.WithInfo(r.ctx, info), statsKey{}, cs)
-	ctx = context.WithValue(ctx, scopeKey{}, n.scope)
-	ctx = pprof.WithLabels(ctx, pprof.Labels("htgs.task", n.name, "htgs.pipeline", strconv.Itoa(info.Pipeline)))
+	ctx := pprof.WithLabels(task.WithInfo(r.ctx, info), pprof.Labels("htgs.task", n.name, "htgs.pipeline", strconv.Itoa(info.Pipeline)))
 	pprof.SetGoroutineLabels(ctx)
+	ctx = context.WithValue(ctx, copyKey{}, &CopyState{Stats: cs, Scope: n.scope})
 
 	if err := n.protect(i, "initialize", func() error { return ex.initialize(ctx, info) }); err != nil {
 		r.Fail(err)
