@@ -53,14 +53,20 @@ func feed(b *testing.B, send func(*item) error, close func()) {
 // BenchmarkPipeline8Channels.
 func BenchmarkPipeline8Graph(b *testing.B) { benchPipeline(b, pipelineGraph(graph.QueueCap(64))) }
 
+// BenchmarkPipeline8GraphNoCounters is BenchmarkPipeline8Graph with the
+// always-on counters turned off: the ratio of the two is their cost.
+func BenchmarkPipeline8GraphNoCounters(b *testing.B) {
+	benchPipeline(b, pipelineGraph(graph.QueueCap(64)), graph.WithoutCounters())
+}
+
 // BenchmarkPipeline8GraphUnbounded is the same with the default unbounded
 // queues: the sender runs ahead of the pipeline and the queues grow.
 func BenchmarkPipeline8GraphUnbounded(b *testing.B) { benchPipeline(b, pipelineGraph()) }
 
-func benchPipeline(b *testing.B, g *graph.Graph[*item, *item]) {
+func benchPipeline(b *testing.B, g *graph.Graph[*item, *item], opts ...graph.StartOption) {
 	b.ReportAllocs()
 	b.ResetTimer()
-	rt, err := g.Start(context.Background())
+	rt, err := g.Start(context.Background(), opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

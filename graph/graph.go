@@ -30,6 +30,8 @@ import (
 	"iter"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gohtgs/htgs/internal/core"
 	"github.com/gohtgs/htgs/task"
@@ -150,7 +152,13 @@ func AddGraph[In, Out any](b Builder, name string, inner *Graph[In, Out]) *Node[
 type StartOption func(*startConfig)
 
 type startConfig struct {
-	log *slog.Logger
+	log           *slog.Logger
+	trace         bool
+	noStats       bool
+	stallAfter    time.Duration
+	stallFn       func(Report)
+	progressEvery time.Duration
+	progressFn    func(Progress)
 }
 
 // WithLogger sends the run's diagnostics to l (default: discarded).
@@ -166,6 +174,10 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	}
 	bp := core.BlueprintOf(g)
 	r := core.NewRun(ctx, bp.Name, cfg.log)
+	r.NoStats = cfg.noStats
+	if cfg.trace {
+		r.Trace = &core.Trace{}
+	}
 	input := core.NewOutlet[In](r, fmt.Sprintf("input of graph %q", bp.Name))
 	input.AddProducer() // the caller, until Close
 	results := core.NewInbox[Out](r, fmt.Sprintf("output of graph %q", bp.Name), 0, false)
@@ -181,10 +193,12 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 		results.Close() // nothing feeds the output: it is empty for good
 	}
 	r.Start()
+	rt := &Runtime[In, Out]{run: r, input: input, results: results}
+	rt.watch(&cfg)
 	for _, in := range insts {
 		in.Launch(r)
 	}
-	return &Runtime[In, Out]{run: r, input: input, results: results}, nil
+	return rt, nil
 }
 
 // Runtime is one running instance of a graph.
@@ -194,6 +208,7 @@ type Runtime[In, Out any] struct {
 	results *core.Inbox[Out]
 	mu      sync.RWMutex
 	closed  bool
+	sent    atomic.Int64
 }
 
 // ErrClosed is returned by Send after Close.
@@ -211,6 +226,7 @@ func (rt *Runtime[In, Out]) Send(v In) error {
 	if rt.run.Stopped() {
 		return rt.run.StopErr()
 	}
+	rt.sent.Add(1)
 	return rt.input.Push(v)
 }
 

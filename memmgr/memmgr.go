@@ -244,10 +244,12 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 		}
 	}
 	sc.Set(p.spec, in)
-	sc.Run.AddPool(&core.PoolStats{Name: full, Path: sc.Path, Pipeline: sc.Pipeline, Capacity: p.capacity,
+	ps := &core.PoolStats{Name: full, Path: sc.Path, Pipeline: sc.Pipeline, Capacity: p.capacity,
 		InUse: func() int { return int(in.inUse.Load()) },
 		Peak:  func() int { return int(in.peak.Load()) },
-		Waits: in.waits.Load})
+		Waits: in.waits.Load}
+	sc.Run.AddPool(ps)
+	sc.Run.AddTopoNode(core.TopoNode{ID: full, Label: p.name, Kind: "memory", Path: sc.Path, Pool: ps})
 	sc.Run.OnFinish(func(error) { in.close() })
 	return poolInst{}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/gohtgs/htgs/device"
 )
@@ -91,7 +92,7 @@ func SpecOf(s Specced) *Spec { return s.spec() }
 // Edge connects a producer port to a consumer port; Wire does it at run time.
 type Edge struct {
 	From, To PortRef
-	Memory   bool // a memory edge (drawn differently)
+	Type     string // the Go type carried, for drawing
 	Wire     func(src, dst any)
 }
 
@@ -132,7 +133,7 @@ func Connect[T any](p Producer[T], c Consumer[T]) {
 			return
 		}
 	}
-	from.BP.Edges = append(from.BP.Edges, &Edge{From: from, To: to, Wire: func(src, dst any) {
+	from.BP.Edges = append(from.BP.Edges, &Edge{From: from, To: to, Type: reflect.TypeFor[T]().String(), Wire: func(src, dst any) {
 		src.(*Outlet[T]).Connect(dst.(Sink[T]))
 	}})
 }
@@ -212,6 +213,7 @@ func Instantiate(b *Blueprint, sc *Scope, input, output any) ([]Instance, error)
 	if err := b.Err(); err != nil {
 		return nil, err
 	}
+	recordBoundary(sc, b.Name)
 	insts := make(map[*Spec]Instance, len(b.Specs))
 	list := make([]Instance, 0, len(b.Specs))
 	for _, s := range b.Specs {
@@ -239,5 +241,6 @@ func Instantiate(b *Blueprint, sc *Scope, input, output any) ([]Instance, error)
 		}
 		e.Wire(src, dst)
 	}
+	recordEdges(b, sc)
 	return list, nil
 }

@@ -64,12 +64,15 @@ func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 			x.live = append(x.live, true)
 		}
 		n := newNode(sc, name, "bookkeeper", queueCap, []executor[In]{x}, x.closeAll)
+		n.stats.Rules = x.names
 		x.stats = n.stats.Copies[0]
 		for _, rt := range x.rules {
 			n.inbox.SetNext(rt.outlet())
 		}
-		for _, rt := range x.rules {
-			rt.(interface{ setStats(*CopyStats) }).setStats(x.stats)
+		if !sc.Run.NoStats {
+			for _, rt := range x.rules {
+				rt.(interface{ setStats(*CopyStats) }).setStats(x.stats)
+			}
 		}
 		return &bkInst[In]{node: n, x: x}, nil
 	}

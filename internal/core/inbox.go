@@ -29,6 +29,7 @@ type Inbox[T any] struct {
 	waiting   int  // consumers blocked in Pop
 	pwaiting  int  // producers blocked in Push
 	maxLen    int
+	pushed    int64
 	dropped   int64
 	succ      []registered // the outlets of the consuming node
 }
@@ -96,6 +97,7 @@ func (q *Inbox[T]) Push(v T) error {
 	}
 	q.buf[i] = v
 	q.n++
+	q.pushed++
 	if q.n > q.maxLen {
 		q.maxLen = q.n
 	}
@@ -190,6 +192,13 @@ func (q *Inbox[T]) MaxLen() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.maxLen
+}
+
+// Pushed returns how many values were ever queued.
+func (q *Inbox[T]) Pushed() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.pushed
 }
 
 // Dropped returns how many values were dropped because no consumer was left.

@@ -93,12 +93,20 @@ func newNode[In any](sc *Scope, name, kind string, limit int, execs []executor[I
 		dev = device.Host{}
 	}
 	pipes := max(sc.Pipelines, 1)
+	if tr := sc.Run.Trace; tr != nil {
+		n.stats.queue = tr.newQueue(full)
+	}
 	for i := range execs {
-		n.stats.Copies = append(n.stats.Copies, &CopyStats{Thread: i})
+		cs := &CopyStats{Thread: i, epoch: sc.Run.Epoch}
+		if tr := sc.Run.Trace; tr != nil {
+			cs.track = tr.newTrack(full, i, sc.Pipeline)
+		}
+		n.stats.Copies = append(n.stats.Copies, cs)
 		n.infos = append(n.infos, task.Info{Task: full, Thread: i, Threads: len(execs),
 			Pipeline: sc.Pipeline, Pipelines: pipes, Device: dev})
 	}
 	sc.Run.AddNode(n.stats)
+	sc.Run.AddTopoNode(TopoNode{ID: full, Label: name, Kind: kind, Path: sc.Path, Stats: n.stats})
 	return n
 }
 
@@ -157,12 +165,18 @@ func (n *node[In]) work(i int) {
 	}()
 
 	batch := make([]In, 0, n.batch)
-	last := time.Since(r.Epoch)
+	counting := !r.NoStats
+	var last time.Duration
+	if counting {
+		last = time.Since(r.Epoch)
+	}
 	for !ex.canTerminate() {
-		cs.SetState(StateWaiting)
+		if counting {
+			cs.SetState(StateWaiting)
+		}
 		var blocked, ok bool
 		batch, blocked, ok = n.inbox.Pop(batch[:0], n.batch)
-		if blocked {
+		if blocked && counting {
 			now := time.Since(r.Epoch)
 			cs.Wait.Add(int64(now - last))
 			last = now
@@ -170,12 +184,22 @@ func (n *node[In]) work(i int) {
 		if !ok {
 			return
 		}
-		cs.SetState(StateExecuting)
-		done, stop, err := n.runBatch(ctx, ex, batch, i)
-		now := time.Since(r.Epoch)
-		cs.Compute.Add(int64(now - last))
-		last = now
-		cs.ItemsIn.Add(done)
+		if q := n.stats.queue; q != nil {
+			q.Add(time.Since(r.Epoch), n.inbox.Len())
+		}
+		var done int64
+		var stop bool
+		var err error
+		if counting {
+			cs.SetState(StateExecuting)
+			done, stop, err = n.runBatch(ctx, ex, batch, i, cs.track)
+			now := time.Since(r.Epoch)
+			cs.Compute.Add(int64(now - last))
+			last = now
+			cs.ItemsIn.Add(done)
+		} else {
+			_, stop, err = n.runBatch(ctx, ex, batch, i, nil)
+		}
 		clear(batch)
 		r.Done(int64(len(batch)))
 		if err != nil {
@@ -188,7 +212,7 @@ func (n *node[In]) work(i int) {
 	}
 }
 
-func (n *node[In]) runBatch(ctx context.Context, ex executor[In], batch []In, thread int) (done int64, stop bool, err error) {
+func (n *node[In]) runBatch(ctx context.Context, ex executor[In], batch []In, thread int, track *Track) (done int64, stop bool, err error) {
 	ex.setActive(true)
 	defer ex.setActive(false)
 	defer func() {
@@ -200,7 +224,15 @@ func (n *node[In]) runBatch(ctx context.Context, ex executor[In], batch []In, th
 		if n.run.Stopped() {
 			return done, true, nil
 		}
-		if e := ex.execute(ctx, v); e != nil {
+		var t0 time.Duration
+		if track != nil {
+			t0 = time.Since(n.run.Epoch)
+		}
+		e := ex.execute(ctx, v)
+		if track != nil {
+			track.Add(Slice{Start: t0, Dur: time.Since(n.run.Epoch) - t0, Kind: SliceExecute})
+		}
+		if e != nil {
 			return done, true, n.fail(thread, "execute", e)
 		}
 		done++
@@ -223,7 +255,9 @@ func (e *emitter[T]) Emit(v T) error {
 	if !e.active.Load() {
 		return fmt.Errorf("htgs: %s: %w", e.name, task.ErrEmitClosed)
 	}
-	e.stats.ItemsOut.Add(1)
+	if e.stats != nil {
+		e.stats.ItemsOut.Add(1)
+	}
 	return e.out.Push(v)
 }
 
@@ -307,7 +341,10 @@ func TaskSpec[In, Out any](name string, opt TaskOptions, factory func() task.Tas
 		n.inbox.SetNext(out)
 		for i, x := range execs {
 			te := x.(*taskExec[In, Out])
-			te.em = emitter[Out]{out: out, active: &te.active, stats: n.stats.Copies[i], name: fmt.Sprintf("task %q", full)}
+			te.em = emitter[Out]{out: out, active: &te.active, name: fmt.Sprintf("task %q", full)}
+			if !sc.Run.NoStats {
+				te.em.stats = n.stats.Copies[i]
+			}
 		}
 		return &taskInst[In, Out]{node: n, out: out}, nil
 	}

@@ -27,6 +27,7 @@ func PipelineSpec[In, Out any](name string, inner *Blueprint, devices []device.D
 		}
 		out := NewOutlet[Out](sc.Run, fmt.Sprintf("output of pipeline %q", full))
 		rs := &routerSink[In]{run: sc.Run, name: full, route: route}
+		recordPipeline(sc, name, n)
 		sc.Run.register(rs)
 		g := &Group{InPort: rs, OutPorts: []any{out}}
 		for i, dev := range devs {

@@ -56,6 +56,13 @@ type Run struct {
 	sinks     []registered
 	nodes     []*NodeStats
 	pools     []*PoolStats
+	topoNodes []TopoNode
+	topoEdges []TopoEdge
+
+	// NoStats turns the always-on counters off (to measure what they cost).
+	NoStats bool
+	// Trace, when set, records every Execute and memory wait.
+	Trace     *Trace
 	stopAfter func() bool
 	afterDone chan struct{}
 	hooks     []func(error)

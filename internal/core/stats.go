@@ -38,6 +38,8 @@ type CopyStats struct {
 	MemWait  atomic.Int64 // nanoseconds waiting for memory
 	state    atomic.Int32
 	memPool  atomic.Pointer[string] // pool waited on, while in StateMemoryWait
+	track    *Track                 // set when the run is traced
+	epoch    time.Time
 }
 
 // State returns what the copy is doing now.
@@ -56,7 +58,11 @@ func (c *CopyStats) BeginMemoryWait(pool string) (prev State, start time.Time) {
 
 // EndMemoryWait records the time spent since start and restores prev.
 func (c *CopyStats) EndMemoryWait(prev State, start time.Time) {
-	c.MemWait.Add(int64(time.Since(start)))
+	d := time.Since(start)
+	c.MemWait.Add(int64(d))
+	if c.track != nil {
+		c.track.Add(Slice{Start: start.Sub(c.epoch), Dur: d, Kind: SliceMemoryWait, Detail: c.MemoryPool()})
+	}
 	c.SetState(prev)
 	c.memPool.Store(nil)
 }
@@ -76,8 +82,10 @@ type NodeStats struct {
 	Path     []string // enclosing graphs/pipeline clones, outermost first
 	Pipeline int
 	Copies   []*CopyStats
+	Rules    []string   // bookkeeper rule names
 	QueueLen func() int // current input queue length (nil: none)
 	QueueMax func() int // largest input queue length
+	queue    *QueueTrack
 }
 
 // PoolStats describes one memory pool instance.

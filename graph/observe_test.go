@@ -1,0 +1,303 @@
+package graph_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"os/exec"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/bookkeeper"
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/pipeline"
+	"github.com/gohtgs/htgs/task"
+)
+
+// richGraph has a thread pool, a bookkeeper, a pool with a memory edge, a
+// nested graph and a 2-clone pipeline.
+func richGraph() *graph.Graph[int, int] {
+	inner := graph.New[int, int]("square")
+	sq := graph.AddFunc(inner, "sq", 2, func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v * v) })
+	graph.Connect(inner.Input(), sq)
+	graph.Connect(sq, inner.Output())
+
+	clone := graph.New[int, int]("clone")
+	pool := memmgr.New(clone, "scratch", 2, memmgr.Slices[int](16))
+	work := graph.AddFunc(clone, "work", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		b, err := pool.Get(ctx, nil)
+		if err != nil {
+			return err
+		}
+		b.Data[0] = v
+		time.Sleep(50 * time.Microsecond)
+		return errorsJoin(b.Release(), out.Emit(b.Data[0]+1))
+	})
+	memmgr.Use(pool, work)
+	graph.Connect(clone.Input(), work)
+	graph.Connect(work, clone.Output())
+
+	g := graph.New[int, int]("rich")
+	n := graph.AddGraph(g, "nested", inner)
+	p := pipeline.New(g, "cpus", clone, device.Hosts(2), pipeline.ByKey(func(v int) int { return v }))
+	bk := bookkeeper.New[int](g, "evens")
+	even := bookkeeper.AddRule(bk, "even", func() bookkeeper.Rule[int, int] {
+		return bookkeeper.RuleFunc[int, int](func(_ context.Context, v int, out task.Emitter[int]) error {
+			if v%2 == 0 {
+				return out.Emit(v)
+			}
+			return nil
+		})
+	})
+	graph.Connect(g.Input(), n)
+	graph.Connect(n, p)
+	graph.Connect(p, bk)
+	graph.Connect(even, g.Output())
+	return g
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func runRich(t *testing.T, opts ...graph.StartOption) *graph.Runtime[int, int] {
+	t.Helper()
+	rt, err := richGraph().Start(context.Background(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		_ = rt.Send(i)
+	}
+	rt.Close()
+	for range rt.Results() {
+	}
+	if err := rt.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func TestDOTRendersWithGraphviz(t *testing.T) {
+	rt := runRich(t)
+	var buf bytes.Buffer
+	if err := rt.WriteDOT(&buf, graph.DOTOptions{Color: graph.ColorCompute}); err != nil {
+		t.Fatal(err)
+	}
+	dot := buf.String()
+	for _, want := range []string{`"nested/sq"`, `"cpus[0]/work"`, `"cpus[1]/work"`, `"cpus[1]/scratch"`,
+		`"evens.even"`, "style=dashed", "×2", "in 200", "max queue", "cluster"} {
+		if !strings.Contains(dot, want) {
+			t.Errorf("DOT lacks %s", want)
+		}
+	}
+	path, err := exec.LookPath("dot")
+	if err != nil {
+		t.Skip("Graphviz dot not installed; .ci/run installs it")
+	}
+	cmd := exec.Command(path, "-Tsvg")
+	cmd.Stdin = &buf
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil || stderr.Len() > 0 {
+		t.Fatalf("dot -Tsvg: %v\n%s\n%s", err, stderr.String(), dot)
+	}
+	if !strings.Contains(out.String(), "<svg") || !strings.Contains(out.String(), "cpus[1]/work") {
+		t.Fatalf("no SVG with the nodes")
+	}
+}
+
+func TestTraceIsWellFormed(t *testing.T) {
+	rt := runRich(t, graph.WithTrace())
+	var buf bytes.Buffer
+	if err := rt.WriteTrace(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ph   string         `json:"ph"`
+			Ts   float64        `json:"ts"`
+			Dur  float64        `json:"dur"`
+			Tid  int            `json:"tid"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("trace is not JSON: %v", err)
+	}
+	names := map[int]string{}
+	slices := map[int][][2]float64{}
+	memWaits, counters := 0, 0
+	for _, e := range doc.TraceEvents {
+		switch e.Ph {
+		case "M":
+			if e.Name == "thread_name" {
+				names[e.Tid] = e.Args["name"].(string)
+			}
+		case "X":
+			slices[e.Tid] = append(slices[e.Tid], [2]float64{e.Ts, e.Ts + e.Dur})
+			if e.Name == "memory wait" {
+				memWaits++
+			}
+		case "C":
+			counters++
+		}
+	}
+	// Every copy has a track: nested/sq x2, cpus[0]/work, cpus[1]/work, evens.
+	want := []string{"nested/sq #0", "nested/sq #1", "cpus[0]/work #0", "cpus[1]/work #0", "evens #0"}
+	var got []string
+	for _, n := range names {
+		got = append(got, n)
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("tracks %v, want %v", got, want)
+	}
+	total := 0
+	for tid, ss := range slices {
+		sort.Slice(ss, func(i, j int) bool { return ss[i][0] < ss[j][0] })
+		for i := 1; i < len(ss); i++ {
+			if ss[i][0] < ss[i-1][1]-0.001 {
+				t.Fatalf("track %s: slices overlap: %v and %v", names[tid], ss[i-1], ss[i])
+			}
+		}
+		total += len(ss)
+	}
+	if total < 200*3 || counters == 0 {
+		t.Fatalf("%d slices, %d counter samples", total, counters)
+	}
+	_ = memWaits // pool of 2 per clone: waits are likely but not certain
+}
+
+func TestStallReportNamesStuckTaskAndPool(t *testing.T) {
+	g := graph.New[int, int]("stuck")
+	pool := memmgr.New(g, "frames", 2, memmgr.Slices[byte](8))
+	hog := graph.AddFunc(g, "hoarder", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		_, err := pool.Get(ctx, nil) // never released
+		return err
+	})
+	graph.Connect(g.Input(), hog)
+	reports := make(chan graph.Report, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := g.Start(ctx, graph.WithStallReport(50*time.Millisecond, func(r graph.Report) {
+		select {
+		case reports <- r:
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		_ = rt.Send(i)
+	}
+	var r graph.Report
+	select {
+	case r = <-reports:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no stall report")
+	}
+	cancel()
+	_ = rt.Wait()
+	text := r.String()
+	if !strings.Contains(text, `"hoarder"`) || !strings.Contains(text, `waiting for memory from pool "frames"`) ||
+		!strings.Contains(text, `pool "frames": 2 of 2 buffers out`) {
+		t.Fatalf("report does not name the stuck task and pool:\n%s", text)
+	}
+}
+
+func TestPprofLabelsInCPUProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes a CPU profile")
+	}
+	var prof bytes.Buffer
+	if err := pprof.StartCPUProfile(&prof); err != nil {
+		t.Skip("CPU profiling unavailable:", err)
+	}
+	g := graph.New[int, float64]("labelled")
+	burn := graph.AddFunc(g, "burner", 2, func(_ context.Context, v int, out task.Emitter[float64]) error {
+		x := 1.0
+		for i := range 2_000_000 {
+			x = x*1.0000001 + float64(i&3)
+		}
+		return out.Emit(x)
+	})
+	graph.Connect(g.Input(), burn)
+	err := g.Run(context.Background(), seq(40), nil)
+	pprof.StopCPUProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(&prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Label keys and values land in the profile's string table only if a
+	// sample carries them.
+	if !bytes.Contains(raw, []byte("htgs.task")) || !bytes.Contains(raw, []byte("burner")) {
+		t.Fatal("CPU profile has no htgs.task=burner label")
+	}
+}
+
+func TestProgressAndHTTP(t *testing.T) {
+	var mu sync.Mutex
+	var last graph.Progress
+	rt := runRich(t, graph.WithProgress(time.Millisecond, func(p graph.Progress) {
+		mu.Lock()
+		last = p
+		mu.Unlock()
+	}))
+	mu.Lock()
+	if !last.Done || last.Sent != 200 || last.Outputs != 100 {
+		t.Fatalf("final progress %+v", last)
+	}
+	mu.Unlock()
+
+	srv := httptest.NewServer(rt.Handler())
+	defer srv.Close()
+	get := func(q string) (int, string) {
+		resp, err := srv.Client().Get(srv.URL + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("")
+	var st graph.Stats
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Tasks) != 4 || len(st.Pools) != 2 {
+		t.Fatalf("json: %d %s", code, body)
+	}
+	if code, body := get("?format=dot&color=wait"); code != 200 || !strings.HasPrefix(body, "digraph") {
+		t.Fatalf("dot: %d %s", code, body)
+	}
+	if code, body := get("?format=text"); code != 200 || !strings.Contains(body, `task "cpus[0]/work"`) {
+		t.Fatalf("text: %d %s", code, body)
+	}
+	if code, _ := get("?format=trace"); code != 404 {
+		t.Fatalf("trace of an untraced run: %d", code)
+	}
+	if code, _ := get("?format=png"); code != 400 {
+		t.Fatalf("bad format: %d", code)
+	}
+}
