@@ -17,7 +17,10 @@ import (
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/pipeline"
 	"github.com/gohtgs/htgs/task"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const stages = 8
 

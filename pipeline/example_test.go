@@ -1,0 +1,45 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/pipeline"
+	"github.com/gohtgs/htgs/task"
+)
+
+// Rows of a grid go to 3 clones of a subgraph, one per device; each value
+// learns which clone and device processed it.
+func Example() {
+	inner := graph.New[int, string]("per device")
+	where := graph.AddFunc(inner, "where", 1, func(ctx context.Context, row int, out task.Emitter[string]) error {
+		info, _ := task.InfoFrom(ctx)
+		return out.Emit(fmt.Sprintf("row %d on clone %d/%d (%s)", row, info.Pipeline, info.Pipelines, info.Device.Name()))
+	})
+	graph.Connect(inner.Input(), where)
+	graph.Connect(where, inner.Output())
+
+	g := graph.New[int, string]("rows")
+	p := pipeline.New(g, "devices", inner, device.Hosts(3), pipeline.ByKey(func(row int) int { return row }))
+	graph.Connect(g.Input(), p)
+	graph.Connect(p, g.Output())
+
+	var lines []string
+	_ = g.Run(context.Background(), slices.Values([]int{0, 1, 2, 3, 4}), func(s string) error {
+		lines = append(lines, s)
+		return nil
+	})
+	slices.Sort(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	// Output:
+	// row 0 on clone 0/3 (cpu0)
+	// row 1 on clone 1/3 (cpu1)
+	// row 2 on clone 2/3 (cpu2)
+	// row 3 on clone 0/3 (cpu0)
+	// row 4 on clone 1/3 (cpu1)
+}
