@@ -1,0 +1,127 @@
+// Kernels of the htgs cuda package: the normalized cross-power spectrum of
+// phase correlation, and a max reduction that returns value and index.
+//
+// Compiled to PTX by scripts/gen-cuda-ptx.sh (go generate ./cuda/); the PTX
+// is committed, embedded in the Go binary, and JIT-compiled by the driver
+// for the GPU it runs on.
+//
+// Calling convention: the Go side passes every kernel argument as one
+// 8-byte slot, so every parameter here is 8 bytes wide (pointers, long
+// long, double). Do not add int or float parameters.
+
+#define HTGS_BLOCK 256 // threads per block of every launch (the Go side agrees)
+
+// htgs_cross_power writes dst[i] = a[i]*conj(b[i]) / |a[i]*conj(b[i])| for
+// i < n, or 0 where the magnitude is not above floor or not finite (a zero
+// or rounding-noise coefficient carries no phase). dst may alias a or b.
+extern "C" __global__ void htgs_cross_power(double2 *dst, const double2 *a, const double2 *b,
+					    long long n, double floor)
+{
+	long long stride = (long long)blockDim.x * gridDim.x;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+		double2 x = a[i], y = b[i];
+		// (xr + i xi) * (yr - i yi)
+		double re = x.x * y.x + x.y * y.y;
+		double im = x.y * y.x - x.x * y.y;
+		double m = hypot(re, im);
+		double2 c = make_double2(0.0, 0.0);
+		if (m > floor && isfinite(m)) {
+			c = make_double2(re / m, im / m);
+		}
+		dst[i] = c;
+	}
+}
+
+// Source modes of htgs_max_blocks.
+#define HTGS_MAX_F64 0       // src is double[n]
+#define HTGS_MAX_ABS_C128 1  // src is double2[n]; value |z|
+#define HTGS_MAX_REAL_C128 2 // src is double2[n]; value Re z
+
+// better reports whether candidate (v, i) beats the current best (bv, bi):
+// a larger value, or an equal value at a smaller index. Index -1 means
+// "none" and never wins.
+__device__ __forceinline__ bool better(double v, long long i, double bv, long long bi)
+{
+	if (i < 0) {
+		return false;
+	}
+	if (bi < 0) {
+		return true;
+	}
+	return v > bv || (v == bv && i < bi);
+}
+
+__device__ __forceinline__ double load(const void *src, long long i, long long mode)
+{
+	if (mode == HTGS_MAX_F64) {
+		return ((const double *)src)[i];
+	}
+	double2 z = ((const double2 *)src)[i];
+	return mode == HTGS_MAX_ABS_C128 ? hypot(z.x, z.y) : z.x;
+}
+
+// reduce_block leaves the best (value, index) of the block's threads in
+// sv[0], si[0].
+__device__ void reduce_block(double *sv, long long *si)
+{
+	unsigned t = threadIdx.x;
+	__syncthreads();
+	for (unsigned s = HTGS_BLOCK / 2; s > 0; s >>= 1) {
+		if (t < s && better(sv[t + s], si[t + s], sv[t], si[t])) {
+			sv[t] = sv[t + s];
+			si[t] = si[t + s];
+		}
+		__syncthreads();
+	}
+}
+
+// htgs_max_blocks reduces src[0..n) (NaNs skipped) to one (value, index)
+// per block in pval[blockIdx.x], pidx[blockIdx.x]; index -1 when the block
+// saw no candidate. Launch with HTGS_BLOCK threads per block.
+extern "C" __global__ void htgs_max_blocks(const void *src, long long n, long long mode,
+					   double *pval, long long *pidx)
+{
+	__shared__ double sv[HTGS_BLOCK];
+	__shared__ long long si[HTGS_BLOCK];
+	double bv = 0.0;
+	long long bi = -1;
+	long long stride = (long long)HTGS_BLOCK * gridDim.x;
+	for (long long i = (long long)blockIdx.x * HTGS_BLOCK + threadIdx.x; i < n; i += stride) {
+		double v = load(src, i, mode);
+		if (v == v && better(v, i, bv, bi)) { // v == v: not NaN
+			bv = v;
+			bi = i;
+		}
+	}
+	sv[threadIdx.x] = bv;
+	si[threadIdx.x] = bi;
+	reduce_block(sv, si);
+	if (threadIdx.x == 0) {
+		pval[blockIdx.x] = sv[0];
+		pidx[blockIdx.x] = si[0];
+	}
+}
+
+// htgs_max_final reduces the parts per-block results of htgs_max_blocks to
+// out_val[0], out_idx[0]. Launch with one block of HTGS_BLOCK threads.
+extern "C" __global__ void htgs_max_final(const double *pval, const long long *pidx, long long parts,
+					  double *out_val, long long *out_idx)
+{
+	__shared__ double sv[HTGS_BLOCK];
+	__shared__ long long si[HTGS_BLOCK];
+	double bv = 0.0;
+	long long bi = -1;
+	for (long long p = threadIdx.x; p < parts; p += HTGS_BLOCK) {
+		if (better(pval[p], pidx[p], bv, bi)) {
+			bv = pval[p];
+			bi = pidx[p];
+		}
+	}
+	sv[threadIdx.x] = bv;
+	si[threadIdx.x] = bi;
+	reduce_block(sv, si);
+	if (threadIdx.x == 0) {
+		*out_val = sv[0];
+		*out_idx = si[0];
+	}
+}

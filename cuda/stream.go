@@ -1,0 +1,185 @@
+package cuda
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Stream is a CUDA stream: a queue of copies and kernels that run in
+// order on one device, asynchronously to the host and concurrently with
+// other streams. Streams are created non-blocking: they do not
+// synchronize with the legacy default stream (the nil *Stream).
+//
+// A stream may be used from several goroutines, but work queued from
+// different goroutines interleaves in no defined order; the usual pattern
+// is one stream per task copy.
+type Stream struct {
+	dev *Device
+	ctx uintptr        // dev's context when the stream was made
+	h   atomic.Uintptr // the CUstream; 0 after Close
+}
+
+// NewStream creates a stream on d.
+func (d *Device) NewStream() (*Stream, error) {
+	c, err := d.context()
+	if err != nil {
+		return nil, err
+	}
+	h, err := drvStreamCreate(c)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: create stream: %w", d.ordinal, err)
+	}
+	s := &Stream{dev: d, ctx: c}
+	s.h.Store(h)
+	return s, nil
+}
+
+// Device returns the stream's device.
+func (s *Stream) Device() *Device { return s.dev }
+
+// handle returns the CUstream, or an error after Close.
+func (s *Stream) handle() (uintptr, error) {
+	h := s.h.Load()
+	if h == 0 {
+		return 0, fmt.Errorf("cuda: stream: %w", ErrClosed)
+	}
+	return h, nil
+}
+
+// on returns the stream's handle for work on device d (what names the
+// work's object, for the error); it fails with ErrClosed for a closed (or
+// zero) stream and ErrWrongDevice for a stream of another device.
+func (s *Stream) on(d *Device, what string) (uintptr, error) {
+	h, err := s.handle()
+	if err != nil {
+		return 0, err
+	}
+	if d == nil {
+		return 0, fmt.Errorf("%w: %s of no device on a stream of device %d", ErrWrongDevice, what, s.dev.ordinal)
+	}
+	if s.dev.ordinal != d.ordinal {
+		return 0, fmt.Errorf("%w: %s of device %d on a stream of device %d", ErrWrongDevice, what, d.ordinal, s.dev.ordinal)
+	}
+	return h, nil
+}
+
+// Synchronize waits until all work queued on s has completed, and returns
+// the first asynchronous error it met.
+func (s *Stream) Synchronize() error {
+	h, err := s.handle()
+	if err != nil {
+		return err
+	}
+	if err := drvStreamSync(s.ctx, h); err != nil {
+		return fmt.Errorf("cuda: device %d: stream synchronize: %w", s.dev.ordinal, err)
+	}
+	return nil
+}
+
+// Wait makes work queued on s after this call wait until e has
+// completed; the host does not block.
+func (s *Stream) Wait(e *Event) error {
+	eh, err := e.handle()
+	if err != nil {
+		return err
+	}
+	h, err := s.on(e.dev, "wait for an event")
+	if err != nil {
+		return err
+	}
+	if err := drvStreamWait(s.ctx, h, eh); err != nil {
+		return fmt.Errorf("cuda: device %d: stream wait: %w", s.dev.ordinal, err)
+	}
+	return nil
+}
+
+// Close destroys the stream once its queued work has completed (the call
+// does not wait). Close is idempotent.
+func (s *Stream) Close() error {
+	h := s.h.Swap(0)
+	if h == 0 {
+		return nil
+	}
+	if err := drvStreamDestroy(s.ctx, h); err != nil {
+		return fmt.Errorf("cuda: device %d: destroy stream: %w", s.dev.ordinal, err)
+	}
+	return nil
+}
+
+// Event marks a point in a stream's work. Record it on one stream and
+// Wait for it on another (or Synchronize on the host) to order work
+// across streams, for instance to start a kernel on a compute stream only
+// when its upload on a copy stream is done. Events are created without
+// timing, which makes them cheap.
+type Event struct {
+	dev *Device
+	ctx uintptr
+	h   atomic.Uintptr // the CUevent; 0 after Close
+}
+
+// NewEvent creates an event on d.
+func (d *Device) NewEvent() (*Event, error) {
+	c, err := d.context()
+	if err != nil {
+		return nil, err
+	}
+	h, err := drvEventCreate(c)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: create event: %w", d.ordinal, err)
+	}
+	e := &Event{dev: d, ctx: c}
+	e.h.Store(h)
+	return e, nil
+}
+
+func (e *Event) handle() (uintptr, error) {
+	h := e.h.Load()
+	if h == 0 {
+		return 0, fmt.Errorf("cuda: event: %w", ErrClosed)
+	}
+	return h, nil
+}
+
+// Record captures the work queued on s so far; the event completes when
+// that work has. A nil s records on the legacy default stream. Recording
+// again moves the event to the new point.
+func (e *Event) Record(s *Stream) error {
+	eh, err := e.handle()
+	if err != nil {
+		return err
+	}
+	var sh uintptr
+	if s != nil {
+		if sh, err = s.on(e.dev, "event"); err != nil {
+			return err
+		}
+	}
+	if err := drvEventRecord(e.ctx, eh, sh); err != nil {
+		return fmt.Errorf("cuda: device %d: record event: %w", e.dev.ordinal, err)
+	}
+	return nil
+}
+
+// Synchronize blocks the calling goroutine until the event has completed.
+func (e *Event) Synchronize() error {
+	eh, err := e.handle()
+	if err != nil {
+		return err
+	}
+	if err := drvEventSync(e.ctx, eh); err != nil {
+		return fmt.Errorf("cuda: device %d: event synchronize: %w", e.dev.ordinal, err)
+	}
+	return nil
+}
+
+// Close destroys the event. Close is idempotent.
+func (e *Event) Close() error {
+	h := e.h.Swap(0)
+	if h == 0 {
+		return nil
+	}
+	if err := drvEventDestroy(e.ctx, h); err != nil {
+		return fmt.Errorf("cuda: device %d: destroy event: %w", e.dev.ordinal, err)
+	}
+	return nil
+}
