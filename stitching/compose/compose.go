@@ -1,0 +1,325 @@
+// Package compose builds a mosaic image from 16-bit grayscale tiles placed at
+// integer positions, as the last step of microscopy image stitching.
+//
+// Three blend modes are offered, as in MIST: Overlay (later tiles overwrite
+// earlier ones), Average (mean of all tiles covering a pixel) and Linear
+// (feathering with weights that fall off linearly towards each tile's
+// borders). All arithmetic is integer and exact; results are rounded half up.
+//
+// Memory: the mosaic itself takes 2 bytes per pixel. Compose needs all tiles
+// in memory; ComposeFunc loads each tile once, in order of increasing Y, and
+// drops it as soon as the row sweep has passed its bottom edge, so at any time
+// it holds only the tiles that intersect a band of 256 mosaic rows (about two
+// grid rows of tiles for a regular grid) plus, for Average and Linear, one row
+// of accumulators per worker (16 bytes per mosaic column).
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Blend selects how overlapping tiles are combined.
+type Blend int
+
+const (
+	// Overlay writes tiles in order; where they overlap, the later tile wins
+	// (MIST's "overlay").
+	Overlay Blend = iota
+	// Average sets each pixel to the rounded mean of all tiles covering it.
+	Average
+	// Linear feathers tiles: a pixel at column i, row j of a W x H tile has
+	// weight min(i+1, W-i) * min(j+1, H-j), the product of its distances to
+	// the nearest vertical and horizontal border plus one, so weights fall off
+	// linearly towards the edges and are never zero. The mosaic pixel is the
+	// rounded weighted mean of the covering tiles.
+	Linear
+)
+
+// String returns the flag spelling of the mode: overlay, average or linear.
+func (b Blend) String() string {
+	switch b {
+	case Overlay:
+		return "overlay"
+	case Average:
+		return "average"
+	case Linear:
+		return "linear"
+	}
+	return fmt.Sprintf("Blend(%d)", int(b))
+}
+
+// ParseBlend parses "overlay", "average" or "linear" (case-insensitive).
+func ParseBlend(s string) (Blend, error) {
+	for _, b := range [...]Blend{Overlay, Average, Linear} {
+		if strings.EqualFold(strings.TrimSpace(s), b.String()) {
+			return b, nil
+		}
+	}
+	return 0, fmt.Errorf("compose: unknown blend mode %q (want overlay, average or linear)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler (for flag.TextVar).
+func (b Blend) MarshalText() ([]byte, error) {
+	if b < Overlay || b > Linear {
+		return nil, fmt.Errorf("compose: unknown blend mode %d", int(b))
+	}
+	return []byte(b.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler (for flag.TextVar).
+func (b *Blend) UnmarshalText(text []byte) error {
+	v, err := ParseBlend(string(text))
+	if err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
+// Placement is a tile and the position of its top-left corner in mosaic
+// coordinates (non-negative).
+type Placement struct {
+	// Image is the tile; its bounds need not start at (0, 0).
+	Image *image.Gray16
+	// X and Y are the mosaic coordinates of the tile's top-left pixel.
+	X, Y int
+}
+
+// Slot describes where a lazily loaded tile goes: top-left corner (X, Y) in
+// mosaic coordinates (non-negative) and its size.
+type Slot struct {
+	// X and Y are the mosaic coordinates of the tile's top-left pixel.
+	X, Y int
+	// Width and Height are the tile size in pixels.
+	Width, Height int
+}
+
+// bandHeight is the number of mosaic rows ComposeFunc composes between
+// loading and releasing tiles.
+const bandHeight = 256
+
+const (
+	// maxMosaicPixels bounds the mosaic size (2 bytes per pixel).
+	maxMosaicPixels = 1 << 36
+	// maxTileSide bounds tile sides so that linear-blend sums cannot overflow.
+	maxTileSide = 1 << 20
+)
+
+// Compose builds the mosaic of tiles with the given blend mode. The mosaic
+// spans from (0, 0) to the largest tile extent; pixels no tile covers are 0.
+// It uses up to GOMAXPROCS goroutines, joined before it returns, and checks
+// ctx every 64 rows.
+func Compose(ctx context.Context, tiles []Placement, mode Blend) (*image.Gray16, error) {
+	if len(tiles) == 0 {
+		return nil, errors.New("compose: no tiles")
+	}
+	slots := make([]Slot, len(tiles))
+	for i, t := range tiles {
+		if t.Image == nil {
+			return nil, fmt.Errorf("compose: tile %d has no image", i)
+		}
+		b := t.Image.Bounds()
+		slots[i] = Slot{X: t.X, Y: t.Y, Width: b.Dx(), Height: b.Dy()}
+	}
+	return compose(ctx, slots, func(i int) (*image.Gray16, error) { return tiles[i].Image, nil }, mode, math.MaxInt)
+}
+
+// ComposeFunc builds the mosaic like Compose, loading tile i with load(i)
+// when the row sweep first reaches slots[i].Y and releasing it once the sweep
+// has passed its bottom edge (see the package documentation for the memory
+// use). load is called exactly once per tile, from one goroutine at a time, in
+// order of increasing Y (ties in index order); the image it returns must have
+// the slot's size. An error from load stops composition and is returned.
+func ComposeFunc(ctx context.Context, slots []Slot, load func(i int) (*image.Gray16, error), mode Blend) (*image.Gray16, error) {
+	if len(slots) == 0 {
+		return nil, errors.New("compose: no tiles")
+	}
+	if load == nil {
+		return nil, errors.New("compose: nil loader")
+	}
+	return compose(ctx, slots, load, mode, bandHeight)
+}
+
+// span is a loaded tile with its slot.
+type span struct {
+	idx  int
+	slot Slot
+	img  *image.Gray16
+}
+
+func compose(ctx context.Context, slots []Slot, load func(int) (*image.Gray16, error), mode Blend, band int) (*image.Gray16, error) {
+	if mode < Overlay || mode > Linear {
+		return nil, fmt.Errorf("compose: unknown blend mode %d", int(mode))
+	}
+	mw, mh := 0, 0
+	for i, s := range slots {
+		if s.X < 0 || s.Y < 0 {
+			return nil, fmt.Errorf("compose: tile %d at negative position (%d, %d)", i, s.X, s.Y)
+		}
+		if s.Width <= 0 || s.Height <= 0 {
+			return nil, fmt.Errorf("compose: tile %d is empty (%d x %d)", i, s.Width, s.Height)
+		}
+		if s.Width > maxTileSide || s.Height > maxTileSide {
+			return nil, fmt.Errorf("compose: tile %d is too large (%d x %d, limit %d per side)", i, s.Width, s.Height, maxTileSide)
+		}
+		if s.X > math.MaxInt32-s.Width || s.Y > math.MaxInt32-s.Height {
+			return nil, fmt.Errorf("compose: tile %d at (%d, %d) lies too far out", i, s.X, s.Y)
+		}
+		mw, mh = max(mw, s.X+s.Width), max(mh, s.Y+s.Height)
+	}
+	if mw > maxMosaicPixels/mh {
+		return nil, fmt.Errorf("compose: mosaic %d x %d exceeds %d pixels", mw, mh, int64(maxMosaicPixels))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := image.NewGray16(image.Rect(0, 0, mw, mh))
+
+	order := make([]int, len(slots))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return slots[a].Y - slots[b].Y })
+
+	workers := max(1, runtime.GOMAXPROCS(0))
+	acc := make([]*rowAcc, workers)
+	for i := range acc {
+		acc[i] = newRowAcc(mw, mode)
+	}
+	var active []span // loaded tiles, kept in index order
+	next := 0
+	for y0 := 0; y0 < mh; {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		y1 := mh
+		if band < mh-y0 {
+			y1 = y0 + band
+		}
+		for next < len(order) && slots[order[next]].Y < y1 {
+			i := order[next]
+			next++
+			img, err := load(i)
+			if err != nil {
+				return nil, fmt.Errorf("compose: loading tile %d: %w", i, err)
+			}
+			if img == nil {
+				return nil, fmt.Errorf("compose: tile %d: loader returned no image", i)
+			}
+			if b := img.Bounds(); b.Dx() != slots[i].Width || b.Dy() != slots[i].Height {
+				return nil, fmt.Errorf("compose: tile %d is %d x %d, slot says %d x %d", i, b.Dx(), b.Dy(), slots[i].Width, slots[i].Height)
+			}
+			sp := span{idx: i, slot: slots[i], img: img}
+			k, _ := slices.BinarySearchFunc(active, i, func(s span, i int) int { return s.idx - i })
+			active = slices.Insert(active, k, sp)
+		}
+		// Compose rows [y0, y1): rows are interleaved in chunks over workers.
+		rows := y1 - y0
+		nw := min(workers, (rows+7)/8)
+		if nw <= 1 {
+			acc[0].rows(ctx, out, active, mode, y0, y1)
+		} else {
+			chunk := (rows + nw - 1) / nw
+			var wg sync.WaitGroup
+			for w := range nw {
+				a, b := y0+w*chunk, min(y1, y0+(w+1)*chunk)
+				if a >= b {
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					acc[w].rows(ctx, out, active, mode, a, b)
+				}()
+			}
+			wg.Wait()
+		}
+		active = slices.DeleteFunc(active, func(s span) bool { return s.slot.Y+s.slot.Height <= y1 })
+		y0 = y1
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// rowAcc is one worker's accumulator for one mosaic row.
+type rowAcc struct {
+	sum []uint64 // Average: sum of values; Linear: sum of weight*value
+	wt  []uint64 // Average: count; Linear: sum of weights
+}
+
+func newRowAcc(w int, mode Blend) *rowAcc {
+	if mode == Overlay {
+		return &rowAcc{}
+	}
+	return &rowAcc{sum: make([]uint64, w), wt: make([]uint64, w)}
+}
+
+// rows composes mosaic rows [y0, y1) from the active tiles (in index order).
+func (a *rowAcc) rows(ctx context.Context, out *image.Gray16, active []span, mode Blend, y0, y1 int) {
+	for y := y0; y < y1; y++ {
+		if (y-y0)&63 == 63 && ctx.Err() != nil {
+			return
+		}
+		orow := out.Pix[y*out.Stride : y*out.Stride+2*out.Rect.Dx()]
+		if mode == Overlay {
+			for _, s := range active {
+				j := y - s.slot.Y
+				if j < 0 || j >= s.slot.Height {
+					continue
+				}
+				src := tileRow(s.img, j, s.slot.Width)
+				copy(orow[2*s.slot.X:], src)
+			}
+			continue
+		}
+		lo, hi := len(a.sum), 0
+		for _, s := range active {
+			j := y - s.slot.Y
+			if j < 0 || j >= s.slot.Height {
+				continue
+			}
+			src := tileRow(s.img, j, s.slot.Width)
+			x0, w := s.slot.X, s.slot.Width
+			lo, hi = min(lo, x0), max(hi, x0+w)
+			sum, wt := a.sum[x0:x0+w], a.wt[x0:x0+w]
+			if mode == Average {
+				for i := range sum {
+					sum[i] += uint64(src[2*i])<<8 | uint64(src[2*i+1])
+					wt[i]++
+				}
+				continue
+			}
+			wy := uint64(min(j+1, s.slot.Height-j))
+			for i := range sum {
+				wgt := wy * uint64(min(i+1, w-i))
+				sum[i] += wgt * (uint64(src[2*i])<<8 | uint64(src[2*i+1]))
+				wt[i] += wgt
+			}
+		}
+		for x := lo; x < hi; x++ {
+			n := a.wt[x]
+			if n == 0 {
+				continue
+			}
+			v := (2*a.sum[x] + n) / (2 * n) // round half up
+			orow[2*x], orow[2*x+1] = byte(v>>8), byte(v)
+			a.sum[x], a.wt[x] = 0, 0
+		}
+	}
+}
+
+// tileRow returns the big-endian bytes of row j of img (w pixels).
+func tileRow(img *image.Gray16, j, w int) []byte {
+	off := img.PixOffset(img.Rect.Min.X, img.Rect.Min.Y+j)
+	return img.Pix[off : off+2*w]
+}

@@ -1,0 +1,171 @@
+package compose
+
+import (
+	"bufio"
+	"fmt"
+	"image"
+	"image/png"
+	"math"
+	"os"
+
+	"github.com/disintegration/imaging"
+	"golang.org/x/image/tiff"
+)
+
+// maxTIFFBytes is the largest pixel payload a classic (32-bit offset) TIFF
+// file can hold, less room for the header and directory.
+const maxTIFFBytes = math.MaxUint32 - 1<<16
+
+// WriteTIFF writes img as an uncompressed 16-bit grayscale TIFF. Classic TIFF
+// cannot hold more than 4 GiB, so images above about 2.1 gigapixels are
+// refused with an error instead of producing a corrupt file.
+func WriteTIFF(path string, img *image.Gray16) (err error) {
+	b := img.Bounds()
+	if n := int64(b.Dx()) * int64(b.Dy()) * 2; n > maxTIFFBytes {
+		return fmt.Errorf("compose: %d x %d image (%d bytes) exceeds the 4 GiB limit of classic TIFF", b.Dx(), b.Dy(), n)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := tiff.Encode(bw, img, &tiff.Options{Compression: tiff.Uncompressed}); err != nil {
+		return fmt.Errorf("compose: encoding %s: %w", path, err)
+	}
+	return bw.Flush()
+}
+
+// WritePNG writes img as a PNG file.
+func WritePNG(path string, img image.Image) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := png.Encode(bw, img); err != nil {
+		return fmt.Errorf("compose: encoding %s: %w", path, err)
+	}
+	return bw.Flush()
+}
+
+// Preview returns an 8-bit view of img whose longer side is at most maxSide
+// (no downscaling when maxSide <= 0 or the image is already small enough),
+// keeping the aspect ratio. The image is first box-averaged by an integer
+// factor to between 1.25 and 2.5 times the target size (cheap, and memory
+// stays small for huge mosaics), then contrast-stretched so that the 0.5 and 99.5
+// percentiles of the non-zero pixels (zero marks uncovered mosaic area) map
+// to 0 and 255, and finally resized with a Lanczos filter (disintegration/
+// imaging).
+func Preview(img *image.Gray16, maxSide int) *image.Gray {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	if w <= 0 || h <= 0 {
+		return image.NewGray(image.Rect(0, 0, 0, 0))
+	}
+	tw, th := w, h
+	if side := max(w, h); maxSide > 0 && side > maxSide {
+		tw = max(1, int(math.Round(float64(w)*float64(maxSide)/float64(side))))
+		th = max(1, int(math.Round(float64(h)*float64(maxSide)/float64(side))))
+	}
+	// Box-reduce by an integer factor, leaving at least 1.25 times the
+	// target size for the final Lanczos resize.
+	f := max(1, int(float64(max(w, h))/(1.25*float64(max(tw, th)))))
+	rw, rh := (w+f-1)/f, (h+f-1)/f
+	red := boxReduce(img, f, rw, rh)
+
+	lo, hi := percentiles(red, 0.005, 0.995)
+	small := image.NewGray(image.Rect(0, 0, rw, rh))
+	scale := 255 / math.Max(hi-lo, 1e-9)
+	for i, v := range red {
+		s := (v - lo) * scale
+		switch {
+		case s <= 0:
+			small.Pix[i] = 0
+		case s >= 255:
+			small.Pix[i] = 255
+		default:
+			small.Pix[i] = uint8(s + 0.5)
+		}
+	}
+	if rw == tw && rh == th {
+		return small
+	}
+	rs := imaging.Resize(small, tw, th, imaging.Lanczos)
+	out := image.NewGray(image.Rect(0, 0, tw, th))
+	for y := range th {
+		src := rs.Pix[y*rs.Stride : y*rs.Stride+4*tw]
+		dst := out.Pix[y*out.Stride : y*out.Stride+tw]
+		for x := range dst {
+			dst[x] = src[4*x] // gray input: R = G = B
+		}
+	}
+	return out
+}
+
+// boxReduce averages f x f blocks of img (partial blocks at the right and
+// bottom edges average what they have) into an rw x rh buffer.
+func boxReduce(img *image.Gray16, f, rw, rh int) []float64 {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	out := make([]float64, rw*rh)
+	cnt := make([]float64, rw)
+	for y := range h {
+		ry := y / f
+		row := out[ry*rw : (ry+1)*rw]
+		off := img.PixOffset(b.Min.X, b.Min.Y+y)
+		pix := img.Pix[off : off+2*w]
+		for x := range w {
+			row[x/f] += float64(uint16(pix[2*x])<<8 | uint16(pix[2*x+1]))
+		}
+		if y%f == f-1 || y == h-1 {
+			rows := float64(y%f + 1)
+			for rx := range rw {
+				cnt[rx] = float64(min(f, w-rx*f)) * rows
+			}
+			for rx := range row {
+				row[rx] /= cnt[rx]
+			}
+		}
+	}
+	return out
+}
+
+// percentiles returns the p and q quantiles of the non-zero values of v (of
+// all values when none is non-zero), on a 16-bit histogram.
+func percentiles(v []float64, p, q float64) (lo, hi float64) {
+	var hist [65536]int
+	n := 0
+	for _, x := range v {
+		k := int(x + 0.5)
+		if k <= 0 {
+			continue
+		}
+		hist[min(k, 65535)]++
+		n++
+	}
+	if n == 0 {
+		return 0, 1
+	}
+	find := func(frac float64) float64 {
+		target := int(frac * float64(n-1))
+		acc := 0
+		for k, c := range hist {
+			acc += c
+			if acc > target {
+				return float64(k)
+			}
+		}
+		return 65535
+	}
+	return find(p), find(q)
+}
