@@ -3,8 +3,8 @@ module github.com/gohtgs/htgs
 go 1.24.0
 
 require (
-	github.com/disintegration/imaging v1.6.2 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/image v0.36.0 // indirect
-	gonum.org/v1/gonum v0.17.0 // indirect
+	github.com/disintegration/imaging v1.6.2
+	go.uber.org/goleak v1.3.0
+	golang.org/x/image v0.36.0
+	gonum.org/v1/gonum v0.17.0
 )
