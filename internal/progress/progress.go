@@ -1,0 +1,78 @@
+// Package progress draws a one-line progress bar on a terminal, for the
+// example programs.
+package progress
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Bar is a progress bar. Its methods are safe for concurrent use. A Bar on
+// a writer that is not a terminal draws nothing unless forced.
+type Bar struct {
+	mu      sync.Mutex
+	w       io.Writer
+	label   string
+	total   int64
+	done    int64
+	start   time.Time
+	last    time.Time
+	enabled bool
+	drawn   bool
+}
+
+// New returns a bar counting to total on w. It draws only when w is a
+// terminal, or when force is true.
+func New(w io.Writer, label string, total int64, force bool) *Bar {
+	return &Bar{w: w, label: label, total: total, start: time.Now(), enabled: force || IsTerminal(w)}
+}
+
+// IsTerminal reports whether w is a character device (a terminal).
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// Set records that n units are done and redraws at most 10 times a second.
+func (b *Bar) Set(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done = n
+	if !b.enabled || time.Since(b.last) < 100*time.Millisecond && n < b.total {
+		return
+	}
+	b.last = time.Now()
+	b.draw()
+}
+
+// Finish draws the final state and ends the line.
+func (b *Bar) Finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.enabled {
+		return
+	}
+	b.draw()
+	fmt.Fprintln(b.w)
+}
+
+func (b *Bar) draw() {
+	const width = 30
+	frac := 0.0
+	if b.total > 0 {
+		frac = min(float64(b.done)/float64(b.total), 1)
+	}
+	full := int(frac * width)
+	el := time.Since(b.start).Round(100 * time.Millisecond)
+	fmt.Fprintf(b.w, "\r%s [%s%s] %d/%d %3.0f%% %v ", b.label, strings.Repeat("=", full), strings.Repeat(" ", width-full),
+		b.done, b.total, 100*frac, el)
+	b.drawn = true
+}
