@@ -1,0 +1,241 @@
+package stitching
+
+import (
+	"fmt"
+	"image"
+	"math"
+	"math/cmplx"
+
+	"gonum.org/v1/gonum/dsp/fourier"
+)
+
+// FFT2 is a plan for 2-D discrete Fourier transforms of W x H real images,
+// built on gonum's 1-D transforms: a real-to-complex transform of every row
+// followed by a complex transform of every column of the half spectrum.
+//
+// Spectrum layout. Because the input is real, its spectrum is Hermitian and
+// only the W/2+1 non-negative horizontal frequencies are stored (the "half
+// spectrum", [FFT2.SpectrumLen] = (W/2+1)*H values). The storage is
+// column-major: coefficient (kx, ky), 0 <= kx <= W/2, 0 <= ky < H, is at
+// index kx*H + ky, so that the column transforms run on contiguous memory.
+// Transforms are unnormalized (gonum's convention): Inverse(Forward(x)) is
+// W*H*x.
+//
+// A plan holds scratch memory and must not be used by two goroutines at
+// once; create one per goroutine. Plans are cheap compared to a transform.
+type FFT2 struct {
+	w, h, hw int
+	row      *fourier.FFT
+	col      *fourier.CmplxFFT
+	rbuf     []float64
+	cbuf     []complex128
+	// Scratch and tables of ForwardPeriodic, allocated on first use.
+	bcol  []complex128 // length h
+	lapX  []float64    // 2cos(2 pi q/W) - 2, q = 0..W/2
+	lapY  []float64    // 2cos(2 pi r/H) - 2, r = 0..H-1
+	phX   []complex128 // 1 - exp(2 pi i q/W)
+	phY   []complex128 // 1 - exp(2 pi i r/H)
+	edgeA []float64    // u(x, H-1) - u(x, 0)
+}
+
+// NewFFT2 returns a plan for w x h images (w, h >= 1).
+func NewFFT2(w, h int) *FFT2 {
+	if w < 1 || h < 1 {
+		panic(fmt.Sprintf("stitching: NewFFT2(%d, %d): invalid size", w, h))
+	}
+	hw := w/2 + 1
+	return &FFT2{
+		w: w, h: h, hw: hw,
+		row:  fourier.NewFFT(w),
+		col:  fourier.NewCmplxFFT(h),
+		rbuf: make([]float64, w),
+		cbuf: make([]complex128, hw),
+	}
+}
+
+// Width returns the image width W of the plan.
+func (p *FFT2) Width() int { return p.w }
+
+// Height returns the image height H of the plan.
+func (p *FFT2) Height() int { return p.h }
+
+// SpectrumLen returns the number of complex values of a half spectrum,
+// (W/2+1)*H.
+func (p *FFT2) SpectrumLen() int { return p.hw * p.h }
+
+// Forward computes the half spectrum of tile into dst (see [FFT2] for the
+// layout). It panics if the tile size is not W x H or len(dst) is not
+// SpectrumLen(); those are programming errors.
+func (p *FFT2) Forward(tile *image.Gray16, dst []complex128) {
+	b := tile.Bounds()
+	if b.Dx() != p.w || b.Dy() != p.h {
+		panic(fmt.Sprintf("stitching: FFT2.Forward: tile is %dx%d, plan is %dx%d", b.Dx(), b.Dy(), p.w, p.h))
+	}
+	p.checkSpec(dst)
+	for y := 0; y < p.h; y++ {
+		pix := tile.Pix[tile.PixOffset(b.Min.X, b.Min.Y+y):]
+		pix = pix[:2*p.w]
+		for x := range p.rbuf {
+			p.rbuf[x] = float64(uint16(pix[2*x])<<8 | uint16(pix[2*x+1]))
+		}
+		p.rowForward(y, dst)
+	}
+	p.columns(dst, false)
+}
+
+// ForwardFloat is [FFT2.Forward] for a row-major W*H real image.
+func (p *FFT2) ForwardFloat(src []float64, dst []complex128) {
+	if len(src) != p.w*p.h {
+		panic(fmt.Sprintf("stitching: FFT2.ForwardFloat: %d values, plan is %dx%d", len(src), p.w, p.h))
+	}
+	p.checkSpec(dst)
+	for y := 0; y < p.h; y++ {
+		copy(p.rbuf, src[y*p.w:(y+1)*p.w])
+		p.rowForward(y, dst)
+	}
+	p.columns(dst, false)
+}
+
+// rowForward transforms p.rbuf (row y) and scatters it into column-major dst.
+func (p *FFT2) rowForward(y int, dst []complex128) {
+	p.row.Coefficients(p.cbuf, p.rbuf)
+	for kx, v := range p.cbuf {
+		dst[kx*p.h+y] = v
+	}
+}
+
+// columns runs the complex transform (inverse when inv) on every column of
+// the half spectrum in place.
+func (p *FFT2) columns(spec []complex128, inv bool) {
+	for kx := 0; kx < p.hw; kx++ {
+		c := spec[kx*p.h : (kx+1)*p.h]
+		if inv {
+			p.col.Sequence(c, c)
+		} else {
+			p.col.Coefficients(c, c)
+		}
+	}
+}
+
+// Inverse computes the real image whose half spectrum is spec (unnormalized:
+// the result is W*H times the true inverse) into the row-major W*H slice
+// dst. The spectrum is taken as Hermitian: only its stored half is used, and
+// the result is the real part of the full complex inverse. spec is
+// overwritten (used as scratch).
+func (p *FFT2) Inverse(spec []complex128, dst []float64) {
+	p.checkSpec(spec)
+	if len(dst) != p.w*p.h {
+		panic(fmt.Sprintf("stitching: FFT2.Inverse: dst has %d values, plan is %dx%d", len(dst), p.w, p.h))
+	}
+	p.columns(spec, true)
+	for y := 0; y < p.h; y++ {
+		for kx := range p.cbuf {
+			p.cbuf[kx] = spec[kx*p.h+y]
+		}
+		p.row.Sequence(dst[y*p.w:(y+1)*p.w], p.cbuf)
+	}
+}
+
+// ForwardPeriodic computes the half spectrum of the periodic component of
+// tile in the periodic-plus-smooth decomposition of Moisan (2011): tile =
+// periodic + smooth, where the smooth component absorbs the jumps between
+// opposite borders that a DFT sees when it wraps the image around. Those
+// jumps sit at the same place in every tile and put a cross of leakage
+// through the spectrum, which phase correlation turns into false peaks at
+// zero shift and along the axes; the periodic component has no such jumps
+// yet keeps the tile content right up to its borders (unlike a window,
+// which would blank the overlap). The smooth component is computed from the
+// border differences with two 1-D transforms, so this costs little more
+// than [FFT2.Forward]. The DC coefficient is that of the tile.
+func (p *FFT2) ForwardPeriodic(tile *image.Gray16, dst []complex128) {
+	p.Forward(tile, dst)
+	b := tile.Bounds()
+	at := func(x, y int) float64 {
+		i := tile.PixOffset(b.Min.X+x, b.Min.Y+y)
+		return float64(uint16(tile.Pix[i])<<8 | uint16(tile.Pix[i+1]))
+	}
+	p.initPeriodic()
+	for x := 0; x < p.w; x++ {
+		p.edgeA[x] = at(x, p.h-1) - at(x, 0)
+	}
+	for y := 0; y < p.h; y++ {
+		p.bcol[y] = complex(at(p.w-1, y)-at(0, y), 0)
+	}
+	p.subtractSmooth(dst)
+}
+
+func (p *FFT2) initPeriodic() {
+	if p.bcol != nil {
+		return
+	}
+	p.bcol = make([]complex128, p.h)
+	p.edgeA = make([]float64, p.w)
+	p.lapX = make([]float64, p.hw)
+	p.phX = make([]complex128, p.hw)
+	for q := range p.lapX {
+		a := 2 * math.Pi * float64(q) / float64(p.w)
+		p.lapX[q] = 2*math.Cos(a) - 2
+		p.phX[q] = 1 - cmplx.Exp(complex(0, a))
+	}
+	p.lapY = make([]float64, p.h)
+	p.phY = make([]complex128, p.h)
+	for r := range p.lapY {
+		a := 2 * math.Pi * float64(r) / float64(p.h)
+		p.lapY[r] = 2*math.Cos(a) - 2
+		p.phY[r] = 1 - cmplx.Exp(complex(0, a))
+	}
+}
+
+// subtractSmooth subtracts the spectrum of the smooth component defined by
+// the border differences in p.edgeA (rows) and p.bcol (columns) from dst.
+func (p *FFT2) subtractSmooth(dst []complex128) {
+	// Row part: v1(x, 0) = a(x), v1(x, H-1) = -a(x): V1(q, r) = A(q) phY(r).
+	p.row.Coefficients(p.cbuf, p.edgeA)
+	// Column part: v2(0, y) = b(y), v2(W-1, y) = -b(y): V2(q, r) = B(r) phX(q).
+	p.col.Coefficients(p.bcol, p.bcol)
+	for q := 0; q < p.hw; q++ {
+		col := dst[q*p.h : (q+1)*p.h]
+		aq, pq, lq := p.cbuf[q], p.phX[q], p.lapX[q]
+		for r := range col {
+			if q == 0 && r == 0 {
+				continue
+			}
+			v := aq*p.phY[r] + p.bcol[r]*pq
+			col[r] -= v / complex(lq+p.lapY[r], 0)
+		}
+	}
+}
+
+func (p *FFT2) checkSpec(s []complex128) {
+	if len(s) != p.hw*p.h {
+		panic(fmt.Sprintf("stitching: FFT2: spectrum has %d values, plan needs %d", len(s), p.hw*p.h))
+	}
+}
+
+// TileFFT computes the per-tile spectrum that [Aligner] expects under the
+// given options: the half spectrum of the tile's periodic component
+// ([FFT2.ForwardPeriodic]) by default, of the raw tile ([FFT2.Forward])
+// with Options.NoPeriodicDecomposition. Like FFT2 it holds scratch memory:
+// use one per goroutine.
+type TileFFT struct {
+	plan     *FFT2
+	periodic bool
+}
+
+// NewTileFFT returns a TileFFT for w x h tiles.
+func NewTileFFT(w, h int, opt Options) *TileFFT {
+	return &TileFFT{plan: NewFFT2(w, h), periodic: opt.resolve().periodic}
+}
+
+// SpectrumLen returns the length of the spectra, (W/2+1)*H.
+func (t *TileFFT) SpectrumLen() int { return t.plan.SpectrumLen() }
+
+// Forward computes the spectrum of tile into dst (len SpectrumLen()). It
+// panics on a size mismatch.
+func (t *TileFFT) Forward(tile *image.Gray16, dst []complex128) {
+	if t.periodic {
+		t.plan.ForwardPeriodic(tile, dst)
+	} else {
+		t.plan.Forward(tile, dst)
+	}
+}

@@ -1,0 +1,144 @@
+package stitching
+
+import (
+	"context"
+	"image"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gohtgs/htgs/stitching/synth"
+)
+
+// testGrid is a synthetic grid with ground truth.
+type testGrid struct {
+	rows, cols int
+	tiles      []*image.Gray16
+	x, y       []int // true positions, row-major
+}
+
+func (g *testGrid) source(t testing.TB) *MemoryTiles {
+	t.Helper()
+	m, err := NewMemoryTiles(g.rows, g.cols, g.tiles, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// trueTranslation is the exact translation of pair p.
+func (g *testGrid) trueTranslation(p Pair) (x, y int) {
+	i := p.Row*g.cols + p.Col
+	nr, nc := p.Neighbor()
+	j := nr*g.cols + nc
+	return g.x[i] - g.x[j], g.y[i] - g.y[j]
+}
+
+// blobGrid is a small independent generator: a plane of random Gaussian
+// blobs of several sizes over a smooth background, cut into tiles at
+// jittered grid positions, each tile with its own noise. It is deliberately
+// different from stitching/synth.
+func blobGrid(seed uint64, rows, cols, w, h int, overlap float64, jitter int, noise float64) *testGrid {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	stepX := int(math.Round(float64(w) * (1 - overlap)))
+	stepY := int(math.Round(float64(h) * (1 - overlap)))
+	g := &testGrid{rows: rows, cols: cols}
+	pad := jitter + 2
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			g.x = append(g.x, pad+c*stepX+rng.IntN(2*jitter+1)-jitter)
+			g.y = append(g.y, pad+r*stepY+rng.IntN(2*jitter+1)-jitter)
+		}
+	}
+	pw := 2*pad + (cols-1)*stepX + w
+	ph := 2*pad + (rows-1)*stepY + h
+	plane := make([]float64, pw*ph)
+	// Smooth background: a few low-frequency waves.
+	for k := 0; k < 4; k++ {
+		fx, fy := rng.Float64()*0.02, rng.Float64()*0.02
+		ph0, amp := rng.Float64()*2*math.Pi, 300+rng.Float64()*300
+		for y := 0; y < ph; y++ {
+			for x := 0; x < pw; x++ {
+				plane[y*pw+x] += amp * math.Sin(fx*float64(x)+fy*float64(y)+ph0)
+			}
+		}
+	}
+	nBlobs := pw * ph / 300
+	for k := 0; k < nBlobs; k++ {
+		cx, cy := rng.Float64()*float64(pw), rng.Float64()*float64(ph)
+		s := 1.5 + rng.ExpFloat64()*3
+		amp := (rng.Float64()*2 - 0.5) * 3000
+		rad := int(3 * s)
+		for y := max(0, int(cy)-rad); y < min(ph, int(cy)+rad+1); y++ {
+			for x := max(0, int(cx)-rad); x < min(pw, int(cx)+rad+1); x++ {
+				dx, dy := float64(x)-cx, float64(y)-cy
+				plane[y*pw+x] += amp * math.Exp(-(dx*dx+dy*dy)/(2*s*s))
+			}
+		}
+	}
+	for i := range g.x {
+		t := image.NewGray16(image.Rect(0, 0, w, h))
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				v := 20000 + plane[(g.y[i]+y)*pw+g.x[i]+x] + rng.NormFloat64()*noise
+				v = math.Max(0, math.Min(65535, math.Round(v)))
+				t.Pix[y*t.Stride+2*x] = uint8(uint16(v) >> 8)
+				t.Pix[y*t.Stride+2*x+1] = uint8(uint16(v))
+			}
+		}
+		g.tiles = append(g.tiles, t)
+	}
+	return g
+}
+
+// synthGrid generates a grid with stitching/synth.
+func synthGrid(t testing.TB, cfg synth.Config) *testGrid {
+	t.Helper()
+	sg, err := synth.Generate(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testGrid{rows: cfg.Rows, cols: cfg.Cols, tiles: sg.Tiles, x: sg.X, y: sg.Y}
+}
+
+// accuracy summarises a result against the truth.
+type accuracy struct {
+	pairs             int
+	exactRel, exactOp int     // pairs with exact translations before/after optimization
+	maxTileErr        int     // max |error| of a tile position after the best global shift
+	fracRel, fracOp   float64 // exact fractions
+}
+
+func measure(g *testGrid, res *Result) accuracy {
+	var a accuracy
+	for _, p := range Pairs(g.rows, g.cols) {
+		a.pairs++
+		tx, ty := g.trueTranslation(p)
+		if t := res.Relative.At(p); t.X == tx && t.Y == ty {
+			a.exactRel++
+		}
+		if t := res.Optimized.At(p); t.X == tx && t.Y == ty {
+			a.exactOp++
+		}
+	}
+	if a.pairs > 0 {
+		a.fracRel = float64(a.exactRel) / float64(a.pairs)
+		a.fracOp = float64(a.exactOp) / float64(a.pairs)
+	}
+	a.maxTileErr = maxTileError(g.x, g.y, res.Positions)
+	return a
+}
+
+// maxTileError returns the max over tiles of the Chebyshev distance between
+// computed and true positions, minimised over a global integer shift.
+func maxTileError(tx, ty []int, pos []Position) int {
+	spread := func(get func(int) int) int {
+		lo, hi := math.MaxInt, math.MinInt
+		for i := range pos {
+			d := get(i)
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		return (hi - lo + 1) / 2
+	}
+	return max(spread(func(i int) int { return pos[i].X - tx[i] }), spread(func(i int) int { return pos[i].Y - ty[i] }))
+}

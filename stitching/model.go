@@ -1,0 +1,481 @@
+package stitching
+
+import (
+	"fmt"
+	"image"
+	"math"
+	"slices"
+)
+
+// DirectionModel is the stage model of one pair direction.
+type DirectionModel struct {
+	// Pairs is the number of pairs in this direction.
+	Pairs int
+	// Overlap is the expected overlap in percent of the tile dimension
+	// along the direction (width for west pairs, height for north pairs).
+	Overlap float64
+	// OverlapGiven reports whether Overlap came from the options rather
+	// than being estimated.
+	OverlapGiven bool
+	// Primary is the expected translation component along the direction
+	// (X for west pairs, Y for north pairs), dimension*(1-Overlap/100).
+	Primary float64
+	// Secondary is the median orthogonal component of the translations in
+	// the overlap window.
+	Secondary float64
+	// Threshold is the correlation threshold actually applied.
+	Threshold float64
+	// Valid is the number of translations the model accepts.
+	Valid int
+	// ByColumn reports whether the translations of this direction are
+	// modelled per grid column (true) or per grid row (false): repairs use
+	// the median of the valid translations of the same column or row. The
+	// stage model picks whichever predicts the valid translations better
+	// (leave-one-out). With a stage whose positioning error is a function
+	// of the column plus a function of the row (repeatable axis errors,
+	// backlash), west translations vary by column and north translations
+	// by row.
+	ByColumn bool
+}
+
+// StageModel is MIST's model of the microscope stage, estimated from the
+// pair translations: expected overlap per direction, stage repeatability,
+// and which translations are valid. Invalid translations are outliers
+// (wrong peak, featureless overlap) to be repaired and re-searched. A
+// StageModel is read-only after [EstimateModel]: its methods may be called
+// from several goroutines.
+type StageModel struct {
+	Rows, Cols    int
+	Width, Height int
+	West, North   DirectionModel
+	// Repeatability is the stage repeatability r in pixels (see
+	// [Options.Repeatability]); RepeatabilityGiven reports whether it came
+	// from the options.
+	Repeatability      int
+	RepeatabilityGiven bool
+
+	opt            options
+	validW, validN []bool
+}
+
+// Valid reports whether the model accepted the translation of pair p.
+func (m *StageModel) Valid(p Pair) bool {
+	i := p.Row*m.Cols + p.Col
+	if p.Dir == West {
+		return m.validW[i]
+	}
+	return m.validN[i]
+}
+
+// SearchRadius is the half-width of the square searched by refinement
+// around a translation: 2r, since both tiles of a pair may each be off by
+// r.
+func (m *StageModel) SearchRadius() int { return 2 * m.Repeatability }
+
+// pairsOf lists the pairs of one direction in row-major order.
+func pairsOf(rows, cols int, d Direction) []Pair {
+	var ps []Pair
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			if (d == West && c > 0) || (d == North && r > 0) {
+				ps = append(ps, Pair{r, c, d})
+			}
+		}
+	}
+	return ps
+}
+
+// components returns the primary (along the direction) and secondary
+// components of t.
+func components(t Translation, d Direction) (p, s int) {
+	if d == West {
+		return t.X, t.Y
+	}
+	return t.Y, t.X
+}
+
+func fromComponents(p, s int, d Direction) (x, y int) {
+	if d == West {
+		return p, s
+	}
+	return s, p
+}
+
+// groupOf is the row or the column of pair p.
+func groupOf(p Pair, byCol bool) int {
+	if byCol {
+		return p.Col
+	}
+	return p.Row
+}
+
+func corrOf(t Translation) float64 {
+	if math.IsNaN(t.Corr) {
+		return math.Inf(-1)
+	}
+	return t.Corr
+}
+
+// EstimateModel builds the stage model from the PCIAM+CCF translations rel
+// of a grid of w x h tiles.
+//
+// For each direction:
+//
+//  1. Overlap. If the options give it, the expected primary component is
+//     dimension*(1-overlap/100). Otherwise it is estimated robustly: among
+//     translations with positive correlation and a primary component
+//     strictly between 0 and the tile dimension, find the window of width
+//     2*OverlapUncertainty% of the dimension holding the most values and
+//     take their median. Wrong peaks scatter while correct translations
+//     cluster, so this tolerates a majority of outliers, unlike a plain
+//     median.
+//  2. Validity. A translation is valid if its primary component is within
+//     OverlapUncertainty% of the dimension of the expected one, its
+//     secondary component within OverlapUncertainty% of the orthogonal
+//     dimension of the median secondary component, and its correlation is
+//     at least CorrThreshold (if no translation reaches the threshold, the
+//     median correlation of the in-window translations is used instead).
+//  3. Grouping. Each valid translation is predicted by the median of the
+//     other valid translations of its grid row, and separately of its grid
+//     column (leave-one-out; by all the others when it is alone). The
+//     grouping with the smaller mean prediction error is kept
+//     ([DirectionModel.ByColumn]). Valid translations predicted far worse
+//     than the rest (error above Q3 + 3 IQR of the errors, and above 2 px)
+//     are marked invalid, and the grouping is chosen again.
+//
+// Repeatability (unless given): the largest leave-one-out prediction
+// error d of a valid translation (either component, either direction)
+// bounds how far a repaired translation may be from the truth, so
+// r = ceil(d/2)+1 and the refinement radius 2r >= d+2 (two pixels of
+// margin for translations the valid sample did not cover).
+//
+// An error is returned when a direction has pairs but no usable
+// translation to estimate its overlap from (give the overlap then).
+func EstimateModel(rel *Translations, w, h int, opt Options) (*StageModel, error) {
+	o := opt.resolve()
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	m := &StageModel{
+		Rows: rel.Rows, Cols: rel.Cols, Width: w, Height: h,
+		opt:    o,
+		validW: make([]bool, rel.Rows*rel.Cols),
+		validN: make([]bool, rel.Rows*rel.Cols),
+	}
+	maxDev := 0.0
+	for _, d := range []Direction{West, North} {
+		dm, dev, err := m.estimateDirection(rel, d)
+		if err != nil {
+			return nil, err
+		}
+		if d == West {
+			m.West = dm
+		} else {
+			m.North = dm
+		}
+		maxDev = max(maxDev, dev)
+	}
+	if o.repeat > 0 {
+		m.Repeatability = o.repeat
+		m.RepeatabilityGiven = true
+	} else {
+		m.Repeatability = int(math.Ceil(maxDev/2)) + 1
+	}
+	return m, nil
+}
+
+func (m *StageModel) estimateDirection(rel *Translations, d Direction) (DirectionModel, float64, error) {
+	o := m.opt
+	ps := pairsOf(rel.Rows, rel.Cols, d)
+	dm := DirectionModel{Pairs: len(ps)}
+	dimP, dimS, given := float64(m.Width), float64(m.Height), o.hOverlap
+	valid := m.validW
+	if d == North {
+		dimP, dimS, given = float64(m.Height), float64(m.Width), o.vOverlap
+		valid = m.validN
+	}
+	if len(ps) == 0 {
+		dm.Overlap = given
+		dm.OverlapGiven = !math.IsNaN(given)
+		return dm, 0, nil
+	}
+	winP := max(1, o.uncertainty/100*dimP)
+	winS := max(1, o.uncertainty/100*dimS)
+
+	if !math.IsNaN(given) {
+		dm.Overlap, dm.OverlapGiven = given, true
+		dm.Primary = dimP * (1 - given/100)
+	} else {
+		var vals []float64
+		for _, p := range ps {
+			t := rel.At(p)
+			pc, _ := components(t, d)
+			if corrOf(t) > 0 && pc > 0 && float64(pc) < dimP {
+				vals = append(vals, float64(pc))
+			}
+		}
+		if len(vals) == 0 {
+			return dm, 0, fmt.Errorf("stitching: cannot estimate the overlap of %s pairs: no translation with positive correlation; give the overlap in the options", d)
+		}
+		dm.Primary = densestMedian(vals, winP)
+		dm.Overlap = 100 * (1 - dm.Primary/dimP)
+	}
+
+	// Secondary centre from the translations in the primary window.
+	var secs, secsAll []float64
+	for _, p := range ps {
+		t := rel.At(p)
+		pc, sc := components(t, d)
+		if math.Abs(float64(pc)-dm.Primary) <= winP {
+			secsAll = append(secsAll, float64(sc))
+			if corrOf(t) > 0 {
+				secs = append(secs, float64(sc))
+			}
+		}
+	}
+	if len(secs) == 0 {
+		secs = secsAll
+	}
+	if len(secs) > 0 {
+		dm.Secondary = median(secs)
+	}
+
+	inRange := func(t Translation) bool {
+		pc, sc := components(t, d)
+		return math.Abs(float64(pc)-dm.Primary) <= winP && math.Abs(float64(sc)-dm.Secondary) <= winS
+	}
+	dm.Threshold = o.corrThresh
+	mark := func(thr float64) int {
+		n := 0
+		for _, p := range ps {
+			t := rel.At(p)
+			ok := inRange(t) && corrOf(t) >= thr
+			valid[p.Row*m.Cols+p.Col] = ok
+			if ok {
+				n++
+			}
+		}
+		return n
+	}
+	if mark(dm.Threshold) == 0 && o.hasThreshold {
+		var cs []float64
+		for _, p := range ps {
+			if t := rel.At(p); inRange(t) {
+				cs = append(cs, corrOf(t))
+			}
+		}
+		if len(cs) > 0 {
+			dm.Threshold = median(cs)
+			mark(dm.Threshold)
+		}
+	}
+
+	// Choose the grouping (row or column) whose medians predict the valid
+	// translations best (leave-one-out), drop valid translations that the
+	// others predict far worse than usual (beyond Q3 + 3 IQR of the
+	// leave-one-out errors, and at least 2 px off), then choose again on
+	// what is left and measure how far off the predictions are.
+	var errs []float64
+	for pass := 0; pass < 2; pass++ {
+		var vps []Pair
+		var vts []Translation
+		for _, p := range ps {
+			if valid[p.Row*m.Cols+p.Col] {
+				vps = append(vps, p)
+				vts = append(vts, rel.At(p))
+			}
+		}
+		errRow := looErrors(vps, vts, d, false)
+		errCol := looErrors(vps, vts, d, true)
+		dm.ByColumn = mean(errCol) < mean(errRow)
+		errs = errRow
+		if dm.ByColumn {
+			errs = errCol
+		}
+		if pass == 1 || len(errs) < 4 {
+			break
+		}
+		sorted := slices.Clone(errs)
+		slices.Sort(sorted)
+		q1, q3 := quantile(sorted, 0.25), quantile(sorted, 0.75)
+		fence := max(q3+3*(q3-q1), 2)
+		dropped := false
+		for i, p := range vps {
+			if errs[i] > fence {
+				valid[p.Row*m.Cols+p.Col] = false
+				dropped = true
+			}
+		}
+		if !dropped {
+			break
+		}
+	}
+	for _, p := range ps {
+		if valid[p.Row*m.Cols+p.Col] {
+			dm.Valid++
+		}
+	}
+	dev := 0.0
+	for _, e := range errs {
+		dev = max(dev, e)
+	}
+	return dm, dev, nil
+}
+
+// Repair returns a copy of rel in which every translation the model marked
+// invalid is replaced by the median of the valid translations of the same
+// row or column (see [DirectionModel.ByColumn]), or of the direction when
+// that row or column has none, or by the expected translation (Primary,
+// Secondary) when the direction has no valid translation at all. Repaired
+// translations get Corr = -1 ("not measured"); [StageModel.Refine] then
+// searches around them.
+func (m *StageModel) Repair(rel *Translations) *Translations {
+	out := rel.Clone()
+	for _, d := range []Direction{West, North} {
+		dm := m.West
+		if d == North {
+			dm = m.North
+		}
+		ps := pairsOf(rel.Rows, rel.Cols, d)
+		groups := map[int][]Translation{}
+		var all []Translation
+		for _, p := range ps {
+			if m.Valid(p) {
+				t := rel.At(p)
+				groups[groupOf(p, dm.ByColumn)] = append(groups[groupOf(p, dm.ByColumn)], t)
+				all = append(all, t)
+			}
+		}
+		for _, p := range ps {
+			if m.Valid(p) {
+				continue
+			}
+			var mp, ms float64
+			switch {
+			case len(groups[groupOf(p, dm.ByColumn)]) > 0:
+				mp, ms = medianComponents(groups[groupOf(p, dm.ByColumn)], d)
+			case len(all) > 0:
+				mp, ms = medianComponents(all, d)
+			default:
+				mp, ms = dm.Primary, dm.Secondary
+			}
+			x, y := fromComponents(int(math.Round(mp)), int(math.Round(ms)), d)
+			out.Set(p, Translation{X: x, Y: y, Corr: -1})
+		}
+	}
+	return out
+}
+
+// Refine searches the NCC surface of the pair (t1, t2) around start (a
+// translation of [StageModel.Repair]'s output) with r, within the model's
+// search radius and minimum overlap: see [Refiner.Refine].
+func (m *StageModel) Refine(r *Refiner, t1, t2 *image.Gray16, start Translation) Translation {
+	mx, my := m.opt.minOverlap(m.Width, m.Height)
+	return r.Refine(t1, t2, start, m.SearchRadius(), mx, my)
+}
+
+// looErrors returns, for every valid translation ts[i] of pair ps[i], the
+// error (larger component) of predicting it by the median of the other
+// valid translations of its row or column (byCol), or of all the others
+// when it is alone in its row or column.
+func looErrors(ps []Pair, ts []Translation, d Direction, byCol bool) []float64 {
+	groups := map[int][]int{}
+	for i, p := range ps {
+		g := groupOf(p, byCol)
+		groups[g] = append(groups[g], i)
+	}
+	all := make([]int, len(ps))
+	for i := range all {
+		all[i] = i
+	}
+	errs := make([]float64, 0, len(ps))
+	var others []Translation
+	for i, p := range ps {
+		members := groups[groupOf(p, byCol)]
+		if len(members) < 2 {
+			members = all
+		}
+		others = others[:0]
+		for _, j := range members {
+			if j != i {
+				others = append(others, ts[j])
+			}
+		}
+		if len(others) == 0 {
+			errs = append(errs, 0)
+			continue
+		}
+		mp, ms := medianComponents(others, d)
+		pc, sc := components(ts[i], d)
+		errs = append(errs, max(math.Abs(float64(pc)-mp), math.Abs(float64(sc)-ms)))
+	}
+	return errs
+}
+
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+func medianComponents(ts []Translation, d Direction) (mp, ms float64) {
+	pv := make([]float64, len(ts))
+	sv := make([]float64, len(ts))
+	for i, t := range ts {
+		pc, sc := components(t, d)
+		pv[i], sv[i] = float64(pc), float64(sc)
+	}
+	return median(pv), median(sv)
+}
+
+// median returns the median of v (mean of the middle two for even
+// lengths); v is reordered.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// quantile returns the q-quantile of sorted v by linear interpolation.
+func quantile(sorted []float64, q float64) float64 {
+	pos := q * float64(len(sorted)-1)
+	i := int(pos)
+	if i >= len(sorted)-1 {
+		return sorted[len(sorted)-1]
+	}
+	f := pos - float64(i)
+	return sorted[i]*(1-f) + sorted[i+1]*f
+}
+
+// densestMedian returns the median of the values inside the interval of
+// width 2*half that contains the most values (the earliest such interval
+// on ties).
+func densestMedian(v []float64, half float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	bestI, bestJ := 0, 0
+	j := 0
+	for i := range s {
+		if j < i {
+			j = i
+		}
+		for j+1 < len(s) && s[j+1]-s[i] <= 2*half {
+			j++
+		}
+		if j-i > bestJ-bestI {
+			bestI, bestJ = i, j
+		}
+	}
+	return median(s[bestI : bestJ+1])
+}

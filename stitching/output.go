@@ -1,0 +1,310 @@
+package stitching
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// GlobalPosition is one line of a global-positions file: the tile name,
+// the correlation of the spanning-tree edge that placed the tile, its
+// position in the mosaic (upper-left corner, pixels) and its 0-based grid
+// coordinates.
+type GlobalPosition struct {
+	Name     string
+	Corr     float64
+	X, Y     int
+	Col, Row int
+}
+
+// WriteGlobalPositions writes one line per tile in MIST's global-positions
+// format:
+//
+//	file: NAME; corr: 0.1234567890; position: (X, Y); grid: (COL, ROW);
+//
+// with the correlation printed with 10 decimals and COL/ROW 0-based. Names
+// must be non-empty, without ';', line breaks, or leading/trailing spaces
+// (they could not be read back).
+func WriteGlobalPositions(w io.Writer, pos []GlobalPosition) error {
+	bw := bufio.NewWriter(w)
+	for i, p := range pos {
+		if err := checkName(p.Name, ";"); err != nil {
+			return fmt.Errorf("stitching: global position %d: %w", i, err)
+		}
+		if math.IsNaN(p.Corr) || math.IsInf(p.Corr, 0) {
+			return fmt.Errorf("stitching: global position %d (%s): correlation %v", i, p.Name, p.Corr)
+		}
+		fmt.Fprintf(bw, "file: %s; corr: %s; position: (%d, %d); grid: (%d, %d);\n",
+			p.Name, formatCorr(p.Corr), p.X, p.Y, p.Col, p.Row)
+	}
+	return bw.Flush()
+}
+
+// RelativePosition is one line of a relative-positions file: the
+// translation (X, Y) of Tile relative to its neighbour Neighbor in
+// direction Dir (Tile is tile 2, Neighbor tile 1 of the pair) and its
+// correlation.
+type RelativePosition struct {
+	Dir      Direction
+	Tile     string
+	Neighbor string
+	Corr     float64
+	X, Y     int
+}
+
+// WriteRelativePositions writes one line per pair:
+//
+//	west, TILE, NEIGHBOR, 0.1234567890, X, Y
+//	north, TILE, NEIGHBOR, 0.1234567890, X, Y
+//
+// fields separated by a comma and one space, the correlation printed with
+// 10 decimals, X and Y as integers: the position of TILE relative to
+// NEIGHBOR (its west or north neighbour). Names must be non-empty, without
+// ',', line breaks, or leading/trailing spaces.
+func WriteRelativePositions(w io.Writer, rel []RelativePosition) error {
+	bw := bufio.NewWriter(w)
+	for i, r := range rel {
+		if r.Dir != West && r.Dir != North {
+			return fmt.Errorf("stitching: relative position %d: invalid direction %v", i, r.Dir)
+		}
+		if err := checkName(r.Tile, ","); err != nil {
+			return fmt.Errorf("stitching: relative position %d: tile: %w", i, err)
+		}
+		if err := checkName(r.Neighbor, ","); err != nil {
+			return fmt.Errorf("stitching: relative position %d: neighbor: %w", i, err)
+		}
+		if math.IsNaN(r.Corr) || math.IsInf(r.Corr, 0) {
+			return fmt.Errorf("stitching: relative position %d (%s): correlation %v", i, r.Tile, r.Corr)
+		}
+		fmt.Fprintf(bw, "%s, %s, %s, %s, %d, %d\n", r.Dir, r.Tile, r.Neighbor, formatCorr(r.Corr), r.X, r.Y)
+	}
+	return bw.Flush()
+}
+
+func formatCorr(c float64) string {
+	return strconv.FormatFloat(c, 'f', 10, 64)
+}
+
+func checkName(name, sep string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("empty name")
+	case strings.ContainsAny(name, sep+"\r\n"):
+		return fmt.Errorf("name %q contains %q or a line break", name, sep)
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("name %q has leading or trailing space", name)
+	}
+	return nil
+}
+
+// lineReader yields non-blank lines with their 1-based numbers.
+type lineReader struct {
+	sc   *bufio.Scanner
+	line int
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	return &lineReader{sc: sc}
+}
+
+func (l *lineReader) next() (string, bool) {
+	for l.sc.Scan() {
+		l.line++
+		s := strings.TrimSpace(l.sc.Text())
+		if s != "" {
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// ReadGlobalPositions parses the format of [WriteGlobalPositions]. Blank
+// lines and surrounding white space are ignored; anything else that does
+// not match the format is an error naming the line. Numbers may use any
+// precision; NaN correlations are rejected.
+func ReadGlobalPositions(r io.Reader) ([]GlobalPosition, error) {
+	lr := newLineReader(r)
+	var out []GlobalPosition
+	for {
+		s, ok := lr.next()
+		if !ok {
+			break
+		}
+		p, err := parseGlobalLine(s)
+		if err != nil {
+			return nil, fmt.Errorf("stitching: global positions line %d: %w", lr.line, err)
+		}
+		out = append(out, p)
+	}
+	if err := lr.sc.Err(); err != nil {
+		return nil, fmt.Errorf("stitching: global positions line %d: %w", lr.line+1, err)
+	}
+	return out, nil
+}
+
+// fieldScanner parses a line left to right.
+type fieldScanner struct{ s string }
+
+func (f *fieldScanner) literal(lit string) error {
+	rest, ok := strings.CutPrefix(f.s, lit)
+	if !ok {
+		got := f.s
+		if len(got) > 20 {
+			got = got[:20] + "..."
+		}
+		return fmt.Errorf("expected %q, found %q", lit, got)
+	}
+	f.s = rest
+	return nil
+}
+
+// until returns the text up to (not including) sep and consumes both.
+func (f *fieldScanner) until(sep, what string) (string, error) {
+	i := strings.Index(f.s, sep)
+	if i < 0 {
+		return "", fmt.Errorf("%s: missing %q", what, sep)
+	}
+	v := f.s[:i]
+	f.s = f.s[i+len(sep):]
+	return strings.TrimSpace(v), nil
+}
+
+func (f *fieldScanner) integer(sep, what string) (int, error) {
+	v, err := f.until(sep, what)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: invalid integer %q", what, v)
+	}
+	return n, nil
+}
+
+func parseCorr(v string) (float64, error) {
+	c, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(c) || math.IsInf(c, 0) {
+		return 0, fmt.Errorf("corr: invalid number %q", v)
+	}
+	return c, nil
+}
+
+func parseGlobalLine(s string) (GlobalPosition, error) {
+	var p GlobalPosition
+	f := &fieldScanner{s: s}
+	var err error
+	if err = f.literal("file:"); err != nil {
+		return p, err
+	}
+	if p.Name, err = f.until("; corr:", "file"); err != nil {
+		return p, err
+	}
+	if p.Name == "" {
+		return p, fmt.Errorf("file: empty name")
+	}
+	cs, err := f.until(";", "corr")
+	if err != nil {
+		return p, err
+	}
+	if p.Corr, err = parseCorr(cs); err != nil {
+		return p, err
+	}
+	f.s = strings.TrimLeft(f.s, " \t")
+	if err = f.literal("position:"); err != nil {
+		return p, err
+	}
+	f.s = strings.TrimLeft(f.s, " \t")
+	if err = f.literal("("); err != nil {
+		return p, err
+	}
+	if p.X, err = f.integer(",", "position x"); err != nil {
+		return p, err
+	}
+	if p.Y, err = f.integer(")", "position y"); err != nil {
+		return p, err
+	}
+	if err = f.literal(";"); err != nil {
+		return p, err
+	}
+	f.s = strings.TrimLeft(f.s, " \t")
+	if err = f.literal("grid:"); err != nil {
+		return p, err
+	}
+	f.s = strings.TrimLeft(f.s, " \t")
+	if err = f.literal("("); err != nil {
+		return p, err
+	}
+	if p.Col, err = f.integer(",", "grid col"); err != nil {
+		return p, err
+	}
+	if p.Row, err = f.integer(")", "grid row"); err != nil {
+		return p, err
+	}
+	if err = f.literal(";"); err != nil {
+		return p, err
+	}
+	if strings.TrimSpace(f.s) != "" {
+		return p, fmt.Errorf("unexpected trailing text %q", f.s)
+	}
+	if p.Col < 0 || p.Row < 0 {
+		return p, fmt.Errorf("negative grid coordinates (%d, %d)", p.Col, p.Row)
+	}
+	return p, nil
+}
+
+// ReadRelativePositions parses the format of [WriteRelativePositions].
+// Blank lines and white space around fields are ignored; anything else that
+// does not match is an error naming the line.
+func ReadRelativePositions(r io.Reader) ([]RelativePosition, error) {
+	lr := newLineReader(r)
+	var out []RelativePosition
+	for {
+		s, ok := lr.next()
+		if !ok {
+			break
+		}
+		p, err := parseRelativeLine(s)
+		if err != nil {
+			return nil, fmt.Errorf("stitching: relative positions line %d: %w", lr.line, err)
+		}
+		out = append(out, p)
+	}
+	if err := lr.sc.Err(); err != nil {
+		return nil, fmt.Errorf("stitching: relative positions line %d: %w", lr.line+1, err)
+	}
+	return out, nil
+}
+
+func parseRelativeLine(s string) (RelativePosition, error) {
+	var p RelativePosition
+	fs := strings.Split(s, ",")
+	if len(fs) != 6 {
+		return p, fmt.Errorf("want 6 comma-separated fields (dir, tile, neighbor, corr, x, y), found %d", len(fs))
+	}
+	for i := range fs {
+		fs[i] = strings.TrimSpace(fs[i])
+	}
+	var err error
+	if p.Dir, err = ParseDirection(fs[0]); err != nil {
+		return p, err
+	}
+	p.Tile, p.Neighbor = fs[1], fs[2]
+	if p.Tile == "" || p.Neighbor == "" {
+		return p, fmt.Errorf("empty tile name")
+	}
+	if p.Corr, err = parseCorr(fs[3]); err != nil {
+		return p, err
+	}
+	if p.X, err = strconv.Atoi(fs[4]); err != nil {
+		return p, fmt.Errorf("x: invalid integer %q", fs[4])
+	}
+	if p.Y, err = strconv.Atoi(fs[5]); err != nil {
+		return p, fmt.Errorf("y: invalid integer %q", fs[5])
+	}
+	return p, nil
+}

@@ -1,0 +1,129 @@
+package stitching
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestWriteGlobalPositionsExact(t *testing.T) {
+	pos := []GlobalPosition{
+		{Name: "img_r001_c001.tif", Corr: 0.9876543210123, X: 0, Y: 12, Col: 0, Row: 0},
+		{Name: "img_r001_c002.tif", Corr: -1, X: 1203, Y: 0, Col: 1, Row: 0},
+		{Name: "my tile.tif", Corr: 0.5, X: 7, Y: 1000, Col: 0, Row: 1},
+	}
+	var buf bytes.Buffer
+	if err := WriteGlobalPositions(&buf, pos); err != nil {
+		t.Fatal(err)
+	}
+	want := "file: img_r001_c001.tif; corr: 0.9876543210; position: (0, 12); grid: (0, 0);\n" +
+		"file: img_r001_c002.tif; corr: -1.0000000000; position: (1203, 0); grid: (1, 0);\n" +
+		"file: my tile.tif; corr: 0.5000000000; position: (7, 1000); grid: (0, 1);\n"
+	if buf.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+	got, err := ReadGlobalPositions(strings.NewReader(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pos {
+		p := pos[i]
+		p.Corr = float64(int64(p.Corr*1e10+0.5*sign(p.Corr))) / 1e10
+		if got[i] != p {
+			t.Errorf("line %d: read %+v, want %+v", i, got[i], p)
+		}
+	}
+}
+
+func sign(v float64) float64 {
+	if v < 0 {
+		return -1
+	}
+	return 1
+}
+
+func TestWriteRelativePositionsExact(t *testing.T) {
+	rel := []RelativePosition{
+		{Dir: West, Tile: "img_r001_c002.tif", Neighbor: "img_r001_c001.tif", Corr: 0.25, X: 1203, Y: -3},
+		{Dir: North, Tile: "img_r002_c001.tif", Neighbor: "img_r001_c001.tif", Corr: 0.123456789012, X: -2, Y: 900},
+	}
+	var buf bytes.Buffer
+	if err := WriteRelativePositions(&buf, rel); err != nil {
+		t.Fatal(err)
+	}
+	want := "west, img_r001_c002.tif, img_r001_c001.tif, 0.2500000000, 1203, -3\n" +
+		"north, img_r002_c001.tif, img_r001_c001.tif, 0.1234567890, -2, 900\n"
+	if buf.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+	got, err := ReadRelativePositions(strings.NewReader("\n" + want + "  \n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel[1].Corr = 0.123456789
+	for i := range rel {
+		if got[i] != rel[i] {
+			t.Errorf("line %d: read %+v, want %+v", i, got[i], rel[i])
+		}
+	}
+}
+
+func TestWriteRejectsBadNames(t *testing.T) {
+	var buf bytes.Buffer
+	for _, name := range []string{"", "a;b", "a\nb", " lead"} {
+		if err := WriteGlobalPositions(&buf, []GlobalPosition{{Name: name}}); err == nil {
+			t.Errorf("global: name %q accepted", name)
+		}
+	}
+	for _, name := range []string{"", "a,b", "trail "} {
+		if err := WriteRelativePositions(&buf, []RelativePosition{{Tile: name, Neighbor: "x"}}); err == nil {
+			t.Errorf("relative: name %q accepted", name)
+		}
+	}
+	if err := WriteRelativePositions(&buf, []RelativePosition{{Dir: 7, Tile: "a", Neighbor: "b"}}); err == nil {
+		t.Error("invalid direction accepted")
+	}
+}
+
+func TestReadGlobalPositionsErrors(t *testing.T) {
+	good := "file: a.tif; corr: 0.5; position: (1, 2); grid: (0, 0);"
+	cases := []struct{ in, want string }{
+		{good + "\nfile: b.tif; corr: x; position: (1, 2); grid: (0, 0);", "line 2: corr"},
+		{"files: a.tif; corr: 0.5; position: (1, 2); grid: (0, 0);", `line 1: expected "file:"`},
+		{"file: a.tif; corr: 0.5; position: (1 2); grid: (0, 0);", "line 1: position x"},
+		{"file: a.tif; corr: 0.5; position: (1, 2.5); grid: (0, 0);", "line 1: position y"},
+		{"file: a.tif; corr: 0.5; position: (1, 2); grid: (0, 0)", `expected ";"`},
+		{"file: a.tif; corr: 0.5; position: (1, 2); grid: (-1, 0);", "negative grid"},
+		{"file: a.tif; corr: NaN; position: (1, 2); grid: (0, 0);", "corr"},
+		{"file: a.tif; corr: 0.5; position: (1, 2); grid: (0, 0); extra", "trailing"},
+		{"file: ; corr: 0.5; position: (1, 2); grid: (0, 0);", "empty name"},
+		{"file: a.tif", "missing"},
+	}
+	for _, c := range cases {
+		_, err := ReadGlobalPositions(strings.NewReader(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q", c.in, err, c.want)
+		}
+	}
+	got, err := ReadGlobalPositions(strings.NewReader("\r\n" + good + "\r\n\n"))
+	if err != nil || len(got) != 1 || got[0].Name != "a.tif" || got[0].X != 1 || got[0].Y != 2 {
+		t.Errorf("CRLF and blank lines: %+v, %v", got, err)
+	}
+}
+
+func TestReadRelativePositionsErrors(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"west, a, b, 0.5, 1", "line 1: want 6"},
+		{"west, a, b, 0.5, 1, 2\neast, a, b, 0.5, 1, 2", "line 2: stitching: unknown direction"},
+		{"north, a, , 0.5, 1, 2", "empty tile name"},
+		{"north, a, b, high, 1, 2", "corr"},
+		{"north, a, b, 0.5, 1.5, 2", "x: invalid"},
+		{"north, a, b, 0.5, 1, y", "y: invalid"},
+	}
+	for _, c := range cases {
+		_, err := ReadRelativePositions(strings.NewReader(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q", c.in, err, c.want)
+		}
+	}
+}

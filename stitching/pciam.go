@@ -1,0 +1,367 @@
+package stitching
+
+import (
+	"image"
+	"math"
+	"math/bits"
+)
+
+// Peak is a peak of the phase-correlation matrix (PCM): its location and
+// its value, scaled so that two tiles that are exact circular shifts of
+// each other give 1.
+type Peak struct {
+	X, Y  int
+	Value float64
+}
+
+// Aligner computes the translation of an adjacent pair of tiles of size
+// W x H by phase correlation (PCIAM) followed by cross-correlation factors
+// (CCF). It holds an FFT plan and scratch buffers: use one Aligner per
+// goroutine. The zero value is not usable; call [NewAligner].
+type Aligner struct {
+	plan  *FFT2
+	opt   options
+	spec  []complex128
+	pcm   []float64
+	peaks []Peak
+}
+
+// NewAligner returns an aligner for w x h tiles with the given options
+// (PeakCount, Whitening, MinOverlap and MinOverlapFraction matter here).
+func NewAligner(w, h int, opt Options) *Aligner {
+	p := NewFFT2(w, h)
+	return &Aligner{
+		plan: p,
+		opt:  opt.resolve(),
+		spec: make([]complex128, p.SpectrumLen()),
+		pcm:  make([]float64, w*h),
+	}
+}
+
+// Peaks computes the phase-correlation matrix of two tiles from their half
+// spectra f1 (tile 1) and f2 (tile 2), as produced by [TileFFT.Forward] (or
+// [FFT2.Forward]), and returns its n highest local maxima, best first.
+//
+// The PCM is the inverse transform of the normalized cross-power spectrum
+// F1*conj(F2)/|F1*conj(F2)|^b, with b = Options.Whitening (MIST: b = 1);
+// coefficients whose magnitude is zero (or below 1e-15 of the product of
+// the DC terms, i.e. rounding noise of a flat image) are set to zero
+// instead of being divided. With this order of the
+// factors a tile 2 that sits at (X, Y) relative to tile 1 gives a peak at
+// (X mod W, Y mod H). Peaks are taken on the real part of the PCM: the
+// cross-power spectrum of two real images is Hermitian, so the exact
+// inverse is real, and a negative real value (anti-correlation) is no
+// evidence of a displacement, which the magnitude would wrongly count. A
+// peak is a value not smaller than its 8 circular neighbours (ties broken
+// by position), so the n peaks are distinct maxima rather than the
+// shoulders of one maximum. The returned slice is reused by the next call.
+func (a *Aligner) Peaks(f1, f2 []complex128, n int) []Peak {
+	a.plan.checkSpec(f1)
+	a.plan.checkSpec(f2)
+	if n < 1 {
+		n = 1
+	}
+	w, h := a.plan.w, a.plan.h
+	// The largest |F| of an image is its DC term; use it to scale the
+	// zero-magnitude guard.
+	floor := abs128(f1[0]) * abs128(f2[0]) * 1e-15
+	beta := a.opt.beta
+	hw := a.plan.hw
+	// total is the sum of |normalized coefficient| over the full
+	// spectrum: the PCM value of a perfect circular shift.
+	total := 0.0
+	for kx := 0; kx < hw; kx++ {
+		// Columns 1..W/2-1 (and W/2 for odd W) stand for two columns of
+		// the full spectrum.
+		wgt := 2.0
+		if kx == 0 || (w%2 == 0 && kx == hw-1) {
+			wgt = 1
+		}
+		col := a.spec[kx*h : (kx+1)*h]
+		c1, c2 := f1[kx*h:(kx+1)*h], f2[kx*h:(kx+1)*h]
+		for i, v1 := range c1 {
+			v2 := c2[i]
+			re := real(v1)*real(v2) + imag(v1)*imag(v2)
+			im := imag(v1)*real(v2) - real(v1)*imag(v2)
+			m := math.Sqrt(re*re + im*im)
+			if !(m > floor) || math.IsInf(m, 0) {
+				col[i] = 0
+				continue
+			}
+			// d = m^beta; the common exponents avoid math.Pow.
+			var d float64
+			switch beta {
+			case 1:
+				d = m
+			case 0.75:
+				s := math.Sqrt(m)
+				d = s * math.Sqrt(s)
+			case 0.5:
+				d = math.Sqrt(m)
+			default:
+				d = math.Pow(m, beta)
+			}
+			col[i] = complex(re/d, im/d)
+			total += wgt * m / d
+		}
+	}
+	a.plan.Inverse(a.spec, a.pcm)
+	a.peaks = topPeaks(a.pcm, w, h, n, a.peaks[:0])
+	scale := 0.0
+	if total > 0 {
+		scale = 1 / total
+	}
+	for i := range a.peaks {
+		a.peaks[i].Value *= scale
+	}
+	return a.peaks
+}
+
+// topPeaks appends to dst the n largest local maxima of the row-major w x h
+// matrix m (8-neighbourhood, circular), best first.
+func topPeaks(m []float64, w, h, n int, dst []Peak) []Peak {
+	dst = dst[:0]
+	worst := math.Inf(-1)
+	for i, v := range m {
+		if len(dst) == n && !(v > worst) {
+			continue
+		}
+		if math.IsNaN(v) || !isLocalMax(m, w, h, i) {
+			continue
+		}
+		pk := Peak{X: i % w, Y: i / w, Value: v}
+		// Insert keeping dst sorted by decreasing value.
+		j := len(dst)
+		if j < n {
+			dst = append(dst, pk)
+		} else {
+			j--
+			dst[j] = pk
+		}
+		for ; j > 0 && dst[j-1].Value < dst[j].Value; j-- {
+			dst[j-1], dst[j] = dst[j], dst[j-1]
+		}
+		if len(dst) == n {
+			worst = dst[n-1].Value
+		}
+	}
+	return dst
+}
+
+// isLocalMax reports whether m[i] is a maximum of its circular 3x3
+// neighbourhood; among equal values the one with the smallest index wins.
+func isLocalMax(m []float64, w, h, i int) bool {
+	x, y := i%w, i/w
+	v := m[i]
+	for dy := -1; dy <= 1; dy++ {
+		yy := y + dy
+		if yy < 0 {
+			yy += h
+		} else if yy >= h {
+			yy -= h
+		}
+		for dx := -1; dx <= 1; dx++ {
+			if dx == 0 && dy == 0 {
+				continue
+			}
+			xx := x + dx
+			if xx < 0 {
+				xx += w
+			} else if xx >= w {
+				xx -= w
+			}
+			j := yy*w + xx
+			if j == i {
+				continue // tiny matrices wrap onto themselves
+			}
+			if u := m[j]; u > v || (u == v && j < i) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Align returns the translation of tile t2 relative to its neighbour t1 in
+// direction dir (PCIAM on the spectra f1, f2 of t1, t2, then [CCF] on the
+// tiles). This is the per-pair work of the stitcher.
+func (a *Aligner) Align(t1, t2 *image.Gray16, f1, f2 []complex128, dir Direction) Translation {
+	peaks := a.Peaks(f1, f2, a.opt.peaks)
+	mx, my := a.opt.minOverlap(a.plan.w, a.plan.h)
+	return ccf(t1, t2, dir, peaks, mx, my)
+}
+
+// MinOverlap returns the minimum overlap width and height in pixels that
+// opt imposes on candidate displacements of w x h tiles.
+func MinOverlap(w, h int, opt Options) (mx, my int) {
+	return opt.resolve().minOverlap(w, h)
+}
+
+// CCF resolves the aliasing of PCM peaks into the translation of tile t2
+// relative to t1 for a pair in direction dir.
+//
+// A peak at (x, y) of a W x H PCM is compatible with the displacements
+// {x, W-x} x {y, H-y}, each with either sign. The pair orientation fixes
+// one sign: tile 2 of a west pair is to the right of tile 1 (X >= 0) and
+// tile 2 of a north pair is below it (Y >= 0), while the other component
+// may take either sign. That gives 2 x 4 = 8 candidates per peak (fewer when
+// some coincide). Every candidate that leaves an overlap of at least mx
+// pixels horizontally and my pixels vertically is scored by the normalized
+// cross-correlation [NCC] of the two tiles over the overlap; the best score
+// wins (ties: the first candidate, peaks in order, direct interpretation
+// first). If no candidate is admissible the result is the first candidate
+// with Corr = -1. mx and my are usually taken from [MinOverlap].
+func CCF(t1, t2 *image.Gray16, dir Direction, peaks []Peak, mx, my int) Translation {
+	return ccf(t1, t2, dir, peaks, max(mx, 1), max(my, 1))
+}
+
+func ccf(t1, t2 *image.Gray16, dir Direction, peaks []Peak, mx, my int) Translation {
+	b := t1.Bounds()
+	w, h := b.Dx(), b.Dy()
+	best := Translation{Corr: math.Inf(-1)}
+	found := false
+	var first Translation
+	var seen [16][2]int
+	for pi, pk := range peaks {
+		cands := candidates(pk.X, pk.Y, w, h, dir, seen[:0])
+		for ci, c := range cands {
+			if pi == 0 && ci == 0 {
+				first = Translation{X: c[0], Y: c[1], Corr: -1}
+			}
+			if !admissible(c[0], c[1], w, h, mx, my) {
+				continue
+			}
+			v := NCC(t1, t2, c[0], c[1])
+			if !found || v > best.Corr {
+				best = Translation{X: c[0], Y: c[1], Corr: v}
+				found = true
+			}
+		}
+	}
+	if !found {
+		return first
+	}
+	return best
+}
+
+// candidates appends the distinct aliasing interpretations of a PCM peak.
+func candidates(x, y, w, h int, dir Direction, dst [][2]int) [][2]int {
+	xs := [2]int{x, w - x}
+	ys := [2]int{y, h - y}
+	add := func(cx, cy int) {
+		for _, d := range dst {
+			if d == [2]int{cx, cy} {
+				return
+			}
+		}
+		dst = append(dst, [2]int{cx, cy})
+	}
+	for _, cx := range xs {
+		for _, cy := range ys {
+			if dir == West {
+				add(cx, cy)
+				add(cx, -cy)
+			} else {
+				add(cx, cy)
+				add(-cx, cy)
+			}
+		}
+	}
+	return dst
+}
+
+// admissible reports whether displacement (x, y) of two w x h tiles leaves
+// an overlap of at least mx by my pixels.
+func admissible(x, y, w, h, mx, my int) bool {
+	return w-abs(x) >= mx && h-abs(y) >= my
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// NCC returns the normalized cross-correlation (Pearson correlation
+// coefficient) of tiles t1 and t2 over their overlap when t2 is displaced
+// by (x, y) relative to t1, i.e. over the pixels t1(u+x, v+y) and t2(u, v).
+// It returns -1 when the tiles do not overlap and 0 when either overlap
+// region is constant (no evidence either way). Sums are accumulated exactly
+// in integers, so the result does not suffer from cancellation on bright
+// images.
+func NCC(t1, t2 *image.Gray16, x, y int) float64 {
+	b1, b2 := t1.Bounds(), t2.Bounds()
+	w1, h1, w2, h2 := b1.Dx(), b1.Dy(), b2.Dx(), b2.Dy()
+	// Overlap in t1 coordinates.
+	x0, x1 := max(0, x), min(w1, x+w2)
+	y0, y1 := max(0, y), min(h1, y+h2)
+	if x1 <= x0 || y1 <= y0 {
+		return -1
+	}
+	nx := x1 - x0
+	var sa, sb, saa, sbb, sab uint64
+	for v := y0; v < y1; v++ {
+		p1 := t1.Pix[t1.PixOffset(b1.Min.X+x0, b1.Min.Y+v):]
+		p2 := t2.Pix[t2.PixOffset(b2.Min.X+x0-x, b2.Min.Y+v-y):]
+		p1 = p1[:2*nx]
+		p2 = p2[:2*nx]
+		var ra, rb, raa, rbb, rab uint64
+		for i := 0; i < len(p1); i += 2 {
+			a := uint64(p1[i])<<8 | uint64(p1[i+1])
+			c := uint64(p2[i])<<8 | uint64(p2[i+1])
+			ra += a
+			rb += c
+			raa += a * a
+			rbb += c * c
+			rab += a * c
+		}
+		sa += ra
+		sb += rb
+		saa += raa
+		sbb += rbb
+		sab += rab
+	}
+	n := uint64(nx) * uint64(y1-y0)
+	return pearson(n, sa, sb, saa, sbb, sab)
+}
+
+// pearson computes the correlation coefficient from exact integer sums
+// using 128-bit intermediate products.
+func pearson(n, sa, sb, saa, sbb, sab uint64) float64 {
+	va := diff128(mul128(n, saa), mul128(sa, sa))
+	vb := diff128(mul128(n, sbb), mul128(sb, sb))
+	cov := diff128(mul128(n, sab), mul128(sa, sb))
+	if va <= 0 || vb <= 0 {
+		return 0
+	}
+	r := cov / (math.Sqrt(va) * math.Sqrt(vb))
+	return math.Max(-1, math.Min(1, r))
+}
+
+type u128 struct{ hi, lo uint64 }
+
+func mul128(a, b uint64) u128 {
+	hi, lo := bits.Mul64(a, b)
+	return u128{hi, lo}
+}
+
+// diff128 returns a-b as a float64 (exact inputs, one rounding).
+func diff128(a, b u128) float64 {
+	neg := false
+	if a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo) {
+		a, b = b, a
+		neg = true
+	}
+	lo, borrow := bits.Sub64(a.lo, b.lo, 0)
+	hi := a.hi - b.hi - borrow
+	v := float64(hi)*0x1p64 + float64(lo)
+	if neg {
+		return -v
+	}
+	return v
+}
+
+func abs128(c complex128) float64 {
+	return math.Hypot(real(c), imag(c))
+}

@@ -1,0 +1,235 @@
+package stitching
+
+import (
+	"image"
+	"math"
+)
+
+// Refiner finds the displacement of highest normalized cross-correlation
+// of a pair of tiles within a square around a given translation. It
+// computes the whole NCC surface of the square at once, the numerators by
+// one FFT-based cross-correlation of the two overlap strips and the
+// denominators from summed-area tables (Lewis's fast normalized
+// cross-correlation, which MIST's papers cite), so the search is exhaustive
+// yet costs about as much as a few direct NCC evaluations. MIST's hill
+// climbing explores the same square but may stop at a local maximum.
+//
+// A Refiner caches FFT plans and scratch buffers: use one per goroutine.
+type Refiner struct {
+	plans map[[2]int]*FFT2
+	p1    []float64
+	p2    []float64
+	s1    []complex128
+	s2    []complex128
+	corr  []float64
+	ia    []uint64 // summed-area tables of tile 1 (sum, sum of squares)
+	iaa   []uint64
+	ib    []uint64
+	ibb   []uint64
+}
+
+// NewRefiner returns an empty Refiner.
+func NewRefiner() *Refiner {
+	return &Refiner{plans: map[[2]int]*FFT2{}}
+}
+
+// Refine returns the displacement (x, y) with |x-start.X| <= radius and
+// |y-start.Y| <= radius that maximizes the NCC of t1 and t2 ([NCC]) among
+// those leaving an overlap of at least mx by my pixels. Ties go to the
+// displacement closest to start. The returned Corr is the NCC there; if no
+// displacement in the square is admissible, start is returned with
+// Corr = -1. The tiles must have the same size.
+func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my int) Translation {
+	b1 := t1.Bounds()
+	w, h := b1.Dx(), b1.Dy()
+	if t2.Bounds().Dx() != w || t2.Bounds().Dy() != h {
+		panic("stitching: Refine: tiles of different sizes")
+	}
+	radius = max(radius, 0)
+	mx, my = max(mx, 1), max(my, 1)
+	// Admissible box.
+	x0, x1 := max(start.X-radius, -(w-mx)), min(start.X+radius, w-mx)
+	y0, y1 := max(start.Y-radius, -(h-my)), min(start.Y+radius, h-my)
+	if x0 > x1 || y0 > y1 {
+		return Translation{X: start.X, Y: start.Y, Corr: -1}
+	}
+	if (x1-x0+1)*(y1-y0+1) <= 4 {
+		// Tiny boxes: direct evaluation is cheaper.
+		best := Translation{Corr: math.Inf(-1)}
+		for y := y0; y <= y1; y++ {
+			for x := x0; x <= x1; x++ {
+				best = better(best, Translation{X: x, Y: y, Corr: NCC(t1, t2, x, y)}, start)
+			}
+		}
+		return best
+	}
+	// Regions of t1 and t2 covered by some overlap of the box.
+	ua0, ua1 := max(0, x0), min(w, w+x1)
+	va0, va1 := max(0, y0), min(h, h+y1)
+	ub0, ub1 := max(0, -x1), min(w, w-x0)
+	vb0, vb1 := max(0, -y1), min(h, h-y0)
+	aw, ah := ua1-ua0, va1-va0
+	bw, bh := ub1-ub0, vb1-vb0
+	// Lags s = x - ua0 + ub0, t = y - va0 + vb0 of the correlation of the
+	// two regions; the transform must be long enough not to alias them.
+	slo, shi := x0-ua0+ub0, x1-ua0+ub0
+	tlo, thi := y0-va0+vb0, y1-va0+vb0
+	nw := goodSize(max(bw+max(shi, 0), aw-min(slo, 0), aw, bw))
+	nh := goodSize(max(bh+max(thi, 0), ah-min(tlo, 0), ah, bh))
+	plan := r.plan(nw, nh)
+
+	ma := r.fillRegion(t1, ua0, va0, aw, ah, nw, nh, &r.p1, &r.ia, &r.iaa)
+	mb := r.fillRegion(t2, ub0, vb0, bw, bh, nw, nh, &r.p2, &r.ib, &r.ibb)
+	n := plan.SpectrumLen()
+	r.s1 = grow(r.s1, n)
+	r.s2 = grow(r.s2, n)
+	plan.ForwardFloat(r.p1, r.s1)
+	plan.ForwardFloat(r.p2, r.s2)
+	for i, v := range r.s1 {
+		c := r.s2[i]
+		r.s1[i] = v * complex(real(c), -imag(c))
+	}
+	r.corr = growF(r.corr, nw*nh)
+	plan.Inverse(r.s1, r.corr)
+	scale := 1 / float64(nw*nh)
+
+	best := Translation{Corr: math.Inf(-1)}
+	for y := y0; y <= y1; y++ {
+		for x := x0; x <= x1; x++ {
+			// Overlap in t1 coordinates, then relative to the regions.
+			ox0, ox1 := max(0, x), min(w, w+x)
+			oy0, oy1 := max(0, y), min(h, h+y)
+			cnt := uint64(ox1-ox0) * uint64(oy1-oy0)
+			sa, saa := rectSums(r.ia, r.iaa, aw, ox0-ua0, oy0-va0, ox1-ua0, oy1-va0)
+			sb, sbb := rectSums(r.ib, r.ibb, bw, ox0-x-ub0, oy0-y-vb0, ox1-x-ub0, oy1-y-vb0)
+			s := ((x-ua0+ub0)%nw + nw) % nw
+			t := ((y-va0+vb0)%nh + nh) % nh
+			// Correlation of the mean-removed regions.
+			cab := r.corr[t*nw+s] * scale
+			fn := float64(cnt)
+			// sum (a-ma)(b-mb) = cab; sum(a-ma) = sa - n ma; sum(b-mb) = sb - n mb.
+			da := float64(sa) - fn*ma
+			db := float64(sb) - fn*mb
+			cov := fn*cab - da*db
+			va := diff128(mul128(cnt, saa), mul128(sa, sa))
+			vb := diff128(mul128(cnt, sbb), mul128(sb, sb))
+			v := 0.0
+			if va > 0 && vb > 0 {
+				v = math.Max(-1, math.Min(1, cov/(math.Sqrt(va)*math.Sqrt(vb))))
+			}
+			best = better(best, Translation{X: x, Y: y, Corr: v}, start)
+		}
+	}
+	return best
+}
+
+// better returns the better of two candidates: higher Corr, then closer
+// to start (Chebyshev distance), then the current one.
+func better(cur, cand, start Translation) Translation {
+	switch {
+	case cand.Corr > cur.Corr:
+		return cand
+	case cand.Corr == cur.Corr:
+		dc := max(abs(cur.X-start.X), abs(cur.Y-start.Y))
+		dn := max(abs(cand.X-start.X), abs(cand.Y-start.Y))
+		if dn < dc {
+			return cand
+		}
+	}
+	return cur
+}
+
+func (r *Refiner) plan(nw, nh int) *FFT2 {
+	k := [2]int{nw, nh}
+	p := r.plans[k]
+	if p == nil {
+		p = NewFFT2(nw, nh)
+		r.plans[k] = p
+	}
+	return p
+}
+
+// fillRegion copies the rw x rh region at (x0, y0) of t, minus its mean,
+// into the top-left corner of a zeroed nw x nh array, builds the region's
+// summed-area tables, and returns the mean.
+func (r *Refiner) fillRegion(t *image.Gray16, x0, y0, rw, rh, nw, nh int, dst *[]float64, sum, sq *[]uint64) float64 {
+	*dst = growF(*dst, nw*nh)
+	a := *dst
+	clear(a)
+	*sum = growU(*sum, (rw+1)*(rh+1))
+	*sq = growU(*sq, (rw+1)*(rh+1))
+	is, iq := *sum, *sq
+	clear(is[:rw+1])
+	clear(iq[:rw+1])
+	b := t.Bounds()
+	for y := 0; y < rh; y++ {
+		pix := t.Pix[t.PixOffset(b.Min.X+x0, b.Min.Y+y0+y):]
+		var rs, rq uint64
+		prev, cur := (y)*(rw+1), (y+1)*(rw+1)
+		is[cur], iq[cur] = 0, 0
+		row := a[y*nw : y*nw+rw]
+		for x := range row {
+			v := uint64(pix[2*x])<<8 | uint64(pix[2*x+1])
+			row[x] = float64(v)
+			rs += v
+			rq += v * v
+			is[cur+x+1] = is[prev+x+1] + rs
+			iq[cur+x+1] = iq[prev+x+1] + rq
+		}
+	}
+	total := is[rh*(rw+1)+rw]
+	m := float64(total) / float64(rw*rh)
+	for y := 0; y < rh; y++ {
+		row := a[y*nw : y*nw+rw]
+		for x := range row {
+			row[x] -= m
+		}
+	}
+	return m
+}
+
+// rectSums returns the sum and sum of squares over [x0,x1) x [y0,y1) from
+// summed-area tables with row length rw+1.
+func rectSums(is, iq []uint64, rw, x0, y0, x1, y1 int) (s, q uint64) {
+	st := rw + 1
+	a, b, c, d := y0*st+x0, y0*st+x1, y1*st+x0, y1*st+x1
+	return is[d] - is[b] - is[c] + is[a], iq[d] - iq[b] - iq[c] + iq[a]
+}
+
+// goodSize returns the smallest n' >= n whose prime factors are 2, 3 and 5
+// (fast sizes for the FFT).
+func goodSize(n int) int {
+	n = max(n, 1)
+	for m := n; ; m++ {
+		k := m
+		for _, p := range []int{2, 3, 5} {
+			for k%p == 0 {
+				k /= p
+			}
+		}
+		if k == 1 {
+			return m
+		}
+	}
+}
+
+func grow(s []complex128, n int) []complex128 {
+	if cap(s) < n {
+		return make([]complex128, n)
+	}
+	return s[:n]
+}
+
+func growF(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
+}
+
+func growU(s []uint64, n int) []uint64 {
+	if cap(s) < n {
+		return make([]uint64, n)
+	}
+	return s[:n]
+}

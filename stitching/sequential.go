@@ -1,0 +1,275 @@
+package stitching
+
+import (
+	"context"
+	"fmt"
+	"image"
+)
+
+// Result is the outcome of stitching a grid.
+type Result struct {
+	Rows, Cols    int
+	Width, Height int // tile size
+	// Names are the tile names, row-major.
+	Names []string
+	// Relative are the translations computed by PCIAM+CCF, before any
+	// optimization (MIST's "relative positions, no optimization").
+	Relative *Translations
+	// Model is the stage model estimated from Relative.
+	Model *StageModel
+	// Optimized are the translations after repair and refinement; their
+	// correlations weight the spanning tree.
+	Optimized *Translations
+	// Positions are the global tile positions, row-major.
+	Positions []Position
+	// FlatField is the estimated illumination correction (applied unless
+	// it is the identity), nil with Options.NoFlatField.
+	FlatField *FlatField
+}
+
+// GlobalPositions returns the global positions as records for
+// [WriteGlobalPositions], row-major.
+func (r *Result) GlobalPositions() []GlobalPosition {
+	out := make([]GlobalPosition, len(r.Positions))
+	for i, p := range r.Positions {
+		out[i] = GlobalPosition{Name: r.Names[i], Corr: p.Corr, X: p.X, Y: p.Y, Col: i % r.Cols, Row: i / r.Cols}
+	}
+	return out
+}
+
+// RelativePositions returns the translations (Optimized if optimized,
+// else Relative) as records for [WriteRelativePositions].
+func (r *Result) RelativePositions(optimized bool) []RelativePosition {
+	t := r.Relative
+	if optimized {
+		t = r.Optimized
+	}
+	return t.Relative(func(row, col int) string { return r.Names[row*r.Cols+col] })
+}
+
+// walker traverses a grid line by line along its shorter dimension, so
+// that a sliding window of one line plus one tile holds every tile whose
+// neighbours are still to come.
+type walker struct {
+	rows, cols int
+	rowMajor   bool // lines are rows
+}
+
+func newWalker(rows, cols int) walker {
+	return walker{rows: rows, cols: cols, rowMajor: cols <= rows}
+}
+
+func (w walker) lines() int {
+	if w.rowMajor {
+		return w.rows
+	}
+	return w.cols
+}
+
+func (w walker) lineLen() int {
+	if w.rowMajor {
+		return w.cols
+	}
+	return w.rows
+}
+
+func (w walker) coord(line, k int) (r, c int) {
+	if w.rowMajor {
+		return line, k
+	}
+	return k, line
+}
+
+// prevInLine and prevLine are the pairs formed with the previous tile of
+// the same line and with the tile at the same position of the previous
+// line.
+func (w walker) prevInLine(r, c int) Pair {
+	if w.rowMajor {
+		return Pair{r, c, West}
+	}
+	return Pair{r, c, North}
+}
+
+func (w walker) prevLine(r, c int) Pair {
+	if w.rowMajor {
+		return Pair{r, c, North}
+	}
+	return Pair{r, c, West}
+}
+
+// Sequential stitches the grid of src on the calling goroutine: unless
+// Options.NoFlatField is set it first estimates the flat field from up to
+// 64 tiles spread over the grid ([EstimateFlatField]) and corrects every
+// tile with it; then it loads every tile, computes its FFT, computes the translation of every west and
+// north pair with PCIAM+CCF ([Aligner.Align]), then runs [Optimize]. It is
+// the baseline and the reference for the task-graph version.
+//
+// Memory. The grid is traversed line by line along its shorter dimension
+// (rows if cols <= rows, else columns). A tile and its spectrum are kept
+// only until both later neighbours have used them, so at most
+// min(rows, cols)+1 tiles and spectra are live (plus one FFT plan, one
+// aligner with a spectrum and a W x H float64 matrix of scratch, and the
+// flat field, W x H float32). The optimization pass reads every tile a
+// second time with the same bound; the flat-field estimate reads up to 64
+// tiles once more. For 1392x1040 tiles a spectrum is 11.6 MB and a tile
+// 2.9 MB.
+//
+// The context is checked between tiles; cancellation returns ctx.Err().
+func Sequential(ctx context.Context, src TileSource, opt Options) (*Result, error) {
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
+	}
+	res := &Result{Rows: rows, Cols: cols, Width: w, Height: h, Names: make([]string, rows*cols)}
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			res.Names[r*cols+c] = src.Name(r, c)
+		}
+	}
+	if !opt.NoFlatField {
+		ff, err := EstimateFlatField(ctx, src, flatFieldTiles)
+		if err != nil {
+			return nil, err
+		}
+		res.FlatField = ff
+		if !ff.Identity() {
+			src = CorrectedSource(src, ff)
+		}
+	}
+	rel, err := computeTranslations(ctx, src, opt)
+	if err != nil {
+		return nil, err
+	}
+	res.Relative = rel
+	o, err := Optimize(ctx, src, rel, opt)
+	if err != nil {
+		return nil, err
+	}
+	res.Model, res.Optimized, res.Positions = o.Model, o.Optimized, o.Positions
+	return res, nil
+}
+
+type slot struct {
+	tile *image.Gray16
+	spec []complex128
+}
+
+func loadChecked(src TileSource, r, c, w, h int) (*image.Gray16, error) {
+	t, err := src.Load(r, c)
+	if err != nil {
+		return nil, err
+	}
+	if b := t.Bounds(); b.Dx() != w || b.Dy() != h {
+		return nil, fmt.Errorf("stitching: tile %s is %dx%d, expected %dx%d", src.Name(r, c), b.Dx(), b.Dy(), w, h)
+	}
+	return t, nil
+}
+
+// computeTranslations is the PCIAM+CCF pass of Sequential.
+func computeTranslations(ctx context.Context, src TileSource, opt Options) (*Translations, error) {
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	wk := newWalker(rows, cols)
+	plan := NewTileFFT(w, h, opt)
+	al := NewAligner(w, h, opt)
+	rel := NewTranslations(rows, cols)
+	n := wk.lineLen()
+	// window[k] holds the latest tile at position k: from the current line
+	// for positions before the current one, else from the previous line.
+	window := make([]slot, n)
+	var free [][]complex128
+	for line := 0; line < wk.lines(); line++ {
+		for k := 0; k < n; k++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			r, c := wk.coord(line, k)
+			t, err := loadChecked(src, r, c, w, h)
+			if err != nil {
+				return nil, err
+			}
+			var spec []complex128
+			if len(free) > 0 {
+				spec, free = free[len(free)-1], free[:len(free)-1]
+			} else {
+				spec = make([]complex128, plan.SpectrumLen())
+			}
+			plan.Forward(t, spec)
+			cur := slot{t, spec}
+			if k > 0 {
+				p := wk.prevInLine(r, c)
+				nb := window[k-1]
+				rel.Set(p, al.Align(nb.tile, t, nb.spec, spec, p.Dir))
+			}
+			if line > 0 {
+				p := wk.prevLine(r, c)
+				nb := window[k]
+				rel.Set(p, al.Align(nb.tile, t, nb.spec, spec, p.Dir))
+				// The previous-line tile at k has now served both of its
+				// later neighbours.
+				free = append(free, nb.spec)
+			}
+			window[k] = cur
+		}
+	}
+	return rel, nil
+}
+
+// Optimization is the outcome of [Optimize].
+type Optimization struct {
+	Model     *StageModel
+	Repaired  *Translations // after Model.Repair
+	Optimized *Translations // after refinement
+	Positions []Position
+}
+
+// Optimize runs MIST's global optimization on the translations rel of the
+// grid of src: [EstimateModel], [StageModel.Repair], refinement of every
+// pair with [StageModel.Refine] (which reads the tiles again, traversing
+// the grid like [Sequential] so that at most min(rows, cols)+1 tiles are
+// live), and [GlobalPositions] on the refined translations. src must
+// deliver the same pixels the translations were computed from (the
+// flat-field corrected source if one was used).
+func Optimize(ctx context.Context, src TileSource, rel *Translations, opt Options) (*Optimization, error) {
+	rows, cols := src.Rows(), src.Cols()
+	if rel.Rows != rows || rel.Cols != cols {
+		return nil, fmt.Errorf("stitching: translations for a %dx%d grid, source is %dx%d", rel.Rows, rel.Cols, rows, cols)
+	}
+	w, h := src.TileSize()
+	model, err := EstimateModel(rel, w, h, opt)
+	if err != nil {
+		return nil, err
+	}
+	repaired := model.Repair(rel)
+	refined := repaired.Clone()
+	wk := newWalker(rows, cols)
+	n := wk.lineLen()
+	window := make([]*image.Gray16, n)
+	ref := NewRefiner()
+	for line := 0; line < wk.lines(); line++ {
+		for k := 0; k < n; k++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			r, c := wk.coord(line, k)
+			t, err := loadChecked(src, r, c, w, h)
+			if err != nil {
+				return nil, err
+			}
+			if k > 0 {
+				p := wk.prevInLine(r, c)
+				refined.Set(p, model.Refine(ref, window[k-1], t, repaired.At(p)))
+			}
+			if line > 0 {
+				p := wk.prevLine(r, c)
+				refined.Set(p, model.Refine(ref, window[k], t, repaired.At(p)))
+			}
+			window[k] = t
+		}
+	}
+	return &Optimization{Model: model, Repaired: repaired, Optimized: refined, Positions: GlobalPositions(refined)}, nil
+}

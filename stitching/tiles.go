@@ -1,0 +1,311 @@
+package stitching
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/image/tiff"
+)
+
+// TileSource gives access to the tiles of a grid. Implementations must be
+// safe for concurrent use (a task graph loads tiles from several
+// goroutines) and every tile must have the size returned by TileSize.
+type TileSource interface {
+	// Rows and Cols are the grid dimensions.
+	Rows() int
+	Cols() int
+	// TileSize is the common width and height of all tiles.
+	TileSize() (w, h int)
+	// Name is the name of tile (row, col) as written to output files.
+	Name(row, col int) string
+	// Load returns the pixels of tile (row, col). The caller must not
+	// modify them (sources may share them between calls).
+	Load(row, col int) (*image.Gray16, error)
+}
+
+type fileFormat int
+
+const (
+	formatUnknown fileFormat = iota
+	formatTIFF
+	formatPNG
+)
+
+func sniff(head []byte) fileFormat {
+	switch {
+	case bytes.HasPrefix(head, []byte("II*\x00")), bytes.HasPrefix(head, []byte("MM\x00*")):
+		return formatTIFF
+	case bytes.HasPrefix(head, []byte("\x89PNG\r\n\x1a\n")):
+		return formatPNG
+	}
+	return formatUnknown
+}
+
+// LoadTile reads a grayscale tile from a TIFF or PNG file (the format is
+// detected from the file contents, not the extension).
+//
+// 16-bit grayscale images are returned as they are. 8-bit grayscale images
+// are converted to 16 bits by value, not scaled: an 8-bit pixel 200 becomes
+// the 16-bit pixel 200 (not 200*257), so that 8- and 16-bit versions of the
+// same acquisition give the same numbers. Colour, paletted and other pixel
+// types are rejected rather than converted: microscopy tiles are expected
+// to be single-channel and a silent conversion would hide a wrong input.
+// Errors name the file.
+func LoadTile(path string) (*image.Gray16, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("stitching: load tile: %w", err)
+	}
+	defer f.Close()
+	img, err := DecodeTile(f)
+	if err != nil {
+		return nil, fmt.Errorf("stitching: load tile %s: %w", path, err)
+	}
+	return img, nil
+}
+
+// DecodeTile decodes a TIFF or PNG grayscale image from r with the
+// conversions and restrictions of [LoadTile].
+func DecodeTile(r io.Reader) (*image.Gray16, error) {
+	br := bufio.NewReader(r)
+	head, _ := br.Peek(8)
+	var img image.Image
+	var err error
+	switch sniff(head) {
+	case formatTIFF:
+		// The TIFF decoder needs random access.
+		data, rerr := io.ReadAll(br)
+		if rerr != nil {
+			return nil, rerr
+		}
+		img, err = tiff.Decode(bytes.NewReader(data))
+	case formatPNG:
+		img, err = png.Decode(br)
+	default:
+		return nil, fmt.Errorf("unsupported or corrupt file: neither TIFF nor PNG")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("corrupt or unreadable image: %w", err)
+	}
+	return toGray16(img)
+}
+
+func toGray16(img image.Image) (*image.Gray16, error) {
+	b := img.Bounds()
+	switch m := img.(type) {
+	case *image.Gray16:
+		if b.Min == (image.Point{}) {
+			return m, nil
+		}
+		out := image.NewGray16(image.Rect(0, 0, b.Dx(), b.Dy()))
+		for y := 0; y < b.Dy(); y++ {
+			copy(out.Pix[y*out.Stride:y*out.Stride+2*b.Dx()], m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):])
+		}
+		return out, nil
+	case *image.Gray:
+		out := image.NewGray16(image.Rect(0, 0, b.Dx(), b.Dy()))
+		for y := 0; y < b.Dy(); y++ {
+			src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
+			dst := out.Pix[y*out.Stride:]
+			for x := 0; x < b.Dx(); x++ {
+				dst[2*x] = 0
+				dst[2*x+1] = src[x]
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unsupported pixel type %s (want 8- or 16-bit grayscale)", pixelType(img.ColorModel()))
+}
+
+func pixelType(m color.Model) string {
+	switch m {
+	case color.RGBAModel, color.NRGBAModel:
+		return "8-bit colour (RGB/RGBA)"
+	case color.RGBA64Model, color.NRGBA64Model:
+		return "16-bit colour (RGB/RGBA)"
+	case color.CMYKModel:
+		return "CMYK"
+	case color.GrayModel:
+		return "8-bit grayscale"
+	case color.Gray16Model:
+		return "16-bit grayscale"
+	}
+	if _, ok := m.(color.Palette); ok {
+		return "paletted"
+	}
+	return "non-grayscale"
+}
+
+// decodeTileConfig returns the size of the image in the file without
+// decoding its pixels, and rejects unsupported pixel types.
+func decodeTileConfig(path string) (w, h int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	head, _ := br.Peek(8)
+	var cfg image.Config
+	switch sniff(head) {
+	case formatTIFF:
+		cfg, err = tiff.DecodeConfig(br)
+	case formatPNG:
+		cfg, err = png.DecodeConfig(br)
+	default:
+		return 0, 0, fmt.Errorf("%s: unsupported or corrupt file: neither TIFF nor PNG", path)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: corrupt or unreadable image: %w", path, err)
+	}
+	if cfg.ColorModel != color.GrayModel && cfg.ColorModel != color.Gray16Model {
+		return 0, 0, fmt.Errorf("%s: unsupported pixel type %s (want 8- or 16-bit grayscale)", path, pixelType(cfg.ColorModel))
+	}
+	return cfg.Width, cfg.Height, nil
+}
+
+// TileSet is a grid of tile files in a directory named by a [Pattern]. It
+// implements [TileSource]; use [OpenTileSet] to create one.
+type TileSet struct {
+	dir        string
+	pattern    Pattern
+	rows, cols int
+	w, h       int
+}
+
+// OpenTileSet checks a rows x cols grid of tile files in dir named by
+// pattern: every file must exist, be a readable TIFF or PNG of 8- or 16-bit
+// grayscale pixels, and all tiles must have the same size. Only the file
+// headers are read. The error names the first offending file.
+func OpenTileSet(dir string, pattern Pattern, rows, cols int) (*TileSet, error) {
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
+	}
+	ts := &TileSet{dir: dir, pattern: pattern, rows: rows, cols: cols}
+	var first string
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			p := ts.Path(r, c)
+			w, h, err := decodeTileConfig(p)
+			if err != nil {
+				return nil, fmt.Errorf("stitching: tile (row %d, col %d): %w", r, c, err)
+			}
+			if first == "" {
+				first, ts.w, ts.h = p, w, h
+				if w < 2 || h < 2 {
+					return nil, fmt.Errorf("stitching: tile %s is %dx%d, too small to stitch", p, w, h)
+				}
+				continue
+			}
+			if w != ts.w || h != ts.h {
+				return nil, fmt.Errorf("stitching: tile %s is %dx%d but %s is %dx%d; all tiles must have the same size", p, w, h, first, ts.w, ts.h)
+			}
+		}
+	}
+	return ts, nil
+}
+
+// Rows returns the number of grid rows.
+func (ts *TileSet) Rows() int { return ts.rows }
+
+// Cols returns the number of grid columns.
+func (ts *TileSet) Cols() int { return ts.cols }
+
+// TileSize returns the common tile width and height.
+func (ts *TileSet) TileSize() (w, h int) { return ts.w, ts.h }
+
+// Name returns the file name (without directory) of tile (row, col).
+func (ts *TileSet) Name(row, col int) string { return ts.pattern.Name(row, col, ts.cols) }
+
+// Path returns the path of tile (row, col).
+func (ts *TileSet) Path(row, col int) string { return filepath.Join(ts.dir, ts.Name(row, col)) }
+
+// Load reads tile (row, col) with [LoadTile] and checks its size.
+func (ts *TileSet) Load(row, col int) (*image.Gray16, error) {
+	p := ts.Path(row, col)
+	img, err := LoadTile(p)
+	if err != nil {
+		return nil, err
+	}
+	if b := img.Bounds(); b.Dx() != ts.w || b.Dy() != ts.h {
+		return nil, fmt.Errorf("stitching: tile %s is %dx%d, expected %dx%d", p, b.Dx(), b.Dy(), ts.w, ts.h)
+	}
+	return img, nil
+}
+
+// MemoryTiles is an in-memory [TileSource] (tests, synthetic grids).
+type MemoryTiles struct {
+	rows, cols int
+	tiles      []*image.Gray16
+	names      []string
+}
+
+// NewMemoryTiles wraps row-major tiles of a rows x cols grid. names may be
+// nil, in which case tiles are named "tile_r{R}_c{C}" with 0-based numbers.
+// All tiles must have the same size with bounds starting at (0, 0).
+func NewMemoryTiles(rows, cols int, tiles []*image.Gray16, names []string) (*MemoryTiles, error) {
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
+	}
+	if len(tiles) != rows*cols {
+		return nil, fmt.Errorf("stitching: %d tiles for a %dx%d grid", len(tiles), rows, cols)
+	}
+	if names != nil && len(names) != len(tiles) {
+		return nil, fmt.Errorf("stitching: %d names for %d tiles", len(names), len(tiles))
+	}
+	var b0 image.Rectangle
+	for i, t := range tiles {
+		if t == nil {
+			return nil, fmt.Errorf("stitching: tile %d is nil", i)
+		}
+		b := t.Bounds()
+		if b.Min != (image.Point{}) {
+			return nil, fmt.Errorf("stitching: tile %d has bounds %v; want origin (0,0)", i, b)
+		}
+		if i == 0 {
+			b0 = b
+			if b.Dx() < 2 || b.Dy() < 2 {
+				return nil, fmt.Errorf("stitching: tile 0 is %dx%d, too small to stitch", b.Dx(), b.Dy())
+			}
+		} else if b != b0 {
+			return nil, fmt.Errorf("stitching: tile %d (row %d, col %d) is %dx%d but tile 0 is %dx%d", i, i/cols, i%cols, b.Dx(), b.Dy(), b0.Dx(), b0.Dy())
+		}
+	}
+	if names == nil {
+		names = make([]string, len(tiles))
+		for i := range names {
+			names[i] = fmt.Sprintf("tile_r%d_c%d", i/cols, i%cols)
+		}
+	}
+	return &MemoryTiles{rows: rows, cols: cols, tiles: tiles, names: names}, nil
+}
+
+// Rows returns the number of grid rows.
+func (m *MemoryTiles) Rows() int { return m.rows }
+
+// Cols returns the number of grid columns.
+func (m *MemoryTiles) Cols() int { return m.cols }
+
+// TileSize returns the common tile width and height.
+func (m *MemoryTiles) TileSize() (w, h int) {
+	b := m.tiles[0].Bounds()
+	return b.Dx(), b.Dy()
+}
+
+// Name returns the name of tile (row, col).
+func (m *MemoryTiles) Name(row, col int) string { return m.names[row*m.cols+col] }
+
+// Load returns tile (row, col) (shared, not copied).
+func (m *MemoryTiles) Load(row, col int) (*image.Gray16, error) {
+	if row < 0 || row >= m.rows || col < 0 || col >= m.cols {
+		return nil, fmt.Errorf("stitching: tile (%d, %d) outside a %dx%d grid", row, col, m.rows, m.cols)
+	}
+	return m.tiles[row*m.cols+col], nil
+}
