@@ -101,44 +101,5 @@ func synthGrid(t testing.TB, cfg synth.Config) *testGrid {
 	return &testGrid{rows: cfg.Rows, cols: cfg.Cols, tiles: sg.Tiles, x: sg.X, y: sg.Y}
 }
 
-// accuracy summarises a result against the truth.
-type accuracy struct {
-	pairs             int
-	exactRel, exactOp int     // pairs with exact translations before/after optimization
-	maxTileErr        int     // max |error| of a tile position after the best global shift
-	fracRel, fracOp   float64 // exact fractions
-}
-
-func measure(g *testGrid, res *Result) accuracy {
-	var a accuracy
-	for _, p := range Pairs(g.rows, g.cols) {
-		a.pairs++
-		tx, ty := g.trueTranslation(p)
-		if t := res.Relative.At(p); t.X == tx && t.Y == ty {
-			a.exactRel++
-		}
-		if t := res.Optimized.At(p); t.X == tx && t.Y == ty {
-			a.exactOp++
-		}
-	}
-	if a.pairs > 0 {
-		a.fracRel = float64(a.exactRel) / float64(a.pairs)
-		a.fracOp = float64(a.exactOp) / float64(a.pairs)
-	}
-	a.maxTileErr = maxTileError(g.x, g.y, res.Positions)
-	return a
-}
-
-// maxTileError returns the max over tiles of the Chebyshev distance between
-// computed and true positions, minimised over a global integer shift.
-func maxTileError(tx, ty []int, pos []Position) int {
-	spread := func(get func(int) int) int {
-		lo, hi := math.MaxInt, math.MinInt
-		for i := range pos {
-			d := get(i)
-			lo, hi = min(lo, d), max(hi, d)
-		}
-		return (hi - lo + 1) / 2
-	}
-	return max(spread(func(i int) int { return pos[i].X - tx[i] }), spread(func(i int) int { return pos[i].Y - ty[i] }))
-}
+// measure is Evaluate against the grid's truth.
+func measure(g *testGrid, res *Result) Accuracy { return Evaluate(res, g.x, g.y) }

@@ -19,13 +19,13 @@ var largeTests = flag.Bool("stitch.large", false, "run the large stitching accur
 // checkBar asserts the acceptance bar: at least 99% of the adjacent pairs
 // exact after optimization and every tile within 1 px of the truth up to
 // one global shift.
-func checkBar(t *testing.T, name string, g *testGrid, res *Result) accuracy {
+func checkBar(t *testing.T, name string, g *testGrid, res *Result) Accuracy {
 	t.Helper()
 	a := measure(g, res)
 	t.Logf("%s: %d pairs, exact before optimization %.1f%%, after %.1f%%, max tile error %d px; overlap %.2f%%/%.2f%%, r = %d",
-		name, a.pairs, 100*a.fracRel, 100*a.fracOp, a.maxTileErr, res.Model.West.Overlap, res.Model.North.Overlap, res.Model.Repeatability)
-	if a.fracOp < 0.99 || a.maxTileErr > 1 {
-		t.Errorf("%s: accuracy bar missed: %.1f%% pairs exact (want >= 99%%), max tile error %d px (want <= 1)", name, 100*a.fracOp, a.maxTileErr)
+		name, a.Pairs, 100*a.FracRelative, 100*a.FracOptimal, a.MaxTileError, res.Model.West.Overlap, res.Model.North.Overlap, res.Model.Repeatability)
+	if a.FracOptimal < 0.99 || a.MaxTileError > 1 {
+		t.Errorf("%s: accuracy bar missed: %.1f%% pairs exact (want >= 99%%), max tile error %d px (want <= 1)", name, 100*a.FracOptimal, a.MaxTileError)
 		for _, p := range Pairs(g.rows, g.cols) {
 			tx, ty := g.trueTranslation(p)
 			if o := res.Optimized.At(p); o.X != tx || o.Y != ty {
@@ -174,8 +174,8 @@ func TestSequentialLineLength(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", sz, err)
 		}
-		if a := measure(g, res); a.maxTileErr > 1 {
-			t.Errorf("%dx%d grid: max tile error %d", sz[0], sz[1], a.maxTileErr)
+		if a := measure(g, res); a.MaxTileError > 1 {
+			t.Errorf("%dx%d grid: max tile error %d", sz[0], sz[1], a.MaxTileError)
 		}
 	}
 }
@@ -224,7 +224,7 @@ func TestLarge(t *testing.T) {
 			checkBar(t, name, g, res)
 		} else {
 			a := measure(g, res)
-			t.Logf("%s (report only): exact %.1f%% -> %.1f%%, max tile error %d px", name, 100*a.fracRel, 100*a.fracOp, a.maxTileErr)
+			t.Logf("%s (report only): exact %.1f%% -> %.1f%%, max tile error %d px", name, 100*a.FracRelative, 100*a.FracOptimal, a.MaxTileError)
 		}
 		t.Logf("%s: %d tiles in %v (%.1f tiles/s)", name, len(g.tiles), d.Round(time.Millisecond), float64(len(g.tiles))/d.Seconds())
 	}
@@ -251,18 +251,28 @@ func TestLarge(t *testing.T) {
 	}
 }
 
-// BenchmarkSequential stitches the default synthetic grid (8x10 tiles of
-// 512x384, realistic) and reports tiles per second.
-func BenchmarkSequential(b *testing.B) {
+// BenchmarkStitch stitches the default synthetic grid (8x10 tiles of
+// 512x384, realistic) with the sequential baseline and with the task graph,
+// side by side, and reports tiles per second:
+//
+//	go test -run '^$' -bench Stitch -benchtime 5x ./stitching
+func BenchmarkStitch(b *testing.B) {
 	g := synthGrid(b, synth.DefaultConfig())
 	src := g.source(b)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := Sequential(context.Background(), src, Options{}); err != nil {
-			b.Fatal(err)
-		}
+	run := map[string]func() (*Result, error){
+		"sequential": func() (*Result, error) { return Sequential(context.Background(), src, Options{}) },
+		"graph":      func() (*Result, error) { return Stitch(context.Background(), src, Options{}, GraphOptions{}) },
 	}
-	b.ReportMetric(float64(len(g.tiles)*b.N)/b.Elapsed().Seconds(), "tiles/s")
+	for _, name := range []string{"sequential", "graph"} {
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := run[name](); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(g.tiles)*b.N)/b.Elapsed().Seconds(), "tiles/s")
+		})
+	}
 }
 
 // benchPair returns a realistic adjacent pair (west) of w x h tiles, their

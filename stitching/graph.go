@@ -1,0 +1,361 @@
+package stitching
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"io"
+	"runtime"
+
+	"github.com/gohtgs/htgs/bookkeeper"
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/task"
+)
+
+// GraphOptions configure [Stitch], the task-graph stitcher.
+type GraphOptions struct {
+	// Workers is the number of copies of the FFT, PCIAM+CCF and refinement
+	// tasks. 0 means runtime.GOMAXPROCS(0).
+	Workers int
+	// Readers is the number of copies of the task that loads tiles. 0 means 2.
+	Readers int
+	// PoolSize is the number of tile slots (a tile and its spectrum) alive
+	// at once. 0 means MIST's choice, min(rows, cols) + 2 + Workers, raised
+	// if needed to the smallest size that cannot deadlock (one line of the
+	// traversal plus one slot per reader). A smaller explicit size is an
+	// error.
+	PoolSize int
+	// Start is passed to every graph's Start (tracing, stall reports, ...).
+	Start []graph.StartOption
+	// Observe, if set, is called after each phase ("registration",
+	// "refinement") with the finished run, for pictures and timelines.
+	Observe func(phase string, run Run)
+	// Progress, if set, is called as pairs complete: done of total pairs
+	// in the given phase.
+	Progress func(phase string, done, total int)
+}
+
+// Run is the part of a finished graph run that [GraphOptions.Observe] may
+// use; it is a *graph.Runtime.
+type Run interface {
+	Stats() graph.Stats
+	WriteDOT(w io.Writer, opt graph.DOTOptions) error
+	WriteTrace(w io.Writer) error
+}
+
+// tileRef is a tile to load.
+type tileRef struct{ row, col int }
+
+// slotData is what a pool slot holds: the tile's spectrum (phase 1 only).
+type slotData struct{ spec []complex128 }
+
+// loaded is a tile in flight through a graph, holding a pool slot until
+// every pair it belongs to has used it.
+type loaded struct {
+	row, col int
+	img      *image.Gray16
+	buf      *memmgr.Buffer[slotData]
+}
+
+// pairJob is an adjacent pair whose two tiles (and spectra) are ready.
+type pairJob struct {
+	pair   Pair
+	t1, t2 *loaded // t1 is the neighbour (west or north), t2 the tile
+}
+
+// pairDone is the translation of one pair.
+type pairDone struct {
+	pair Pair
+	tr   Translation
+}
+
+// neighbours returns how many adjacent tiles (row, col) has.
+func neighbours(rows, cols, row, col int) int {
+	n := 0
+	if row > 0 {
+		n++
+	}
+	if row < rows-1 {
+		n++
+	}
+	if col > 0 {
+		n++
+	}
+	if col < cols-1 {
+		n++
+	}
+	return n
+}
+
+// pairRule emits a pair as soon as both of its tiles have arrived. Its state
+// is the set of tiles seen, so it belongs to one graph run.
+type pairRule struct {
+	rows, cols int
+	ready      map[tileRef]*loaded
+}
+
+func (r *pairRule) Apply(_ context.Context, t *loaded, out task.Emitter[pairJob]) error {
+	r.ready[tileRef{t.row, t.col}] = t
+	emit := func(row, col int, dir Direction) error {
+		p := Pair{Row: row, Col: col, Dir: dir}
+		nr, nc := p.Neighbor()
+		t1, ok1 := r.ready[tileRef{nr, nc}]
+		t2, ok2 := r.ready[tileRef{row, col}]
+		if !ok1 || !ok2 {
+			return nil
+		}
+		return out.Emit(pairJob{pair: p, t1: t1, t2: t2})
+	}
+	// The pairs this tile completes: its own west and north pairs, and the
+	// west pair of its east neighbour and the north pair of its south one.
+	if t.col > 0 {
+		if err := emit(t.row, t.col, West); err != nil {
+			return err
+		}
+	}
+	if t.row > 0 {
+		if err := emit(t.row, t.col, North); err != nil {
+			return err
+		}
+	}
+	if t.col < r.cols-1 {
+		if err := emit(t.row, t.col+1, West); err != nil {
+			return err
+		}
+	}
+	if t.row < r.rows-1 {
+		if err := emit(t.row+1, t.col, North); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// traversal returns the tiles in the order the graphs take them: line by
+// line along the grid's shorter dimension, like Sequential, so that one
+// line of tiles (plus the slots in flight) is alive at a time.
+func traversal(rows, cols int) []tileRef {
+	wk := newWalker(rows, cols)
+	out := make([]tileRef, 0, rows*cols)
+	for line := 0; line < wk.lines(); line++ {
+		for k := 0; k < wk.lineLen(); k++ {
+			r, c := wk.coord(line, k)
+			out = append(out, tileRef{r, c})
+		}
+	}
+	return out
+}
+
+// pairGraph builds the graph shared by both phases: load tiles (taking a
+// slot from a pool first, so loading cannot run ahead of memory), optionally
+// transform them, pair them in a bookkeeper, and run perPair on each pair.
+func pairGraph(name string, src TileSource, slots, readers, workers int,
+	newSlot func() (slotData, error),
+	newTransform func() func(*loaded),
+	newPerPair func() func(pairJob) Translation,
+) (*graph.Graph[tileRef, pairDone], *memmgr.Pool[slotData]) {
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	g := graph.New[tileRef, pairDone](name)
+	pool := memmgr.New[slotData](g, "tile slots", slots, memmgr.AllocFunc[slotData](func(device.Device) (slotData, error) { return newSlot() }), memmgr.Dynamic())
+	read := graph.AddTask(g, "read", readers, func() task.Task[tileRef, *loaded] {
+		return task.Func[tileRef, *loaded](func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
+			n := neighbours(rows, cols, t.row, t.col)
+			buf, err := pool.Get(ctx, memmgr.Count(n))
+			if err != nil {
+				return err
+			}
+			img, err := loadChecked(src, t.row, t.col, w, h)
+			if err != nil {
+				return err
+			}
+			l := &loaded{row: t.row, col: t.col, img: img, buf: buf}
+			if n == 0 { // a 1x1 grid: nothing will ever use it
+				l.buf = nil
+				if err := buf.Release(); err != nil {
+					return err
+				}
+			}
+			return out.Emit(l)
+		})
+	})
+	memmgr.Use(pool, read)
+	graph.Connect(g.Input(), read)
+	var tiles graph.Producer[*loaded] = read
+	if newTransform != nil {
+		fft := graph.AddTask(g, "fft", workers, func() task.Task[*loaded, *loaded] {
+			f := newTransform()
+			return task.Func[*loaded, *loaded](func(_ context.Context, l *loaded, out task.Emitter[*loaded]) error {
+				f(l)
+				return out.Emit(l)
+			})
+		})
+		graph.Connect(read, fft)
+		tiles = fft
+	}
+	bk := bookkeeper.New[*loaded](g, "pairs")
+	pairs := bookkeeper.AddRule(bk, "both tiles ready", func() bookkeeper.Rule[*loaded, pairJob] {
+		return &pairRule{rows: rows, cols: cols, ready: make(map[tileRef]*loaded, rows*cols)}
+	})
+	graph.Connect(tiles, bk)
+	align := graph.AddTask(g, "pair", workers, func() task.Task[pairJob, pairDone] {
+		f := newPerPair()
+		return task.Func[pairJob, pairDone](func(_ context.Context, j pairJob, out task.Emitter[pairDone]) error {
+			tr := f(j)
+			// Each tile's slot returns after its last pair (Count = neighbours).
+			if err := j.t1.buf.Release(); err != nil {
+				return err
+			}
+			if err := j.t2.buf.Release(); err != nil {
+				return err
+			}
+			return out.Emit(pairDone{pair: j.pair, tr: tr})
+		})
+	})
+	graph.Connect(pairs, align)
+	graph.Connect(align, g.Output())
+	return g, pool
+}
+
+// runPairs runs a pair graph over the whole grid and collects the
+// translations.
+func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDone], rows, cols int, gopt GraphOptions) (*Translations, error) {
+	rt, err := g.Start(ctx, gopt.Start...)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		defer rt.Close()
+		for _, t := range traversal(rows, cols) {
+			if rt.Send(t) != nil {
+				return
+			}
+		}
+	}()
+	rel := NewTranslations(rows, cols)
+	total, done := len(Pairs(rows, cols)), 0
+	for d := range rt.Results() {
+		rel.Set(d.pair, d.tr)
+		done++
+		if gopt.Progress != nil {
+			gopt.Progress(phase, done, total)
+		}
+	}
+	if err := rt.Wait(); err != nil {
+		return nil, fmt.Errorf("stitching: %s: %w", phase, err)
+	}
+	if done != total {
+		return nil, fmt.Errorf("stitching: %s: %d of %d pairs computed", phase, done, total)
+	}
+	if gopt.Observe != nil {
+		gopt.Observe(phase, rt)
+	}
+	return rel, nil
+}
+
+// Stitch stitches the grid of src with two task graphs, producing the same
+// result as [Sequential]:
+//
+//  1. registration: read (Readers copies) -> FFT (Workers) -> bookkeeper
+//     pairing each tile with its west and north neighbours as soon as both
+//     spectra exist -> PCIAM+CCF (Workers);
+//  2. after the stage model is estimated and outliers repaired,
+//     refinement: read -> bookkeeper -> refine each pair (Workers).
+//
+// Tiles enter line by line along the shorter grid dimension. Each tile
+// takes a slot from a memory pool (see GraphOptions.PoolSize) before it is
+// read, and the slot returns when all of its 2 to 4 neighbours have used
+// it, so at most PoolSize tiles and spectra are alive. The flat-field
+// estimate (unless Options.NoFlatField) and the spanning tree run on the
+// calling goroutine.
+func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions) (*Result, error) {
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	if rows <= 0 || cols <= 0 {
+		return nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
+	}
+	workers := gopt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	readers := gopt.Readers
+	if readers <= 0 {
+		readers = 2
+	}
+	line := newWalker(rows, cols).lineLen()
+	minSlots := line + readers
+	slots := gopt.PoolSize
+	switch {
+	case slots == 0:
+		slots = max(min(rows, cols)+2+workers, minSlots)
+	case slots < minSlots:
+		return nil, fmt.Errorf("stitching: a pool of %d tile slots can deadlock: the traversal keeps a line of %d tiles alive and %d readers may hold one more each; use at least %d",
+			slots, line, readers, minSlots)
+	}
+
+	res := &Result{Rows: rows, Cols: cols, Width: w, Height: h, Names: make([]string, rows*cols)}
+	for r := range rows {
+		for c := range cols {
+			res.Names[r*cols+c] = src.Name(r, c)
+		}
+	}
+	if !opt.NoFlatField {
+		ff, err := EstimateFlatField(ctx, src, flatFieldTiles)
+		if err != nil {
+			return nil, err
+		}
+		res.FlatField = ff
+		src = CorrectedSource(src, ff)
+	}
+
+	// Phase 1: registration.
+	specLen := NewTileFFT(w, h, opt).SpectrumLen()
+	g1, _ := pairGraph("registration", src, slots, readers, workers,
+		func() (slotData, error) { return slotData{spec: make([]complex128, specLen)}, nil },
+		func() func(*loaded) {
+			f := NewTileFFT(w, h, opt) // one plan per task copy
+			return func(l *loaded) {
+				if l.buf != nil {
+					f.Forward(l.img, l.buf.Data.spec)
+				}
+			}
+		},
+		func() func(pairJob) Translation {
+			a := NewAligner(w, h, opt) // one aligner (scratch) per task copy
+			return func(j pairJob) Translation {
+				return a.Align(j.t1.img, j.t2.img, j.t1.buf.Data.spec, j.t2.buf.Data.spec, j.pair.Dir)
+			}
+		})
+	rel, err := runPairs(ctx, "registration", g1, rows, cols, gopt)
+	if err != nil {
+		return nil, err
+	}
+	res.Relative = rel
+
+	// Global optimization: stage model and repair, then refinement.
+	model, err := EstimateModel(rel, w, h, opt)
+	if err != nil {
+		return nil, err
+	}
+	repaired := model.Repair(rel)
+	g2, _ := pairGraph("refinement", src, slots, readers, workers,
+		func() (slotData, error) { return slotData{}, nil },
+		nil,
+		func() func(pairJob) Translation {
+			ref := NewRefiner() // scratch per task copy
+			return func(j pairJob) Translation {
+				return model.Refine(ref, j.t1.img, j.t2.img, repaired.At(j.pair))
+			}
+		})
+	refined, err := runPairs(ctx, "refinement", g2, rows, cols, gopt)
+	if err != nil {
+		return nil, err
+	}
+	res.Model, res.Optimized, res.Positions = model, refined, GlobalPositions(refined)
+	return res, nil
+}

@@ -1,0 +1,145 @@
+package stitching
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gohtgs/htgs/stitching/synth"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func smallSynth(t testing.TB, rows, cols int, seed uint64) *testGrid {
+	cfg := synth.ConfigFor(synth.Realistic)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = rows, cols, 256, 192, seed
+	return synthGrid(t, cfg)
+}
+
+func sameTranslations(t *testing.T, what string, a, b *Translations) {
+	t.Helper()
+	for _, p := range Pairs(a.Rows, a.Cols) {
+		if a.At(p) != b.At(p) {
+			t.Fatalf("%s: pair %v: graph %+v, sequential %+v", what, p, a.At(p), b.At(p))
+		}
+	}
+}
+
+// The graph stitcher computes exactly what the sequential one does.
+func TestStitchMatchesSequential(t *testing.T) {
+	g := smallSynth(t, 4, 5, 3)
+	src := g.source(t)
+	seq, err := Sequential(context.Background(), src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{1, 3} {
+		res, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameTranslations(t, "relative", res.Relative, seq.Relative)
+		sameTranslations(t, "optimized", res.Optimized, seq.Optimized)
+		for i := range res.Positions {
+			if res.Positions[i] != seq.Positions[i] {
+				t.Fatalf("tile %d: graph %+v, sequential %+v", i, res.Positions[i], seq.Positions[i])
+			}
+		}
+		checkBar(t, "graph", g, res)
+	}
+}
+
+// With the smallest pool that cannot deadlock, every grid shape completes
+// and the number of tile slots (spectra) alive never exceeds the pool.
+func TestStitchSmallestPoolAllShapes(t *testing.T) {
+	for _, sz := range [][2]int{{1, 1}, {1, 4}, {4, 1}, {2, 6}, {6, 2}, {3, 3}} {
+		g := blobGrid(uint64(sz[0]*10+sz[1]), sz[0], sz[1], 128, 96, 0.2, 3, 50)
+		src := g.source(t)
+		readers := 1
+		pool := newWalker(sz[0], sz[1]).lineLen() + readers
+		var peaks []int
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := Stitch(ctx, src, Options{NoFlatField: true}, GraphOptions{Workers: 2, Readers: readers, PoolSize: pool,
+			Observe: func(_ string, r Run) {
+				for _, p := range r.Stats().Pools {
+					peaks = append(peaks, p.Peak)
+					if p.Capacity != pool || p.InUse != 0 {
+						t.Errorf("%v: pool capacity %d in use %d at the end", sz, p.Capacity, p.InUse)
+					}
+				}
+			}})
+		cancel()
+		if err != nil {
+			t.Fatalf("%v grid, pool %d: %v", sz, pool, err)
+		}
+		for _, p := range peaks {
+			if p > pool {
+				t.Fatalf("%v grid: %d slots alive, pool %d", sz, p, pool)
+			}
+		}
+		if len(peaks) != 2 || len(res.Positions) != sz[0]*sz[1] {
+			t.Fatalf("%v grid: %d phases observed, %d positions", sz, len(peaks), len(res.Positions))
+		}
+	}
+}
+
+func TestStitchErrors(t *testing.T) {
+	g := smallSynth(t, 3, 3, 1)
+	src := g.source(t)
+	_, err := Stitch(context.Background(), src, Options{}, GraphOptions{PoolSize: 2, Readers: 2})
+	if err == nil || !strings.Contains(err.Error(), "deadlock") {
+		t.Fatalf("tiny pool: %v", err)
+	}
+
+	// A missing tile on disk: the error names the file.
+	dir := t.TempDir()
+	name := func(r, c int) string { return filepath.Join(dir, synth.DefaultName(r, c)) }
+	for r := range 3 {
+		for c := range 3 {
+			if err := synth.WriteTIFF(name(r, c), g.tiles[r*3+c]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pat, err := ParsePattern("img_r{rrr}_c{ccc}.tif", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := OpenTileSet(dir, pat, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(name(2, 1)); err != nil { // disappears after the headers were checked
+		t.Fatal(err)
+	}
+	_, err = Stitch(context.Background(), ts, Options{NoFlatField: true}, GraphOptions{})
+	var te interface{ Unwrap() error }
+	if err == nil || !strings.Contains(err.Error(), "img_r003_c002.tif") || !errors.As(err, &te) {
+		t.Fatalf("missing tile: %v", err)
+	}
+}
+
+func TestStitchCancel(t *testing.T) {
+	g := smallSynth(t, 4, 5, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{}, 1)
+	go func() { <-started; cancel() }()
+	_, err := Stitch(ctx, g.source(t), Options{NoFlatField: true}, GraphOptions{
+		Progress: func(string, int, int) {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	cancel()
+}
