@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/pats"
+	"github.com/gohtgs/htgs/region"
+)
+
+// slide is the input of a real run: a synthetic slide of tiles stored in a
+// region storage, and the storage the outputs go to.
+type slide struct {
+	tiles, cols, rows, size int
+	seed                    uint64
+	in, out                 region.Storage
+}
+
+// Identifiers of the slide-wide regions. Each tile's stage instance binds
+// them with its tile as region of interest: it reads and writes only its
+// partition.
+func rgbID() region.ID    { return region.ID{Name: "slide::RGB", Type: region.Dense3D} }
+func labelsID() region.ID { return region.ID{Name: "slide::Labels", Type: region.Dense2D} }
+
+// featIDs maps the feature data keys to their regions.
+func featIDs() map[string]region.ID {
+	return map[string]region.ID{
+		"featIntensity": {Name: "slide::FeatIntensity", Type: region.Dense2D},
+		"featGradient":  {Name: "slide::FeatGradient", Type: region.Dense2D},
+		"featMorph":     {Name: "slide::FeatMorphometry", Type: region.Dense2D},
+	}
+}
+
+// newSlide generates the tiles and writes them to in.
+func newSlide(ctx context.Context, tiles, size int, seed uint64, in, out region.Storage) (*slide, error) {
+	cols := int(math.Ceil(math.Sqrt(float64(tiles))))
+	s := &slide{tiles: tiles, cols: cols, rows: (tiles + cols - 1) / cols, size: size, seed: seed, in: in, out: out}
+	meta := region.Meta{ID: rgbID(), Elem: region.Uint8, Bounds: region.Cube(0, 0, 0, s.cols*size, s.rows*size, 3)}
+	buf := make([]uint8, 3*size*size)
+	for i := range tiles {
+		genTile(buf, size, size, seed, i)
+		b := s.box(i)
+		if err := in.Write(ctx, meta, region.Cube(b.Lo[0], b.Lo[1], 0, b.Hi[0], b.Hi[1], 3), buf); err != nil {
+			return nil, fmt.Errorf("write tile %d: %w", i, err)
+		}
+	}
+	return s, nil
+}
+
+// box returns tile i's 2-D box in slide coordinates.
+func (s *slide) box(i int) region.Box {
+	x, y := (i%s.cols)*s.size, (i/s.cols)*s.size
+	return region.Rect(x, y, x+s.size, y+s.size)
+}
+
+// tileJob is one stage instance: a tile and its region template.
+type tileJob struct {
+	index, w, h int
+	tpl         *region.Template
+	rgb         *region.Dense[uint8]
+	u8          map[string]*region.Dense[uint8]
+	u16         map[string]*region.Dense[uint16]
+	feats       map[string]*region.Dense[float64]
+	nuclei      int
+}
+
+// newTileJob builds tile i's region template: the RGB input bound lazily to
+// the slide storage with the tile as ROI, in-memory intermediates, and the
+// labels and feature outputs bound to the output storage.
+func (s *slide) newTileJob(i int) (*tileJob, error) {
+	b := s.box(i)
+	tpl, err := region.NewTemplate(fmt.Sprintf("tile%03d", i))
+	if err != nil {
+		return nil, err
+	}
+	j := &tileJob{index: i, w: s.size, h: s.size, tpl: tpl,
+		u8: map[string]*region.Dense[uint8]{}, u16: map[string]*region.Dense[uint16]{}, feats: map[string]*region.Dense[float64]{}}
+	bounds := region.Cube(0, 0, 0, s.cols*s.size, s.rows*s.size, 3)
+	j.rgb, err = region.BindDense[uint8](rgbID(), bounds, region.Cube(b.Lo[0], b.Lo[1], 0, b.Hi[0], b.Hi[1], 3), s.in)
+	if err != nil {
+		return nil, err
+	}
+	add := func(r region.Region, err error) error {
+		if err != nil {
+			return err
+		}
+		return tpl.Insert(r)
+	}
+	if err := add(j.rgb, nil); err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"rbc", "opened", "candidates", "area", "filled"} {
+		r, err := region.NewDense[uint8](region.ID{Name: "tile::" + k}, b)
+		j.u8[k] = r
+		if err := add(r, err); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range []string{"distance", "watershed"} {
+		r, err := region.NewDense[uint16](region.ID{Name: "tile::" + k}, b)
+		j.u16[k] = r
+		if err := add(r, err); err != nil {
+			return nil, err
+		}
+	}
+	labels, err := region.NewDenseROI[uint16](labelsID(), region.Rect(0, 0, s.cols*s.size, s.rows*s.size), b)
+	if err := add(labels, err); err != nil {
+		return nil, err
+	}
+	labels.SetOutput(s.out)
+	j.u16["labels"] = labels
+	for k, id := range featIDs() {
+		f, err := region.NewDenseROI[float64](id, region.Rect(0, 0, numFeatures, maxObjects*s.tiles),
+			region.Rect(0, maxObjects*i, numFeatures, maxObjects*(i+1)))
+		if err := add(f, err); err != nil {
+			return nil, err
+		}
+		f.SetOutput(s.out)
+		j.feats[k] = f
+	}
+	return j, nil
+}
+
+// data returns the pats datum for key k of the job: regions read from or
+// written to storage carry themselves as Store, intermediates do not. The
+// size is the modelled size of a 4K tile, so that modelled transfer times
+// match the simulator's.
+func (j *tileJob) data(k string, bytes map[string]int64) pats.Data {
+	var r region.Region
+	switch {
+	case k == "rgb":
+		r = j.rgb
+	case j.u8[k] != nil:
+		return pats.Data{Key: j.u8[k].ID().String(), Bytes: bytes[k]}
+	case k == "labels":
+		r = j.u16[k]
+	case j.u16[k] != nil:
+		return pats.Data{Key: j.u16[k].ID().String(), Bytes: bytes[k]}
+	default:
+		r = j.feats[k]
+	}
+	d := pats.RegionData(r)
+	d.Bytes = bytes[k]
+	return d
+}
+
+// kernelOps returns the pipeline's operations with real implementations;
+// the CPU and the (simulated) GPU implementation run the same kernel.
+func kernelOps(est map[string]float64) map[string]*pats.Op[*tileJob] {
+	u8 := func(ctx context.Context, r *region.Dense[uint8]) []uint8 {
+		d, err := r.Data(ctx)
+		if err != nil {
+			panic(err) // in-memory regions never fail
+		}
+		return d
+	}
+	u16 := func(ctx context.Context, r *region.Dense[uint16]) []uint16 {
+		d, err := r.Data(ctx)
+		if err != nil {
+			panic(err)
+		}
+		return d
+	}
+	f64 := func(ctx context.Context, r *region.Dense[float64]) []float64 {
+		d, err := r.Data(ctx)
+		if err != nil {
+			panic(err)
+		}
+		return d
+	}
+	rgb := func(ctx context.Context, j *tileJob) ([]uint8, error) { return j.rgb.Data(ctx) }
+	kernels := map[string]func(ctx context.Context, j *tileJob) error{
+		"RBCDetection": func(ctx context.Context, j *tileJob) error {
+			in, err := rgb(ctx, j)
+			if err == nil {
+				rbcDetect(in, u8(ctx, j.u8["rbc"]), j.w*j.h)
+			}
+			return err
+		},
+		"MorphOpen": func(ctx context.Context, j *tileJob) error {
+			in, err := rgb(ctx, j)
+			if err == nil {
+				morphOpen(in, u8(ctx, j.u8["opened"]), j.w, j.h)
+			}
+			return err
+		},
+		"ReconToNuclei": func(ctx context.Context, j *tileJob) error {
+			reconToNuclei(u8(ctx, j.u8["opened"]), u8(ctx, j.u8["rbc"]), u8(ctx, j.u8["candidates"]))
+			return nil
+		},
+		"AreaThreshold": func(ctx context.Context, j *tileJob) error {
+			areaThreshold(u8(ctx, j.u8["candidates"]), u8(ctx, j.u8["area"]), j.w, j.h)
+			return nil
+		},
+		"FillHoles": func(ctx context.Context, j *tileJob) error {
+			fillHoles(u8(ctx, j.u8["area"]), u8(ctx, j.u8["filled"]), j.w, j.h)
+			return nil
+		},
+		"PreWatershed": func(ctx context.Context, j *tileJob) error {
+			distanceTransform(u8(ctx, j.u8["filled"]), u16(ctx, j.u16["distance"]), j.w, j.h)
+			return nil
+		},
+		"Watershed": func(ctx context.Context, j *tileJob) error {
+			watershedCores(u16(ctx, j.u16["distance"]), u8(ctx, j.u8["filled"]), u16(ctx, j.u16["watershed"]))
+			return nil
+		},
+		"BWLabel": func(ctx context.Context, j *tileJob) error {
+			j.nuclei = bwLabel(u16(ctx, j.u16["watershed"]), u16(ctx, j.u16["labels"]), j.w, j.h)
+			return nil
+		},
+		"FeatIntensity": func(ctx context.Context, j *tileJob) error {
+			in, err := rgb(ctx, j)
+			if err == nil {
+				intensityFeatures(in, u16(ctx, j.u16["labels"]), f64(ctx, j.feats["featIntensity"]))
+			}
+			return err
+		},
+		"FeatGradient": func(ctx context.Context, j *tileJob) error {
+			in, err := rgb(ctx, j)
+			if err == nil {
+				gradientFeatures(in, u16(ctx, j.u16["labels"]), f64(ctx, j.feats["featGradient"]), j.w, j.h)
+			}
+			return err
+		},
+		"FeatMorphometry": func(ctx context.Context, j *tileJob) error {
+			morphometryFeatures(u16(ctx, j.u16["labels"]), f64(ctx, j.feats["featMorph"]), j.w, j.h)
+			return nil
+		},
+	}
+	ops := map[string]*pats.Op[*tileJob]{}
+	for name, k := range kernels {
+		impl := func(ctx context.Context, _ device.Device, j *tileJob) error { return k(ctx, j) }
+		ops[name] = &pats.Op[*tileJob]{Name: name, Speedup: est[name], Impls: map[device.Kind]pats.Impl[*tileJob]{device.CPU: impl, device.GPU: impl}}
+	}
+	return ops
+}
+
+// tileResult is the output of one tile.
+type tileResult struct {
+	index, nuclei int
+}
+
+// runReal processes the slide through a task graph whose stage task expands
+// each tile into the pipeline's operations, run by a pats.Manager on the
+// given units. It returns the per-tile results (in tile order) and the
+// manager's report.
+func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units []pats.Unit, est map[string]float64) ([]tileResult, *pats.Report, error) {
+	m, err := pats.Start(ctx, cfg, units...)
+	if err != nil {
+		return nil, nil, err
+	}
+	ops := kernelOps(est)
+	var mu sync.Mutex
+	jobs := map[int]*tileJob{}
+	stage := &pats.Task[int, tileResult]{
+		Manager: m,
+		Expand: func(_ context.Context, i int) (*pats.Flow, error) {
+			j, err := s.newTileJob(i)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			jobs[i] = j
+			mu.Unlock()
+			f := pats.NewFlow(j.tpl.Name())
+			for _, o := range w.specs {
+				var reads []pats.Data
+				for _, k := range o.reads {
+					reads = append(reads, j.data(k, w.bytes))
+				}
+				pats.Add(f, ops[o.name], j, pats.Reads(reads...), pats.Writes(j.data(o.writes, w.bytes)), pats.WithCost(w.tileCost(i, o)))
+			}
+			return f, f.Err()
+		},
+		Result: func(_ context.Context, i int) (tileResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			j := jobs[i]
+			delete(jobs, i)
+			return tileResult{index: i, nuclei: j.nuclei}, nil
+		},
+	}
+	window := cfg.Window
+	if window <= 0 {
+		window = s.tiles
+	}
+	g := graph.New[int, tileResult]("pathology")
+	seg := pats.AddTask(g, "tiles", window, stage)
+	graph.Connect(g.Input(), seg)
+	graph.Connect(seg, g.Output())
+	results := make([]tileResult, s.tiles)
+	in := func(yield func(int) bool) {
+		for i := range s.tiles {
+			if !yield(i) {
+				return
+			}
+		}
+	}
+	runErr := g.Run(ctx, in, func(r tileResult) error {
+		results[r.index] = r
+		return nil
+	})
+	closeErr := m.Close()
+	if runErr != nil {
+		return nil, nil, runErr
+	}
+	if closeErr != nil {
+		return nil, nil, closeErr
+	}
+	return results, m.Report(), nil
+}

@@ -1,0 +1,86 @@
+package pats
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// benchFlows returns n flows of a chain of 4 operations fanning out into 4
+// more, with modelled costs and data.
+func benchFlows(n int) []*Flow {
+	ops := []*Op[int]{hybrid("a", 2), hybrid("b", 12), hybrid("c", 1.5), hybrid("d", 8), hybrid("e", 20), hybrid("f", 3), hybrid("g", 15), hybrid("h", 5)}
+	fs := make([]*Flow, n)
+	for i := range fs {
+		f := NewFlow(fmt.Sprint("f", i))
+		prev := "in"
+		for j, op := range ops[:4] {
+			out := fmt.Sprint("d", j)
+			Add(f, op, i, Reads(d(prev, 1<<20)), Writes(d(out, 1<<20)), cost(100+10*j, 100/int(op.Speedup)+5))
+			prev = out
+		}
+		for j, op := range ops[4:] {
+			Add(f, op, i, Reads(d(prev, 1<<20), d("in", 1<<20)), Writes(d(fmt.Sprint("o", j), 1<<10)), cost(200, 200/int(op.Speedup)+5))
+		}
+		fs[i] = f
+	}
+	return fs
+}
+
+// BenchmarkSimulate measures the simulator: operations simulated per second
+// with PATS, locality and prefetching on 9 CPU cores and 3 GPUs.
+func BenchmarkSimulate(b *testing.B) {
+	m := Machine{CPUs: 9, GPUs: 3, Bandwidth: 5e9, Latency: 20 * time.Microsecond}
+	cfg := Config{Policy: PATS, Window: 24, Locality: true, TransferImpact: 0.15, Prefetch: true}
+	ops := 0
+	var elapsed time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		fs := benchFlows(200)
+		b.StartTimer()
+		start := time.Now()
+		if _, err := Simulate(cfg, m, fs); err != nil {
+			b.Fatal(err)
+		}
+		elapsed += time.Since(start)
+		ops += 200 * 8
+	}
+	b.ReportMetric(float64(ops)/elapsed.Seconds(), "ops/s")
+}
+
+// BenchmarkManagerOverhead measures the real-time manager's cost per
+// operation instance: empty implementations on two CPU cores, so the time
+// is all scheduling (dependency tracking, dispatch, wake-ups).
+func BenchmarkManagerOverhead(b *testing.B) {
+	for _, policy := range []Policy{FCFS, PATS} {
+		b.Run(policy.String(), func(b *testing.B) {
+			m, err := Start(context.Background(), Config{Policy: policy, Window: 16}, Cores(2)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			ops := 0
+			for b.Loop() {
+				b.StopTimer()
+				fs := benchFlows(20)
+				b.StartTimer()
+				var hs []*Handle
+				for _, f := range fs {
+					h, err := m.Submit(context.Background(), f)
+					if err != nil {
+						b.Fatal(err)
+					}
+					hs = append(hs, h)
+				}
+				for _, h := range hs {
+					if err := h.Wait(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ops += 20 * 8
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(ops), "ns/operation")
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package pats
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+)
+
+// Policy chooses which ready operation instance an idle worker runs.
+type Policy int
+
+// Scheduling policies.
+const (
+	// FCFS runs ready operations in the order they became ready, whatever
+	// the device.
+	FCFS Policy = iota
+	// PATS (performance-aware task scheduling) keeps the ready operations
+	// ordered by estimated GPU-vs-CPU speedup: an idle CPU core takes the
+	// one with the lowest estimate, an idle GPU the one with the highest.
+	PATS
+)
+
+// String returns "fcfs" or "pats".
+func (p Policy) String() string {
+	switch p {
+	case FCFS:
+		return "fcfs"
+	case PATS:
+		return "pats"
+	}
+	return fmt.Sprintf("policy(%d)", int(p))
+}
+
+// ParsePolicy parses "fcfs" or "pats" (case-insensitive).
+func ParsePolicy(s string) (Policy, error) {
+	switch strings.ToLower(s) {
+	case "fcfs":
+		return FCFS, nil
+	case "pats":
+		return PATS, nil
+	}
+	return 0, fmt.Errorf("pats: unknown policy %q (want fcfs or pats)", s)
+}
+
+// Config selects the scheduling policy and its optimizations. The zero
+// value is plain FCFS with an unlimited window.
+type Config struct {
+	// Policy is FCFS or PATS.
+	Policy Policy
+	// Window bounds the number of flows (stage instances) in progress at a
+	// time; further submissions wait. 0 means no bound. A larger window
+	// gives PATS more operations to choose from.
+	Window int
+	// Locality enables data-locality-conscious assignment: after an
+	// operation on a GPU, the GPU prefers a ready operation that reads data
+	// already in its memory. With FCFS such an operation is always
+	// preferred; with PATS the best reusing one (speedup Sd) is taken if
+	// Sd >= Sq * (1 - TransferImpact), Sq being the best speedup among the
+	// others. Without Locality every GPU operation uploads its inputs and
+	// downloads its outputs.
+	Locality bool
+	// TransferImpact is the fraction of an operation's GPU time spent in
+	// data transfers, in [0, 1], used by the locality rule.
+	TransferImpact float64
+	// Prefetch pipelines each GPU's work through three phases, upload,
+	// process and download, so that the inputs of the next operation and the
+	// outputs of the previous one move while the current one computes; it
+	// also stages the storage inputs of a flow in the background as soon as
+	// the flow is admitted, instead of when its first reader runs.
+	Prefetch bool
+	// Learn makes the manager learn each operation's mean compute time per
+	// device kind online (HyperFlow's time statistics) and use the ratio of
+	// the means as the speedup estimate, so that Op.Speedup may be zero.
+	// Until an operation has been timed on both kinds, idle workers try it
+	// first (one at a time per kind) to obtain a first sample.
+	Learn bool
+	// DepthFirst breaks ties between equally ranked operations in favour of
+	// the oldest flow, pushing each stage instance through before starting
+	// the next (HyperFlow's depth-first preference), which reduces the
+	// memory held by partially processed instances. Without it ties go to
+	// the operation that became ready first (breadth-first).
+	DepthFirst bool
+	// Logger receives debug messages about scheduling decisions (default:
+	// discarded).
+	Logger *slog.Logger
+}
+
+// validate checks c and fills defaults.
+func (c Config) validate() (Config, error) {
+	if c.Policy != FCFS && c.Policy != PATS {
+		return c, fmt.Errorf("pats: unknown policy %d", int(c.Policy))
+	}
+	if c.Window < 0 {
+		return c, fmt.Errorf("pats: negative window %d", c.Window)
+	}
+	if c.TransferImpact < 0 || c.TransferImpact > 1 || math.IsNaN(c.TransferImpact) {
+		return c, fmt.Errorf("pats: transfer impact %v outside [0, 1]", c.TransferImpact)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// String summarizes the configuration, as "pats+dl+prefetch w=16".
+func (c Config) String() string {
+	var b strings.Builder
+	b.WriteString(c.Policy.String())
+	if c.Learn {
+		b.WriteString("+learn")
+	}
+	if c.Locality {
+		fmt.Fprintf(&b, "+dl(%.2g)", c.TransferImpact)
+	}
+	if c.Prefetch {
+		b.WriteString("+prefetch")
+	}
+	if c.DepthFirst {
+		b.WriteString("+df")
+	}
+	if c.Window > 0 {
+		fmt.Fprintf(&b, " w=%d", c.Window)
+	}
+	return b.String()
+}

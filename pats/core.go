@@ -1,0 +1,657 @@
+package pats
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+)
+
+// This file holds the scheduling state shared by the discrete-event
+// simulator and the real-time manager: the dependency graph of the flows in
+// progress, the ready queue, the policies' decisions, data residency and
+// transfer bookkeeping, time statistics and memory accounting. It is not
+// safe for concurrent use; the manager guards it with a mutex.
+
+type nodeState uint8
+
+const (
+	nPending nodeState = iota // waiting for dependencies
+	nReady                    // in the ready queue
+	nRunning                  // taken by a worker (uploading, computing)
+	nDone                     // computed (or skipped because its flow failed)
+	nDropped                  // never run: its flow failed first
+)
+
+// node is one operation instance of an admitted flow.
+type node struct {
+	step     *Step
+	fl       *flowState
+	reads    []*datum
+	writes   []*datum
+	succ     []*node
+	pending  int
+	state    nodeState
+	readySeq int64
+	explore  bool // taken to obtain a first time sample
+}
+
+// datum is one version of a datum of an admitted flow, with its location.
+type datum struct {
+	key         string
+	bytes       int64
+	store       Stager
+	fl          *flowState
+	external    bool // an input of the flow, not written by it
+	final       bool // an output: the last version of a key the flow writes that has a store or no reader
+	readersLeft int
+	hostValid   bool   // host memory holds the current value
+	hostLive    bool   // counted in host memory
+	gpus        uint64 // GPUs (bit = GPU ordinal) holding a copy
+	transit     bool   // being downloaded
+	freed       bool
+	staged      bool // external input read from its store (or has none)
+	stage       *stageOnce
+}
+
+// flowState is an admitted flow.
+type flowState struct {
+	f       *Flow
+	seq     int64
+	nodes   []*node
+	data    []*datum
+	left    int // nodes neither done nor dropped
+	running int
+	started bool // a node has been taken
+	err     error
+	done    bool
+	handle  *Handle // real-time manager only
+}
+
+// worker is the scheduling state of one processing unit.
+type worker struct {
+	idx      int
+	dev      device.Device
+	kind     device.Kind
+	gpu      int // ordinal among GPUs, -1 for a CPU core
+	resident []*datum
+	pins     map[*datum]int
+	inflight int
+	ops      int
+	busy     time.Duration
+
+	// Real-time manager only: the worker waits for work, and the work
+	// dispatched to it.
+	waiting  bool
+	assigned *action
+	flushed  []*datum
+}
+
+func (w *worker) bit() uint64 { return 1 << uint(w.gpu) }
+
+// action is what a worker does for one taken node: download the data it
+// evicts from its memory, upload the node's inputs, compute.
+type action struct {
+	n      *node
+	evict  []*datum
+	upload []*datum
+}
+
+type opKind struct {
+	op   string
+	kind device.Kind
+}
+
+type opCount struct {
+	given float64
+	count [2]int
+	time  [2]time.Duration
+}
+
+type core struct {
+	cfg       Config
+	workers   []*worker
+	ready     []*node
+	readySeq  int64
+	flowSeq   int64
+	active    int
+	stats     timeStats
+	exploring map[opKind]int
+	onDone    func(*flowState)
+
+	hostLive, peakHost int64
+	devLive, peakDev   int64
+	uploads, downloads int
+	upBytes, downBytes int64
+	ops                map[string]*opCount
+	opOrder            []string
+	flowsDone          int
+	flowsFailed        int
+}
+
+func newCore(cfg Config, devs []device.Device) *core {
+	c := &core{cfg: cfg, exploring: map[opKind]int{}, ops: map[string]*opCount{}, stats: timeStats{}}
+	gpus := 0
+	for i, d := range devs {
+		w := &worker{idx: i, dev: d, kind: d.Kind(), gpu: -1, pins: map[*datum]int{}}
+		if w.kind == device.GPU {
+			w.gpu = gpus
+			gpus++
+		}
+		c.workers = append(c.workers, w)
+	}
+	return c
+}
+
+// kinds returns the device kinds present.
+func (c *core) kinds() []device.Kind {
+	var ks []device.Kind
+	for _, w := range c.workers {
+		if !slices.Contains(ks, w.kind) {
+			ks = append(ks, w.kind)
+		}
+	}
+	return ks
+}
+
+// admit turns f into a flow in progress and queues its ready nodes.
+func (c *core) admit(f *Flow) *flowState {
+	fs := &flowState{}
+	c.admitInto(fs, f)
+	return fs
+}
+
+// admitInto is admit with a flow state made by the caller.
+func (c *core) admitInto(fs *flowState, f *Flow) {
+	f.used = true
+	fs.f, fs.seq = f, c.flowSeq
+	c.flowSeq++
+	data := map[*dataVer]*datum{}
+	get := func(v *dataVer) *datum {
+		if d := data[v]; d != nil {
+			return d
+		}
+		d := &datum{
+			key: v.key, bytes: v.bytes, store: v.store, fl: fs,
+			external:    v.writer == nil,
+			final:       v.writer != nil && f.last[v.key] == v && (v.store != nil || len(v.readers) == 0),
+			readersLeft: len(v.readers),
+		}
+		if d.external {
+			d.hostValid = true
+			d.staged = d.store == nil
+			d.stage = &stageOnce{}
+		}
+		data[v] = d
+		fs.data = append(fs.data, d)
+		return d
+	}
+	fs.nodes = make([]*node, len(f.steps))
+	for i, s := range f.steps {
+		fs.nodes[i] = &node{step: s, fl: fs, pending: len(s.deps)}
+	}
+	for i, s := range f.steps {
+		n := fs.nodes[i]
+		for _, v := range s.reads {
+			n.reads = append(n.reads, get(v))
+		}
+		for _, v := range s.writes {
+			n.writes = append(n.writes, get(v))
+		}
+		for _, d := range s.deps {
+			fs.nodes[d.index].succ = append(fs.nodes[d.index].succ, n)
+		}
+	}
+	fs.left = len(fs.nodes)
+	c.active++
+	for _, n := range fs.nodes {
+		if n.pending == 0 {
+			c.makeReady(n)
+		}
+	}
+	c.maybeComplete(fs)
+}
+
+func (c *core) makeReady(n *node) {
+	n.state = nReady
+	n.readySeq = c.readySeq
+	c.readySeq++
+	c.ready = append(c.ready, n)
+}
+
+func (c *core) unready(n *node) {
+	if i := slices.Index(c.ready, n); i >= 0 {
+		c.ready = slices.Delete(c.ready, i, i+1)
+	}
+}
+
+// eligible reports whether w can run n now: n has an implementation for
+// w's kind and every input is in host memory or, for a GPU, in its memory.
+func (c *core) eligible(w *worker, n *node) bool {
+	if n.step.run[w.kind] == nil {
+		return false
+	}
+	for _, d := range n.reads {
+		if d.external && !d.staged && c.cfg.Prefetch {
+			return false // being staged in the background
+		}
+		if d.hostValid || w.gpu >= 0 && d.gpus&w.bit() != 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// estimate returns the speedup estimate the policy uses for n. An operation
+// with only a CPU implementation ranks lowest, one with only a GPU
+// implementation highest.
+func (c *core) estimate(n *node) float64 {
+	_, cpu := n.step.run[device.CPU]
+	_, gpu := n.step.run[device.GPU]
+	switch {
+	case cpu && !gpu:
+		return 0
+	case gpu && !cpu:
+		return math.Inf(1)
+	}
+	if c.cfg.Learn {
+		if s, ok := c.stats.speedup(n.step.op); ok {
+			return s
+		}
+	}
+	if n.step.speedup > 0 {
+		return n.step.speedup
+	}
+	return 1
+}
+
+// before is the tie-break order: the oldest flow first when depth-first,
+// then the order in which nodes became ready.
+func (c *core) before(a, b *node) bool {
+	if c.cfg.DepthFirst && a.fl.seq != b.fl.seq {
+		return a.fl.seq < b.fl.seq
+	}
+	return a.readySeq < b.readySeq
+}
+
+// better reports whether w should prefer a to b under the policy. With
+// DepthFirst, work of flows already started comes before the first work of
+// a new one.
+func (c *core) better(w *worker, a, b *node) bool {
+	if c.cfg.DepthFirst && a.fl.started != b.fl.started {
+		return a.fl.started
+	}
+	if c.cfg.Policy == PATS {
+		sa, sb := c.estimate(a), c.estimate(b)
+		if sa != sb {
+			if w.kind == device.GPU {
+				return sa > sb
+			}
+			return sa < sb
+		}
+	}
+	return c.before(a, b)
+}
+
+// reuses reports whether n reads data held in GPU worker w's memory.
+func (c *core) reuses(w *worker, n *node) bool {
+	for _, d := range n.reads {
+		if d.gpus&w.bit() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func hasBoth(n *node) bool {
+	return n.step.run[device.CPU] != nil && n.step.run[device.GPU] != nil
+}
+
+// pick chooses the ready node idle worker w runs next, or nil.
+func (c *core) pick(w *worker) *node {
+	if c.cfg.Learn {
+		// Time statistics need a first sample of every operation on every
+		// kind: take an untimed operation first, one at a time per kind.
+		var best *node
+		for _, n := range c.ready {
+			if hasBoth(n) && c.eligible(w, n) && !c.stats.has(n.step.op, w.kind) &&
+				c.exploring[opKind{n.step.op, w.kind}] == 0 && (best == nil || c.before(n, best)) {
+				best = n
+			}
+		}
+		if best != nil {
+			best.explore = true
+			return best
+		}
+	}
+	if w.gpu >= 0 && c.cfg.Locality && len(w.resident) > 0 {
+		var bd, bq *node // best reusing data in w's memory, best other
+		for _, n := range c.ready {
+			if !c.eligible(w, n) {
+				continue
+			}
+			if c.reuses(w, n) {
+				if bd == nil || c.better(w, n, bd) {
+					bd = n
+				}
+			} else if bq == nil || c.better(w, n, bq) {
+				bq = n
+			}
+		}
+		if bd == nil {
+			return bq
+		}
+		if c.cfg.Policy == FCFS || bq == nil {
+			return bd
+		}
+		if sd, sq := c.estimate(bd), c.estimate(bq); sd >= sq*(1-c.cfg.TransferImpact) {
+			return bd
+		}
+		return bq
+	}
+	var best *node
+	for _, n := range c.ready {
+		if c.eligible(w, n) && (best == nil || c.better(w, n, best)) {
+			best = n
+		}
+	}
+	return best
+}
+
+// take assigns n (returned by pick) to w and plans its transfers.
+func (c *core) take(w *worker, n *node) action {
+	c.unready(n)
+	n.state = nRunning
+	n.fl.running++
+	n.fl.started = true
+	w.inflight++
+	if n.explore {
+		c.exploring[opKind{n.step.op, w.kind}]++
+	}
+	for _, d := range n.reads {
+		if d.external {
+			c.addHost(d) // a lazy read materializes the input now
+		}
+	}
+	a := action{n: n}
+	if w.gpu < 0 {
+		return a
+	}
+	// Evict what the new node does not read and no node in flight holds.
+	for _, d := range slices.Clone(w.resident) {
+		if w.pins[d] == 0 && !slices.Contains(n.reads, d) {
+			c.evict(w, d, &a.evict)
+		}
+	}
+	for _, d := range n.reads {
+		if d.gpus&w.bit() == 0 {
+			a.upload = append(a.upload, d)
+			c.uploads++
+			c.upBytes += d.bytes
+			c.addResident(w, d)
+		}
+		w.pins[d]++
+	}
+	return a
+}
+
+// needed reports whether d's value must reach host memory: someone will
+// read it, or it is an output of a flow that has not failed.
+func (c *core) needed(d *datum) bool {
+	return !d.freed && d.fl.err == nil && (d.readersLeft > 0 || d.final)
+}
+
+// evict removes d from w's memory, adding it to downloads if it holds the
+// only copy of a value still needed.
+func (c *core) evict(w *worker, d *datum, downloads *[]*datum) {
+	if i := slices.Index(w.resident, d); i >= 0 {
+		w.resident = slices.Delete(w.resident, i, i+1)
+	}
+	d.gpus &^= w.bit()
+	c.devLive -= d.bytes
+	if !d.hostValid && !d.transit && c.needed(d) {
+		d.transit = true
+		*downloads = append(*downloads, d)
+		c.downloads++
+		c.downBytes += d.bytes
+	}
+}
+
+// flush starts downloading every needed value held only by idle GPU w,
+// keeping the copies in its memory.
+func (c *core) flush(w *worker) []*datum {
+	var out []*datum
+	for _, d := range w.resident {
+		if !d.hostValid && !d.transit && w.pins[d] == 0 && c.needed(d) {
+			d.transit = true
+			out = append(out, d)
+			c.downloads++
+			c.downBytes += d.bytes
+		}
+	}
+	return out
+}
+
+func (c *core) addResident(w *worker, d *datum) {
+	w.resident = append(w.resident, d)
+	d.gpus |= w.bit()
+	c.devLive += d.bytes
+	c.peakDev = max(c.peakDev, c.devLive)
+}
+
+func (c *core) addHost(d *datum) {
+	if !d.hostLive && !d.freed {
+		d.hostLive = true
+		c.hostLive += d.bytes
+		c.peakHost = max(c.peakHost, c.hostLive)
+	}
+}
+
+// free releases every copy of d.
+func (c *core) free(d *datum) {
+	if d.freed {
+		return
+	}
+	d.freed = true
+	if d.hostLive {
+		d.hostLive = false
+		c.hostLive -= d.bytes
+	}
+	for _, w := range c.workers {
+		if w.gpu >= 0 && d.gpus&w.bit() != 0 {
+			if i := slices.Index(w.resident, d); i >= 0 {
+				w.resident = slices.Delete(w.resident, i, i+1)
+			}
+			c.devLive -= d.bytes
+		}
+	}
+	d.gpus = 0
+}
+
+// computed records that w finished n after dur (err: n failed, or its flow
+// had failed and n was skipped). It returns the downloads w starts now:
+// without data locality, a GPU downloads its outputs and forgets its inputs
+// after every operation.
+func (c *core) computed(w *worker, n *node, dur time.Duration, err error) []*datum {
+	fl := n.fl
+	w.inflight--
+	fl.running--
+	if n.explore {
+		c.exploring[opKind{n.step.op, w.kind}]--
+	}
+	if w.gpu >= 0 {
+		for _, d := range n.reads {
+			if w.pins[d]--; w.pins[d] <= 0 {
+				delete(w.pins, d)
+			}
+		}
+	}
+	n.state = nDone
+	fl.left--
+	if err != nil && fl.err == nil {
+		c.failFlow(fl, err)
+	}
+	var downs []*datum
+	if fl.err == nil {
+		c.stats.add(n.step.op, w.kind, dur)
+		oc := c.ops[n.step.op]
+		if oc == nil {
+			oc = &opCount{given: n.step.speedup}
+			c.ops[n.step.op] = oc
+			c.opOrder = append(c.opOrder, n.step.op)
+		}
+		k := kindIndex(w.kind)
+		oc.count[k]++
+		oc.time[k] += dur
+		w.ops++
+		w.busy += dur
+		for _, d := range n.writes {
+			if w.gpu >= 0 {
+				d.hostValid = false
+				c.addResident(w, d)
+			} else {
+				d.hostValid = true
+				c.addHost(d)
+			}
+			if d.readersLeft == 0 && !d.final {
+				c.free(d) // overwritten before anyone read it
+			}
+		}
+		for _, d := range n.reads {
+			if d.readersLeft--; d.readersLeft == 0 && !d.final {
+				c.free(d)
+			}
+		}
+		for _, s := range n.succ {
+			if s.pending--; s.pending == 0 && s.state == nPending {
+				c.makeReady(s)
+			}
+		}
+		if w.gpu >= 0 && !c.cfg.Locality {
+			for _, d := range slices.Clone(w.resident) {
+				if w.pins[d] == 0 {
+					c.evict(w, d, &downs)
+				}
+			}
+		}
+	}
+	c.maybeComplete(fl)
+	return downs
+}
+
+// downloaded records the end of d's download.
+func (c *core) downloaded(d *datum, err error) {
+	d.transit = false
+	if d.freed || d.fl.done {
+		return
+	}
+	if err != nil {
+		c.failFlow(d.fl, err)
+		c.maybeComplete(d.fl)
+		return
+	}
+	d.hostValid = true
+	c.addHost(d)
+	c.maybeComplete(d.fl)
+}
+
+// failFlow marks fl failed and drops its nodes that have not started.
+func (c *core) failFlow(fl *flowState, err error) {
+	if fl.err != nil {
+		return
+	}
+	fl.err = err
+	for _, n := range fl.nodes {
+		switch n.state {
+		case nReady:
+			c.unready(n)
+			fallthrough
+		case nPending:
+			n.state = nDropped
+			fl.left--
+		}
+	}
+}
+
+// maybeComplete finishes fl once all its nodes are done and all its outputs
+// have reached host memory.
+func (c *core) maybeComplete(fl *flowState) {
+	if fl.done || fl.left > 0 {
+		return
+	}
+	if fl.err == nil {
+		for _, d := range fl.data {
+			if d.final && !d.hostValid {
+				return
+			}
+		}
+		c.flowsDone++
+	} else {
+		c.flowsFailed++
+	}
+	fl.done = true
+	c.active--
+	for _, d := range fl.data {
+		c.free(d)
+	}
+	if c.onDone != nil {
+		c.onDone(fl)
+	}
+}
+
+func kindIndex(k device.Kind) int {
+	if k == device.GPU {
+		return 1
+	}
+	return 0
+}
+
+// timeStats keeps, per operation and device kind, the count and total of
+// the compute times observed.
+type timeStats map[string]*[2]struct {
+	n   int
+	sum time.Duration
+}
+
+func (t timeStats) add(op string, k device.Kind, d time.Duration) {
+	e := t[op]
+	if e == nil {
+		e = new([2]struct {
+			n   int
+			sum time.Duration
+		})
+		t[op] = e
+	}
+	e[kindIndex(k)].n++
+	e[kindIndex(k)].sum += d
+}
+
+func (t timeStats) has(op string, k device.Kind) bool {
+	e := t[op]
+	return e != nil && e[kindIndex(k)].n > 0
+}
+
+// mean returns the mean compute time of op on kind k.
+func (t timeStats) mean(op string, k device.Kind) (time.Duration, bool) {
+	e := t[op]
+	if e == nil || e[kindIndex(k)].n == 0 {
+		return 0, false
+	}
+	s := e[kindIndex(k)]
+	return s.sum / time.Duration(s.n), true
+}
+
+// speedup returns mean CPU time / mean GPU time for op.
+func (t timeStats) speedup(op string) (float64, bool) {
+	cm, ok1 := t.mean(op, device.CPU)
+	gm, ok2 := t.mean(op, device.GPU)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	if gm <= 0 {
+		return math.Inf(1), true
+	}
+	return float64(cm) / float64(gm), true
+}

@@ -1,0 +1,225 @@
+package pats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gohtgs/htgs/device"
+)
+
+// Flow is the dataflow of fine-grained operation instances that one coarse
+// stage instance (a tile going through segmentation, say) expands into.
+// Steps are added in a valid sequential order with [Add]; the dependencies
+// between them follow from the data they declare (a step reading a datum
+// runs after the step that last wrote it; a step writing a datum runs after
+// the earlier readers and writer of that datum) and from explicit [After]
+// options. A flow is submitted once, to a [Manager] or to [Simulate].
+//
+// Construction mistakes (an operation without implementations, a step of
+// another flow in After) are recorded and reported by Err and on submission.
+type Flow struct {
+	name  string
+	steps []*Step
+	last  map[string]*dataVer
+	err   error
+	used  bool
+}
+
+// Step is one operation instance in a flow.
+type Step struct {
+	flow    *Flow
+	index   int
+	op      string
+	speedup float64
+	run     map[device.Kind]func(context.Context, device.Device) error
+	cost    Cost
+	reads   []*dataVer
+	writes  []*dataVer
+	deps    []*Step
+}
+
+// dataVer is one version of a datum of a flow: the value written by one
+// step (or, for writer == nil, the flow's input).
+type dataVer struct {
+	key     string
+	bytes   int64
+	store   Stager
+	writer  *Step
+	readers []*Step
+}
+
+// NewFlow returns an empty flow; name identifies it in errors and logs.
+func NewFlow(name string) *Flow {
+	return &Flow{name: name, last: map[string]*dataVer{}}
+}
+
+// Name returns the flow's name.
+func (f *Flow) Name() string { return f.name }
+
+// Len returns the number of steps.
+func (f *Flow) Len() int { return len(f.steps) }
+
+// Err returns the first construction mistake, or nil.
+func (f *Flow) Err() error { return f.err }
+
+func (f *Flow) fail(err error) {
+	if f.err == nil {
+		f.err = fmt.Errorf("pats: flow %q: %w", f.name, err)
+	}
+}
+
+// Op returns the name of the step's operation.
+func (s *Step) Op() string { return s.op }
+
+// Index returns the step's position in its flow (0-based).
+func (s *Step) Index() int { return s.index }
+
+// StepOption declares the data and dependencies of a step.
+type StepOption func(*stepConfig)
+
+type stepConfig struct {
+	reads, writes []Data
+	after         []*Step
+	cost          Cost
+}
+
+// Reads declares data the step reads.
+func Reads(d ...Data) StepOption {
+	return func(c *stepConfig) { c.reads = append(c.reads, d...) }
+}
+
+// Writes declares data the step writes.
+func Writes(d ...Data) StepOption {
+	return func(c *stepConfig) { c.writes = append(c.writes, d...) }
+}
+
+// After makes the step depend on steps of the same flow, in addition to the
+// dependencies its data imply.
+func After(s ...*Step) StepOption {
+	return func(c *stepConfig) { c.after = append(c.after, s...) }
+}
+
+// WithCost sets the step's modelled compute time (see [Cost]).
+func WithCost(c Cost) StepOption {
+	return func(sc *stepConfig) { sc.cost = c }
+}
+
+// Add appends an instance of op, bound to arg, to flow f and returns it.
+func Add[A any](f *Flow, op *Op[A], arg A, opts ...StepOption) *Step {
+	s := &Step{flow: f, index: len(f.steps), run: map[device.Kind]func(context.Context, device.Device) error{}}
+	f.steps = append(f.steps, s)
+	var cfg stepConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s.cost = cfg.cost
+	if op == nil {
+		f.fail(fmt.Errorf("step %d: nil operation", s.index))
+		return s
+	}
+	s.op, s.speedup = op.Name, op.Speedup
+	switch {
+	case op.Name == "":
+		f.fail(fmt.Errorf("step %d: operation without a name", s.index))
+	case len(op.Impls) == 0:
+		f.fail(fmt.Errorf("step %d: operation %q has no implementation", s.index, op.Name))
+	case op.Speedup < 0 || math.IsNaN(op.Speedup) || math.IsInf(op.Speedup, 0):
+		f.fail(fmt.Errorf("step %d: operation %q has speedup estimate %v, want a finite value >= 0", s.index, op.Name, op.Speedup))
+	case cfg.cost.CPU < 0 || cfg.cost.GPU < 0:
+		f.fail(fmt.Errorf("step %d: operation %q has a negative cost", s.index, op.Name))
+	}
+	for k, impl := range op.Impls {
+		if impl == nil {
+			f.fail(fmt.Errorf("step %d: operation %q has a nil %v implementation", s.index, op.Name, k))
+			continue
+		}
+		s.run[k] = func(ctx context.Context, dev device.Device) error { return impl(ctx, dev, arg) }
+	}
+	for _, d := range cfg.after {
+		if d == nil || d.flow != f {
+			f.fail(fmt.Errorf("step %d (%s): After names a step of another flow", s.index, op.Name))
+			continue
+		}
+		s.addDep(d)
+	}
+	for _, d := range cfg.reads {
+		if d.Key == "" {
+			f.fail(fmt.Errorf("step %d (%s): datum with an empty key", s.index, op.Name))
+			continue
+		}
+		v := f.last[d.Key]
+		if v == nil {
+			v = &dataVer{key: d.Key, bytes: d.Bytes, store: d.Store}
+			f.last[d.Key] = v
+		}
+		if slices.Contains(s.reads, v) {
+			continue
+		}
+		if v.bytes == 0 {
+			v.bytes = d.Bytes
+		}
+		if v.writer != nil {
+			s.addDep(v.writer)
+		}
+		v.readers = append(v.readers, s)
+		s.reads = append(s.reads, v)
+	}
+	for _, d := range cfg.writes {
+		if d.Key == "" {
+			f.fail(fmt.Errorf("step %d (%s): datum with an empty key", s.index, op.Name))
+			continue
+		}
+		if slices.ContainsFunc(s.writes, func(w *dataVer) bool { return w.key == d.Key }) {
+			f.fail(fmt.Errorf("step %d (%s): datum %q written twice", s.index, op.Name, d.Key))
+			continue
+		}
+		if prev := f.last[d.Key]; prev != nil {
+			if prev.writer != nil {
+				s.addDep(prev.writer)
+			}
+			for _, r := range prev.readers {
+				if r != s {
+					s.addDep(r)
+				}
+			}
+		}
+		v := &dataVer{key: d.Key, bytes: d.Bytes, store: d.Store, writer: s}
+		f.last[d.Key] = v
+		s.writes = append(s.writes, v)
+	}
+	return s
+}
+
+func (s *Step) addDep(d *Step) {
+	if d != s && !slices.Contains(s.deps, d) {
+		s.deps = append(s.deps, d)
+	}
+}
+
+// errFlowUsed reports a flow submitted twice.
+var errFlowUsed = errors.New("flow already submitted")
+
+// check validates f for execution on devices of the given kinds.
+func (f *Flow) check(kinds []device.Kind) error {
+	if f.err != nil {
+		return f.err
+	}
+	if f.used {
+		return fmt.Errorf("pats: flow %q: %w", f.name, errFlowUsed)
+	}
+	for _, s := range f.steps {
+		ok := false
+		for _, k := range kinds {
+			if s.run[k] != nil {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("pats: flow %q: step %d (%s) has no implementation for the available devices %v", f.name, s.index, s.op, kinds)
+		}
+	}
+	return nil
+}

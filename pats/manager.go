@@ -1,0 +1,543 @@
+package pats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/task"
+)
+
+// ErrClosed is returned by Submit after Close.
+var ErrClosed = errors.New("pats: manager closed")
+
+// Manager is a worker resource manager: it owns one worker goroutine per
+// processing unit (CPU core or GPU) and runs the ready operation instances
+// of every flow submitted to it, choosing for each idle worker according to
+// its Config. A GPU worker with Prefetch is three goroutines (upload,
+// compute, download) that pipeline consecutive operations.
+//
+// Submit, Report and Close may be called from any goroutine.
+type Manager struct {
+	cfg    Config
+	units  []Unit
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // workers, stagers, committers
+	quit   chan struct{}  // closed by Close: the watcher may exit
+	quitMu sync.Once
+	watch  chan struct{} // closed when the watcher has exited
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	c      *core
+	live   []*flowState
+	closed bool
+	start  time.Time
+	last   time.Time
+}
+
+// Handle follows one submitted flow.
+type Handle struct {
+	name string
+	done chan struct{}
+	err  error
+	m    *Manager
+	fs   *flowState
+}
+
+// Cancel fails the flow unless it has already completed: its operations
+// that have not started are dropped, those running finish, and the flow's
+// error wraps context.Canceled.
+func (h *Handle) Cancel() {
+	m := h.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h.fs.done {
+		return
+	}
+	m.c.failFlow(h.fs, fmt.Errorf("pats: flow %q: %w", h.name, context.Canceled))
+	m.c.maybeComplete(h.fs)
+	m.changed()
+}
+
+// Done is closed when the flow has completed (outputs committed) or failed.
+func (h *Handle) Done() <-chan struct{} { return h.done }
+
+// Err returns the flow's error once Done is closed (nil before).
+func (h *Handle) Err() error {
+	select {
+	case <-h.done:
+		return h.err
+	default:
+		return nil
+	}
+}
+
+// Wait blocks until the flow is done and returns its error, or returns
+// ctx's error first.
+func (h *Handle) Wait(ctx context.Context) error {
+	select {
+	case <-h.done:
+		return h.err
+	case <-ctx.Done():
+		return fmt.Errorf("pats: waiting for flow %q: %w", h.name, ctx.Err())
+	}
+}
+
+// stageOnce reads an external input from its store once.
+type stageOnce struct {
+	once sync.Once
+	err  error
+}
+
+func (s *stageOnce) do(ctx context.Context, st Stager) error {
+	s.once.Do(func() { s.err = st.Stage(ctx) })
+	return s.err
+}
+
+// Start starts a manager with one worker per unit; units of kinds other
+// than CPU and GPU are refused. Cancelling ctx fails the flows in progress
+// and stops the workers; Close must still be called.
+func Start(ctx context.Context, cfg Config, units ...Unit) (*Manager, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	if len(units) == 0 {
+		return nil, errors.New("pats: manager needs at least one unit")
+	}
+	devs := make([]device.Device, len(units))
+	gpus := 0
+	for i, u := range units {
+		switch u.Kind() {
+		case device.CPU:
+		case device.GPU:
+			gpus++
+		default:
+			return nil, fmt.Errorf("pats: unit %s has unsupported kind %v", u.Name(), u.Kind())
+		}
+		devs[i] = u
+	}
+	if gpus > 64 {
+		return nil, fmt.Errorf("pats: at most 64 GPUs, have %d", gpus)
+	}
+	m := &Manager{cfg: cfg, units: units, c: newCore(cfg, devs), start: time.Now()}
+	m.cond = sync.NewCond(&m.mu)
+	m.ctx, m.cancel = context.WithCancel(ctx)
+	m.c.onDone = m.flowDone
+	m.quit, m.watch = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(m.watch)
+		select {
+		case <-m.ctx.Done():
+			m.abort()
+		case <-m.quit:
+		}
+	}()
+	for i, w := range m.c.workers {
+		m.wg.Add(1)
+		switch {
+		case w.gpu < 0:
+			go m.cpuWorker(w, units[i])
+		case cfg.Prefetch:
+			go m.gpuPipelined(w, units[i])
+		default:
+			go m.gpuSerial(w, units[i])
+		}
+	}
+	return m, nil
+}
+
+// Submit admits flow f, waiting while Config.Window flows are in progress,
+// and returns a handle to wait on. It fails if f is malformed or was
+// submitted before, if one of its steps has no implementation for the
+// manager's units, after Close, and when ctx or the manager's context is
+// cancelled.
+func (m *Manager) Submit(ctx context.Context, f *Flow) (*Handle, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if err := f.check(m.c.kinds()); err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, m.broadcast)
+	defer stop()
+	for m.cfg.Window > 0 && m.c.active >= m.cfg.Window {
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("pats: submit %q: %w", f.name, ctx.Err())
+		case m.ctx.Err() != nil:
+			return nil, fmt.Errorf("pats: submit %q: %w", f.name, m.ctx.Err())
+		case m.closed:
+			return nil, ErrClosed
+		}
+		m.cond.Wait()
+	}
+	if err := m.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("pats: submit %q: %w", f.name, err)
+	}
+	h := &Handle{name: f.name, done: make(chan struct{}), m: m}
+	fs := &flowState{handle: h}
+	h.fs = fs
+	m.live = append(m.live, fs)
+	m.c.admitInto(fs, f)
+	if m.cfg.Prefetch && !fs.done {
+		m.wg.Add(1)
+		go m.stageFlow(fs)
+	}
+	m.changed()
+	return h, nil
+}
+
+// Close waits for the flows in progress to complete, stops the workers and
+// returns. Further submissions fail with ErrClosed. It returns the
+// manager's context error if that was cancelled before every flow completed.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	m.cond.Broadcast()
+	m.mu.Unlock()
+	m.wg.Wait()
+	err := m.ctx.Err()
+	if err != nil {
+		<-m.watch // it fails the flows left in progress
+		m.wg.Wait()
+	}
+	m.quitMu.Do(func() { close(m.quit) })
+	<-m.watch
+	m.cancel()
+	if err != nil {
+		return fmt.Errorf("pats: manager stopped: %w", err)
+	}
+	return nil
+}
+
+// Report returns what the manager has done so far. Makespan runs from
+// Start to the completion of the last flow.
+func (m *Manager) Report() *Report {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	end := m.last
+	if end.IsZero() {
+		end = m.start
+	}
+	return m.c.report(end.Sub(m.start))
+}
+
+func (m *Manager) broadcast() {
+	m.mu.Lock()
+	m.cond.Broadcast()
+	m.mu.Unlock()
+}
+
+// abort fails every flow in progress when the manager's context ends.
+func (m *Manager) abort() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, fs := range append([]*flowState(nil), m.live...) {
+		m.c.failFlow(fs, fmt.Errorf("pats: flow %q: %w", fs.f.name, m.ctx.Err()))
+		m.c.maybeComplete(fs)
+	}
+	m.cond.Broadcast()
+}
+
+// flowDone is the core's completion callback (called with m.mu held).
+func (m *Manager) flowDone(fs *flowState) {
+	m.last = time.Now()
+	for i, o := range m.live {
+		if o == fs {
+			m.live = append(m.live[:i], m.live[i+1:]...)
+			break
+		}
+	}
+	h := fs.handle
+	if fs.err != nil {
+		m.cfg.Logger.Debug("pats: flow failed", "flow", fs.f.name, "err", fs.err)
+		h.err = fs.err
+		close(h.done)
+		return
+	}
+	var commits []Stager
+	for _, d := range fs.data {
+		if d.final && d.store != nil {
+			commits = append(commits, d.store)
+		}
+	}
+	if len(commits) == 0 {
+		close(h.done)
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		var errs []error
+		for _, st := range commits {
+			if err := st.Commit(m.ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			h.err = fmt.Errorf("pats: flow %q: commit outputs: %w", fs.f.name, err)
+		}
+		close(h.done)
+	}()
+}
+
+// stageFlow reads a flow's storage inputs in the background (Prefetch).
+func (m *Manager) stageFlow(fs *flowState) {
+	defer m.wg.Done()
+	for _, d := range fs.data {
+		if !d.external || d.store == nil {
+			continue
+		}
+		err := d.stage.do(m.ctx, d.store)
+		m.mu.Lock()
+		if err != nil {
+			m.c.failFlow(fs, fmt.Errorf("pats: flow %q: stage %q: %w", fs.f.name, d.key, err))
+			m.c.maybeComplete(fs)
+		} else {
+			d.staged = true
+		}
+		m.changed()
+		done := fs.done
+		m.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+// exiting reports whether workers should stop (m.mu held).
+func (m *Manager) exiting() bool {
+	return m.ctx.Err() != nil || m.closed && m.c.active == 0
+}
+
+// dispatch hands work to the waiting workers, GPUs first (so that, as in
+// the simulator, a GPU and a CPU core idle at the same moment take the
+// highest and the lowest speedups rather than racing for the same
+// operation), then CPU cores; an idle GPU with nothing to run flushes the
+// results it holds. Called with m.mu held after every change of state.
+func (m *Manager) dispatch() {
+	if m.ctx.Err() != nil {
+		return
+	}
+	for _, gpus := range []bool{true, false} {
+		for _, w := range m.c.workers {
+			if (w.gpu >= 0) != gpus || !w.waiting || w.assigned != nil || w.flushed != nil {
+				continue
+			}
+			if n := m.c.pick(w); n != nil {
+				a := m.c.take(w, n)
+				w.assigned = &a
+			} else if w.gpu >= 0 && w.inflight == 0 {
+				if fl := m.c.flush(w); len(fl) > 0 {
+					w.flushed = fl
+				}
+			}
+		}
+	}
+}
+
+// changed dispatches work and wakes the workers (m.mu held).
+func (m *Manager) changed() {
+	m.dispatch()
+	m.cond.Broadcast()
+}
+
+// next waits for an operation for w, or, for an idle GPU, data to flush.
+// ok is false when the worker should stop.
+func (m *Manager) next(w *worker) (a action, flush []*datum, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w.waiting = true
+	m.changed()
+	for {
+		switch {
+		case w.assigned != nil:
+			a, w.assigned, w.waiting = *w.assigned, nil, false
+			return a, nil, true
+		case w.flushed != nil:
+			flush, w.flushed, w.waiting = w.flushed, nil, false
+			return action{}, flush, true
+		case m.exiting():
+			w.waiting = false
+			return action{}, nil, false
+		}
+		m.cond.Wait()
+	}
+}
+
+// prepare stages a node's storage inputs (when not prefetched) and uploads
+// its inputs to u. It returns skip if the node's flow has failed.
+func (m *Manager) prepare(w *worker, u Unit, a action) (skip bool, err error) {
+	m.mu.Lock()
+	skip = a.n.fl.err != nil
+	m.mu.Unlock()
+	if skip {
+		return true, nil
+	}
+	for _, d := range a.n.reads {
+		if d.external && d.store != nil {
+			if err := d.stage.do(m.ctx, d.store); err != nil {
+				return false, m.nodeErr(w, a.n, fmt.Errorf("stage %q: %w", d.key, err))
+			}
+			m.mu.Lock()
+			d.staged = true
+			m.mu.Unlock()
+		}
+	}
+	for _, d := range a.upload {
+		if err := u.Move(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, true); err != nil {
+			return false, m.nodeErr(w, a.n, fmt.Errorf("upload %q: %w", d.key, err))
+		}
+	}
+	return false, nil
+}
+
+func (m *Manager) nodeErr(w *worker, n *node, err error) error {
+	return fmt.Errorf("pats: flow %q: step %d (%s) on %s: %w", n.fl.f.name, n.step.index, n.step.op, w.dev.Name(), err)
+}
+
+// compute runs a node's implementation on u, turning panics into errors.
+func (m *Manager) compute(w *worker, u Unit, n *node) (dur time.Duration, err error) {
+	impl := n.step.run[w.kind]
+	start := time.Now()
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = &task.PanicError{Value: p, Stack: debug.Stack()}
+			}
+		}()
+		err = u.Run(m.ctx, func(ctx context.Context) error { return impl(ctx, w.dev) }, n.step.cost)
+	}()
+	dur = time.Since(start)
+	if err != nil {
+		err = m.nodeErr(w, n, err)
+	}
+	return dur, err
+}
+
+// finish hands a computed node to the core and returns the downloads to do.
+func (m *Manager) finish(w *worker, n *node, dur time.Duration, err error) []*datum {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	downs := m.c.computed(w, n, dur, err)
+	m.changed()
+	return downs
+}
+
+// download moves data from GPU unit u back to host memory.
+func (m *Manager) download(u Unit, ds []*datum) {
+	for _, d := range ds {
+		err := u.Move(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, false)
+		if err != nil {
+			err = fmt.Errorf("pats: flow %q: download %q from %s: %w", d.fl.f.name, d.key, u.Name(), err)
+		}
+		m.mu.Lock()
+		m.c.downloaded(d, err)
+		m.changed()
+		m.mu.Unlock()
+	}
+}
+
+func (m *Manager) cpuWorker(w *worker, u Unit) {
+	defer m.wg.Done()
+	for {
+		a, _, ok := m.next(w)
+		if !ok {
+			return
+		}
+		var dur time.Duration
+		skip, err := m.prepare(w, u, a)
+		if !skip && err == nil {
+			dur, err = m.compute(w, u, a.n)
+		}
+		m.finish(w, a.n, dur, err)
+	}
+}
+
+// gpuSerial runs one operation at a time: evictions, uploads, compute,
+// downloads.
+func (m *Manager) gpuSerial(w *worker, u Unit) {
+	defer m.wg.Done()
+	for {
+		a, flush, ok := m.next(w)
+		if !ok {
+			return
+		}
+		if flush != nil {
+			m.download(u, flush)
+			continue
+		}
+		m.download(u, a.evict)
+		var dur time.Duration
+		skip, err := m.prepare(w, u, a)
+		if !skip && err == nil {
+			dur, err = m.compute(w, u, a.n)
+		}
+		m.download(u, m.finish(w, a.n, dur, err))
+	}
+}
+
+// prepared is an action whose inputs are on the GPU (or failed to get
+// there), on its way from the upload goroutine to the compute goroutine.
+type prepared struct {
+	a    action
+	skip bool
+	err  error
+}
+
+// gpuPipelined runs a GPU as three goroutines: this one chooses the next
+// operation and uploads its inputs while the compute goroutine runs the
+// previous one; a download goroutine moves evicted data and results back.
+func (m *Manager) gpuPipelined(w *worker, u Unit) {
+	defer m.wg.Done()
+	computeCh := make(chan prepared) // unbuffered: one operation prepared ahead
+	downCh := make(chan []*datum, 16)
+	var inner sync.WaitGroup
+	inner.Add(2)
+	go func() {
+		defer inner.Done()
+		defer close(downCh)
+		for p := range computeCh {
+			var dur time.Duration
+			err := p.err
+			if !p.skip && err == nil {
+				dur, err = m.compute(w, u, p.a.n)
+			}
+			if downs := m.finish(w, p.a.n, dur, err); len(downs) > 0 {
+				downCh <- downs
+			}
+		}
+	}()
+	go func() {
+		defer inner.Done()
+		for ds := range downCh {
+			m.download(u, ds)
+		}
+	}()
+	for {
+		a, flush, ok := m.next(w)
+		if !ok {
+			break
+		}
+		if flush != nil {
+			downCh <- flush
+			continue
+		}
+		if len(a.evict) > 0 {
+			downCh <- a.evict
+		}
+		skip, err := m.prepare(w, u, a)
+		computeCh <- prepared{a: a, skip: skip, err: err}
+	}
+	close(computeCh)
+	inner.Wait()
+}

@@ -1,0 +1,524 @@
+package pats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/task"
+)
+
+// journal records events from many goroutines.
+type journal struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (j *journal) add(format string, args ...any) {
+	j.mu.Lock()
+	j.events = append(j.events, fmt.Sprintf(format, args...))
+	j.mu.Unlock()
+}
+
+func (j *journal) list() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.events)
+}
+
+func (j *journal) index(e string) int { return slices.Index(j.list(), e) }
+
+func startManager(t *testing.T, cfg Config, units ...Unit) *Manager {
+	t.Helper()
+	m, err := Start(context.Background(), cfg, units...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func submit(t *testing.T, m *Manager, f *Flow) *Handle {
+	t.Helper()
+	h, err := m.Submit(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// logOp returns an operation that records "flow:name" when it runs.
+func logOp(j *journal, name string, sleep time.Duration) *Op[string] {
+	impl := func(ctx context.Context, dev device.Device, flow string) error {
+		time.Sleep(sleep)
+		j.add("%s:%s", flow, name)
+		return nil
+	}
+	return &Op[string]{Name: name, Speedup: 1, Impls: map[device.Kind]Impl[string]{device.CPU: impl, device.GPU: impl}}
+}
+
+func TestManagerRespectsDependencies(t *testing.T) {
+	var j journal
+	a, b, c, dd := logOp(&j, "A", 0), logOp(&j, "B", time.Millisecond), logOp(&j, "C", 0), logOp(&j, "D", 0)
+	m := startManager(t, Config{Policy: PATS}, Cores(3)...)
+	var hs []*Handle
+	for i := range 5 {
+		name := fmt.Sprint("f", i)
+		f := NewFlow(name)
+		Add(f, a, name, Writes(d("x", 1)))
+		Add(f, b, name, Reads(d("x", 1)), Writes(d("y", 1)))
+		Add(f, c, name, Reads(d("x", 1)), Writes(d("z", 1)))
+		Add(f, dd, name, Reads(d("y", 1), d("z", 1)))
+		hs = append(hs, submit(t, m, f))
+	}
+	for _, h := range hs {
+		if err := h.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		at := func(op string) int { return j.index(fmt.Sprintf("f%d:%s", i, op)) }
+		if !(at("A") < at("B") && at("A") < at("C") && at("B") < at("D") && at("C") < at("D")) || at("A") < 0 {
+			t.Errorf("flow %d ran out of order: %v", i, j.list())
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := m.Report()
+	if r.Flows != 5 || r.Failed != 0 || len(r.Ops) != 4 || r.Makespan <= 0 {
+		t.Errorf("report: %v", r)
+	}
+	total := 0
+	for _, u := range r.Units {
+		total += u.Ops
+	}
+	if total != 20 {
+		t.Errorf("units ran %d operations, want 20", total)
+	}
+}
+
+// fakeGPU is a GPU unit that records moves and can hold runs back.
+type fakeGPU struct {
+	j     *journal
+	onRun func(ctx context.Context) error
+}
+
+func (g *fakeGPU) ID() int           { return 0 }
+func (g *fakeGPU) Kind() device.Kind { return device.GPU }
+func (g *fakeGPU) Name() string      { return "fake-gpu" }
+func (g *fakeGPU) Memory() int64     { return 1 << 30 }
+func (g *fakeGPU) Run(ctx context.Context, impl func(context.Context) error, _ Cost) error {
+	if g.onRun != nil {
+		if err := g.onRun(ctx); err != nil {
+			return err
+		}
+	}
+	return impl(ctx)
+}
+func (g *fakeGPU) Move(_ context.Context, d Data, toDevice bool) error {
+	dir := "down"
+	if toDevice {
+		dir = "up"
+	}
+	g.j.add("%s:%s", dir, d.Key)
+	return nil
+}
+
+func TestManagerRunsTheImplementationOfTheUnitKind(t *testing.T) {
+	var j journal
+	impl := func(kind device.Kind) Impl[int] {
+		return func(_ context.Context, dev device.Device, _ int) error {
+			j.add("%v impl on %v", kind, dev.Kind())
+			return nil
+		}
+	}
+	both := &Op[int]{Name: "both", Speedup: 4, Impls: map[device.Kind]Impl[int]{device.CPU: impl(device.CPU), device.GPU: impl(device.GPU)}}
+	gpuOnly := &Op[int]{Name: "gpuOnly", Impls: map[device.Kind]Impl[int]{device.GPU: impl(device.GPU)}}
+	units := append(Cores(2), &fakeGPU{j: &journal{}})
+	m := startManager(t, Config{Policy: PATS}, units...)
+	f := NewFlow("kinds")
+	for range 6 {
+		Add(f, both, 0)
+		Add(f, gpuOnly, 0)
+	}
+	if err := submit(t, m, f).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ev := j.list()
+	if len(ev) != 12 {
+		t.Fatalf("%d runs, want 12", len(ev))
+	}
+	for _, e := range ev {
+		if e != "cpu impl on cpu" && e != "gpu impl on gpu" {
+			t.Errorf("ran %q", e)
+		}
+	}
+	r := m.Report()
+	if o, _ := r.Op("gpuOnly"); o.GPU != 6 || o.CPU != 0 {
+		t.Errorf("gpuOnly ran %d on CPU and %d on GPU", o.CPU, o.GPU)
+	}
+	if _, err := Start(context.Background(), Config{}); err == nil {
+		t.Error("Start without units succeeded")
+	}
+	if _, err := Start(context.Background(), Config{Window: -1}, Cores(1)...); err == nil {
+		t.Error("Start with a negative window succeeded")
+	}
+	g := NewFlow("gpu-only")
+	Add(g, gpuOnly, 0)
+	cpuOnly := startManager(t, Config{}, Cores(1)...)
+	if _, err := cpuOnly.Submit(context.Background(), g); err == nil || !strings.Contains(err.Error(), "no implementation") {
+		t.Errorf("GPU-only flow on CPUs: %v", err)
+	}
+}
+
+var errKernel = errors.New("kernel failed")
+
+func TestManagerFlowFailure(t *testing.T) {
+	var j journal
+	fail := &Op[string]{Name: "segment", Impls: map[device.Kind]Impl[string]{device.CPU: func(_ context.Context, _ device.Device, flow string) error {
+		if flow == "bad" {
+			return errKernel
+		}
+		return nil
+	}}}
+	boom := &Op[string]{Name: "boom", Impls: map[device.Kind]Impl[string]{device.CPU: func(context.Context, device.Device, string) error {
+		panic("out of range")
+	}}}
+	after := logOp(&j, "after", 0)
+	m := startManager(t, Config{}, Cores(2)...)
+	mk := func(name string, op *Op[string]) *Flow {
+		f := NewFlow(name)
+		Add(f, op, name, Writes(d("m", 1)))
+		Add(f, after, name, Reads(d("m", 1)))
+		return f
+	}
+	bad, good, panicky := submit(t, m, mk("bad", fail)), submit(t, m, mk("good", fail)), submit(t, m, mk("panicky", boom))
+	err := bad.Wait(context.Background())
+	if !errors.Is(err, errKernel) || !strings.Contains(err.Error(), `flow "bad"`) || !strings.Contains(err.Error(), "segment") {
+		t.Errorf("bad flow: %v; want errKernel naming the flow and the operation", err)
+	}
+	if err := good.Wait(context.Background()); err != nil {
+		t.Errorf("good flow: %v", err)
+	}
+	var pe *task.PanicError
+	if err := panicky.Wait(context.Background()); !errors.As(err, &pe) || pe.Value != "out of range" {
+		t.Errorf("panicking flow: %v; want a *task.PanicError", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := j.list(); !slices.Equal(got, []string{"good:after"}) {
+		t.Errorf("steps after the failures ran: %v", got)
+	}
+	if r := m.Report(); r.Flows != 1 || r.Failed != 2 {
+		t.Errorf("report counts %d done, %d failed", r.Flows, r.Failed)
+	}
+}
+
+// blocker returns an operation whose runs wait until release is closed.
+func blocker(started chan<- string, release <-chan struct{}) *Op[string] {
+	return &Op[string]{Name: "block", Impls: map[device.Kind]Impl[string]{device.CPU: func(ctx context.Context, _ device.Device, flow string) error {
+		started <- flow
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}}
+}
+
+func TestManagerWindowAndClose(t *testing.T) {
+	started, release := make(chan string, 4), make(chan struct{})
+	op := blocker(started, release)
+	m, err := Start(context.Background(), Config{Window: 1}, Cores(2)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f1 := NewFlow("first")
+	Add(f1, op, "first")
+	h1 := submit(t, m, f1)
+	<-started
+	// The window is full: a second submission waits, here until its
+	// context expires.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	f2 := NewFlow("second")
+	Add(f2, op, "second")
+	if _, err := m.Submit(ctx, f2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Submit into a full window: %v, want DeadlineExceeded", err)
+	}
+	// Once the first flow completes, the second gets in.
+	close(release)
+	if err := h1.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h2 := submit(t, m, f2)
+	if _, err := m.Submit(context.Background(), f2); !errors.Is(err, errFlowUsed) {
+		t.Errorf("resubmitting a flow: %v", err)
+	}
+	// Close waits for the flow in progress.
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h2.Done():
+	default:
+		t.Error("Close returned before the flow in progress completed")
+	}
+	f3 := NewFlow("late")
+	Add(f3, op, "late")
+	if _, err := m.Submit(context.Background(), f3); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestHandleCancel(t *testing.T) {
+	var j journal
+	started, release := make(chan string, 4), make(chan struct{})
+	m := startManager(t, Config{}, Cores(1)...)
+	f := NewFlow("cancelled")
+	Add(f, blocker(started, release), "cancelled", Writes(d("x", 1)))
+	Add(f, logOp(&j, "after", 0), "cancelled", Reads(d("x", 1)))
+	h := submit(t, m, f)
+	<-started
+	h.Cancel()
+	close(release)
+	if err := h.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled flow: %v, want Canceled", err)
+	}
+	h.Cancel() // no effect once done
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := j.list(); len(got) != 0 {
+		t.Errorf("steps of the cancelled flow ran: %v", got)
+	}
+}
+
+func TestManagerCancel(t *testing.T) {
+	started, release := make(chan string, 4), make(chan struct{})
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := Start(ctx, Config{}, Cores(1)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := blocker(started, release)
+	f1, f2 := NewFlow("running"), NewFlow("queued")
+	Add(f1, op, "running")
+	Add(f2, op, "queued")
+	h1, h2 := submit(t, m, f1), submit(t, m, f2)
+	<-started
+	cancel()
+	for _, h := range []*Handle{h1, h2} {
+		if err := h.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+			t.Errorf("flow after cancel: %v, want Canceled", err)
+		}
+	}
+	if err := m.Close(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Close after cancel: %v", err)
+	}
+}
+
+// store is a Stager that records its calls.
+type store struct {
+	j   *journal
+	key string
+}
+
+func (s store) Stage(context.Context) error  { s.j.add("stage %s", s.key); return nil }
+func (s store) Commit(context.Context) error { s.j.add("commit %s", s.key); return nil }
+
+func TestManagerStagesAndCommits(t *testing.T) {
+	for _, prefetch := range []bool{false, true} {
+		t.Run(fmt.Sprint("prefetch=", prefetch), func(t *testing.T) {
+			var j journal
+			started, release := make(chan string, 4), make(chan struct{})
+			m := startManager(t, Config{Prefetch: prefetch}, Cores(1)...)
+			// Keep the only core busy.
+			busy := NewFlow("busy")
+			Add(busy, blocker(started, release), "busy")
+			hb := submit(t, m, busy)
+			<-started
+			f := NewFlow("tile")
+			in := Data{Key: "rgb", Bytes: 10, Store: store{&j, "rgb"}}
+			out := Data{Key: "mask", Bytes: 10, Store: store{&j, "mask"}}
+			Add(f, logOp(&j, "segment", 0), "tile", Reads(in), Writes(d("tmp", 1)))
+			Add(f, logOp(&j, "label", 0), "tile", Reads(in, d("tmp", 1)), Writes(out))
+			h := submit(t, m, f)
+			if prefetch {
+				// Staged in the background while the core is still busy.
+				deadline := time.Now().Add(10 * time.Second)
+				for j.index("stage rgb") < 0 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			j.add("released")
+			close(release)
+			if err := h.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			_ = hb.Wait(context.Background())
+			want := []string{"released", "stage rgb", "tile:segment", "tile:label", "commit mask"}
+			if prefetch {
+				want = []string{"stage rgb", "released", "tile:segment", "tile:label", "commit mask"}
+			}
+			if got := j.list(); !slices.Equal(got, want) {
+				t.Errorf("events %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestManagerPrefetchOverlapsUpload checks that with Prefetch the input of
+// the next operation is uploaded while the current one computes, and
+// without it not.
+func TestManagerPrefetchOverlapsUpload(t *testing.T) {
+	for _, prefetch := range []bool{true, false} {
+		var j journal
+		gpu := &fakeGPU{j: &j}
+		wait := 10 * time.Second
+		if !prefetch {
+			wait = 50 * time.Millisecond
+		}
+		gpu.onRun = func(ctx context.Context) error {
+			if j.index("up:inB") >= 0 || j.index("gpu:B") >= 0 {
+				return nil
+			}
+			deadline := time.Now().Add(wait)
+			for j.index("up:inB") < 0 {
+				if time.Now().After(deadline) {
+					return errors.New("B's input was not uploaded while A computed")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			return nil
+		}
+		m := startManager(t, Config{Prefetch: prefetch}, gpu)
+		f := NewFlow("pair")
+		Add(f, logOp(&j, "A", 0), "gpu", Reads(d("inA", 8)))
+		Add(f, logOp(&j, "B", 0), "gpu", Reads(d("inB", 8)))
+		err := submit(t, m, f).Wait(context.Background())
+		if prefetch && err != nil {
+			t.Errorf("with prefetch: %v", err)
+		}
+		if !prefetch && err == nil {
+			t.Error("without prefetch, B's upload overlapped A's computation")
+		}
+	}
+}
+
+// TestManagerMatchesSimulatorTransfers runs the same GPU chains on the
+// manager and on the simulator: the transfers must agree.
+func TestManagerMatchesSimulatorTransfers(t *testing.T) {
+	for _, loc := range []bool{false, true} {
+		cfg := Config{Locality: loc}
+		var j journal
+		m := startManager(t, cfg, &fakeGPU{j: &j})
+		if err := submit(t, m, chain("real")).Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		real := m.Report()
+		sim := mustSim(t, cfg, oneGPU, chain("sim"))
+		if real.Uploads != sim.Uploads || real.Downloads != sim.Downloads {
+			t.Errorf("locality=%v: manager %d up %d down, simulator %d up %d down", loc, real.Uploads, real.Downloads, sim.Uploads, sim.Downloads)
+		}
+		moves := 0
+		for _, e := range j.list() {
+			if strings.HasPrefix(e, "up:") || strings.HasPrefix(e, "down:") {
+				moves++
+			}
+		}
+		if moves != real.Uploads+real.Downloads {
+			t.Errorf("locality=%v: unit saw %d moves, report says %d", loc, moves, real.Uploads+real.Downloads)
+		}
+	}
+}
+
+func TestManagerLearnsSpeedups(t *testing.T) {
+	ms := time.Millisecond
+	fast := &Op[int]{Name: "fast", Impls: hybrid("", 0).Impls}
+	slow := &Op[int]{Name: "slow", Impls: hybrid("", 0).Impls}
+	m := startManager(t, Config{Policy: PATS, Learn: true}, Machine{CPUs: 1, GPUs: 1}.Units(1)...)
+	var hs []*Handle
+	for i := range 6 {
+		f := NewFlow(fmt.Sprint(i))
+		Add(f, fast, 0, WithCost(Cost{CPU: 8 * ms, GPU: ms}))
+		Add(f, slow, 0, WithCost(Cost{CPU: 2 * ms, GPU: 4 * ms}))
+		hs = append(hs, submit(t, m, f))
+	}
+	for _, h := range hs {
+		if err := h.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := m.Report()
+	f, _ := r.Op("fast")
+	s, _ := r.Op("slow")
+	if f.Learned < 3 || s.Learned == 0 || s.Learned > 1 {
+		t.Errorf("learned speedups fast %.2f (modelled 8), slow %.2f (modelled 0.5)", f.Learned, s.Learned)
+	}
+}
+
+func TestTaskInGraph(t *testing.T) {
+	type tile struct {
+		n, sq, out int
+	}
+	square := &Op[*tile]{Name: "square", Speedup: 5, Impls: map[device.Kind]Impl[*tile]{
+		device.CPU: func(_ context.Context, _ device.Device, t *tile) error { t.sq = t.n * t.n; return nil },
+	}}
+	inc := &Op[*tile]{Name: "inc", Speedup: 1, Impls: map[device.Kind]Impl[*tile]{
+		device.CPU: func(_ context.Context, _ device.Device, t *tile) error { t.out = t.sq + 1; return nil },
+	}}
+	m := startManager(t, Config{Policy: PATS}, Cores(2)...)
+	g := graph.New[int, int]("tiles")
+	tiles := map[int]*tile{}
+	var mu sync.Mutex
+	node := AddTask(g, "segment", 3, &Task[int, int]{
+		Manager: m,
+		Expand: func(_ context.Context, n int) (*Flow, error) {
+			tl := &tile{n: n}
+			mu.Lock()
+			tiles[n] = tl
+			mu.Unlock()
+			f := NewFlow(fmt.Sprint("tile", n))
+			Add(f, square, tl, Writes(d("sq", 8)))
+			Add(f, inc, tl, Reads(d("sq", 8)), Writes(d("out", 8)))
+			return f, nil
+		},
+		Result: func(_ context.Context, n int) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return tiles[n].out, nil
+		},
+	})
+	graph.Connect(g.Input(), node)
+	graph.Connect(node, g.Output())
+	var got []int
+	err := g.Run(context.Background(), slices.Values([]int{1, 2, 3, 4, 5, 6}), func(v int) error {
+		got = append(got, v)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int{2, 5, 10, 17, 26, 37}) {
+		t.Errorf("results %v", got)
+	}
+	if r := m.Report(); r.Flows != 6 {
+		t.Errorf("manager ran %d flows, want 6", r.Flows)
+	}
+}

@@ -1,0 +1,441 @@
+package pats
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+)
+
+func d(key string, bytes int64) Data { return Data{Key: key, Bytes: bytes} }
+
+func TestFlowDependencies(t *testing.T) {
+	f := NewFlow("deps")
+	op := hybrid("op", 1)
+	a := Add(f, op, 0, Writes(d("x", 1)))
+	b := Add(f, op, 0, Reads(d("x", 1)), Writes(d("y", 1)))               // RAW on x
+	c := Add(f, op, 0, Reads(d("x", 1)))                                  // RAW on x only
+	e := Add(f, op, 0, Writes(d("x", 1)))                                 // WAW on a, WAR on b and c
+	g := Add(f, op, 0, Reads(d("x", 1), d("y", 1)), After(a))             // RAW on e and b, explicit a
+	h := Add(f, op, 0, Reads(d("in", 5), d("in", 5)), Writes(d("in", 5))) // reads input once, rewrites it
+	want := map[*Step][]*Step{a: nil, b: {a}, c: {a}, e: {a, b, c}, g: {a, e, b}, h: nil}
+	for s, deps := range want {
+		if !slices.Equal(s.deps, deps) {
+			t.Errorf("step %d deps = %v, want %v", s.Index(), indices(s.deps), indices(deps))
+		}
+	}
+	if len(h.reads) != 1 || h.reads[0].writer != nil || h.writes[0].writer != h {
+		t.Error("in-place update of an input is wrong")
+	}
+	// A stored datum is an output even when the flow reads it.
+	Add(f, op, 0, Writes(Data{Key: "s", Bytes: 1, Store: nopStore{}}))
+	Add(f, op, 0, Reads(d("s", 1)))
+	if f.Err() != nil || f.Len() != 8 || b.Op() != "op" {
+		t.Errorf("Err %v, Len %d, Op %q", f.Err(), f.Len(), b.Op())
+	}
+	// Outputs: the last versions of written keys that have a store or no
+	// reader; x and y are intermediate.
+	c0 := testCore(Config{}, 1, 0)
+	fs := c0.admit(f)
+	var finals []string
+	for _, dt := range fs.data {
+		if dt.final {
+			finals = append(finals, dt.key)
+		}
+	}
+	slices.Sort(finals)
+	if !slices.Equal(finals, []string{"in", "s"}) {
+		t.Errorf("final data = %v", finals)
+	}
+}
+
+type nopStore struct{}
+
+func (nopStore) Stage(context.Context) error  { return nil }
+func (nopStore) Commit(context.Context) error { return nil }
+
+func indices(ss []*Step) []int {
+	var out []int
+	for _, s := range ss {
+		out = append(out, s.Index())
+	}
+	return out
+}
+
+func TestFlowErrors(t *testing.T) {
+	other := NewFlow("other")
+	foreign := Add(other, hybrid("x", 1), 0)
+	cases := []struct {
+		name  string
+		build func(f *Flow)
+		want  string
+	}{
+		{"nil op", func(f *Flow) { Add[int](f, nil, 0) }, "nil operation"},
+		{"no name", func(f *Flow) { Add(f, &Op[int]{Impls: hybrid("", 1).Impls}, 0) }, "without a name"},
+		{"no impl", func(f *Flow) { Add(f, &Op[int]{Name: "x"}, 0) }, "no implementation"},
+		{"nil impl", func(f *Flow) { Add(f, &Op[int]{Name: "x", Impls: map[device.Kind]Impl[int]{device.CPU: nil}}, 0) }, "nil cpu implementation"},
+		{"bad speedup", func(f *Flow) { Add(f, hybrid("x", -2), 0) }, "speedup estimate"},
+		{"negative cost", func(f *Flow) { Add(f, hybrid("x", 1), 0, cost(-1, 1)) }, "negative cost"},
+		{"foreign after", func(f *Flow) { Add(f, hybrid("x", 1), 0, After(foreign)) }, "another flow"},
+		{"empty key", func(f *Flow) { Add(f, hybrid("x", 1), 0, Reads(d("", 1))) }, "empty key"},
+		{"double write", func(f *Flow) { Add(f, hybrid("x", 1), 0, Writes(d("k", 1), d("k", 1))) }, "written twice"},
+	}
+	for _, c := range cases {
+		f := NewFlow(c.name)
+		c.build(f)
+		if err := f.Err(); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("%s: Err = %v, want mention of %q and the flow name", c.name, err, c.want)
+		}
+		if _, err := Simulate(Config{}, Machine{CPUs: 1}, []*Flow{f}); err == nil {
+			t.Errorf("%s: Simulate accepted a malformed flow", c.name)
+		}
+	}
+	// A GPU-only step cannot run on a machine without GPUs.
+	f := NewFlow("gpu-only")
+	Add(f, only("k", device.GPU), 0)
+	if _, err := Simulate(Config{}, Machine{CPUs: 2}, []*Flow{f}); err == nil || !strings.Contains(err.Error(), "no implementation for the available devices") {
+		t.Errorf("GPU-only step on CPUs: %v", err)
+	}
+	// A flow runs once.
+	g := NewFlow("once")
+	Add(g, hybrid("x", 1), 0)
+	mustSim(t, Config{}, Machine{CPUs: 1}, g)
+	if _, err := Simulate(Config{}, Machine{CPUs: 1}, []*Flow{g}); !errors.Is(err, errFlowUsed) {
+		t.Errorf("second run of a flow: %v", err)
+	}
+	if _, err := Simulate(Config{TransferImpact: 2}, Machine{CPUs: 1}, nil); err == nil {
+		t.Error("transfer impact 2 accepted")
+	}
+	if _, err := Simulate(Config{}, Machine{}, nil); err == nil {
+		t.Error("machine without units accepted")
+	}
+}
+
+// independent returns one flow of independent steps of the given speedups,
+// each costing cpu µs on a CPU and cpu/speedup µs on a GPU.
+func independent(name string, cpu int, speedups ...float64) *Flow {
+	f := NewFlow(name)
+	for i, s := range speedups {
+		Add(f, hybrid(string(rune('A'+i)), s), i, cost(cpu, int(float64(cpu)/s)))
+	}
+	return f
+}
+
+func TestPATSOrdering(t *testing.T) {
+	c := testCore(Config{Policy: PATS}, 1, 1)
+	c.admit(independent("f", 100, 2, 10, 5, 1.5, 10))
+	cpu, gpu := cpuWorker(c), gpuWorker(c)
+	var gpuOrder, cpuOrder []string
+	for range 2 {
+		n := c.pick(gpu)
+		c.take(gpu, n)
+		gpuOrder = append(gpuOrder, n.step.op)
+		m := c.pick(cpu)
+		c.take(cpu, m)
+		cpuOrder = append(cpuOrder, m.step.op)
+	}
+	// GPU: highest first, ties in ready order (B before E); CPU: lowest first.
+	if !slices.Equal(gpuOrder, []string{"B", "E"}) || !slices.Equal(cpuOrder, []string{"D", "A"}) {
+		t.Errorf("GPU took %v, CPU took %v; want [B E] and [D A]", gpuOrder, cpuOrder)
+	}
+	if n := c.pick(cpu); n == nil || n.step.op != "C" {
+		t.Errorf("last pick = %v, want C", n)
+	}
+
+	// FCFS: both take in ready order.
+	c = testCore(Config{Policy: FCFS}, 1, 1)
+	c.admit(independent("f", 100, 2, 10, 5))
+	cpu, gpu = cpuWorker(c), gpuWorker(c)
+	n1 := c.pick(gpu)
+	c.take(gpu, n1)
+	n2 := c.pick(cpu)
+	if n1.step.op != "A" || n2.step.op != "B" {
+		t.Errorf("FCFS took %s then %s, want A then B", n1.step.op, n2.step.op)
+	}
+}
+
+func TestSingleImplementationRestricts(t *testing.T) {
+	c := testCore(Config{Policy: PATS}, 1, 1)
+	f := NewFlow("f")
+	Add(f, only("cpuOnly", device.CPU), 0)
+	Add(f, hybrid("fast", 50), 0)
+	Add(f, only("gpuOnly", device.GPU), 0)
+	c.admit(f)
+	cpu, gpu := cpuWorker(c), gpuWorker(c)
+	if n := c.pick(gpu); n.step.op != "gpuOnly" {
+		t.Errorf("GPU picked %s, want the GPU-only op (ranked above any estimate)", n.step.op)
+	}
+	if n := c.pick(cpu); n.step.op != "cpuOnly" {
+		t.Errorf("CPU picked %s, want the CPU-only op", n.step.op)
+	}
+	r := mustSim(t, Config{Policy: PATS}, Machine{CPUs: 3, GPUs: 1}, func() *Flow {
+		f := NewFlow("g")
+		for range 5 {
+			Add(f, only("gpuOnly", device.GPU), 0, cost(10, 10))
+			Add(f, only("cpuOnly", device.CPU), 0, cost(10, 10))
+		}
+		return f
+	}())
+	g, _ := r.Op("gpuOnly")
+	cp, _ := r.Op("cpuOnly")
+	if g.CPU != 0 || g.GPU != 5 || cp.GPU != 0 || cp.CPU != 5 {
+		t.Errorf("restricted ops ran on the wrong kind: %+v %+v", g, cp)
+	}
+}
+
+// locality builds the state of the data-locality rule: GPU worker w has just
+// computed P, which wrote X; ready are D (reads X) and Q (reads Y from host).
+func locality(t *testing.T, cfg Config, sd, sq float64) (c *core, w *worker, dNode, qNode *node) {
+	t.Helper()
+	c = testCore(cfg, 1, 1)
+	f := NewFlow("loc")
+	Add(f, hybrid("Q", sq), 0, Reads(d("Y", 100)))
+	Add(f, only("P", device.GPU), 0, Writes(d("X", 100)))
+	Add(f, hybrid("D", sd), 0, Reads(d("X", 100)))
+	fs := c.admit(f)
+	w = gpuWorker(c)
+	p := fs.nodes[1]
+	c.take(w, p)
+	if downs := c.computed(w, p, us(1), nil); len(downs) != 0 && cfg.Locality {
+		t.Fatalf("with locality, computing P downloaded %v", downs)
+	}
+	return c, w, fs.nodes[2], fs.nodes[0]
+}
+
+func TestLocalityRule(t *testing.T) {
+	cases := []struct {
+		name   string
+		cfg    Config
+		sd, sq float64
+		want   string
+	}{
+		{"reuse within impact", Config{Policy: PATS, Locality: true, TransferImpact: 0.2}, 5, 6, "D"},       // 5 >= 6*0.8
+		{"reuse at the bound", Config{Policy: PATS, Locality: true, TransferImpact: 0.5}, 3, 6, "D"},        // 3 >= 3
+		{"better elsewhere", Config{Policy: PATS, Locality: true, TransferImpact: 0.2}, 4, 6, "Q"},          // 4 < 4.8
+		{"reuse is best anyway", Config{Policy: PATS, Locality: true, TransferImpact: 0}, 9, 6, "D"},        // plain PATS agrees
+		{"no locality", Config{Policy: PATS}, 5, 6, "Q"},                                                    // highest speedup
+		{"fcfs always reuses", Config{Policy: FCFS, Locality: true, TransferImpact: 0}, 1, 100, "D"},        // Q is older, D reuses
+		{"fcfs without locality", Config{Policy: FCFS}, 1, 100, "Q"},                                        // Q became ready first
+		{"impact one always reuses", Config{Policy: PATS, Locality: true, TransferImpact: 1}, 0.1, 90, "D"}, // Sq*(1-1) = 0
+	}
+	for _, tc := range cases {
+		c, w, _, _ := locality(t, tc.cfg, tc.sd, tc.sq)
+		if n := c.pick(w); n == nil || n.step.op != tc.want {
+			t.Errorf("%s: GPU picked %v, want %s", tc.name, n.step.op, tc.want)
+		}
+	}
+	// Taking Q instead evicts X, which D still needs: X is downloaded and
+	// Y uploaded. Taking D reuses X: no transfer.
+	c, w, dn, qn := locality(t, Config{Policy: PATS, Locality: true, TransferImpact: 0.2}, 4, 6)
+	a := c.take(w, qn)
+	if len(a.evict) != 1 || a.evict[0].key != "X" || len(a.upload) != 1 || a.upload[0].key != "Y" {
+		t.Errorf("taking Q: evict %v upload %v; want evict X, upload Y", keys(a.evict), keys(a.upload))
+	}
+	if c.eligible(cpuWorker(c), dn) {
+		t.Error("D is eligible on the CPU before X has been downloaded")
+	}
+	c.downloaded(a.evict[0], nil)
+	if !c.eligible(cpuWorker(c), dn) {
+		t.Error("D is not eligible on the CPU after X was downloaded")
+	}
+	c, w, dn, _ = locality(t, Config{Policy: PATS, Locality: true, TransferImpact: 0.2}, 5, 6)
+	if a := c.take(w, dn); len(a.evict) != 0 || len(a.upload) != 0 {
+		t.Errorf("taking D: evict %v upload %v; want no transfer", keys(a.evict), keys(a.upload))
+	}
+}
+
+func keys(ds []*datum) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.key)
+	}
+	return out
+}
+
+// chain returns a flow A -> B -> C of GPU-only steps passing 1000-byte data.
+func chain(name string) *Flow {
+	f := NewFlow(name)
+	Add(f, only("A", device.GPU), 0, Writes(d("x", 1000)), cost(10, 10))
+	Add(f, only("B", device.GPU), 0, Reads(d("x", 1000)), Writes(d("y", 1000)), cost(10, 10))
+	Add(f, only("C", device.GPU), 0, Reads(d("y", 1000)), Writes(d("z", 1000)), cost(10, 10))
+	return f
+}
+
+// oneGPU transfers 1000 bytes in 1 µs.
+var oneGPU = Machine{GPUs: 1, Bandwidth: 1e9}
+
+func TestTransfersWithAndWithoutLocality(t *testing.T) {
+	r := mustSim(t, Config{}, oneGPU, chain("plain"))
+	// Each op: upload its input, compute, download its output:
+	// (10 + 1) + (1 + 10 + 1) + (1 + 10 + 1).
+	if r.Uploads != 2 || r.Downloads != 3 || r.Makespan != us(35) {
+		t.Errorf("without locality: %d uploads, %d downloads, makespan %v; want 2, 3, 35µs", r.Uploads, r.Downloads, r.Makespan)
+	}
+	r = mustSim(t, Config{Locality: true}, oneGPU, chain("dl"))
+	// x and y stay on the GPU; only the output z comes back.
+	if r.Uploads != 0 || r.Downloads != 1 || r.Makespan != us(31) {
+		t.Errorf("with locality: %d uploads, %d downloads, makespan %v; want 0, 1, 31µs", r.Uploads, r.Downloads, r.Makespan)
+	}
+	if r.PeakDeviceBytes != 2000 {
+		t.Errorf("peak GPU memory %d, want 2000 (one input and one output)", r.PeakDeviceBytes)
+	}
+}
+
+// separate returns n independent GPU-only steps, each reading its own
+// 1000-byte input and writing a 1000-byte output.
+func separate(n int) *Flow {
+	f := NewFlow("sep")
+	for i := range n {
+		k := string(rune('a' + i))
+		Add(f, only("op", device.GPU), 0, Reads(d("in"+k, 1000)), Writes(d("out"+k, 1000)), cost(10, 10))
+	}
+	return f
+}
+
+func TestPrefetchOverlapsTransfers(t *testing.T) {
+	serial := mustSim(t, Config{}, oneGPU, separate(3))
+	if serial.Makespan != us(36) { // 3 x (1 up + 10 + 1 down)
+		t.Errorf("serial makespan %v, want 36µs", serial.Makespan)
+	}
+	// Upload of the next input and download of the previous output overlap
+	// the current computation: 1 + 3*10 + 1.
+	pre := mustSim(t, Config{Prefetch: true}, oneGPU, separate(3))
+	if pre.Makespan != us(32) {
+		t.Errorf("prefetch makespan %v, want 32µs", pre.Makespan)
+	}
+	if pre.Uploads != 3 || pre.Downloads != 3 {
+		t.Errorf("prefetch moved %d up, %d down; want 3 and 3", pre.Uploads, pre.Downloads)
+	}
+}
+
+func TestSimulatePATSvsFCFS(t *testing.T) {
+	m := Machine{CPUs: 1, GPUs: 1}
+	// A: 30 on CPU, 15 on GPU; B: 100 / 10; C: 50 / 10.
+	flow := func() *Flow {
+		f := NewFlow("f")
+		Add(f, hybrid("A", 2), 0, cost(30, 15))
+		Add(f, hybrid("B", 10), 0, cost(100, 10))
+		Add(f, hybrid("C", 5), 0, cost(50, 10))
+		return f
+	}
+	// PATS: GPU runs B then C (20), CPU runs A (30).
+	p := mustSim(t, Config{Policy: PATS}, m, flow())
+	// FCFS: GPU takes A then C (25), the CPU is stuck with B (100).
+	f := mustSim(t, Config{Policy: FCFS}, m, flow())
+	if p.Makespan != us(30) || f.Makespan != us(100) {
+		t.Errorf("makespans PATS %v FCFS %v; want 30µs and 100µs", p.Makespan, f.Makespan)
+	}
+	for _, c := range []struct {
+		r        *Report
+		op       string
+		cpu, gpu int
+	}{{p, "A", 1, 0}, {p, "B", 0, 1}, {p, "C", 0, 1}, {f, "A", 0, 1}, {f, "B", 1, 0}} {
+		if o, _ := c.r.Op(c.op); o.CPU != c.cpu || o.GPU != c.gpu {
+			t.Errorf("%s: %s ran %d on CPU, %d on GPU; want %d, %d", c.r.Config, c.op, o.CPU, o.GPU, c.cpu, c.gpu)
+		}
+	}
+	if p.Units[0].Busy != us(30) || p.Units[1].Busy != us(20) || p.Units[1].Ops != 2 {
+		t.Errorf("unit reports %+v", p.Units)
+	}
+}
+
+// twoStage returns n flows In -> A -> M -> B -> Out on one CPU.
+func twoStage(n int) []*Flow {
+	var fs []*Flow
+	for i := range n {
+		f := NewFlow("t" + string(rune('0'+i)))
+		Add(f, hybrid("A", 1), 0, Reads(d("in", 100)), Writes(d("m", 1000)), cost(10, 10))
+		Add(f, hybrid("B", 1), 0, Reads(d("m", 1000)), Writes(d("out", 10)), cost(10, 10))
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+func TestDepthFirstBoundsMemory(t *testing.T) {
+	m := Machine{CPUs: 1}
+	bf := mustSim(t, Config{}, m, twoStage(4)...)
+	df := mustSim(t, Config{DepthFirst: true}, m, twoStage(4)...)
+	// Breadth-first runs every A first: four intermediates (and the last
+	// input) live at once. Depth-first finishes each flow before the next.
+	if bf.PeakHostBytes != 4100 || df.PeakHostBytes != 1100 {
+		t.Errorf("peak host memory: breadth-first %d, depth-first %d; want 4100 and 1100", bf.PeakHostBytes, df.PeakHostBytes)
+	}
+	if bf.Makespan != df.Makespan {
+		t.Errorf("makespans differ: %v vs %v", bf.Makespan, df.Makespan)
+	}
+	// A window of one flow bounds memory the same way.
+	w1 := mustSim(t, Config{Window: 1}, m, twoStage(4)...)
+	if w1.PeakHostBytes != 1100 || w1.Flows != 4 {
+		t.Errorf("window 1: peak %d, flows %d", w1.PeakHostBytes, w1.Flows)
+	}
+}
+
+func TestLearnedSpeedups(t *testing.T) {
+	truth := map[string]float64{"slow": 2, "mid": 5, "fast": 20}
+	var flows []*Flow
+	for i := range 30 {
+		f := NewFlow("tile" + string(rune('A'+i%26)) + string(rune('0'+i/26)))
+		prev := ""
+		for _, name := range []string{"slow", "mid", "fast"} {
+			s := truth[name]
+			op := &Op[int]{Name: name, Impls: hybrid(name, 0).Impls} // no estimate given
+			opts := []StepOption{Writes(d(name, 10)), cost(1000, int(1000/s))}
+			if prev != "" {
+				opts = append(opts, Reads(d(prev, 10)))
+			}
+			Add(f, op, 0, opts...)
+			prev = name
+		}
+		flows = append(flows, f)
+	}
+	r := mustSim(t, Config{Policy: PATS, Learn: true, Window: 8}, Machine{CPUs: 3, GPUs: 1}, flows...)
+	for name, s := range truth {
+		o, ok := r.Op(name)
+		if !ok || o.CPU == 0 || o.GPU == 0 {
+			t.Fatalf("%s was not timed on both kinds: %+v", name, o)
+		}
+		if o.Learned < s*0.99 || o.Learned > s*1.01 || o.Given != 0 {
+			t.Errorf("%s learned speedup %.3f, want %v", name, o.Learned, s)
+		}
+	}
+	fast, _ := r.Op("fast")
+	slow, _ := r.Op("slow")
+	if fast.GPUShare() <= slow.GPUShare() {
+		t.Errorf("learned PATS sends %.0f%% of fast and %.0f%% of slow to the GPU", 100*fast.GPUShare(), 100*slow.GPUShare())
+	}
+}
+
+func TestSimulateIgnoresStorage(t *testing.T) {
+	f := NewFlow("stored")
+	Add(f, hybrid("a", 2), 0, Reads(Data{Key: "in", Bytes: 10, Store: nopStore{}}), Writes(Data{Key: "out", Bytes: 10, Store: nopStore{}}), cost(10, 5))
+	r := mustSim(t, Config{Prefetch: true}, Machine{CPUs: 1, GPUs: 1}, f)
+	if r.Flows != 1 || r.Makespan != us(5) {
+		t.Errorf("flow with stored data: %d flows in %v", r.Flows, r.Makespan)
+	}
+}
+
+func TestSimulateDeterministic(t *testing.T) {
+	run := func() *Report {
+		var fs []*Flow
+		for i := range 20 {
+			f := NewFlow("f")
+			Add(f, hybrid("a", 3), i, Reads(d("in", 500)), Writes(d("m", 500)), cost(30+i, 10))
+			Add(f, hybrid("b", 8), i, Reads(d("m", 500)), Writes(d("n", 500)), cost(80, 10+i%3))
+			Add(f, hybrid("c", 1.5), i, Reads(d("m", 500), d("n", 500)), Writes(d("out", 50)), cost(15, 10))
+			fs = append(fs, f)
+		}
+		return mustSim(t, Config{Policy: PATS, Locality: true, TransferImpact: 0.1, Prefetch: true, Window: 5}, Machine{CPUs: 3, GPUs: 2, Bandwidth: 1e8, Latency: time.Microsecond}, fs...)
+	}
+	a, b := run(), run()
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two identical simulations differ:\n%v\n%v", a, b)
+	}
+	if a.Flows != 20 || a.Failed != 0 {
+		t.Errorf("flows %d failed %d", a.Flows, a.Failed)
+	}
+}

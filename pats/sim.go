@@ -1,0 +1,253 @@
+package pats
+
+import (
+	"container/heap"
+	"fmt"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+)
+
+// Simulate runs flows on machine m under cfg in virtual time and reports
+// what happened. Each operation instance takes its modelled Cost (the GPU
+// cost divided by m.GPUSpeed) and each transfer Latency + bytes/Bandwidth;
+// implementations are not called and storage is not touched. Flows are
+// admitted in order, at most cfg.Window at a time, as a demand-driven
+// worker would request stage instances.
+//
+// The simulator makes its decisions with the same scheduling code as the
+// real-time Manager, and it is deterministic: the same input gives the same
+// report, in milliseconds for thousands of operations.
+//
+// A GPU without Prefetch handles one operation at a time: download what it
+// evicts, upload the inputs, compute, and (without Locality) download the
+// outputs. With Prefetch it has three engines, for uploads, computation and
+// downloads: the next operation is chosen and uploaded while the current one
+// computes, and downloads drain in the background.
+func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	sims := m.sims()
+	devs := make([]device.Device, len(sims))
+	for i, s := range sims {
+		devs[i] = s
+	}
+	s := &simulator{c: newCore(cfg, devs), sims: sims, flows: flows}
+	kinds := s.c.kinds()
+	seen := map[*Flow]bool{}
+	for _, f := range flows {
+		if seen[f] {
+			return nil, fmt.Errorf("pats: flow %q given twice", f.name)
+		}
+		seen[f] = true
+		if err := f.check(kinds); err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range s.c.workers {
+		if w.gpu >= 0 {
+			s.gpus = append(s.gpus, &simGPU{w: w, sim: sims[w.idx]})
+		} else {
+			s.cpus = append(s.cpus, &simCPU{w: w, sim: sims[w.idx]})
+		}
+	}
+	s.c.onDone = func(*flowState) {
+		s.completed++
+		s.last = s.now
+		s.admit()
+	}
+	s.admit()
+	s.dispatch()
+	for s.q.Len() > 0 {
+		e := heap.Pop(&s.q).(simEvent)
+		s.now = e.t
+		e.fn()
+		s.dispatch()
+	}
+	if s.completed != len(flows) {
+		return nil, fmt.Errorf("pats: simulation stalled with %d of %d flows complete", s.completed, len(flows))
+	}
+	return s.c.report(s.last), nil
+}
+
+type simEvent struct {
+	t   time.Duration
+	seq int64
+	fn  func()
+}
+
+type eventQueue []simEvent
+
+// Len, Less, Swap, Push and Pop implement heap.Interface: events by time,
+// then by order of scheduling.
+func (q eventQueue) Len() int { return len(q) }
+
+// Less orders events by time, then by scheduling order.
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].t != q[j].t {
+		return q[i].t < q[j].t
+	}
+	return q[i].seq < q[j].seq
+}
+
+// Swap swaps two events.
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+
+// Push appends an event.
+func (q *eventQueue) Push(x any) { *q = append(*q, x.(simEvent)) }
+
+// Pop removes the last event.
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+type simulator struct {
+	c         *core
+	sims      []Sim
+	flows     []*Flow
+	next      int // next flow to admit
+	completed int
+	now, last time.Duration
+	q         eventQueue
+	seq       int64
+	cpus      []*simCPU
+	gpus      []*simGPU
+}
+
+type simCPU struct {
+	w    *worker
+	sim  Sim
+	busy bool
+}
+
+// simGPU is a GPU with an upload engine, a compute engine and a download
+// engine; without Prefetch the three are used one at a time.
+type simGPU struct {
+	w                          *worker
+	sim                        Sim
+	prepared                   []*simPrep // taken, not yet computing
+	downQ                      []*datum
+	upBusy, compBusy, downBusy bool
+}
+
+type simPrep struct {
+	a         action
+	uploading bool
+	uploaded  bool
+}
+
+func (s *simulator) at(d time.Duration, fn func()) {
+	heap.Push(&s.q, simEvent{t: s.now + d, seq: s.seq, fn: fn})
+	s.seq++
+}
+
+func (s *simulator) admit() {
+	for s.next < len(s.flows) && (s.c.cfg.Window == 0 || s.c.active < s.c.cfg.Window) {
+		fs := s.c.admit(s.flows[s.next])
+		s.next++
+		for _, d := range fs.data {
+			if d.external {
+				d.staged = true // the simulator does not touch storage
+				if s.c.cfg.Prefetch {
+					s.c.addHost(d) // staged ahead of computation
+				}
+			}
+		}
+	}
+}
+
+// dispatch lets every idle engine start work until none can.
+func (s *simulator) dispatch() {
+	for progress := true; progress; {
+		progress = false
+		for _, g := range s.gpus {
+			if s.stepGPU(g) {
+				progress = true
+			}
+		}
+		for _, cp := range s.cpus {
+			if cp.busy {
+				continue
+			}
+			n := s.c.pick(cp.w)
+			if n == nil {
+				continue
+			}
+			s.c.take(cp.w, n)
+			cp.busy = true
+			progress = true
+			dur := cp.sim.compute(n.step.cost)
+			s.at(dur, func() {
+				cp.busy = false
+				s.c.computed(cp.w, n, dur, nil)
+			})
+		}
+	}
+}
+
+// stepGPU starts whatever g's engines can start now; it reports whether it
+// started anything.
+func (s *simulator) stepGPU(g *simGPU) bool {
+	serial := !s.c.cfg.Prefetch
+	progress := false
+	for {
+		busy := g.upBusy || g.compBusy || g.downBusy
+		idle := !busy && len(g.downQ) == 0 // a serial GPU may start the next phase
+		switch {
+		case !g.downBusy && len(g.downQ) > 0 && (!serial || !busy):
+			d := g.downQ[0]
+			g.downQ = g.downQ[1:]
+			g.downBusy = true
+			s.at(g.sim.transfer(d.bytes), func() {
+				g.downBusy = false
+				s.c.downloaded(d, nil)
+			})
+		case !g.upBusy && len(g.prepared) > 0 && !g.prepared[0].uploading && (!serial || idle):
+			p := g.prepared[0]
+			var t time.Duration
+			for _, d := range p.a.upload {
+				t += g.sim.transfer(d.bytes)
+			}
+			p.uploading = true
+			g.upBusy = true
+			s.at(t, func() {
+				g.upBusy = false
+				p.uploaded = true
+			})
+		case !g.compBusy && len(g.prepared) > 0 && g.prepared[0].uploaded && (!serial || idle):
+			p := g.prepared[0]
+			g.prepared = g.prepared[1:]
+			g.compBusy = true
+			dur := g.sim.compute(p.a.n.step.cost)
+			s.at(dur, func() {
+				g.compBusy = false
+				g.downQ = append(g.downQ, s.c.computed(g.w, p.a.n, dur, nil)...)
+			})
+		case len(g.prepared) == 0 && (!serial || idle):
+			if n := s.c.pick(g.w); n != nil {
+				a := s.c.take(g.w, n)
+				g.downQ = append(g.downQ, a.evict...)
+				g.prepared = append(g.prepared, &simPrep{a: a})
+			} else if idle && g.w.inflight == 0 {
+				fl := s.c.flush(g.w)
+				if len(fl) == 0 {
+					return progress
+				}
+				g.downQ = append(g.downQ, fl...)
+			} else {
+				return progress
+			}
+		default:
+			return progress
+		}
+		progress = true
+	}
+}

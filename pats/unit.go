@@ -1,0 +1,219 @@
+package pats
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+)
+
+// Unit is a processing unit the manager drives with one worker: a CPU core
+// or a GPU. It is a device.Device that can run operation implementations
+// and, for a GPU, move data between host memory and its own.
+//
+// A unit for a real GPU binds the GPU in Run (on a worker goroutine that
+// only ever runs that unit) and copies data in Move; [Core] and [Sim] are the
+// implementations of this package.
+type Unit interface {
+	device.Device
+	// Run executes impl, the implementation of one operation instance for
+	// this unit's kind; cost is the instance's modelled cost.
+	Run(ctx context.Context, impl func(context.Context) error, cost Cost) error
+	// Move copies d from host memory to the unit (toDevice) or back. CPU
+	// units are never asked to move data.
+	Move(ctx context.Context, d Data, toDevice bool) error
+}
+
+// Core is a CPU core that runs implementations as they are.
+type Core struct{ device.Host }
+
+// Run calls impl.
+func (Core) Run(ctx context.Context, impl func(context.Context) error, _ Cost) error {
+	return impl(ctx)
+}
+
+// Move does nothing: host memory is the core's memory.
+func (Core) Move(context.Context, Data, bool) error { return nil }
+
+// Cores returns n CPU core units with indices 0..n-1.
+func Cores(n int) []Unit {
+	us := make([]Unit, n)
+	for i := range us {
+		us[i] = Core{device.Host{Index: i}}
+	}
+	return us
+}
+
+// Sim is a simulated processing unit for machines without the devices to
+// schedule: a CPU core or a "GPU" that runs the implementation for its kind
+// on the host and then waits until the instance's modelled time has passed.
+// Moves wait for the modelled transfer time. All times are multiplied by
+// Scale, so that a workload modelled in seconds can run in milliseconds.
+//
+// A simulated unit takes at least the real time of the implementation: use
+// implementations that are fast compared with the modelled costs. Timers
+// overshoot (by up to a millisecond on some systems); units made by
+// Machine.Units remember the overshoot of each engine (compute, upload,
+// download) and shorten the next waits by it, so that over many operations
+// a unit's time follows the model.
+type Sim struct {
+	Type      device.Kind   // CPU or GPU
+	Index     int           // index among the units of its kind
+	Speed     float64       // divides the modelled compute time (0 means 1)
+	Bandwidth float64       // bytes per second for Move (0: moves are free)
+	Latency   time.Duration // fixed cost per Move (only with a Bandwidth)
+	Scale     float64       // multiplies every modelled time (0 means 1)
+
+	clock *simClock // overshoot carried between waits; nil: none
+}
+
+// simClock carries, per engine, the time a unit has overslept.
+type simClock struct {
+	mu   sync.Mutex
+	debt [3]time.Duration
+}
+
+// Engines of a simulated unit, for the overshoot accounting.
+const (
+	engCompute = iota
+	engUpload
+	engDownload
+)
+
+// wait sleeps until start+d, less the overshoot owed by engine, and records
+// the new overshoot.
+func (s Sim) wait(ctx context.Context, engine int, start time.Time, d time.Duration) error {
+	if s.clock == nil {
+		return sleepUntil(ctx, start.Add(d))
+	}
+	s.clock.mu.Lock()
+	pay := min(s.clock.debt[engine], d)
+	s.clock.debt[engine] -= pay
+	s.clock.mu.Unlock()
+	target := start.Add(d - pay)
+	err := sleepUntil(ctx, target)
+	if over := time.Since(target); over > 0 && err == nil {
+		s.clock.mu.Lock()
+		s.clock.debt[engine] += over
+		s.clock.mu.Unlock()
+	}
+	return err
+}
+
+// ID returns the unit's index.
+func (s Sim) ID() int { return s.Index }
+
+// Kind returns the simulated kind.
+func (s Sim) Kind() device.Kind { return s.Type }
+
+// Name returns "cpu" or "gpu" followed by the index.
+func (s Sim) Name() string { return fmt.Sprintf("%v%d", s.Type, s.Index) }
+
+// Memory returns 0: unknown.
+func (s Sim) Memory() int64 { return 0 }
+
+func (s Sim) scale(d time.Duration) time.Duration {
+	if s.Scale > 0 {
+		d = time.Duration(float64(d) * s.Scale)
+	}
+	return d
+}
+
+// compute returns the modelled compute time for cost, unscaled.
+func (s Sim) compute(c Cost) time.Duration {
+	d := c.On(s.Type)
+	if s.Speed > 0 {
+		d = time.Duration(float64(d) / s.Speed)
+	}
+	return d
+}
+
+// transfer returns the modelled time to move b bytes, unscaled.
+func (s Sim) transfer(b int64) time.Duration {
+	if s.Bandwidth <= 0 {
+		return 0
+	}
+	return s.Latency + time.Duration(float64(b)/s.Bandwidth*float64(time.Second))
+}
+
+// Run runs impl, then waits until the scaled modelled time has passed since
+// the start.
+func (s Sim) Run(ctx context.Context, impl func(context.Context) error, c Cost) error {
+	start := time.Now()
+	if err := impl(ctx); err != nil {
+		return err
+	}
+	return s.wait(ctx, engCompute, start, s.scale(s.compute(c)))
+}
+
+// Move waits for the scaled modelled transfer time of d.
+func (s Sim) Move(ctx context.Context, d Data, toDevice bool) error {
+	eng := engDownload
+	if toDevice {
+		eng = engUpload
+	}
+	return s.wait(ctx, eng, time.Now(), s.scale(s.transfer(d.Bytes)))
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Machine describes a simulated node: CPU cores, GPUs, and the link between
+// host and GPU memory. The discrete-event simulator runs on it, and Units
+// builds matching simulated units for the real-time manager.
+type Machine struct {
+	CPUs, GPUs int           // number of CPU cores and of GPUs
+	GPUSpeed   float64       // divides the modelled GPU compute times (0 means 1)
+	Bandwidth  float64       // bytes per second between host and a GPU (0: free)
+	Latency    time.Duration // fixed cost per transfer (only with a Bandwidth)
+}
+
+// Units returns the machine's units for the real-time manager, CPUs first,
+// with every modelled time multiplied by scale (0 means 1).
+func (m Machine) Units(scale float64) []Unit {
+	var us []Unit
+	for _, s := range m.sims() {
+		s.Scale = scale
+		s.clock = &simClock{}
+		us = append(us, s)
+	}
+	return us
+}
+
+func (m Machine) sims() []Sim {
+	var ss []Sim
+	for i := range m.CPUs {
+		ss = append(ss, Sim{Type: device.CPU, Index: i})
+	}
+	for i := range m.GPUs {
+		ss = append(ss, Sim{Type: device.GPU, Index: i, Speed: m.GPUSpeed, Bandwidth: m.Bandwidth, Latency: m.Latency})
+	}
+	return ss
+}
+
+func (m Machine) validate() error {
+	if m.CPUs < 0 || m.GPUs < 0 || m.CPUs+m.GPUs == 0 {
+		return fmt.Errorf("pats: machine needs at least one unit, has %d CPUs and %d GPUs", m.CPUs, m.GPUs)
+	}
+	if m.GPUs > 64 {
+		return fmt.Errorf("pats: at most 64 GPUs, have %d", m.GPUs)
+	}
+	if m.GPUSpeed < 0 || m.Bandwidth < 0 || m.Latency < 0 {
+		return fmt.Errorf("pats: negative machine parameter in %+v", m)
+	}
+	return nil
+}
