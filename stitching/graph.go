@@ -22,10 +22,9 @@ type GraphOptions struct {
 	// Readers is the number of copies of the task that loads tiles. 0 means 2.
 	Readers int
 	// PoolSize is the number of tile slots (a tile and its spectrum) alive
-	// at once. 0 means MIST's choice, min(rows, cols) + 2 + Workers, raised
-	// if needed to the smallest size that cannot deadlock (one line of the
-	// traversal plus one slot per reader). A smaller explicit size is an
-	// error.
+	// at once. 0 means MIST's choice, min(rows, cols) + 2 + Workers. The
+	// smallest size that cannot deadlock is one line of the traversal plus
+	// one; a smaller explicit size is an error.
 	PoolSize int
 	// Start is passed to every graph's Start (tracing, stall reports, ...).
 	Start []graph.StartOption
@@ -148,8 +147,8 @@ func traversal(rows, cols int) []tileRef {
 	return out
 }
 
-// pairGraph builds the graph shared by both phases: load tiles (taking a
-// slot from a pool first, so loading cannot run ahead of memory), optionally
+// pairGraph builds the graph shared by both phases: take a slot from a pool
+// for each tile (so loading cannot run ahead of memory), load tiles, optionally
 // transform them, pair them in a bookkeeper, and run perPair on each pair.
 func pairGraph(name string, src TileSource, slots, readers, workers int,
 	newSlot func() (slotData, error),
@@ -160,19 +159,29 @@ func pairGraph(name string, src TileSource, slots, readers, workers int,
 	w, h := src.TileSize()
 	g := graph.New[tileRef, pairDone](name)
 	pool := memmgr.New[slotData](g, "tile slots", slots, memmgr.AllocFunc[slotData](func(device.Device) (slotData, error) { return newSlot() }), memmgr.Dynamic())
-	read := graph.AddTask(g, "read", readers, func() task.Task[tileRef, *loaded] {
+	// One copy takes the slots, strictly in traversal order: with several
+	// copies, one could stall between taking a tile off its queue and
+	// asking for its slot while another filled the pool with later tiles
+	// that all wait for it — a deadlock.
+	acquire := graph.AddTask(g, "acquire", 1, func() task.Task[tileRef, *loaded] {
 		return task.Func[tileRef, *loaded](func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
 			n := neighbours(rows, cols, t.row, t.col)
 			buf, err := pool.Get(ctx, memmgr.Count(n))
 			if err != nil {
 				return err
 			}
-			img, err := loadChecked(src, t.row, t.col, w, h)
+			return out.Emit(&loaded{row: t.row, col: t.col, buf: buf})
+		})
+	})
+	read := graph.AddTask(g, "read", readers, func() task.Task[*loaded, *loaded] {
+		return task.Func[*loaded, *loaded](func(ctx context.Context, l *loaded, out task.Emitter[*loaded]) error {
+			img, err := loadChecked(src, l.row, l.col, w, h)
 			if err != nil {
 				return err
 			}
-			l := &loaded{row: t.row, col: t.col, img: img, buf: buf}
-			if n == 0 { // a 1x1 grid: nothing will ever use it
+			l.img = img
+			if neighbours(rows, cols, l.row, l.col) == 0 { // a 1x1 grid: nothing will ever use it
+				buf := l.buf
 				l.buf = nil
 				if err := buf.Release(); err != nil {
 					return err
@@ -181,8 +190,9 @@ func pairGraph(name string, src TileSource, slots, readers, workers int,
 			return out.Emit(l)
 		})
 	})
-	memmgr.Use(pool, read)
-	graph.Connect(g.Input(), read)
+	memmgr.Use(pool, acquire)
+	graph.Connect(g.Input(), acquire)
+	graph.Connect(acquire, read)
 	var tiles graph.Producer[*loaded] = read
 	if newTransform != nil {
 		fft := graph.AddTask(g, "fft", workers, func() task.Task[*loaded, *loaded] {
@@ -258,16 +268,16 @@ func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDon
 // Stitch stitches the grid of src with two task graphs, producing the same
 // result as [Sequential]:
 //
-//  1. registration: read (Readers copies) -> FFT (Workers) -> bookkeeper
+//  1. registration: acquire a slot -> read (Readers copies) -> FFT (Workers) -> bookkeeper
 //     pairing each tile with its west and north neighbours as soon as both
 //     spectra exist -> PCIAM+CCF (Workers);
 //  2. after the stage model is estimated and outliers repaired,
-//     refinement: read -> bookkeeper -> refine each pair (Workers).
+//     refinement: acquire -> read -> bookkeeper -> refine each pair (Workers).
 //
 // Tiles enter line by line along the shorter grid dimension. Each tile
-// takes a slot from a memory pool (see GraphOptions.PoolSize) before it is
-// read, and the slot returns when all of its 2 to 4 neighbours have used
-// it, so at most PoolSize tiles and spectra are alive. The flat-field
+// takes a slot from a memory pool (see GraphOptions.PoolSize), in that
+// order, before it is read, and the slot returns when all of its 2 to 4
+// neighbours have used it, so at most PoolSize tiles and spectra are alive. The flat-field
 // estimate (unless Options.NoFlatField) and the spanning tree run on the
 // calling goroutine.
 func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions) (*Result, error) {
@@ -287,15 +297,18 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 	if readers <= 0 {
 		readers = 2
 	}
+	// Slots are taken in traversal order, so a tile waiting for one only
+	// waits for the line of tiles before it: every older tile has all of
+	// its neighbours loaded and will give its slot back.
 	line := newWalker(rows, cols).lineLen()
-	minSlots := line + readers
+	minSlots := line + 1
 	slots := gopt.PoolSize
 	switch {
 	case slots == 0:
 		slots = max(min(rows, cols)+2+workers, minSlots)
 	case slots < minSlots:
-		return nil, fmt.Errorf("stitching: a pool of %d tile slots can deadlock: the traversal keeps a line of %d tiles alive and %d readers may hold one more each; use at least %d",
-			slots, line, readers, minSlots)
+		return nil, fmt.Errorf("stitching: a pool of %d tile slots can deadlock: the traversal keeps a line of %d tiles alive while the next one waits; use at least %d",
+			slots, line, minSlots)
 	}
 
 	res := &Result{Rows: rows, Cols: cols, Width: w, Height: h, Names: make([]string, rows*cols)}

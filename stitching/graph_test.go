@@ -61,8 +61,8 @@ func TestStitchSmallestPoolAllShapes(t *testing.T) {
 	for _, sz := range [][2]int{{1, 1}, {1, 4}, {4, 1}, {2, 6}, {6, 2}, {3, 3}} {
 		g := blobGrid(uint64(sz[0]*10+sz[1]), sz[0], sz[1], 128, 96, 0.2, 3, 50)
 		src := g.source(t)
-		readers := 1
-		pool := newWalker(sz[0], sz[1]).lineLen() + readers
+		readers := 2
+		pool := newWalker(sz[0], sz[1]).lineLen() + 1
 		var peaks []int
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		res, err := Stitch(ctx, src, Options{NoFlatField: true}, GraphOptions{Workers: 2, Readers: readers, PoolSize: pool,
@@ -92,7 +92,7 @@ func TestStitchSmallestPoolAllShapes(t *testing.T) {
 func TestStitchErrors(t *testing.T) {
 	g := smallSynth(t, 3, 3, 1)
 	src := g.source(t)
-	_, err := Stitch(context.Background(), src, Options{}, GraphOptions{PoolSize: 2, Readers: 2})
+	_, err := Stitch(context.Background(), src, Options{}, GraphOptions{PoolSize: 3, Readers: 2})
 	if err == nil || !strings.Contains(err.Error(), "deadlock") {
 		t.Fatalf("tiny pool: %v", err)
 	}
