@@ -1,0 +1,131 @@
+// Package matmul multiplies matrices on an HTGS task graph, block by block,
+// in memory or out of core: the block DGEMM of the HTGS paper (section 4,
+// Figs. 6-7), whose reads and writes overlap the computation.
+//
+// # The graph
+//
+// C = A·B with A of m x k and B of k x n is cut into square blocks of
+// Config.BlockSize (smaller at the edges); MB, KB and NB count the blocks
+// along m, k and n, and C(i,j) = Σ_l A(i,l)·B(l,j).
+//
+//	input (Request) ─> distribute ─┬─> load A ─┐
+//	                  (bookkeeper) └─> load B ─┴─> pair ─> multiply ─> accumulate bookkeeper ─> store C ─> output (Done)
+//	                                              (bookkeeper)  (T copies)       │        ▲
+//	                                                                             └> accumulate (T/2 copies)
+//
+// The nodes:
+//
+//   - distribute (BK1) routes each load request to the loader of its
+//     operand.
+//   - load A, load B read a block into a buffer of their memory pool (or,
+//     for a *Dense operand, make a view of it without copying).
+//   - pair (BK2) keeps the loaded blocks and emits A(i,l)·B(l,j) as soon as
+//     both are loaded, in the order of the schedule (below).
+//   - multiply runs the Kernel on one block pair per call; contribution
+//     l = 0 of a *Dense result is computed in place, the others into
+//     buffers of the partial-product pool.
+//   - the accumulate bookkeeper (BK3) pairs two partial sums of the same
+//     block of C for the accumulate task, which adds one into the other and
+//     sends the sum back: a cycle that ends, by quiescence, when every
+//     block of C has its KB contributions. Its second rule passes complete
+//     blocks to store C, which writes them to the Sink and releases them.
+//
+// The Hadamard (element-wise) product uses the same distribute and load
+// tasks with a simpler pairing and no accumulation (see [Hadamard]).
+//
+// # Kernels
+//
+// A [Kernel] makes one [Multiplier] per copy of the multiply task; a
+// multiplier may implement task.Initializer and task.Shutdowner to hold a
+// per-thread resource (a GPU handle). Kernels are looked up by name
+// ([LookupKernel]) and registered with [RegisterKernel]:
+//
+//   - "gonum" (default, pure Go). gonum's Dgemm (blas/gonum, and
+//     blas64.Gemm on top of it) is itself parallel: when C has at least
+//     four 64x64 blocks it starts a goroutine per block, up to GOMAXPROCS
+//     at a time. Inside a thread pool of T copies that oversubscribes the
+//     cores, so the kernel calls Dgemm on 64x128 tiles (two 64-blocks,
+//     below gonum's threshold), which run serially on the calling
+//     goroutine; TestGonumKernelIsSerial checks, with the runtime's count
+//     of created goroutines, that a block product starts none. The 64x128
+//     tiles with a k-depth of 256 also run faster than gonum's own 64x64x64
+//     sub-blocks (about 9.5 against 8 GFLOP/s on one core here).
+//   - "openblas" (build tag openblas, cgo, Debian's libopenblas-dev): one
+//     single-threaded cblas_dgemm per block (the library's thread count is
+//     process-wide; the multipliers set it to 1). The library is loaded
+//     with dlopen at first use, not linked: OpenBLAS chooses its CPU
+//     kernels in a constructor that runs when it is loaded, reading
+//     OPENBLAS_CORETYPE, and a linked library is initialized by the
+//     dynamic loader before any code of the program runs. Unless
+//     OPENBLAS_CORETYPE is already set, the package sets it from the CPU's
+//     features first (SkylakeX with AVX-512 F/CD/BW/DQ/VL, Haswell with
+//     AVX2 and FMA), which is what OpenBLAS detects on CPUs it knows: on
+//     CPU models it does not know it falls back to its Prescott (SSE3)
+//     kernels, several times slower (Debian 12's 0.3.21 does recognize the
+//     development VM's CPU, family 6 model 167, as SkylakeX by itself).
+//     Set OPENBLAS_CORETYPE yourself to override the choice; the kernel's
+//     String (and the program's output) reports the core in use.
+//   - "cuda": not yet; looking it up gives `kernel "cuda": not built with
+//     -tags cuda`. The CUDA work registers it.
+//
+// # Out of core: traversal, memory and I/O volume
+//
+// Operands that are not *Dense are read block by block (an *npy.File reads
+// with pread), and a result that is not *Dense is written block by block
+// (*npy.Writer), so the matrices may be larger than memory. Memory pools
+// bound the blocks alive; Config.MemoryBudget bounds the pools, and the
+// plan ([Plan]) picks the traversal with the fewest bytes read that fits:
+//
+//   - RowPanels: a panel of P block rows of A stays in memory (P·KB
+//     blocks, plus P for the next panel's first blocks) while B streams
+//     past it, column of blocks after column of blocks; each A block is
+//     read once and used NB times, B is read once per panel. Bytes read:
+//     8·(m·k + ⌈MB/P⌉·k·n).
+//   - ColumnPanels: the transpose; bytes read 8·(k·n + ⌈NB/Q⌉·m·k).
+//   - Streamed, when not even one block row fits: every product reads its
+//     two blocks; bytes read 8·(m·k·NB + k·n·MB).
+//
+// C is written once, 8·m·n bytes. With no budget (or *Dense operands) A
+// stays whole: each matrix is read once. The streamed operand's pool holds
+// max(4, 2T) blocks, enough for the loader to read ahead of T multiply
+// copies.
+//
+// Partial products need memory too, and a careless order deadlocks: if
+// every partial buffer holds an unfinished sum while the products that
+// would finish them wait for a buffer, nothing moves. The pairing
+// bookkeeper therefore emits products strictly in schedule order (panel,
+// then j, l, i for row panels), the multiply copies take them in FIFO
+// order, and the loaders (one copy each) take pool buffers in request
+// order. Then at most P + T blocks of C are open at once (the panel's
+// blocks at the schedule's frontier plus one per product still running
+// behind it), each holding one buffer once the accumulations in flight
+// drain (which needs no new buffer), and a pool of P + 2T + 2 partial
+// buffers always has one for a waiting product. TestPlanSchedules checks
+// the schedule, the release counts and the absence of stalls on random
+// shapes and budgets.
+//
+// # Performance
+//
+// Measured on the 2-core development VM with the benchmarks of
+// bench_test.go at the module root (graph and baseline alternate in each
+// iteration; 2 to 5 iterations, started while the machine was otherwise
+// idle):
+//
+//   - in memory, gonum kernel with 512-blocks against one gonum Dgemm call:
+//     1.33x at n = 2048, 1.41x at n = 4096 (16-17 against 12 GFLOP/s), thanks
+//     to the serial tiles above;
+//   - in memory, OpenBLAS kernel with n/2-blocks against one two-threaded
+//     OpenBLAS call: 0.91-0.97x at n = 4096, 0.86x at n = 2048. Two
+//     concurrent single-threaded dgemm calls reach about 70 GFLOP/s each
+//     here, against 72-80 per thread for one two-threaded call (which shares
+//     its packed panels), so about 0.9 is the ceiling of one OpenBLAS thread
+//     per block task on 2 cores;
+//   - out of core from .npy files evicted from the page cache, against
+//     "read both files, one Dgemm call, write C" (C fsynced in both): 1.39x
+//     with the gonum kernel (n = 2048), 1.10x with OpenBLAS (n = 8192). The
+//     overlap alone (against reading, the same graph in memory, writing) is
+//     worth 1.05-1.07x there: the disk reads at 1.9 GB/s, while buffered
+//     I/O and first-touch page faults cost the VM's 2 cores much CPU time
+//     (faulting in 1 GiB of fresh memory takes 0.6-1.6 s), which the
+//     overlapped I/O takes from the products.
+package matmul

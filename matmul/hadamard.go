@@ -1,0 +1,166 @@
+package matmul
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/gohtgs/htgs/bookkeeper"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/units"
+	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/task"
+)
+
+// hadamardPlan plans C = A∘B for m x n operands: every block is loaded
+// once, row-major, and used once.
+func hadamardPlan(m, n int, inMemory bool, cfg Config) (Plan, error) {
+	bs, threads := cfg.blockSize(), cfg.threads()
+	p := Plan{M: m, K: 1, N: n, BlockSize: bs, Threads: threads, InMemory: inMemory,
+		MB: ceilDiv(m, bs), KB: 1, NB: ceilDiv(n, bs), Order: RowPanels, Panel: 1}
+	p.Panels = p.MB
+	p.Multiplies = p.MB * p.NB
+	p.Flops = float64(m) * float64(n)
+	p.WriteBytes = 8 * int64(m) * int64(n)
+	s := 8 * int64(min(bs, m)) * int64(min(bs, n))
+	p.PoolC = max(1, min(threads+2, p.Multiplies))
+	if !inMemory {
+		p.PoolA = max(1, min(lookahead(threads), p.Multiplies))
+		p.PoolB = p.PoolA
+		p.ReadBytes = 2 * p.WriteBytes
+	}
+	p.PoolBytes = int64(p.PoolA+p.PoolB+p.PoolC) * s
+	if cfg.MemoryBudget > 0 && p.PoolBytes > cfg.MemoryBudget {
+		return p, fmt.Errorf("%w: %s cannot hold the blocks in flight with %dx%d blocks and %d threads: need at least %s",
+			ErrBudget, units.FormatBytes(cfg.MemoryBudget), bs, bs, threads, units.FormatBytes(p.PoolBytes))
+	}
+	return p, nil
+}
+
+// hadamardPairRule pairs A(i,j) with B(i,j) as soon as both are loaded.
+type hadamardPairRule struct {
+	waiting map[[2]int]*block
+}
+
+func (r *hadamardPairRule) Apply(_ context.Context, b *block, out task.Emitter[product]) error {
+	key := [2]int{b.row, b.col}
+	o := r.waiting[key]
+	if o == nil {
+		r.waiting[key] = b
+		return nil
+	}
+	delete(r.waiting, key)
+	if b.op == OperandA {
+		return out.Emit(product{a: b, b: o})
+	}
+	return out.Emit(product{a: o, b: b})
+}
+
+// Hadamard computes the element-wise product C = A∘B (c_ij = a_ij·b_ij) of
+// two m x n matrices on a small task graph: distribute -> load A / load B
+// -> pair A(i,j) with B(i,j) -> multiply elements -> store C. Sources,
+// sinks, memory budget and cancellation behave as in [Multiply];
+// Config.Kernel and AccumulateThreads are not used.
+func Hadamard(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if a == nil || b == nil || c == nil {
+		return nil, errors.New("matmul: Hadamard: nil operand")
+	}
+	for _, m := range []struct {
+		v    any
+		what string
+	}{{a, "A"}, {b, "B"}, {c, "C"}} {
+		if d, ok := m.v.(*Dense); ok {
+			if err := d.check(m.what); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m, n := a.Rows(), a.Cols()
+	if b.Rows() != m || b.Cols() != n || c.Rows() != m || c.Cols() != n {
+		return nil, shapeErr("Hadamard product needs equal shapes: A is %dx%d, B is %dx%d, C is %dx%d",
+			m, n, b.Rows(), b.Cols(), c.Rows(), c.Cols())
+	}
+	_, aDense := a.(*Dense)
+	_, bDense := b.(*Dense)
+	plan, err := hadamardPlan(m, n, aDense && bDense, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Plan: plan, Kernel: "element-wise (Go)"}
+	if m == 0 || n == 0 {
+		return rep, nil
+	}
+
+	g := graph.New[Request, Done]("hadamard")
+	bs := plan.BlockSize
+	oa, ob := newOperand("A", a), newOperand("B", b)
+	size := min(bs, m) * min(bs, n)
+	if oa.dense == nil {
+		oa.pool = memmgr.New(g, "A blocks", plan.PoolA, recycledSlices(size), memmgr.Dynamic())
+	}
+	if ob.dense == nil {
+		ob.pool = memmgr.New(g, "B blocks", plan.PoolB, recycledSlices(size), memmgr.Dynamic())
+	}
+	outPool := memmgr.New(g, "C blocks", plan.PoolC, recycledSlices(size), memmgr.Dynamic())
+	loadA, loadB := addLoaders(g, oa, ob, bs)
+	pairBK := bookkeeper.New[*block](g, "pair")
+	toMul := bookkeeper.AddRule(pairBK, "A(i,j) with B(i,j)", func() bookkeeper.Rule[*block, product] {
+		return &hadamardPairRule{waiting: map[[2]int]*block{}}
+	})
+	graph.Connect(loadA, pairBK)
+	graph.Connect(loadB, pairBK)
+	home, _ := c.(*Dense)
+	var products atomic.Int64
+	mul := graph.AddFunc(g, "multiply elements", plan.Threads, func(ctx context.Context, pr product, out task.Emitter[*partial]) error {
+		a, b := pr.a, pr.b
+		p := &partial{row: a.row, col: a.col, rows: a.rows, cols: a.cols, count: 1}
+		if home != nil {
+			p.data, p.stride = home.view(a.row*bs, a.col*bs, p.rows, p.cols), home.Stride
+		} else {
+			buf, err := outPool.Get(ctx, nil)
+			if err != nil {
+				return err
+			}
+			p.buf, p.data, p.stride = buf, buf.Data[:p.rows*p.cols], p.cols
+		}
+		for r := range p.rows {
+			dst := p.data[r*p.stride : r*p.stride+p.cols]
+			x := a.data[r*a.stride : r*a.stride+p.cols]
+			y := b.data[r*b.stride : r*b.stride+p.cols]
+			for j := range dst {
+				dst[j] = x[j] * y[j]
+			}
+		}
+		products.Add(1)
+		if err := errors.Join(a.release(), b.release()); err != nil {
+			return err
+		}
+		return out.Emit(p)
+	})
+	memmgr.Use(outPool, mul)
+	graph.Connect(toMul, mul)
+	var written atomic.Int64
+	store := addStore(g, c, bs, &written)
+	graph.Connect(mul, store)
+	graph.Connect(store, g.Output())
+
+	requests := func(yield func(Request) bool) {
+		for i := range plan.MB {
+			for j := range plan.NB {
+				if !yield(Request{Operand: OperandA, Row: i, Col: j, Uses: 1}) ||
+					!yield(Request{Operand: OperandB, Row: i, Col: j, Uses: 1}) {
+					return
+				}
+			}
+		}
+	}
+	err = runGraph(ctx, g, requests, plan.MB*plan.NB, cfg, rep)
+	rep.BytesRead = oa.read.Load() + ob.read.Load()
+	rep.BytesWritten = written.Load()
+	rep.Products = products.Load()
+	return rep, err
+}

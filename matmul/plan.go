@@ -1,0 +1,310 @@
+package matmul
+
+import (
+	"fmt"
+
+	"github.com/gohtgs/htgs/internal/units"
+)
+
+// Order is the traversal of a product: which operand stays in memory while
+// the other streams past it.
+type Order int
+
+const (
+	// RowPanels keeps a panel of block rows of A in memory (Plan.Panel
+	// block rows, all of their KB blocks) and streams B past it once per
+	// panel, column of blocks by column of blocks. Multiplies run in the
+	// order panel, j, l, i.
+	RowPanels Order = iota
+	// ColumnPanels keeps a panel of block columns of B in memory and
+	// streams A past it once per panel. Multiplies run in the order
+	// panel, i, l, j.
+	ColumnPanels
+	// Streamed keeps nothing: for every block of C, in row-major order,
+	// the KB blocks of A's row and B's column are read again. It is the
+	// fallback for budgets too small for one panel. Multiplies run in the
+	// order i, j, l.
+	Streamed
+)
+
+// String names the order.
+func (o Order) String() string {
+	switch o {
+	case RowPanels:
+		return "row panels"
+	case ColumnPanels:
+		return "column panels"
+	case Streamed:
+		return "streamed"
+	}
+	return fmt.Sprintf("Order(%d)", int(o))
+}
+
+// MarshalText writes the order's name (for JSON profiles).
+func (o Order) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// Plan is how a product is traversed and how much memory its pools hold.
+// It is computed from the shapes, the block size, the thread count and the
+// memory budget, and reported with the result.
+type Plan struct {
+	M, K, N    int   // C (M x N) = A (M x K) · B (K x N)
+	BlockSize  int   // blocks are BlockSize x BlockSize, smaller at the edges
+	MB, KB, NB int   // blocks along M, K and N
+	InMemory   bool  // A and B are *Dense: blocks are used in place, not read
+	Order      Order // traversal
+	Panel      int   // block rows (RowPanels) or block columns (ColumnPanels) per panel; 1 for Streamed
+	Panels     int   // number of panels (passes over the streamed operand)
+	Threads    int   // multiply-task copies
+	// Pool capacities in blocks (0: no pool, the operand is in memory).
+	PoolA, PoolB, PoolC int
+	// PoolBytes is the memory the three pools can hold at once.
+	PoolBytes int64
+	// ReadBytes and WriteBytes are the bytes of matrix data read from the
+	// sources and written to the sink (0 read for in-memory operands).
+	ReadBytes, WriteBytes int64
+	// Multiplies is the number of block products, MB·NB·KB.
+	Multiplies int
+	// Flops is the number of floating-point operations: 2·M·N·K for a
+	// product, M·N for an element-wise product.
+	Flops float64
+}
+
+// String summarizes the plan on one line.
+func (p Plan) String() string {
+	s := fmt.Sprintf("%dx%d · %dx%d, block %d (%dx%dx%d blocks), %d threads", p.M, p.K, p.K, p.N, p.BlockSize, p.MB, p.KB, p.NB, p.Threads)
+	if p.InMemory {
+		return s + fmt.Sprintf(", in memory, %d-block panels", p.Panel)
+	}
+	return s + fmt.Sprintf(", out of core: %s of %d blocks (%d passes), pools A %d B %d C %d (%s), reads %s, writes %s",
+		p.Order, p.Panel, p.Panels, p.PoolA, p.PoolB, p.PoolC, units.FormatBytes(p.PoolBytes),
+		units.FormatBytes(p.ReadBytes), units.FormatBytes(p.WriteBytes))
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// lookahead is the capacity of the pool of a streamed operand: enough
+// blocks for every multiply thread to have work queued while the loader
+// reads ahead.
+func lookahead(threads int) int { return max(4, 2*threads) }
+
+// partialCap is the capacity of the pool of partial products for panels of
+// panel blocks. Multiplies are emitted and dequeued in schedule order, so
+// at most panel + threads blocks of C are open (have some but not all of
+// their contributions summed): the panel's C blocks at the frontier of the
+// schedule plus one per multiply still executing behind it. Each open block
+// holds one buffer once the accumulations in flight drain, which needs no
+// new buffer; with panel + 2·threads + 2 buffers a multiply waiting for one
+// always gets it (see the package documentation).
+func partialCap(panel, threads int) int { return panel + 2*threads + 2 }
+
+// capPartials limits a partial-product pool to the number of products: no
+// more buffers can ever be out at once.
+func capPartials(c, multiplies int) int { return max(1, min(c, multiplies)) }
+
+// newPlan plans C = A·B for the given shapes. inMemory means both operands
+// are in memory (no pools for A and B, no budget for them).
+func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
+	bs, threads := cfg.blockSize(), cfg.threads()
+	p := Plan{M: m, K: k, N: n, BlockSize: bs, Threads: threads, InMemory: inMemory,
+		MB: ceilDiv(m, bs), KB: ceilDiv(k, bs), NB: ceilDiv(n, bs)}
+	p.Multiplies = p.MB * p.NB * p.KB
+	p.Flops = 2 * float64(m) * float64(n) * float64(k)
+	p.WriteBytes = 8 * int64(m) * int64(n)
+	if p.Multiplies == 0 {
+		return p, nil // nothing to multiply: C is empty or all zeros
+	}
+	sA := 8 * int64(min(bs, m)) * int64(min(bs, k))
+	sB := 8 * int64(min(bs, k)) * int64(min(bs, n))
+	sC := 8 * int64(min(bs, m)) * int64(min(bs, n))
+	if inMemory {
+		// Panels only order the work here (nothing is read): a few block
+		// rows per panel keep the partial products few and each B block
+		// hot in the cache for the panel's consecutive multiplies.
+		p.Order, p.Panel = RowPanels, min(p.MB, max(8, 2*threads))
+		p.Panels = ceilDiv(p.MB, p.Panel)
+		p.PoolC = capPartials(partialCap(p.Panel, threads), p.Multiplies)
+		p.PoolBytes = int64(p.PoolC) * sC
+		return p, nil
+	}
+	mk, kn := 8*int64(m)*int64(k), 8*int64(k)*int64(n)
+	look := lookahead(threads)
+	type option struct {
+		order            Order
+		panel            int
+		capA, capB, capC int
+		reads, memory    int64
+	}
+	var best *option
+	consider := func(o option) {
+		o.memory = int64(o.capA)*sA + int64(o.capB)*sB + int64(o.capC)*sC
+		if cfg.MemoryBudget > 0 && o.memory > cfg.MemoryBudget {
+			return
+		}
+		if best == nil || o.reads < best.reads {
+			best = &o
+		}
+	}
+	// Resident panels, for each orientation: the largest panel that fits
+	// gives the fewest passes; the panel is then evened out to the smallest
+	// size with that many passes. While the last column (row) of blocks of
+	// a panel is multiplied, the next panel's first blocks load into panel
+	// extra buffers.
+	panelOption := func(order Order, blocks, streamedPerPass int, sRes, sStr int64) {
+		mem := func(P int) (capRes, capStr, capC int, bytes int64) {
+			capRes = P * p.KB
+			if P < blocks {
+				capRes += P
+			}
+			capStr = min(look, streamedPerPass*ceilDiv(blocks, P))
+			capC = capPartials(partialCap(P, threads), p.Multiplies)
+			return capRes, capStr, capC, int64(capRes)*sRes + int64(capStr)*sStr + int64(capC)*sC
+		}
+		for P := blocks; P >= 1; P-- {
+			if _, _, _, bytes := mem(P); cfg.MemoryBudget > 0 && bytes > cfg.MemoryBudget {
+				continue
+			}
+			passes := ceilDiv(blocks, P)
+			P = ceilDiv(blocks, passes)
+			capRes, capStr, capC, _ := mem(P)
+			o := option{order: order, panel: P, capC: capC}
+			if order == RowPanels {
+				o.capA, o.capB = capRes, capStr
+				o.reads = mk + int64(passes)*kn
+			} else {
+				o.capA, o.capB = capStr, capRes
+				o.reads = kn + int64(passes)*mk
+			}
+			consider(o)
+			return
+		}
+	}
+	panelOption(RowPanels, p.MB, p.KB*p.NB, sA, sB)
+	panelOption(ColumnPanels, p.NB, p.MB*p.KB, sB, sA)
+	if best == nil {
+		consider(option{order: Streamed, panel: 1,
+			capA: min(look, p.Multiplies), capB: min(look, p.Multiplies), capC: capPartials(partialCap(1, threads), p.Multiplies),
+			reads: mk*int64(p.NB) + kn*int64(p.MB)})
+	}
+	if best == nil {
+		need := int64(look)*(sA+sB) + int64(partialCap(1, threads))*sC
+		return p, fmt.Errorf("%w: %s cannot hold the blocks of one pass with %dx%d blocks and %d threads: need at least %s (use smaller blocks or fewer threads)",
+			ErrBudget, units.FormatBytes(cfg.MemoryBudget), bs, bs, threads, units.FormatBytes(need))
+	}
+	p.Order, p.Panel = best.order, best.panel
+	switch best.order {
+	case RowPanels:
+		p.Panels = ceilDiv(p.MB, p.Panel)
+	case ColumnPanels:
+		p.Panels = ceilDiv(p.NB, p.Panel)
+	case Streamed:
+		p.Panels = p.MB
+	}
+	p.PoolA, p.PoolB, p.PoolC = best.capA, best.capB, best.capC
+	p.PoolBytes, p.ReadBytes = best.memory, best.reads
+	return p, nil
+}
+
+// step is one block product of the schedule: C(i,j) += A(i,l)·B(l,j),
+// using the gen-th loads of those blocks.
+type step struct{ i, j, l, genA, genB int }
+
+// panelRange returns the block indices [lo, hi) of panel q.
+func (p *Plan) panelRange(q, blocks int) (lo, hi int) {
+	return q * p.Panel, min((q+1)*p.Panel, blocks)
+}
+
+// cursor walks the plan's multiplies in schedule order.
+type cursor struct {
+	p          *Plan
+	q, u, l, v int // panel, outer index, inner-product index, index within the panel
+	lo, hi     int // the current panel's range
+	done       bool
+}
+
+func newCursor(p *Plan) *cursor {
+	c := &cursor{p: p, done: p.Multiplies == 0}
+	c.setPanel(0)
+	return c
+}
+
+func (c *cursor) setPanel(q int) {
+	c.q, c.u, c.l = q, 0, 0
+	switch c.p.Order {
+	case RowPanels:
+		c.lo, c.hi = c.p.panelRange(q, c.p.MB)
+	case ColumnPanels:
+		c.lo, c.hi = c.p.panelRange(q, c.p.NB)
+	case Streamed:
+		c.lo, c.hi = q, q+1 // a panel is one block row, i = q
+	}
+	c.v = c.lo
+}
+
+// next returns the next step of the schedule.
+func (c *cursor) next() (step, bool) {
+	if c.done {
+		return step{}, false
+	}
+	var s step
+	switch c.p.Order {
+	case RowPanels: // panel of rows, then j, l, i
+		s = step{i: c.v, j: c.u, l: c.l, genA: c.q, genB: c.q}
+	case ColumnPanels: // panel of columns, then i, l, j
+		s = step{i: c.u, j: c.v, l: c.l, genA: c.q, genB: c.q}
+	case Streamed: // i, j, l; every use is its own load
+		s = step{i: c.v, j: c.u, l: c.l, genA: c.u, genB: c.v}
+	}
+	// Advance: v fastest, then l, then u, then the panel.
+	outer := c.p.NB
+	if c.p.Order == ColumnPanels {
+		outer = c.p.MB
+	}
+	panels := c.p.Panels
+	if c.v++; c.v == c.hi {
+		c.v = c.lo
+		if c.l++; c.l == c.p.KB {
+			c.l = 0
+			if c.u++; c.u == outer {
+				if c.q+1 == panels {
+					c.done = true
+				} else {
+					c.setPanel(c.q + 1)
+				}
+			}
+		}
+	}
+	return s, true
+}
+
+// requests returns the loads of the plan in the order their blocks are
+// first needed by the schedule, each with its number of uses (its release
+// count). Both loaders read their requests in this order.
+func (p *Plan) requests(yield func(Request) bool) {
+	c := newCursor(p)
+	for {
+		s, ok := c.next()
+		if !ok {
+			return
+		}
+		var needA, needB bool
+		usesA, usesB := 1, 1
+		switch p.Order {
+		case RowPanels:
+			lo, hi := p.panelRange(s.genA, p.MB)
+			needA, usesA = s.j == 0, p.NB
+			needB, usesB = s.i == lo, hi-lo
+		case ColumnPanels:
+			lo, hi := p.panelRange(s.genB, p.NB)
+			needB, usesB = s.i == 0, p.MB
+			needA, usesA = s.j == lo, hi-lo
+		case Streamed:
+			needA, needB = true, true
+		}
+		if needA && !yield(Request{Operand: OperandA, Row: s.i, Col: s.l, Gen: s.genA, Uses: usesA}) {
+			return
+		}
+		if needB && !yield(Request{Operand: OperandB, Row: s.l, Col: s.j, Gen: s.genB, Uses: usesB}) {
+			return
+		}
+	}
+}
