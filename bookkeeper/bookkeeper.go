@@ -16,6 +16,12 @@
 // state between clones, make the factory return rules that point to a shared
 // (and properly synchronized) value; that choice is then explicit.
 //
+// Every rule of a bookkeeper receives the same input value, one rule after
+// the other; the consumers of an earlier rule may already be working on what
+// it emitted while a later rule still reads the input. So a value (or what
+// it points to) must not be modified once it has been emitted: emit a new
+// value instead.
+//
 // A rule that implements task.Terminator stops receiving inputs once
 // CanTerminate returns true, and its consumers then see it as finished; the
 // bookkeeper stops when all its rules have. Rules may also implement
