@@ -152,11 +152,11 @@ func drawNode(w io.Writer, ind string, n core.TopoNode, opt DOTOptions, maxT tim
 
 func nodeLabel(n core.TopoNode, opt DOTOptions) string {
 	s := n.Stats
-	var in, out, comp, wait, mem int64
+	var in, comp, wait, mem int64
+	out := itemsOut(s)
 	var per []time.Duration
 	for _, c := range s.Copies {
 		in += c.ItemsIn.Load()
-		out += c.ItemsOut.Load()
 		comp += c.Compute.Load()
 		wait += c.Wait.Load()
 		mem += c.MemWait.Load()

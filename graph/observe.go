@@ -53,10 +53,9 @@ type TaskProgress struct {
 func (rt *Runtime[In, Out]) Progress() Progress {
 	p := Progress{Elapsed: time.Since(rt.run.Epoch), Sent: rt.sent.Load(), Outputs: rt.results.Pushed()}
 	for _, n := range rt.run.Nodes() {
-		tp := TaskProgress{Name: n.Name}
+		tp := TaskProgress{Name: n.Name, ItemsOut: itemsOut(n)}
 		for _, c := range n.Copies {
 			tp.ItemsIn += c.ItemsIn.Load()
-			tp.ItemsOut += c.ItemsOut.Load()
 		}
 		p.Tasks = append(p.Tasks, tp)
 	}
@@ -110,8 +109,9 @@ func (r Report) String() string {
 func activity(r *core.Run) int64 {
 	var a int64
 	for _, n := range r.Nodes() {
+		a += itemsOut(n)
 		for _, c := range n.Copies {
-			a += c.ItemsIn.Load() + c.ItemsOut.Load()
+			a += c.ItemsIn.Load()
 		}
 	}
 	return a

@@ -301,3 +301,58 @@ func TestProgressAndHTTP(t *testing.T) {
 		t.Fatalf("bad format: %d", code)
 	}
 }
+
+// Outputs are counted once per Emit, whatever the number of consumers;
+// inputs once per value taken.
+func TestItemCounters(t *testing.T) {
+	g := graph.New[int, int]("counts")
+	twice := graph.AddFunc(g, "twice", 3, func(_ context.Context, v int, out task.Emitter[int]) error {
+		if err := out.Emit(v); err != nil {
+			return err
+		}
+		return out.Emit(-v)
+	})
+	a := graph.AddFunc(g, "a", 1, func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v) })
+	b := graph.AddFunc(g, "b", 2, func(_ context.Context, v int, out task.Emitter[int]) error { return nil })
+	bk := bookkeeper.New[int](g, "bk")
+	pos := bookkeeper.AddRule(bk, "pos", func() bookkeeper.Rule[int, int] {
+		return bookkeeper.RuleFunc[int, int](func(_ context.Context, v int, out task.Emitter[int]) error {
+			if v > 0 {
+				return out.Emit(v)
+			}
+			return nil
+		})
+	})
+	void := bookkeeper.AddRule(bk, "all, to nobody", func() bookkeeper.Rule[int, int] {
+		return bookkeeper.RuleFunc[int, int](func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v) })
+	})
+	_ = void
+	graph.Connect(g.Input(), twice)
+	graph.Connect(twice, a)
+	graph.Connect(twice, b)
+	graph.Connect(a, bk)
+	graph.Connect(pos, g.Output())
+	rt, err := g.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 50; i++ {
+		_ = rt.Send(i)
+	}
+	rt.Close()
+	for range rt.Results() {
+	}
+	if err := rt.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]int64{"twice": {50, 100}, "a": {100, 100}, "b": {100, 0}, "bk": {100, 150}}
+	for _, ts := range rt.Stats().Tasks {
+		w := want[ts.Name]
+		if ts.ItemsIn != w[0] || ts.ItemsOut != w[1] {
+			t.Errorf("%s: in %d out %d, want in %d out %d", ts.Name, ts.ItemsIn, ts.ItemsOut, w[0], w[1])
+		}
+	}
+	if p := rt.Progress(); p.Outputs != 50 || p.Sent != 50 {
+		t.Errorf("progress %+v", p)
+	}
+}

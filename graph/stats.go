@@ -21,7 +21,7 @@ type TaskStats struct {
 	Kind       string // "task" or "bookkeeper"
 	Pipeline   int    // clone index of the innermost enclosing pipeline
 	ItemsIn    int64
-	ItemsOut   int64
+	ItemsOut   int64         // values emitted (by all copies, or all rules)
 	Compute    time.Duration // total time inside Execute, all copies
 	Wait       time.Duration // total time waiting for input
 	MemoryWait time.Duration // total time waiting for pool memory
@@ -36,7 +36,6 @@ type CopyStats struct {
 	State      string // "executing", "waiting for input", "waiting for memory", ...
 	MemoryPool string // the pool waited on, in the "waiting for memory" state
 	ItemsIn    int64
-	ItemsOut   int64
 	Compute    time.Duration
 	Wait       time.Duration
 	MemoryWait time.Duration
@@ -56,22 +55,31 @@ type PoolStats struct {
 // time, also after Wait.
 func (rt *Runtime[In, Out]) Stats() Stats { return snapshot(rt.run) }
 
+// itemsOut returns what a node emitted. Outputs are counted per task, not
+// per copy: an outlet counts under its first consumer's queue lock, which
+// costs nothing extra per value.
+func itemsOut(n *core.NodeStats) int64 {
+	if n.ItemsOut == nil {
+		return 0
+	}
+	return n.ItemsOut()
+}
+
 func snapshot(r *core.Run) Stats {
 	s := Stats{Graph: r.Name, Elapsed: time.Since(r.Epoch)}
 	for _, n := range r.Nodes() {
-		ts := TaskStats{Name: n.Name, Kind: n.Kind, Pipeline: n.Pipeline}
+		ts := TaskStats{Name: n.Name, Kind: n.Kind, Pipeline: n.Pipeline, ItemsOut: itemsOut(n)}
 		if n.QueueLen != nil {
 			ts.Queue, ts.MaxQueue = n.QueueLen(), n.QueueMax()
 		}
 		for _, c := range n.Copies {
 			cs := CopyStats{
 				Thread: c.Thread, State: c.State().String(), MemoryPool: c.MemoryPool(),
-				ItemsIn: c.ItemsIn.Load(), ItemsOut: c.ItemsOut.Load(),
+				ItemsIn: c.ItemsIn.Load(),
 				Compute: time.Duration(c.Compute.Load()), Wait: time.Duration(c.Wait.Load()),
 				MemoryWait: time.Duration(c.MemWait.Load()),
 			}
 			ts.ItemsIn += cs.ItemsIn
-			ts.ItemsOut += cs.ItemsOut
 			ts.Compute += cs.Compute
 			ts.Wait += cs.Wait
 			ts.MemoryWait += cs.MemoryWait

@@ -20,6 +20,7 @@ type ruleRT[In any] interface {
 	canTerminate() bool
 	shutdown(ctx context.Context) error
 	outlet() any
+	pushed() int64
 	close() // the rule produces no more: its edge loses a producer
 }
 
@@ -65,14 +66,15 @@ func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 		}
 		n := newNode(sc, name, "bookkeeper", queueCap, []executor[In]{x}, x.closeAll)
 		n.stats.Rules = x.names
-		x.stats = n.stats.Copies[0]
 		for _, rt := range x.rules {
 			n.inbox.SetNext(rt.outlet())
 		}
-		if !sc.Run.NoStats {
+		n.stats.ItemsOut = func() int64 {
+			var total int64
 			for _, rt := range x.rules {
-				rt.(interface{ setStats(*CopyStats) }).setStats(x.stats)
+				total += rt.pushed()
 			}
+			return total
 		}
 		return &bkInst[In]{node: n, x: x}, nil
 	}
@@ -112,7 +114,6 @@ type rule[In, Out any] struct {
 	out  *Outlet[Out]
 }
 
-func (r *rule[In, Out]) setStats(cs *CopyStats) { r.em.stats = cs }
 func (r *rule[In, Out]) initialize(ctx context.Context, info task.Info) error {
 	if r.init != nil {
 		return r.init.Initialize(ctx, info)
@@ -127,8 +128,9 @@ func (r *rule[In, Out]) shutdown(ctx context.Context) error {
 	}
 	return nil
 }
-func (r *rule[In, Out]) outlet() any { return r.out }
-func (r *rule[In, Out]) close()      { r.out.ProducerDone() }
+func (r *rule[In, Out]) outlet() any   { return r.out }
+func (r *rule[In, Out]) pushed() int64 { return r.out.Pushed() }
+func (r *rule[In, Out]) close()        { r.out.ProducerDone() }
 
 // bkExec is the single copy of a bookkeeper.
 type bkExec[In any] struct {
@@ -138,7 +140,6 @@ type bkExec[In any] struct {
 	live   []bool
 	nlive  int
 	active atomic.Bool
-	stats  *CopyStats
 }
 
 func (x *bkExec[In]) initialize(ctx context.Context, info task.Info) error {

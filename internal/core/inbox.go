@@ -64,7 +64,11 @@ func (q *Inbox[T]) ProducerDone() {
 
 // Push appends v. It blocks only when the inbox is bounded and full. A value
 // pushed to an inbox whose consumers have all stopped is dropped.
-func (q *Inbox[T]) Push(v T) error {
+func (q *Inbox[T]) Push(v T) error { return q.push(v, nil) }
+
+// push is Push that also increments *count, under the inbox's lock, when v
+// is accepted: an outlet counts its values this way for free.
+func (q *Inbox[T]) push(v T, count *int64) error {
 	q.mu.Lock()
 	for q.limit > 0 && q.n >= q.limit && !q.gone && !q.run.Stopped() {
 		q.pwaiting++
@@ -98,6 +102,9 @@ func (q *Inbox[T]) Push(v T) error {
 	q.buf[i] = v
 	q.n++
 	q.pushed++
+	if count != nil {
+		*count++
+	}
 	if q.n > q.maxLen {
 		q.maxLen = q.n
 	}

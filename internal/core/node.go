@@ -247,16 +247,12 @@ func (n *node[In]) runBatch(ctx context.Context, ex executor[In], batch []In, th
 type emitter[T any] struct {
 	out    *Outlet[T]
 	active *atomic.Bool
-	stats  *CopyStats
 	name   string
 }
 
 func (e *emitter[T]) Emit(v T) error {
 	if !e.active.Load() {
 		return fmt.Errorf("htgs: %s: %w", e.name, task.ErrEmitClosed)
-	}
-	if e.stats != nil {
-		e.stats.ItemsOut.Add(1)
 	}
 	return e.out.Push(v)
 }
@@ -339,12 +335,10 @@ func TaskSpec[In, Out any](name string, opt TaskOptions, factory func() task.Tas
 		}
 		n := newNode(sc, name, "task", opt.QueueCap, execs, out.ProducerDone)
 		n.inbox.SetNext(out)
-		for i, x := range execs {
+		n.stats.ItemsOut = out.Pushed
+		for _, x := range execs {
 			te := x.(*taskExec[In, Out])
 			te.em = emitter[Out]{out: out, active: &te.active, name: fmt.Sprintf("task %q", full)}
-			if !sc.Run.NoStats {
-				te.em.stats = n.stats.Copies[i]
-			}
 		}
 		return &taskInst[In, Out]{node: n, out: out}, nil
 	}

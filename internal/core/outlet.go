@@ -16,6 +16,12 @@ type Outlet[T any] struct {
 	name      string
 	targets   []Sink[T]
 	producers atomic.Int32
+
+	// Values sent: counted under the first target's lock when that is an
+	// inbox (no extra atomic operation per value), else atomically.
+	first   *Inbox[T]
+	pushed  int64 // guarded by first.mu
+	apushed atomic.Int64
 }
 
 // NewOutlet returns an outlet registered with r for validation.
@@ -27,18 +33,40 @@ func NewOutlet[T any](r *Run, name string) *Outlet[T] {
 
 // Connect adds s as a target; called while wiring.
 func (o *Outlet[T]) Connect(s Sink[T]) {
+	if len(o.targets) == 0 {
+		o.first, _ = s.(*Inbox[T])
+	}
 	o.targets = append(o.targets, s)
 	s.AddProducer()
 }
 
 // Push sends v to every target.
 func (o *Outlet[T]) Push(v T) error {
-	for _, t := range o.targets {
-		if err := t.Push(v); err != nil {
+	if o.first == nil {
+		o.apushed.Add(1)
+	}
+	for i, t := range o.targets {
+		var err error
+		if i == 0 && o.first != nil {
+			err = o.first.push(v, &o.pushed)
+		} else {
+			err = t.Push(v)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Pushed returns how many values were sent through the outlet.
+func (o *Outlet[T]) Pushed() int64 {
+	if o.first == nil {
+		return o.apushed.Load()
+	}
+	o.first.mu.Lock()
+	defer o.first.mu.Unlock()
+	return o.pushed
 }
 
 // AddProducer declares one more producer feeding this outlet.

@@ -30,16 +30,15 @@ func (s State) String() string {
 // CopyStats are the always-on counters of one task copy. They are written by
 // the copy's goroutine (and by Emit) and may be read at any time.
 type CopyStats struct {
-	Thread   int
-	ItemsIn  atomic.Int64
-	ItemsOut atomic.Int64
-	Compute  atomic.Int64 // nanoseconds inside Execute
-	Wait     atomic.Int64 // nanoseconds waiting for input
-	MemWait  atomic.Int64 // nanoseconds waiting for memory
-	state    atomic.Int32
-	memPool  atomic.Pointer[string] // pool waited on, while in StateMemoryWait
-	track    *Track                 // set when the run is traced
-	epoch    time.Time
+	Thread  int
+	ItemsIn atomic.Int64
+	Compute atomic.Int64 // nanoseconds inside Execute
+	Wait    atomic.Int64 // nanoseconds waiting for input
+	MemWait atomic.Int64 // nanoseconds waiting for memory
+	state   atomic.Int32
+	memPool atomic.Pointer[string] // pool waited on, while in StateMemoryWait
+	track   *Track                 // set when the run is traced
+	epoch   time.Time
 }
 
 // State returns what the copy is doing now.
@@ -82,9 +81,10 @@ type NodeStats struct {
 	Path     []string // enclosing graphs/pipeline clones, outermost first
 	Pipeline int
 	Copies   []*CopyStats
-	Rules    []string   // bookkeeper rule names
-	QueueLen func() int // current input queue length (nil: none)
-	QueueMax func() int // largest input queue length
+	Rules    []string     // bookkeeper rule names
+	ItemsOut func() int64 // values emitted by all copies (all rules)
+	QueueLen func() int   // current input queue length (nil: none)
+	QueueMax func() int   // largest input queue length
 	queue    *QueueTrack
 }
 
