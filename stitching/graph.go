@@ -286,9 +286,6 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 	}
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
-	if rows <= 0 || cols <= 0 {
-		return nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
-	}
 	workers := gopt.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -311,19 +308,9 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 			slots, line, minSlots)
 	}
 
-	res := &Result{Rows: rows, Cols: cols, Width: w, Height: h, Names: make([]string, rows*cols)}
-	for r := range rows {
-		for c := range cols {
-			res.Names[r*cols+c] = src.Name(r, c)
-		}
-	}
-	if !opt.NoFlatField {
-		ff, err := EstimateFlatField(ctx, src, flatFieldTiles)
-		if err != nil {
-			return nil, err
-		}
-		res.FlatField = ff
-		src = CorrectedSource(src, ff)
+	res, src, err := begin(ctx, src, opt)
+	if err != nil {
+		return nil, err
 	}
 
 	// Phase 1: registration.

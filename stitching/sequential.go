@@ -119,26 +119,9 @@ func Sequential(ctx context.Context, src TileSource, opt Options) (*Result, erro
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	rows, cols := src.Rows(), src.Cols()
-	w, h := src.TileSize()
-	if rows <= 0 || cols <= 0 {
-		return nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
-	}
-	res := &Result{Rows: rows, Cols: cols, Width: w, Height: h, Names: make([]string, rows*cols)}
-	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			res.Names[r*cols+c] = src.Name(r, c)
-		}
-	}
-	if !opt.NoFlatField {
-		ff, err := EstimateFlatField(ctx, src, flatFieldTiles)
-		if err != nil {
-			return nil, err
-		}
-		res.FlatField = ff
-		if !ff.Identity() {
-			src = CorrectedSource(src, ff)
-		}
+	res, src, err := begin(ctx, src, opt)
+	if err != nil {
+		return nil, err
 	}
 	rel, err := computeTranslations(ctx, src, opt)
 	if err != nil {
@@ -151,6 +134,34 @@ func Sequential(ctx context.Context, src TileSource, opt Options) (*Result, erro
 	}
 	res.Model, res.Optimized, res.Positions = o.Model, o.Optimized, o.Positions
 	return res, nil
+}
+
+// begin starts a Result for the grid of src (size, names) and, unless
+// opt.NoFlatField, estimates the flat field and returns the corrected
+// source to stitch; shared by Sequential and Stitch.
+func begin(ctx context.Context, src TileSource, opt Options) (*Result, TileSource, error) {
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	if rows <= 0 || cols <= 0 {
+		return nil, nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
+	}
+	res := &Result{Rows: rows, Cols: cols, Width: w, Height: h, Names: make([]string, rows*cols)}
+	for r := range rows {
+		for c := range cols {
+			res.Names[r*cols+c] = src.Name(r, c)
+		}
+	}
+	if !opt.NoFlatField {
+		ff, err := EstimateFlatField(ctx, src, flatFieldTiles)
+		if err != nil {
+			return nil, nil, err
+		}
+		res.FlatField = ff
+		if !ff.Identity() {
+			src = CorrectedSource(src, ff)
+		}
+	}
+	return res, src, nil
 }
 
 type slot struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"math"
 	"os"
 
@@ -24,24 +25,19 @@ func WriteTIFF(path string, img *image.Gray16) (err error) {
 	if n := int64(b.Dx()) * int64(b.Dy()) * 2; n > maxTIFFBytes {
 		return fmt.Errorf("compose: %d x %d image (%d bytes) exceeds the 4 GiB limit of classic TIFF", b.Dx(), b.Dy(), n)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := tiff.Encode(bw, img, &tiff.Options{Compression: tiff.Uncompressed}); err != nil {
-		return fmt.Errorf("compose: encoding %s: %w", path, err)
-	}
-	return bw.Flush()
+	return writeFile(path, func(w io.Writer) error {
+		return tiff.Encode(w, img, &tiff.Options{Compression: tiff.Uncompressed})
+	})
 }
 
 // WritePNG writes img as a PNG file.
-func WritePNG(path string, img image.Image) (err error) {
+func WritePNG(path string, img image.Image) error {
+	return writeFile(path, func(w io.Writer) error { return png.Encode(w, img) })
+}
+
+// writeFile creates path and writes it through a buffer with encode,
+// reporting errors of encoding, flushing and closing.
+func writeFile(path string, encode func(io.Writer) error) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -52,7 +48,7 @@ func WritePNG(path string, img image.Image) (err error) {
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := png.Encode(bw, img); err != nil {
+	if err := encode(bw); err != nil {
 		return fmt.Errorf("compose: encoding %s: %w", path, err)
 	}
 	return bw.Flush()

@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"bufio"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -17,7 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/image/tiff"
+	"github.com/gohtgs/htgs/stitching/compose"
 )
 
 // TruthFile is the name of the ground-truth file written next to the tiles.
@@ -281,23 +280,9 @@ func tileNames(rows, cols int, name func(row, col int) string) ([]string, error)
 	return names, nil
 }
 
-// WriteTIFF writes img as an uncompressed 16-bit grayscale TIFF.
-func WriteTIFF(path string, img *image.Gray16) (err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := tiff.Encode(bw, img, &tiff.Options{Compression: tiff.Uncompressed}); err != nil {
-		return fmt.Errorf("synth: encoding %s: %w", path, err)
-	}
-	return bw.Flush()
-}
+// WriteTIFF writes img as an uncompressed 16-bit grayscale TIFF (it is
+// compose.WriteTIFF).
+func WriteTIFF(path string, img *image.Gray16) error { return compose.WriteTIFF(path, img) }
 
 // TruthEntry is one line of truth.csv.
 type TruthEntry struct {
