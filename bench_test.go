@@ -331,7 +331,9 @@ func benchMatmulInMemory(b *testing.B, kernel string, block func(n int) int) {
 	for _, n := range []int{2048, 4096} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			a, bm, c, ref := matmul.Random(n, n, 1), matmul.Random(n, n, 2), matmul.NewDense(n, n), matmul.NewDense(n, n)
-			cfg := matmul.Config{BlockSize: block(n), Kernel: k}
+			// One buffer cache for every iteration, as a program multiplying
+			// repeatedly would keep: first-touch page faults are costly.
+			cfg := matmul.Config{BlockSize: block(n), Kernel: k, Buffers: &matmul.BufferCache{}}
 			ctx := context.Background()
 			t := matmulTimed(b,
 				func() error { _, err := matmul.Multiply(ctx, a, bm, c, cfg); return err },
@@ -437,7 +439,8 @@ func benchOutOfCore(b *testing.B, k matmul.Kernel, n, bs int) {
 	}
 	ctx := context.Background()
 	matrix := 8 * int64(n) * int64(n)
-	cfg := matmul.Config{BlockSize: bs, Kernel: k, MemoryBudget: 2 * matrix}
+	buffers := &matmul.BufferCache{}
+	cfg := matmul.Config{BlockSize: bs, Kernel: k, MemoryBudget: 2 * matrix, Buffers: buffers}
 	var plan matmul.Plan
 	t := matmulTimed(b,
 		func() error { // graph, out of core
@@ -473,7 +476,7 @@ func benchOutOfCore(b *testing.B, k matmul.Kernel, n, bs int) {
 			if err != nil {
 				return err
 			}
-			c, _, err := matmul.MultiplyDense(ctx, a, bm, matmul.Config{BlockSize: bs, Kernel: k})
+			c, _, err := matmul.MultiplyDense(ctx, a, bm, matmul.Config{BlockSize: bs, Kernel: k, Buffers: buffers})
 			if err != nil {
 				return err
 			}

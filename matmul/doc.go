@@ -38,7 +38,7 @@
 // A [Kernel] makes one [Multiplier] per copy of the multiply task; a
 // multiplier may implement task.Initializer and task.Shutdowner to hold a
 // per-thread resource (a GPU handle). Kernels are looked up by name
-// ([LookupKernel]) and registered with [RegisterKernel]:
+// ([LookupKernel]); build tags decide which are compiled in:
 //
 //   - "gonum" (default, pure Go). gonum's Dgemm (blas/gonum, and
 //     blas64.Gemm on top of it) is itself parallel: when C has at least

@@ -61,6 +61,9 @@ type Config struct {
 	Observe func(g *graph.Graph[Request, Done], rt *graph.Runtime[Request, Done])
 	// Logger receives the run's diagnostics (nil: discarded).
 	Logger *slog.Logger
+	// Buffers, when set, recycles block buffers between products (see
+	// BufferCache); nil allocates fresh buffers for every product.
+	Buffers *BufferCache
 }
 
 func (c Config) blockSize() int {
@@ -416,12 +419,12 @@ func build(plan *Plan, cfg Config, a, b *operand, c Sink, written *atomic.Int64,
 	g := graph.New[Request, Done]("matmul")
 	bs := plan.BlockSize
 	if plan.PoolA > 0 && a.dense == nil {
-		a.pool = memmgr.New(g, "A blocks", plan.PoolA, recycledSlices(min(bs, plan.M)*min(bs, plan.K)), memmgr.Dynamic())
+		a.pool = memmgr.New(g, "A blocks", plan.PoolA, blockBuffers(min(bs, plan.M)*min(bs, plan.K), cfg.Buffers), memmgr.Dynamic())
 	}
 	if plan.PoolB > 0 && b.dense == nil {
-		b.pool = memmgr.New(g, "B blocks", plan.PoolB, recycledSlices(min(bs, plan.K)*min(bs, plan.N)), memmgr.Dynamic())
+		b.pool = memmgr.New(g, "B blocks", plan.PoolB, blockBuffers(min(bs, plan.K)*min(bs, plan.N), cfg.Buffers), memmgr.Dynamic())
 	}
-	partials := memmgr.New(g, "C partials", plan.PoolC, recycledSlices(min(bs, plan.M)*min(bs, plan.N)), memmgr.Dynamic())
+	partials := memmgr.New(g, "C partials", plan.PoolC, blockBuffers(min(bs, plan.M)*min(bs, plan.N), cfg.Buffers), memmgr.Dynamic())
 	loadA, loadB := addLoaders(g, a, b, bs)
 
 	pairBK := bookkeeper.New[*block](g, "pair")

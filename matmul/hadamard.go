@@ -100,12 +100,12 @@ func Hadamard(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 	oa, ob := newOperand("A", a), newOperand("B", b)
 	size := min(bs, m) * min(bs, n)
 	if oa.dense == nil {
-		oa.pool = memmgr.New(g, "A blocks", plan.PoolA, recycledSlices(size), memmgr.Dynamic())
+		oa.pool = memmgr.New(g, "A blocks", plan.PoolA, blockBuffers(size, cfg.Buffers), memmgr.Dynamic())
 	}
 	if ob.dense == nil {
-		ob.pool = memmgr.New(g, "B blocks", plan.PoolB, recycledSlices(size), memmgr.Dynamic())
+		ob.pool = memmgr.New(g, "B blocks", plan.PoolB, blockBuffers(size, cfg.Buffers), memmgr.Dynamic())
 	}
-	outPool := memmgr.New(g, "C blocks", plan.PoolC, recycledSlices(size), memmgr.Dynamic())
+	outPool := memmgr.New(g, "C blocks", plan.PoolC, blockBuffers(size, cfg.Buffers), memmgr.Dynamic())
 	loadA, loadB := addLoaders(g, oa, ob, bs)
 	pairBK := bookkeeper.New[*block](g, "pair")
 	toMul := bookkeeper.AddRule(pairBK, "A(i,j) with B(i,j)", func() bookkeeper.Rule[*block, product] {

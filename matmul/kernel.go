@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -69,53 +67,26 @@ func (e *notBuiltError) Error() string {
 
 func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
 
-var (
-	kernelsMu sync.Mutex
-	kernels   = map[string]func() (Kernel, error){
-		"gonum":    func() (Kernel, error) { return Gonum(), nil },
-		"cuda":     func() (Kernel, error) { return nil, NotBuilt("cuda", "cuda") },
-		"openblas": newOpenBLAS,
-	}
-)
-
-// RegisterKernel makes a kernel available to [LookupKernel] under name,
-// replacing an earlier registration: a package built with the cuda tag
-// registers "cuda" from its init function. newKernel is called on every
-// lookup and may fail (no device, library missing).
-func RegisterKernel(name string, newKernel func() (Kernel, error)) {
-	if newKernel == nil {
-		panic("matmul: RegisterKernel with a nil function")
-	}
-	kernelsMu.Lock()
-	defer kernelsMu.Unlock()
-	kernels[name] = newKernel
-}
-
-// KernelNames returns the registered kernel names, sorted (including the
+// KernelNames returns the names LookupKernel knows, sorted (including the
 // ones whose lookup fails because they were not built).
-func KernelNames() []string {
-	kernelsMu.Lock()
-	defer kernelsMu.Unlock()
-	names := make([]string, 0, len(kernels))
-	for n := range kernels {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func KernelNames() []string { return []string{"cuda", "gonum", "openblas"} }
 
-// LookupKernel returns the kernel registered under name: "gonum" (always
-// available), "openblas" (with the openblas build tag and cgo), "cuda" (when
-// the CUDA work registers it). A kernel that was not compiled in gives an
-// error wrapping [ErrNotBuilt] that says which build tag is missing.
+// LookupKernel returns the kernel named name: "gonum" (always available),
+// "openblas" (with the openblas build tag and cgo), "cuda" (with the cuda
+// build tag, once its kernel exists). A kernel that was not compiled in
+// gives an error wrapping [ErrNotBuilt] that says which build tag is
+// missing. The set is fixed at build time: build tags select the files that
+// provide each kernel, so no registry needs to be mutated at run time.
 func LookupKernel(name string) (Kernel, error) {
-	kernelsMu.Lock()
-	f, ok := kernels[name]
-	kernelsMu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("matmul: unknown kernel %q (have %v)", name, KernelNames())
+	switch name {
+	case "gonum":
+		return Gonum(), nil
+	case "openblas":
+		return newOpenBLAS()
+	case "cuda":
+		return newCUDA()
 	}
-	return f()
+	return nil, fmt.Errorf("matmul: unknown kernel %q (have %v)", name, KernelNames())
 }
 
 // checkMul validates the arguments of Multiplier.Mul, so that kernels
