@@ -1,3 +1,5 @@
+//go:build !cuda
+
 package matmul
 
 // newCUDA reports that no CUDA kernel is compiled in. The CUDA kernel (a

@@ -54,6 +54,10 @@ type Gemmer interface {
 // missing build tag.
 var ErrNotBuilt = errors.New("matmul: kernel not built into this program")
 
+// ErrUnavailable is wrapped by LookupKernel's error for a kernel that is
+// built in but cannot run on this machine (the cuda kernel without a GPU).
+var ErrUnavailable = errors.New("matmul: kernel unavailable on this machine")
+
 // NotBuilt returns the error for a kernel that needs the build tag tag,
 // such as `matmul: kernel "cuda": not built with -tags cuda`; it matches
 // ErrNotBuilt.
