@@ -554,3 +554,31 @@ func (s *shutCounter) Execute(context.Context, int, task.Emitter[int]) error {
 	return errors.New("always")
 }
 func (s *shutCounter) Shutdown(context.Context) error { s.n.Add(1); return nil }
+
+// A graph nested in itself, directly or through another graph, is refused
+// by Start instead of being instantiated forever.
+func TestGraphContainingItself(t *testing.T) {
+	pass := func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v) }
+
+	self := graph.New[int, int]("self")
+	n := graph.AddGraph(self, "me", self)
+	graph.Connect(self.Input(), n)
+
+	a, b := graph.New[int, int]("a"), graph.New[int, int]("b")
+	x := graph.AddFunc(a, "x", 1, pass)
+	nb := graph.AddGraph(a, "b", b)
+	graph.Connect(a.Input(), x)
+	graph.Connect(x, nb)
+	na := graph.AddGraph(b, "a", a)
+	graph.Connect(b.Input(), na)
+
+	for _, g := range []*graph.Graph[int, int]{self, a} {
+		_, err := g.Start(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "contains itself") {
+			t.Errorf("graph %s: Start = %v", g.Name(), err)
+		}
+	}
+	if _, err := a.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "a > b > a") {
+		t.Errorf("the error should show the nesting chain: %v", err)
+	}
+}

@@ -204,3 +204,12 @@ func TestClonesRunConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPipelineContainingItsOwnGraph(t *testing.T) {
+	g := graph.New[int, int]("loop")
+	p := pipeline.New(g, "clones", g, device.Hosts(2), pipeline.Broadcast[int]())
+	graph.Connect(g.Input(), p)
+	if _, err := g.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "contains itself") {
+		t.Fatalf("Start = %v", err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/gohtgs/htgs/device"
 )
@@ -160,6 +162,8 @@ type Scope struct {
 	// Values holds the objects (memory pools) instantiated in this scope,
 	// keyed by their spec; Lookup also searches enclosing scopes.
 	Values map[any]any
+	// bp is the blueprint being instantiated in this scope.
+	bp *Blueprint
 }
 
 // Lookup finds the object stored under key in sc or an enclosing scope.
@@ -203,6 +207,7 @@ func (sc *Scope) Child(name string) *Scope {
 	c.Parent = sc
 	c.Path = append(append([]string(nil), sc.Path...), name)
 	c.Values = nil
+	c.bp = nil
 	return &c
 }
 
@@ -213,6 +218,20 @@ func Instantiate(b *Blueprint, sc *Scope, input, output any) ([]Instance, error)
 	if err := b.Err(); err != nil {
 		return nil, err
 	}
+	// A graph nested in itself, directly or through others, would be
+	// instantiated forever.
+	chain := []string{b.Name}
+	for s := sc; s != nil; s = s.Parent {
+		if s.bp == nil {
+			continue
+		}
+		chain = append(chain, s.bp.Name)
+		if s.bp == b {
+			slices.Reverse(chain)
+			return nil, fmt.Errorf("htgs: graph %q contains itself: %s", b.Name, strings.Join(chain, " > "))
+		}
+	}
+	sc.bp = b
 	recordBoundary(sc, b.Name)
 	insts := make(map[*Spec]Instance, len(b.Specs))
 	list := make([]Instance, 0, len(b.Specs))
