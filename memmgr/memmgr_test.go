@@ -272,3 +272,47 @@ func TestMemoryWaitIsRecorded(t *testing.T) {
 		t.Fatalf("getter's memory wait %v, want >= 4ms (4 waits of ~2ms)", wait)
 	}
 }
+
+// A task may get and release memory from goroutines of its own, with the
+// context it was given.
+func TestGetFromTaskGoroutines(t *testing.T) {
+	g := graph.New[int, int]("fanout")
+	a := memmgr.New(g, "a", 4, memmgr.Slices[byte](8))
+	b := memmgr.New(g, "b", 4, memmgr.Slices[byte](8))
+	n := graph.AddFunc(g, "spawner", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := a
+				if i%2 == 1 {
+					p = b
+				}
+				for range 50 {
+					buf, err := p.Get(ctx, nil)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if err := buf.Release(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			return err
+		}
+		return out.Emit(v)
+	})
+	graph.Connect(g.Input(), n)
+	graph.Connect(n, g.Output())
+	if err := g.Run(context.Background(), seq(3), nil); err != nil {
+		t.Fatal(err)
+	}
+}

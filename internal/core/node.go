@@ -21,9 +21,10 @@ type copyKey struct{}
 type CopyState struct {
 	Stats *CopyStats
 	Scope *Scope
-	// the last Lookup, read and written by the copy's goroutine only
-	lastKey, lastVal any
+	last  atomic.Pointer[lookup] // the last Lookup's answer
 }
+
+type lookup struct{ key, val any }
 
 // CopyFrom returns the state of the task copy whose context this is.
 func CopyFrom(ctx context.Context) *CopyState {
@@ -40,14 +41,15 @@ func StatsFrom(ctx context.Context) *CopyStats {
 }
 
 // Lookup is Scope.Lookup, remembering the last answer: a task usually gets
-// memory from one pool. It must be called from the copy's own goroutine.
+// memory from one pool. It is safe for concurrent use (a task may get
+// memory from goroutines of its own).
 func (c *CopyState) Lookup(key any) (any, bool) {
-	if key == c.lastKey && key != nil {
-		return c.lastVal, true
+	if l := c.last.Load(); l != nil && l.key == key {
+		return l.val, true
 	}
 	v, ok := c.Scope.Lookup(key)
 	if ok {
-		c.lastKey, c.lastVal = key, v
+		c.last.Store(&lookup{key, v})
 	}
 	return v, ok
 }
