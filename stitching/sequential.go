@@ -193,41 +193,56 @@ func computeTranslations(ctx context.Context, src TileSource, opt Options) (*Tra
 	// for positions before the current one, else from the previous line.
 	window := make([]slot, n)
 	var free [][]complex128
+	err := walkTiles(ctx, src, wk, func(line, k, r, c int, t *image.Gray16) {
+		var spec []complex128
+		if len(free) > 0 {
+			spec, free = free[len(free)-1], free[:len(free)-1]
+		} else {
+			spec = make([]complex128, plan.SpectrumLen())
+		}
+		plan.Forward(t, spec)
+		cur := slot{t, spec}
+		if k > 0 {
+			p := wk.prevInLine(r, c)
+			nb := window[k-1]
+			rel.Set(p, al.Align(nb.tile, t, nb.spec, spec, p.Dir))
+		}
+		if line > 0 {
+			p := wk.prevLine(r, c)
+			nb := window[k]
+			rel.Set(p, al.Align(nb.tile, t, nb.spec, spec, p.Dir))
+			// The previous-line tile at k has now served both of its
+			// later neighbours.
+			free = append(free, nb.spec)
+		}
+		window[k] = cur
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rel, nil
+}
+
+// walkTiles loads the tiles of src in the order of wk (line by line, so a
+// window of one line holds every tile whose later neighbours are still to
+// come) and calls visit with each; it stops at the first load error or
+// when ctx is done.
+func walkTiles(ctx context.Context, src TileSource, wk walker, visit func(line, k, r, c int, t *image.Gray16)) error {
+	w, h := src.TileSize()
 	for line := 0; line < wk.lines(); line++ {
-		for k := 0; k < n; k++ {
+		for k := 0; k < wk.lineLen(); k++ {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return err
 			}
 			r, c := wk.coord(line, k)
 			t, err := loadChecked(src, r, c, w, h)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			var spec []complex128
-			if len(free) > 0 {
-				spec, free = free[len(free)-1], free[:len(free)-1]
-			} else {
-				spec = make([]complex128, plan.SpectrumLen())
-			}
-			plan.Forward(t, spec)
-			cur := slot{t, spec}
-			if k > 0 {
-				p := wk.prevInLine(r, c)
-				nb := window[k-1]
-				rel.Set(p, al.Align(nb.tile, t, nb.spec, spec, p.Dir))
-			}
-			if line > 0 {
-				p := wk.prevLine(r, c)
-				nb := window[k]
-				rel.Set(p, al.Align(nb.tile, t, nb.spec, spec, p.Dir))
-				// The previous-line tile at k has now served both of its
-				// later neighbours.
-				free = append(free, nb.spec)
-			}
-			window[k] = cur
+			visit(line, k, r, c, t)
 		}
 	}
-	return rel, nil
+	return nil
 }
 
 // Optimization is the outcome of [Optimize].
@@ -261,26 +276,19 @@ func Optimize(ctx context.Context, src TileSource, rel *Translations, opt Option
 	n := wk.lineLen()
 	window := make([]*image.Gray16, n)
 	ref := NewRefiner()
-	for line := 0; line < wk.lines(); line++ {
-		for k := 0; k < n; k++ {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			r, c := wk.coord(line, k)
-			t, err := loadChecked(src, r, c, w, h)
-			if err != nil {
-				return nil, err
-			}
-			if k > 0 {
-				p := wk.prevInLine(r, c)
-				refined.Set(p, model.Refine(ref, window[k-1], t, repaired.At(p)))
-			}
-			if line > 0 {
-				p := wk.prevLine(r, c)
-				refined.Set(p, model.Refine(ref, window[k], t, repaired.At(p)))
-			}
-			window[k] = t
+	err = walkTiles(ctx, src, wk, func(line, k, r, c int, t *image.Gray16) {
+		if k > 0 {
+			p := wk.prevInLine(r, c)
+			refined.Set(p, model.Refine(ref, window[k-1], t, repaired.At(p)))
 		}
+		if line > 0 {
+			p := wk.prevLine(r, c)
+			refined.Set(p, model.Refine(ref, window[k], t, repaired.At(p)))
+		}
+		window[k] = t
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &Optimization{Model: model, Repaired: repaired, Optimized: refined, Positions: GlobalPositions(refined)}, nil
 }
