@@ -51,3 +51,34 @@ func TestCUDAKernelMatchesGonum(t *testing.T) {
 		t.Fatalf("one cuBLAS call: %+v, %v", cmp, err)
 	}
 }
+
+// The offload graph on the GPUs with device pools too small for the
+// operands: the plan streams a panel at a time (or block by block), and the
+// result is still the CPU's; every device buffer goes back.
+func TestCUDAOffloadWithinDeviceBudget(t *testing.T) {
+	k := cudaKernelOrSkip(t)
+	a, b := Random(700, 650, 3), Random(650, 530, 4)
+	want := NewDense(700, 530)
+	if err := Gonum().(Gemmer).Gemm(1, a, b, want); err != nil {
+		t.Fatal(err)
+	}
+	const blk = 8 * 128 * 128
+	for _, budget := range []int64{0, 20 * blk, 12 * blk} {
+		got, rep, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 128, Kernel: k, DeviceMemory: budget})
+		if err != nil {
+			t.Fatalf("budget %d: %v", budget, err)
+		}
+		t.Logf("budget %d: %v; uploaded %d, downloaded %d bytes", budget, rep.Plan, rep.UploadBytes, rep.DownloadBytes)
+		if cmp, err := Compare(a, b, got, want); err != nil || !cmp.OK {
+			t.Fatalf("budget %d: %+v, %v", budget, cmp, err)
+		}
+		if rep.UploadBytes != rep.Plan.UploadBytes {
+			t.Errorf("budget %d: uploaded %d bytes, plan %d", budget, rep.UploadBytes, rep.Plan.UploadBytes)
+		}
+		for _, ps := range rep.Stats.Pools {
+			if ps.InUse != 0 {
+				t.Errorf("budget %d: pool %s (clone %d) has %d buffers out", budget, ps.Name, ps.Pipeline, ps.InUse)
+			}
+		}
+	}
+}

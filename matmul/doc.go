@@ -65,8 +65,33 @@
 //     development VM's CPU, family 6 model 167, as SkylakeX by itself).
 //     Set OPENBLAS_CORETYPE yourself to override the choice; the kernel's
 //     String (and the program's output) reports the core in use.
-//   - "cuda": not yet; looking it up gives `kernel "cuda": not built with
-//     -tags cuda`. The CUDA work registers it.
+//   - "cuda" (build tag cuda; see package cuda): the product runs on every
+//     GPU of the machine, in the offload graph below.
+//
+// # GPUs: the offload graph
+//
+// With the cuda kernel the loaders and the pairing bookkeeper stay on the
+// host, and the products go to an execution pipeline with one clone per GPU:
+//
+//	pair ─> devices pipeline ─────────────────────────────────────────────> accumulate bookkeeper ...
+//	        [clone d on GPU d: copy in ─> multiply (Threads copies) ─> copy out]
+//	             │ pools "A on device", "B on device"   │ "C on device"   │ host "C partials"
+//
+// Row panels give GPU d the block rows i with i mod GPUs = d (column panels
+// the block columns): the resident operand is split among the GPUs and the
+// streamed one goes to each of them. The copy-in task copies a block to its
+// GPU the first time one of the GPU's products needs it and gets its device
+// buffer with the number of that GPU's products that use it as release
+// count, so a block crosses the bus once per load and GPU however many
+// products use it. Each multiply copy owns a stream and a cuBLAS handle;
+// the copy-out task brings each product back into a host buffer, and the
+// sums are made on the CPU as in the CPU graph. Copies and products of
+// different task copies run at once (each task copy has its own stream), so
+// uploads, products and downloads overlap. Config.DeviceMemory bounds the
+// device pools per GPU; the plan then picks the traversal, among those that
+// fit both memory budgets, that reads and uploads the fewest bytes
+// (Plan.UploadBytes), and Report.UploadBytes counts what was copied. The
+// graph is tested on every machine with host memory posing as GPUs.
 //
 // # Out of core: traversal, memory and I/O volume
 //

@@ -37,11 +37,14 @@ var (
 type Config struct {
 	// BlockSize is the side of the square blocks (0: DefaultBlockSize).
 	BlockSize int
-	// Threads is the number of copies of the multiply task
-	// (0: runtime.GOMAXPROCS).
+	// Threads is the number of copies of the multiply task (0:
+	// runtime.GOMAXPROCS). With a kernel that runs on devices (the cuda
+	// kernel), it is the number of copies per device, each with a stream of
+	// its own (0: 2).
 	Threads int
 	// AccumulateThreads is the number of copies of the accumulate task
-	// (0: half of Threads, at least 1).
+	// (0: half of Threads, or of runtime.GOMAXPROCS with a device kernel,
+	// at least 1).
 	AccumulateThreads int
 	// Kernel computes the block products (nil: Gonum()).
 	Kernel Kernel
@@ -51,6 +54,12 @@ type Config struct {
 	// counted. Multiply plans its traversal to fit (see Plan) or fails
 	// with ErrBudget.
 	MemoryBudget int64
+	// DeviceMemory bounds, in bytes per device, the blocks that the device
+	// memory pools of a device kernel (the cuda kernel) hold at once (0:
+	// the kernel's default, three quarters of the memory free on the
+	// device with the least when the product starts). It is ignored by
+	// CPU kernels.
+	DeviceMemory int64
 	// Progress, when set, is called after each block of the result is
 	// stored, with the number stored so far and the total, from the
 	// goroutine that called Multiply.
@@ -77,12 +86,18 @@ func (c Config) threads() int {
 	if c.Threads > 0 {
 		return c.Threads
 	}
+	if _, ok := offloadOf(c); ok {
+		return defaultDeviceThreads
+	}
 	return runtime.GOMAXPROCS(0)
 }
 
 func (c Config) accumulateThreads() int {
 	if c.AccumulateThreads > 0 {
 		return c.AccumulateThreads
+	}
+	if _, ok := offloadOf(c); ok {
+		return max(1, runtime.GOMAXPROCS(0)/2)
 	}
 	return max(1, c.threads()/2)
 }
@@ -104,6 +119,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: %d accumulate threads", ErrConfig, c.AccumulateThreads)
 	case c.MemoryBudget < 0:
 		return fmt.Errorf("%w: memory budget %d", ErrConfig, c.MemoryBudget)
+	case c.DeviceMemory < 0:
+		return fmt.Errorf("%w: device memory %d", ErrConfig, c.DeviceMemory)
 	}
 	return nil
 }

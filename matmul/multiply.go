@@ -23,6 +23,9 @@ type Report struct {
 	BytesRead, BytesWritten int64
 	// Products is the number of block products computed.
 	Products int64
+	// UploadBytes and DownloadBytes count the data copied to and from the
+	// devices of a device kernel (0 for CPU kernels).
+	UploadBytes, DownloadBytes int64
 	// Stats are the graph's counters at the end of the run.
 	Stats graph.Stats
 }
@@ -92,8 +95,15 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 
 	oa, ob := newOperand("A", a), newOperand("B", b)
 	var written, products atomic.Int64
-	g := build(&plan, cfg, oa, ob, c, &written, &products)
+	var g *graph.Graph[Request, Done]
+	var moved offloadCounters
+	if off, ok := kernel.(offloader); ok {
+		g = buildOffload(&plan, cfg, off, oa, ob, c, &written, &products, &moved)
+	} else {
+		g = build(&plan, cfg, oa, ob, c, &written, &products)
+	}
 	err = runGraph(ctx, g, plan.requests, plan.MB*plan.NB, cfg, rep)
+	rep.UploadBytes, rep.DownloadBytes = moved.uploaded.Load(), moved.downloaded.Load()
 	rep.BytesRead = oa.read.Load() + ob.read.Load()
 	rep.BytesWritten = written.Load()
 	rep.Products = products.Load()

@@ -67,11 +67,35 @@ type Plan struct {
 	// Flops is the number of floating-point operations: 2·M·N·K for a
 	// product, M·N for an element-wise product.
 	Flops float64
+
+	// Devices is the number of devices of a device kernel (the cuda
+	// kernel), 0 for kernels that run on the CPU. With devices, Threads is
+	// the number of multiply-task copies per device and PoolC the capacity
+	// of each device's pool of host partial products.
+	Devices int
+	// DevicePoolA, DevicePoolB and DevicePoolC are the capacities, in
+	// blocks, of each device's pools of A, B and C blocks.
+	DevicePoolA, DevicePoolB, DevicePoolC int
+	// DevicePoolBytes is the device memory those pools can hold at once,
+	// per device.
+	DevicePoolBytes int64
+	// UploadBytes is the matrix data the plan copies from the host to the
+	// devices, all devices together.
+	UploadBytes int64
 }
 
 // String summarizes the plan on one line.
 func (p Plan) String() string {
 	s := fmt.Sprintf("%dx%d · %dx%d, block %d (%dx%dx%d blocks), %d threads", p.M, p.K, p.K, p.N, p.BlockSize, p.MB, p.KB, p.NB, p.Threads)
+	if p.Devices > 0 {
+		s += fmt.Sprintf(" per device on %d devices: %s of %d blocks (%d passes), device pools A %d B %d C %d (%s per device), uploads %s",
+			p.Devices, p.Order, p.Panel, p.Panels, p.DevicePoolA, p.DevicePoolB, p.DevicePoolC, units.FormatBytes(p.DevicePoolBytes), units.FormatBytes(p.UploadBytes))
+		if p.InMemory {
+			return s + ", operands in memory"
+		}
+		return s + fmt.Sprintf(", host pools A %d B %d C %d per device (%s), reads %s", p.PoolA, p.PoolB, p.PoolC,
+			units.FormatBytes(p.PoolBytes), units.FormatBytes(p.ReadBytes))
+	}
 	if p.InMemory {
 		return s + fmt.Sprintf(", in memory, %d-block panels", p.Panel)
 	}
@@ -112,6 +136,13 @@ func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
 	p.WriteBytes = 8 * int64(m) * int64(n)
 	if p.Multiplies == 0 {
 		return p, nil // nothing to multiply: C is empty or all zeros
+	}
+	if off, ok := offloadOf(cfg); ok {
+		budget := cfg.DeviceMemory
+		if budget == 0 {
+			budget = off.offloadMemory()
+		}
+		return planOffload(p, cfg, len(off.offloadDevices()), budget)
 	}
 	sA := 8 * int64(min(bs, m)) * int64(min(bs, k))
 	sB := 8 * int64(min(bs, k)) * int64(min(bs, n))

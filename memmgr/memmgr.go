@@ -67,11 +67,19 @@ func (Count) Released() bool { return true }
 // Option configures a pool.
 type Option func(*config)
 
-type config struct{ dynamic bool }
+type config struct{ dynamic, reclaim bool }
 
 // Dynamic makes a pool that allocates buffers on demand, never more than its
 // capacity, instead of all of them when the run starts (the default).
 func Dynamic() Option { return func(c *config) { c.dynamic = true } }
+
+// Reclaim declares that the pool's buffers never leave the graph (device
+// memory that tasks copy out of before emitting results, for instance).
+// When the run ends, buffers still out are then freed at once instead of
+// when they are released: after a failure or a cancellation, the values
+// dropped from the queues hold buffers that nobody will release. Releasing
+// a reclaimed buffer later does nothing.
+func Reclaim() Option { return func(c *config) { c.reclaim = true } }
 
 // Pool is a memory pool declared in a graph. Its methods find the pool
 // instance of the calling task's run and pipeline clone through ctx.
@@ -194,7 +202,10 @@ func (b *Buffer[T]) Release() error {
 	return nil
 }
 
-type slot[T any] struct{ data T }
+type slot[T any] struct {
+	data      T
+	reclaimed bool // freed by close; guarded by the instance's mu
+}
 
 // instance is a pool in one run (and pipeline clone). Free buffers sit in a
 // mutex-guarded stack; a waiting Get sleeps on the wake channel so that it
@@ -205,9 +216,11 @@ type instance[T any] struct {
 	alloc    Allocator[T]
 	dev      device.Device
 	log      *slog.Logger
+	reclaim  bool
 
 	mu        sync.Mutex
 	free      []*slot[T]
+	out       map[*slot[T]]struct{} // buffers out, kept only when reclaim
 	allocated int
 	waiters   int
 	closed    bool
@@ -231,13 +244,13 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 	if dev == nil {
 		dev = device.Host{}
 	}
-	in := &instance[T]{name: full, capacity: p.capacity, alloc: p.alloc, dev: dev, log: sc.Run.Log,
+	in := &instance[T]{name: full, capacity: p.capacity, alloc: p.alloc, dev: dev, log: sc.Run.Log, reclaim: p.cfg.reclaim,
 		free: make([]*slot[T], 0, p.capacity), wake: make(chan struct{}, p.capacity), stop: make(chan struct{})}
 	if !p.cfg.dynamic {
 		for range p.capacity {
 			s, err := in.newSlot()
 			if err != nil {
-				in.close()
+				in.close(err)
 				return nil, err
 			}
 			in.free = append(in.free, s)
@@ -250,7 +263,10 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 		Waits: in.waits.Load}
 	sc.Run.AddPool(ps)
 	sc.Run.AddTopoNode(core.TopoNode{ID: full, Label: p.name, Kind: "memory", Path: sc.Path, Pool: ps})
-	sc.Run.OnFinish(func(error) { in.close() })
+	if in.reclaim {
+		in.out = make(map[*slot[T]]struct{}, p.capacity)
+	}
+	sc.Run.OnFinish(in.close)
 	return poolInst{}, nil
 }
 
@@ -306,11 +322,15 @@ func (in *instance[T]) take(ctx context.Context) (*slot[T], error) {
 		if k := len(in.free); k > 0 {
 			s := in.free[k-1]
 			in.free = in.free[:k-1]
+			in.markOut(s)
 			in.mu.Unlock()
 			return s, nil
 		}
 		if in.allocated < in.capacity {
 			s, err := in.newSlot()
+			if err == nil {
+				in.markOut(s)
+			}
 			in.mu.Unlock()
 			return s, err
 		}
@@ -341,10 +361,23 @@ func (in *instance[T]) take(ctx context.Context) (*slot[T], error) {
 	}
 }
 
+// markOut records a buffer handed out by a reclaiming pool; in.mu is held.
+func (in *instance[T]) markOut(s *slot[T]) {
+	if in.out != nil {
+		in.out[s] = struct{}{}
+	}
+}
+
 func (in *instance[T]) put(s *slot[T]) {
-	in.inUse.Add(-1)
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if s.reclaimed {
+		return // freed when the run ended
+	}
+	in.inUse.Add(-1)
+	if in.out != nil {
+		delete(in.out, s)
+	}
 	if in.closed {
 		// The run has ended: free late releases at once.
 		in.freeSlot(s)
@@ -366,8 +399,9 @@ func (in *instance[T]) freeSlot(s *slot[T]) {
 	in.allocated--
 }
 
-// close frees every buffer in the pool and reports those still out.
-func (in *instance[T]) close() {
+// close frees every buffer in the pool, and those still out too for a
+// reclaiming pool; it reports buffers still out after a successful run.
+func (in *instance[T]) close(runErr error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {
@@ -379,6 +413,22 @@ func (in *instance[T]) close() {
 		in.freeSlot(s)
 	}
 	in.free = nil
+	if in.reclaim {
+		if n := len(in.out); n > 0 {
+			level := slog.LevelDebug
+			if runErr == nil {
+				level = slog.LevelWarn
+			}
+			in.log.Log(context.Background(), level, "htgs/memmgr: reclaiming buffers still out when the graph ended", "pool", in.name, "out", n)
+		}
+		for s := range in.out {
+			s.reclaimed = true
+			in.inUse.Add(-1)
+			in.freeSlot(s)
+		}
+		in.out = nil
+		return
+	}
 	if in.allocated > 0 {
 		in.log.Warn("htgs/memmgr: buffers still out when the graph ended; they are freed when released",
 			"pool", in.name, "out", in.allocated)

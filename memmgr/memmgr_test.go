@@ -316,3 +316,47 @@ func TestGetFromTaskGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A reclaiming pool frees the buffers still out when the run ends: here
+// the values carrying them are dropped because a downstream task fails.
+// A late release of such a buffer is harmless and frees nothing twice.
+func TestReclaimFreesDroppedBuffers(t *testing.T) {
+	alloc := &countingAlloc{}
+	g := graph.New[int, int]("reclaim")
+	pool := memmgr.New[[]byte](g, "device", 4, alloc, memmgr.Dynamic(), memmgr.Reclaim())
+	var kept *memmgr.Buffer[[]byte]
+	var mu sync.Mutex
+	get := graph.AddFunc(g, "get", 1, func(ctx context.Context, i int, out task.Emitter[msg]) error {
+		buf, err := pool.Get(ctx, memmgr.Count(2))
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		kept = buf
+		mu.Unlock()
+		return out.Emit(msg{id: i, buf: buf})
+	})
+	memmgr.Use(pool, get)
+	fail := graph.AddFunc(g, "fail", 1, func(ctx context.Context, m msg, out task.Emitter[int]) error {
+		if m.id == 2 {
+			return errors.New("boom")
+		}
+		return m.buf.Release() // one of two releases: the buffer stays out
+	})
+	graph.Connect(g.Input(), get)
+	graph.Connect(get, fail)
+	graph.Connect(fail, g.Output())
+	if err := g.Run(context.Background(), seq(3), nil); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("Run = %v, want boom", err)
+	}
+	if a, f := alloc.allocs.Load(), alloc.frees.Load(); a == 0 || a != f {
+		t.Fatalf("%d buffers allocated, %d freed", a, f)
+	}
+	frees := alloc.frees.Load()
+	if err := kept.Release(); err != nil {
+		t.Fatalf("late release of a reclaimed buffer: %v", err)
+	}
+	if alloc.frees.Load() != frees {
+		t.Fatal("a reclaimed buffer was freed twice")
+	}
+}

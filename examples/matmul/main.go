@@ -62,6 +62,7 @@ type options struct {
 	block      int
 	threads    int
 	mem        int64
+	gpuMem     int64
 	kernel     matmul.Kernel
 	profile    string
 	progress   bool
@@ -81,7 +82,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("matmul", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	var mem, kernel, op string
+	var mem, gpuMem, kernel, op string
 	fs.StringVar(&o.a, "a", "", "`A.npy`: the left operand")
 	fs.StringVar(&o.b, "b", "", "`B.npy`: the right operand")
 	fs.StringVar(&o.o, "o", "", "`C.npy`: where to write the product")
@@ -91,6 +92,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.block, "block", matmul.DefaultBlockSize, "block `size`")
 	fs.IntVar(&o.threads, "threads", 0, "multiply-task `copies` (0: one per CPU)")
 	fs.StringVar(&mem, "mem", "", "RAM `budget` for blocks, e.g. 64MiB (default: no limit)")
+	fs.StringVar(&gpuMem, "gpumem", "", "GPU memory `budget` per device for blocks with -kernel cuda (default: 3/4 of the free memory)")
 	fs.StringVar(&kernel, "kernel", "gonum", "block `kernel`: "+strings.Join(matmul.KernelNames(), ", "))
 	fs.StringVar(&o.profile, "profile", "", "write run statistics into `DIR`")
 	fs.BoolVar(&o.progress, "progress", false, "draw the progress bar even if stderr is not a terminal")
@@ -143,6 +145,16 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		}
 		o.mem = v
 	}
+	if gpuMem != "" {
+		v, err := units.ParseBytes(gpuMem)
+		if err != nil {
+			return nil, usagef("-gpumem: %v", err)
+		}
+		if v == 0 {
+			return nil, usagef("-gpumem %s: want a positive size", gpuMem)
+		}
+		o.gpuMem = v
+	}
 	k, err := matmul.LookupKernel(kernel)
 	if err != nil {
 		return nil, usagef("-kernel %s: %s", kernel, strings.TrimPrefix(err.Error(), "matmul: "))
@@ -182,7 +194,7 @@ func isTerminal(w io.Writer) bool {
 var errVerify = errors.New("verification failed")
 
 func (o *options) config(stderr io.Writer) (matmul.Config, *progressBar) {
-	cfg := matmul.Config{BlockSize: o.block, Threads: o.threads, Kernel: o.kernel, MemoryBudget: o.mem}
+	cfg := matmul.Config{BlockSize: o.block, Threads: o.threads, Kernel: o.kernel, MemoryBudget: o.mem, DeviceMemory: o.gpuMem}
 	var bar *progressBar
 	if o.progress || o.stderrIsTT {
 		bar = &progressBar{w: stderr, start: time.Now()}
@@ -394,6 +406,9 @@ func (o *options) finish(stdout io.Writer, rep *matmul.Report, a, b, c *matmul.D
 	fmt.Fprintf(stdout, "time: %.3f s, %.2f GFLOP/s", rep.Elapsed.Seconds(), rep.GFLOPS())
 	if rep.BytesRead > 0 || !p.InMemory {
 		fmt.Fprintf(stdout, ", read %s, wrote %s", units.FormatBytes(rep.BytesRead), units.FormatBytes(rep.BytesWritten))
+	}
+	if rep.UploadBytes > 0 {
+		fmt.Fprintf(stdout, ", to GPUs %s, from GPUs %s", units.FormatBytes(rep.UploadBytes), units.FormatBytes(rep.DownloadBytes))
 	}
 	fmt.Fprintln(stdout)
 	var verr error
