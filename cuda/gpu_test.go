@@ -999,3 +999,125 @@ func BenchmarkFFT2DForward(b *testing.B) {
 	}
 	must(b, s.Synchronize())
 }
+
+// CrossPowerPow with beta = 0.75 and 1 against the CPU formula.
+func TestCrossPowerPow(t *testing.T) {
+	d := gpu(t)
+	r := rand.New(rand.NewPCG(19, 20))
+	const n = 50_001
+	a, b := randComplex(r, n), randComplex(r, n)
+	a[0] = 0
+	da, db := upload(t, d, a), upload(t, d, b)
+	dst := alloc(t, d, 16*n)
+	for _, beta := range []float64{1, 0.75, 0.5} {
+		must(t, CrossPowerPow(nil, dst, da, db, 0, beta))
+		got := download[complex128](t, dst)
+		for i := range a {
+			c := a[i] * cmplx.Conj(b[i])
+			var want complex128
+			if m := cmplx.Abs(c); m > 0 {
+				want = c / complex(math.Pow(m, beta), 0)
+			}
+			if cmplx.Abs(got[i]-want) > 1e-12*(1+cmplx.Abs(want)) {
+				t.Fatalf("beta %g: element %d = %v, CPU %v", beta, i, got[i], want)
+			}
+		}
+	}
+	if err := CrossPowerPow(nil, dst, da, db, 0, 1.5); err == nil {
+		t.Fatal("beta 1.5 accepted")
+	}
+}
+
+// LocalMax against a CPU scan: maxima of the circular 3x3 neighbourhood,
+// first index on ties, on a matrix with plateaus.
+func TestLocalMax(t *testing.T) {
+	d := gpu(t)
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, sz := range [][2]int{{1, 1}, {2, 3}, {37, 29}, {256, 192}} {
+		w, h := sz[0], sz[1]
+		m := make([]float64, w*h)
+		for i := range m {
+			m[i] = float64(r.IntN(5)) // many ties
+		}
+		dm := upload(t, d, m)
+		out := alloc(t, d, int64(8*w*h))
+		must(t, LocalMax(nil, out, dm, w, h))
+		got := download[float64](t, out)
+		for i := range m {
+			x, y := i%w, i/w
+			best := true
+			for dy := -1; dy <= 1 && best; dy++ {
+				for dx := -1; dx <= 1; dx++ {
+					j := ((y+dy+h)%h)*w + (x+dx+w)%w
+					if j != i && (m[j] > m[i] || (m[j] == m[i] && j < i)) {
+						best = false
+						break
+					}
+				}
+			}
+			want := math.Inf(-1)
+			if best {
+				want = m[i]
+			}
+			if got[i] != want {
+				t.Fatalf("%dx%d: element %d = %g, want %g", w, h, i, got[i], want)
+			}
+		}
+	}
+}
+
+// SubtractSmooth on the spectrum of a smooth ramp (all of whose content is
+// the border jump) leaves (nearly) only the DC term.
+func TestSubtractSmoothRemovesBorderJumps(t *testing.T) {
+	d := gpu(t)
+	const w, h = 64, 48
+	hw := w/2 + 1
+	img := make([]float64, w*h)
+	for y := range h {
+		for x := range w {
+			img[y*w+x] = float64(3*x + 2*y)
+		}
+	}
+	p, err := d.NewFFT2D(h, w, Real)
+	must(t, err)
+	defer p.Close()
+	spec := alloc(t, d, p.SpectrumBytes())
+	must(t, p.Forward(spec, upload(t, d, img)))
+	edge := make([]float64, w)
+	for x := range w {
+		edge[x] = img[(h-1)*w+x] - img[x]
+	}
+	bcol := make([]complex128, h)
+	for y := range h {
+		bcol[y] = complex(img[y*w+w-1]-img[y*w], 0)
+	}
+	a := fourier.NewFFT(w).Coefficients(nil, edge)
+	b := fourier.NewCmplxFFT(h).Coefficients(nil, bcol)
+	phX, lapX := make([]complex128, hw), make([]float64, hw)
+	for q := range hw {
+		ang := 2 * math.Pi * float64(q) / w
+		phX[q], lapX[q] = 1-cmplx.Exp(complex(0, ang)), 2*math.Cos(ang)-2
+	}
+	phY, lapY := make([]complex128, h), make([]float64, h)
+	for r := range h {
+		ang := 2 * math.Pi * float64(r) / h
+		phY[r], lapY[r] = 1-cmplx.Exp(complex(0, ang)), 2*math.Cos(ang)-2
+	}
+	tb := &SmoothTables{W: w, H: h, PhX: upload(t, d, phX), PhY: upload(t, d, phY), LapX: upload(t, d, lapX), LapY: upload(t, d, lapY)}
+	before := download[complex128](t, spec)
+	must(t, SubtractSmooth(nil, spec, upload(t, d, a), upload(t, d, b), tb))
+	after := download[complex128](t, spec)
+	var eBefore, eAfter float64
+	for i := 1; i < len(after); i++ {
+		eBefore += cmplx.Abs(before[i])
+		eAfter += cmplx.Abs(after[i])
+	}
+	if after[0] != before[0] {
+		t.Fatalf("DC changed: %v -> %v", before[0], after[0])
+	}
+	// A ramp's periodic component is a ramp without the wrap-around jump:
+	// its spectrum off DC is much smaller than the leakage cross.
+	if eAfter > 1e-8*eBefore {
+		t.Fatalf("off-DC spectrum %g before, %g after: the border jumps were not removed", eBefore, eAfter)
+	}
+}

@@ -24,6 +24,9 @@ const (
 type kernelFunc struct {
 	mod        uintptr
 	crossPower uintptr
+	crossPow   uintptr
+	smooth     uintptr
+	localMax   uintptr
 	maxBlocks  uintptr
 	maxFinal   uintptr
 }
@@ -50,6 +53,9 @@ func (d *Device) kernels() (*kernelFunc, uintptr, error) {
 		dst  *uintptr
 	}{
 		{"htgs_cross_power", &k.crossPower},
+		{"htgs_cross_power_pow", &k.crossPow},
+		{"htgs_subtract_smooth", &k.smooth},
+		{"htgs_local_max", &k.localMax},
 		{"htgs_max_blocks", &k.maxBlocks},
 		{"htgs_max_final", &k.maxFinal},
 	} {
@@ -225,4 +231,128 @@ func (r *MaxReducer) Close() error {
 		return err1
 	}
 	return err2
+}
+
+// sameDeviceMem checks that every buffer is on one device and returns it.
+func sameDeviceMem(op string, ms ...DeviceMem) (*Device, error) {
+	var d *Device
+	for _, m := range ms {
+		if m.dev == nil {
+			return nil, fmt.Errorf("%w: %s: zero DeviceMem", ErrWrongDevice, op)
+		}
+		if d == nil {
+			d = m.dev
+		} else if m.dev.ordinal != d.ordinal {
+			return nil, fmt.Errorf("%w: %s: buffers on different devices", ErrWrongDevice, op)
+		}
+	}
+	return d, nil
+}
+
+// launch queues kernel f of device d on s with n elements' worth of blocks.
+func launch(op string, s *Stream, d *Device, f func(*kernelFunc) uintptr, n int64, args []uint64) error {
+	sh, wait, err := streamHandle(s, d)
+	if err != nil {
+		return err
+	}
+	k, c, err := d.kernels()
+	if err != nil {
+		return err
+	}
+	if err := drvLaunch(c, f(k), gridFor(n, maxGrid), blockThreads, sh, args, wait); err != nil {
+		return fmt.Errorf("cuda: device %d: %s: %w", d.ordinal, op, err)
+	}
+	return nil
+}
+
+// CrossPowerPow is [CrossPower] with a whitening exponent: it queues
+//
+//	dst[i] = a[i]*conj(b[i]) / |a[i]*conj(b[i])|^beta
+//
+// (0 where the magnitude is not above floor or not finite) for beta in
+// (0, 1]; beta = 1 is CrossPower. Partial whitening (beta < 1) keeps some
+// of the magnitude, which makes phase correlation robust to noise on
+// smooth images (see stitching.Options.Whitening).
+func CrossPowerPow(s *Stream, dst, a, b DeviceMem, floor, beta float64) error {
+	if a.size%16 != 0 || dst.size != a.size || b.size != a.size {
+		return fmt.Errorf("%w: CrossPowerPow: sizes %d, %d, %d bytes (want equal multiples of 16)", ErrSize, dst.size, a.size, b.size)
+	}
+	if !(floor >= 0) || math.IsInf(floor, 1) {
+		return fmt.Errorf("cuda: CrossPowerPow: floor %g must be finite and >= 0", floor)
+	}
+	if !(beta > 0 && beta <= 1) {
+		return fmt.Errorf("cuda: CrossPowerPow: exponent %g must lie in (0, 1]", beta)
+	}
+	if a.size == 0 {
+		return nil
+	}
+	d, err := sameDeviceMem("CrossPowerPow", dst, a, b)
+	if err != nil {
+		return err
+	}
+	n := a.size / 16
+	return launch("CrossPowerPow", s, d, func(k *kernelFunc) uintptr { return k.crossPow }, n,
+		[]uint64{uint64(dst.ptr), uint64(a.ptr), uint64(b.ptr), uint64(n), math.Float64bits(floor), math.Float64bits(beta)})
+}
+
+// SmoothTables are the per-size constants of [SubtractSmooth] in device
+// memory, for w x h images: PhX (w/2+1 complex128), PhY (h complex128),
+// LapX (w/2+1 float64) and LapY (h float64), as defined there.
+type SmoothTables struct {
+	W, H                 int
+	PhX, PhY, LapX, LapY DeviceMem
+}
+
+// SubtractSmooth queues, on s, the subtraction of the smooth component of
+// the periodic-plus-smooth decomposition (Moisan 2011) from spec, the
+// row-major h x (w/2+1) half spectrum of a w x h real image (as
+// [FFT2D.Forward] of kind [RealToComplex] makes it):
+//
+//	spec[r][q] -= (a[q]*phY[r] + b[r]*phX[q]) / (lapX[q] + lapY[r]),  (q, r) != (0, 0)
+//
+// where a (w/2+1 complex128) is the 1-D DFT of the differences between the
+// image's last and first rows, b (h complex128) the 1-D DFT of the
+// differences between its last and first columns, phX[q] = 1 - exp(2πiq/w),
+// phY[r] = 1 - exp(2πir/h), lapX[q] = 2cos(2πq/w) - 2 and lapY[r] =
+// 2cos(2πr/h) - 2 (t holds the last four). What is left is the spectrum of
+// the image's periodic component, free of the cross of leakage that the
+// jumps between opposite borders put through a plain DFT.
+func SubtractSmooth(s *Stream, spec, a, b DeviceMem, t *SmoothTables) error {
+	if t == nil || t.W < 1 || t.H < 1 {
+		return fmt.Errorf("%w: SubtractSmooth: no tables", ErrSize)
+	}
+	hw, h := int64(t.W/2+1), int64(t.H)
+	switch {
+	case spec.size != 16*hw*h:
+		return fmt.Errorf("%w: SubtractSmooth: spectrum of %d bytes, want %d", ErrSize, spec.size, 16*hw*h)
+	case a.size < 16*hw || t.PhX.size < 16*hw || t.LapX.size < 8*hw:
+		return fmt.Errorf("%w: SubtractSmooth: row vectors shorter than %d", ErrSize, hw)
+	case b.size < 16*h || t.PhY.size < 16*h || t.LapY.size < 8*h:
+		return fmt.Errorf("%w: SubtractSmooth: column vectors shorter than %d", ErrSize, h)
+	}
+	d, err := sameDeviceMem("SubtractSmooth", spec, a, b, t.PhX, t.PhY, t.LapX, t.LapY)
+	if err != nil {
+		return err
+	}
+	return launch("SubtractSmooth", s, d, func(k *kernelFunc) uintptr { return k.smooth }, hw*h,
+		[]uint64{uint64(spec.ptr), uint64(a.ptr), uint64(b.ptr), uint64(t.PhX.ptr), uint64(t.PhY.ptr),
+			uint64(t.LapX.ptr), uint64(t.LapY.ptr), uint64(hw), uint64(h)})
+}
+
+// LocalMax queues, on s, dst[i] = m[i] where m[i] is a maximum of its
+// circular 3x3 neighbourhood in the row-major w x h float64 matrix m (ties
+// go to the smallest index; NaN is never a maximum), and -Inf elsewhere.
+// The largest values of dst (see [MaxReducer]) are then the highest
+// distinct peaks of m.
+func LocalMax(s *Stream, dst, m DeviceMem, w, h int) error {
+	n := int64(w) * int64(h)
+	if w < 1 || h < 1 || m.size != 8*n || dst.size != m.size {
+		return fmt.Errorf("%w: LocalMax: %d and %d bytes for a %dx%d matrix", ErrSize, dst.size, m.size, w, h)
+	}
+	d, err := sameDeviceMem("LocalMax", dst, m)
+	if err != nil {
+		return err
+	}
+	return launch("LocalMax", s, d, func(k *kernelFunc) uintptr { return k.localMax }, n,
+		[]uint64{uint64(dst.ptr), uint64(m.ptr), uint64(w), uint64(h)})
 }

@@ -31,6 +31,9 @@ fi
 for dir in "${dirs[@]}"; do
 	rel="${dir#./}"
 	name="$(echo "$rel" | tr / _).test"
+	if [[ "$rel" == "." ]]; then
+		name="htgs.test" # the module root (its benchmarks)
+	fi
 	echo "build-cuda-tests: $rel -> $out/$name"
 	CGO_ENABLED=1 go test -c -tags cuda -o "$out/$name" "./$rel"
 	if [[ -z "${NORACE:-}" ]]; then

@@ -34,6 +34,19 @@ type GraphOptions struct {
 	// Progress, if set, is called as pairs complete: done of total pairs
 	// in the given phase.
 	Progress func(phase string, done, total int)
+	// GPU runs the registration's FFTs and phase correlations (PCIAM) on
+	// every GPU of the machine, and the cross-correlation factors (CCF) on
+	// the CPU (see package cuda; needs a build with -tags cuda, and fails
+	// with a clear error otherwise). The grid's rows are split into one
+	// band per GPU, each stitched by an execution-pipeline clone bound to
+	// its GPU; refinement runs on the CPU.
+	GPU bool
+	// GPUStreams is the number of copies, each with a stream of its own,
+	// of the FFT and of the PCIAM task per GPU. 0 means 2.
+	GPUStreams int
+
+	// gpu replaces the cuda backend in tests.
+	gpu gpuBackend
 }
 
 // Run is the part of a finished graph run that [GraphOptions.Observe] may
@@ -56,6 +69,10 @@ type loaded struct {
 	row, col int
 	img      *image.Gray16
 	buf      *memmgr.Buffer[slotData]
+	// GPU graphs: the tile's spectrum in device memory, and the DC
+	// coefficient (the pixel sum) that scales the cross-power guard.
+	dev *memmgr.Buffer[devSpectrum]
+	dc  float64
 }
 
 // pairJob is an adjacent pair whose two tiles (and spectra) are ready.
@@ -93,12 +110,16 @@ func neighbours(rows, cols, row, col int) int {
 type pairRule struct {
 	rows, cols int
 	ready      map[tileRef]*loaded
+	keep       func(Pair) bool // nil: every pair
 }
 
 func (r *pairRule) Apply(_ context.Context, t *loaded, out task.Emitter[pairJob]) error {
 	r.ready[tileRef{t.row, t.col}] = t
 	emit := func(row, col int, dir Direction) error {
 		p := Pair{Row: row, Col: col, Dir: dir}
+		if r.keep != nil && !r.keep(p) {
+			return nil
+		}
 		nr, nc := p.Neighbor()
 		t1, ok1 := r.ready[tileRef{nr, nc}]
 		t2, ok2 := r.ready[tileRef{row, col}]
@@ -285,7 +306,6 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 		return nil, err
 	}
 	rows, cols := src.Rows(), src.Cols()
-	w, h := src.TileSize()
 	workers := gopt.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -314,6 +334,32 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 	}
 
 	// Phase 1: registration.
+	var rel *Translations
+	if gopt.GPU || gopt.gpu != nil {
+		be := gopt.gpu
+		if be == nil {
+			if be, err = newCUDABackend(); err != nil {
+				return nil, err
+			}
+		}
+		g, err := gpuPairGraph(be, src, opt, slots, readers, workers, gopt.GPUStreams)
+		if err != nil {
+			return nil, err
+		}
+		if rel, err = runPairs(ctx, "registration", g, rows, cols, gopt); err != nil {
+			return nil, err
+		}
+	} else if rel, err = registerCPU(ctx, src, opt, gopt, slots, readers, workers); err != nil {
+		return nil, err
+	}
+	res.Relative = rel
+	return finish(ctx, res, src, opt, gopt, slots, readers, workers, rel)
+}
+
+// registerCPU runs the registration graph on the CPU.
+func registerCPU(ctx context.Context, src TileSource, opt Options, gopt GraphOptions, slots, readers, workers int) (*Translations, error) {
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
 	specLen := NewTileFFT(w, h, opt).SpectrumLen()
 	g1, _ := pairGraph("registration", src, slots, readers, workers,
 		func() (slotData, error) { return slotData{spec: make([]complex128, specLen)}, nil },
@@ -331,12 +377,14 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 				return a.Align(j.t1.img, j.t2.img, j.t1.buf.Data.spec, j.t2.buf.Data.spec, j.pair.Dir)
 			}
 		})
-	rel, err := runPairs(ctx, "registration", g1, rows, cols, gopt)
-	if err != nil {
-		return nil, err
-	}
-	res.Relative = rel
+	return runPairs(ctx, "registration", g1, rows, cols, gopt)
+}
 
+// finish estimates the stage model, repairs the translations and refines
+// them on the CPU.
+func finish(ctx context.Context, res *Result, src TileSource, opt Options, gopt GraphOptions, slots, readers, workers int, rel *Translations) (*Result, error) {
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
 	// Global optimization: stage model and repair, then refinement.
 	model, err := EstimateModel(rel, w, h, opt)
 	if err != nil {

@@ -125,3 +125,97 @@ extern "C" __global__ void htgs_max_final(const double *pval, const long long *p
 		*out_idx = si[0];
 	}
 }
+
+// htgs_cross_power_pow is htgs_cross_power with whitening exponent beta:
+// dst[i] = a[i]*conj(b[i]) / |a[i]*conj(b[i])|^beta (0 where the magnitude
+// is not above floor or not finite). beta = 1 is htgs_cross_power.
+extern "C" __global__ void htgs_cross_power_pow(double2 *dst, const double2 *a, const double2 *b,
+						long long n, double floor, double beta)
+{
+	long long stride = (long long)blockDim.x * gridDim.x;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+		double2 x = a[i], y = b[i];
+		double re = x.x * y.x + x.y * y.y;
+		double im = x.y * y.x - x.x * y.y;
+		double m = hypot(re, im);
+		double2 c = make_double2(0.0, 0.0);
+		if (m > floor && isfinite(m)) {
+			double d = beta == 1.0 ? m : pow(m, beta);
+			c = make_double2(re / d, im / d);
+		}
+		dst[i] = c;
+	}
+}
+
+// htgs_subtract_smooth subtracts from the row-major h x hw half spectrum
+// spec (hw = w/2+1 columns of non-negative horizontal frequencies q, h
+// rows r) the spectrum of the smooth component of the periodic-plus-smooth
+// decomposition (Moisan 2011):
+//
+//	spec[r][q] -= (a[q]*phy[r] + b[r]*phx[q]) / (lapx[q] + lapy[r])
+//
+// for (q, r) != (0, 0), where a is the 1-D transform of the differences
+// between the last and first rows, b that of the differences between the
+// last and first columns, phx[q] = 1 - exp(2 pi i q/w), phy[r] = 1 -
+// exp(2 pi i r/h), lapx[q] = 2cos(2 pi q/w) - 2, lapy[r] = 2cos(2 pi r/h) - 2.
+extern "C" __global__ void htgs_subtract_smooth(double2 *spec, const double2 *a, const double2 *b,
+						const double2 *phx, const double2 *phy,
+						const double *lapx, const double *lapy,
+						long long hw, long long h)
+{
+	long long n = hw * h;
+	long long stride = (long long)blockDim.x * gridDim.x;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+		if (i == 0) {
+			continue;
+		}
+		long long r = i / hw, q = i % hw;
+		double2 aq = a[q], br = b[r], px = phx[q], py = phy[r];
+		// v = aq*py + br*px
+		double vr = aq.x * py.x - aq.y * py.y + br.x * px.x - br.y * px.y;
+		double vi = aq.x * py.y + aq.y * py.x + br.x * px.y + br.y * px.x;
+		double den = lapx[q] + lapy[r];
+		double2 s = spec[i];
+		spec[i] = make_double2(s.x - vr / den, s.y - vi / den);
+	}
+}
+
+// htgs_local_max writes out[i] = m[i] where m[i] is a maximum of its
+// circular 3x3 neighbourhood in the row-major w x h matrix m (among equal
+// values the smallest index wins; NaN never does), and -inf elsewhere.
+extern "C" __global__ void htgs_local_max(double *out, const double *m, long long w, long long h)
+{
+	long long n = w * h;
+	long long stride = (long long)blockDim.x * gridDim.x;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+		long long x = i % w, y = i / w;
+		double v = m[i];
+		bool best = v == v;
+		for (int dy = -1; dy <= 1 && best; dy++) {
+			long long yy = y + dy;
+			if (yy < 0) {
+				yy += h;
+			} else if (yy >= h) {
+				yy -= h;
+			}
+			for (int dx = -1; dx <= 1; dx++) {
+				long long xx = x + dx;
+				if (xx < 0) {
+					xx += w;
+				} else if (xx >= w) {
+					xx -= w;
+				}
+				long long j = yy * w + xx;
+				if (j == i) {
+					continue;
+				}
+				double u = m[j];
+				if (u > v || (u == v && j < i)) {
+					best = false;
+					break;
+				}
+			}
+		}
+		out[i] = best ? v : -1.0 / 0.0;
+	}
+}

@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.profile, "profile", false, "write each phase's graph (DOT/SVG) and timeline (trace JSON) to -out")
 	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bar even when stderr is not a terminal")
 	fs.BoolVar(&c.mosaic, "mosaic", true, "compose mosaic.tif and mosaic-preview.png")
-	fs.BoolVar(&c.gpu, "gpu", false, "run FFT and PCIAM on the GPU (needs a build with -tags cuda)")
+	fs.BoolVar(&c.gpu, "gpu", false, "run FFT and PCIAM on the GPUs, CCF on the CPU (needs a build with -tags cuda)")
 	fs.StringVar(&c.generate, "generate", "", "generate a synthetic grid into this folder instead of stitching")
 	fs.StringVar(&c.tile, "tile", "512x384", "tile size for -generate, WxH")
 	fs.StringVar(&c.level, "level", "realistic", "difficulty for -generate: easy, realistic or hard")
@@ -131,7 +131,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if c.gpu {
-		return errors.New("-gpu: GPU stitching is not available in this build (build with -tags cuda on a machine with CUDA)")
+		if err := stitching.CheckGPU(); err != nil {
+			return fmt.Errorf("-gpu: %w", err)
+		}
 	}
 	switch {
 	case c.generate != "":
@@ -220,12 +222,17 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 		return err
 	}
 	w, h := src.TileSize()
-	fmt.Fprintf(stdout, "stitching %d x %d tiles of %d x %d from %s with %d workers\n", c.rows, c.cols, w, h, c.dir, c.workers)
+	where := ""
+	if c.gpu {
+		where = ", FFT and PCIAM on the GPUs"
+	}
+	fmt.Fprintf(stdout, "stitching %d x %d tiles of %d x %d from %s with %d workers%s\n", c.rows, c.cols, w, h, c.dir, c.workers, where)
 
 	pairs := int64(len(stitching.Pairs(c.rows, c.cols)))
 	bars := map[string]*progress.Bar{}
 	gopt := stitching.GraphOptions{
 		Workers: c.workers,
+		GPU:     c.gpu,
 		Progress: func(phase string, done, total int) {
 			b := bars[phase]
 			if b == nil {

@@ -71,3 +71,20 @@ func TestGenerateThenStitch(t *testing.T) {
 		t.Fatalf("missing tile: %v", err)
 	}
 }
+
+// -gpu fails at once, before generating or reading anything, where GPU
+// stitching cannot run (no cuda build tag, or no GPU), and says why.
+func TestGPUUnavailable(t *testing.T) {
+	if stitching.CheckGPU() == nil {
+		t.Skip("a GPU is usable here")
+	}
+	dir := t.TempDir()
+	var out, errw bytes.Buffer
+	err := run(context.Background(), []string{"-gpu", "-generate", filepath.Join(dir, "tiles")}, &out, &errw)
+	if err == nil || !(errors.Is(err, stitching.ErrNoGPUBuild) || errors.Is(err, stitching.ErrNoGPU)) || !strings.Contains(err.Error(), "-gpu") {
+		t.Fatalf("err = %v, want a -gpu error wrapping ErrNoGPUBuild or ErrNoGPU", err)
+	}
+	if _, serr := os.Stat(filepath.Join(dir, "tiles")); !os.IsNotExist(serr) {
+		t.Fatalf("tiles were generated before the GPU check failed (%v)", serr)
+	}
+}

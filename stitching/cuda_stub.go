@@ -1,0 +1,5 @@
+//go:build !cuda
+
+package stitching
+
+func newCUDABackend() (gpuBackend, error) { return nil, ErrNoGPUBuild }

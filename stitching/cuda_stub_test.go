@@ -1,0 +1,5 @@
+//go:build !cuda
+
+package stitching
+
+const cudaBuilt = false

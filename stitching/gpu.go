@@ -1,0 +1,276 @@
+package stitching
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+
+	"github.com/gohtgs/htgs/bookkeeper"
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/pipeline"
+	"github.com/gohtgs/htgs/task"
+)
+
+// ErrNoGPUBuild is returned by [Stitch] with GraphOptions.GPU in a program
+// built without the cuda build tag.
+var ErrNoGPUBuild = errors.New("stitching: GPU stitching is not built into this program (build with -tags cuda)")
+
+// ErrNoGPU is wrapped by the error of [Stitch] with GraphOptions.GPU in a
+// program built with the cuda tag, on a machine where no GPU is usable.
+var ErrNoGPU = errors.New("stitching: no usable GPU")
+
+// gpuBackend runs the registration's per-tile and per-pair transforms on
+// devices with memory of their own. The cuda backend implements it
+// (-tags cuda); the tests implement it with host memory posing as GPUs, so
+// that the GPU graph (bands, release counts, device pools) is tested on
+// every machine.
+type gpuBackend interface {
+	// devices lists the GPUs, one pipeline clone each.
+	devices() []device.Device
+	// spectra returns the allocator of device spectra of w x h tiles.
+	spectra(w, h int) memmgr.Allocator[devSpectrum]
+	// newTransformer returns the tile FFT of one task copy.
+	newTransformer(w, h int, opt options) transformer
+	// newCorrelator returns the PCIAM of one task copy.
+	newCorrelator(w, h int, opt options) correlator
+}
+
+// devSpectrum is a tile's spectrum in device memory.
+type devSpectrum interface {
+	// Size is the buffer's size in bytes.
+	Size() int64
+}
+
+// A transformer computes tile spectra on its task copy's device. It may
+// implement task.Initializer and task.Shutdowner (Initialize runs on the
+// goroutine of every later call and receives the clone's device).
+type transformer interface {
+	// forward computes the spectrum that [Aligner.Peaks] expects (of the
+	// periodic component unless the options say otherwise) into dst.
+	forward(ctx context.Context, tile *image.Gray16, dst devSpectrum) error
+}
+
+// A correlator finds the phase-correlation peaks of a pair on its task
+// copy's device; like a transformer it may implement task.Initializer and
+// task.Shutdowner.
+type correlator interface {
+	// peaks returns the n highest local maxima of the phase-correlation
+	// matrix of the spectra f1 and f2 (as [Aligner.Peaks] does); dc1 and
+	// dc2 are the tiles' pixel sums, their DC coefficients. The slice may
+	// be reused by the next call.
+	peaks(ctx context.Context, f1, f2 devSpectrum, dc1, dc2 float64, n int) ([]Peak, error)
+}
+
+// band is the part of the grid one GPU clone registers: the pairs whose
+// tile 2 (Pair.Row, Pair.Col) lies in rows [lo, hi). It needs the tiles of
+// those rows and of the row above them, the halo, which the clone above
+// also loads and transforms.
+type band struct{ lo, hi int }
+
+// bandOf returns clone d's band of rows rows among clones clones.
+func bandOf(d, clones, rows int) band {
+	return band{lo: d * rows / clones, hi: (d + 1) * rows / clones}
+}
+
+// has reports whether pair p is registered in the band.
+func (b band) has(p Pair) bool { return p.Row >= b.lo && p.Row < b.hi }
+
+// uses returns the number of the band's pairs that use tile (row, col) of
+// a rows x cols grid: the release count of its slot in the clone.
+func (b band) uses(rows, cols, row, col int) int {
+	in := func(r int) bool { return r >= b.lo && r < b.hi && r < rows }
+	n := 0
+	if in(row) {
+		if col > 0 { // its west pair
+			n++
+		}
+		if row > 0 { // its north pair
+			n++
+		}
+		if col < cols-1 { // the west pair of its east neighbour
+			n++
+		}
+	}
+	if in(row + 1) { // the north pair of its south neighbour
+		n++
+	}
+	return n
+}
+
+// peaksJob is a pair with its PCIAM peaks, waiting for the CCF.
+type peaksJob struct {
+	pairJob
+	peaks []Peak
+}
+
+// gpuPairGraph builds the registration graph for GPUs: every tile goes to
+// every clone of a pipeline with one clone per GPU, and each clone
+//
+//	acquire (its band's tiles) -> read (readers) -> fft (GPU, streams copies)
+//	-> pairs bookkeeper -> pciam (GPU, streams copies) -> ccf (CPU, workers copies)
+//
+// registers the pairs of its band of rows. A tile's slot holds its
+// spectrum in the clone's device memory and returns after the last of the
+// band's pairs that use it.
+func gpuPairGraph(be gpuBackend, src TileSource, opt Options, slots, readers, workers, streams int) (*graph.Graph[tileRef, pairDone], error) {
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	devs := be.devices()
+	if len(devs) == 0 {
+		return nil, ErrNoGPU
+	}
+	if streams <= 0 {
+		streams = 2
+	}
+	o := opt.resolve()
+	mx, my := o.minOverlap(w, h)
+
+	g := graph.New[tileRef, pairDone]("registration")
+	cg := graph.New[tileRef, pairDone]("gpu")
+	pool := memmgr.New(cg, "spectra", slots, be.spectra(w, h), memmgr.Dynamic(), memmgr.Reclaim())
+	clone := func(ctx context.Context) band {
+		info, _ := task.InfoFrom(ctx)
+		return bandOf(info.Pipeline, max(1, info.Pipelines), rows)
+	}
+	// One copy, taking slots in traversal order (see pairGraph).
+	acquire := graph.AddTask(cg, "acquire", 1, func() task.Task[tileRef, *loaded] {
+		return task.Func[tileRef, *loaded](func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
+			n := clone(ctx).uses(rows, cols, t.row, t.col)
+			if n == 0 {
+				return nil // not this band's tile
+			}
+			buf, err := pool.Get(ctx, memmgr.Count(n))
+			if err != nil {
+				return err
+			}
+			return out.Emit(&loaded{row: t.row, col: t.col, dev: buf})
+		})
+	})
+	memmgr.Use(pool, acquire)
+	read := graph.AddTask(cg, "read", readers, func() task.Task[*loaded, *loaded] {
+		return task.Func[*loaded, *loaded](func(_ context.Context, l *loaded, out task.Emitter[*loaded]) error {
+			img, err := loadChecked(src, l.row, l.col, w, h)
+			if err != nil {
+				return err
+			}
+			l.img, l.dc = img, pixelSum(img)
+			return out.Emit(l)
+		})
+	})
+	fft := graph.AddTask(cg, "fft", streams, func() task.Task[*loaded, *loaded] {
+		return &fftTask{tr: be.newTransformer(w, h, o)}
+	})
+	bk := bookkeeper.New[*loaded](cg, "pairs")
+	pairs := bookkeeper.AddRule(bk, "both tiles ready", func() bookkeeper.Rule[*loaded, pairJob] {
+		r := &pairRule{rows: rows, cols: cols, ready: make(map[tileRef]*loaded)}
+		var b *band
+		r.keep = func(p Pair) bool { return b.has(p) }
+		return bookkeeper.RuleFunc[*loaded, pairJob](func(ctx context.Context, l *loaded, out task.Emitter[pairJob]) error {
+			if b == nil {
+				bb := clone(ctx)
+				b = &bb
+			}
+			return r.Apply(ctx, l, out)
+		})
+	})
+	pciam := graph.AddTask(cg, "pciam", streams, func() task.Task[pairJob, peaksJob] {
+		return &pciamTask{c: be.newCorrelator(w, h, o), n: o.peaks}
+	})
+	ccfTask := graph.AddFunc(cg, "ccf", workers, func(_ context.Context, j peaksJob, out task.Emitter[pairDone]) error {
+		tr := ccf(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, mx, my)
+		if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
+			return err
+		}
+		return out.Emit(pairDone{pair: j.pair, tr: tr})
+	})
+	graph.Connect(cg.Input(), acquire)
+	graph.Connect(acquire, read)
+	graph.Connect(read, fft)
+	graph.Connect(fft, bk)
+	graph.Connect(pairs, pciam)
+	graph.Connect(pciam, ccfTask)
+	graph.Connect(ccfTask, cg.Output())
+
+	gpus := pipeline.New(g, "gpus", cg, devs, pipeline.Broadcast[tileRef]())
+	graph.Connect(g.Input(), gpus)
+	graph.Connect(gpus, g.Output())
+	return g, nil
+}
+
+// pixelSum returns the sum of a tile's pixels: its DC coefficient, also
+// that of its periodic component.
+func pixelSum(img *image.Gray16) float64 {
+	b := img.Bounds()
+	var s uint64
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		row := img.Pix[img.PixOffset(b.Min.X, y):img.PixOffset(b.Max.X, y)]
+		for i := 0; i+1 < len(row); i += 2 {
+			s += uint64(row[i])<<8 | uint64(row[i+1])
+		}
+	}
+	return float64(s)
+}
+
+// fftTask is one copy of a GPU clone's FFT task.
+type fftTask struct{ tr transformer }
+
+func (t *fftTask) Initialize(ctx context.Context, info task.Info) error {
+	if in, ok := t.tr.(task.Initializer); ok {
+		return in.Initialize(ctx, info)
+	}
+	return nil
+}
+
+func (t *fftTask) Shutdown(ctx context.Context) error {
+	if sd, ok := t.tr.(task.Shutdowner); ok {
+		return sd.Shutdown(ctx)
+	}
+	return nil
+}
+
+func (t *fftTask) Execute(ctx context.Context, l *loaded, out task.Emitter[*loaded]) error {
+	if err := t.tr.forward(ctx, l.img, l.dev.Data); err != nil {
+		return fmt.Errorf("stitching: FFT of tile (%d, %d) on the GPU: %w", l.row, l.col, err)
+	}
+	return out.Emit(l)
+}
+
+// pciamTask is one copy of a GPU clone's PCIAM task.
+type pciamTask struct {
+	c correlator
+	n int
+}
+
+func (t *pciamTask) Initialize(ctx context.Context, info task.Info) error {
+	if in, ok := t.c.(task.Initializer); ok {
+		return in.Initialize(ctx, info)
+	}
+	return nil
+}
+
+func (t *pciamTask) Shutdown(ctx context.Context) error {
+	if sd, ok := t.c.(task.Shutdowner); ok {
+		return sd.Shutdown(ctx)
+	}
+	return nil
+}
+
+func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[peaksJob]) error {
+	ps, err := t.c.peaks(ctx, j.t1.dev.Data, j.t2.dev.Data, j.t1.dc, j.t2.dc, t.n)
+	if err != nil {
+		return fmt.Errorf("stitching: PCIAM of %v on the GPU: %w", j.pair, err)
+	}
+	return out.Emit(peaksJob{pairJob: j, peaks: append([]Peak(nil), ps...)})
+}
+
+// CheckGPU reports whether GraphOptions.GPU can work in this program on
+// this machine: nil, or an error wrapping [ErrNoGPUBuild] (built without
+// the cuda tag) or [ErrNoGPU] (no usable GPU). Programs call it to fail
+// early, before reading any tile.
+func CheckGPU() error {
+	_, err := newCUDABackend()
+	return err
+}

@@ -1,0 +1,260 @@
+package stitching
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/task"
+)
+
+// fakeGPUs is a gpuBackend whose "GPUs" are host memory and whose
+// transforms are the CPU ones: the GPU graph (bands, halo rows, release
+// counts, device pools, CCF on the CPU) runs on any machine and must give
+// exactly the CPU graph's result. Every call checks that the buffers it is
+// given live on the device its task copy was initialized for.
+type fakeGPUs struct {
+	devs []*fakeGPU
+	// failFFT, when positive, makes the failFFT-th transform fail.
+	failFFT int64
+	ffts    atomic.Int64
+}
+
+type fakeGPU struct {
+	id               int
+	live, total      atomic.Int64
+	transforms, pcms atomic.Int64
+}
+
+func (d *fakeGPU) ID() int           { return d.id }
+func (d *fakeGPU) Kind() device.Kind { return device.GPU }
+func (d *fakeGPU) Name() string      { return fmt.Sprintf("fakegpu%d", d.id) }
+func (d *fakeGPU) Memory() int64     { return 0 }
+
+func newFakeGPUs(n int) *fakeGPUs {
+	f := &fakeGPUs{}
+	for i := range n {
+		f.devs = append(f.devs, &fakeGPU{id: i})
+	}
+	return f
+}
+
+type fakeSpec struct {
+	data []complex128
+	dev  *fakeGPU
+}
+
+func (s fakeSpec) Size() int64 { return 16 * int64(len(s.data)) }
+
+func (f *fakeGPUs) devices() []device.Device {
+	ds := make([]device.Device, len(f.devs))
+	for i, d := range f.devs {
+		ds[i] = d
+	}
+	return ds
+}
+
+func (f *fakeGPUs) spectra(w, h int) memmgr.Allocator[devSpectrum] {
+	return fakeSpecAlloc{n: (w/2 + 1) * h}
+}
+
+type fakeSpecAlloc struct{ n int }
+
+func (a fakeSpecAlloc) Alloc(dev device.Device) (devSpectrum, error) {
+	d, ok := dev.(*fakeGPU)
+	if !ok {
+		return nil, fmt.Errorf("spectrum allocated on %v", dev)
+	}
+	d.live.Add(1)
+	d.total.Add(1)
+	return fakeSpec{data: make([]complex128, a.n), dev: d}, nil
+}
+
+func (a fakeSpecAlloc) Free(dev device.Device, s devSpectrum) error {
+	fs := s.(fakeSpec)
+	if fs.dev != dev {
+		return fmt.Errorf("spectrum of %v freed on %v", fs.dev, dev)
+	}
+	fs.dev.live.Add(-1)
+	return nil
+}
+
+type onGPU struct{ dev *fakeGPU }
+
+func (o *onGPU) Initialize(_ context.Context, info task.Info) error {
+	d, ok := info.Device.(*fakeGPU)
+	if !ok || d.id != info.Pipeline {
+		return fmt.Errorf("clone %d got device %v", info.Pipeline, info.Device)
+	}
+	o.dev = d
+	return nil
+}
+
+func (o *onGPU) spec(s devSpectrum) ([]complex128, error) {
+	fs, ok := s.(fakeSpec)
+	if !ok || fs.dev != o.dev {
+		return nil, fmt.Errorf("spectrum of %v used on %v", fs.dev, o.dev)
+	}
+	return fs.data, nil
+}
+
+type fakeTransformer struct {
+	onGPU
+	f    *fakeGPUs
+	tfft *TileFFT
+}
+
+func (f *fakeGPUs) newTransformer(w, h int, opt options) transformer {
+	o := Options{NoPeriodicDecomposition: !opt.periodic}
+	return &fakeTransformer{f: f, tfft: NewTileFFT(w, h, o)}
+}
+
+func (t *fakeTransformer) forward(_ context.Context, tile *image.Gray16, dst devSpectrum) error {
+	if t.f.failFFT > 0 && t.f.ffts.Add(1) == t.f.failFFT {
+		return errors.New("fake cuFFT failure")
+	}
+	d, err := t.spec(dst)
+	if err != nil {
+		return err
+	}
+	t.tfft.Forward(tile, d)
+	t.dev.transforms.Add(1)
+	return nil
+}
+
+type fakeCorrelator struct {
+	onGPU
+	a *Aligner
+}
+
+func (f *fakeGPUs) newCorrelator(w, h int, opt options) correlator {
+	return &fakeCorrelator{a: NewAligner(w, h, Options{Whitening: opt.beta, PeakCount: opt.peaks})}
+}
+
+func (c *fakeCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, _, _ float64, n int) ([]Peak, error) {
+	s1, err := c.spec(f1)
+	if err != nil {
+		return nil, err
+	}
+	s2, err := c.spec(f2)
+	if err != nil {
+		return nil, err
+	}
+	c.dev.pcms.Add(1)
+	return c.a.Peaks(s1, s2, n), nil
+}
+
+// Bands cover the grid: every pair is registered by exactly one clone, and
+// a clone's release counts are the number of its pairs using each tile.
+func TestBands(t *testing.T) {
+	for rows := 1; rows < 7; rows++ {
+		for cols := 1; cols < 5; cols++ {
+			for clones := 1; clones < 5; clones++ {
+				owner := map[Pair]int{}
+				for d := range clones {
+					b := bandOf(d, clones, rows)
+					uses := map[tileRef]int{}
+					for _, p := range Pairs(rows, cols) {
+						if !b.has(p) {
+							continue
+						}
+						if prev, ok := owner[p]; ok {
+							t.Fatalf("%dx%d/%d: pair %v in clones %d and %d", rows, cols, clones, p, prev, d)
+						}
+						owner[p] = d
+						nr, nc := p.Neighbor()
+						uses[tileRef{p.Row, p.Col}]++
+						uses[tileRef{nr, nc}]++
+					}
+					for r := range rows {
+						for c := range cols {
+							if got := b.uses(rows, cols, r, c); got != uses[tileRef{r, c}] {
+								t.Fatalf("%dx%d/%d clone %d tile (%d,%d): uses %d, pairs %d", rows, cols, clones, d, r, c, got, uses[tileRef{r, c}])
+							}
+						}
+					}
+				}
+				if len(owner) != len(Pairs(rows, cols)) {
+					t.Fatalf("%dx%d/%d: %d of %d pairs owned", rows, cols, clones, len(owner), len(Pairs(rows, cols)))
+				}
+			}
+		}
+	}
+}
+
+// The GPU graph, on 1 to 3 fake GPUs, gives exactly the CPU graph's result,
+// spreads the work over the GPUs and frees every device spectrum.
+func TestStitchGPUGraphMatchesCPU(t *testing.T) {
+	g := smallSynth(t, 5, 4, 11)
+	src := g.source(t)
+	cpu, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 2, 3} {
+		fake := newFakeGPUs(n)
+		var pools int
+		res, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: 2, gpu: fake,
+			Observe: func(phase string, r Run) {
+				if phase != "registration" {
+					return
+				}
+				for _, p := range r.Stats().Pools {
+					pools++
+					if p.InUse != 0 || p.Peak > p.Capacity {
+						t.Errorf("%d GPUs: pool %s clone %d: in use %d, peak %d of %d", n, p.Name, p.Pipeline, p.InUse, p.Peak, p.Capacity)
+					}
+				}
+			}})
+		if err != nil {
+			t.Fatalf("%d GPUs: %v", n, err)
+		}
+		sameTranslations(t, fmt.Sprintf("%d GPUs: relative", n), res.Relative, cpu.Relative)
+		sameTranslations(t, fmt.Sprintf("%d GPUs: optimized", n), res.Optimized, cpu.Optimized)
+		if pools != n {
+			t.Errorf("%d GPUs: %d spectrum pools, want one per GPU", n, pools)
+		}
+		var pcms int64
+		for _, d := range fake.devs {
+			if d.live.Load() != 0 {
+				t.Errorf("%d GPUs: %v: %d spectra never freed", n, d.Name(), d.live.Load())
+			}
+			if d.pcms.Load() == 0 {
+				t.Errorf("%d GPUs: %v registered no pair", n, d.Name())
+			}
+			pcms += d.pcms.Load()
+		}
+		if want := int64(len(Pairs(5, 4))); pcms != want {
+			t.Errorf("%d GPUs: %d phase correlations, want %d (each pair once)", n, pcms, want)
+		}
+	}
+}
+
+// A failing GPU transform stops the run with an error naming the task, and
+// the device memory is freed all the same; without a GPU build -gpu says so.
+func TestStitchGPUErrors(t *testing.T) {
+	g := smallSynth(t, 3, 3, 5)
+	src := g.source(t)
+	fake := newFakeGPUs(2)
+	fake.failFFT = 4
+	_, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: 2, gpu: fake})
+	if err == nil || !strings.Contains(err.Error(), "fake cuFFT failure") || !strings.Contains(err.Error(), "fft") {
+		t.Fatalf("error %v, want the FFT failure naming the task", err)
+	}
+	for _, d := range fake.devs {
+		if d.live.Load() != 0 {
+			t.Errorf("%v: %d spectra never freed after the failure", d.Name(), d.live.Load())
+		}
+	}
+	if !cudaBuilt {
+		if _, err := Stitch(context.Background(), src, Options{}, GraphOptions{GPU: true}); !errors.Is(err, ErrNoGPUBuild) {
+			t.Fatalf("GPU without the cuda tag: %v, want ErrNoGPUBuild", err)
+		}
+	}
+}
