@@ -54,7 +54,8 @@
 //
 // [BLAS] wraps a cuBLAS handle (DGEMM on row-major matrices), [FFT2D] a
 // pair of cuFFT plans (2-D complex, or real-to-complex and back). The
-// package's own kernels ([CrossPower], [MaxReducer]) are CUDA C in
+// package's own kernels ([CrossPower], [CrossPowerPow], [SubtractSmooth],
+// [LocalMax], [MaxReducer]) are CUDA C in
 // kernels/*.cu, compiled to PTX by go generate (scripts/gen-cuda-ptx.sh,
 // which needs nvcc), embedded in the binary and JIT-compiled by the driver
 // for the GPU at hand the first time a device uses them.
