@@ -92,6 +92,15 @@ func (c Config) threads() int {
 	return runtime.GOMAXPROCS(0)
 }
 
+// cpuThreads is Threads for work on the CPU whatever the kernel (the
+// element-wise product).
+func (c Config) cpuThreads() int {
+	if c.Threads > 0 {
+		return c.Threads
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
 func (c Config) accumulateThreads() int {
 	if c.AccumulateThreads > 0 {
 		return c.AccumulateThreads

@@ -16,7 +16,7 @@ import (
 // hadamardPlan plans C = A∘B for m x n operands: every block is loaded
 // once, row-major, and used once.
 func hadamardPlan(m, n int, inMemory bool, cfg Config) (Plan, error) {
-	bs, threads := cfg.blockSize(), cfg.threads()
+	bs, threads := cfg.blockSize(), cfg.cpuThreads()
 	p := Plan{M: m, K: 1, N: n, BlockSize: bs, Threads: threads, InMemory: inMemory,
 		MB: ceilDiv(m, bs), KB: 1, NB: ceilDiv(n, bs), Order: RowPanels, Panel: 1}
 	p.Panels = p.MB

@@ -328,6 +328,13 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 			slots, line, minSlots)
 	}
 
+	be := gopt.gpu
+	if gopt.GPU && be == nil {
+		var err error
+		if be, err = newCUDABackend(); err != nil {
+			return nil, err
+		}
+	}
 	res, src, err := begin(ctx, src, opt)
 	if err != nil {
 		return nil, err
@@ -335,13 +342,7 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 
 	// Phase 1: registration.
 	var rel *Translations
-	if gopt.GPU || gopt.gpu != nil {
-		be := gopt.gpu
-		if be == nil {
-			if be, err = newCUDABackend(); err != nil {
-				return nil, err
-			}
-		}
+	if be != nil {
 		g, err := gpuPairGraph(be, src, opt, slots, readers, workers, gopt.GPUStreams)
 		if err != nil {
 			return nil, err
