@@ -12,6 +12,7 @@ import (
 
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/phase"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/task"
 )
@@ -358,18 +359,10 @@ type mulTask struct {
 }
 
 func (t *mulTask) Initialize(ctx context.Context, info task.Info) error {
-	if in, ok := t.mult.(task.Initializer); ok {
-		return in.Initialize(ctx, info)
-	}
-	return nil
+	return phase.Initialize(ctx, t.mult, info)
 }
 
-func (t *mulTask) Shutdown(ctx context.Context) error {
-	if sd, ok := t.mult.(task.Shutdowner); ok {
-		return sd.Shutdown(ctx)
-	}
-	return nil
-}
+func (t *mulTask) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.mult) }
 
 // Execute computes one contribution A(i,l)·B(l,j) of C(i,j). The
 // contribution l = 0 of a *Dense result is computed in place (its "home");

@@ -9,6 +9,7 @@ import (
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/phase"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/pipeline"
 	"github.com/gohtgs/htgs/task"
@@ -175,10 +176,7 @@ type copyIn struct {
 
 func (c *copyIn) Initialize(ctx context.Context, info task.Info) error {
 	c.dev, c.devices = info.Pipeline, max(1, info.Pipelines)
-	if in, ok := c.mv.(task.Initializer); ok {
-		return in.Initialize(ctx, info)
-	}
-	return nil
+	return phase.Initialize(ctx, c.mv, info)
 }
 
 func (c *copyIn) Shutdown(ctx context.Context) error {
@@ -190,10 +188,7 @@ func (c *copyIn) Shutdown(ctx context.Context) error {
 		}
 		delete(c.cache, k)
 	}
-	if sd, ok := c.mv.(task.Shutdowner); ok {
-		errs = append(errs, sd.Shutdown(ctx))
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, phase.Shutdown(ctx, c.mv))...)
 }
 
 // fetch returns the device copy of the host block b, copying it in first
@@ -250,18 +245,10 @@ type devMultiply struct {
 }
 
 func (t *devMultiply) Initialize(ctx context.Context, info task.Info) error {
-	if in, ok := t.mult.(task.Initializer); ok {
-		return in.Initialize(ctx, info)
-	}
-	return nil
+	return phase.Initialize(ctx, t.mult, info)
 }
 
-func (t *devMultiply) Shutdown(ctx context.Context) error {
-	if sd, ok := t.mult.(task.Shutdowner); ok {
-		return sd.Shutdown(ctx)
-	}
-	return nil
-}
+func (t *devMultiply) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.mult) }
 
 func (t *devMultiply) Execute(ctx context.Context, pr devProduct, out task.Emitter[devPartial]) error {
 	a, b := pr.a, pr.b
@@ -289,18 +276,10 @@ type copyOut struct {
 }
 
 func (c *copyOut) Initialize(ctx context.Context, info task.Info) error {
-	if in, ok := c.mv.(task.Initializer); ok {
-		return in.Initialize(ctx, info)
-	}
-	return nil
+	return phase.Initialize(ctx, c.mv, info)
 }
 
-func (c *copyOut) Shutdown(ctx context.Context) error {
-	if sd, ok := c.mv.(task.Shutdowner); ok {
-		return sd.Shutdown(ctx)
-	}
-	return nil
-}
+func (c *copyOut) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, c.mv) }
 
 func (c *copyOut) Execute(ctx context.Context, dp devPartial, out task.Emitter[*partial]) error {
 	buf, err := c.partials.Get(ctx, memmgr.Count(1))

@@ -9,6 +9,7 @@ import (
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/phase"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/pipeline"
 	"github.com/gohtgs/htgs/task"
@@ -218,18 +219,10 @@ func pixelSum(img *image.Gray16) float64 {
 type fftTask struct{ tr transformer }
 
 func (t *fftTask) Initialize(ctx context.Context, info task.Info) error {
-	if in, ok := t.tr.(task.Initializer); ok {
-		return in.Initialize(ctx, info)
-	}
-	return nil
+	return phase.Initialize(ctx, t.tr, info)
 }
 
-func (t *fftTask) Shutdown(ctx context.Context) error {
-	if sd, ok := t.tr.(task.Shutdowner); ok {
-		return sd.Shutdown(ctx)
-	}
-	return nil
-}
+func (t *fftTask) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.tr) }
 
 func (t *fftTask) Execute(ctx context.Context, l *loaded, out task.Emitter[*loaded]) error {
 	if err := t.tr.forward(ctx, l.img, l.dev.Data); err != nil {
@@ -245,18 +238,10 @@ type pciamTask struct {
 }
 
 func (t *pciamTask) Initialize(ctx context.Context, info task.Info) error {
-	if in, ok := t.c.(task.Initializer); ok {
-		return in.Initialize(ctx, info)
-	}
-	return nil
+	return phase.Initialize(ctx, t.c, info)
 }
 
-func (t *pciamTask) Shutdown(ctx context.Context) error {
-	if sd, ok := t.c.(task.Shutdowner); ok {
-		return sd.Shutdown(ctx)
-	}
-	return nil
-}
+func (t *pciamTask) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.c) }
 
 func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[peaksJob]) error {
 	ps, err := t.c.peaks(ctx, j.t1.dev.Data, j.t2.dev.Data, j.t1.dc, j.t2.dc, t.n)
