@@ -437,24 +437,8 @@ func accumulate(_ context.Context, pr pair, out task.Emitter[*partial]) error {
 func build(plan *Plan, cfg Config, a, b *operand, c Sink, written *atomic.Int64, products *atomic.Int64) *graph.Graph[Request, Done] {
 	g := graph.New[Request, Done]("matmul")
 	bs := plan.BlockSize
-	if plan.PoolA > 0 && a.dense == nil {
-		a.pool = memmgr.New(g, "A blocks", plan.PoolA, blockBuffers(min(bs, plan.M)*min(bs, plan.K), cfg.Buffers), memmgr.Dynamic())
-	}
-	if plan.PoolB > 0 && b.dense == nil {
-		b.pool = memmgr.New(g, "B blocks", plan.PoolB, blockBuffers(min(bs, plan.K)*min(bs, plan.N), cfg.Buffers), memmgr.Dynamic())
-	}
+	toMul := addPairs(g, plan, cfg, a, b)
 	partials := memmgr.New(g, "C partials", plan.PoolC, blockBuffers(min(bs, plan.M)*min(bs, plan.N), cfg.Buffers), memmgr.Dynamic())
-	loadA, loadB := addLoaders(g, a, b, bs)
-
-	pairBK := bookkeeper.New[*block](g, "pair")
-	toMul := bookkeeper.AddRule(pairBK, "A(i,l) with B(l,j)", func() bookkeeper.Rule[*block, product] {
-		r := &pairRule{cur: newCursor(plan), blocks: map[blockKey]*heldBlock{}}
-		r.next, r.more = r.cur.next()
-		return r
-	})
-	graph.Connect(loadA, pairBK)
-	graph.Connect(loadB, pairBK)
-
 	home, _ := c.(*Dense)
 	kernel := cfg.kernel()
 	mul := graph.AddTask(g, "multiply", plan.Threads, func() task.Task[product, *partial] {
@@ -462,7 +446,38 @@ func build(plan *Plan, cfg Config, a, b *operand, c Sink, written *atomic.Int64,
 	})
 	memmgr.Use(partials, mul)
 	graph.Connect(toMul, mul)
+	addSums(g, plan, cfg, mul, c, written)
+	return g
+}
 
+// addPairs adds the front of the product graphs to g: the pools of the
+// operands read from sources, the distribute bookkeeper and loaders, and
+// the pairing bookkeeper (BK2), whose rule it returns: it emits the block
+// products in schedule order.
+func addPairs(g *graph.Graph[Request, Done], plan *Plan, cfg Config, a, b *operand) graph.Producer[product] {
+	bs := plan.BlockSize
+	if plan.PoolA > 0 && a.dense == nil {
+		a.pool = memmgr.New(g, "A blocks", plan.PoolA, blockBuffers(min(bs, plan.M)*min(bs, plan.K), cfg.Buffers), memmgr.Dynamic())
+	}
+	if plan.PoolB > 0 && b.dense == nil {
+		b.pool = memmgr.New(g, "B blocks", plan.PoolB, blockBuffers(min(bs, plan.K)*min(bs, plan.N), cfg.Buffers), memmgr.Dynamic())
+	}
+	loadA, loadB := addLoaders(g, a, b, bs)
+	pairBK := bookkeeper.New[*block](g, "pair")
+	products := bookkeeper.AddRule(pairBK, "A(i,l) with B(l,j)", func() bookkeeper.Rule[*block, product] {
+		r := &pairRule{cur: newCursor(plan), blocks: map[blockKey]*heldBlock{}}
+		r.next, r.more = r.cur.next()
+		return r
+	})
+	graph.Connect(loadA, pairBK)
+	graph.Connect(loadB, pairBK)
+	return products
+}
+
+// addSums adds the back of the product graphs to g: the accumulate
+// bookkeeper (BK3) fed by partials, the accumulate task in a cycle with it,
+// and store C, which feeds g's output.
+func addSums(g *graph.Graph[Request, Done], plan *Plan, cfg Config, partials graph.Producer[*partial], c Sink, written *atomic.Int64) {
 	accBK := bookkeeper.New[*partial](g, "accumulate bookkeeper")
 	toAcc := bookkeeper.AddRule(accBK, "pair partial sums", func() bookkeeper.Rule[*partial, pair] {
 		return &sumRule{kb: plan.KB, waiting: map[[2]int]*partial{}}
@@ -477,14 +492,12 @@ func build(plan *Plan, cfg Config, a, b *operand, c Sink, written *atomic.Int64,
 		})
 	})
 	acc := graph.AddFunc(g, "accumulate", cfg.accumulateThreads(), accumulate)
-	graph.Connect(mul, accBK)
+	graph.Connect(partials, accBK)
 	graph.Connect(toAcc, acc)
 	graph.Connect(acc, accBK)
-
-	store := addStore(g, c, bs, written)
+	store := addStore(g, c, plan.BlockSize, written)
 	graph.Connect(toStore, store)
 	graph.Connect(store, g.Output())
-	return g
 }
 
 // addStore adds the task that stores finished blocks of C: it writes those

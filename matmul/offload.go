@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/phase"
@@ -312,21 +311,7 @@ func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, 
 	g := graph.New[Request, Done]("matmul")
 	bs := plan.BlockSize
 	sizeA, sizeB, sizeC := min(bs, plan.M)*min(bs, plan.K), min(bs, plan.K)*min(bs, plan.N), min(bs, plan.M)*min(bs, plan.N)
-	if plan.PoolA > 0 && a.dense == nil {
-		a.pool = memmgr.New(g, "A blocks", plan.PoolA, blockBuffers(sizeA, cfg.Buffers), memmgr.Dynamic())
-	}
-	if plan.PoolB > 0 && b.dense == nil {
-		b.pool = memmgr.New(g, "B blocks", plan.PoolB, blockBuffers(sizeB, cfg.Buffers), memmgr.Dynamic())
-	}
-	loadA, loadB := addLoaders(g, a, b, bs)
-	pairBK := bookkeeper.New[*block](g, "pair")
-	toDevices := bookkeeper.AddRule(pairBK, "A(i,l) with B(l,j)", func() bookkeeper.Rule[*block, product] {
-		r := &pairRule{cur: newCursor(plan), blocks: map[blockKey]*heldBlock{}}
-		r.next, r.more = r.cur.next()
-		return r
-	})
-	graph.Connect(loadA, pairBK)
-	graph.Connect(loadB, pairBK)
+	toDevices := addPairs(g, plan, cfg, a, b)
 
 	// One device's subgraph, cloned per device: its pools allocate on the
 	// clone's device.
@@ -360,26 +345,6 @@ func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, 
 	})
 	graph.Connect(toDevices, gpus)
 
-	accBK := bookkeeper.New[*partial](g, "accumulate bookkeeper")
-	toAcc := bookkeeper.AddRule(accBK, "pair partial sums", func() bookkeeper.Rule[*partial, pair] {
-		return &sumRule{kb: plan.KB, waiting: map[[2]int]*partial{}}
-	})
-	kb := plan.KB
-	toStore := bookkeeper.AddRule(accBK, "complete", func() bookkeeper.Rule[*partial, *partial] {
-		return bookkeeper.RuleFunc[*partial, *partial](func(_ context.Context, p *partial, out task.Emitter[*partial]) error {
-			if p.count != kb {
-				return nil
-			}
-			return out.Emit(p)
-		})
-	})
-	acc := graph.AddFunc(g, "accumulate", cfg.accumulateThreads(), accumulate)
-	graph.Connect(gpus, accBK)
-	graph.Connect(toAcc, acc)
-	graph.Connect(acc, accBK)
-
-	store := addStore(g, c, bs, written)
-	graph.Connect(toStore, store)
-	graph.Connect(store, g.Output())
+	addSums(g, plan, cfg, gpus, c, written)
 	return g
 }

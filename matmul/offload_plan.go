@@ -124,15 +124,7 @@ func planOffload(p Plan, cfg Config, devices int, devBudget int64) (Plan, error)
 				units.FormatBytes(o.devBytes), budgetString(devBudget))
 		}
 	}
-	p.Order, p.Panel = best.order, best.panel
-	switch best.order {
-	case RowPanels:
-		p.Panels = ceilDiv(p.MB, p.Panel)
-	case ColumnPanels:
-		p.Panels = ceilDiv(p.NB, p.Panel)
-	case Streamed:
-		p.Panels = p.MB
-	}
+	p.setOrder(best.order, best.panel)
 	p.PoolA, p.PoolB, p.PoolC = best.capA, best.capB, best.capC
 	p.PoolBytes, p.ReadBytes = best.hostBytes, best.reads
 	p.DevicePoolA, p.DevicePoolB, p.DevicePoolC = best.devA, best.devB, devC

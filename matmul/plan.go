@@ -221,18 +221,23 @@ func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
 		return p, fmt.Errorf("%w: %s cannot hold the blocks of one pass with %dx%d blocks and %d threads: need at least %s (use smaller blocks or fewer threads)",
 			ErrBudget, units.FormatBytes(cfg.MemoryBudget), bs, bs, threads, units.FormatBytes(need))
 	}
-	p.Order, p.Panel = best.order, best.panel
-	switch best.order {
-	case RowPanels:
-		p.Panels = ceilDiv(p.MB, p.Panel)
-	case ColumnPanels:
-		p.Panels = ceilDiv(p.NB, p.Panel)
-	case Streamed:
-		p.Panels = p.MB
-	}
+	p.setOrder(best.order, best.panel)
 	p.PoolA, p.PoolB, p.PoolC = best.capA, best.capB, best.capC
 	p.PoolBytes, p.ReadBytes = best.memory, best.reads
 	return p, nil
+}
+
+// setOrder sets the traversal and its panel size, and counts the panels.
+func (p *Plan) setOrder(o Order, panel int) {
+	p.Order, p.Panel = o, panel
+	switch o {
+	case RowPanels:
+		p.Panels = ceilDiv(p.MB, panel)
+	case ColumnPanels:
+		p.Panels = ceilDiv(p.NB, panel)
+	case Streamed:
+		p.Panels = p.MB
+	}
 }
 
 // step is one block product of the schedule: C(i,j) += A(i,l)·B(l,j),
