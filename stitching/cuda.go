@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"image"
 	"math"
-	"math/cmplx"
-
-	"gonum.org/v1/gonum/dsp/fourier"
 
 	"github.com/gohtgs/htgs/cuda"
 	"github.com/gohtgs/htgs/device"
@@ -125,7 +122,8 @@ func (k *worker) stop() error {
 // cudaTransformer computes a tile's half spectrum with cuFFT (D2Z) and,
 // for the periodic component, subtracts the smooth component's spectrum on
 // the GPU; the two 1-D transforms of the border differences it needs are
-// computed on the CPU (O(W+H) values).
+// computed on the CPU by FFT2.borderSpectra (O(W+H) values), with FFT2's
+// tables.
 type cudaTransformer struct {
 	worker
 	periodic bool
@@ -135,10 +133,7 @@ type cudaTransformer struct {
 	offA     int // float64 index of a in host and scratch (16-byte aligned)
 	offB     int
 	tables   cuda.SmoothTables
-	rowFFT   *fourier.FFT
-	colFFT   *fourier.CmplxFFT
-	edge     []float64
-	a, b     []complex128
+	cpu      *FFT2 // border transforms and smooth-component tables
 }
 
 func (be *cudaBackend) newTransformer(w, h int, opt options) transformer {
@@ -165,26 +160,18 @@ func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error 
 	if !t.periodic {
 		return nil
 	}
-	hw := t.w/2 + 1
-	phX, lapX := make([]complex128, hw), make([]float64, hw)
-	for q := range hw {
-		a := 2 * math.Pi * float64(q) / float64(t.w)
-		lapX[q], phX[q] = 2*math.Cos(a)-2, 1-cmplx.Exp(complex(0, a))
-	}
-	phY, lapY := make([]complex128, t.h), make([]float64, t.h)
-	for r := range t.h {
-		a := 2 * math.Pi * float64(r) / float64(t.h)
-		lapY[r], phY[r] = 2*math.Cos(a)-2, 1-cmplx.Exp(complex(0, a))
-	}
+	t.cpu = NewFFT2(t.w, t.h)
+	t.cpu.initPeriodic()
+	phX, phY, lapX, lapY := t.cpu.phX, t.cpu.phY, t.cpu.lapX, t.cpu.lapY
 	tb := cuda.SmoothTables{W: t.w, H: t.h}
 	for _, x := range []struct {
 		dst   *cuda.DeviceMem
 		bytes int64
 		copy  func(cuda.DeviceMem) error
 	}{
-		{&tb.PhX, 16 * int64(hw), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, phX) }},
+		{&tb.PhX, 16 * int64(len(phX)), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, phX) }},
 		{&tb.PhY, 16 * int64(t.h), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, phY) }},
-		{&tb.LapX, 8 * int64(hw), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, lapX) }},
+		{&tb.LapX, 8 * int64(len(lapX)), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, lapX) }},
 		{&tb.LapY, 8 * int64(t.h), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, lapY) }},
 	} {
 		if *x.dst, err = t.alloc(x.bytes); err != nil {
@@ -195,8 +182,6 @@ func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error 
 		}
 	}
 	t.tables = tb
-	t.rowFFT, t.colFFT = fourier.NewFFT(t.w), fourier.NewCmplxFFT(t.h)
-	t.edge, t.a, t.b = make([]float64, t.w), make([]complex128, hw), make([]complex128, t.h)
 	return nil
 }
 
@@ -219,18 +204,11 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 	}
 	n := w * h
 	if t.periodic {
-		for x := range w {
-			t.edge[x] = px[(h-1)*w+x] - px[x]
-		}
-		for y := range h {
-			t.b[y] = complex(px[y*w+w-1]-px[y*w], 0)
-		}
-		t.rowFFT.Coefficients(t.a, t.edge)
-		t.colFFT.Coefficients(t.b, t.b)
-		for q, v := range t.a {
+		a, bb := t.cpu.borderSpectra(tile)
+		for q, v := range a {
 			t.host[t.offA+2*q], t.host[t.offA+2*q+1] = real(v), imag(v)
 		}
-		for r, v := range t.b {
+		for r, v := range bb {
 			t.host[t.offB+2*r], t.host[t.offB+2*r+1] = real(v), imag(v)
 		}
 		n = t.offB + 2*h

@@ -149,9 +149,18 @@ func (p *FFT2) Inverse(spec []complex128, dst []float64) {
 // than [FFT2.Forward]. The DC coefficient is that of the tile.
 func (p *FFT2) ForwardPeriodic(tile *image.Gray16, dst []complex128) {
 	p.Forward(tile, dst)
-	b := tile.Bounds()
+	a, b := p.borderSpectra(tile)
+	p.subtractSmooth(dst, a, b)
+}
+
+// borderSpectra computes the 1-D transforms that define the smooth
+// component of tile: a (W/2+1 values) of the differences between its last
+// and first rows, and b (H values) of the differences between its last and
+// first columns. Both are scratch of the plan, valid until the next call.
+func (p *FFT2) borderSpectra(tile *image.Gray16) (a, b []complex128) {
+	bd := tile.Bounds()
 	at := func(x, y int) float64 {
-		i := tile.PixOffset(b.Min.X+x, b.Min.Y+y)
+		i := tile.PixOffset(bd.Min.X+x, bd.Min.Y+y)
 		return float64(uint16(tile.Pix[i])<<8 | uint16(tile.Pix[i+1]))
 	}
 	p.initPeriodic()
@@ -161,7 +170,11 @@ func (p *FFT2) ForwardPeriodic(tile *image.Gray16, dst []complex128) {
 	for y := 0; y < p.h; y++ {
 		p.bcol[y] = complex(at(p.w-1, y)-at(0, y), 0)
 	}
-	p.subtractSmooth(dst)
+	// Row part: v1(x, 0) = a(x), v1(x, H-1) = -a(x): V1(q, r) = A(q) phY(r).
+	p.row.Coefficients(p.cbuf, p.edgeA)
+	// Column part: v2(0, y) = b(y), v2(W-1, y) = -b(y): V2(q, r) = B(r) phX(q).
+	p.col.Coefficients(p.bcol, p.bcol)
+	return p.cbuf, p.bcol
 }
 
 func (p *FFT2) initPeriodic() {
@@ -186,21 +199,17 @@ func (p *FFT2) initPeriodic() {
 	}
 }
 
-// subtractSmooth subtracts the spectrum of the smooth component defined by
-// the border differences in p.edgeA (rows) and p.bcol (columns) from dst.
-func (p *FFT2) subtractSmooth(dst []complex128) {
-	// Row part: v1(x, 0) = a(x), v1(x, H-1) = -a(x): V1(q, r) = A(q) phY(r).
-	p.row.Coefficients(p.cbuf, p.edgeA)
-	// Column part: v2(0, y) = b(y), v2(W-1, y) = -b(y): V2(q, r) = B(r) phX(q).
-	p.col.Coefficients(p.bcol, p.bcol)
+// subtractSmooth subtracts from dst the spectrum of the smooth component
+// whose border transforms borderSpectra returned.
+func (p *FFT2) subtractSmooth(dst []complex128, a, b []complex128) {
 	for q := 0; q < p.hw; q++ {
 		col := dst[q*p.h : (q+1)*p.h]
-		aq, pq, lq := p.cbuf[q], p.phX[q], p.lapX[q]
+		aq, pq, lq := a[q], p.phX[q], p.lapX[q]
 		for r := range col {
 			if q == 0 && r == 0 {
 				continue
 			}
-			v := aq*p.phY[r] + p.bcol[r]*pq
+			v := aq*p.phY[r] + b[r]*pq
 			col[r] -= v / complex(lq+p.lapY[r], 0)
 		}
 	}

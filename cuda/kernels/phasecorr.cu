@@ -11,24 +11,31 @@
 
 #define HTGS_BLOCK 256 // threads per block of every launch (the Go side agrees)
 
+// cross_power returns x*conj(y) / |x*conj(y)|^beta, or 0 where the
+// magnitude is not above floor or not finite (a zero or rounding-noise
+// coefficient carries no phase). beta == 1 avoids pow.
+__device__ __forceinline__ double2 cross_power(double2 x, double2 y, double floor, double beta)
+{
+	// (xr + i xi) * (yr - i yi)
+	double re = x.x * y.x + x.y * y.y;
+	double im = x.y * y.x - x.x * y.y;
+	double m = hypot(re, im);
+	if (!(m > floor && isfinite(m))) {
+		return make_double2(0.0, 0.0);
+	}
+	double d = beta == 1.0 ? m : pow(m, beta);
+	return make_double2(re / d, im / d);
+}
+
 // htgs_cross_power writes dst[i] = a[i]*conj(b[i]) / |a[i]*conj(b[i])| for
-// i < n, or 0 where the magnitude is not above floor or not finite (a zero
-// or rounding-noise coefficient carries no phase). dst may alias a or b.
+// i < n, or 0 where the magnitude is not above floor or not finite. dst may
+// alias a or b.
 extern "C" __global__ void htgs_cross_power(double2 *dst, const double2 *a, const double2 *b,
 					    long long n, double floor)
 {
 	long long stride = (long long)blockDim.x * gridDim.x;
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		double2 x = a[i], y = b[i];
-		// (xr + i xi) * (yr - i yi)
-		double re = x.x * y.x + x.y * y.y;
-		double im = x.y * y.x - x.x * y.y;
-		double m = hypot(re, im);
-		double2 c = make_double2(0.0, 0.0);
-		if (m > floor && isfinite(m)) {
-			c = make_double2(re / m, im / m);
-		}
-		dst[i] = c;
+		dst[i] = cross_power(a[i], b[i], floor, 1.0);
 	}
 }
 
@@ -134,16 +141,7 @@ extern "C" __global__ void htgs_cross_power_pow(double2 *dst, const double2 *a, 
 {
 	long long stride = (long long)blockDim.x * gridDim.x;
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		double2 x = a[i], y = b[i];
-		double re = x.x * y.x + x.y * y.y;
-		double im = x.y * y.x - x.x * y.y;
-		double m = hypot(re, im);
-		double2 c = make_double2(0.0, 0.0);
-		if (m > floor && isfinite(m)) {
-			double d = beta == 1.0 ? m : pow(m, beta);
-			c = make_double2(re / d, im / d);
-		}
-		dst[i] = c;
+		dst[i] = cross_power(a[i], b[i], floor, beta);
 	}
 }
 
