@@ -94,6 +94,19 @@ func (g *Graph[In, Out]) Input() Producer[In] { return g.in }
 // bookkeeper rules) whose values leave the graph to it.
 func (g *Graph[In, Out]) Output() Consumer[Out] { return g.out }
 
+// Discard declares that p may be connected to no consumer: what it emits
+// is dropped on purpose. It does for any producer — a bookkeeper rule, a
+// nested graph, a pipeline — what the [DiscardOutput] option does for a
+// task. Without it, Start refuses a producer whose output goes nowhere.
+func Discard[T any](p Producer[T]) { core.DiscardPort[T](p) }
+
+// NoOutput declares that nothing is meant to reach g's Output: the graph
+// works only by side effects, and its Results are empty. Without it, Start
+// refuses a graph whose Output is connected to nothing, unless one of its
+// producers was declared with [DiscardOutput] or [Discard] (a graph that ends in sinks needs no
+// more than that).
+func (g *Graph[In, Out]) NoOutput() { core.BlueprintOf(g).NoOutput = true }
+
 // Err reports the construction mistakes recorded so far, or nil.
 func (g *Graph[In, Out]) Err() error { return core.BlueprintOf(g).Err() }
 
@@ -126,6 +139,14 @@ type Option func(*core.TaskOptions)
 // what cycles need; a bounded queue inside a cycle can deadlock.
 func QueueCap(n int) Option { return func(o *core.TaskOptions) { o.QueueCap = n } }
 
+// DiscardOutput declares that the node's output may be connected to nothing:
+// it is a sink (it writes files, fills a shared structure, ...) and what it
+// emits, if anything, is dropped on purpose. Without it, Start refuses a
+// node whose output has no consumer, because its values would be lost
+// without a word. A graph containing such a node may also leave its own
+// Output unconnected (see [Graph.NoOutput]).
+func DiscardOutput() Option { return func(o *core.TaskOptions) { o.DiscardOutput = true } }
+
 // AddTask adds a task named name with threads copies, each made by a call
 // of newTask. Copies run concurrently and share one input queue.
 func AddTask[In, Out any](b Builder, name string, threads int, newTask func() task.Task[In, Out], opts ...Option) *Node[In, Out] {
@@ -133,7 +154,12 @@ func AddTask[In, Out any](b Builder, name string, threads int, newTask func() ta
 	for _, f := range opts {
 		f(&o)
 	}
-	return newNode[In, Out](core.BlueprintOf(b), core.TaskSpec(name, o, newTask))
+	bp := core.BlueprintOf(b)
+	n := newNode[In, Out](bp, core.TaskSpec(name, o, newTask))
+	if o.DiscardOutput {
+		bp.Discard(n.outRef.Ref)
+	}
+	return n
 }
 
 // AddFunc adds a stateless task running f with threads copies.
@@ -186,8 +212,7 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 		err = r.Validate(results)
 	}
 	if err != nil {
-		r.Cancel()
-		return nil, err
+		return nil, r.Abort(err)
 	}
 	if results.Producers() == 0 {
 		results.Close() // nothing feeds the output: it is empty for good
@@ -198,6 +223,7 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	for _, in := range insts {
 		in.Launch(r)
 	}
+	r.Launched()
 	return rt, nil
 }
 

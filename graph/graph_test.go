@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/task"
 )
@@ -271,9 +272,11 @@ func TestNestedGraph(t *testing.T) {
 	bad := graph.New[int, int]("boom")
 	b := graph.AddFunc(bad, "explode", 1, func(context.Context, int, task.Emitter[int]) error { return errors.New("kaput") })
 	graph.Connect(bad.Input(), b)
+	graph.Connect(b, bad.Output())
 	outer2 := graph.New[int, int]("outer2")
 	nb := graph.AddGraph(outer2, "sub", bad)
 	graph.Connect(outer2.Input(), nb)
+	graph.Connect(nb, outer2.Output())
 	err := outer2.Run(context.Background(), seq(1), nil)
 	var te *task.Error
 	if !errors.As(err, &te) || te.Task != "sub/explode" {
@@ -539,6 +542,7 @@ func TestShutdownRunsOnFailure(t *testing.T) {
 	g := graph.New[int, int]("fail")
 	n := graph.AddTask(g, "t", 3, func() task.Task[int, int] { return &shutCounter{n: &shut} })
 	graph.Connect(g.Input(), n)
+	graph.Connect(n, g.Output())
 	err := g.Run(context.Background(), seq(10), nil)
 	if err == nil {
 		t.Fatal("want an error")
@@ -580,5 +584,107 @@ func TestGraphContainingItself(t *testing.T) {
 	}
 	if _, err := a.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "a > b > a") {
 		t.Errorf("the error should show the nesting chain: %v", err)
+	}
+}
+
+// Values that would go nowhere are refused at Start, naming the node (or
+// the graph), unless dropping them is declared.
+func TestDanglingOutputIsRefused(t *testing.T) {
+	pass := func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v) }
+	refused := map[string]struct {
+		build func() *graph.Graph[int, int]
+		want  string
+	}{
+		"task output to nothing": {func() *graph.Graph[int, int] {
+			g := graph.New[int, int]("g")
+			a := graph.AddFunc(g, "a", 1, pass)
+			b := graph.AddFunc(g, "forgotten", 1, pass)
+			graph.Connect(g.Input(), a)
+			graph.Connect(a, b)
+			graph.Connect(a, g.Output())
+			return g
+		}, `task "forgotten" is connected to nothing`},
+		"graph output fed by nothing": {func() *graph.Graph[int, int] {
+			g := graph.New[int, int]("loop")
+			a := graph.AddFunc(g, "a", 1, pass)
+			graph.Connect(g.Input(), a)
+			graph.Connect(a, a) // a cycle with no way out
+			return g
+		}, `graph "loop": nothing is connected to its Output`},
+		"rule output to nothing": {func() *graph.Graph[int, int] {
+			g := graph.New[int, int]("g")
+			bk := bookkeeper.New[int](g, "bk")
+			used := bookkeeper.AddRule(bk, "used", func() bookkeeper.Rule[int, int] { return bookkeeper.RuleFunc[int, int](pass) })
+			bookkeeper.AddRule(bk, "unused", func() bookkeeper.Rule[int, int] { return bookkeeper.RuleFunc[int, int](pass) })
+			graph.Connect(g.Input(), bk)
+			graph.Connect(used, g.Output())
+			return g
+		}, `bookkeeper "bk" rule "unused" is connected to nothing`},
+		"nested graph output to nothing": {func() *graph.Graph[int, int] {
+			g := graph.New[int, int]("g")
+			n := graph.AddGraph(g, "inner", squareGraph(1))
+			graph.Connect(g.Input(), n)
+			graph.Connect(g.Input(), g.Output())
+			return g
+		}, `graph "inner" is connected to nothing`},
+		"nested graph whose output is fed by nothing": {func() *graph.Graph[int, int] {
+			inner := graph.New[int, int]("inner")
+			a := graph.AddFunc(inner, "a", 1, pass)
+			graph.Connect(inner.Input(), a)
+			graph.Connect(a, a)
+			g := graph.New[int, int]("g")
+			n := graph.AddGraph(g, "sub", inner)
+			graph.Connect(g.Input(), n)
+			graph.Connect(n, g.Output())
+			return g
+		}, `graph "inner": nothing is connected to its Output`},
+	}
+	for name, c := range refused {
+		_, err := c.build().Start(context.Background())
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Start = %v, want an error containing %q", name, err, c.want)
+		}
+	}
+
+	// Each opt-in is one call.
+	allowed := map[string]func() *graph.Graph[int, int]{
+		"sink task (the graph needs nothing more)": func() *graph.Graph[int, int] {
+			g := graph.New[int, int]("g")
+			a := graph.AddFunc(g, "sink", 1, func(context.Context, int, task.Emitter[int]) error { return nil }, graph.DiscardOutput())
+			graph.Connect(g.Input(), a)
+			return g
+		},
+		"discarded rule": func() *graph.Graph[int, int] {
+			g := graph.New[int, int]("g")
+			bk := bookkeeper.New[int](g, "bk")
+			used := bookkeeper.AddRule(bk, "used", func() bookkeeper.Rule[int, int] { return bookkeeper.RuleFunc[int, int](pass) })
+			graph.Discard(bookkeeper.AddRule(bk, "unused", func() bookkeeper.Rule[int, int] { return bookkeeper.RuleFunc[int, int](pass) }))
+			graph.Connect(g.Input(), bk)
+			graph.Connect(used, g.Output())
+			return g
+		},
+		"graph declared without output": func() *graph.Graph[int, int] {
+			g := graph.New[int, int]("loop")
+			a := graph.AddFunc(g, "a", 1, func(context.Context, int, task.Emitter[int]) error { return nil })
+			graph.Connect(g.Input(), a)
+			graph.Connect(a, a)
+			g.NoOutput()
+			return g
+		},
+		"nested sink graph left unconnected": func() *graph.Graph[int, int] {
+			inner := graph.New[int, int]("inner")
+			a := graph.AddFunc(inner, "sink", 1, func(context.Context, int, task.Emitter[int]) error { return nil }, graph.DiscardOutput())
+			graph.Connect(inner.Input(), a)
+			g := graph.New[int, int]("g")
+			n := graph.AddGraph(g, "sub", inner)
+			graph.Connect(g.Input(), n)
+			graph.Connect(g.Input(), g.Output())
+			return g
+		},
+	}
+	for name, build := range allowed {
+		if err := build().Run(context.Background(), seq(5), nil); err != nil {
+			t.Errorf("%s: Run = %v", name, err)
+		}
 	}
 }

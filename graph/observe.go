@@ -152,7 +152,7 @@ func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
 			}
 		}()
 	}
-	rt.run.OnFinish(func(error) {
+	rt.run.OnFinish(func(error) error {
 		close(w.stop)
 		w.done.Wait()
 		if cfg.progressFn != nil {
@@ -160,6 +160,7 @@ func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
 			p.Done = true
 			cfg.progressFn(p)
 		}
+		return nil
 	})
 }
 

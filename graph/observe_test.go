@@ -189,7 +189,7 @@ func TestStallReportNamesStuckTaskAndPool(t *testing.T) {
 	hog := graph.AddFunc(g, "hoarder", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
 		_, err := pool.Get(ctx, nil) // never released
 		return err
-	})
+	}, graph.DiscardOutput())
 	graph.Connect(g.Input(), hog)
 	reports := make(chan graph.Report, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -238,6 +238,7 @@ func TestPprofLabelsInCPUProfile(t *testing.T) {
 		return out.Emit(x)
 	})
 	graph.Connect(g.Input(), burn)
+	graph.Connect(burn, g.Output())
 	err := g.Run(context.Background(), seq(40), nil)
 	pprof.StopCPUProfile()
 	if err != nil {
@@ -313,7 +314,7 @@ func TestItemCounters(t *testing.T) {
 		return out.Emit(-v)
 	})
 	a := graph.AddFunc(g, "a", 1, func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v) })
-	b := graph.AddFunc(g, "b", 2, func(_ context.Context, v int, out task.Emitter[int]) error { return nil })
+	b := graph.AddFunc(g, "b", 2, func(_ context.Context, v int, out task.Emitter[int]) error { return nil }, graph.DiscardOutput())
 	bk := bookkeeper.New[int](g, "bk")
 	pos := bookkeeper.AddRule(bk, "pos", func() bookkeeper.Rule[int, int] {
 		return bookkeeper.RuleFunc[int, int](func(_ context.Context, v int, out task.Emitter[int]) error {
@@ -326,7 +327,7 @@ func TestItemCounters(t *testing.T) {
 	void := bookkeeper.AddRule(bk, "all, to nobody", func() bookkeeper.Rule[int, int] {
 		return bookkeeper.RuleFunc[int, int](func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v) })
 	})
-	_ = void
+	graph.Discard(void)
 	graph.Connect(g.Input(), twice)
 	graph.Connect(twice, a)
 	graph.Connect(twice, b)

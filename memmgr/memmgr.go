@@ -21,8 +21,11 @@
 // A pool declared in a graph is instantiated with the graph: every run, and
 // every execution-pipeline clone, has its own buffers (allocated with the
 // clone's device). When the run ends the pool frees its buffers; buffers
-// still out are reported in the log and freed when released. Misuse is an
-// error, never a hang: releasing a buffer more often than its rule allows
+// still out are reported in the log and freed when released. An allocator
+// that fails or panics is an error of the run naming the pool: from Start
+// when a pool is filled, from Get (and so from the task) for a [Dynamic]
+// pool, and from Wait when the pool frees its buffers at the end (a late
+// release returns it instead). Misuse is an error, never a hang: releasing a buffer more often than its rule allows
 // ([ErrDoubleRelease]), releasing it to another pool ([ErrForeignBuffer]),
 // and Get after the run ended ([ErrClosed]).
 package memmgr
@@ -32,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +43,7 @@ import (
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/core"
+	"github.com/gohtgs/htgs/task"
 )
 
 // Errors of pool misuse.
@@ -177,7 +182,8 @@ type Buffer[T any] struct {
 
 // Release records one release; when the buffer's rule says so, the buffer
 // goes back to its pool. Releasing a buffer that already went back is
-// ErrDoubleRelease.
+// ErrDoubleRelease. A release after the run ended frees the buffer at once,
+// and returns the allocator's error if that fails.
 func (b *Buffer[T]) Release() error {
 	var back bool
 	if b.rule == nil {
@@ -187,19 +193,27 @@ func (b *Buffer[T]) Release() error {
 		}
 		back = n == 0
 	} else {
-		b.mu.Lock()
-		if b.done {
-			b.mu.Unlock()
-			return fmt.Errorf("pool %q: %w", b.inst.name, ErrDoubleRelease)
+		var err error
+		if back, err = b.applyRule(); err != nil {
+			return err
 		}
-		back = b.rule.Released()
-		b.done = back
-		b.mu.Unlock()
 	}
 	if back {
-		b.inst.put(b.slot)
+		return b.inst.put(b.slot)
 	}
 	return nil
+}
+
+// applyRule asks a custom rule whether the buffer goes back; the lock is
+// released even if the rule panics.
+func (b *Buffer[T]) applyRule() (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return false, fmt.Errorf("pool %q: %w", b.inst.name, ErrDoubleRelease)
+	}
+	b.done = b.rule.Released()
+	return b.done, nil
 }
 
 type slot[T any] struct {
@@ -250,8 +264,7 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 		for range p.capacity {
 			s, err := in.newSlot()
 			if err != nil {
-				in.close(err)
-				return nil, err
+				return nil, errors.Join(err, in.close(err))
 			}
 			in.free = append(in.free, s)
 		}
@@ -270,13 +283,27 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 	return poolInst{}, nil
 }
 
+// newSlot allocates a buffer; in.mu is held (or the pool is being built).
+// A panicking allocator is an error naming the pool, so the lock is
+// released and the run can end.
 func (in *instance[T]) newSlot() (*slot[T], error) {
-	v, err := in.alloc.Alloc(in.dev)
+	var v T
+	err := protect(func() (err error) { v, err = in.alloc.Alloc(in.dev); return err })
 	if err != nil {
 		return nil, fmt.Errorf("htgs/memmgr: pool %q: allocating on %s: %w", in.name, in.dev.Name(), err)
 	}
 	in.allocated++
 	return &slot[T]{data: v}, nil
+}
+
+// protect calls f, turning a panic into a *task.PanicError.
+func protect(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &task.PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return f()
 }
 
 func (in *instance[T]) get(ctx context.Context, rule ReleaseRule) (*Buffer[T], error) {
@@ -368,11 +395,11 @@ func (in *instance[T]) markOut(s *slot[T]) {
 	}
 }
 
-func (in *instance[T]) put(s *slot[T]) {
+func (in *instance[T]) put(s *slot[T]) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if s.reclaimed {
-		return // freed when the run ended
+		return nil // freed when the run ended
 	}
 	in.inUse.Add(-1)
 	if in.out != nil {
@@ -380,8 +407,7 @@ func (in *instance[T]) put(s *slot[T]) {
 	}
 	if in.closed {
 		// The run has ended: free late releases at once.
-		in.freeSlot(s)
-		return
+		return in.freeSlot(s)
 	}
 	in.free = append(in.free, s)
 	if in.waiters > 0 {
@@ -390,27 +416,39 @@ func (in *instance[T]) put(s *slot[T]) {
 		default: // enough tokens are pending already
 		}
 	}
+	return nil
 }
 
-func (in *instance[T]) freeSlot(s *slot[T]) {
-	if err := in.alloc.Free(in.dev, s.data); err != nil {
-		in.log.Error("htgs/memmgr: freeing a buffer failed", "pool", in.name, "err", err)
-	}
+// freeSlot frees a buffer; in.mu is held. A failing or panicking Free is
+// returned as an error naming the pool.
+func (in *instance[T]) freeSlot(s *slot[T]) error {
 	in.allocated--
+	if err := protect(func() error { return in.alloc.Free(in.dev, s.data) }); err != nil {
+		return fmt.Errorf("htgs/memmgr: pool %q: freeing a buffer on %s: %w", in.name, in.dev.Name(), err)
+	}
+	return nil
 }
 
 // close frees every buffer in the pool, and those still out too for a
 // reclaiming pool; it reports buffers still out after a successful run.
-func (in *instance[T]) close(runErr error) {
+// It returns the allocator's failures to free (the first few of them).
+func (in *instance[T]) close(runErr error) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {
-		return
+		return nil
 	}
 	in.closed = true
 	close(in.stop)
+	var errs []error
+	free := func(s *slot[T]) {
+		// One Free failing usually means they all do: keep a few.
+		if err := in.freeSlot(s); err != nil && len(errs) < 3 {
+			errs = append(errs, err)
+		}
+	}
 	for _, s := range in.free {
-		in.freeSlot(s)
+		free(s)
 	}
 	in.free = nil
 	if in.reclaim {
@@ -424,15 +462,16 @@ func (in *instance[T]) close(runErr error) {
 		for s := range in.out {
 			s.reclaimed = true
 			in.inUse.Add(-1)
-			in.freeSlot(s)
+			free(s)
 		}
 		in.out = nil
-		return
+		return errors.Join(errs...)
 	}
 	if in.allocated > 0 {
 		in.log.Warn("htgs/memmgr: buffers still out when the graph ended; they are freed when released",
 			"pool", in.name, "out", in.allocated)
 	}
+	return errors.Join(errs...)
 }
 
 // poolInst is the (portless) runtime node of a pool.

@@ -162,7 +162,7 @@ func TestMisuse(t *testing.T) {
 			t.Errorf("double release: %v", err)
 		}
 		return nil
-	})
+	}, graph.DiscardOutput())
 	graph.Connect(g.Input(), n)
 	if err := g.Run(context.Background(), seq(1), nil); err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestCancelWhileWaitingForMemory(t *testing.T) {
 		once.Do(func() { close(blocked) })
 		_, err := pool.Get(ctx, nil) // blocks: the pool is empty
 		return err
-	})
+	}, graph.DiscardOutput())
 	graph.Connect(g.Input(), hog)
 	var logs bytes.Buffer
 	rt, err := g.Start(ctx, graph.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -248,7 +248,7 @@ func TestMemoryWaitIsRecorded(t *testing.T) {
 	rel := graph.AddFunc(g, "releaser", 1, func(_ context.Context, b *memmgr.Buffer[[]byte], out task.Emitter[int]) error {
 		time.Sleep(2 * time.Millisecond)
 		return b.Release()
-	})
+	}, graph.DiscardOutput())
 	graph.Connect(g.Input(), get)
 	graph.Connect(get, rel)
 	rt, err := g.Start(context.Background())
@@ -360,3 +360,140 @@ func TestReclaimFreesDroppedBuffers(t *testing.T) {
 		t.Fatal("a reclaimed buffer was freed twice")
 	}
 }
+
+// panicAlloc panics in Alloc (after ok successful allocations) or in Free.
+type panicAlloc struct {
+	ok         int
+	allocs     atomic.Int64
+	panicAlloc bool
+	panicFree  bool
+}
+
+func (a *panicAlloc) Alloc(device.Device) ([]byte, error) {
+	if a.panicAlloc && a.allocs.Load() >= int64(a.ok) {
+		panic("allocator exploded")
+	}
+	a.allocs.Add(1)
+	return make([]byte, 8), nil
+}
+
+func (a *panicAlloc) Free(device.Device, []byte) error {
+	if a.panicFree {
+		panic("free exploded")
+	}
+	return nil
+}
+
+// waitWithin returns rt.Wait's error, failing the test if Wait hangs.
+func waitWithin(t *testing.T, wait func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait hangs")
+		return nil
+	}
+}
+
+// An allocator that panics inside a dynamic pool (under the pool's lock)
+// fails the run with an error naming the pool; Wait does not hang.
+func TestDynamicPoolAllocatorPanic(t *testing.T) {
+	g := graph.New[int, int]("dyn")
+	pool := memmgr.New[[]byte](g, "lazy", 4, &panicAlloc{ok: 1, panicAlloc: true}, memmgr.Dynamic())
+	get := graph.AddFunc(g, "getter", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		if _, err := pool.Get(ctx, nil); err != nil { // never released: the second Get allocates
+			return err
+		}
+		return out.Emit(v)
+	})
+	graph.Connect(g.Input(), get)
+	graph.Connect(get, g.Output())
+	rt, err := g.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		_ = rt.Send(i)
+	}
+	rt.Close()
+	for range rt.Results() {
+	}
+	err = waitWithin(t, rt.Wait)
+	var pe *task.PanicError
+	if err == nil || !strings.Contains(err.Error(), `pool "lazy"`) || !strings.Contains(err.Error(), "allocator exploded") || !errors.As(err, &pe) {
+		t.Fatalf("Wait = %v, want a PanicError naming the pool", err)
+	}
+}
+
+// An allocator that panics while a static pool is filled makes Start fail
+// with an error naming the pool, and frees what was allocated.
+func TestStaticPoolAllocatorPanic(t *testing.T) {
+	g := graph.New[int, int]("static")
+	memmgr.New[[]byte](g, "eager", 4, &panicAlloc{ok: 2, panicAlloc: true})
+	graph.Connect(g.Input(), g.Output())
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("Start panicked: %v", p)
+			}
+		}()
+		_, err = g.Start(context.Background())
+	}()
+	var pe *task.PanicError
+	if err == nil || !strings.Contains(err.Error(), `pool "eager"`) || !errors.As(err, &pe) {
+		t.Fatalf("Start = %v, want a PanicError naming the pool", err)
+	}
+}
+
+// A Free that panics when the pool is emptied at the end of the run comes
+// out of Wait (and Run) as an error naming the pool, not as a panic.
+func TestAllocatorFreePanic(t *testing.T) {
+	g := graph.New[int, int]("frees")
+	pool := memmgr.New[[]byte](g, "fragile", 2, &panicAlloc{panicFree: true})
+	use := graph.AddFunc(g, "user", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		b, err := pool.Get(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := b.Release(); err != nil {
+			return err
+		}
+		return out.Emit(v)
+	})
+	graph.Connect(g.Input(), use)
+	graph.Connect(use, g.Output())
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("Run panicked: %v", p)
+			}
+		}()
+		err = g.Run(context.Background(), seq(3), nil)
+	}()
+	var pe *task.PanicError
+	if err == nil || !strings.Contains(err.Error(), `pool "fragile"`) || !strings.Contains(err.Error(), "free exploded") || !errors.As(err, &pe) {
+		t.Fatalf("Run = %v, want a PanicError naming the pool", err)
+	}
+}
+
+// A Free that fails (without panicking) at the end of the run is an error
+// of the run too, naming the pool.
+func TestAllocatorFreeErrorReachesWait(t *testing.T) {
+	g := graph.New[int, int]("frees")
+	memmgr.New[[]byte](g, "leaky", 1, failFree{})
+	graph.Connect(g.Input(), g.Output())
+	err := g.Run(context.Background(), seq(1), nil)
+	if err == nil || !strings.Contains(err.Error(), `pool "leaky"`) || !strings.Contains(err.Error(), "cannot free") {
+		t.Fatalf("Run = %v, want the Free error naming the pool", err)
+	}
+}
+
+type failFree struct{}
+
+func (failFree) Alloc(device.Device) ([]byte, error) { return make([]byte, 1), nil }
+func (failFree) Free(device.Device, []byte) error    { return errors.New("cannot free") }

@@ -19,8 +19,12 @@ type Blueprint struct {
 	Specs    []*Spec
 	Edges    []*Edge
 	MemEdges []MemEdge
+	// NoOutput records that nothing is meant to feed the blueprint's
+	// output port (see CheckOutputs).
+	NoOutput bool
 	errs     []error
 	names    map[string]bool
+	discard  map[PortRef]bool
 }
 
 // NewBlueprint returns an empty blueprint.
@@ -62,6 +66,9 @@ type Spec struct {
 	Inner *Blueprint
 	// Extra carries kind-specific description for drawing (rule names ...).
 	Extra any
+	// Ports names the node's output ports: one "" for a task, nested graph
+	// or pipeline, the rule names for a bookkeeper, none for a memory pool.
+	Ports []string
 }
 
 // Instance is a node's runtime form within one run.
@@ -69,6 +76,64 @@ type Instance interface {
 	In() any       // the Sink[In] consumers are wired to; nil if none
 	Out(i int) any // the *Outlet[Out] of output port i
 	Launch(r *Run) // starts the node's goroutines
+}
+
+// Discard records that the values of producer port p may go nowhere: it is
+// allowed to have no edge out (see CheckOutputs).
+func (b *Blueprint) Discard(p PortRef) {
+	if b.discard == nil {
+		b.discard = map[PortRef]bool{}
+	}
+	b.discard[p] = true
+}
+
+// CheckOutputs refuses values that would silently go nowhere: a producer
+// port of a node with no edge out (unless declared with Discard, or unless
+// it is the output of a nested graph or pipeline that nothing feeds), and a
+// blueprint whose output port nothing feeds, unless NoOutput is set or one
+// of its ports is declared with Discard (a graph that ends in sinks).
+func (b *Blueprint) CheckOutputs() error {
+	used := map[PortRef]bool{}
+	fed := false
+	for _, e := range b.Edges {
+		used[e.From] = true
+		if e.To.Spec == nil {
+			fed = true
+		}
+	}
+	var errs []error
+	for _, s := range b.Specs {
+		for i, name := range s.Ports {
+			p := PortRef{BP: b, Spec: s, Index: i, Name: name}
+			if used[p] || b.discard[p] {
+				continue
+			}
+			if s.Inner != nil && !s.Inner.feedsOutput() {
+				continue // it never emits anything: nothing is lost
+			}
+			how := "call graph.Discard on it"
+			if s.Kind == "task" {
+				how = "add it with the graph.DiscardOutput() option"
+			}
+			errs = append(errs, fmt.Errorf("htgs: graph %q: the output of %s is connected to nothing, so its values would be lost; connect it, or %s if dropping them is intended",
+				b.Name, p.label(), how))
+		}
+	}
+	if !fed && !b.NoOutput && len(b.discard) == 0 {
+		errs = append(errs, fmt.Errorf("htgs: graph %q: nothing is connected to its Output, so it would return no results; connect a node to it, or call NoOutput on the graph if it only works by side effects",
+			b.Name))
+	}
+	return errors.Join(errs...)
+}
+
+// feedsOutput reports whether an edge reaches b's output port.
+func (b *Blueprint) feedsOutput() bool {
+	for _, e := range b.Edges {
+		if e.To.Spec == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // PortRef names a port of a spec, or the blueprint's own input (as a
@@ -113,6 +178,15 @@ func (i In[T]) spec() *Spec     { return i.Ref.Spec }
 // a nested graph or pipeline, or a graph's input. Only this module's types
 // implement it.
 type Producer[T any] interface{ producer() Out[T] }
+
+// DiscardPort records that p's values may go nowhere (Blueprint.Discard).
+func DiscardPort[T any](p Producer[T]) {
+	ref := p.producer().Ref
+	if ref.BP == nil {
+		panic("htgs: Discard of a zero-value port")
+	}
+	ref.BP.Discard(ref)
+}
 
 // Consumer is anything that takes T: a task, a bookkeeper, a nested graph or
 // pipeline, or a graph's output.
@@ -261,5 +335,10 @@ func Instantiate(b *Blueprint, sc *Scope, input, output any) ([]Instance, error)
 		e.Wire(src, dst)
 	}
 	recordEdges(b, sc)
+	// Checked last, so that what makes the blueprint unbuildable is
+	// reported first.
+	if err := b.CheckOutputs(); err != nil {
+		return nil, err
+	}
 	return list, nil
 }

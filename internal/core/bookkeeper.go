@@ -86,6 +86,7 @@ func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 // returns the index of its output port.
 func AddRule[In, Out any](b *BookkeeperSpec[In], name string, factory func() Applier[In, Out]) int {
 	idx := len(b.rules)
+	b.Spec.Ports = append(b.Spec.Ports, name)
 	b.rules = append(b.rules, ruleMaker[In]{name: name, make: func(sc *Scope, bkName string, active *atomic.Bool) (ruleRT[In], error) {
 		full := bkName + "." + name
 		rs, err := MakeCopies(full, 1, factory)

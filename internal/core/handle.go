@@ -17,12 +17,17 @@ type Owner interface{ blueprint() *Blueprint }
 // BlueprintOf returns the blueprint of o.
 func BlueprintOf(o Owner) *Blueprint { return o.blueprint() }
 
-// Cancel releases a run that was never started (a failed Start).
-func (r *Run) Cancel() { r.cancel(nil) }
+// Abort releases a run that was never started (a failed Start): its
+// context is cancelled and the OnFinish hooks run with err (memory pools
+// free what they allocated). It returns err joined with the hooks' errors.
+func (r *Run) Abort(err error) error {
+	r.cancel(nil)
+	return r.finish(err)
+}
 
 // GraphSpec returns the specification of a nested graph.
 func GraphSpec[In, Out any](name string, inner *Blueprint) *Spec {
-	s := &Spec{Name: name, Kind: "graph", Threads: 1, Inner: inner}
+	s := &Spec{Name: name, Kind: "graph", Threads: 1, Inner: inner, Ports: []string{""}}
 	s.Build = func(sc *Scope) (Instance, error) {
 		sub := sc.Child(name)
 		full := sc.FullName(name)

@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func newTestRun(t *testing.T) *Run {
 	t.Helper()
 	r := NewRun(context.Background(), "test", nil)
-	t.Cleanup(func() { r.Cancel() })
+	t.Cleanup(func() { _ = r.Abort(nil) })
 	return r
 }
 

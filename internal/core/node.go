@@ -307,12 +307,14 @@ func (t *taskInst[In, Out]) Out(i int) any {
 type TaskOptions struct {
 	Threads  int
 	QueueCap int // 0: unbounded
+	// DiscardOutput allows the task's output to be connected to nothing.
+	DiscardOutput bool
 }
 
 // TaskSpec returns the specification of a task node whose copies are made
 // by factory.
 func TaskSpec[In, Out any](name string, opt TaskOptions, factory func() task.Task[In, Out]) *Spec {
-	s := &Spec{Name: name, Kind: "task", Threads: opt.Threads}
+	s := &Spec{Name: name, Kind: "task", Threads: opt.Threads, Ports: []string{""}}
 	s.Build = func(sc *Scope) (Instance, error) {
 		full := sc.FullName(name)
 		if opt.Threads < 1 {

@@ -65,9 +65,14 @@ type Run struct {
 	Trace     *Trace
 	stopAfter func() bool
 	afterDone chan struct{}
-	hooks     []func(error)
+	hooks     []func(error) error
 	waitOnce  sync.Once
 	waitErr   error
+
+	// live counts the run's goroutines, plus one until Launched is called;
+	// finished is closed when it reaches zero.
+	live     atomic.Int64
+	finished chan struct{}
 }
 
 // NewRun prepares a run under parent. Start must be called after wiring.
@@ -76,8 +81,10 @@ func NewRun(parent context.Context, name string, log *slog.Logger) *Run {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	r := &Run{Name: name, Log: log, Epoch: time.Now(), ctx: ctx, cancel: cancel, afterDone: make(chan struct{})}
+	r := &Run{Name: name, Log: log, Epoch: time.Now(), ctx: ctx, cancel: cancel, afterDone: make(chan struct{}),
+		finished: make(chan struct{})}
 	r.pending.Store(1) // the open graph input
+	r.live.Store(1)    // until Launched
 	return r
 }
 
@@ -99,8 +106,27 @@ func (r *Run) AddPool(p *PoolStats) { r.pools = append(r.pools, p) }
 // Pools returns the statistics of every memory pool of the run.
 func (r *Run) Pools() []*PoolStats { return r.pools }
 
-// OnFinish registers f to run (once) when Wait returns, with the run's error.
-func (r *Run) OnFinish(f func(error)) { r.hooks = append(r.hooks, f) }
+// OnFinish registers f to run (once) when the run ends, with the run's
+// error: in Wait, after every goroutine of the run has stopped, or in Abort.
+// A non-nil error returned by f is joined to the error Wait returns. Hooks
+// run in the order they were registered.
+func (r *Run) OnFinish(f func(error) error) { r.hooks = append(r.hooks, f) }
+
+// finish runs the hooks once, with the run's error, and returns it joined
+// with theirs (err itself, unwrapped, when they all succeed).
+func (r *Run) finish(err error) error {
+	var errs []error
+	for _, h := range r.hooks {
+		if e := h(err); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	r.hooks = nil
+	if len(errs) == 0 {
+		return err
+	}
+	return errors.Join(append([]error{err}, errs...)...)
+}
 
 // Validate checks the wiring: every sink other than the graph's result queue
 // needs a producer, or it would never close.
@@ -168,10 +194,34 @@ func (r *Run) Start() {
 // Go runs f on a new goroutine tracked by Wait.
 func (r *Run) Go(f func()) {
 	r.wg.Add(1)
+	r.live.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer r.exited()
 		f()
 	}()
+}
+
+func (r *Run) exited() {
+	if r.live.Add(-1) == 0 {
+		close(r.finished)
+	}
+}
+
+// Launched is called once every node has been launched; Finished can then
+// be closed.
+func (r *Run) Launched() { r.exited() }
+
+// Finished is closed when every goroutine of the run has stopped (after
+// Launched), whether or not anyone calls Wait.
+func (r *Run) Finished() <-chan struct{} { return r.finished }
+
+// WakeAll wakes every goroutine blocked in a queue of the run, so that it
+// checks again the condition it waits for.
+func (r *Run) WakeAll() {
+	for _, s := range r.sinks {
+		s.wake()
+	}
 }
 
 // Stopped reports whether the run failed or was cancelled.
@@ -216,9 +266,7 @@ func (r *Run) fail(err error) {
 	}
 	r.errMu.Unlock()
 	if !r.stopped.Swap(true) {
-		for _, s := range r.sinks {
-			s.wake()
-		}
+		r.WakeAll()
 	}
 }
 
@@ -257,12 +305,9 @@ func (r *Run) Wait() error {
 		if r.stopAfter != nil && !r.stopAfter() {
 			<-r.afterDone
 		}
-		r.waitErr = r.Err()
+		err := r.Err()
 		r.cancel(nil)
-		for _, h := range r.hooks {
-			h(r.waitErr)
-		}
-		r.hooks = nil
+		r.waitErr = r.finish(err)
 	})
 	return r.waitErr
 }
