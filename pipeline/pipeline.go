@@ -24,8 +24,11 @@ import (
 const All = core.AllClones
 
 // Rule is a decomposition rule: it returns the clone (0..clones-1) that gets
-// v, or All. It is called from the goroutine of the task that emitted v, so
-// a rule must be safe for concurrent use if several tasks feed the pipeline.
+// v, or All. It is called from the goroutine of the task that emitted v (or
+// of the caller of Send, for a pipeline fed by the graph's input), so a rule
+// must be safe for concurrent use if several tasks feed the pipeline. A rule
+// that panics, or that returns a clone that does not exist, fails the run
+// with an error naming the pipeline.
 type Rule[In any] func(v In, clones int) int
 
 // ByKey routes v to clone key(v) mod clones; keys such as grid rows spread

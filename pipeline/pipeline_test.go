@@ -213,3 +213,32 @@ func TestPipelineContainingItsOwnGraph(t *testing.T) {
 		t.Fatalf("Start = %v", err)
 	}
 }
+
+// A decomposition rule that panics fails the run with an error naming the
+// pipeline, also when the pipeline is fed straight from the graph's input
+// (the rule then runs inside Send, on the caller's goroutine).
+func TestRulePanicFedFromGraphInput(t *testing.T) {
+	bad := func(c cell, clones int) int {
+		if c.v == 3 {
+			panic("no clone for 3")
+		}
+		return c.row % clones
+	}
+	for _, fromTask := range []bool{false, true} {
+		g := graph.New[cell, tagged]("outer")
+		p := pipeline.New(g, "devs", perClone(), device.Hosts(2), bad)
+		if fromTask {
+			pass := graph.AddFunc(g, "pass", 1, func(_ context.Context, c cell, out task.Emitter[cell]) error { return out.Emit(c) })
+			graph.Connect(g.Input(), pass)
+			graph.Connect(pass, p)
+		} else {
+			graph.Connect(g.Input(), p)
+		}
+		graph.Connect(p, g.Output())
+		err := g.Run(context.Background(), grid(2, 4), nil)
+		var pe *task.PanicError
+		if err == nil || !strings.Contains(err.Error(), `pipeline "devs"`) || !strings.Contains(err.Error(), "no clone for 3") || !errors.As(err, &pe) {
+			t.Fatalf("fed from a task: %v: Run = %v, want a PanicError naming the pipeline", fromTask, err)
+		}
+	}
+}

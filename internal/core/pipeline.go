@@ -2,8 +2,10 @@ package core
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/task"
 )
 
 // AllClones is the router result that sends a value to every clone.
@@ -59,7 +61,10 @@ type routerSink[In any] struct {
 }
 
 func (r *routerSink[In]) Push(v In) error {
-	i := r.route(v, len(r.clones))
+	i, err := r.pick(v)
+	if err != nil {
+		return err
+	}
 	switch {
 	case i == AllClones:
 		for _, c := range r.clones {
@@ -75,6 +80,20 @@ func (r *routerSink[In]) Push(v In) error {
 		return err
 	}
 	return r.clones[i].Push(v)
+}
+
+// pick applies the decomposition rule. It runs on the goroutine of whoever
+// sends v: a task's Emit, or Runtime.Send for a pipeline fed by the graph's
+// input, so a panic is turned into an error here, and fails the run, rather
+// than left to the caller.
+func (r *routerSink[In]) pick(v In) (i int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("htgs: pipeline %q: decomposition rule: %w", r.name, &task.PanicError{Value: p, Stack: debug.Stack()})
+			r.run.Fail(err)
+		}
+	}()
+	return r.route(v, len(r.clones)), nil
 }
 
 func (r *routerSink[In]) AddProducer() {
