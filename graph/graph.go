@@ -25,7 +25,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -232,17 +231,22 @@ type Runtime[In, Out any] struct {
 	run     *core.Run
 	input   *core.Outlet[In]
 	results *core.Inbox[Out]
-	mu      sync.RWMutex
+	mu      sync.RWMutex // held (read) by Send, (write) by Close
 	closed  bool
+	closing atomic.Bool // set by Close first: Sends waiting for room give up
 	sent    atomic.Int64
 }
 
-// ErrClosed is returned by Send after Close.
-var ErrClosed = errors.New("htgs: graph input is closed")
+// ErrClosed is returned by Send after Close, and by a Send that was waiting
+// for room in a full queue (see [QueueCap]) when Close was called.
+var ErrClosed = core.ErrClosed
 
 // Send gives v to the tasks connected to the graph's input. It fails after
 // Close, or with the run's error once the run has stopped. Send may be
-// called from several goroutines.
+// called from several goroutines. It blocks while a bounded queue fed by
+// the input is full; if Close is called meanwhile, Send returns ErrClosed
+// and v is not delivered (to the consumers still full, when the input feeds
+// several).
 func (rt *Runtime[In, Out]) Send(v In) error {
 	rt.mu.RLock()
 	defer rt.mu.RUnlock()
@@ -253,12 +257,17 @@ func (rt *Runtime[In, Out]) Send(v In) error {
 		return rt.run.StopErr()
 	}
 	rt.sent.Add(1)
-	return rt.input.Push(v)
+	return rt.input.PushAbort(v, &rt.closing)
 }
 
 // Close tells the graph no more input will come; the graph then finishes
-// the work in flight and terminates. Close is idempotent.
+// the work in flight and terminates. It returns at once, even while a Send
+// on another goroutine waits for room in a full queue: that Send returns
+// ErrClosed. Close is idempotent.
 func (rt *Runtime[In, Out]) Close() {
+	if !rt.closing.Swap(true) {
+		rt.run.WakeAll() // Sends waiting for room see closing and return
+	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.closed {

@@ -688,3 +688,80 @@ func TestDanglingOutputIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Close returns at once although another goroutine's Send waits for room in
+// a full bounded queue; that Send then fails with ErrClosed.
+func TestCloseDoesNotWaitForBlockedSend(t *testing.T) {
+	t.Run("task", func(t *testing.T) { testCloseDoesNotWaitForBlockedSend(t, false) })
+	t.Run("nested graph", func(t *testing.T) { testCloseDoesNotWaitForBlockedSend(t, true) })
+}
+
+func testCloseDoesNotWaitForBlockedSend(t *testing.T, nested bool) {
+	release := make(chan struct{})
+	g := graph.New[int, int]("bounded")
+	b := g
+	if nested {
+		b = graph.New[int, int]("inner")
+	}
+	slow := graph.AddFunc(b, "slow", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return out.Emit(v)
+	}, graph.QueueCap(1))
+	graph.Connect(b.Input(), slow)
+	graph.Connect(slow, b.Output())
+	if nested {
+		n := graph.AddGraph(g, "inner", b)
+		graph.Connect(g.Input(), n)
+		graph.Connect(n, g.Output())
+	}
+	rt, err := g.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendErr := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			if err := rt.Send(i); err != nil { // 0 is taken, 1 queued, 2 blocks
+				sendErr <- err
+				return
+			}
+		}
+	}()
+	// Wait until the sender is blocked.
+	for rt.Progress().Sent < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() { rt.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		close(release)
+		<-closed
+		t.Fatal("Close waited for the blocked Send")
+	}
+	select {
+	case err := <-sendErr:
+		if !errors.Is(err, graph.ErrClosed) {
+			t.Fatalf("blocked Send = %v, want ErrClosed", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the blocked Send did not return after Close")
+	}
+	close(release)
+	n := 0
+	for range rt.Results() {
+		n++
+	}
+	if err := rt.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("%d results, want the 2 values accepted before Close", n)
+	}
+}

@@ -1,8 +1,14 @@
 package core
 
 import (
+	"errors"
 	"sync"
+	"sync/atomic"
 )
+
+// ErrClosed is returned by a push from the graph's input that was waiting
+// for room in a full queue when the input was closed.
+var ErrClosed = errors.New("htgs: graph input is closed")
 
 // Inbox is the FIFO input queue of a task: many producers, many consumers
 // (the task's copies). It is unbounded unless a capacity is set, so a cycle
@@ -64,13 +70,21 @@ func (q *Inbox[T]) ProducerDone() {
 
 // Push appends v. It blocks only when the inbox is bounded and full. A value
 // pushed to an inbox whose consumers have all stopped is dropped.
-func (q *Inbox[T]) Push(v T) error { return q.push(v, nil) }
+func (q *Inbox[T]) Push(v T) error { return q.push(v, nil, nil) }
+
+func (q *Inbox[T]) pushAbort(v T, abort *atomic.Bool) error { return q.push(v, nil, abort) }
 
 // push is Push that also increments *count, under the inbox's lock, when v
-// is accepted: an outlet counts its values this way for free.
-func (q *Inbox[T]) push(v T, count *int64) error {
+// is accepted: an outlet counts its values this way for free. A push that
+// would wait for room gives up with ErrClosed once *abort is set (abort may
+// be nil); whoever sets it then calls Run.WakeAll.
+func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool) error {
 	q.mu.Lock()
 	for q.limit > 0 && q.n >= q.limit && !q.gone && !q.run.Stopped() {
+		if abort != nil && abort.Load() {
+			q.mu.Unlock()
+			return ErrClosed
+		}
 		q.pwaiting++
 		q.notFull.Wait()
 		q.pwaiting--

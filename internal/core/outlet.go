@@ -2,6 +2,13 @@ package core
 
 import "sync/atomic"
 
+// abortSink is implemented by this package's sinks: pushAbort is Push that
+// gives up with ErrClosed, instead of waiting for room in a full queue,
+// once *abort is set.
+type abortSink[T any] interface {
+	pushAbort(v T, abort *atomic.Bool) error
+}
+
 // Sink receives the values of one or more producers.
 type Sink[T any] interface {
 	Push(v T) error
@@ -41,15 +48,31 @@ func (o *Outlet[T]) Connect(s Sink[T]) {
 }
 
 // Push sends v to every target.
-func (o *Outlet[T]) Push(v T) error {
+func (o *Outlet[T]) Push(v T) error { return o.push(v, nil) }
+
+// PushAbort is Push that gives up with ErrClosed, instead of waiting for
+// room in a full queue, once *abort is set; whoever sets it must then call
+// Run.WakeAll. v may then have reached some targets and not others.
+func (o *Outlet[T]) PushAbort(v T, abort *atomic.Bool) error { return o.push(v, abort) }
+
+func (o *Outlet[T]) pushAbort(v T, abort *atomic.Bool) error { return o.push(v, abort) }
+
+func (o *Outlet[T]) push(v T, abort *atomic.Bool) error {
 	if o.first == nil {
 		o.apushed.Add(1)
 	}
 	for i, t := range o.targets {
 		var err error
-		if i == 0 && o.first != nil {
-			err = o.first.push(v, &o.pushed)
-		} else {
+		switch {
+		case i == 0 && o.first != nil:
+			err = o.first.push(v, &o.pushed, abort)
+		case abort != nil:
+			if a, ok := t.(abortSink[T]); ok {
+				err = a.pushAbort(v, abort)
+			} else {
+				err = t.Push(v)
+			}
+		default:
 			err = t.Push(v)
 		}
 		if err != nil {

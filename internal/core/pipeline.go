@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/task"
@@ -60,7 +61,11 @@ type routerSink[In any] struct {
 	producers int
 }
 
-func (r *routerSink[In]) Push(v In) error {
+func (r *routerSink[In]) Push(v In) error { return r.push(v, nil) }
+
+func (r *routerSink[In]) pushAbort(v In, abort *atomic.Bool) error { return r.push(v, abort) }
+
+func (r *routerSink[In]) push(v In, abort *atomic.Bool) error {
 	i, err := r.pick(v)
 	if err != nil {
 		return err
@@ -68,7 +73,7 @@ func (r *routerSink[In]) Push(v In) error {
 	switch {
 	case i == AllClones:
 		for _, c := range r.clones {
-			if err := c.Push(v); err != nil {
+			if err := c.push(v, abort); err != nil {
 				return err
 			}
 		}
@@ -79,7 +84,7 @@ func (r *routerSink[In]) Push(v In) error {
 		r.run.Fail(err)
 		return err
 	}
-	return r.clones[i].Push(v)
+	return r.clones[i].push(v, abort)
 }
 
 // pick applies the decomposition rule. It runs on the goroutine of whoever
