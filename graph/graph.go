@@ -186,14 +186,16 @@ type startConfig struct {
 	progressFn    func(Progress)
 }
 
-// WithLogger sends the run's diagnostics to l (default: discarded).
+// WithLogger sends the run's diagnostics to l. By default they are
+// discarded, except stall reports (see [WithStallReport]), which go to
+// slog.Default() so that a run that hangs does not hang silently.
 func WithLogger(l *slog.Logger) StartOption { return func(c *startConfig) { c.log = l } }
 
 // Start instantiates the graph and starts every task copy. It returns an
 // error, and starts nothing, if the graph is malformed: construction
 // mistakes, a task that no producer feeds, a failing task factory.
 func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runtime[In, Out], error) {
-	var cfg startConfig
+	cfg := startConfig{stallAfter: DefaultStallDelay}
 	for _, o := range opts {
 		o(&cfg)
 	}

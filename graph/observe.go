@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -19,13 +20,31 @@ func WithTrace() StartOption { return func(c *startConfig) { c.trace = true } }
 // show zeros.
 func WithoutCounters() StartOption { return func(c *startConfig) { c.noStats = true } }
 
+// DefaultStallDelay is how long a run may make no progress before its stall
+// report is logged, unless [WithStallReport] or [WithoutStallReport] says
+// otherwise.
+const DefaultStallDelay = 10 * time.Second
+
 // WithStallReport calls report when the run has made no progress (no value
 // consumed or produced anywhere, no buffer taken from a pool) for after; it
 // is called again only once progress has resumed and stopped again. A
 // graph waiting for input that never comes — a forgotten Close — is reported
 // too.
+//
+// Without this option a stall is reported after [DefaultStallDelay]. A nil
+// report logs the report at level Warn, with the text of [Report.String] in
+// the attribute "report", through the logger given with [WithLogger], or
+// slog.Default() if none was. An after of zero or less turns stall reports
+// off, as [WithoutStallReport] does.
 func WithStallReport(after time.Duration, report func(Report)) StartOption {
 	return func(c *startConfig) { c.stallAfter, c.stallFn = after, report }
+}
+
+// WithoutStallReport turns stall reports off: a run that makes no progress
+// is then silent (a service graph that idles for long between inputs, for
+// instance). [Runtime.Diagnose] still works.
+func WithoutStallReport() StartOption {
+	return func(c *startConfig) { c.stallAfter, c.stallFn = 0, nil }
 }
 
 // WithProgress calls fn every interval with the run's progress, and once
@@ -124,19 +143,28 @@ type watcher struct {
 	done sync.WaitGroup
 }
 
+// watch starts the goroutines the options ask for. They end when Wait is
+// called or when every goroutine of the run has ended, whichever is first,
+// so a run nobody waits for leaves nothing behind.
 func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
-	if cfg.stallFn == nil && cfg.progressFn == nil {
+	stall := cfg.stallAfter > 0
+	progress := cfg.progressFn != nil && cfg.progressEvery > 0
+	if !stall && cfg.progressFn == nil {
 		return
 	}
 	w := &watcher{stop: make(chan struct{})}
-	if cfg.stallFn != nil && cfg.stallAfter > 0 {
+	if stall {
+		report := cfg.stallFn
+		if report == nil {
+			report = func(r Report) { rt.logStall(cfg.log, r) }
+		}
 		w.done.Add(1)
 		go func() {
 			defer w.done.Done()
-			rt.stallLoop(cfg.stallAfter, cfg.stallFn, w.stop)
+			rt.stallLoop(cfg.stallAfter, report, w.stop)
 		}()
 	}
-	if cfg.progressFn != nil && cfg.progressEvery > 0 {
+	if progress {
 		w.done.Add(1)
 		go func() {
 			defer w.done.Done()
@@ -145,6 +173,8 @@ func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
 			for {
 				select {
 				case <-w.stop:
+					return
+				case <-rt.run.Finished():
 					return
 				case <-t.C:
 					cfg.progressFn(rt.Progress())
@@ -164,6 +194,41 @@ func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
 	})
 }
 
+// logStall is the default stall report: a warning through log, or through
+// slog.Default() when log is nil.
+func (rt *Runtime[In, Out]) logStall(log *slog.Logger, r Report) {
+	if log == nil {
+		log = slog.Default()
+	}
+	msg := fmt.Sprintf("htgs: graph %q has made no progress for %v", r.Graph, r.Idle.Round(time.Millisecond))
+	if r.awaitingInput() {
+		msg += "; it is waiting for input (is Close missing?)"
+	}
+	log.Warn(msg, "graph", r.Graph, "idle", r.Idle, "report", r.String())
+}
+
+// awaitingInput reports whether every task copy waits for input (or has
+// ended) with nothing queued and no pool buffer out: the graph only needs
+// more input, or Close.
+func (r Report) awaitingInput() bool {
+	for _, t := range r.Tasks {
+		if t.Queue > 0 {
+			return false
+		}
+		for _, c := range t.Copies {
+			if c.State != core.StateWaiting.String() && c.State != core.StateDone.String() {
+				return false
+			}
+		}
+	}
+	for _, p := range r.Pools {
+		if p.InUse > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func (rt *Runtime[In, Out]) stallLoop(after time.Duration, fn func(Report), stop <-chan struct{}) {
 	tick := max(after/4, time.Millisecond)
 	t := time.NewTicker(tick)
@@ -172,6 +237,8 @@ func (rt *Runtime[In, Out]) stallLoop(after time.Duration, fn func(Report), stop
 	for {
 		select {
 		case <-stop:
+			return
+		case <-rt.run.Finished():
 			return
 		case <-t.C:
 		}

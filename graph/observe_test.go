@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os/exec"
 	"runtime/pprof"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
@@ -355,5 +358,146 @@ func TestItemCounters(t *testing.T) {
 	}
 	if p := rt.Progress(); p.Outputs != 50 || p.Sent != 50 {
 		t.Errorf("progress %+v", p)
+	}
+}
+
+// recorder is a slog handler keeping every record.
+type recorder struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.recs = append(h.recs, r.Clone())
+	h.mu.Unlock()
+	return nil
+}
+func (h *recorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recorder) WithGroup(string) slog.Handler      { return h }
+
+// records returns the stall reports recorded.
+func (h *recorder) records() []slog.Record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var rs []slog.Record
+	for _, r := range h.recs {
+		if strings.Contains(r.Message, "no progress") {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// stuckGraph takes every buffer of a pool and never releases them.
+func stuckGraph() *graph.Graph[int, int] {
+	g := graph.New[int, int]("stuck")
+	pool := memmgr.New(g, "frames", 2, memmgr.Slices[byte](8))
+	hog := graph.AddFunc(g, "hoarder", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		_, err := pool.Get(ctx, nil) // never released
+		return err
+	}, graph.DiscardOutput())
+	graph.Connect(g.Input(), hog)
+	return g
+}
+
+// runStuck starts stuckGraph with opts, lets it stall for a while, and
+// cancels it.
+func runStuck(t *testing.T, stall time.Duration, opts ...graph.StartOption) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := stuckGraph().Start(ctx, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		_ = rt.Send(i)
+	}
+	time.Sleep(stall)
+	cancel()
+	_ = rt.Wait()
+}
+
+// Without a report function, a stall is logged (once per stall) through
+// slog.Default(), or through the logger given with WithLogger; it can be
+// turned off. By default the delay is DefaultStallDelay.
+func TestStallReportIsLoggedByDefault(t *testing.T) {
+	if graph.DefaultStallDelay != 10*time.Second {
+		t.Fatalf("DefaultStallDelay = %v", graph.DefaultStallDelay)
+	}
+	def := &recorder{}
+	old := slog.Default()
+	slog.SetDefault(slog.New(def))
+	defer slog.SetDefault(old)
+
+	runStuck(t, 400*time.Millisecond, graph.WithStallReport(40*time.Millisecond, nil))
+	recs := def.records()
+	if len(recs) != 1 {
+		t.Fatalf("%d records through slog.Default, want 1 for one stall", len(recs))
+	}
+	r := recs[0]
+	var report string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "report" {
+			report = a.Value.String()
+		}
+		return true
+	})
+	if r.Level != slog.LevelWarn || !strings.Contains(r.Message, `"stuck"`) || !strings.Contains(report, `waiting for memory from pool "frames"`) {
+		t.Fatalf("record %v %q, report:\n%s", r.Level, r.Message, report)
+	}
+
+	own := &recorder{}
+	runStuck(t, 200*time.Millisecond, graph.WithLogger(slog.New(own)), graph.WithStallReport(40*time.Millisecond, nil))
+	if n, m := len(own.records()), len(def.records()); n != 1 || m != 1 {
+		t.Fatalf("with WithLogger: %d records there, %d more through slog.Default; want 1 and 0", n, m-1)
+	}
+
+	runStuck(t, 200*time.Millisecond, graph.WithoutStallReport())
+	runStuck(t, 200*time.Millisecond, graph.WithStallReport(0, nil))
+	if n := len(def.records()); n != 1 {
+		t.Fatalf("stall reports turned off, yet %d more records", n-1)
+	}
+}
+
+// The stall detector started by default ends with the run's goroutines,
+// whether or not Wait is called.
+func TestStallDetectorEndsWithoutWait(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	rt, err := squareGraph(2).Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rt.Send(3)
+	rt.Close()
+	for range rt.Results() {
+	}
+}
+
+// A graph that only waits for input is reported as such.
+func TestStallReportHintsAtMissingClose(t *testing.T) {
+	own := &recorder{}
+	rt, err := squareGraph(2).Start(context.Background(), graph.WithLogger(slog.New(own)), graph.WithStallReport(30*time.Millisecond, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rt.Send(3)
+	for range 100 {
+		if len(own.records()) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rt.Close()
+	for range rt.Results() {
+	}
+	if err := rt.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	recs := own.records()
+	if len(recs) != 1 || !strings.Contains(recs[0].Message, "waiting for input") {
+		t.Fatalf("records %v, want one about waiting for input", recs)
 	}
 }
