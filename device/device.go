@@ -61,6 +61,10 @@ func (h Host) Name() string { return fmt.Sprintf("cpu%d", h.Index) }
 // Memory returns h.Bytes.
 func (h Host) Memory() int64 { return h.Bytes }
 
+// String returns the device's name, as Name does, so that a Host prints
+// as "cpu0" rather than as a struct.
+func (h Host) String() string { return h.Name() }
+
 // Hosts returns n CPU devices with indices 0..n-1, for execution pipelines
 // that should run n clones on the host. n <= 0 means one per logical CPU.
 func Hosts(n int) []Device {

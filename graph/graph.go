@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,6 +238,9 @@ type Runtime[In, Out any] struct {
 	closed  bool
 	closing atomic.Bool // set by Close first: Sends waiting for room give up
 	sent    atomic.Int64
+
+	leftMu sync.Mutex
+	left   []Out // taken from the output queue by a range that stopped early
 }
 
 // ErrClosed is returned by Send after Close, and by a Send that was waiting
@@ -280,29 +284,54 @@ func (rt *Runtime[In, Out]) Close() {
 	rt.run.Done(1)
 }
 
+// resultsBatch is how many outputs Results takes from the queue at once.
+const resultsBatch = 64
+
 // Results yields the graph's outputs as they are produced, until the graph
-// has terminated (or failed) and every output was yielded. Results may be
-// ranged over once, from one goroutine at a time; outputs are buffered, so
-// reading them is not required for the graph to finish.
+// has terminated (or failed) and every output was yielded. Outputs are
+// buffered, so reading them is not required for the graph to finish.
+//
+// Results may be ranged over several times, one range at a time: a range
+// that stops early (break, return) loses nothing. Outputs are taken from
+// the graph's queue in batches; those of the batch that were not yet
+// yielded when the range stopped are kept, and the next range over Results
+// yields them first, in order, before reading the queue again.
 func (rt *Runtime[In, Out]) Results() iter.Seq[Out] {
 	return func(yield func(Out) bool) {
-		buf := make([]Out, 0, 64)
+		rt.leftMu.Lock()
+		buf := rt.left
+		rt.left = nil
+		rt.leftMu.Unlock()
+		if buf == nil {
+			buf = make([]Out, 0, resultsBatch)
+		}
 		for {
-			var ok bool
-			buf, _, ok = rt.results.Pop(buf[:0], cap(buf))
-			if !ok {
-				return
-			}
 			for i, v := range buf {
 				if !yield(v) {
-					// Put nothing back: the caller stopped reading.
-					clear(buf[i:])
+					rt.keep(buf[i+1:])
+					clear(buf)
 					return
 				}
 			}
 			clear(buf)
+			var ok bool
+			buf, _, ok = rt.results.Pop(buf[:0], resultsBatch)
+			if !ok {
+				return
+			}
 		}
 	}
+}
+
+// keep saves outputs taken from the queue but not yielded, for the next
+// range over Results.
+func (rt *Runtime[In, Out]) keep(rest []Out) {
+	if len(rest) == 0 {
+		return
+	}
+	rt.leftMu.Lock()
+	rt.left = append(slices.Clone(rest), rt.left...)
+	rt.leftMu.Unlock()
 }
 
 // Wait blocks until every task copy has stopped and returns the first error:

@@ -765,3 +765,43 @@ func testCloseDoesNotWaitForBlockedSend(t *testing.T, nested bool) {
 		t.Fatalf("%d results, want the 2 values accepted before Close", n)
 	}
 }
+
+// Breaking out of a range over Results loses nothing: the values already
+// taken from the output queue but not yet yielded come first in the next
+// range.
+func TestResultsBreakLosesNothing(t *testing.T) {
+	rt, err := squareGraph(1).Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		if err := rt.Send(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt.Close()
+	if err := rt.Wait(); err != nil { // every result is now queued
+		t.Fatal(err)
+	}
+	var got []int
+	for _, stop := range []int{3, 1, 70} {
+		k := 0
+		for v := range rt.Results() {
+			got = append(got, v)
+			if k++; k == stop {
+				break
+			}
+		}
+	}
+	for v := range rt.Results() {
+		got = append(got, v)
+	}
+	var want []int
+	for i := range n {
+		want = append(want, i*i)
+	}
+	if !slices.Equal(got, want) { // one copy of square: the order is kept
+		t.Fatalf("got %d values %v..., want %d in order", len(got), got[:min(len(got), 10)], n)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gohtgs/htgs/device"
 )
@@ -137,15 +138,25 @@ func (e *Error) Error() string {
 // Unwrap returns the task's error.
 func (e *Error) Unwrap() error { return e.Err }
 
-// PanicError is the error a panicking task phase turns into.
+// PanicError is the error a panicking task phase (or allocator, or
+// decomposition rule) turns into. Its message is one line, so that it reads
+// well in logs and wrapped in other errors; the stack is kept apart, in
+// Stack, to print where it helps:
+//
+//	var pe *task.PanicError
+//	if errors.As(err, &pe) {
+//		log.Printf("%v\n%s", err, pe.Stack)
+//	}
 type PanicError struct {
 	Value any    // the value passed to panic
-	Stack []byte // the goroutine's stack at the panic
+	Stack []byte // the goroutine's stack at the panic, as runtime/debug.Stack gives it
 }
 
-// Error formats the panic value and its stack.
+// Error returns "panic: " and the panic value, on one line (line breaks in
+// the value's text are replaced by spaces). The stack is not included: see
+// Stack.
 func (p *PanicError) Error() string {
-	return fmt.Sprintf("panic: %v\n\n%s", p.Value, p.Stack)
+	return "panic: " + strings.ReplaceAll(fmt.Sprint(p.Value), "\n", " ")
 }
 
 // Unwrap returns the panic value if it is an error.
