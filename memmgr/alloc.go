@@ -8,7 +8,9 @@ import (
 // execution pipeline calls it with the device of its clone, so one allocator
 // value can serve every device (the cuda package's allocators make the
 // device's context current themselves). Alloc and Free may be called from
-// any goroutine, but never concurrently for one pool.
+// any goroutine, but never concurrently for one pool. An error or a panic
+// in either is reported as an error of the run naming the pool (see the
+// package documentation for where it comes out).
 type Allocator[T any] interface {
 	Alloc(dev device.Device) (T, error)
 	Free(dev device.Device, v T) error

@@ -479,6 +479,48 @@ func TestAllocatorFreePanic(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `pool "fragile"`) || !strings.Contains(err.Error(), "free exploded") || !errors.As(err, &pe) {
 		t.Fatalf("Run = %v, want a PanicError naming the pool", err)
 	}
+
+	// A buffer released after the run ended is freed at once: a panicking
+	// Free is then the error of that Release.
+	g = graph.New[int, int]("late")
+	pool = memmgr.New[[]byte](g, "fragile", 1, &panicAlloc{panicFree: true})
+	var kept *memmgr.Buffer[[]byte]
+	keep := graph.AddFunc(g, "keeper", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		b, err := pool.Get(ctx, nil)
+		kept = b
+		return err
+	}, graph.DiscardOutput())
+	graph.Connect(g.Input(), keep)
+	if err := g.Run(context.Background(), seq(1), nil); err != nil {
+		t.Fatalf("Run = %v (no buffer to free at the end)", err)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("late Release panicked: %v", p)
+			}
+		}()
+		err = kept.Release()
+	}()
+	if err == nil || !strings.Contains(err.Error(), `pool "fragile"`) || !errors.As(err, &pe) {
+		t.Fatalf("late Release = %v, want a PanicError naming the pool", err)
+	}
+}
+
+// When Start fails, the pools already filled free their buffers.
+func TestFailedStartFreesPools(t *testing.T) {
+	alloc := &countingAlloc{}
+	g := graph.New[int, int]("failing")
+	memmgr.New[[]byte](g, "filled", 3, alloc)
+	bad := graph.AddFunc(g, "bad", 0, func(context.Context, int, task.Emitter[int]) error { return nil })
+	graph.Connect(g.Input(), bad)
+	graph.Connect(bad, g.Output())
+	if _, err := g.Start(context.Background()); err == nil {
+		t.Fatal("Start succeeded with a task of 0 threads")
+	}
+	if a, f := alloc.allocs.Load(), alloc.frees.Load(); a != 3 || f != 3 {
+		t.Fatalf("%d buffers allocated, %d freed; want 3 and 3", a, f)
+	}
 }
 
 // A Free that fails (without panicking) at the end of the run is an error
