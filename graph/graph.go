@@ -13,6 +13,12 @@
 //	graph.Connect(g.Input(), sq)
 //	graph.Connect(sq, g.Output())
 //
+// Values must not vanish without a word: Start refuses a node whose output
+// is connected to nothing, and a graph whose Output nothing feeds. A sink
+// says so in one call: the [DiscardOutput] option of a task, [Discard] for
+// a bookkeeper rule, nested graph or pipeline, [Graph.NoOutput] for a graph
+// that works only by side effects.
+//
 // [Graph.Start] instantiates the blueprint (one set of task copies per start)
 // and returns a [Runtime] to send inputs to, read results from, and wait on.
 //
@@ -194,7 +200,8 @@ func WithLogger(l *slog.Logger) StartOption { return func(c *startConfig) { c.lo
 
 // Start instantiates the graph and starts every task copy. It returns an
 // error, and starts nothing, if the graph is malformed: construction
-// mistakes, a task that no producer feeds, a failing task factory.
+// mistakes, a task that no producer feeds, a node whose output goes nowhere
+// (see [DiscardOutput]), a failing task factory or memory allocator.
 func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runtime[In, Out], error) {
 	cfg := startConfig{stallAfter: DefaultStallDelay}
 	for _, o := range opts {
