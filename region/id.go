@@ -137,6 +137,9 @@ func (id ID) String() string {
 }
 
 // ParseID parses the format written by ID.String and validates the result.
+// It accepts only that format: ParseID(s) succeeds exactly when s is
+// id.String() of a valid id, so timestamps and versions such as "t01" or
+// "v+1" are refused. Errors wrap [ErrBadID].
 func ParseID(s string) (ID, error) {
 	parts := strings.Split(s, "/")
 	if len(parts) != 4 || !strings.HasPrefix(parts[2], "t") || !strings.HasPrefix(parts[3], "v") {
@@ -146,9 +149,9 @@ func ParseID(s string) (ID, error) {
 	if err != nil {
 		return ID{}, fmt.Errorf("region: identifier %q: %w", s, err)
 	}
-	ts, err1 := strconv.Atoi(parts[2][1:])
-	ver, err2 := strconv.Atoi(parts[3][1:])
-	if err1 != nil || err2 != nil {
+	ts, ok1 := parseCount(parts[2][1:])
+	ver, ok2 := parseCount(parts[3][1:])
+	if !ok1 || !ok2 {
 		return ID{}, fmt.Errorf("region: identifier %q has a malformed timestamp or version: %w", s, ErrBadID)
 	}
 	id := ID{Name: parts[0], Type: k, Timestamp: ts, Version: ver}
@@ -156,6 +159,23 @@ func ParseID(s string) (ID, error) {
 		return ID{}, err
 	}
 	return id, nil
+}
+
+// parseCount parses a timestamp or version as ID.String writes it: decimal
+// digits, no sign, no leading zero (except "0" itself), no overflow. Other
+// spellings ("+1", "-0", "007") are refused, so that an identifier has one
+// string form and ParseID(s).String() == s.
+func parseCount(s string) (int, bool) {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
 }
 
 // fileBase returns a file-name-safe rendering of a valid id. Names never

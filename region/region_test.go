@@ -97,7 +97,7 @@ func TestIDStringRoundTrip(t *testing.T) {
 	if err != nil || got != id {
 		t.Fatalf("ParseID(%q) = %v, %v", s, got, err)
 	}
-	for _, bad := range []string{"", "a/dense2d/t1", "a/cube/t1/v1", "a/dense2d/x1/v1", "a/dense2d/t1/vX", "a b/dense2d/t0/v0", "a/dense2d/t-1/v0"} {
+	for _, bad := range []string{"", "a/dense2d/t1", "a/cube/t1/v1", "a/dense2d/x1/v1", "a/dense2d/t1/vX", "a b/dense2d/t0/v0", "a/dense2d/t-1/v0", "a/dense2d/t01/v0", "a/dense2d/t0/v+1", "a/dense2d/t-0/v0"} {
 		if _, err := ParseID(bad); !errors.Is(err, ErrBadID) {
 			t.Errorf("ParseID(%q) = %v, want ErrBadID", bad, err)
 		}

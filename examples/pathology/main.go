@@ -4,41 +4,69 @@
 // opening, reconstruction, area threshold, hole filling, pre-watershed,
 // watershed, labelling) and feature computation (intensity, gradient,
 // morphometry) — eleven hybrid operations with very different GPU speedups,
-// scheduled on CPU cores and (simulated) GPUs by a pats.Manager.
+// scheduled on simulated CPU cores and GPUs by a pats.Manager.
+//
+// Usage:
+//
+//	pathology [flags]                           real run (the default)
+//	pathology -sim [flags]                      discrete-event simulation
+//	pathology -experiment [-quick] [-out DIR]   every experiment of docs/pats
 //
 // By default it runs the pipeline for real: tiles are generated into a
 // region storage (in memory or on disk), each tile is a stage instance of a
 // task graph whose pats.Task expands it into its operations, the operations
 // run real (small) image kernels on the tile's data regions, and simulated
 // units emulate the modelled times of 4K tiles on CPU cores and GPUs. With
-// -sim it runs the same configuration in the discrete-event simulator
-// instead, and with -experiment it runs every experiment of docs/pats and
-// writes the results and figures there:
+// -profile DIR the real run also writes the task graph's profile into DIR
+// (pathology.dot, pathology.svg when Graphviz is installed,
+// pathology-trace.json and pathology-stats.json), as the other programs do.
+//
+// With -sim it runs the same configuration in the discrete-event simulator
+// instead. With -experiment it runs every experiment and writes results.md
+// and the SVG figures into the folder -out names; with no -out, into a new
+// temporary folder, whose path it prints. It never writes into the source
+// tree unless told to: the committed results in docs/pats were made with
+// an explicit -out:
 //
 //	go run ./examples/pathology -policy pats -window 16 -gpus 3 -cpus 9
 //	go run ./examples/pathology -sim -policy fcfs -locality
 //	go run ./examples/pathology -experiment -out docs/pats
+//
+// The CPU cores and GPUs are simulated, so the transfer counts and volumes
+// and the peak host and GPU memory it reports are modelled (from the sizes
+// of 4K tiles and a modelled host-GPU link), not measured. Speedups that
+// are not known, such as a learned speedup of an operation timed on one
+// kind of unit only, print as n/a.
+//
+// The exit status is 0 on success, 1 when the run fails and 2 for bad
+// usage.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"time"
 
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/pats"
 	"github.com/gohtgs/htgs/region"
 )
+
+// prog is the program's name in messages.
+const prog = "pathology"
 
 // options are the command-line settings.
 type options struct {
 	experiment bool
 	out        string
+	profile    string
 	sim        bool
 	policy     string
 	window     int
@@ -57,15 +85,15 @@ type options struct {
 	quick      bool
 }
 
-func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("pathology", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.BoolVar(&o.experiment, "experiment", false, "run every experiment and write results.md and SVG figures to -out")
-	fs.StringVar(&o.out, "out", "docs/pats", "output directory of -experiment")
+// flagSet declares the flags into o.
+func flagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.BoolVar(&o.experiment, "experiment", false, "run every experiment and write results.md and SVG figures into -out")
+	fs.StringVar(&o.out, "out", "", "with -experiment: output `folder` (default: a new temporary folder, printed)")
 	fs.BoolVar(&o.quick, "quick", false, "with -experiment: one small image and no real-time check (for a fast look)")
+	fs.StringVar(&o.profile, "profile", "", "real run: write the task graph's DOT, SVG, trace and statistics into `DIR`")
 	fs.BoolVar(&o.sim, "sim", false, "run the configuration in the discrete-event simulator (4K tiles, virtual time)")
-	fs.StringVar(&o.policy, "policy", "pats", "scheduling policy: fcfs or pats")
+	fs.StringVar(&o.policy, "policy", "pats", "scheduling `policy`: fcfs or pats")
 	fs.IntVar(&o.window, "window", 16, "stage instances (tiles) in progress at a time; 0 = all")
 	fs.IntVar(&o.cpus, "cpus", 9, "simulated CPU cores")
 	fs.IntVar(&o.gpus, "gpus", 3, "simulated GPUs")
@@ -75,27 +103,73 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.learn, "learn", false, "learn speedups online (time statistics) instead of using the given estimates")
 	fs.BoolVar(&o.depthFirst, "depthfirst", false, "prefer finishing started tiles (depth-first)")
 	fs.IntVar(&o.tiles, "tiles", 48, "number of tiles")
-	fs.IntVar(&o.tileSize, "tile-size", 128, "tile edge in pixels for the real run's kernels")
+	fs.IntVar(&o.tileSize, "tile-size", 128, "tile edge in `pixels` for the real run's kernels")
 	fs.Float64Var(&o.scale, "scale", 0.05, "real run: wall time per modelled time (0.05: a modelled second takes 50 ms)")
-	fs.StringVar(&o.storage, "storage", "memory", "real run: region storage, memory or disk")
-	fs.StringVar(&o.dir, "dir", "", "real run: directory of the disk storage (default: a temporary directory)")
+	fs.StringVar(&o.storage, "storage", "memory", "real run: region `storage`, memory or disk")
+	fs.StringVar(&o.dir, "dir", "", "real run: `folder` of the disk storage (default: a temporary folder)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic tiles")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+// usage writes the synopsis and the flags to w.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `usage:
+  %[1]s [flags]                           real run: kernels on synthetic tiles, simulated units
+  %[1]s -sim [flags]                      discrete-event simulation of 4K tiles
+  %[1]s -experiment [-quick] [-out DIR]   every experiment: results.md and SVG figures
+
+The CPU cores and GPUs are simulated: transfer and memory figures are
+modelled from the sizes of 4K tiles, not measured. Unknown speedups
+(learned ones without samples on both kinds of unit) print as n/a.
+-experiment writes only into -out, or a new temporary folder it prints.
+
+flags:
+`, prog)
+	cli.PrintDefaults(w, flagSet(&options{}))
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flagSet(o)
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %v", fs.Args())
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if _, err := pats.ParsePolicy(o.policy); err != nil {
+		return nil, cli.Usagef("-policy %q: want fcfs or pats", o.policy)
+	}
+	switch {
+	case o.experiment && o.sim:
+		return nil, cli.Usagef("-experiment and -sim do not go together")
+	case !o.experiment && (set["out"] || set["quick"]):
+		return nil, cli.Usagef("-out and -quick go with -experiment")
+	case set["out"] && o.out == "":
+		return nil, cli.Usagef("-out: empty folder name")
+	case o.profile != "" && (o.experiment || o.sim):
+		return nil, cli.Usagef("-profile needs a real run (no -sim or -experiment): only it runs a task graph")
+	case o.storage != "memory" && o.storage != "disk":
+		return nil, cli.Usagef("-storage %q: want memory or disk", o.storage)
+	case o.tiles <= 0:
+		return nil, cli.Usagef("-tiles %d: want at least one tile", o.tiles)
+	case o.tileSize <= 0:
+		return nil, cli.Usagef("-tile-size %d: want a positive edge", o.tileSize)
+	case o.cpus < 0 || o.gpus < 0 || o.cpus+o.gpus == 0:
+		return nil, cli.Usagef("-cpus %d -gpus %d: want at least one unit and no negative count", o.cpus, o.gpus)
+	case o.window < 0:
+		return nil, cli.Usagef("-window %d: want 0 (all) or more", o.window)
+	case !(o.scale > 0) || math.IsInf(o.scale, 0):
+		return nil, cli.Usagef("-scale %v: want a positive factor", o.scale)
+	case !(o.ti >= 0 && o.ti <= 1):
+		return nil, cli.Usagef("-ti %v: want a value in [0,1]", o.ti)
 	}
 	return o, nil
 }
 
-func (o *options) config() (pats.Config, error) {
-	p, err := pats.ParsePolicy(o.policy)
-	if err != nil {
-		return pats.Config{}, err
-	}
+func (o *options) config() pats.Config {
+	p, _ := pats.ParsePolicy(o.policy) // checked by parseFlags
 	return pats.Config{Policy: p, Window: o.window, Locality: o.locality, TransferImpact: o.ti,
-		Prefetch: o.prefetch, Learn: o.learn, DepthFirst: o.depthFirst}, nil
+		Prefetch: o.prefetch, Learn: o.learn, DepthFirst: o.depthFirst}
 }
 
 func (o *options) machine() pats.Machine {
@@ -106,40 +180,25 @@ func (o *options) machine() pats.Machine {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "pathology:", err)
-		}
-		os.Exit(2)
-	}
+	code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// realMain runs the program and returns its exit status.
+func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return cli.Exit(prog, run(ctx, args, stdout, stderr), stdout, stderr, usage)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseFlags(args, stderr)
+	o, err := parseFlags(args)
 	if err != nil {
 		return err
 	}
 	if o.experiment {
-		e := &experiments{images: defaultImages(), machine: o.machine(), window: 24, realTiles: 60, realScale: 0.05, robustImages: 10, robustTiles: 120, out: o.out, log: stderr}
-		if o.quick {
-			e.images, e.realTiles = []image{{"quick", 60, 1}}, 0
-		}
-		res, err := e.run(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "PATS over FCFS: %s; sensitivity loss at 50%%/60%%: %+.1f%%/%+.1f%%; FCFS+DL gain %.3fx, PATS+DL %.3fx, +prefetch %.3fx\n",
-			fmtRatios(res.patsOverFCFS), 100*res.lossAt[50], 100*res.lossAt[60], res.fcfsDLGain, res.patsDLGain, res.patsDLPFGain)
-		if o.out != "" {
-			fmt.Fprintf(stdout, "results and figures written to %s\n", o.out)
-		}
-		return nil
+		return runExperiments(ctx, o, stdout, stderr)
 	}
-	cfg, err := o.config()
-	if err != nil {
-		return err
-	}
+	cfg := o.config()
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w := newWorkload(o.tiles, o.seed)
 	est := w.givenSpeedups()
@@ -151,13 +210,57 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "simulated %d 4K tiles on %d CPU cores + %d GPUs: %.2f tiles/s\n%s", o.tiles, o.cpus, o.gpus, tilesPerSecond(o.tiles, r), r)
+		fmt.Fprintf(stdout, "simulated %d 4K tiles on %d CPU cores + %d GPUs: %.2f tiles/s\n", o.tiles, o.cpus, o.gpus, tilesPerSecond(o.tiles, r))
+		writeReport(stdout, r, "virtual time")
 		return nil
 	}
-	return realRun(ctx, o, cfg, w, est, stdout)
+	return realRun(ctx, o, cfg, w, est, stdout, stderr)
 }
 
-func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est map[string]float64, stdout io.Writer) error {
+// runExperiments runs every experiment and writes the results into -out,
+// or into a new temporary folder when -out is not given.
+func runExperiments(ctx context.Context, o *options, stdout, stderr io.Writer) (err error) {
+	out, command := o.out, "go run ./examples/pathology -experiment"
+	if o.quick {
+		command += " -quick"
+	}
+	if out == "" {
+		if out, err = os.MkdirTemp("", "pathology-experiment-"); err != nil {
+			return fmt.Errorf("experiment output: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				os.Remove(out) // only if still empty
+			}
+		}()
+		fmt.Fprintf(stdout, "writing results and figures to %s (a new temporary folder; -out DIR chooses another)\n", out)
+	} else {
+		if err := cli.CheckDir(out); err != nil {
+			return err
+		}
+		command += " -out " + out
+	}
+	e := &experiments{images: defaultImages(), machine: o.machine(), window: 24, realTiles: 60, realScale: 0.05,
+		robustImages: 10, robustTiles: 120, out: out, command: command, log: stderr}
+	if o.quick {
+		e.images, e.realTiles = []image{{"quick", 60, 1}}, 0
+	}
+	res, err := e.run(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "PATS over FCFS: %s; sensitivity loss at 50%%/60%%: %+.1f%%/%+.1f%%; FCFS+DL gain %.3fx, PATS+DL %.3fx, +prefetch %.3fx (simulated)\n",
+		fmtRatios(res.patsOverFCFS), 100*res.lossAt[50], 100*res.lossAt[60], res.fcfsDLGain, res.patsDLGain, res.patsDLPFGain)
+	fmt.Fprintf(stdout, "results and figures written to %s\n", out)
+	return nil
+}
+
+func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est map[string]float64, stdout, stderr io.Writer) error {
+	if o.profile != "" {
+		if err := cli.CheckDir(o.profile); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+	}
 	var in, out region.Storage
 	switch o.storage {
 	case "memory":
@@ -177,15 +280,17 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 			return err
 		}
 		in, out = d, d
-	default:
-		return fmt.Errorf("unknown storage %q (want memory or disk)", o.storage)
 	}
 	s, err := newSlide(ctx, o.tiles, o.tileSize, o.seed, in, out)
 	if err != nil {
 		return err
 	}
+	var opts []graph.StartOption
+	if o.profile != "" {
+		opts = append(opts, graph.WithTrace())
+	}
 	start := time.Now()
-	results, rep, err := runReal(ctx, s, w, cfg, o.machine().Units(o.scale), est)
+	results, rep, rt, err := runReal(ctx, s, w, cfg, o.machine().Units(o.scale), est, opts...)
 	if err != nil {
 		return err
 	}
@@ -194,14 +299,53 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 	for _, r := range results {
 		nuclei += r.nuclei
 	}
-	fmt.Fprintf(stdout, "processed %d tiles (%dx%d px, %s storage) on %d CPU cores + %d simulated GPUs in %v: %d nuclei\n",
+	fmt.Fprintf(stdout, "processed %d tiles (%dx%d px, %s storage) on %d simulated CPU cores + %d simulated GPUs in %v: %d nuclei\n",
 		o.tiles, o.tileSize, o.tileSize, o.storage, o.cpus, o.gpus, wall.Round(time.Millisecond), nuclei)
 	simRep, err := pats.Simulate(cfg, o.machine(), w.flows(est))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "modelled time %.2fs (x%g = %v); the simulator predicts %.2fs (x%g = %v)\n%s",
+	fmt.Fprintf(stdout, "modelled time %.2fs (x%g = %v); the simulator predicts %.2fs (x%g = %v)\n",
 		rep.Makespan.Seconds()/o.scale, o.scale, rep.Makespan.Round(time.Millisecond),
-		simRep.Makespan.Seconds(), o.scale, time.Duration(float64(simRep.Makespan)*o.scale).Round(time.Millisecond), rep)
+		simRep.Makespan.Seconds(), o.scale, time.Duration(float64(simRep.Makespan)*o.scale).Round(time.Millisecond))
+	writeReport(stdout, rep, "wall time")
+	if o.profile != "" {
+		warn, err := cli.WriteProfile(o.profile, prog, rt)
+		if err != nil {
+			return err
+		}
+		if warn != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, warn)
+		}
+		fmt.Fprintf(stdout, "profile written to %s\n", o.profile)
+	}
 	return nil
+}
+
+// writeReport writes a pats report as a table, saying which figures are
+// modelled and printing n/a for the speedups nobody knows: a given
+// estimate of 0 (none was given) or a learned one of 0 (the operation was
+// not timed on both kinds of unit). clock says what the makespan measures.
+func writeReport(w io.Writer, r *pats.Report, clock string) {
+	fmt.Fprintf(w, "%s: %d flows (%d failed) in %v (%s)\n", r.Config, r.Flows, r.Failed, r.Makespan.Round(time.Microsecond), clock)
+	fmt.Fprintf(w, "modelled, not measured: transfers %d up (%.1f MiB), %d down (%.1f MiB); peak memory: host %.1f MiB, GPUs %.1f MiB (4K-tile sizes)\n",
+		r.Uploads, float64(r.UploadBytes)/(1<<20), r.Downloads, float64(r.DownloadBytes)/(1<<20),
+		float64(r.PeakHostBytes)/(1<<20), float64(r.PeakDeviceBytes)/(1<<20))
+	fmt.Fprintf(w, "%-18s %6s %6s %6s %8s %8s\n", "operation", "cpu", "gpu", "gpu%", "given", "learned")
+	for _, o := range r.Ops {
+		share := "n/a"
+		if o.CPU+o.GPU > 0 {
+			share = fmt.Sprintf("%.0f%%", 100*o.GPUShare())
+		}
+		fmt.Fprintf(w, "%-18s %6d %6d %6s %8s %8s\n", o.Name, o.CPU, o.GPU, share, fmtSpeedup(o.Given), fmtSpeedup(o.Learned))
+	}
+}
+
+// fmtSpeedup formats a speedup with two decimals, or "n/a" when it is not
+// known: pats reports an unknown speedup as 0.
+func fmtSpeedup(v float64) string {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", v)
 }

@@ -246,12 +246,13 @@ type tileResult struct {
 
 // runReal processes the slide through a task graph whose stage task expands
 // each tile into the pipeline's operations, run by a pats.Manager on the
-// given units. It returns the per-tile results (in tile order) and the
-// manager's report.
-func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units []pats.Unit, est map[string]float64) ([]tileResult, *pats.Report, error) {
+// given units. It returns the per-tile results (in tile order), the
+// manager's report and the graph's finished runtime (for -profile; start it
+// with graph.WithTrace for a timeline).
+func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units []pats.Unit, est map[string]float64, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Runtime[int, tileResult], error) {
 	m, err := pats.Start(ctx, cfg, units...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ops := kernelOps(est)
 	var mu sync.Mutex
@@ -293,23 +294,32 @@ func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units 
 	graph.Connect(g.Input(), seg)
 	graph.Connect(seg, g.Output())
 	results := make([]tileResult, s.tiles)
-	in := func(yield func(int) bool) {
+	rt, err := g.Start(ctx, opts...)
+	if err != nil {
+		_ = m.Close()
+		return nil, nil, nil, err
+	}
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		defer rt.Close()
 		for i := range s.tiles {
-			if !yield(i) {
+			if rt.Send(i) != nil {
 				return
 			}
 		}
-	}
-	runErr := g.Run(ctx, in, func(r tileResult) error {
+	}()
+	for r := range rt.Results() {
 		results[r.index] = r
-		return nil
-	})
+	}
+	runErr := rt.Wait()
+	<-fed
 	closeErr := m.Close()
 	if runErr != nil {
-		return nil, nil, runErr
+		return nil, nil, nil, runErr
 	}
 	if closeErr != nil {
-		return nil, nil, closeErr
+		return nil, nil, nil, closeErr
 	}
-	return results, m.Report(), nil
+	return results, m.Report(), rt, nil
 }
