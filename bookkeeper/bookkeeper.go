@@ -83,7 +83,8 @@ type RuleOutput[Out any] struct {
 func (r *RuleOutput[Out]) Name() string { return r.name }
 
 // AddRule adds a rule named name to bk; newRule is called once per
-// bookkeeper instance.
+// bookkeeper instance. Connect the rule to its consumers: Start refuses a
+// rule connected to nothing, unless it is declared with graph.Discard.
 func AddRule[In, Out any](bk *Bookkeeper[In], name string, newRule func() Rule[In, Out]) *RuleOutput[Out] {
 	if newRule == nil {
 		bk.bp.Errorf("htgs: bookkeeper %q: rule %q has a nil factory", bk.spec.Spec.Name, name)
