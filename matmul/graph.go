@@ -71,6 +71,10 @@ type Config struct {
 	Observe func(g *graph.Graph[Request, Done], rt *graph.Runtime[Request, Done])
 	// Logger receives the run's diagnostics (nil: discarded).
 	Logger *slog.Logger
+	// StartOptions are passed to the graph's Start, after the logger: for
+	// instance graph.WithTrace() to record a timeline that Observe's
+	// runtime can write at the end.
+	StartOptions []graph.StartOption
 	// Buffers, when set, recycles block buffers between products (see
 	// BufferCache); nil allocates fresh buffers for every product.
 	Buffers *BufferCache

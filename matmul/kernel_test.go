@@ -1,6 +1,7 @@
 package matmul
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 
+	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -190,5 +192,82 @@ func TestCompare(t *testing.T) {
 	}
 	if _, err := Compare(a, b, NewDense(3, 3), ref); err == nil {
 		t.Error("wrong shapes accepted")
+	}
+}
+
+// Compare matches non-finite values by position (issue 12): NaN where the
+// reference has NaN, the same infinity where it has one; the finite
+// elements are held to the error bound, whose scale ignores the rows of A
+// and the elements of B that are not finite.
+func TestCompareNonFinite(t *testing.T) {
+	a, b := Random(20, 30, 1), Random(30, 10, 2)
+	a.Set(2, 3, math.NaN())
+	a.Set(5, 6, math.Inf(1))
+	a.Set(6, 6, math.Inf(-1))
+	b.Set(7, 4, math.Inf(1))
+	b.Set(8, 8, math.NaN())
+	ref := naive(a, b)
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		found := false
+		for _, x := range ref.Data {
+			found = found || x == v || (math.IsNaN(v) && math.IsNaN(x))
+		}
+		if !found {
+			t.Fatalf("the reference holds no %v", v)
+		}
+	}
+	c := naive(a, b)
+	cmp, err := Compare(a, b, c, ref)
+	if err != nil || !cmp.OK || cmp.Mismatches != 0 || math.IsNaN(cmp.RelErr) || math.IsInf(cmp.Scale, 0) || cmp.Scale == 0 {
+		t.Fatalf("identical products with NaN and Inf: %+v %v", cmp, err)
+	}
+	// A finite error within the bound still passes; one beyond it fails.
+	c.Set(0, 0, c.At(0, 0)*(1+4e-16))
+	if cmp, _ = Compare(a, b, c, ref); !cmp.OK {
+		t.Errorf("rounding-level difference failed: %+v", cmp)
+	}
+	c.Set(0, 0, c.At(0, 0)+1e-3)
+	if cmp, _ = Compare(a, b, c, ref); cmp.OK {
+		t.Errorf("a finite error of 1e-3 passed: %+v", cmp)
+	}
+	for _, tc := range []struct {
+		i, j int
+		v    float64
+	}{
+		{2, 0, 1},             // NaN in the reference, a number in C
+		{5, 0, math.NaN()},    // an infinity in the reference, NaN in C
+		{5, 0, -ref.At(5, 0)}, // the other infinity
+		{0, 1, math.NaN()},    // a number in the reference, NaN in C
+		{0, 1, math.Inf(1)},   // a number in the reference, an infinity in C
+	} {
+		c := naive(a, b)
+		c.Set(tc.i, tc.j, tc.v)
+		if cmp, _ := Compare(a, b, c, ref); cmp.OK || cmp.Mismatches != 1 {
+			t.Errorf("C(%d,%d) = %v, reference %v: %+v", tc.i, tc.j, tc.v, ref.At(tc.i, tc.j), cmp)
+		}
+	}
+}
+
+// Config.StartOptions reach the graph's Start: with graph.WithTrace the
+// runtime that Observe receives can write a timeline (Multiply and
+// Hadamard).
+func TestStartOptionsTrace(t *testing.T) {
+	a, b := Random(40, 40, 1), Random(40, 40, 2)
+	for _, op := range []func(context.Context, Source, Source, Sink, Config) (*Report, error){Multiply, Hadamard} {
+		for _, opts := range [][]graph.StartOption{nil, {graph.WithTrace()}} {
+			var rt *graph.Runtime[Request, Done]
+			cfg := Config{BlockSize: 16, StartOptions: opts,
+				Observe: func(_ *graph.Graph[Request, Done], r *graph.Runtime[Request, Done]) { rt = r }}
+			if _, err := op(context.Background(), a, b, NewDense(40, 40), cfg); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			err := rt.WriteTrace(&buf)
+			if traced := len(opts) > 0; traced && (err != nil || buf.Len() == 0) {
+				t.Errorf("traced run: %v, %d bytes", err, buf.Len())
+			} else if !traced && !errors.Is(err, graph.ErrNoTrace) {
+				t.Errorf("untraced run: WriteTrace = %v, want ErrNoTrace", err)
+			}
+		}
 	}
 }

@@ -118,6 +118,7 @@ func runGraph(ctx context.Context, g *graph.Graph[Request, Done], requests iter.
 	if cfg.Logger != nil {
 		opts = append(opts, graph.WithLogger(cfg.Logger))
 	}
+	opts = append(opts, cfg.StartOptions...)
 	start := time.Now()
 	rt, err := g.Start(ctx, opts...)
 	if err != nil {

@@ -4,24 +4,38 @@
 // Usage:
 //
 //	matmul -a A.npy -b B.npy -o C.npy [flags]   multiply .npy files ('<f8', C order, 2-D)
-//	matmul -n N [-verify] [flags]               multiply random N x N matrices
+//	matmul -n N [-o C.npy] [-verify] [flags]    multiply random N x N matrices
 //
 // Flags:
 //
 //	-block B      block size (default 512)
 //	-threads T    copies of the multiply task (default: the number of CPUs)
 //	-mem SIZE     RAM budget for matrix blocks, such as 64MiB or 2GiB; when the
-//	              matrices (A, B and C) do not fit in it, the product runs out of
-//	              core: blocks are read from and written to .npy files on demand
+//	              matrices (A, B and C) do not fit in it, or in the memory the
+//	              machine has available, the product runs out of core: blocks
+//	              are read from and written to .npy files on demand. A budget
+//	              above the available memory is lowered to it.
 //	-kernel K     block kernel: gonum (default), openblas (build with
 //	              -tags openblas), cuda (build with -tags cuda)
 //	-verify       compare the result with one multithreaded gonum Dgemm call
-//	              (needs A, B and C in memory); exit status 1 if it differs
-//	-profile DIR  write the run's statistics to DIR/stats.json
-//	-progress     draw the progress bar even when stderr is not a terminal
+//	              (needs A, B, C and the reference in memory); exit status 1
+//	              if it differs. NaN and infinities are compared by position.
+//	-profile DIR  write the run's profile into DIR: matmul.dot (the graph),
+//	              matmul.svg (when Graphviz's dot is installed),
+//	              matmul-trace.json (Chrome trace), matmul-stats.json (task
+//	              statistics) and matmul-report.json (plan, kernel, GFLOP/s,
+//	              bytes moved)
+//	-progress     draw the progress bars even when stderr is not a terminal
 //	-op OP        mul (default) or hadamard (element-wise product)
 //	-seed S       seed of the random matrices (A uses S, B uses S+1)
 //	-tmp DIR      directory for the temporary files of an out-of-core -n run
+//
+// C is written to a temporary file next to -o and renamed onto it only when
+// the whole run succeeds (including -verify and -profile): a failed run
+// leaves an existing file as it was. -o may not name an input. Before any
+// work, matmul checks that the product fits in the machine's memory (or,
+// out of core, in -mem) and its files on the disk, and refuses with the
+// size needed otherwise.
 //
 // The exit status is 0 on success, 1 when the product fails or -verify finds
 // a wrong result, and 2 for bad usage.
@@ -29,25 +43,30 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/units"
 	"github.com/gohtgs/htgs/matmul"
 	"github.com/gohtgs/htgs/matmul/npy"
 )
 
+const prog = "matmul"
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too, so that a killed run still removes its temporary files.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -71,115 +90,122 @@ type options struct {
 	stderrIsTT bool
 }
 
-// usageError is a command-line mistake (exit status 2).
-type usageError struct{ msg string }
+// rawFlags are the flags parsed as strings before checking.
+type rawFlags struct{ mem, gpuMem, kernel, op string }
 
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
-
-func parse(args []string, stderr io.Writer) (*options, error) {
-	fs := flag.NewFlagSet("matmul", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o := &options{}
-	var mem, gpuMem, kernel, op string
+func flagSet(o *options, raw *rawFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.StringVar(&o.a, "a", "", "`A.npy`: the left operand")
 	fs.StringVar(&o.b, "b", "", "`B.npy`: the right operand")
-	fs.StringVar(&o.o, "o", "", "`C.npy`: where to write the product")
+	fs.StringVar(&o.o, "o", "", "`C.npy`: where to write the product (replaced only when the run succeeds)")
 	fs.IntVar(&o.n, "n", 0, "multiply random `N` x N matrices")
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` of the random matrices")
 	fs.BoolVar(&o.verify, "verify", false, "check the result against one gonum Dgemm call")
 	fs.IntVar(&o.block, "block", matmul.DefaultBlockSize, "block `size`")
 	fs.IntVar(&o.threads, "threads", 0, "multiply-task `copies` (0: one per CPU)")
-	fs.StringVar(&mem, "mem", "", "RAM `budget` for blocks, e.g. 64MiB (default: no limit)")
-	fs.StringVar(&gpuMem, "gpumem", "", "GPU memory `budget` per device for blocks with -kernel cuda (default: 3/4 of the free memory)")
-	fs.StringVar(&kernel, "kernel", "gonum", "block `kernel`: "+strings.Join(matmul.KernelNames(), ", "))
-	fs.StringVar(&o.profile, "profile", "", "write run statistics into `DIR`")
-	fs.BoolVar(&o.progress, "progress", false, "draw the progress bar even if stderr is not a terminal")
-	fs.StringVar(&op, "op", "mul", "`operation`: mul or hadamard")
+	fs.StringVar(&raw.mem, "mem", "", "RAM `budget` for blocks, e.g. 64MiB; out of core when A, B and C do not fit (default: no limit)")
+	fs.StringVar(&raw.gpuMem, "gpumem", "", "GPU memory `budget` per device for blocks with -kernel cuda (default: 3/4 of the free memory)")
+	fs.StringVar(&raw.kernel, "kernel", "gonum", "block `kernel`: "+strings.Join(matmul.KernelNames(), ", "))
+	fs.StringVar(&o.profile, "profile", "", "write the graph (DOT, SVG), trace, statistics and report into `DIR`")
+	fs.BoolVar(&o.progress, "progress", false, "draw the progress bars even if stderr is not a terminal")
+	fs.StringVar(&raw.op, "op", "mul", "`operation`: mul or hadamard")
 	fs.StringVar(&o.tmp, "tmp", "", "`directory` for temporary files of out-of-core -n runs (default: the system's)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage:\n  matmul -a A.npy -b B.npy -o C.npy [flags]\n  matmul -n N [-verify] [flags]\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected arguments: %q", fs.Args())
+	return fs
+}
+
+// usage writes the synopsis and the flags.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `usage:
+  %[1]s -a A.npy -b B.npy -o C.npy [flags]   multiply .npy files ('<f8', C order, 2-D)
+  %[1]s -n N [-o C.npy] [-verify] [flags]    multiply random N x N matrices
+
+Without -mem the matrices are multiplied in memory; with -mem SIZE, out of
+core through .npy files when A, B and C do not fit in SIZE.
+
+flags:
+`, prog)
+	cli.PrintDefaults(w, flagSet(&options{}, &rawFlags{}))
+}
+
+func parse(args []string) (*options, error) {
+	o, raw := &options{}, &rawFlags{}
+	fs := flagSet(o, raw)
+	if err := cli.Parse(fs, args); err != nil {
+		return nil, err
 	}
 	files := o.a != "" || o.b != ""
 	switch {
 	case files && o.n != 0:
-		return nil, usagef("give either -a/-b files or -n, not both")
+		return nil, cli.Usagef("give either -a/-b files or -n, not both")
 	case !files && o.n == 0:
-		return nil, usagef("nothing to multiply: give -a A.npy -b B.npy -o C.npy, or -n N")
+		return nil, cli.Usagef("nothing to multiply: give -a A.npy -b B.npy -o C.npy, or -n N")
 	case files && (o.a == "" || o.b == ""):
-		return nil, usagef("-a and -b go together")
+		return nil, cli.Usagef("-a and -b go together")
 	case files && o.o == "":
-		return nil, usagef("-o C.npy is required with -a and -b")
+		return nil, cli.Usagef("-o C.npy is required with -a and -b")
 	case o.n < 0:
-		return nil, usagef("-n %d: want a positive size", o.n)
+		return nil, cli.Usagef("-n %d: want a positive size", o.n)
 	case o.block <= 0:
-		return nil, usagef("-block %d: want a positive block size", o.block)
+		return nil, cli.Usagef("-block %d: want a positive block size", o.block)
 	case o.threads < 0:
-		return nil, usagef("-threads %d: want a positive count (or 0 for one per CPU)", o.threads)
+		return nil, cli.Usagef("-threads %d: want a positive count (or 0 for one per CPU)", o.threads)
 	}
-	switch op {
+	switch raw.op {
 	case "mul":
 	case "hadamard":
 		o.hadamard = true
 	default:
-		return nil, usagef("-op %q: want mul or hadamard", op)
+		return nil, cli.Usagef("-op %q: want mul or hadamard", raw.op)
 	}
-	if mem != "" {
-		v, err := units.ParseBytes(mem)
+	if raw.mem != "" {
+		v, err := units.ParseBytes(raw.mem)
 		if err != nil {
-			return nil, usagef("-mem: %v", err)
+			return nil, cli.Usagef("-mem: %v", err)
 		}
 		if v == 0 {
-			return nil, usagef("-mem %s: want a positive size", mem)
+			return nil, cli.Usagef("-mem %s: want a positive size", raw.mem)
 		}
 		o.mem = v
 	}
-	if gpuMem != "" {
-		v, err := units.ParseBytes(gpuMem)
+	if raw.gpuMem != "" {
+		v, err := units.ParseBytes(raw.gpuMem)
 		if err != nil {
-			return nil, usagef("-gpumem: %v", err)
+			return nil, cli.Usagef("-gpumem: %v", err)
 		}
 		if v == 0 {
-			return nil, usagef("-gpumem %s: want a positive size", gpuMem)
+			return nil, cli.Usagef("-gpumem %s: want a positive size", raw.gpuMem)
 		}
 		o.gpuMem = v
 	}
-	k, err := matmul.LookupKernel(kernel)
+	k, err := matmul.LookupKernel(raw.kernel)
 	if err != nil {
-		return nil, usagef("-kernel %s: %s", kernel, strings.TrimPrefix(err.Error(), "matmul: "))
+		return nil, cli.Usagef("-kernel %s: %s", raw.kernel, strings.TrimPrefix(err.Error(), "matmul: "))
 	}
 	o.kernel = k
 	return o, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, err := parse(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	err := func() error {
+		o, err := parse(args)
+		if err != nil {
+			return err
+		}
+		o.stderrIsTT = isTerminal(stderr)
+		return o.execute(ctx, stdout, stderr)
+	}()
+	if err != nil {
+		err = trimmed{err}
 	}
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "matmul: %s\nrun matmul -h for usage\n", strings.TrimPrefix(err.Error(), "matmul: "))
-		return 2
-	}
-	o.stderrIsTT = isTerminal(stderr)
-	if err := o.execute(ctx, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "matmul: %s\n", strings.TrimPrefix(err.Error(), "matmul: "))
-		return 1
-	}
-	return 0
+	return cli.Exit(prog, err, stdout, stderr, usage)
 }
+
+// trimmed drops the "matmul: " prefix of the matmul package's errors, which
+// cli.Exit adds back as the program's name.
+type trimmed struct{ error }
+
+func (t trimmed) Error() string { return strings.TrimPrefix(t.error.Error(), "matmul: ") }
+func (t trimmed) Unwrap() error { return t.error }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -193,30 +219,43 @@ func isTerminal(w io.Writer) bool {
 // errVerify marks a wrong result found by -verify.
 var errVerify = errors.New("verification failed")
 
-func (o *options) config(stderr io.Writer) (matmul.Config, *progressBar) {
-	cfg := matmul.Config{BlockSize: o.block, Threads: o.threads, Kernel: o.kernel, MemoryBudget: o.mem, DeviceMemory: o.gpuMem}
-	var bar *progressBar
-	if o.progress || o.stderrIsTT {
-		bar = &progressBar{w: stderr, start: time.Now()}
-		cfg.Progress = bar.update
+// showProgress reports whether progress bars and phase lines are drawn.
+func (o *options) showProgress() bool { return o.progress || o.stderrIsTT }
+
+// phase prints a line naming a phase that takes time, when progress is
+// shown.
+func (o *options) phase(stderr io.Writer, format string, args ...any) {
+	if o.showProgress() {
+		fmt.Fprintf(stderr, format+"\n", args...)
 	}
-	// Hook for the observability work: Config.Observe receives the graph
-	// and its runtime when the run starts (DOT picture, live trace); for
-	// now -profile only writes the final statistics (see writeProfile).
-	return cfg, bar
 }
 
-// inMemory reports whether matrices of the given element counts fit in the
-// budget (always, without -mem).
-func (o *options) inMemory(elements ...int64) bool {
-	if o.mem == 0 {
-		return true
+// newBar returns a progress bar counting unit, or nil when progress is not
+// shown.
+func (o *options) newBar(stderr io.Writer, unit string) *progressBar {
+	if !o.showProgress() {
+		return nil
 	}
-	var total int64
-	for _, e := range elements {
-		total += 8 * e
+	return &progressBar{w: stderr, unit: unit, start: time.Now()}
+}
+
+// observer keeps the runtime of the product's graph for -profile.
+type observer struct{ rt cli.Observed }
+
+func (o *options) config(stderr io.Writer, budget int64) (matmul.Config, *progressBar, *observer) {
+	cfg := matmul.Config{BlockSize: o.block, Threads: o.threads, Kernel: o.kernel, MemoryBudget: budget, DeviceMemory: o.gpuMem}
+	bar := o.newBar(stderr, "blocks of C")
+	if bar != nil {
+		cfg.Progress = bar.update
 	}
-	return total <= o.mem
+	obs := &observer{}
+	if o.profile != "" {
+		cfg.StartOptions = []graph.StartOption{graph.WithTrace()}
+		cfg.Observe = func(_ *graph.Graph[matmul.Request, matmul.Done], rt *graph.Runtime[matmul.Request, matmul.Done]) {
+			obs.rt = rt
+		}
+	}
+	return cfg, bar, obs
 }
 
 func (o *options) execute(ctx context.Context, stdout, stderr io.Writer) error {
@@ -247,9 +286,72 @@ func (o *options) outShape(a, b matmul.Source) (int, int, error) {
 	return a.Rows(), b.Cols(), nil
 }
 
+// checkNotInput refuses an -o that is -a or -b, or a link to either:
+// writing C would destroy an operand before it is read.
+func (o *options) checkNotInput() error {
+	for _, in := range []struct{ flag, path string }{{"-a", o.a}, {"-b", o.b}} {
+		same, err := cli.SameFile(o.o, in.path)
+		if err != nil {
+			return err
+		}
+		if same {
+			return cli.Usagef("-o %s is the same file as %s %s: writing C would destroy an input", o.o, in.flag, in.path)
+		}
+	}
+	return nil
+}
+
+// outputPath is the file that -o names, through a symbolic link: the link's
+// target is replaced, not the link.
+func (o *options) outputPath() string {
+	if t, err := filepath.EvalSymlinks(o.o); err == nil {
+		return t
+	}
+	return o.o
+}
+
+// prepare makes the checks that need no work: the disk space of the files
+// the run writes and the -profile folder; then it reserves the temporary
+// file of -o (nil without -o). The caller must Commit or Abort it.
+func (o *options) prepare(writes ...diskWrite) (*cli.Output, error) {
+	if err := checkDisk(writes...); err != nil {
+		return nil, err
+	}
+	if o.profile != "" {
+		if err := cli.CheckDir(o.profile); err != nil {
+			return nil, fmt.Errorf("-profile: %w", err)
+		}
+	}
+	if o.o == "" {
+		return nil, nil
+	}
+	if st, err := os.Stat(o.o); err == nil && st.IsDir() {
+		return nil, cli.Usagef("-o %s is a directory: want a file name such as %s", o.o, filepath.Join(o.o, "C.npy"))
+	}
+	out, err := cli.NewOutput(o.outputPath())
+	if err != nil {
+		return nil, fmt.Errorf("C: %w", err)
+	}
+	return out, nil
+}
+
+// abort removes out's temporary file unless it was committed; out may be
+// nil (no -o).
+func abort(out *cli.Output) {
+	if out != nil {
+		out.Abort()
+	}
+}
+
+// outputDir is the folder where C's temporary file goes.
+func (o *options) outputDir() string { return filepath.Dir(o.outputPath()) }
+
 // files multiplies -a by -b into -o: in memory when the three matrices fit
-// in the budget, else out of core.
-func (o *options) files(ctx context.Context, stdout, stderr io.Writer) (err error) {
+// in the budget and the machine's memory, else out of core.
+func (o *options) files(ctx context.Context, stdout, stderr io.Writer) error {
+	if err := o.checkNotInput(); err != nil {
+		return err
+	}
 	fa, err := npy.Open(o.a)
 	if err != nil {
 		return fmt.Errorf("A: %w", err)
@@ -264,59 +366,187 @@ func (o *options) files(ctx context.Context, stdout, stderr io.Writer) (err erro
 	if err != nil {
 		return fmt.Errorf("%s and %s: %w", o.a, o.b, err)
 	}
-	cfg, bar := o.config(stderr)
-	if o.inMemory(int64(fa.Rows())*int64(fa.Cols()), int64(fb.Rows())*int64(fb.Cols()), int64(m)*int64(n)) {
-		a, err := readDense(fa)
+	ec := elements(m, n)
+	inMemory, budget, err := o.placement(stderr, elements(fa.Rows(), fa.Cols()), elements(fb.Rows(), fb.Cols()), ec)
+	if err != nil {
+		return err
+	}
+	out, err := o.prepare(diskWrite{o.outputDir(), fileBytes(ec)})
+	if err != nil {
+		return err
+	}
+	defer abort(out)
+	return o.product(ctx, stdout, stderr, fa, fb, m, n, inMemory, budget, out, "")
+}
+
+// random multiplies random N x N matrices: in memory when they fit in the
+// budget and the machine's memory, else through temporary .npy files.
+func (o *options) random(ctx context.Context, stdout, stderr io.Writer) error {
+	e := elements(o.n, o.n)
+	inMemory, budget, err := o.placement(stderr, e, e, e)
+	if err != nil {
+		return err
+	}
+	size := fileBytes(e)
+	if inMemory {
+		var writes []diskWrite
+		if o.o != "" {
+			writes = append(writes, diskWrite{o.outputDir(), size})
+		}
+		out, err := o.prepare(writes...)
 		if err != nil {
 			return err
 		}
-		b, err := readDense(fb)
-		if err != nil {
+		defer abort(out)
+		o.phase(stderr, "generating random A and B (%s each)", units.FormatBytes(8*int64(e)))
+		a, b := matmul.Random(o.n, o.n, o.seed), matmul.Random(o.n, o.n, o.seed+1)
+		return o.product(ctx, stdout, stderr, a, b, o.n, o.n, true, budget, out, "")
+	}
+	tmp := o.tmp
+	if tmp == "" {
+		tmp = os.TempDir()
+	}
+	writes := []diskWrite{{tmp, size}, {tmp, size}}
+	if o.o != "" {
+		writes = append(writes, diskWrite{o.outputDir(), size})
+	} else {
+		writes = append(writes, diskWrite{tmp, size})
+	}
+	out, err := o.prepare(writes...)
+	if err != nil {
+		return err
+	}
+	defer abort(out)
+	dir, err := os.MkdirTemp(o.tmp, "matmul-")
+	if err != nil {
+		return fmt.Errorf("temporary directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	ap, bp := filepath.Join(dir, "a.npy"), filepath.Join(dir, "b.npy")
+	fmt.Fprintf(stderr, "out of core: writing random A and B (%s each) to %s\n", units.FormatBytes(8*int64(e)), dir)
+	if err := writeRandom(ctx, ap, o.n, o.seed, o.newBar(stderr, "rows of random A")); err != nil {
+		return err
+	}
+	if err := writeRandom(ctx, bp, o.n, o.seed+1, o.newBar(stderr, "rows of random B")); err != nil {
+		return err
+	}
+	fa, err := npy.Open(ap)
+	if err != nil {
+		return fmt.Errorf("A: %w", err)
+	}
+	defer fa.Close()
+	fb, err := npy.Open(bp)
+	if err != nil {
+		return fmt.Errorf("B: %w", err)
+	}
+	defer fb.Close()
+	return o.product(ctx, stdout, stderr, fa, fb, o.n, o.n, false, budget, out, filepath.Join(dir, "c.npy"))
+}
+
+// product computes C (m x n) from a and b, in memory or out of core; checks
+// it with -verify, writes the -profile and commits out (C's file, nil when
+// C is not kept). Out of core without out, C goes to scratch.
+func (o *options) product(ctx context.Context, stdout, stderr io.Writer, a, b matmul.Source, m, n int,
+	inMemory bool, budget int64, out *cli.Output, scratch string) error {
+	cfg, bar, obs := o.config(stderr, budget)
+	var (
+		cDense *matmul.Dense
+		cPath  string // C's file out of core
+		rep    *matmul.Report
+		err    error
+	)
+	if inMemory {
+		if a, err = o.load(stderr, a, "A"); err != nil {
 			return err
 		}
-		c := matmul.NewDense(m, n)
-		rep, err := o.multiply(ctx, a, b, c, cfg)
+		if b, err = o.load(stderr, b, "B"); err != nil {
+			return err
+		}
+		cDense = matmul.NewDense(m, n)
+		rep, err = o.multiply(ctx, a, b, cDense, cfg)
 		bar.finish()
 		if err != nil {
 			return err
 		}
-		if err := npy.Write(o.o, m, n, c.Data); err != nil {
+		if out != nil {
+			if err := npy.Write(out.Temp, m, n, cDense.Data); err != nil {
+				return fmt.Errorf("C: %w", err)
+			}
+		}
+	} else {
+		cPath = scratch
+		if out != nil {
+			cPath = out.Temp
+		}
+		fc, err := npy.Create(cPath, m, n)
+		if err != nil {
 			return fmt.Errorf("C: %w", err)
 		}
-		return o.finish(stdout, rep, a, b, c)
+		rep, err = o.multiply(ctx, a, b, fc, cfg)
+		bar.finish()
+		if cerr := fc.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("C: closing %s: %w", cPath, cerr)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	fc, err := npy.Create(o.o, m, n)
-	if err != nil {
-		return fmt.Errorf("C: %w", err)
+	o.summary(stdout, rep)
+	if o.verify {
+		da, db, dc := asDense(a), asDense(b), cDense
+		if !inMemory {
+			o.phase(stderr, "verify: reading A, B and C into memory")
+			if da, err = readDense(a); err != nil {
+				return err
+			}
+			if db, err = readDense(b); err != nil {
+				return err
+			}
+			if dc, err = readFile(cPath); err != nil {
+				return err
+			}
+		}
+		if err := o.check(stdout, stderr, da, db, dc); err != nil {
+			if errors.Is(err, errVerify) && out != nil {
+				return fmt.Errorf("%w: %s left as it was", err, o.o)
+			}
+			return err
+		}
 	}
-	rep, err := o.multiply(ctx, fa, fb, fc, cfg)
-	bar.finish()
-	if cerr := fc.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("C: closing %s: %w", o.o, cerr)
+	if o.profile != "" {
+		if err := o.writeProfile(stdout, stderr, rep, obs.rt); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		os.Remove(o.o)
-		return err
+	if out != nil {
+		if err := out.Commit(); err != nil {
+			return fmt.Errorf("C: %w", err)
+		}
 	}
-	if !o.verify {
-		return o.finish(stdout, rep, nil, nil, nil)
-	}
-	a, err := readDense(fa)
-	if err != nil {
-		return err
-	}
-	b, err := readDense(fb)
-	if err != nil {
-		return err
-	}
-	c, err := readFile(o.o)
-	if err != nil {
-		return err
-	}
-	return o.finish(stdout, rep, a, b, c)
+	return nil
 }
 
-func readDense(f *npy.File) (*matmul.Dense, error) {
+// load returns s in memory: s itself if it is a *matmul.Dense, else its
+// contents read whole.
+func (o *options) load(stderr io.Writer, s matmul.Source, what string) (*matmul.Dense, error) {
+	if d := asDense(s); d != nil {
+		return d, nil
+	}
+	o.phase(stderr, "reading %s into memory", what)
+	return readDense(s)
+}
+
+func asDense(s matmul.Source) *matmul.Dense {
+	d, _ := s.(*matmul.Dense)
+	return d
+}
+
+// readDense reads a *npy.File (or returns a *matmul.Dense) whole.
+func readDense(s matmul.Source) (*matmul.Dense, error) {
+	if d := asDense(s); d != nil {
+		return d, nil
+	}
+	f := s.(*npy.File)
 	data, err := f.ReadAll()
 	if err != nil {
 		return nil, err
@@ -332,70 +562,33 @@ func readFile(name string) (*matmul.Dense, error) {
 	return &matmul.Dense{R: r, C: c, Stride: c, Data: data}, nil
 }
 
-// random multiplies random N x N matrices: in memory when they fit in the
-// budget, else through temporary .npy files.
-func (o *options) random(ctx context.Context, stdout, stderr io.Writer) error {
-	nn := int64(o.n) * int64(o.n)
-	cfg, bar := o.config(stderr)
-	if o.inMemory(nn, nn, nn) {
-		a, b := matmul.Random(o.n, o.n, o.seed), matmul.Random(o.n, o.n, o.seed+1)
-		c := matmul.NewDense(o.n, o.n)
-		rep, err := o.multiply(ctx, a, b, c, cfg)
-		bar.finish()
-		if err != nil {
-			return err
-		}
-		if o.o != "" {
-			if err := npy.Write(o.o, o.n, o.n, c.Data); err != nil {
-				return fmt.Errorf("C: %w", err)
-			}
-		}
-		return o.finish(stdout, rep, a, b, c)
-	}
-	dir, err := os.MkdirTemp(o.tmp, "matmul-")
-	if err != nil {
-		return fmt.Errorf("temporary directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	ap, bp := filepath.Join(dir, "a.npy"), filepath.Join(dir, "b.npy")
-	fmt.Fprintf(stderr, "out of core: writing random A and B (%s each) to %s\n", units.FormatBytes(8*nn), dir)
-	if err := writeRandom(ap, o.n, o.seed); err != nil {
-		return err
-	}
-	if err := writeRandom(bp, o.n, o.seed+1); err != nil {
-		return err
-	}
-	keep := o.o != ""
-	o.a, o.b = ap, bp
-	if !keep {
-		o.o = filepath.Join(dir, "c.npy")
-	}
-	return o.files(ctx, stdout, stderr)
-}
-
 // writeRandom writes matmul.Random(n, n, seed) to name a few rows at a time.
-func writeRandom(name string, n int, seed uint64) error {
+func writeRandom(ctx context.Context, name string, n int, seed uint64, bar *progressBar) error {
 	w, err := npy.Create(name, n, n)
 	if err != nil {
 		return err
 	}
 	rs := matmul.NewRandomStream(seed)
 	rows := max(1, (1<<20)/max(1, n)) // about 8 MiB per chunk
-	buf := make([]float64, rows*n)
+	buf := make([]float64, min(rows, n)*n)
 	for r := 0; r < n && err == nil; r += rows {
+		if err = ctx.Err(); err != nil {
+			break
+		}
 		k := min(rows, n-r)
 		rs.Fill(buf[:k*n])
 		err = w.WriteBlock(r, 0, k, n, buf[:k*n])
+		bar.update(r+k, n)
 	}
+	bar.finish()
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// finish prints the summary, checks the result with -verify (when a, b and
-// c are given) and writes the profile.
-func (o *options) finish(stdout io.Writer, rep *matmul.Report, a, b, c *matmul.Dense) error {
+// summary prints the plan, the kernel and the rates.
+func (o *options) summary(stdout io.Writer, rep *matmul.Report) {
 	p := rep.Plan
 	what := "C = A·B"
 	if o.hadamard {
@@ -411,25 +604,16 @@ func (o *options) finish(stdout io.Writer, rep *matmul.Report, a, b, c *matmul.D
 		fmt.Fprintf(stdout, ", to GPUs %s, from GPUs %s", units.FormatBytes(rep.UploadBytes), units.FormatBytes(rep.DownloadBytes))
 	}
 	fmt.Fprintln(stdout)
-	var verr error
-	if o.verify {
-		verr = o.check(stdout, a, b, c)
-	}
-	if o.profile != "" {
-		if err := writeProfile(o.profile, rep); err != nil {
-			return errors.Join(verr, err)
-		}
-		fmt.Fprintf(stdout, "profile: %s\n", filepath.Join(o.profile, "stats.json"))
-	}
-	return verr
 }
 
-func (o *options) check(stdout io.Writer, a, b, c *matmul.Dense) error {
+func (o *options) check(stdout, stderr io.Writer, a, b, c *matmul.Dense) error {
 	if o.hadamard {
+		o.phase(stderr, "verify: checking every element")
 		bad := 0
 		for i := range c.R {
 			for j := range c.C {
-				if c.At(i, j) != a.At(i, j)*b.At(i, j) {
+				got, want := c.At(i, j), a.At(i, j)*b.At(i, j)
+				if got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
 					bad++
 				}
 			}
@@ -441,6 +625,7 @@ func (o *options) check(stdout io.Writer, a, b, c *matmul.Dense) error {
 		fmt.Fprintln(stdout, "verify: every element equals a_ij·b_ij: PASS")
 		return nil
 	}
+	o.phase(stderr, "verify: computing the reference with one gonum Dgemm call")
 	ref := matmul.NewDense(c.R, c.C)
 	start := time.Now()
 	if err := matmul.Gonum().(matmul.Gemmer).Gemm(0, a, b, ref); err != nil {
@@ -455,48 +640,73 @@ func (o *options) check(stdout io.Writer, a, b, c *matmul.Dense) error {
 	if !cmp.OK {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(stdout, "verify: one gonum Dgemm call took %.3f s; max abs error %.3g, relative to ‖A‖∞·max|B| %.3g (bound 2·γ_k = %.3g): %s\n",
-		refTime.Seconds(), cmp.MaxAbsErr, cmp.RelErr, cmp.Bound, verdict)
+	mismatches := ""
+	if cmp.Mismatches > 0 {
+		mismatches = fmt.Sprintf("; %d elements differ from the reference in NaN or infinity", cmp.Mismatches)
+	}
+	fmt.Fprintf(stdout, "verify: one gonum Dgemm call took %.3f s; max abs error %.3g, relative to ‖A‖∞·max|B| %.3g (bound 2·γ_k = %.3g)%s: %s\n",
+		refTime.Seconds(), cmp.MaxAbsErr, cmp.RelErr, cmp.Bound, mismatches, verdict)
 	if !cmp.OK {
 		return errVerify
 	}
 	return nil
 }
 
-// profile is what -profile writes to DIR/stats.json.
-type profile struct {
-	Plan         matmul.Plan
-	Kernel       string
-	ElapsedSec   float64
-	GFLOPS       float64
-	BytesRead    int64
-	BytesWritten int64
-	Stats        graph.Stats
+// report is what -profile writes to DIR/matmul-report.json, beside the
+// graph's statistics.
+type report struct {
+	Operation     string
+	Plan          matmul.Plan
+	Kernel        string
+	ElapsedSec    float64
+	GFLOPS        float64
+	BytesRead     int64
+	BytesWritten  int64
+	Products      int64
+	UploadBytes   int64
+	DownloadBytes int64
 }
 
-// writeProfile writes the run's statistics to dir/stats.json. The
-// observability work will add the graph's DOT picture and an execution
-// trace here.
-func writeProfile(dir string, rep *matmul.Report) error {
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+// writeProfile writes the profile of the run into o.profile: what
+// cli.WriteProfile writes for every program (when the graph ran) and the
+// matmul report. A picture that Graphviz could not draw is a warning.
+func (o *options) writeProfile(stdout, stderr io.Writer, rep *matmul.Report, rt cli.Observed) error {
+	dir := o.profile
+	if rt != nil { // nil when the product was empty and no graph ran
+		warn, err := cli.WriteProfile(dir, prog, rt)
+		if err != nil {
+			return err
+		}
+		if warn != nil {
+			fmt.Fprintf(stderr, "%s: warning: %v\n", prog, warn)
+		}
+	}
+	op := "mul"
+	if o.hadamard {
+		op = "hadamard"
+	}
+	r := report{Operation: op, Plan: rep.Plan, Kernel: rep.Kernel, ElapsedSec: rep.Elapsed.Seconds(), GFLOPS: rep.GFLOPS(),
+		BytesRead: rep.BytesRead, BytesWritten: rep.BytesWritten, Products: rep.Products,
+		UploadBytes: rep.UploadBytes, DownloadBytes: rep.DownloadBytes}
+	if err := cli.WriteFile(filepath.Join(dir, prog+"-report.json"), func(w io.Writer) error {
+		data, err := jsonIndent(r)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}); err != nil {
 		return fmt.Errorf("profile: %w", err)
 	}
-	data, err := json.MarshalIndent(profile{Plan: rep.Plan, Kernel: rep.Kernel, ElapsedSec: rep.Elapsed.Seconds(),
-		GFLOPS: rep.GFLOPS(), BytesRead: rep.BytesRead, BytesWritten: rep.BytesWritten, Stats: rep.Stats}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("profile: %w", err)
-	}
-	name := filepath.Join(dir, "stats.json")
-	if err := os.WriteFile(name, append(data, '\n'), 0o666); err != nil {
-		return fmt.Errorf("profile: %w", err)
-	}
+	fmt.Fprintf(stdout, "profile: %s\n", dir)
 	return nil
 }
 
-// progressBar draws "[#####-----] done/total blocks of C" on stderr,
-// redrawing at most every 100 ms.
+// progressBar draws "[#####-----] done/total unit" on stderr, redrawing at
+// most every 100 ms. Its methods do nothing on a nil bar.
 type progressBar struct {
 	w        io.Writer
+	unit     string
 	start    time.Time
 	last     time.Time
 	drawn    bool
@@ -504,6 +714,9 @@ type progressBar struct {
 }
 
 func (p *progressBar) update(done, total int) {
+	if p == nil {
+		return
+	}
 	now := time.Now()
 	if done < total && now.Sub(p.last) < 100*time.Millisecond {
 		return
@@ -514,11 +727,11 @@ func (p *progressBar) update(done, total int) {
 	if total > 0 {
 		fill = done * width / total
 	}
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d blocks of C %3d%% %6.1fs", strings.Repeat("#", fill), strings.Repeat("-", width-fill),
-		done, total, done*100/max(1, total), now.Sub(p.start).Seconds())
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d %s %3d%% %6.1fs", strings.Repeat("#", fill), strings.Repeat("-", width-fill),
+		done, total, p.unit, done*100/max(1, total), now.Sub(p.start).Seconds())
 }
 
-// finish ends the bar's line; it is a no-op on a nil bar.
+// finish ends the bar's line.
 func (p *progressBar) finish() {
 	if p == nil || !p.drawn || p.finished {
 		return

@@ -89,20 +89,24 @@ func TestFiles(t *testing.T) {
 		if err != nil || !cmp.OK {
 			t.Errorf("%v: C differs from the reference: %+v %v", args, cmp, err)
 		}
-		raw, err := os.ReadFile(filepath.Join(dir, "prof"+mem, "stats.json"))
-		if err != nil {
-			t.Fatal(err)
+		var rep struct{ Plan struct{ Order string } }
+		readJSON(t, filepath.Join(dir, "prof"+mem, "matmul-report.json"), &rep)
+		var stats struct{ Tasks []struct{ Name string } }
+		readJSON(t, filepath.Join(dir, "prof"+mem, "matmul-stats.json"), &stats)
+		if rep.Plan.Order == "" || len(stats.Tasks) < 6 {
+			t.Errorf("profile lacks the plan or the task statistics: %+v %+v", rep, stats)
 		}
-		var prof struct {
-			Plan  struct{ Order string }
-			Stats struct{ Tasks []struct{ Name string } }
-		}
-		if err := json.Unmarshal(raw, &prof); err != nil {
-			t.Fatal(err)
-		}
-		if prof.Plan.Order == "" || len(prof.Stats.Tasks) < 6 {
-			t.Errorf("profile lacks the plan or the task statistics: %s", raw)
-		}
+	}
+}
+
+func readJSON(t *testing.T, name string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 }
 

@@ -2,6 +2,8 @@ package npy
 
 import (
 	"errors"
+	"io"
+	"strings"
 	"testing"
 )
 
@@ -63,6 +65,102 @@ func FuzzParseHeader(f *testing.F) {
 		}
 		if h2.Rows != h.Rows || h2.Cols != h.Cols || h2.DataOffset != int64(len(enc)) {
 			t.Fatalf("round trip of %dx%d gave %+v", h.Rows, h.Cols, h2)
+		}
+	})
+}
+
+// errInjected is the failure of a fuzzed stream.
+var errInjected = errors.New("injected read failure")
+
+// fuzzStream is an io.Reader over data that returns at most chunk bytes
+// per call (at least 1), may return io.EOF together with the last bytes,
+// may return empty reads with no error (a few, as slow streams do), and
+// fails with errInjected once failAt bytes have been read (failAt < 0:
+// never). It counts the bytes read.
+type fuzzStream struct {
+	data       []byte
+	pos        int
+	chunk      int
+	failAt     int
+	eofWithEnd bool
+	stalls     int
+}
+
+func (s *fuzzStream) Read(p []byte) (int, error) {
+	if s.failAt >= 0 && s.pos >= s.failAt {
+		return 0, errInjected
+	}
+	if s.stalls > 0 && len(p) > 0 {
+		s.stalls--
+		return 0, nil
+	}
+	if s.pos == len(s.data) {
+		return 0, io.EOF
+	}
+	n := min(len(p), s.chunk, len(s.data)-s.pos)
+	if s.failAt >= 0 {
+		n = min(n, s.failAt-s.pos)
+	}
+	copy(p, s.data[s.pos:s.pos+n])
+	s.pos += n
+	if s.eofWithEnd && s.pos == len(s.data) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// FuzzReadHeader feeds ReadHeader a stream that delivers its bytes in
+// small pieces, with io.EOF alongside the last bytes, empty reads, and a
+// read error at any position. ReadHeader must never panic, must read
+// exactly the preamble on success and never past it, must agree with
+// ParseHeader on the same bytes whenever the stream delivers them all, and
+// must report a stream error (wrapped) only where the preamble needed more
+// bytes than the stream gave before failing.
+func FuzzReadHeader(f *testing.F) {
+	seeds := [][]byte{padHeader(1, canonical, 64), padHeader(2, canonical, 16), rawHeader(3, 0, canonical+"\n")}
+	for _, bh := range badHeaders() {
+		seeds = append(seeds, bh.in)
+	}
+	for _, s := range [][2]int{{0, 0}, {2, 3}, {1 << 40, 1 << 10}} {
+		b, _ := EncodeHeader(s[0], s[1])
+		seeds = append(seeds, append(b, 1, 2, 3, 4, 5, 6, 7, 8))
+	}
+	for i, b := range seeds {
+		f.Add(b, uint8(i%7), int16(-1), i%2 == 0, uint8(i%3))
+		f.Add(b, uint8(1), int16(len(b)/2), i%2 == 1, uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8, failAt int16, eofWithEnd bool, stalls uint8) {
+		s := &fuzzStream{data: data, chunk: max(1, int(chunk)), failAt: int(failAt), eofWithEnd: eofWithEnd, stalls: int(stalls % 8)}
+		if s.failAt > len(data) {
+			s.failAt = -1
+		}
+		h, err := ReadHeader(s)
+		if s.pos > len(data) {
+			t.Fatalf("read %d of %d bytes", s.pos, len(data))
+		}
+		if err != nil && h != (Header{}) {
+			t.Fatalf("non-zero header %+v with error %v", h, err)
+		}
+		if err == nil && int64(s.pos) != h.DataOffset {
+			t.Fatalf("header %+v: read %d bytes, want exactly DataOffset", h, s.pos)
+		}
+		if errors.Is(err, errInjected) {
+			// The preamble needed bytes beyond the failure: the bytes
+			// before it are a truncated preamble.
+			if !strings.Contains(err.Error(), "npy: reading") {
+				t.Fatalf("stream error not described: %v", err)
+			}
+			if _, perr := ParseHeader(data[:s.failAt]); !errors.Is(perr, ErrFormat) || !strings.Contains(perr.Error(), "truncated") {
+				t.Fatalf("stream failed at %d (%v) but %d bytes parse as: %v", s.failAt, err, s.failAt, perr)
+			}
+			return
+		}
+		ph, perr := ParseHeader(data)
+		if ph != h || (err == nil) != (perr == nil) || (err != nil && err.Error() != perr.Error()) {
+			t.Fatalf("stream: %+v, %v; ParseHeader: %+v, %v", h, err, ph, perr)
+		}
+		if err != nil && !errors.Is(err, ErrFormat) && !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("error %v wraps no sentinel", err)
 		}
 	})
 }
