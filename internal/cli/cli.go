@@ -66,9 +66,10 @@ func (o *Output) Commit() error {
 	return nil
 }
 
-// Abort removes the temporary file; Path keeps what it had.
+// Abort removes the temporary file; Path keeps what it had. It does nothing
+// on a nil Output, so it can be deferred before NewOutput's error is checked.
 func (o *Output) Abort() {
-	if o.done {
+	if o == nil || o.done {
 		return
 	}
 	o.done = true

@@ -202,3 +202,8 @@ func TestParseMemAvailable(t *testing.T) {
 		t.Fatal("negative memory")
 	}
 }
+
+func TestAbortNil(t *testing.T) {
+	var o *Output
+	o.Abort() // must not panic
+}
