@@ -66,24 +66,10 @@ func Hadamard(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if a == nil || b == nil || c == nil {
-		return nil, errors.New("matmul: Hadamard: nil operand")
-	}
-	for _, m := range []struct {
-		v    any
-		what string
-	}{{a, "A"}, {b, "B"}, {c, "C"}} {
-		if d, ok := m.v.(*Dense); ok {
-			if err := d.check(m.what); err != nil {
-				return nil, err
-			}
-		}
+	if err := checkHadamard(a, b, c); err != nil {
+		return nil, err
 	}
 	m, n := a.Rows(), a.Cols()
-	if b.Rows() != m || b.Cols() != n || c.Rows() != m || c.Cols() != n {
-		return nil, shapeErr("Hadamard product needs equal shapes: A is %dx%d, B is %dx%d, C is %dx%d",
-			m, n, b.Rows(), b.Cols(), c.Rows(), c.Cols())
-	}
 	_, aDense := a.(*Dense)
 	_, bDense := b.(*Dense)
 	plan, err := hadamardPlan(m, n, aDense && bDense, cfg)
@@ -94,19 +80,55 @@ func Hadamard(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 	if m == 0 || n == 0 {
 		return rep, nil
 	}
+	oa, ob := newOperand("A", a), newOperand("B", b)
+	var written, products atomic.Int64
+	g := buildHadamard(&plan, cfg, oa, ob, c, &written, &products)
+	err = runGraph(ctx, g, plan.hadamardRequests, plan.MB*plan.NB, cfg, rep)
+	rep.BytesRead = oa.read.Load() + ob.read.Load()
+	rep.BytesWritten = written.Load()
+	rep.Products = products.Load()
+	return rep, err
+}
 
+// checkHadamard checks the operands of Hadamard: none nil, the *Dense ones
+// well formed, all three of the same shape.
+func checkHadamard(a, b Source, c Sink) error {
+	if a == nil || b == nil || c == nil {
+		return errors.New("matmul: Hadamard: nil operand")
+	}
+	for _, m := range []struct {
+		v    any
+		what string
+	}{{a, "A"}, {b, "B"}, {c, "C"}} {
+		if d, ok := m.v.(*Dense); ok {
+			if err := d.check(m.what); err != nil {
+				return err
+			}
+		}
+	}
+	m, n := a.Rows(), a.Cols()
+	if b.Rows() != m || b.Cols() != n || c.Rows() != m || c.Cols() != n {
+		return shapeErr("Hadamard product needs equal shapes: A is %dx%d, B is %dx%d, C is %dx%d",
+			m, n, b.Rows(), b.Cols(), c.Rows(), c.Cols())
+	}
+	return nil
+}
+
+// buildHadamard wires the element-wise product graph: the pools of the
+// operands read from sources and of C, the distribute bookkeeper and
+// loaders, the pairing bookkeeper, the multiply task and store C.
+func buildHadamard(plan *Plan, cfg Config, a, b *operand, c Sink, written, products *atomic.Int64) *graph.Graph[Request, Done] {
 	g := graph.New[Request, Done]("hadamard")
 	bs := plan.BlockSize
-	oa, ob := newOperand("A", a), newOperand("B", b)
-	size := min(bs, m) * min(bs, n)
-	if oa.dense == nil {
-		oa.pool = memmgr.New(g, "A blocks", plan.PoolA, blockBuffers(size, cfg.Buffers), memmgr.Dynamic())
+	size := min(bs, plan.M) * min(bs, plan.N)
+	if a.dense == nil {
+		a.pool = memmgr.New(g, "A blocks", plan.PoolA, blockBuffers(size, cfg.Buffers), memmgr.Dynamic())
 	}
-	if ob.dense == nil {
-		ob.pool = memmgr.New(g, "B blocks", plan.PoolB, blockBuffers(size, cfg.Buffers), memmgr.Dynamic())
+	if b.dense == nil {
+		b.pool = memmgr.New(g, "B blocks", plan.PoolB, blockBuffers(size, cfg.Buffers), memmgr.Dynamic())
 	}
 	outPool := memmgr.New(g, "C blocks", plan.PoolC, blockBuffers(size, cfg.Buffers), memmgr.Dynamic())
-	loadA, loadB := addLoaders(g, oa, ob, bs)
+	loadA, loadB := addLoaders(g, a, b, bs)
 	pairBK := bookkeeper.New[*block](g, "pair")
 	toMul := bookkeeper.AddRule(pairBK, "A(i,j) with B(i,j)", func() bookkeeper.Rule[*block, product] {
 		return &hadamardPairRule{waiting: map[[2]int]*block{}}
@@ -114,14 +136,27 @@ func Hadamard(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 	graph.Connect(loadA, pairBK)
 	graph.Connect(loadB, pairBK)
 	home, _ := c.(*Dense)
-	var products atomic.Int64
-	mul := graph.AddFunc(g, "multiply elements", plan.Threads, func(ctx context.Context, pr product, out task.Emitter[*partial]) error {
+	mul := graph.AddFunc(g, "multiply elements", plan.Threads, multiplyElements(outPool, home, bs, products))
+	memmgr.Use(outPool, mul)
+	graph.Connect(toMul, mul)
+	store := addStore(g, c, bs, written)
+	graph.Connect(mul, store)
+	graph.Connect(store, g.Output())
+	return g
+}
+
+// multiplyElements returns the body of the multiply elements task: it
+// multiplies a pair of blocks element by element into C's block of home (a
+// *Dense result) or, without one, into a buffer of pool, releases the
+// pair and emits the block; products counts the blocks done.
+func multiplyElements(pool *memmgr.Pool[[]float64], home *Dense, bs int, products *atomic.Int64) func(context.Context, product, task.Emitter[*partial]) error {
+	return func(ctx context.Context, pr product, out task.Emitter[*partial]) error {
 		a, b := pr.a, pr.b
 		p := &partial{row: a.row, col: a.col, rows: a.rows, cols: a.cols, count: 1}
 		if home != nil {
 			p.data, p.stride = home.view(a.row*bs, a.col*bs, p.rows, p.cols), home.Stride
 		} else {
-			buf, err := outPool.Get(ctx, nil)
+			buf, err := pool.Get(ctx, nil)
 			if err != nil {
 				return err
 			}
@@ -140,27 +175,18 @@ func Hadamard(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 			return err
 		}
 		return out.Emit(p)
-	})
-	memmgr.Use(outPool, mul)
-	graph.Connect(toMul, mul)
-	var written atomic.Int64
-	store := addStore(g, c, bs, &written)
-	graph.Connect(mul, store)
-	graph.Connect(store, g.Output())
+	}
+}
 
-	requests := func(yield func(Request) bool) {
-		for i := range plan.MB {
-			for j := range plan.NB {
-				if !yield(Request{Operand: OperandA, Row: i, Col: j, Uses: 1}) ||
-					!yield(Request{Operand: OperandB, Row: i, Col: j, Uses: 1}) {
-					return
-				}
+// hadamardRequests yields the loads of an element-wise product: A(i,j)
+// and B(i,j), each used once, in row-major order.
+func (p *Plan) hadamardRequests(yield func(Request) bool) {
+	for i := range p.MB {
+		for j := range p.NB {
+			if !yield(Request{Operand: OperandA, Row: i, Col: j, Uses: 1}) ||
+				!yield(Request{Operand: OperandB, Row: i, Col: j, Uses: 1}) {
+				return
 			}
 		}
 	}
-	err = runGraph(ctx, g, requests, plan.MB*plan.NB, cfg, rep)
-	rep.BytesRead = oa.read.Load() + ob.read.Load()
-	rep.BytesWritten = written.Load()
-	rep.Products = products.Load()
-	return rep, err
 }

@@ -28,108 +28,136 @@ func planOffload(p Plan, cfg Config, devices int, devBudget int64) (Plan, error)
 	if devices < 1 {
 		return p, fmt.Errorf("%w: kernel %q has no device", ErrConfig, cfg.kernel().Name())
 	}
-	bs, threads := p.BlockSize, p.Threads
 	p.Devices = devices
-	sA := 8 * int64(min(bs, p.M)) * int64(min(bs, p.K))
-	sB := 8 * int64(min(bs, p.K)) * int64(min(bs, p.N))
-	sC := 8 * int64(min(bs, p.M)) * int64(min(bs, p.N))
-	mk, kn := 8*int64(p.M)*int64(p.K), 8*int64(p.K)*int64(p.N)
-	hostLook := min(lookahead(devices*threads), p.Multiplies)
-	devLook := min(lookahead(threads), p.Multiplies)
-	devC := max(1, min(2*threads, p.Multiplies))
-
-	type option struct {
-		order               Order
-		panel               int
-		capA, capB, capC    int // host, per pool (capC per device)
-		devA, devB          int
-		hostBytes, devBytes int64
-		reads, uploads      int64
-	}
-	var best *option
-	fits := func(o *option) bool {
-		return (cfg.MemoryBudget == 0 || o.hostBytes <= cfg.MemoryBudget) && (devBudget == 0 || o.devBytes <= devBudget)
-	}
-	consider := func(o option) {
-		if best == nil || o.reads+o.uploads < best.reads+best.uploads {
+	pl := newOffloadPlanner(&p, cfg.MemoryBudget, devBudget)
+	var best *offloadOption
+	for _, s := range p.panelSides() {
+		if o, ok := pl.panelOption(s); ok && (best == nil || o.traffic() < best.traffic()) {
 			best = &o
 		}
 	}
-	// panelOption tries the largest panel of each orientation that fits,
-	// evened out to the smallest panel with the same number of passes.
-	panelOption := func(order Order, blocks int, sRes, sStr, resBytes, strBytes int64) {
-		option1 := func(P int) option {
-			share := ceilDiv(P, devices)
-			o := option{order: order, panel: P, capC: capPartials(partialCap(share, threads+devC), p.Multiplies)}
-			devRes := share * p.KB
-			if P < blocks {
-				devRes += share
-			}
-			o.devBytes = int64(devRes)*sRes + int64(devLook)*sStr + int64(devC)*sC
-			o.hostBytes = int64(devices) * int64(o.capC) * sC
-			passes := ceilDiv(blocks, P)
-			if !p.InMemory {
-				capRes := P * p.KB
-				if P < blocks {
-					capRes += P
-				}
-				o.hostBytes += int64(capRes)*sRes + int64(hostLook)*sStr
-				o.reads = resBytes + int64(passes)*strBytes
-				if order == RowPanels {
-					o.capA, o.capB = capRes, hostLook
-				} else {
-					o.capA, o.capB = hostLook, capRes
-				}
-			}
-			if order == RowPanels {
-				o.devA, o.devB = devRes, devLook
-			} else {
-				o.devA, o.devB = devLook, devRes
-			}
-			// The resident blocks go to one device each; the streamed ones
-			// to every device with a row (column) in the panel.
-			o.uploads = resBytes
-			for q := range passes {
-				lo, hi := q*P, min((q+1)*P, blocks)
-				o.uploads += int64(min(devices, hi-lo)) * strBytes
-			}
-			return o
-		}
-		for P := blocks; P >= 1; P-- {
-			if o := option1(P); !fits(&o) {
-				continue
-			}
-			consider(option1(ceilDiv(blocks, ceilDiv(blocks, P))))
-			return
-		}
-	}
-	panelOption(RowPanels, p.MB, sA, sB, mk, kn)
-	panelOption(ColumnPanels, p.NB, sB, sA, kn, mk)
 	if best == nil {
-		o := option{order: Streamed, panel: 1, devA: devLook, devB: devLook,
-			capC:    capPartials(partialCap(1, threads+devC), p.Multiplies),
-			uploads: mk*int64(p.NB) + kn*int64(p.MB)}
-		o.devBytes = int64(devLook)*(sA+sB) + int64(devC)*sC
-		o.hostBytes = int64(devices) * int64(o.capC) * sC
-		if !p.InMemory {
-			o.capA, o.capB = hostLook, hostLook
-			o.hostBytes += int64(hostLook) * (sA + sB)
-			o.reads = o.uploads
-		}
-		if fits(&o) {
-			consider(o)
-		} else {
+		o := pl.streamed()
+		if !pl.fits(&o) {
 			return p, fmt.Errorf("%w: the blocks of one pass with %dx%d blocks and %d threads per device need %s of host memory (budget %s) and %s per device (budget %s); use smaller blocks or fewer threads",
-				ErrBudget, bs, bs, threads, units.FormatBytes(o.hostBytes), budgetString(cfg.MemoryBudget),
+				ErrBudget, p.BlockSize, p.BlockSize, p.Threads, units.FormatBytes(o.hostBytes), budgetString(cfg.MemoryBudget),
 				units.FormatBytes(o.devBytes), budgetString(devBudget))
 		}
+		best = &o
 	}
-	p.setOrder(best.order, best.panel)
-	p.PoolA, p.PoolB, p.PoolC = best.capA, best.capB, best.capC
-	p.PoolBytes, p.ReadBytes = best.hostBytes, best.reads
-	p.DevicePoolA, p.DevicePoolB, p.DevicePoolC = best.devA, best.devB, devC
-	p.DevicePoolBytes, p.UploadBytes = best.devBytes, best.uploads
+	best.apply(&p, pl.devC)
 	return p, nil
+}
+
+// offloadOption is one traversal that planOffload considers, with the pool
+// capacities it needs and the bytes it moves.
+type offloadOption struct {
+	order               Order
+	panel               int
+	capA, capB, capC    int // host, per pool (capC per device)
+	devA, devB          int
+	hostBytes, devBytes int64
+	reads, uploads      int64
+}
+
+// traffic is the bytes the option moves: read from the sources plus copied
+// to the devices.
+func (o *offloadOption) traffic() int64 { return o.reads + o.uploads }
+
+// apply sets p's traversal and pools to the option's; devC is the
+// capacity of each device's pool of C blocks.
+func (o *offloadOption) apply(p *Plan, devC int) {
+	p.setOrder(o.order, o.panel)
+	p.PoolA, p.PoolB, p.PoolC = o.capA, o.capB, o.capC
+	p.PoolBytes, p.ReadBytes = o.hostBytes, o.reads
+	p.DevicePoolA, p.DevicePoolB, p.DevicePoolC = o.devA, o.devB, devC
+	p.DevicePoolBytes, p.UploadBytes = o.devBytes, o.uploads
+}
+
+// offloadPlanner holds what every option of planOffload is sized with.
+type offloadPlanner struct {
+	p                     *Plan
+	devices, threads      int
+	sA, sB, sC            int64 // bytes of the largest blocks
+	hostLook, devLook     int   // streamed blocks held on the host and on each device
+	devC                  int   // blocks of C per device
+	hostBudget, devBudget int64 // 0: no limit
+}
+
+func newOffloadPlanner(p *Plan, hostBudget, devBudget int64) *offloadPlanner {
+	pl := &offloadPlanner{p: p, devices: p.Devices, threads: p.Threads, hostBudget: hostBudget, devBudget: devBudget}
+	pl.sA, pl.sB, pl.sC = p.blockBytes()
+	pl.hostLook = min(lookahead(pl.devices*pl.threads), p.Multiplies)
+	pl.devLook = min(lookahead(pl.threads), p.Multiplies)
+	pl.devC = max(1, min(2*pl.threads, p.Multiplies))
+	return pl
+}
+
+// fits reports whether o fits both the host and the device budget.
+func (pl *offloadPlanner) fits(o *offloadOption) bool {
+	return (pl.hostBudget == 0 || o.hostBytes <= pl.hostBudget) && (pl.devBudget == 0 || o.devBytes <= pl.devBudget)
+}
+
+// panelOption returns the largest panel of side s that fits, evened out to
+// the smallest panel with the same number of passes; false if none fits.
+func (pl *offloadPlanner) panelOption(s panelSide) (offloadOption, bool) {
+	for P := s.blocks; P >= 1; P-- {
+		if o := pl.panel(s, P); pl.fits(&o) {
+			return pl.panel(s, s.evened(P)), true
+		}
+	}
+	return offloadOption{}, false
+}
+
+// panel sizes the option of panels of P blocks of side s: each device
+// holds its share of the panel, a few streamed blocks and its blocks of C;
+// the host holds the whole panel and the streamed blocks in flight unless
+// the operands are in memory.
+func (pl *offloadPlanner) panel(s panelSide, P int) offloadOption {
+	share := ceilDiv(P, pl.devices)
+	o := offloadOption{order: s.order, panel: P, capC: capPartials(partialCap(share, pl.threads+pl.devC), pl.p.Multiplies)}
+	devRes := s.resident(share, P, pl.p.KB)
+	o.devBytes = int64(devRes)*s.sRes + int64(pl.devLook)*s.sStr + int64(pl.devC)*pl.sC
+	o.devA, o.devB = s.split(devRes, pl.devLook)
+	o.hostBytes = int64(pl.devices) * int64(o.capC) * pl.sC
+	if !pl.p.InMemory {
+		capRes := s.resident(P, P, pl.p.KB)
+		o.hostBytes += int64(capRes)*s.sRes + int64(pl.hostLook)*s.sStr
+		o.reads = s.resBytes + int64(s.passes(P))*s.strBytes
+		o.capA, o.capB = s.split(capRes, pl.hostLook)
+	}
+	o.uploads = pl.uploads(s, P)
+	return o
+}
+
+// uploads is the bytes that panels of P blocks of side s copy to the
+// devices: the resident blocks go to one device each, the streamed ones to
+// every device with a row (column) in the panel.
+func (pl *offloadPlanner) uploads(s panelSide, P int) int64 {
+	n := s.resBytes
+	for q := range s.passes(P) {
+		lo, hi := q*P, min((q+1)*P, s.blocks)
+		n += int64(min(pl.devices, hi-lo)) * s.strBytes
+	}
+	return n
+}
+
+// streamed sizes the Streamed option, the fallback when no panel fits:
+// every block is read, and copied, once per use.
+func (pl *offloadPlanner) streamed() offloadOption {
+	p := pl.p
+	mk, kn := 8*int64(p.M)*int64(p.K), 8*int64(p.K)*int64(p.N)
+	o := offloadOption{order: Streamed, panel: 1, devA: pl.devLook, devB: pl.devLook,
+		capC:    capPartials(partialCap(1, pl.threads+pl.devC), p.Multiplies),
+		uploads: mk*int64(p.NB) + kn*int64(p.MB)}
+	o.devBytes = int64(pl.devLook)*(pl.sA+pl.sB) + int64(pl.devC)*pl.sC
+	o.hostBytes = int64(pl.devices) * int64(o.capC) * pl.sC
+	if !p.InMemory {
+		o.capA, o.capB = pl.hostLook, pl.hostLook
+		o.hostBytes += int64(pl.hostLook) * (pl.sA + pl.sB)
+		o.reads = o.uploads
+	}
+	return o
 }
 
 func budgetString(b int64) string {

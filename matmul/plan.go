@@ -144,87 +144,167 @@ func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
 		}
 		return planOffload(p, cfg, len(off.offloadDevices()), budget)
 	}
-	sA := 8 * int64(min(bs, m)) * int64(min(bs, k))
-	sB := 8 * int64(min(bs, k)) * int64(min(bs, n))
-	sC := 8 * int64(min(bs, m)) * int64(min(bs, n))
 	if inMemory {
-		// Panels only order the work here (nothing is read): a few block
-		// rows per panel keep the partial products few and each B block
-		// hot in the cache for the panel's consecutive multiplies.
-		p.Order, p.Panel = RowPanels, min(p.MB, max(8, 2*threads))
-		p.Panels = ceilDiv(p.MB, p.Panel)
-		p.PoolC = capPartials(partialCap(p.Panel, threads), p.Multiplies)
-		p.PoolBytes = int64(p.PoolC) * sC
-		return p, nil
+		return planInMemory(p), nil
 	}
-	mk, kn := 8*int64(m)*int64(k), 8*int64(k)*int64(n)
-	look := lookahead(threads)
-	type option struct {
-		order            Order
-		panel            int
-		capA, capB, capC int
-		reads, memory    int64
-	}
-	var best *option
-	consider := func(o option) {
-		o.memory = int64(o.capA)*sA + int64(o.capB)*sB + int64(o.capC)*sC
-		if cfg.MemoryBudget > 0 && o.memory > cfg.MemoryBudget {
-			return
-		}
-		if best == nil || o.reads < best.reads {
+	return planOutOfCore(p, cfg.MemoryBudget)
+}
+
+// planInMemory plans a product of operands in memory on the CPU. Panels
+// only order the work here (nothing is read): a few block rows per panel
+// keep the partial products few and each B block hot in the cache for the
+// panel's consecutive multiplies.
+func planInMemory(p Plan) Plan {
+	_, _, sC := p.blockBytes()
+	p.Order, p.Panel = RowPanels, min(p.MB, max(8, 2*p.Threads))
+	p.Panels = ceilDiv(p.MB, p.Panel)
+	p.PoolC = capPartials(partialCap(p.Panel, p.Threads), p.Multiplies)
+	p.PoolBytes = int64(p.PoolC) * sC
+	return p
+}
+
+// planOutOfCore plans a product on the CPU whose operands are read from
+// sources, within budget bytes of pools (0: no limit). It considers
+// resident panels of each orientation, the largest that fits the budget,
+// and, when neither fits, the Streamed order; it takes the one that reads
+// the fewest bytes.
+func planOutOfCore(p Plan, budget int64) (Plan, error) {
+	pl := &cpuPlanner{p: &p, budget: budget, look: lookahead(p.Threads)}
+	pl.sA, pl.sB, pl.sC = p.blockBytes()
+	var best *cpuOption
+	for _, s := range p.panelSides() {
+		if o, ok := pl.panelOption(s); ok && pl.fits(&o) && (best == nil || o.reads < best.reads) {
 			best = &o
 		}
 	}
-	// Resident panels, for each orientation: the largest panel that fits
-	// gives the fewest passes; the panel is then evened out to the smallest
-	// size with that many passes. While the last column (row) of blocks of
-	// a panel is multiplied, the next panel's first blocks load into panel
-	// extra buffers.
-	panelOption := func(order Order, blocks, streamedPerPass int, sRes, sStr int64) {
-		mem := func(P int) (capRes, capStr, capC int, bytes int64) {
-			capRes = P * p.KB
-			if P < blocks {
-				capRes += P
-			}
-			capStr = min(look, streamedPerPass*ceilDiv(blocks, P))
-			capC = capPartials(partialCap(P, threads), p.Multiplies)
-			return capRes, capStr, capC, int64(capRes)*sRes + int64(capStr)*sStr + int64(capC)*sC
-		}
-		for P := blocks; P >= 1; P-- {
-			if _, _, _, bytes := mem(P); cfg.MemoryBudget > 0 && bytes > cfg.MemoryBudget {
-				continue
-			}
-			passes := ceilDiv(blocks, P)
-			P = ceilDiv(blocks, passes)
-			capRes, capStr, capC, _ := mem(P)
-			o := option{order: order, panel: P, capC: capC}
-			if order == RowPanels {
-				o.capA, o.capB = capRes, capStr
-				o.reads = mk + int64(passes)*kn
-			} else {
-				o.capA, o.capB = capStr, capRes
-				o.reads = kn + int64(passes)*mk
-			}
-			consider(o)
-			return
+	if best == nil {
+		if o := pl.streamed(); pl.fits(&o) {
+			best = &o
 		}
 	}
-	panelOption(RowPanels, p.MB, p.KB*p.NB, sA, sB)
-	panelOption(ColumnPanels, p.NB, p.MB*p.KB, sB, sA)
 	if best == nil {
-		consider(option{order: Streamed, panel: 1,
-			capA: min(look, p.Multiplies), capB: min(look, p.Multiplies), capC: capPartials(partialCap(1, threads), p.Multiplies),
-			reads: mk*int64(p.NB) + kn*int64(p.MB)})
-	}
-	if best == nil {
-		need := int64(look)*(sA+sB) + int64(partialCap(1, threads))*sC
+		need := int64(pl.look)*(pl.sA+pl.sB) + int64(partialCap(1, p.Threads))*pl.sC
 		return p, fmt.Errorf("%w: %s cannot hold the blocks of one pass with %dx%d blocks and %d threads: need at least %s (use smaller blocks or fewer threads)",
-			ErrBudget, units.FormatBytes(cfg.MemoryBudget), bs, bs, threads, units.FormatBytes(need))
+			ErrBudget, units.FormatBytes(budget), p.BlockSize, p.BlockSize, p.Threads, units.FormatBytes(need))
 	}
 	p.setOrder(best.order, best.panel)
 	p.PoolA, p.PoolB, p.PoolC = best.capA, best.capB, best.capC
 	p.PoolBytes, p.ReadBytes = best.memory, best.reads
 	return p, nil
+}
+
+// cpuOption is one traversal that planOutOfCore considers, with the pool
+// capacities it needs, the bytes they hold and the bytes it reads.
+type cpuOption struct {
+	order            Order
+	panel            int
+	capA, capB, capC int
+	reads, memory    int64
+}
+
+// cpuPlanner holds what every option of planOutOfCore is sized with.
+type cpuPlanner struct {
+	p          *Plan
+	budget     int64 // 0: no limit
+	sA, sB, sC int64 // bytes of the largest blocks
+	look       int   // lookahead of a streamed operand
+}
+
+// fits reports whether o's pools fit the budget.
+func (pl *cpuPlanner) fits(o *cpuOption) bool { return pl.budget == 0 || o.memory <= pl.budget }
+
+// panelOption returns the resident panels of side s: the largest panel
+// that fits gives the fewest passes; the panel is then evened out to the
+// smallest size with that many passes. False if no panel fits.
+func (pl *cpuPlanner) panelOption(s panelSide) (cpuOption, bool) {
+	for P := s.blocks; P >= 1; P-- {
+		if o := pl.panel(s, P); pl.fits(&o) {
+			return pl.panel(s, s.evened(P)), true
+		}
+	}
+	return cpuOption{}, false
+}
+
+// panel sizes the option of panels of P blocks of side s. While the last
+// column (row) of blocks of a panel is multiplied, the next panel's first
+// blocks load into P extra buffers.
+func (pl *cpuPlanner) panel(s panelSide, P int) cpuOption {
+	capRes := s.resident(P, P, pl.p.KB)
+	capStr := min(pl.look, s.streamedPerPass*s.passes(P))
+	o := cpuOption{order: s.order, panel: P, capC: capPartials(partialCap(P, pl.p.Threads), pl.p.Multiplies),
+		reads: s.resBytes + int64(s.passes(P))*s.strBytes}
+	o.capA, o.capB = s.split(capRes, capStr)
+	o.memory = int64(o.capA)*pl.sA + int64(o.capB)*pl.sB + int64(o.capC)*pl.sC
+	return o
+}
+
+// streamed sizes the Streamed option, the fallback when no panel fits:
+// every block is read once per use.
+func (pl *cpuPlanner) streamed() cpuOption {
+	p := pl.p
+	mk, kn := 8*int64(p.M)*int64(p.K), 8*int64(p.K)*int64(p.N)
+	o := cpuOption{order: Streamed, panel: 1,
+		capA: min(pl.look, p.Multiplies), capB: min(pl.look, p.Multiplies), capC: capPartials(partialCap(1, p.Threads), p.Multiplies),
+		reads: mk*int64(p.NB) + kn*int64(p.MB)}
+	o.memory = int64(o.capA)*pl.sA + int64(o.capB)*pl.sB + int64(o.capC)*pl.sC
+	return o
+}
+
+// blockBytes returns the bytes of the largest blocks of A, B and C.
+func (p *Plan) blockBytes() (sA, sB, sC int64) {
+	bs := p.BlockSize
+	sA = 8 * int64(min(bs, p.M)) * int64(min(bs, p.K))
+	sB = 8 * int64(min(bs, p.K)) * int64(min(bs, p.N))
+	sC = 8 * int64(min(bs, p.M)) * int64(min(bs, p.N))
+	return sA, sB, sC
+}
+
+// A panelSide is one orientation of resident panels: the operand whose
+// panel stays in memory (A for RowPanels, B for ColumnPanels) and the one
+// streamed past it.
+type panelSide struct {
+	order              Order
+	blocks             int   // block rows (columns) cut into panels: MB (NB)
+	streamedPerPass    int   // streamed blocks per pass: KB·NB (MB·KB)
+	sRes, sStr         int64 // bytes of a resident and of a streamed block
+	resBytes, strBytes int64 // bytes of the resident and of the streamed operand
+}
+
+// panelSides returns the plan's two panel orientations, row panels first.
+func (p *Plan) panelSides() [2]panelSide {
+	sA, sB, _ := p.blockBytes()
+	mk, kn := 8*int64(p.M)*int64(p.K), 8*int64(p.K)*int64(p.N)
+	return [2]panelSide{
+		{order: RowPanels, blocks: p.MB, streamedPerPass: p.KB * p.NB, sRes: sA, sStr: sB, resBytes: mk, strBytes: kn},
+		{order: ColumnPanels, blocks: p.NB, streamedPerPass: p.MB * p.KB, sRes: sB, sStr: sA, resBytes: kn, strBytes: mk},
+	}
+}
+
+// passes is the number of panels of P blocks.
+func (s panelSide) passes(P int) int { return ceilDiv(s.blocks, P) }
+
+// evened returns the smallest panel size with as many passes as P.
+func (s panelSide) evened(P int) int { return ceilDiv(s.blocks, s.passes(P)) }
+
+// resident is the capacity for resident blocks of a holder of held block
+// rows (columns) of each panel of P blocks: all KB blocks of each, plus,
+// when there is more than one panel, one block of each for the next
+// panel's first loads.
+func (s panelSide) resident(held, P, kb int) int {
+	n := held * kb
+	if P < s.blocks {
+		n += held
+	}
+	return n
+}
+
+// split returns the capacities of A and B given those of the resident and
+// the streamed operand.
+func (s panelSide) split(res, str int) (a, b int) {
+	if s.order == RowPanels {
+		return res, str
+	}
+	return str, res
 }
 
 // setOrder sets the traversal and its panel size, and counts the panels.
