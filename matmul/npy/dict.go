@@ -82,77 +82,16 @@ func (p *dictParser) peek() (byte, bool) {
 // parseDict parses a header dict and returns the validated shape.
 func parseDict(s []byte, allowL bool) (rows, cols int, err error) {
 	p := &dictParser{s: s, allowL: allowL}
-	// Leading spaces and tabs are tolerated, as by ast.literal_eval.
-	for p.i < len(p.s) && (p.s[p.i] == ' ' || p.s[p.i] == '\t') {
-		p.i++
+	if err := p.open(); err != nil {
+		return 0, 0, err
 	}
-	if c, ok := p.peek(); !ok || c != '{' {
-		if !ok {
-			return 0, 0, p.errorf("empty header, want '{'")
-		}
-		return 0, 0, p.errorf("got %q, want '{'", c)
-	}
-	p.i++
-	var (
-		descr, fortran, shape pyValue
-		seen                  = map[string]bool{}
-	)
+	h := headerDict{seen: map[string]bool{}}
 	for {
-		p.skipSpace()
-		c, ok := p.peek()
-		if !ok {
-			return 0, 0, p.errorf("unterminated dict")
-		}
-		if c == '}' {
-			p.i++
-			break
-		}
-		keyPos := p.i
-		key, err := p.parseValue(0)
+		closed, err := p.entry(&h)
 		if err != nil {
 			return 0, 0, err
 		}
-		if key.kind != kindString {
-			p.i = keyPos
-			return 0, 0, p.errorf("dict key is %s, want a string", key.kind)
-		}
-		p.skipSpace()
-		if c, ok := p.peek(); !ok || c != ':' {
-			return 0, 0, p.errorf("want ':' after key %q", key.str)
-		}
-		p.i++
-		p.skipSpace()
-		val, err := p.parseValue(0)
-		if err != nil {
-			return 0, 0, err
-		}
-		if seen[key.str] {
-			return 0, 0, formatErr("duplicate key %q in header dict", key.str)
-		}
-		seen[key.str] = true
-		switch key.str {
-		case "descr":
-			descr = val
-		case "fortran_order":
-			fortran = val
-		case "shape":
-			shape = val
-		default:
-			return 0, 0, formatErr("unknown key %q in header dict", key.str)
-		}
-		p.skipSpace()
-		c, ok = p.peek()
-		switch {
-		case !ok:
-			return 0, 0, p.errorf("unterminated dict")
-		case c == ',':
-			p.i++
-		case c == '}':
-			p.i++
-		default:
-			return 0, 0, p.errorf("got %q, want ',' or '}'", c)
-		}
-		if c == '}' {
+		if closed {
 			break
 		}
 	}
@@ -160,12 +99,120 @@ func parseDict(s []byte, allowL bool) (rows, cols int, err error) {
 	if p.i != len(p.s) {
 		return 0, 0, p.errorf("unexpected %q after dict", trim(p.s[p.i:]))
 	}
+	return h.dims()
+}
+
+// open consumes the dict's opening brace and the spaces and tabs before it
+// (tolerated, as by ast.literal_eval).
+func (p *dictParser) open() error {
+	for p.i < len(p.s) && (p.s[p.i] == ' ' || p.s[p.i] == '\t') {
+		p.i++
+	}
+	if c, ok := p.peek(); !ok || c != '{' {
+		if !ok {
+			return p.errorf("empty header, want '{'")
+		}
+		return p.errorf("got %q, want '{'", c)
+	}
+	p.i++
+	return nil
+}
+
+// entry parses the next key: value entry of the dict into h, with the ','
+// or '}' after it, and reports whether the dict is closed. A '}' in place
+// of the entry (an empty dict, or one with a trailing comma) closes it too.
+func (p *dictParser) entry(h *headerDict) (closed bool, err error) {
+	p.skipSpace()
+	c, ok := p.peek()
+	if !ok {
+		return false, p.errorf("unterminated dict")
+	}
+	if c == '}' {
+		p.i++
+		return true, nil
+	}
+	key, val, err := p.keyValue()
+	if err != nil {
+		return false, err
+	}
+	if err := h.set(key, val); err != nil {
+		return false, err
+	}
+	p.skipSpace()
+	c, ok = p.peek()
+	switch {
+	case !ok:
+		return false, p.errorf("unterminated dict")
+	case c == ',':
+		p.i++
+		return false, nil
+	case c == '}':
+		p.i++
+		return true, nil
+	default:
+		return false, p.errorf("got %q, want ',' or '}'", c)
+	}
+}
+
+// keyValue parses a string key, the ':' after it and its value.
+func (p *dictParser) keyValue() (key string, val pyValue, err error) {
+	keyPos := p.i
+	k, err := p.parseValue(0)
+	if err != nil {
+		return "", pyValue{}, err
+	}
+	if k.kind != kindString {
+		p.i = keyPos
+		return "", pyValue{}, p.errorf("dict key is %s, want a string", k.kind)
+	}
+	p.skipSpace()
+	if c, ok := p.peek(); !ok || c != ':' {
+		return "", pyValue{}, p.errorf("want ':' after key %q", k.str)
+	}
+	p.i++
+	p.skipSpace()
+	val, err = p.parseValue(0)
+	if err != nil {
+		return "", pyValue{}, err
+	}
+	return k.str, val, nil
+}
+
+// headerDict collects the values of a header dict's three keys.
+type headerDict struct {
+	descr, fortran, shape pyValue
+	seen                  map[string]bool
+}
+
+// set records the value of key, which must be one of the three keys and
+// must not be seen before.
+func (h *headerDict) set(key string, val pyValue) error {
+	if h.seen[key] {
+		return formatErr("duplicate key %q in header dict", key)
+	}
+	h.seen[key] = true
+	switch key {
+	case "descr":
+		h.descr = val
+	case "fortran_order":
+		h.fortran = val
+	case "shape":
+		h.shape = val
+	default:
+		return formatErr("unknown key %q in header dict", key)
+	}
+	return nil
+}
+
+// dims checks that the dict has all three keys and returns the validated
+// shape.
+func (h *headerDict) dims() (rows, cols int, err error) {
 	for _, k := range []string{"descr", "fortran_order", "shape"} {
-		if !seen[k] {
+		if !h.seen[k] {
 			return 0, 0, formatErr("header dict has no %q key", k)
 		}
 	}
-	return validate(descr, fortran, shape)
+	return validate(h.descr, h.fortran, h.shape)
 }
 
 // trim shortens b for inclusion in an error message.
