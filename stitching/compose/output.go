@@ -1,57 +1,63 @@
 package compose
 
 import (
-	"bufio"
 	"fmt"
 	"image"
 	"image/png"
 	"io"
 	"math"
-	"os"
 
 	"github.com/disintegration/imaging"
 	"golang.org/x/image/tiff"
+
+	"github.com/gohtgs/htgs/internal/cli"
 )
 
 // maxTIFFBytes is the largest pixel payload a classic (32-bit offset) TIFF
 // file can hold, less room for the header and directory.
 const maxTIFFBytes = math.MaxUint32 - 1<<16
 
-// WriteTIFF writes img as an uncompressed 16-bit grayscale TIFF. Classic TIFF
-// cannot hold more than 4 GiB, so images above about 2.1 gigapixels are
-// refused with an error instead of producing a corrupt file.
-func WriteTIFF(path string, img *image.Gray16) (err error) {
+// WriteTIFF writes img to path as an uncompressed 16-bit grayscale TIFF
+// (see [EncodeTIFF]). The file is written atomically: the data goes to a
+// temporary file in the same folder, renamed onto path only when complete,
+// so path keeps its old content if anything fails and readers never see a
+// partial file.
+func WriteTIFF(path string, img *image.Gray16) error {
+	if err := checkTIFF(img); err != nil {
+		return err
+	}
+	return writeFile(path, func(w io.Writer) error { return EncodeTIFF(w, img) })
+}
+
+// EncodeTIFF writes img to w as an uncompressed 16-bit grayscale TIFF.
+// Classic TIFF cannot hold more than 4 GiB, so images above about 2.1
+// gigapixels are refused with an error instead of producing a corrupt file.
+func EncodeTIFF(w io.Writer, img *image.Gray16) error {
+	if err := checkTIFF(img); err != nil {
+		return err
+	}
+	return tiff.Encode(w, img, &tiff.Options{Compression: tiff.Uncompressed})
+}
+
+func checkTIFF(img *image.Gray16) error {
 	b := img.Bounds()
 	if n := int64(b.Dx()) * int64(b.Dy()) * 2; n > maxTIFFBytes {
 		return fmt.Errorf("compose: %d x %d image (%d bytes) exceeds the 4 GiB limit of classic TIFF", b.Dx(), b.Dy(), n)
 	}
-	return writeFile(path, func(w io.Writer) error {
-		return tiff.Encode(w, img, &tiff.Options{Compression: tiff.Uncompressed})
-	})
+	return nil
 }
 
-// WritePNG writes img as a PNG file.
+// WritePNG writes img to path as a PNG file, atomically like [WriteTIFF].
 func WritePNG(path string, img image.Image) error {
 	return writeFile(path, func(w io.Writer) error { return png.Encode(w, img) })
 }
 
-// writeFile creates path and writes it through a buffer with encode,
-// reporting errors of encoding, flushing and closing.
-func writeFile(path string, encode func(io.Writer) error) (err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+// writeFile writes path atomically with encode (see cli.WriteFile).
+func writeFile(path string, encode func(io.Writer) error) error {
+	if err := cli.WriteFile(path, encode); err != nil {
+		return fmt.Errorf("compose: %w", err)
 	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := encode(bw); err != nil {
-		return fmt.Errorf("compose: encoding %s: %w", path, err)
-	}
-	return bw.Flush()
+	return nil
 }
 
 // Preview returns an 8-bit view of img whose longer side is at most maxSide
