@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/stitching/compose"
 )
 
@@ -268,6 +269,8 @@ func tileNames(rows, cols int, name func(row, col int) string) ([]string, error)
 				return nil, fmt.Errorf("synth: invalid file name %q for tile (%d, %d)", n, r, c)
 			case filepath.Base(n) != n || filepath.IsAbs(n):
 				return nil, fmt.Errorf("synth: file name %q for tile (%d, %d) must not contain a directory", n, r, c)
+			case strings.ContainsAny(n, "\r\n"):
+				return nil, fmt.Errorf("synth: file name %q for tile (%d, %d) holds a line break", n, r, c)
 			case n == TruthFile:
 				return nil, fmt.Errorf("synth: file name %q for tile (%d, %d) collides with the truth file", n, r, c)
 			case seen[n]:
@@ -297,26 +300,25 @@ type TruthEntry struct {
 // truthColumns are the columns of truth.csv, in order.
 const truthColumns = "row,col,x,y,file"
 
-func writeTruth(dir string, cfg Config, xs, ys []int, names []string) (err error) {
-	f, err := os.Create(filepath.Join(dir, TruthFile))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}()
+func writeTruth(dir string, cfg Config, xs, ys []int, names []string) error {
 	entries := make([]TruthEntry, len(names))
 	for i := range names {
 		entries[i] = TruthEntry{Row: i / cfg.Cols, Col: i % cfg.Cols, X: xs[i], Y: ys[i], File: names[i]}
 	}
-	return WriteTruth(f, entries)
+	// Atomically: a truth.csv is complete or absent, never half written.
+	return cli.WriteFile(filepath.Join(dir, TruthFile), func(w io.Writer) error { return WriteTruth(w, entries) })
 }
 
 // WriteTruth writes entries in the truth.csv format: a header line
 // "row,col,x,y,file" followed by one line per tile (row and col 0-based).
+// File names must be non-empty and hold no line break (CSV would not read
+// them back as written).
 func WriteTruth(w io.Writer, entries []TruthEntry) error {
+	for i, e := range entries {
+		if err := checkTruthName(e.File); err != nil {
+			return fmt.Errorf("synth: truth: entry %d (tile (%d, %d)): %w", i, e.Row, e.Col, err)
+		}
+	}
 	cw := csv.NewWriter(w)
 	if err := cw.Write(strings.Split(truthColumns, ",")); err != nil {
 		return err
@@ -329,6 +331,18 @@ func WriteTruth(w io.Writer, entries []TruthEntry) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// checkTruthName refuses file names that truth.csv cannot hold: empty, or
+// with a line break (CSV turns "\r\n" inside a quoted field into "\n").
+func checkTruthName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty file name")
+	case strings.ContainsAny(name, "\r\n"):
+		return fmt.Errorf("file name %q holds a line break", name)
+	}
+	return nil
 }
 
 // ReadTruth reads a truth.csv file written by WriteDir or GenerateToDir.
@@ -347,7 +361,8 @@ func ReadTruth(path string) ([]TruthEntry, error) {
 
 // ParseTruth parses the truth.csv format (see WriteTruth). It rejects a
 // missing or different header, malformed or negative numbers, empty file
-// names and duplicate (row, col) pairs, naming the offending line.
+// names or names with line breaks, and duplicate (row, col) pairs, naming
+// the offending line.
 func ParseTruth(r io.Reader) ([]TruthEntry, error) {
 	cr := csv.NewReader(r)
 	header := strings.Split(truthColumns, ",")
@@ -386,8 +401,8 @@ func ParseTruth(r io.Reader) ([]TruthEntry, error) {
 			}
 			v[k] = n
 		}
-		if rec[4] == "" {
-			return nil, fmt.Errorf("synth: truth: line %d: empty file name", line)
+		if err := checkTruthName(rec[4]); err != nil {
+			return nil, fmt.Errorf("synth: truth: line %d: %w", line, err)
 		}
 		key := [2]int{v[0], v[1]}
 		if prev, ok := seen[key]; ok {

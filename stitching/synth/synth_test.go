@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"math"
 	"os"
@@ -408,14 +409,15 @@ func TestWriteDirAndReadTruth(t *testing.T) {
 
 func TestParseTruthErrors(t *testing.T) {
 	cases := map[string]string{
-		"":                                       "empty",
-		"a,b,c,d,e\n":                            "header",
-		"row,col,x,y,file\n":                     "no tiles",
-		"row,col,x,y,file\n0,0,1,2\n":            "fields",
-		"row,col,x,y,file\n0,0,1.5,2,f.tif\n":    "line 2: x",
-		"row,col,x,y,file\n0,-1,1,2,f.tif\n":     "negative col",
-		"row,col,x,y,file\n0,0,1,2,\n":           "empty file name",
-		"row,col,x,y,file\n0,0,1,2,a\n0,0,3,4,b": "line 3: tile (0, 0) already given on line 2",
+		"":                                         "empty",
+		"a,b,c,d,e\n":                              "header",
+		"row,col,x,y,file\n":                       "no tiles",
+		"row,col,x,y,file\n0,0,1,2\n":              "fields",
+		"row,col,x,y,file\n0,0,1.5,2,f.tif\n":      "line 2: x",
+		"row,col,x,y,file\n0,-1,1,2,f.tif\n":       "negative col",
+		"row,col,x,y,file\n0,0,1,2,\n":             "empty file name",
+		"row,col,x,y,file\n0,0,0,0,\"a\r\r\nb\"\n": "line 2: file name \"a\\r\\nb\" holds a line break",
+		"row,col,x,y,file\n0,0,1,2,a\n0,0,3,4,b":   "line 3: tile (0, 0) already given on line 2",
 	}
 	for in, want := range cases {
 		_, err := ParseTruth(strings.NewReader(in))
@@ -555,5 +557,23 @@ func TestTilesIteratorBreak(t *testing.T) {
 	}
 	if n != 5 {
 		t.Fatalf("iterated %d tiles", n)
+	}
+}
+
+// A file name with a line break cannot round-trip through truth.csv (found
+// by FuzzParseTruth: "\r\n" inside a quoted field reads back as "\n"), so
+// WriteTruth and the generator refuse it.
+func TestTruthRefusesLineBreaks(t *testing.T) {
+	var buf bytes.Buffer
+	for _, name := range []string{"a\nb.tif", "a\r\nb.tif", "a\rb.tif"} {
+		if err := WriteTruth(&buf, []TruthEntry{{0, 0, 1, 2, name}}); err == nil || !strings.Contains(err.Error(), "line break") {
+			t.Errorf("WriteTruth(%q): %v", name, err)
+		}
+	}
+	cfg := ConfigFor(Easy)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight = 1, 2, 64, 48
+	err := GenerateToDir(context.Background(), cfg, t.TempDir(), func(r, c int) string { return fmt.Sprintf("t%d\n%d.tif", r, c) })
+	if err == nil || !strings.Contains(err.Error(), "line break") {
+		t.Errorf("GenerateToDir with line breaks in names: %v", err)
 	}
 }
