@@ -3,6 +3,7 @@ package stitching
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -48,6 +49,40 @@ func sniff(head []byte) fileFormat {
 	return formatUnknown
 }
 
+// DefaultMaxTilePixels is the largest tile, in pixels, that [LoadTile],
+// [DecodeTile] and [OpenTileSet] accept: 2^28 pixels (16384 x 16384), 512
+// MiB of 16-bit pixels and about 2 GiB for the spectrum that registration
+// keeps per tile. A file whose header claims more is refused before any
+// pixel memory is allocated, so a corrupt or hostile header (a 234-byte TIFF
+// claiming 60000 x 60000 pixels) gives an error instead of an out-of-memory
+// crash. [LoadTileLimit], [DecodeTileLimit] and [OpenTileSetLimit] take
+// another limit.
+const DefaultMaxTilePixels = 1 << 28
+
+// ErrTileTooLarge is wrapped by the errors for tiles whose header claims
+// more pixels than the limit (see [DefaultMaxTilePixels]).
+var ErrTileTooLarge = errors.New("tile too large")
+
+// checkTileConfig refuses what the header of a tile announces before its
+// pixels are decoded: pixel types other than 8- or 16-bit grayscale, and
+// more than maxPixels pixels (0: DefaultMaxTilePixels, negative: no limit).
+func checkTileConfig(cfg image.Config, maxPixels int64) error {
+	if cfg.ColorModel != color.GrayModel && cfg.ColorModel != color.Gray16Model {
+		return fmt.Errorf("unsupported pixel type %s (want 8- or 16-bit grayscale)", pixelType(cfg.ColorModel))
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return fmt.Errorf("corrupt or unreadable image: header gives an empty %d x %d image", cfg.Width, cfg.Height)
+	}
+	if maxPixels == 0 {
+		maxPixels = DefaultMaxTilePixels
+	}
+	if maxPixels > 0 && int64(cfg.Width) > maxPixels/int64(cfg.Height) {
+		return fmt.Errorf("%w: the header gives %d x %d pixels (%.3g), above the limit of %d pixels per tile",
+			ErrTileTooLarge, cfg.Width, cfg.Height, float64(cfg.Width)*float64(cfg.Height), maxPixels)
+	}
+	return nil
+}
+
 // LoadTile reads a grayscale tile from a TIFF or PNG file (the format is
 // detected from the file contents, not the extension).
 //
@@ -57,14 +92,23 @@ func sniff(head []byte) fileFormat {
 // same acquisition give the same numbers. Colour, paletted and other pixel
 // types are rejected rather than converted: microscopy tiles are expected
 // to be single-channel and a silent conversion would hide a wrong input.
-// Errors name the file.
+// The header is checked before the pixels are decoded: images above
+// [DefaultMaxTilePixels] are refused with [ErrTileTooLarge]. Errors name
+// the file; a corrupt file gives an error, never a panic.
 func LoadTile(path string) (*image.Gray16, error) {
+	return LoadTileLimit(path, 0)
+}
+
+// LoadTileLimit is [LoadTile] with a limit of maxPixels pixels per tile
+// instead of [DefaultMaxTilePixels] (0 means the default, negative no
+// limit).
+func LoadTileLimit(path string, maxPixels int64) (*image.Gray16, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("stitching: load tile: %w", err)
 	}
 	defer f.Close()
-	img, err := DecodeTile(f)
+	img, err := DecodeTileLimit(f, maxPixels)
 	if err != nil {
 		return nil, fmt.Errorf("stitching: load tile %s: %w", path, err)
 	}
@@ -74,10 +118,23 @@ func LoadTile(path string) (*image.Gray16, error) {
 // DecodeTile decodes a TIFF or PNG grayscale image from r with the
 // conversions and restrictions of [LoadTile].
 func DecodeTile(r io.Reader) (*image.Gray16, error) {
+	return DecodeTileLimit(r, 0)
+}
+
+// DecodeTileLimit is [DecodeTile] with a limit of maxPixels pixels per
+// tile instead of [DefaultMaxTilePixels] (0 means the default, negative no
+// limit).
+func DecodeTileLimit(r io.Reader, maxPixels int64) (img *image.Gray16, err error) {
+	defer func() {
+		// The image decoders are not proven against every malformed
+		// input; a corrupt file must give an error, not a crash.
+		if p := recover(); p != nil {
+			img, err = nil, fmt.Errorf("corrupt or unreadable image: decoder failed: %v", p)
+		}
+	}()
 	br := bufio.NewReader(r)
 	head, _ := br.Peek(8)
-	var img image.Image
-	var err error
+	var dec image.Image
 	switch sniff(head) {
 	case formatTIFF:
 		// The TIFF decoder needs random access.
@@ -85,16 +142,33 @@ func DecodeTile(r io.Reader) (*image.Gray16, error) {
 		if rerr != nil {
 			return nil, rerr
 		}
-		img, err = tiff.Decode(bytes.NewReader(data))
+		cfg, cerr := tiff.DecodeConfig(bytes.NewReader(data))
+		if cerr != nil {
+			return nil, fmt.Errorf("corrupt or unreadable image: %w", cerr)
+		}
+		if err := checkTileConfig(cfg, maxPixels); err != nil {
+			return nil, err
+		}
+		dec, err = tiff.Decode(bytes.NewReader(data))
 	case formatPNG:
-		img, err = png.Decode(br)
+		// Read the header, keeping its bytes to decode the whole file
+		// after the check.
+		var hdr bytes.Buffer
+		cfg, cerr := png.DecodeConfig(io.TeeReader(br, &hdr))
+		if cerr != nil {
+			return nil, fmt.Errorf("corrupt or unreadable image: %w", cerr)
+		}
+		if err := checkTileConfig(cfg, maxPixels); err != nil {
+			return nil, err
+		}
+		dec, err = png.Decode(io.MultiReader(&hdr, br))
 	default:
 		return nil, fmt.Errorf("unsupported or corrupt file: neither TIFF nor PNG")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("corrupt or unreadable image: %w", err)
 	}
-	return toGray16(img)
+	return toGray16(dec)
 }
 
 func toGray16(img image.Image) (*image.Gray16, error) {
@@ -144,19 +218,28 @@ func pixelType(m color.Model) string {
 }
 
 // decodeTileConfig returns the size of the image in the file without
-// decoding its pixels, and rejects unsupported pixel types.
-func decodeTileConfig(path string) (w, h int, err error) {
+// decoding its pixels, and rejects unsupported pixel types and sizes above
+// maxPixels (see [checkTileConfig]). Errors name the file.
+func decodeTileConfig(path string, maxPixels int64) (w, h int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer f.Close()
+	defer func() {
+		if p := recover(); p != nil {
+			w, h, err = 0, 0, fmt.Errorf("%s: corrupt or unreadable image: decoder failed: %v", path, p)
+		}
+	}()
 	br := bufio.NewReader(f)
 	head, _ := br.Peek(8)
 	var cfg image.Config
 	switch sniff(head) {
 	case formatTIFF:
-		cfg, err = tiff.DecodeConfig(br)
+		// The file itself, not br: given a plain reader the TIFF decoder
+		// buffers everything up to the offsets the header claims, up to
+		// 4 GiB for a 40-byte file.
+		cfg, err = tiff.DecodeConfig(f)
 	case formatPNG:
 		cfg, err = png.DecodeConfig(br)
 	default:
@@ -165,8 +248,8 @@ func decodeTileConfig(path string) (w, h int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: corrupt or unreadable image: %w", path, err)
 	}
-	if cfg.ColorModel != color.GrayModel && cfg.ColorModel != color.Gray16Model {
-		return 0, 0, fmt.Errorf("%s: unsupported pixel type %s (want 8- or 16-bit grayscale)", path, pixelType(cfg.ColorModel))
+	if err := checkTileConfig(cfg, maxPixels); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg.Width, cfg.Height, nil
 }
@@ -178,22 +261,31 @@ type TileSet struct {
 	pattern    Pattern
 	rows, cols int
 	w, h       int
+	maxPixels  int64
 }
 
 // OpenTileSet checks a rows x cols grid of tile files in dir named by
 // pattern: every file must exist, be a readable TIFF or PNG of 8- or 16-bit
 // grayscale pixels, and all tiles must have the same size. Only the file
-// headers are read. The error names the first offending file.
+// headers are read; tiles above [DefaultMaxTilePixels] are refused with
+// [ErrTileTooLarge]. The error names the first offending file.
 func OpenTileSet(dir string, pattern Pattern, rows, cols int) (*TileSet, error) {
+	return OpenTileSetLimit(dir, pattern, rows, cols, 0)
+}
+
+// OpenTileSetLimit is [OpenTileSet] with a limit of maxPixels pixels per
+// tile instead of [DefaultMaxTilePixels] (0 means the default, negative no
+// limit); the TileSet's Load applies the same limit.
+func OpenTileSetLimit(dir string, pattern Pattern, rows, cols int, maxPixels int64) (*TileSet, error) {
 	if rows <= 0 || cols <= 0 {
 		return nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
 	}
-	ts := &TileSet{dir: dir, pattern: pattern, rows: rows, cols: cols}
+	ts := &TileSet{dir: dir, pattern: pattern, rows: rows, cols: cols, maxPixels: maxPixels}
 	var first string
 	for r := 0; r < rows; r++ {
 		for c := 0; c < cols; c++ {
 			p := ts.Path(r, c)
-			w, h, err := decodeTileConfig(p)
+			w, h, err := decodeTileConfig(p, maxPixels)
 			if err != nil {
 				return nil, fmt.Errorf("stitching: tile (row %d, col %d): %w", r, c, err)
 			}
@@ -227,10 +319,11 @@ func (ts *TileSet) Name(row, col int) string { return ts.pattern.Name(row, col, 
 // Path returns the path of tile (row, col).
 func (ts *TileSet) Path(row, col int) string { return filepath.Join(ts.dir, ts.Name(row, col)) }
 
-// Load reads tile (row, col) with [LoadTile] and checks its size.
+// Load reads tile (row, col) with [LoadTileLimit] (the limit the set was
+// opened with) and checks its size.
 func (ts *TileSet) Load(row, col int) (*image.Gray16, error) {
 	p := ts.Path(row, col)
-	img, err := LoadTile(p)
+	img, err := LoadTileLimit(p, ts.maxPixels)
 	if err != nil {
 		return nil, err
 	}
