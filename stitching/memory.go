@@ -1,0 +1,64 @@
+package stitching
+
+import (
+	"math"
+	"runtime"
+)
+
+// MemoryEstimate returns about how many bytes of memory [Stitch] needs at
+// its peak for a rows x cols grid of w x h tiles with these options, so
+// that a program can refuse a run that cannot fit before starting it
+// rather than die of an out-of-memory error halfway. It counts what grows
+// with the tiles, per pixel of a tile (P = w*h):
+//
+//   - the tile slots of the pool (GraphOptions.PoolSize, or its default
+//     min(rows, cols) + 2 + Workers): a 16-bit tile (2P bytes) and, on the
+//     CPU, its half spectrum of complex128 (16*(w/2+1)*h, about 8P);
+//   - tiles being read (GraphOptions.Readers): the file's bytes, the
+//     decoded tile and its flat-field corrected copy (6P each);
+//   - per worker: the aligner's cross-power spectrum and correlation
+//     matrix (about 16P) during registration, the refiner's scratch during
+//     refinement (about 36P, for overlaps up to half a tile);
+//   - the flat field (4P).
+//
+// The registration and refinement phases do not overlap; the larger one
+// counts. With GraphOptions.GPU the spectra live on the GPUs and are not
+// counted. The mosaic is not included (see compose.MemoryEstimate). The
+// result is an estimate of live memory, not a bound: the Go runtime may
+// hold up to about twice the live heap between collections. It saturates
+// at math.MaxInt64.
+func MemoryEstimate(rows, cols, w, h int, opt Options, gopt GraphOptions) int64 {
+	if rows <= 0 || cols <= 0 || w <= 0 || h <= 0 {
+		return 0
+	}
+	workers := gopt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	readers := gopt.Readers
+	if readers <= 0 {
+		readers = 2
+	}
+	// The pool size of Stitch (see there): MIST's default, at least one
+	// line of the traversal plus one.
+	slots := gopt.PoolSize
+	if slots <= 0 {
+		slots = max(min(rows, cols)+2+workers, min(rows, cols)+1)
+	}
+	p := float64(w) * float64(h)
+	spec := 16 * float64(w/2+1) * float64(h)
+	tile := 2 * p
+	if gopt.GPU {
+		spec = 0
+	}
+	reading := float64(readers) * 3 * tile
+	registration := float64(slots)*(tile+spec) + reading + float64(workers)*(spec+8*p)
+	refinement := float64(slots)*tile + reading + float64(workers)*36*p
+	total := 4*p + max(registration, refinement)
+	// The translations and positions: a few hundred bytes per tile.
+	total += 256 * float64(rows) * float64(cols)
+	if total >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(total)
+}

@@ -1,0 +1,137 @@
+package stitching
+
+import (
+	"fmt"
+	"math"
+)
+
+// Limits of the quality measures below which [Quality.Warnings] warns.
+const (
+	// LowCorrelation is the correlation under which two tiles hardly
+	// match: pure noise gives about 0.03, tiles with real overlapping
+	// content 0.6 to 1.
+	LowCorrelation = 0.3
+	// MinModelTranslations is the least number of valid translations per
+	// direction from which the stage model estimates an overlap or a
+	// repeatability: with fewer, one wrong translation decides the model.
+	MinModelTranslations = 3
+	// MaxPlausibleOverlap is the largest overlap estimate, in percent,
+	// taken as plausible; stages are set up with overlaps of about 5 to
+	// 50%, and wrong translations give estimates near 100%.
+	MaxPlausibleOverlap = 90.0
+)
+
+// DirectionQuality describes the stage model of one pair direction.
+type DirectionQuality struct {
+	// Pairs is the number of pairs of this direction in the grid.
+	Pairs int
+	// Valid is the number of their translations the stage model accepted
+	// (see [DirectionModel.Valid]).
+	Valid int
+	// Overlap is the overlap, in percent, that the model used; NaN when
+	// the direction has no pairs and no overlap was given.
+	Overlap float64
+	// OverlapGiven reports whether Overlap came from the options.
+	OverlapGiven bool
+}
+
+// Quality gathers measures of how much a [Result] can be trusted, taken
+// from the result itself (no ground truth needed). Grids too small for the
+// stage model, pure noise and wrong grid sizes or file patterns show up
+// here; [Quality.Warnings] says which measures are poor.
+type Quality struct {
+	// Pairs is the number of adjacent pairs of the grid.
+	Pairs int
+	// MedianCorr is the median correlation of the registration's
+	// translations ([Result.Relative]) over all pairs: NaN without pairs.
+	MedianCorr float64
+	// LowCorrTiles is the number of tiles placed by a spanning-tree edge
+	// whose correlation (after refinement) is below LowCorrelation: their
+	// positions are not confirmed by the image content.
+	LowCorrTiles int
+	// West and North describe the stage model of each direction.
+	West, North DirectionQuality
+	// RepeatabilityGiven reports whether the repeatability came from the
+	// options rather than from the translations.
+	RepeatabilityGiven bool
+}
+
+// Quality returns the quality measures of r (see [Quality]).
+func (r *Result) Quality() Quality {
+	q := Quality{MedianCorr: math.NaN()}
+	if r.Model != nil {
+		dq := func(d DirectionModel) DirectionQuality {
+			return DirectionQuality{Pairs: d.Pairs, Valid: d.Valid, Overlap: d.Overlap, OverlapGiven: d.OverlapGiven}
+		}
+		q.West, q.North = dq(r.Model.West), dq(r.Model.North)
+		q.RepeatabilityGiven = r.Model.RepeatabilityGiven
+	}
+	if r.Relative != nil {
+		ps := Pairs(r.Relative.Rows, r.Relative.Cols)
+		q.Pairs = len(ps)
+		corrs := make([]float64, 0, len(ps))
+		for _, p := range ps {
+			c := r.Relative.At(p).Corr
+			if math.IsNaN(c) {
+				c = -1
+			}
+			corrs = append(corrs, c)
+		}
+		q.MedianCorr = median(corrs)
+	}
+	// Every tile but the root of the spanning tree, tile (0, 0), was
+	// placed by an edge whose correlation it carries (see GlobalPositions).
+	for i, p := range r.Positions {
+		if i > 0 && !(p.Corr >= LowCorrelation) {
+			q.LowCorrTiles++
+		}
+	}
+	return q
+}
+
+// Warnings returns one sentence for each poor quality measure, nil when
+// none is poor:
+//   - the median correlation is below LowCorrelation: the tiles hardly
+//     match (noise, no common content, wrong grid size or pattern);
+//   - an estimated overlap is NaN, not in (0, 100), or above
+//     MaxPlausibleOverlap;
+//   - a direction's stage model rests on fewer than MinModelTranslations
+//     valid translations while it estimated something (the overlap or the
+//     repeatability);
+//   - tiles were placed by pairs correlating below LowCorrelation.
+func (q Quality) Warnings() []string {
+	var w []string
+	if q.Pairs > 0 && !(q.MedianCorr >= LowCorrelation) {
+		w = append(w, fmt.Sprintf("the median correlation of the %d pairs is %.3f (below %.1f): the tiles hardly match (noise, no common content, or a wrong grid size or file pattern); the positions are unreliable",
+			q.Pairs, q.MedianCorr, LowCorrelation))
+	}
+	for _, d := range []struct {
+		name string
+		q    DirectionQuality
+	}{{"horizontal (west pairs)", q.West}, {"vertical (north pairs)", q.North}} {
+		if d.q.Pairs == 0 {
+			continue
+		}
+		if !d.q.OverlapGiven {
+			switch ov := d.q.Overlap; {
+			case math.IsNaN(ov) || ov <= 0 || ov >= 100:
+				w = append(w, fmt.Sprintf("the %s overlap estimate %.2f%% is impossible; give the overlap instead of estimating it", d.name, ov))
+			case ov > MaxPlausibleOverlap:
+				w = append(w, fmt.Sprintf("the %s overlap estimate %.2f%% is implausible (above %.0f%%): it comes from wrong translations; give the overlap instead of estimating it",
+					d.name, ov, MaxPlausibleOverlap))
+			}
+		}
+		if d.q.Valid < MinModelTranslations && (!d.q.OverlapGiven || !q.RepeatabilityGiven) {
+			w = append(w, fmt.Sprintf("the %s stage model rests on %d valid translation(s) of %d pairs (want at least %d): the grid is too small or the pairs do not match, and the estimated overlap and repeatability may be wrong",
+				d.name, d.q.Valid, d.q.Pairs, MinModelTranslations))
+		}
+	}
+	if q.LowCorrTiles > 0 {
+		w = append(w, fmt.Sprintf("%d tile(s) were placed by pairs correlating below %.1f: their positions are not confirmed by the image content",
+			q.LowCorrTiles, LowCorrelation))
+	}
+	return w
+}
+
+// Warnings returns r.Quality().Warnings().
+func (r *Result) Warnings() []string { return r.Quality().Warnings() }
