@@ -2,32 +2,54 @@
 // task-graph implementation of NIST MIST's algorithm.
 //
 // With no arguments it runs a demo: it generates a realistic synthetic grid
-// (8 x 10 tiles of 512 x 384) in a temporary folder, stitches it, prints the
-// accuracy against the generator's ground truth and where the outputs are.
+// (8 x 10 tiles of 512 x 384) in a temporary folder, stitches it and prints
+// the accuracy against the generator's ground truth. The folder is removed
+// at exit unless -keep is given.
 //
-//	stitch -dir DIR -pattern 'img_r{rrr}_c{ccc}.tif' -rows R -cols C [-start 1] -out OUT
-//	       [-overlap PCT] [-blend overlay|average|linear] [-workers N] [-profile]
+//	stitch -dir DIR -rows R -cols C -out OUT [-pattern 'img_r{rrr}_c{ccc}.tif'] [-start 1]
+//	       [-overlap PCT] [-blend overlay|average|linear] [-workers N] [-profile PDIR]
+//	       [-max-tile-pixels N] [-mosaic=false] [-progress]
 //	stitch -generate DIR [-rows R -cols C -tile 512x384 -level realistic -seed 1]
+//	stitch [-keep] [-profile PDIR]
 //
 // OUT receives global-positions.txt (MIST's format), relative-positions.txt
 // (after optimization) and relative-positions-no-optimization.txt, mosaic.tif
-// (16-bit), mosaic-preview.png and, with -profile, each phase's graph
-// (DOT, and SVG when Graphviz is installed) and timeline (Chrome trace JSON).
+// (16-bit) and mosaic-preview.png. -profile PDIR writes each phase's graph
+// (PHASE.dot, and PHASE.svg when Graphviz's dot works), timeline
+// (PHASE-trace.json, Chrome trace JSON) and statistics (PHASE-stats.json).
 // When DIR holds a truth.csv written by the generator, the accuracy against
 // it is printed too.
+//
+// Every output is written to a temporary file next to it and renamed into
+// place when the run succeeds, so a failed or interrupted run leaves the
+// files of an earlier run as they were. The one exception is a mosaic that
+// turns out, once the positions are known, to need more memory than the
+// machine has: the positions files are then written and the run fails.
+//
+// Before any work the output folders are checked (created, writable), the
+// tile headers are read (sizes above -max-tile-pixels are refused, and a
+// corrupt file is named) and the memory the run needs is estimated against
+// what the machine has available. After stitching, the program warns on
+// stderr (lines starting "stitch: WARNING:") when its own quality measures
+// are poor: tiles that hardly correlate, an implausible overlap estimate, a
+// stage model built from too few translations (grids such as 2 x 2 or
+// 1 x 3 are too small to estimate the overlap; give -overlap).
+//
+// Exit status: 0 on success (warnings included), 2 for a mistake on the
+// command line, 1 for any other error.
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"image"
+	"image/png"
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -36,11 +58,31 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/progress"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/compose"
 	"github.com/gohtgs/htgs/stitching/synth"
 )
+
+// prog is the program's name in messages and hints.
+const prog = "stitch"
+
+// Output file names in -out.
+const (
+	globalFile   = "global-positions.txt"
+	relativeFile = "relative-positions.txt"
+	noOptFile    = "relative-positions-no-optimization.txt"
+	mosaicFile   = "mosaic.tif"
+	previewFile  = "mosaic-preview.png"
+	previewSide  = 2000
+)
+
+// phases are the graph runs -profile writes.
+var phases = []string{"registration", "refinement"}
+
+// availableMemory is cli.AvailableMemory, replaced in tests.
+var availableMemory = cli.AvailableMemory
 
 type config struct {
 	dir, pattern, out     string
@@ -48,41 +90,31 @@ type config struct {
 	overlap               float64
 	blend                 compose.Blend
 	workers               int
-	profile, showProgress bool
+	profile               string
+	showProgress          bool
 	mosaic                bool
 	gpu                   bool
-
-	generate string
-	tile     string
-	level    string
-	seed     uint64
+	maxTilePixels         int64
+	keep                  bool
+	demo                  bool // set by the demo, not a flag
+	generate, tile, level string
+	seed                  uint64
 }
-
-// usageError is a mistake in the command line (exit status 2).
-type usageError struct{ error }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	var ue usageError
-	switch {
-	case err == nil:
-	case errors.As(err, &ue), errors.Is(err, flag.ErrHelp):
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "stitch:", err)
-		}
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "stitch:", err)
-		os.Exit(1)
-	}
+	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func parseFlags(args []string, stderr io.Writer) (*config, error) {
-	c := &config{blend: compose.Linear}
-	fs := flag.NewFlagSet("stitch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// runMain runs the program and returns its exit status (see cli.Exit).
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return cli.Exit(prog, run(ctx, args, stdout, stderr), stdout, stderr, usage)
+}
+
+func newFlags(c *config) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.StringVar(&c.dir, "dir", "", "folder holding the tiles")
 	fs.StringVar(&c.pattern, "pattern", "img_r{rrr}_c{ccc}.tif", "tile file names: {r} {rr} {rrr} row, {c} {cc} {ccc} column, {i} {iii} row-major index")
 	fs.IntVar(&c.rows, "rows", 0, "grid rows")
@@ -92,41 +124,65 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Float64Var(&c.overlap, "overlap", 0, "expected overlap between tiles in percent (0: estimate it)")
 	fs.TextVar(&c.blend, "blend", compose.Linear, "mosaic blending: overlay, average or linear")
 	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "copies of each compute task")
-	fs.BoolVar(&c.profile, "profile", false, "write each phase's graph (DOT/SVG) and timeline (trace JSON) to -out")
-	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bar even when stderr is not a terminal")
-	fs.BoolVar(&c.mosaic, "mosaic", true, "compose mosaic.tif and mosaic-preview.png")
+	fs.StringVar(&c.profile, "profile", "", "write each phase's graph (DOT, SVG), timeline (trace JSON) and statistics to this folder")
+	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bars even when stderr is not a terminal")
+	fs.BoolVar(&c.mosaic, "mosaic", true, "compose "+mosaicFile+" and "+previewFile)
 	fs.BoolVar(&c.gpu, "gpu", false, "run FFT and PCIAM on the GPUs, CCF on the CPU (needs a build with -tags cuda)")
+	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", stitching.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
+	fs.BoolVar(&c.keep, "keep", false, "demo only: keep the generated tiles and the outputs, and print where they are")
 	fs.StringVar(&c.generate, "generate", "", "generate a synthetic grid into this folder instead of stitching")
-	fs.StringVar(&c.tile, "tile", "512x384", "tile size for -generate, WxH")
-	fs.StringVar(&c.level, "level", "realistic", "difficulty for -generate: easy, realistic or hard")
-	fs.Uint64Var(&c.seed, "seed", 1, "random seed for -generate")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage:\n  stitch                      (demo on a generated grid)\n  stitch -dir DIR -rows R -cols C -out OUT [flags]\n  stitch -generate DIR [-rows R -cols C -tile WxH -level L -seed S]\nflags:\n")
-		fs.PrintDefaults()
+	fs.StringVar(&c.tile, "tile", "512x384", "tile size for -generate and the demo, WxH")
+	fs.StringVar(&c.level, "level", "realistic", "difficulty for -generate and the demo: easy, realistic or hard")
+	fs.Uint64Var(&c.seed, "seed", 1, "random seed for -generate and the demo")
+	return fs
+}
+
+// usage writes the synopsis and the flags.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `Usage:
+  %[1]s                                   demo: generate a grid, stitch it, report the accuracy
+  %[1]s -dir DIR -rows R -cols C -out OUT  stitch the tiles of DIR
+  %[1]s -generate DIR [-rows R -cols C -tile WxH -level L -seed S]
+
+Outputs in OUT: %s, %s, %s, %s, %s.
+Warnings about the quality of the result go to stderr and start "%[1]s: WARNING:".
+
+Flags:
+`, prog, globalFile, relativeFile, noOptFile, mosaicFile, previewFile)
+	cli.PrintDefaults(w, newFlags(&config{}))
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{blend: compose.Linear}
+	fs := newFlags(c)
+	if err := cli.Parse(fs, args); err != nil {
+		return nil, err
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return nil, usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
-	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.start != 0 && c.start != 1 {
-		return nil, usageError{fmt.Errorf("-start %d: must be 0 or 1", c.start)}
+		return nil, cli.Usagef("-start %d: must be 0 or 1", c.start)
 	}
 	if c.workers < 1 {
-		return nil, usageError{fmt.Errorf("-workers %d: must be at least 1", c.workers)}
+		return nil, cli.Usagef("-workers %d: must be at least 1", c.workers)
 	}
 	if c.overlap < 0 || c.overlap >= 100 || math.IsNaN(c.overlap) {
-		return nil, usageError{fmt.Errorf("-overlap %v: must be a percentage in [0, 100)", c.overlap)}
+		return nil, cli.Usagef("-overlap %v: must be a percentage in [0, 100)", c.overlap)
+	}
+	if c.maxTilePixels < 0 {
+		return nil, cli.Usagef("-max-tile-pixels %d: must be at least 0 (0: no limit)", c.maxTilePixels)
+	}
+	if set["profile"] && c.profile == "" {
+		return nil, cli.Usagef("-profile needs a folder")
+	}
+	if c.keep && (c.dir != "" || c.generate != "") {
+		return nil, cli.Usagef("-keep applies only to the demo (no -dir or -generate)")
 	}
 	return c, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, err := parseFlags(args, stderr)
+	c, err := parseFlags(args)
 	if err != nil {
 		return err
 	}
@@ -140,26 +196,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return generate(ctx, c, stdout)
 	case c.dir == "":
 		if c.rows != 0 || c.cols != 0 || c.out != "" {
-			return usageError{errors.New("-dir is required to stitch (run without flags for the demo)")}
+			return cli.Usagef("-dir is required to stitch (run without flags for the demo)")
 		}
 		return demo(ctx, c, stdout, stderr)
 	}
 	if c.rows < 1 || c.cols < 1 {
-		return usageError{fmt.Errorf("-rows and -cols must be at least 1 (got %d x %d)", c.rows, c.cols)}
+		return cli.Usagef("-rows and -cols must be at least 1 (got %d x %d)", c.rows, c.cols)
 	}
 	if c.out == "" {
-		return usageError{errors.New("-out is required")}
+		return cli.Usagef("-out is required")
 	}
 	return stitch(ctx, c, stdout, stderr)
 }
 
 func gridConfig(c *config) (synth.Config, error) {
-	cfg := synth.DefaultConfig()
 	lvl, err := synth.ParseLevel(c.level)
 	if err != nil {
-		return cfg, usageError{err}
+		return synth.Config{}, cli.UsageError{Err: err}
 	}
-	cfg = synth.ConfigFor(lvl)
+	cfg := synth.ConfigFor(lvl)
 	if c.rows > 0 {
 		cfg.Rows = c.rows
 	}
@@ -170,11 +225,11 @@ func gridConfig(c *config) (synth.Config, error) {
 	tw, err1 := strconv.Atoi(w)
 	th, err2 := strconv.Atoi(h)
 	if !ok || err1 != nil || err2 != nil {
-		return cfg, usageError{fmt.Errorf("-tile %q: want WIDTHxHEIGHT such as 512x384", c.tile)}
+		return cfg, cli.Usagef("-tile %q: want WIDTHxHEIGHT such as 512x384", c.tile)
 	}
 	cfg.TileWidth, cfg.TileHeight, cfg.Seed = tw, th, c.seed
 	if err := cfg.Validate(); err != nil {
-		return cfg, usageError{err}
+		return cfg, cli.UsageError{Err: err}
 	}
 	return cfg, nil
 }
@@ -190,17 +245,32 @@ func generate(ctx context.Context, c *config, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "generated %d x %d tiles of %d x %d (%s) in %s in %v\n", cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight,
 		cfg.Level, c.generate, time.Since(t0).Round(time.Millisecond))
-	fmt.Fprintf(stdout, "stitch with: go run ./examples/stitch -dir %s -rows %d -cols %d -out OUT\n", c.generate, cfg.Rows, cfg.Cols)
+	if !c.demo {
+		fmt.Fprintf(stdout, "stitch with: %s -dir %s -rows %d -cols %d -out OUT\n", prog, c.generate, cfg.Rows, cfg.Cols)
+	}
 	return nil
 }
 
-func demo(ctx context.Context, c *config, stdout, stderr io.Writer) error {
+// demo generates a grid into a temporary folder and stitches it; the
+// folder is removed at the end unless -keep.
+func demo(ctx context.Context, c *config, stdout, stderr io.Writer) (err error) {
 	tmp, err := os.MkdirTemp("", "htgs-stitch-demo-")
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if c.keep {
+			fmt.Fprintf(stdout, "kept the demo's tiles in %s and its outputs in %s\n", filepath.Join(tmp, "tiles"), filepath.Join(tmp, "out"))
+			fmt.Fprintf(stdout, "stitch them again with: %s -dir %s -rows %d -cols %d -out OUT\n", prog, filepath.Join(tmp, "tiles"), c.rows, c.cols)
+			return
+		}
+		if rerr := os.RemoveAll(tmp); rerr != nil && err == nil {
+			err = fmt.Errorf("removing the demo's folder: %w", rerr)
+		}
+	}()
+	c.demo = true
 	c.generate = filepath.Join(tmp, "tiles")
-	fmt.Fprintln(stdout, "demo: no -dir given, so stitching a generated grid")
+	fmt.Fprintln(stdout, "demo: no -dir given, so stitching a generated grid (-keep keeps it)")
 	if err := generate(ctx, c, stdout); err != nil {
 		return err
 	}
@@ -209,95 +279,268 @@ func demo(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	return stitch(ctx, c, stdout, stderr)
 }
 
+// warn prints a warning line on stderr.
+func warn(stderr io.Writer, format string, args ...any) {
+	fmt.Fprintf(stderr, "%s: WARNING: %s\n", prog, fmt.Sprintf(format, args...))
+}
+
+// observed is a finished graph run kept for -profile.
+type observed struct {
+	phase string
+	run   stitching.Run
+}
+
 func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	pat, err := stitching.ParsePattern(c.pattern, c.start)
 	if err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
-	src, err := stitching.OpenTileSet(c.dir, pat, c.rows, c.cols)
-	if err != nil {
+	// The output folders must be usable before any work is done.
+	if err := cli.CheckDir(c.out); err != nil {
+		return fmt.Errorf("-out: %w", err)
+	}
+	if c.profile != "" {
+		if err := cli.CheckDir(c.profile); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+	}
+	limit := c.maxTilePixels
+	if limit == 0 {
+		limit = -1 // no limit
+	}
+	src, err := stitching.OpenTileSetLimit(c.dir, pat, c.rows, c.cols, limit)
+	if errors.Is(err, stitching.ErrTileTooLarge) {
+		return fmt.Errorf("%w (if the file is right, raise -max-tile-pixels)", err)
+	} else if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.out, 0o755); err != nil {
+	if err := checkOverwrite(c, src); err != nil {
 		return err
 	}
+	opt := stitching.Options{Overlap: c.overlap}
+	bars := newBars(stderr, c.showProgress)
+	var runs []observed
+	gopt := stitching.GraphOptions{
+		Workers:  c.workers,
+		GPU:      c.gpu,
+		Progress: func(phase string, done, total int) { bars.set(phase, "pairs", done, total) },
+	}
+	if c.profile != "" {
+		gopt.Start = append(gopt.Start, graph.WithTrace())
+		gopt.Observe = func(phase string, r stitching.Run) { runs = append(runs, observed{phase, r}) }
+	}
+	if err := checkMemory(c, src, opt, gopt); err != nil {
+		return err
+	}
+
 	w, h := src.TileSize()
 	where := ""
 	if c.gpu {
 		where = ", FFT and PCIAM on the GPUs"
 	}
 	fmt.Fprintf(stdout, "stitching %d x %d tiles of %d x %d from %s with %d workers%s\n", c.rows, c.cols, w, h, c.dir, c.workers, where)
-
-	pairs := int64(len(stitching.Pairs(c.rows, c.cols)))
-	bars := map[string]*progress.Bar{}
-	gopt := stitching.GraphOptions{
-		Workers: c.workers,
-		GPU:     c.gpu,
-		Progress: func(phase string, done, total int) {
-			b := bars[phase]
-			if b == nil {
-				b = progress.New(stderr, fmt.Sprintf("%-12s", phase), pairs, c.showProgress)
-				bars[phase] = b
-			}
-			b.Set(int64(done))
-			if done == total {
-				b.Finish()
-			}
-		},
-	}
-	if c.profile {
-		gopt.Start = append(gopt.Start, graph.WithTrace())
-		gopt.Observe = func(phase string, r stitching.Run) {
-			if err := writeProfile(c.out, phase, r); err != nil {
-				fmt.Fprintln(stderr, "stitch: profile:", err)
-			}
-		}
-	}
-	opt := stitching.Options{Overlap: c.overlap}
 	t0 := time.Now()
 	res, err := stitching.Stitch(ctx, src, opt, gopt)
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(t0)
-	fmt.Fprintf(stdout, "stitched in %v (%.1f tiles/s); overlap %.2f%% horizontal, %.2f%% vertical; repeatability %d px\n",
+	fmt.Fprintf(stdout, "stitched in %v (%.1f tiles/s); overlap %s horizontal, %s vertical; repeatability %d px\n",
 		elapsed.Round(time.Millisecond), float64(c.rows*c.cols)/elapsed.Seconds(),
-		res.Model.West.Overlap, res.Model.North.Overlap, res.Model.Repeatability)
+		overlapText(res.Model.West), overlapText(res.Model.North), res.Model.Repeatability)
+	warnings := res.Warnings()
+	for _, w := range warnings {
+		warn(stderr, "%s", w)
+	}
 
-	if err := writeOutputs(ctx, c, src, res, stdout); err != nil {
+	var outs outputs
+	defer outs.abort()
+	if err := writeOutputs(ctx, c, src, res, &outs, bars, stdout); err != nil {
+		return err
+	}
+	if err := outs.commit(); err != nil {
+		return err
+	}
+	if err := writeProfiles(c.profile, runs, stderr); err != nil {
 		return err
 	}
 	if truth, err := synth.ReadTruth(filepath.Join(c.dir, synth.TruthFile)); err == nil {
-		if err := report(stdout, res, truth); err != nil {
-			return err
-		}
+		report(stdout, stderr, res, truth)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintln(stderr, "stitch: ignoring truth.csv:", err)
+		warn(stderr, "ignoring %s: %v", synth.TruthFile, err)
 	}
-	fmt.Fprintf(stdout, "outputs in %s\n", c.out)
+	if !c.demo || c.keep {
+		fmt.Fprintf(stdout, "outputs in %s\n", c.out)
+	}
+	if len(warnings) > 0 {
+		warn(stderr, "%d quality warning(s) above: check the positions before using them (give -overlap PCT when the overlap is known)", len(warnings))
+	}
 	return nil
 }
 
-func writeFile(path string, write func(io.Writer) error) error {
-	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		return err
+// overlapText formats the overlap of a direction, or says why there is none.
+func overlapText(d stitching.DirectionModel) string {
+	if d.Pairs == 0 && math.IsNaN(d.Overlap) {
+		return "n/a (no pairs)"
 	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	return fmt.Sprintf("%.2f%%", d.Overlap)
 }
 
-func writeOutputs(ctx context.Context, c *config, src *stitching.TileSet, res *stitching.Result, stdout io.Writer) error {
-	if err := writeFile(filepath.Join(c.out, "global-positions.txt"), func(w io.Writer) error {
+// checkOverwrite refuses outputs that would replace a tile: -out or
+// -profile being the tiles' folder with an output named like a tile.
+func checkOverwrite(c *config, src *stitching.TileSet) error {
+	check := func(flagName, dir string, names []string) error {
+		same, err := cli.SameFile(c.dir, dir)
+		if err != nil || !same {
+			return err
+		}
+		out := map[string]bool{}
+		for _, n := range names {
+			out[n] = true
+		}
+		for r := range c.rows {
+			for col := range c.cols {
+				if n := src.Name(r, col); out[n] {
+					return cli.Usagef("%s %s would overwrite tile %s", flagName, dir, n)
+				}
+			}
+		}
+		return nil
+	}
+	if err := check("-out", c.out, []string{globalFile, relativeFile, noOptFile, mosaicFile, previewFile}); err != nil {
+		return err
+	}
+	if c.profile == "" {
+		return nil
+	}
+	var names []string
+	for _, p := range phases {
+		names = append(names, p+".dot", p+".svg", p+"-trace.json", p+"-stats.json")
+	}
+	return check("-profile", c.profile, names)
+}
+
+// gib formats a byte count.
+func gib(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	default:
+		return fmt.Sprintf("%.0f MiB", math.Ceil(float64(b)/(1<<20)))
+	}
+}
+
+// nominalSlots places the tiles of a rows x cols grid on a regular grid
+// with the given overlap fraction.
+func nominalSlots(rows, cols, w, h int, overlap float64) []compose.Slot {
+	sx := max(1, int(math.Round(float64(w)*(1-overlap))))
+	sy := max(1, int(math.Round(float64(h)*(1-overlap))))
+	slots := make([]compose.Slot, 0, rows*cols)
+	for r := range rows {
+		for c := range cols {
+			slots = append(slots, compose.Slot{X: c * sx, Y: r * sy, Width: w, Height: h})
+		}
+	}
+	return slots
+}
+
+// mosaicMemory is what composing and writing a mosaic of slots needs, on
+// top of the flat field: the composition and the preview's reduction.
+func mosaicMemory(slots []compose.Slot, blend compose.Blend) int64 {
+	need := compose.MemoryEstimate(slots, blend)
+	// The preview box-reduces to at most 2.5 times its side, in float64.
+	side := 2.5 * previewSide
+	return need + int64(8*side*side)
+}
+
+// checkMemory refuses a run that cannot fit in the memory the machine has
+// available (when it can tell): stitching (tile slots, spectra, scratch)
+// and, with -mosaic, the mosaic at its smallest (the overlap given, or 50%).
+func checkMemory(c *config, src *stitching.TileSet, opt stitching.Options, gopt stitching.GraphOptions) error {
+	avail := availableMemory()
+	if avail <= 0 {
+		return nil
+	}
+	w, h := src.TileSize()
+	reg := stitching.MemoryEstimate(c.rows, c.cols, w, h, opt, gopt)
+	need, what := reg, fmt.Sprintf("about %s to stitch %d x %d tiles of %d x %d with %d workers", gib(reg), c.rows, c.cols, w, h, c.workers)
+	if c.mosaic {
+		ov := 0.5
+		if c.overlap > 0 {
+			ov = c.overlap / 100
+		}
+		m := mosaicMemory(nominalSlots(c.rows, c.cols, w, h, ov), c.blend) + 4*int64(w)*int64(h)
+		if m > need {
+			need, what = m, fmt.Sprintf("at least %s for the mosaic (-mosaic=false skips it)", gib(m))
+		}
+	}
+	if need > avail {
+		return fmt.Errorf("not enough memory: the run needs %s, but %s is available", what, gib(avail))
+	}
+	return nil
+}
+
+// outputs are files written to temporary names, renamed into place all
+// together by commit once every one of them is complete.
+type outputs struct{ list []*cli.Output }
+
+// add writes path's temporary file with write.
+func (o *outputs) add(path string, write func(io.Writer) error) error {
+	out, err := cli.NewOutput(path)
+	if err != nil {
+		return err
+	}
+	o.list = append(o.list, out)
+	f, err := os.OpenFile(out.Temp, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return fmt.Errorf("output %s: %w", path, err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	werr := write(bw)
+	if werr == nil {
+		werr = bw.Flush()
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("writing %s: %w", path, werr)
+	}
+	return nil
+}
+
+// commit renames every file into place.
+func (o *outputs) commit() error {
+	for _, out := range o.list {
+		if err := out.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// abort removes the temporary files not yet committed.
+func (o *outputs) abort() {
+	for _, out := range o.list {
+		out.Abort()
+	}
+}
+
+func writeOutputs(ctx context.Context, c *config, src *stitching.TileSet, res *stitching.Result, outs *outputs, bars *bars, stdout io.Writer) error {
+	if err := outs.add(filepath.Join(c.out, globalFile), func(w io.Writer) error {
 		return stitching.WriteGlobalPositions(w, res.GlobalPositions())
 	}); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(c.out, "relative-positions.txt"), func(w io.Writer) error {
+	if err := outs.add(filepath.Join(c.out, relativeFile), func(w io.Writer) error {
 		return stitching.WriteRelativePositions(w, res.RelativePositions(true))
 	}); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(c.out, "relative-positions-no-optimization.txt"), func(w io.Writer) error {
+	if err := outs.add(filepath.Join(c.out, noOptFile), func(w io.Writer) error {
 		return stitching.WriteRelativePositions(w, res.RelativePositions(false))
 	}); err != nil {
 		return err
@@ -310,7 +553,18 @@ func writeOutputs(ctx context.Context, c *config, src *stitching.TileSet, res *s
 	for i, p := range res.Positions {
 		slots[i] = compose.Slot{X: p.X, Y: p.Y, Width: w, Height: h}
 	}
+	if avail := availableMemory(); avail > 0 {
+		if need := mosaicMemory(slots, c.blend); need > avail {
+			if err := outs.commit(); err != nil {
+				return err
+			}
+			b := mosaicBounds(slots)
+			return fmt.Errorf("not enough memory for the %d x %d mosaic: it needs about %s, but %s is available; the positions are written to %s (-mosaic=false skips the mosaic)",
+				b.Dx(), b.Dy(), gib(need), gib(avail), c.out)
+		}
+	}
 	t0 := time.Now()
+	loaded := 0
 	mosaic, err := compose.ComposeFunc(ctx, slots, func(i int) (*image.Gray16, error) {
 		t, err := src.Load(i/c.cols, i%c.cols)
 		if err != nil {
@@ -319,15 +573,19 @@ func writeOutputs(ctx context.Context, c *config, src *stitching.TileSet, res *s
 		if ff := res.FlatField; ff != nil && !ff.Identity() {
 			t = ff.Apply(t) // the same illumination correction the registration used
 		}
+		loaded++
+		bars.set("mosaic", "tiles", loaded, len(slots))
 		return t, nil
 	}, c.blend)
 	if err != nil {
 		return fmt.Errorf("composing the mosaic: %w", err)
 	}
-	if err := compose.WriteTIFF(filepath.Join(c.out, "mosaic.tif"), mosaic); err != nil {
+	if err := outs.add(filepath.Join(c.out, mosaicFile), func(w io.Writer) error { return compose.EncodeTIFF(w, mosaic) }); err != nil {
 		return err
 	}
-	if err := compose.WritePNG(filepath.Join(c.out, "mosaic-preview.png"), compose.Preview(mosaic, 2000)); err != nil {
+	if err := outs.add(filepath.Join(c.out, previewFile), func(w io.Writer) error {
+		return png.Encode(w, compose.Preview(mosaic, previewSide))
+	}); err != nil {
 		return err
 	}
 	b := mosaic.Bounds()
@@ -335,37 +593,76 @@ func writeOutputs(ctx context.Context, c *config, src *stitching.TileSet, res *s
 	return nil
 }
 
-func report(stdout io.Writer, res *stitching.Result, truth []synth.TruthEntry) error {
+func mosaicBounds(slots []compose.Slot) image.Rectangle {
+	var r image.Rectangle
+	for _, s := range slots {
+		r = r.Union(image.Rect(s.X, s.Y, s.X+s.Width, s.Y+s.Height))
+	}
+	return r
+}
+
+// writeProfiles writes each observed run into dir; a dot that is missing
+// or fails is a warning (once), not an error.
+func writeProfiles(dir string, runs []observed, stderr io.Writer) error {
+	warned := map[string]bool{}
+	for _, o := range runs {
+		warning, err := cli.WriteProfile(dir, o.phase, o.run)
+		if err != nil {
+			return fmt.Errorf("-profile: %s: %w", o.phase, err)
+		}
+		if warning != nil && !warned[warning.Error()] {
+			warned[warning.Error()] = true
+			warn(stderr, "-profile: %v (the DOT, trace and statistics files are written)", warning)
+		}
+	}
+	return nil
+}
+
+// report prints the accuracy against truth.csv, or warns when it does not
+// describe this grid.
+func report(stdout, stderr io.Writer, res *stitching.Result, truth []synth.TruthEntry) {
 	if len(truth) != res.Rows*res.Cols {
-		return fmt.Errorf("truth.csv has %d tiles, the grid %d", len(truth), res.Rows*res.Cols)
+		warn(stderr, "no accuracy report: %s describes %d tiles, the grid has %d (%d x %d)", synth.TruthFile, len(truth), res.Rows*res.Cols, res.Rows, res.Cols)
+		return
 	}
 	tx, ty := make([]int, len(truth)), make([]int, len(truth))
 	for _, e := range truth {
 		if e.Row < 0 || e.Row >= res.Rows || e.Col < 0 || e.Col >= res.Cols {
-			return fmt.Errorf("truth.csv: tile (%d, %d) outside the grid", e.Row, e.Col)
+			warn(stderr, "no accuracy report: %s has tile (%d, %d) outside the %d x %d grid", synth.TruthFile, e.Row, e.Col, res.Rows, res.Cols)
+			return
 		}
-		tx[e.Row*res.Cols+e.Col], ty[e.Row*res.Cols+e.Col] = e.X, e.Y
+		i := e.Row*res.Cols + e.Col
+		if e.File != res.Names[i] {
+			warn(stderr, "no accuracy report: %s names tile (%d, %d) %s, the grid's file is %s", synth.TruthFile, e.Row, e.Col, e.File, res.Names[i])
+			return
+		}
+		tx[i], ty[i] = e.X, e.Y
 	}
 	a := stitching.Evaluate(res, tx, ty)
-	fmt.Fprintf(stdout, "accuracy against truth.csv: %d of %d pairs exact after optimization (%.1f%%; %.1f%% before), worst tile %d px off\n",
-		a.ExactOptimal, a.Pairs, 100*a.FracOptimal, 100*a.FracRelative, a.MaxTileError)
-	return nil
+	fmt.Fprintf(stdout, "accuracy against %s: %d of %d pairs exact after optimization (%.1f%%; %.1f%% before), worst tile %d px off\n",
+		synth.TruthFile, a.ExactOptimal, a.Pairs, 100*a.FracOptimal, 100*a.FracRelative, a.MaxTileError)
 }
 
-func writeProfile(dir, phase string, r stitching.Run) error {
-	var dot bytes.Buffer
-	if err := r.WriteDOT(&dot, graph.DOTOptions{Color: graph.ColorCompute}); err != nil {
-		return err
+// bars are the progress bars of the phases, created as each phase starts.
+type bars struct {
+	w     io.Writer
+	force bool
+	m     map[string]*progress.Bar
+}
+
+func newBars(w io.Writer, force bool) *bars {
+	return &bars{w: w, force: force, m: map[string]*progress.Bar{}}
+}
+
+// set records done of total units in phase.
+func (b *bars) set(phase, unit string, done, total int) {
+	bar := b.m[phase]
+	if bar == nil {
+		bar = progress.New(b.w, fmt.Sprintf("%-12s", phase), int64(total), b.force).WithUnit(unit)
+		b.m[phase] = bar
 	}
-	if err := os.WriteFile(filepath.Join(dir, phase+".dot"), dot.Bytes(), 0o644); err != nil {
-		return err
+	bar.Set(int64(done))
+	if done == total {
+		bar.Finish()
 	}
-	if path, err := exec.LookPath("dot"); err == nil {
-		cmd := exec.Command(path, "-Tsvg", "-o", filepath.Join(dir, phase+".svg"))
-		cmd.Stdin = &dot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("dot -Tsvg: %v: %s", err, out)
-		}
-	}
-	return writeFile(filepath.Join(dir, phase+"-trace.json"), r.WriteTrace)
 }

@@ -17,18 +17,29 @@ type Bar struct {
 	mu      sync.Mutex
 	w       io.Writer
 	label   string
+	unit    string
 	total   int64
 	done    int64
 	start   time.Time
 	last    time.Time
 	enabled bool
 	drawn   bool
+	shown   int64 // done at the last draw
 }
 
 // New returns a bar counting to total on w. It draws only when w is a
 // terminal, or when force is true.
 func New(w io.Writer, label string, total int64, force bool) *Bar {
 	return &Bar{w: w, label: label, total: total, start: time.Now(), enabled: force || IsTerminal(w)}
+}
+
+// WithUnit names what the bar counts ("pairs", "tiles"), shown after the
+// count; it returns b.
+func (b *Bar) WithUnit(unit string) *Bar {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.unit = unit
+	return b
 }
 
 // IsTerminal reports whether w is a character device (a terminal).
@@ -53,14 +64,17 @@ func (b *Bar) Set(n int64) {
 	b.draw()
 }
 
-// Finish draws the final state and ends the line.
+// Finish draws the final state (unless it is drawn already) and ends the
+// line.
 func (b *Bar) Finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.enabled {
 		return
 	}
-	b.draw()
+	if !b.drawn || b.shown != b.done {
+		b.draw()
+	}
 	fmt.Fprintln(b.w)
 }
 
@@ -72,7 +86,11 @@ func (b *Bar) draw() {
 	}
 	full := int(frac * width)
 	el := time.Since(b.start).Round(100 * time.Millisecond)
-	fmt.Fprintf(b.w, "\r%s [%s%s] %d/%d %3.0f%% %v ", b.label, strings.Repeat("=", full), strings.Repeat(" ", width-full),
-		b.done, b.total, 100*frac, el)
-	b.drawn = true
+	unit := ""
+	if b.unit != "" {
+		unit = " " + b.unit
+	}
+	fmt.Fprintf(b.w, "\r%s [%s%s] %d/%d%s %3.0f%% %v ", b.label, strings.Repeat("=", full), strings.Repeat(" ", width-full),
+		b.done, b.total, unit, 100*frac, el)
+	b.drawn, b.shown = true, b.done
 }
