@@ -55,7 +55,7 @@ func BenchmarkSimulate(b *testing.B) {
 func BenchmarkManagerOverhead(b *testing.B) {
 	for _, policy := range []Policy{FCFS, PATS} {
 		b.Run(policy.String(), func(b *testing.B) {
-			m, err := Start(context.Background(), Config{Policy: policy, Window: 16}, Cores(2)...)
+			m, err := Start(context.Background(), Config{Policy: policy, Window: 16}, CPUUnits(2)...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -46,7 +46,7 @@ func ExampleManager() {
 			}
 		}
 	})
-	units := append(pats.Cores(2), pats.Sim{Type: device.GPU})
+	units := append(pats.CPUUnits(2), pats.Sim{Type: device.GPU})
 	m, err := pats.Start(context.Background(), pats.Config{Policy: pats.PATS, Window: 4}, units...)
 	if err != nil {
 		panic(err)
@@ -118,7 +118,7 @@ func ExampleSimulate() {
 // instance expanded into a flow; three copies keep three tiles in progress
 // on the shared manager.
 func ExampleTask() {
-	m, err := pats.Start(context.Background(), pats.Config{Policy: pats.PATS}, pats.Cores(2)...)
+	m, err := pats.Start(context.Background(), pats.Config{Policy: pats.PATS}, pats.CPUUnits(2)...)
 	if err != nil {
 		panic(err)
 	}
@@ -184,7 +184,7 @@ func ExampleRegionData() {
 	f := pats.NewFlow("tile")
 	pats.Add(f, op, 0, pats.Reads(pats.RegionData(rgb)), pats.Writes(pats.RegionData(mask)))
 
-	m, _ := pats.Start(ctx, pats.Config{}, pats.Cores(1)...)
+	m, _ := pats.Start(ctx, pats.Config{}, pats.CPUUnits(1)...)
 	h, _ := m.Submit(ctx, f)
 	fmt.Println("flow:", h.Wait(ctx))
 	_ = m.Close()

@@ -32,8 +32,8 @@ func cost(cpu, gpu int) StepOption {
 
 func us(n int) time.Duration { return time.Duration(n) * time.Microsecond }
 
-// testCore returns a core with the given workers (CPUs first).
-func testCore(cfg Config, cpus, gpus int) *core {
+// testScheduler returns a scheduler with the given workers (CPUs first).
+func testScheduler(cfg Config, cpus, gpus int) *scheduler {
 	cfg, err := cfg.validate()
 	if err != nil {
 		panic(err)
@@ -42,11 +42,11 @@ func testCore(cfg Config, cpus, gpus int) *core {
 	for _, s := range (Machine{CPUs: cpus, GPUs: gpus}).sims() {
 		devs = append(devs, s)
 	}
-	return newCore(cfg, devs)
+	return newScheduler(cfg, devs)
 }
 
 // gpuWorker returns the first GPU worker of c.
-func gpuWorker(c *core) *worker {
+func gpuWorker(c *scheduler) *worker {
 	for _, w := range c.workers {
 		if w.gpu >= 0 {
 			return w
@@ -55,7 +55,7 @@ func gpuWorker(c *core) *worker {
 	return nil
 }
 
-func cpuWorker(c *core) *worker {
+func cpuWorker(c *scheduler) *worker {
 	for _, w := range c.workers {
 		if w.gpu < 0 {
 			return w

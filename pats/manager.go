@@ -34,7 +34,7 @@ type Manager struct {
 
 	mu     sync.Mutex
 	cond   *sync.Cond
-	c      *core
+	sched  *scheduler
 	live   []*flowState
 	closed bool
 	start  time.Time
@@ -60,8 +60,8 @@ func (h *Handle) Cancel() {
 	if h.fs.done {
 		return
 	}
-	m.c.failFlow(h.fs, fmt.Errorf("pats: flow %q: %w", h.name, context.Canceled))
-	m.c.maybeComplete(h.fs)
+	m.sched.failFlow(h.fs, fmt.Errorf("pats: flow %q: %w", h.name, context.Canceled))
+	m.sched.maybeComplete(h.fs)
 	m.changed()
 }
 
@@ -126,10 +126,10 @@ func Start(ctx context.Context, cfg Config, units ...Unit) (*Manager, error) {
 	if gpus > 64 {
 		return nil, fmt.Errorf("pats: at most 64 GPUs, have %d", gpus)
 	}
-	m := &Manager{cfg: cfg, units: units, c: newCore(cfg, devs), start: time.Now()}
+	m := &Manager{cfg: cfg, units: units, sched: newScheduler(cfg, devs), start: time.Now()}
 	m.cond = sync.NewCond(&m.mu)
 	m.ctx, m.cancel = context.WithCancel(ctx)
-	m.c.onDone = m.flowDone
+	m.sched.onDone = m.flowDone
 	m.quit, m.watch = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(m.watch)
@@ -139,7 +139,7 @@ func Start(ctx context.Context, cfg Config, units ...Unit) (*Manager, error) {
 		case <-m.quit:
 		}
 	}()
-	for i, w := range m.c.workers {
+	for i, w := range m.sched.workers {
 		m.wg.Add(1)
 		switch {
 		case w.gpu < 0:
@@ -164,12 +164,12 @@ func (m *Manager) Submit(ctx context.Context, f *Flow) (*Handle, error) {
 	if m.closed {
 		return nil, ErrClosed
 	}
-	if err := f.check(m.c.kinds()); err != nil {
+	if err := f.check(m.sched.kinds()); err != nil {
 		return nil, err
 	}
 	stop := context.AfterFunc(ctx, m.broadcast)
 	defer stop()
-	for m.cfg.Window > 0 && m.c.active >= m.cfg.Window {
+	for m.cfg.Window > 0 && m.sched.active >= m.cfg.Window {
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("pats: submit %q: %w", f.name, ctx.Err())
@@ -187,7 +187,7 @@ func (m *Manager) Submit(ctx context.Context, f *Flow) (*Handle, error) {
 	fs := &flowState{handle: h}
 	h.fs = fs
 	m.live = append(m.live, fs)
-	m.c.admitInto(fs, f)
+	m.sched.admitInto(fs, f)
 	if m.cfg.Prefetch && !fs.done {
 		m.wg.Add(1)
 		go m.stageFlow(fs)
@@ -228,7 +228,7 @@ func (m *Manager) Report() *Report {
 	if end.IsZero() {
 		end = m.start
 	}
-	return m.c.report(end.Sub(m.start))
+	return m.sched.report(end.Sub(m.start))
 }
 
 func (m *Manager) broadcast() {
@@ -242,13 +242,13 @@ func (m *Manager) abort() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, fs := range append([]*flowState(nil), m.live...) {
-		m.c.failFlow(fs, fmt.Errorf("pats: flow %q: %w", fs.f.name, m.ctx.Err()))
-		m.c.maybeComplete(fs)
+		m.sched.failFlow(fs, fmt.Errorf("pats: flow %q: %w", fs.f.name, m.ctx.Err()))
+		m.sched.maybeComplete(fs)
 	}
 	m.cond.Broadcast()
 }
 
-// flowDone is the core's completion callback (called with m.mu held).
+// flowDone is the scheduler's completion callback (called with m.mu held).
 func (m *Manager) flowDone(fs *flowState) {
 	m.last = time.Now()
 	for i, o := range m.live {
@@ -300,8 +300,8 @@ func (m *Manager) stageFlow(fs *flowState) {
 		err := d.stage.do(m.ctx, d.store)
 		m.mu.Lock()
 		if err != nil {
-			m.c.failFlow(fs, fmt.Errorf("pats: flow %q: stage %q: %w", fs.f.name, d.key, err))
-			m.c.maybeComplete(fs)
+			m.sched.failFlow(fs, fmt.Errorf("pats: flow %q: stage %q: %w", fs.f.name, d.key, err))
+			m.sched.maybeComplete(fs)
 		} else {
 			d.staged = true
 		}
@@ -316,7 +316,7 @@ func (m *Manager) stageFlow(fs *flowState) {
 
 // exiting reports whether workers should stop (m.mu held).
 func (m *Manager) exiting() bool {
-	return m.ctx.Err() != nil || m.closed && m.c.active == 0
+	return m.ctx.Err() != nil || m.closed && m.sched.active == 0
 }
 
 // dispatch hands work to the waiting workers, GPUs first (so that, as in
@@ -329,15 +329,15 @@ func (m *Manager) dispatch() {
 		return
 	}
 	for _, gpus := range []bool{true, false} {
-		for _, w := range m.c.workers {
+		for _, w := range m.sched.workers {
 			if (w.gpu >= 0) != gpus || !w.waiting || w.assigned != nil || w.flushed != nil {
 				continue
 			}
-			if n := m.c.pick(w); n != nil {
-				a := m.c.take(w, n)
+			if n := m.sched.pick(w); n != nil {
+				a := m.sched.take(w, n)
 				w.assigned = &a
 			} else if w.gpu >= 0 && w.inflight == 0 {
-				if fl := m.c.flush(w); len(fl) > 0 {
+				if fl := m.sched.flush(w); len(fl) > 0 {
 					w.flushed = fl
 				}
 			}
@@ -424,11 +424,11 @@ func (m *Manager) compute(w *worker, u Unit, n *node) (dur time.Duration, err er
 	return dur, err
 }
 
-// finish hands a computed node to the core and returns the downloads to do.
+// finish hands a computed node to the scheduler and returns the downloads to do.
 func (m *Manager) finish(w *worker, n *node, dur time.Duration, err error) []*datum {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	downs := m.c.computed(w, n, dur, err)
+	downs := m.sched.computed(w, n, dur, err)
 	m.changed()
 	return downs
 }
@@ -441,7 +441,7 @@ func (m *Manager) download(u Unit, ds []*datum) {
 			err = fmt.Errorf("pats: flow %q: download %q from %s: %w", d.fl.f.name, d.key, u.Name(), err)
 		}
 		m.mu.Lock()
-		m.c.downloaded(d, err)
+		m.sched.downloaded(d, err)
 		m.changed()
 		m.mu.Unlock()
 	}

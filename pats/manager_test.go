@@ -67,7 +67,7 @@ func logOp(j *journal, name string, sleep time.Duration) *Op[string] {
 func TestManagerRespectsDependencies(t *testing.T) {
 	var j journal
 	a, b, c, dd := logOp(&j, "A", 0), logOp(&j, "B", time.Millisecond), logOp(&j, "C", 0), logOp(&j, "D", 0)
-	m := startManager(t, Config{Policy: PATS}, Cores(3)...)
+	m := startManager(t, Config{Policy: PATS}, CPUUnits(3)...)
 	var hs []*Handle
 	for i := range 5 {
 		name := fmt.Sprint("f", i)
@@ -142,7 +142,7 @@ func TestManagerRunsTheImplementationOfTheUnitKind(t *testing.T) {
 	}
 	both := &Op[int]{Name: "both", Speedup: 4, Impls: map[device.Kind]Impl[int]{device.CPU: impl(device.CPU), device.GPU: impl(device.GPU)}}
 	gpuOnly := &Op[int]{Name: "gpuOnly", Impls: map[device.Kind]Impl[int]{device.GPU: impl(device.GPU)}}
-	units := append(Cores(2), &fakeGPU{j: &journal{}})
+	units := append(CPUUnits(2), &fakeGPU{j: &journal{}})
 	m := startManager(t, Config{Policy: PATS}, units...)
 	f := NewFlow("kinds")
 	for range 6 {
@@ -168,12 +168,12 @@ func TestManagerRunsTheImplementationOfTheUnitKind(t *testing.T) {
 	if _, err := Start(context.Background(), Config{}); err == nil {
 		t.Error("Start without units succeeded")
 	}
-	if _, err := Start(context.Background(), Config{Window: -1}, Cores(1)...); err == nil {
+	if _, err := Start(context.Background(), Config{Window: -1}, CPUUnits(1)...); err == nil {
 		t.Error("Start with a negative window succeeded")
 	}
 	g := NewFlow("gpu-only")
 	Add(g, gpuOnly, 0)
-	cpuOnly := startManager(t, Config{}, Cores(1)...)
+	cpuOnly := startManager(t, Config{}, CPUUnits(1)...)
 	if _, err := cpuOnly.Submit(context.Background(), g); err == nil || !strings.Contains(err.Error(), "no implementation") {
 		t.Errorf("GPU-only flow on CPUs: %v", err)
 	}
@@ -193,7 +193,7 @@ func TestManagerFlowFailure(t *testing.T) {
 		panic("out of range")
 	}}}
 	after := logOp(&j, "after", 0)
-	m := startManager(t, Config{}, Cores(2)...)
+	m := startManager(t, Config{}, CPUUnits(2)...)
 	mk := func(name string, op *Op[string]) *Flow {
 		f := NewFlow(name)
 		Add(f, op, name, Writes(d("m", 1)))
@@ -239,7 +239,7 @@ func blocker(started chan<- string, release <-chan struct{}) *Op[string] {
 func TestManagerWindowAndClose(t *testing.T) {
 	started, release := make(chan string, 4), make(chan struct{})
 	op := blocker(started, release)
-	m, err := Start(context.Background(), Config{Window: 1}, Cores(2)...)
+	m, err := Start(context.Background(), Config{Window: 1}, CPUUnits(2)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestManagerWindowAndClose(t *testing.T) {
 func TestHandleCancel(t *testing.T) {
 	var j journal
 	started, release := make(chan string, 4), make(chan struct{})
-	m := startManager(t, Config{}, Cores(1)...)
+	m := startManager(t, Config{}, CPUUnits(1)...)
 	f := NewFlow("cancelled")
 	Add(f, blocker(started, release), "cancelled", Writes(d("x", 1)))
 	Add(f, logOp(&j, "after", 0), "cancelled", Reads(d("x", 1)))
@@ -308,7 +308,7 @@ func TestManagerCancel(t *testing.T) {
 	started, release := make(chan string, 4), make(chan struct{})
 	defer close(release)
 	ctx, cancel := context.WithCancel(context.Background())
-	m, err := Start(ctx, Config{}, Cores(1)...)
+	m, err := Start(ctx, Config{}, CPUUnits(1)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestManagerStagesAndCommits(t *testing.T) {
 		t.Run(fmt.Sprint("prefetch=", prefetch), func(t *testing.T) {
 			var j journal
 			started, release := make(chan string, 4), make(chan struct{})
-			m := startManager(t, Config{Prefetch: prefetch}, Cores(1)...)
+			m := startManager(t, Config{Prefetch: prefetch}, CPUUnits(1)...)
 			// Keep the only core busy.
 			busy := NewFlow("busy")
 			Add(busy, blocker(started, release), "busy")
@@ -482,7 +482,7 @@ func TestTaskInGraph(t *testing.T) {
 	inc := &Op[*tile]{Name: "inc", Speedup: 1, Impls: map[device.Kind]Impl[*tile]{
 		device.CPU: func(_ context.Context, _ device.Device, t *tile) error { t.out = t.sq + 1; return nil },
 	}}
-	m := startManager(t, Config{Policy: PATS}, Cores(2)...)
+	m := startManager(t, Config{Policy: PATS}, CPUUnits(2)...)
 	g := graph.New[int, int]("tiles")
 	tiles := map[int]*tile{}
 	var mu sync.Mutex

@@ -81,29 +81,29 @@ func (r *Report) String() string {
 	return b.String()
 }
 
-// report builds a Report from the core's counters.
-func (c *core) report(makespan time.Duration) *Report {
+// report builds a Report from the scheduler's counters.
+func (sc *scheduler) report(makespan time.Duration) *Report {
 	r := &Report{
-		Config:          c.cfg.String(),
+		Config:          sc.cfg.String(),
 		Makespan:        makespan,
-		Flows:           c.flowsDone,
-		Failed:          c.flowsFailed,
-		Uploads:         c.uploads,
-		Downloads:       c.downloads,
-		UploadBytes:     c.upBytes,
-		DownloadBytes:   c.downBytes,
-		PeakHostBytes:   c.peakHost,
-		PeakDeviceBytes: c.peakDev,
+		Flows:           sc.flowsDone,
+		Failed:          sc.flowsFailed,
+		Uploads:         sc.uploads,
+		Downloads:       sc.downloads,
+		UploadBytes:     sc.upBytes,
+		DownloadBytes:   sc.downBytes,
+		PeakHostBytes:   sc.peakHost,
+		PeakDeviceBytes: sc.peakDev,
 	}
-	for _, name := range c.opOrder {
-		oc := c.ops[name]
+	for _, name := range sc.opOrder {
+		oc := sc.ops[name]
 		o := OpReport{Name: name, CPU: oc.count[0], GPU: oc.count[1], CPUTime: oc.time[0], GPUTime: oc.time[1], Given: oc.given}
-		if s, ok := c.stats.speedup(name); ok {
+		if s, ok := sc.stats.speedup(name); ok {
 			o.Learned = s
 		}
 		r.Ops = append(r.Ops, o)
 	}
-	for _, w := range c.workers {
+	for _, w := range sc.workers {
 		r.Units = append(r.Units, UnitReport{Name: w.dev.Name(), Kind: w.kind, Ops: w.ops, Busy: w.busy})
 	}
 	return r

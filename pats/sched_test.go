@@ -40,7 +40,7 @@ func TestFlowDependencies(t *testing.T) {
 	}
 	// Outputs: the last versions of written keys that have a store or no
 	// reader; x and y are intermediate.
-	c0 := testCore(Config{}, 1, 0)
+	c0 := testScheduler(Config{}, 1, 0)
 	fs := c0.admit(f)
 	var finals []string
 	for _, dt := range fs.data {
@@ -127,7 +127,7 @@ func independent(name string, cpu int, speedups ...float64) *Flow {
 }
 
 func TestPATSOrdering(t *testing.T) {
-	c := testCore(Config{Policy: PATS}, 1, 1)
+	c := testScheduler(Config{Policy: PATS}, 1, 1)
 	c.admit(independent("f", 100, 2, 10, 5, 1.5, 10))
 	cpu, gpu := cpuWorker(c), gpuWorker(c)
 	var gpuOrder, cpuOrder []string
@@ -148,7 +148,7 @@ func TestPATSOrdering(t *testing.T) {
 	}
 
 	// FCFS: both take in ready order.
-	c = testCore(Config{Policy: FCFS}, 1, 1)
+	c = testScheduler(Config{Policy: FCFS}, 1, 1)
 	c.admit(independent("f", 100, 2, 10, 5))
 	cpu, gpu = cpuWorker(c), gpuWorker(c)
 	n1 := c.pick(gpu)
@@ -160,7 +160,7 @@ func TestPATSOrdering(t *testing.T) {
 }
 
 func TestSingleImplementationRestricts(t *testing.T) {
-	c := testCore(Config{Policy: PATS}, 1, 1)
+	c := testScheduler(Config{Policy: PATS}, 1, 1)
 	f := NewFlow("f")
 	Add(f, only("cpuOnly", device.CPU), 0)
 	Add(f, hybrid("fast", 50), 0)
@@ -190,9 +190,9 @@ func TestSingleImplementationRestricts(t *testing.T) {
 
 // locality builds the state of the data-locality rule: GPU worker w has just
 // computed P, which wrote X; ready are D (reads X) and Q (reads Y from host).
-func locality(t *testing.T, cfg Config, sd, sq float64) (c *core, w *worker, dNode, qNode *node) {
+func locality(t *testing.T, cfg Config, sd, sq float64) (c *scheduler, w *worker, dNode, qNode *node) {
 	t.Helper()
-	c = testCore(cfg, 1, 1)
+	c = testScheduler(cfg, 1, 1)
 	f := NewFlow("loc")
 	Add(f, hybrid("Q", sq), 0, Reads(d("Y", 100)))
 	Add(f, only("P", device.GPU), 0, Writes(d("X", 100)))

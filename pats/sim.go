@@ -37,8 +37,8 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	for i, s := range sims {
 		devs[i] = s
 	}
-	s := &simulator{c: newCore(cfg, devs), sims: sims, flows: flows}
-	kinds := s.c.kinds()
+	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows}
+	kinds := s.sched.kinds()
 	seen := map[*Flow]bool{}
 	for _, f := range flows {
 		if seen[f] {
@@ -49,14 +49,14 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 			return nil, err
 		}
 	}
-	for _, w := range s.c.workers {
+	for _, w := range s.sched.workers {
 		if w.gpu >= 0 {
 			s.gpus = append(s.gpus, &simGPU{w: w, sim: sims[w.idx]})
 		} else {
 			s.cpus = append(s.cpus, &simCPU{w: w, sim: sims[w.idx]})
 		}
 	}
-	s.c.onDone = func(*flowState) {
+	s.sched.onDone = func(*flowState) {
 		s.completed++
 		s.last = s.now
 		s.admit()
@@ -72,7 +72,7 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	if s.completed != len(flows) {
 		return nil, fmt.Errorf("pats: simulation stalled with %d of %d flows complete", s.completed, len(flows))
 	}
-	return s.c.report(s.last), nil
+	return s.sched.report(s.last), nil
 }
 
 type simEvent struct {
@@ -110,7 +110,7 @@ func (q *eventQueue) Pop() any {
 }
 
 type simulator struct {
-	c         *core
+	sched     *scheduler
 	sims      []Sim
 	flows     []*Flow
 	next      int // next flow to admit
@@ -150,14 +150,14 @@ func (s *simulator) at(d time.Duration, fn func()) {
 }
 
 func (s *simulator) admit() {
-	for s.next < len(s.flows) && (s.c.cfg.Window == 0 || s.c.active < s.c.cfg.Window) {
-		fs := s.c.admit(s.flows[s.next])
+	for s.next < len(s.flows) && (s.sched.cfg.Window == 0 || s.sched.active < s.sched.cfg.Window) {
+		fs := s.sched.admit(s.flows[s.next])
 		s.next++
 		for _, d := range fs.data {
 			if d.external {
 				d.staged = true // the simulator does not touch storage
-				if s.c.cfg.Prefetch {
-					s.c.addHost(d) // staged ahead of computation
+				if s.sched.cfg.Prefetch {
+					s.sched.addHost(d) // staged ahead of computation
 				}
 			}
 		}
@@ -177,17 +177,17 @@ func (s *simulator) dispatch() {
 			if cp.busy {
 				continue
 			}
-			n := s.c.pick(cp.w)
+			n := s.sched.pick(cp.w)
 			if n == nil {
 				continue
 			}
-			s.c.take(cp.w, n)
+			s.sched.take(cp.w, n)
 			cp.busy = true
 			progress = true
 			dur := cp.sim.compute(n.step.cost)
 			s.at(dur, func() {
 				cp.busy = false
-				s.c.computed(cp.w, n, dur, nil)
+				s.sched.computed(cp.w, n, dur, nil)
 			})
 		}
 	}
@@ -196,7 +196,7 @@ func (s *simulator) dispatch() {
 // stepGPU starts whatever g's engines can start now; it reports whether it
 // started anything.
 func (s *simulator) stepGPU(g *simGPU) bool {
-	serial := !s.c.cfg.Prefetch
+	serial := !s.sched.cfg.Prefetch
 	progress := false
 	for {
 		busy := g.upBusy || g.compBusy || g.downBusy
@@ -208,7 +208,7 @@ func (s *simulator) stepGPU(g *simGPU) bool {
 			g.downBusy = true
 			s.at(g.sim.transfer(d.bytes), func() {
 				g.downBusy = false
-				s.c.downloaded(d, nil)
+				s.sched.downloaded(d, nil)
 			})
 		case !g.upBusy && len(g.prepared) > 0 && !g.prepared[0].uploading && (!serial || idle):
 			p := g.prepared[0]
@@ -229,15 +229,15 @@ func (s *simulator) stepGPU(g *simGPU) bool {
 			dur := g.sim.compute(p.a.n.step.cost)
 			s.at(dur, func() {
 				g.compBusy = false
-				g.downQ = append(g.downQ, s.c.computed(g.w, p.a.n, dur, nil)...)
+				g.downQ = append(g.downQ, s.sched.computed(g.w, p.a.n, dur, nil)...)
 			})
 		case len(g.prepared) == 0 && (!serial || idle):
-			if n := s.c.pick(g.w); n != nil {
-				a := s.c.take(g.w, n)
+			if n := s.sched.pick(g.w); n != nil {
+				a := s.sched.take(g.w, n)
 				g.downQ = append(g.downQ, a.evict...)
 				g.prepared = append(g.prepared, &simPrep{a: a})
 			} else if idle && g.w.inflight == 0 {
-				fl := s.c.flush(g.w)
+				fl := s.sched.flush(g.w)
 				if len(fl) == 0 {
 					return progress
 				}

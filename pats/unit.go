@@ -14,7 +14,7 @@ import (
 // and, for a GPU, move data between host memory and its own.
 //
 // A unit for a real GPU binds the GPU in Run (on a worker goroutine that
-// only ever runs that unit) and copies data in Move; [Core] and [Sim] are the
+// only ever runs that unit) and copies data in Move; [CPUUnit] and [Sim] are the
 // implementations of this package.
 type Unit interface {
 	device.Device
@@ -26,22 +26,23 @@ type Unit interface {
 	Move(ctx context.Context, d Data, toDevice bool) error
 }
 
-// Core is a CPU core that runs implementations as they are.
-type Core struct{ device.Host }
+// CPUUnit is the unit of a CPU core of this machine: it runs
+// implementations as they are, in host memory.
+type CPUUnit struct{ device.Host }
 
 // Run calls impl.
-func (Core) Run(ctx context.Context, impl func(context.Context) error, _ Cost) error {
+func (CPUUnit) Run(ctx context.Context, impl func(context.Context) error, _ Cost) error {
 	return impl(ctx)
 }
 
 // Move does nothing: host memory is the core's memory.
-func (Core) Move(context.Context, Data, bool) error { return nil }
+func (CPUUnit) Move(context.Context, Data, bool) error { return nil }
 
-// Cores returns n CPU core units with indices 0..n-1.
-func Cores(n int) []Unit {
+// CPUUnits returns n CPU core units with indices 0..n-1.
+func CPUUnits(n int) []Unit {
 	us := make([]Unit, n)
 	for i := range us {
-		us[i] = Core{device.Host{Index: i}}
+		us[i] = CPUUnit{device.Host{Index: i}}
 	}
 	return us
 }

@@ -109,7 +109,9 @@ type opCount struct {
 	time  [2]time.Duration
 }
 
-type core struct {
+// scheduler is the scheduling state shared by the discrete-event simulator
+// and the real-time manager (see the top of this file).
+type scheduler struct {
 	cfg       Config
 	workers   []*worker
 	ready     []*node
@@ -130,8 +132,8 @@ type core struct {
 	flowsFailed        int
 }
 
-func newCore(cfg Config, devs []device.Device) *core {
-	c := &core{cfg: cfg, exploring: map[opKind]int{}, ops: map[string]*opCount{}, stats: timeStats{}}
+func newScheduler(cfg Config, devs []device.Device) *scheduler {
+	sc := &scheduler{cfg: cfg, exploring: map[opKind]int{}, ops: map[string]*opCount{}, stats: timeStats{}}
 	gpus := 0
 	for i, d := range devs {
 		w := &worker{idx: i, dev: d, kind: d.Kind(), gpu: -1, pins: map[*datum]int{}}
@@ -139,15 +141,15 @@ func newCore(cfg Config, devs []device.Device) *core {
 			w.gpu = gpus
 			gpus++
 		}
-		c.workers = append(c.workers, w)
+		sc.workers = append(sc.workers, w)
 	}
-	return c
+	return sc
 }
 
 // kinds returns the device kinds present.
-func (c *core) kinds() []device.Kind {
+func (sc *scheduler) kinds() []device.Kind {
 	var ks []device.Kind
-	for _, w := range c.workers {
+	for _, w := range sc.workers {
 		if !slices.Contains(ks, w.kind) {
 			ks = append(ks, w.kind)
 		}
@@ -156,17 +158,17 @@ func (c *core) kinds() []device.Kind {
 }
 
 // admit turns f into a flow in progress and queues its ready nodes.
-func (c *core) admit(f *Flow) *flowState {
+func (sc *scheduler) admit(f *Flow) *flowState {
 	fs := &flowState{}
-	c.admitInto(fs, f)
+	sc.admitInto(fs, f)
 	return fs
 }
 
 // admitInto is admit with a flow state made by the caller.
-func (c *core) admitInto(fs *flowState, f *Flow) {
+func (sc *scheduler) admitInto(fs *flowState, f *Flow) {
 	f.used = true
-	fs.f, fs.seq = f, c.flowSeq
-	c.flowSeq++
+	fs.f, fs.seq = f, sc.flowSeq
+	sc.flowSeq++
 	data := map[*dataVer]*datum{}
 	get := func(v *dataVer) *datum {
 		if d := data[v]; d != nil {
@@ -204,36 +206,36 @@ func (c *core) admitInto(fs *flowState, f *Flow) {
 		}
 	}
 	fs.left = len(fs.nodes)
-	c.active++
+	sc.active++
 	for _, n := range fs.nodes {
 		if n.pending == 0 {
-			c.makeReady(n)
+			sc.makeReady(n)
 		}
 	}
-	c.maybeComplete(fs)
+	sc.maybeComplete(fs)
 }
 
-func (c *core) makeReady(n *node) {
+func (sc *scheduler) makeReady(n *node) {
 	n.state = nReady
-	n.readySeq = c.readySeq
-	c.readySeq++
-	c.ready = append(c.ready, n)
+	n.readySeq = sc.readySeq
+	sc.readySeq++
+	sc.ready = append(sc.ready, n)
 }
 
-func (c *core) unready(n *node) {
-	if i := slices.Index(c.ready, n); i >= 0 {
-		c.ready = slices.Delete(c.ready, i, i+1)
+func (sc *scheduler) unready(n *node) {
+	if i := slices.Index(sc.ready, n); i >= 0 {
+		sc.ready = slices.Delete(sc.ready, i, i+1)
 	}
 }
 
 // eligible reports whether w can run n now: n has an implementation for
 // w's kind and every input is in host memory or, for a GPU, in its memory.
-func (c *core) eligible(w *worker, n *node) bool {
+func (sc *scheduler) eligible(w *worker, n *node) bool {
 	if n.step.run[w.kind] == nil {
 		return false
 	}
 	for _, d := range n.reads {
-		if d.external && !d.staged && c.cfg.Prefetch {
+		if d.external && !d.staged && sc.cfg.Prefetch {
 			return false // being staged in the background
 		}
 		if d.hostValid || w.gpu >= 0 && d.gpus&w.bit() != 0 {
@@ -247,7 +249,7 @@ func (c *core) eligible(w *worker, n *node) bool {
 // estimate returns the speedup estimate the policy uses for n. An operation
 // with only a CPU implementation ranks lowest, one with only a GPU
 // implementation highest.
-func (c *core) estimate(n *node) float64 {
+func (sc *scheduler) estimate(n *node) float64 {
 	_, cpu := n.step.run[device.CPU]
 	_, gpu := n.step.run[device.GPU]
 	switch {
@@ -256,8 +258,8 @@ func (c *core) estimate(n *node) float64 {
 	case gpu && !cpu:
 		return math.Inf(1)
 	}
-	if c.cfg.Learn {
-		if s, ok := c.stats.speedup(n.step.op); ok {
+	if sc.cfg.Learn {
+		if s, ok := sc.stats.speedup(n.step.op); ok {
 			return s
 		}
 	}
@@ -269,8 +271,8 @@ func (c *core) estimate(n *node) float64 {
 
 // before is the tie-break order: the oldest flow first when depth-first,
 // then the order in which nodes became ready.
-func (c *core) before(a, b *node) bool {
-	if c.cfg.DepthFirst && a.fl.seq != b.fl.seq {
+func (sc *scheduler) before(a, b *node) bool {
+	if sc.cfg.DepthFirst && a.fl.seq != b.fl.seq {
 		return a.fl.seq < b.fl.seq
 	}
 	return a.readySeq < b.readySeq
@@ -279,12 +281,12 @@ func (c *core) before(a, b *node) bool {
 // better reports whether w should prefer a to b under the policy. With
 // DepthFirst, work of flows already started comes before the first work of
 // a new one.
-func (c *core) better(w *worker, a, b *node) bool {
-	if c.cfg.DepthFirst && a.fl.started != b.fl.started {
+func (sc *scheduler) better(w *worker, a, b *node) bool {
+	if sc.cfg.DepthFirst && a.fl.started != b.fl.started {
 		return a.fl.started
 	}
-	if c.cfg.Policy == PATS {
-		sa, sb := c.estimate(a), c.estimate(b)
+	if sc.cfg.Policy == PATS {
+		sa, sb := sc.estimate(a), sc.estimate(b)
 		if sa != sb {
 			if w.kind == device.GPU {
 				return sa > sb
@@ -292,11 +294,11 @@ func (c *core) better(w *worker, a, b *node) bool {
 			return sa < sb
 		}
 	}
-	return c.before(a, b)
+	return sc.before(a, b)
 }
 
 // reuses reports whether n reads data held in GPU worker w's memory.
-func (c *core) reuses(w *worker, n *node) bool {
+func (sc *scheduler) reuses(w *worker, n *node) bool {
 	for _, d := range n.reads {
 		if d.gpus&w.bit() != 0 {
 			return true
@@ -310,14 +312,14 @@ func hasBoth(n *node) bool {
 }
 
 // pick chooses the ready node idle worker w runs next, or nil.
-func (c *core) pick(w *worker) *node {
-	if c.cfg.Learn {
+func (sc *scheduler) pick(w *worker) *node {
+	if sc.cfg.Learn {
 		// Time statistics need a first sample of every operation on every
 		// kind: take an untimed operation first, one at a time per kind.
 		var best *node
-		for _, n := range c.ready {
-			if hasBoth(n) && c.eligible(w, n) && !c.stats.has(n.step.op, w.kind) &&
-				c.exploring[opKind{n.step.op, w.kind}] == 0 && (best == nil || c.before(n, best)) {
+		for _, n := range sc.ready {
+			if hasBoth(n) && sc.eligible(w, n) && !sc.stats.has(n.step.op, w.kind) &&
+				sc.exploring[opKind{n.step.op, w.kind}] == 0 && (best == nil || sc.before(n, best)) {
 				best = n
 			}
 		}
@@ -326,34 +328,34 @@ func (c *core) pick(w *worker) *node {
 			return best
 		}
 	}
-	if w.gpu >= 0 && c.cfg.Locality && len(w.resident) > 0 {
+	if w.gpu >= 0 && sc.cfg.Locality && len(w.resident) > 0 {
 		var bd, bq *node // best reusing data in w's memory, best other
-		for _, n := range c.ready {
-			if !c.eligible(w, n) {
+		for _, n := range sc.ready {
+			if !sc.eligible(w, n) {
 				continue
 			}
-			if c.reuses(w, n) {
-				if bd == nil || c.better(w, n, bd) {
+			if sc.reuses(w, n) {
+				if bd == nil || sc.better(w, n, bd) {
 					bd = n
 				}
-			} else if bq == nil || c.better(w, n, bq) {
+			} else if bq == nil || sc.better(w, n, bq) {
 				bq = n
 			}
 		}
 		if bd == nil {
 			return bq
 		}
-		if c.cfg.Policy == FCFS || bq == nil {
+		if sc.cfg.Policy == FCFS || bq == nil {
 			return bd
 		}
-		if sd, sq := c.estimate(bd), c.estimate(bq); sd >= sq*(1-c.cfg.TransferImpact) {
+		if sd, sq := sc.estimate(bd), sc.estimate(bq); sd >= sq*(1-sc.cfg.TransferImpact) {
 			return bd
 		}
 		return bq
 	}
 	var best *node
-	for _, n := range c.ready {
-		if c.eligible(w, n) && (best == nil || c.better(w, n, best)) {
+	for _, n := range sc.ready {
+		if sc.eligible(w, n) && (best == nil || sc.better(w, n, best)) {
 			best = n
 		}
 	}
@@ -361,18 +363,18 @@ func (c *core) pick(w *worker) *node {
 }
 
 // take assigns n (returned by pick) to w and plans its transfers.
-func (c *core) take(w *worker, n *node) action {
-	c.unready(n)
+func (sc *scheduler) take(w *worker, n *node) action {
+	sc.unready(n)
 	n.state = nRunning
 	n.fl.running++
 	n.fl.started = true
 	w.inflight++
 	if n.explore {
-		c.exploring[opKind{n.step.op, w.kind}]++
+		sc.exploring[opKind{n.step.op, w.kind}]++
 	}
 	for _, d := range n.reads {
 		if d.external {
-			c.addHost(d) // a lazy read materializes the input now
+			sc.addHost(d) // a lazy read materializes the input now
 		}
 	}
 	a := action{n: n}
@@ -382,15 +384,15 @@ func (c *core) take(w *worker, n *node) action {
 	// Evict what the new node does not read and no node in flight holds.
 	for _, d := range slices.Clone(w.resident) {
 		if w.pins[d] == 0 && !slices.Contains(n.reads, d) {
-			c.evict(w, d, &a.evict)
+			sc.evict(w, d, &a.evict)
 		}
 	}
 	for _, d := range n.reads {
 		if d.gpus&w.bit() == 0 {
 			a.upload = append(a.upload, d)
-			c.uploads++
-			c.upBytes += d.bytes
-			c.addResident(w, d)
+			sc.uploads++
+			sc.upBytes += d.bytes
+			sc.addResident(w, d)
 		}
 		w.pins[d]++
 	}
@@ -399,72 +401,72 @@ func (c *core) take(w *worker, n *node) action {
 
 // needed reports whether d's value must reach host memory: someone will
 // read it, or it is an output of a flow that has not failed.
-func (c *core) needed(d *datum) bool {
+func (sc *scheduler) needed(d *datum) bool {
 	return !d.freed && d.fl.err == nil && (d.readersLeft > 0 || d.final)
 }
 
 // evict removes d from w's memory, adding it to downloads if it holds the
 // only copy of a value still needed.
-func (c *core) evict(w *worker, d *datum, downloads *[]*datum) {
+func (sc *scheduler) evict(w *worker, d *datum, downloads *[]*datum) {
 	if i := slices.Index(w.resident, d); i >= 0 {
 		w.resident = slices.Delete(w.resident, i, i+1)
 	}
 	d.gpus &^= w.bit()
-	c.devLive -= d.bytes
-	if !d.hostValid && !d.transit && c.needed(d) {
+	sc.devLive -= d.bytes
+	if !d.hostValid && !d.transit && sc.needed(d) {
 		d.transit = true
 		*downloads = append(*downloads, d)
-		c.downloads++
-		c.downBytes += d.bytes
+		sc.downloads++
+		sc.downBytes += d.bytes
 	}
 }
 
 // flush starts downloading every needed value held only by idle GPU w,
 // keeping the copies in its memory.
-func (c *core) flush(w *worker) []*datum {
+func (sc *scheduler) flush(w *worker) []*datum {
 	var out []*datum
 	for _, d := range w.resident {
-		if !d.hostValid && !d.transit && w.pins[d] == 0 && c.needed(d) {
+		if !d.hostValid && !d.transit && w.pins[d] == 0 && sc.needed(d) {
 			d.transit = true
 			out = append(out, d)
-			c.downloads++
-			c.downBytes += d.bytes
+			sc.downloads++
+			sc.downBytes += d.bytes
 		}
 	}
 	return out
 }
 
-func (c *core) addResident(w *worker, d *datum) {
+func (sc *scheduler) addResident(w *worker, d *datum) {
 	w.resident = append(w.resident, d)
 	d.gpus |= w.bit()
-	c.devLive += d.bytes
-	c.peakDev = max(c.peakDev, c.devLive)
+	sc.devLive += d.bytes
+	sc.peakDev = max(sc.peakDev, sc.devLive)
 }
 
-func (c *core) addHost(d *datum) {
+func (sc *scheduler) addHost(d *datum) {
 	if !d.hostLive && !d.freed {
 		d.hostLive = true
-		c.hostLive += d.bytes
-		c.peakHost = max(c.peakHost, c.hostLive)
+		sc.hostLive += d.bytes
+		sc.peakHost = max(sc.peakHost, sc.hostLive)
 	}
 }
 
 // free releases every copy of d.
-func (c *core) free(d *datum) {
+func (sc *scheduler) free(d *datum) {
 	if d.freed {
 		return
 	}
 	d.freed = true
 	if d.hostLive {
 		d.hostLive = false
-		c.hostLive -= d.bytes
+		sc.hostLive -= d.bytes
 	}
-	for _, w := range c.workers {
+	for _, w := range sc.workers {
 		if w.gpu >= 0 && d.gpus&w.bit() != 0 {
 			if i := slices.Index(w.resident, d); i >= 0 {
 				w.resident = slices.Delete(w.resident, i, i+1)
 			}
-			c.devLive -= d.bytes
+			sc.devLive -= d.bytes
 		}
 	}
 	d.gpus = 0
@@ -474,12 +476,12 @@ func (c *core) free(d *datum) {
 // had failed and n was skipped). It returns the downloads w starts now:
 // without data locality, a GPU downloads its outputs and forgets its inputs
 // after every operation.
-func (c *core) computed(w *worker, n *node, dur time.Duration, err error) []*datum {
+func (sc *scheduler) computed(w *worker, n *node, dur time.Duration, err error) []*datum {
 	fl := n.fl
 	w.inflight--
 	fl.running--
 	if n.explore {
-		c.exploring[opKind{n.step.op, w.kind}]--
+		sc.exploring[opKind{n.step.op, w.kind}]--
 	}
 	if w.gpu >= 0 {
 		for _, d := range n.reads {
@@ -491,16 +493,16 @@ func (c *core) computed(w *worker, n *node, dur time.Duration, err error) []*dat
 	n.state = nDone
 	fl.left--
 	if err != nil && fl.err == nil {
-		c.failFlow(fl, err)
+		sc.failFlow(fl, err)
 	}
 	var downs []*datum
 	if fl.err == nil {
-		c.stats.add(n.step.op, w.kind, dur)
-		oc := c.ops[n.step.op]
+		sc.stats.add(n.step.op, w.kind, dur)
+		oc := sc.ops[n.step.op]
 		if oc == nil {
 			oc = &opCount{given: n.step.speedup}
-			c.ops[n.step.op] = oc
-			c.opOrder = append(c.opOrder, n.step.op)
+			sc.ops[n.step.op] = oc
+			sc.opOrder = append(sc.opOrder, n.step.op)
 		}
 		k := kindIndex(w.kind)
 		oc.count[k]++
@@ -510,55 +512,55 @@ func (c *core) computed(w *worker, n *node, dur time.Duration, err error) []*dat
 		for _, d := range n.writes {
 			if w.gpu >= 0 {
 				d.hostValid = false
-				c.addResident(w, d)
+				sc.addResident(w, d)
 			} else {
 				d.hostValid = true
-				c.addHost(d)
+				sc.addHost(d)
 			}
 			if d.readersLeft == 0 && !d.final {
-				c.free(d) // overwritten before anyone read it
+				sc.free(d) // overwritten before anyone read it
 			}
 		}
 		for _, d := range n.reads {
 			if d.readersLeft--; d.readersLeft == 0 && !d.final {
-				c.free(d)
+				sc.free(d)
 			}
 		}
 		for _, s := range n.succ {
 			if s.pending--; s.pending == 0 && s.state == nPending {
-				c.makeReady(s)
+				sc.makeReady(s)
 			}
 		}
-		if w.gpu >= 0 && !c.cfg.Locality {
+		if w.gpu >= 0 && !sc.cfg.Locality {
 			for _, d := range slices.Clone(w.resident) {
 				if w.pins[d] == 0 {
-					c.evict(w, d, &downs)
+					sc.evict(w, d, &downs)
 				}
 			}
 		}
 	}
-	c.maybeComplete(fl)
+	sc.maybeComplete(fl)
 	return downs
 }
 
 // downloaded records the end of d's download.
-func (c *core) downloaded(d *datum, err error) {
+func (sc *scheduler) downloaded(d *datum, err error) {
 	d.transit = false
 	if d.freed || d.fl.done {
 		return
 	}
 	if err != nil {
-		c.failFlow(d.fl, err)
-		c.maybeComplete(d.fl)
+		sc.failFlow(d.fl, err)
+		sc.maybeComplete(d.fl)
 		return
 	}
 	d.hostValid = true
-	c.addHost(d)
-	c.maybeComplete(d.fl)
+	sc.addHost(d)
+	sc.maybeComplete(d.fl)
 }
 
 // failFlow marks fl failed and drops its nodes that have not started.
-func (c *core) failFlow(fl *flowState, err error) {
+func (sc *scheduler) failFlow(fl *flowState, err error) {
 	if fl.err != nil {
 		return
 	}
@@ -566,7 +568,7 @@ func (c *core) failFlow(fl *flowState, err error) {
 	for _, n := range fl.nodes {
 		switch n.state {
 		case nReady:
-			c.unready(n)
+			sc.unready(n)
 			fallthrough
 		case nPending:
 			n.state = nDropped
@@ -577,7 +579,7 @@ func (c *core) failFlow(fl *flowState, err error) {
 
 // maybeComplete finishes fl once all its nodes are done and all its outputs
 // have reached host memory.
-func (c *core) maybeComplete(fl *flowState) {
+func (sc *scheduler) maybeComplete(fl *flowState) {
 	if fl.done || fl.left > 0 {
 		return
 	}
@@ -587,17 +589,17 @@ func (c *core) maybeComplete(fl *flowState) {
 				return
 			}
 		}
-		c.flowsDone++
+		sc.flowsDone++
 	} else {
-		c.flowsFailed++
+		sc.flowsFailed++
 	}
 	fl.done = true
-	c.active--
+	sc.active--
 	for _, d := range fl.data {
-		c.free(d)
+		sc.free(d)
 	}
-	if c.onDone != nil {
-		c.onDone(fl)
+	if sc.onDone != nil {
+		sc.onDone(fl)
 	}
 }
 
