@@ -121,33 +121,63 @@ func Add[A any](f *Flow, op *Op[A], arg A, opts ...StepOption) *Step {
 		return s
 	}
 	s.op, s.speedup = op.Name, op.Speedup
-	switch {
-	case op.Name == "":
-		f.fail(fmt.Errorf("step %d: operation without a name", s.index))
-	case len(op.Impls) == 0:
-		f.fail(fmt.Errorf("step %d: operation %q has no implementation", s.index, op.Name))
-	case op.Speedup < 0 || math.IsNaN(op.Speedup) || math.IsInf(op.Speedup, 0):
-		f.fail(fmt.Errorf("step %d: operation %q has speedup estimate %v, want a finite value >= 0", s.index, op.Name, op.Speedup))
-	case cfg.cost.CPU < 0 || cfg.cost.GPU < 0:
-		f.fail(fmt.Errorf("step %d: operation %q has a negative cost", s.index, op.Name))
+	if err := s.checkOp(len(op.Impls)); err != nil {
+		f.fail(err)
 	}
+	bindImpls(s, op, arg)
+	s.addAfter(cfg.after)
+	s.addReads(cfg.reads)
+	s.addWrites(cfg.writes)
+	return s
+}
+
+// checkOp returns the first mistake in the step's operation, which has
+// impls implementations: no name, no implementation, a speedup estimate
+// that is not a finite value >= 0, or a negative cost.
+func (s *Step) checkOp(impls int) error {
+	switch {
+	case s.op == "":
+		return fmt.Errorf("step %d: operation without a name", s.index)
+	case impls == 0:
+		return fmt.Errorf("step %d: operation %q has no implementation", s.index, s.op)
+	case s.speedup < 0 || math.IsNaN(s.speedup) || math.IsInf(s.speedup, 0):
+		return fmt.Errorf("step %d: operation %q has speedup estimate %v, want a finite value >= 0", s.index, s.op, s.speedup)
+	case s.cost.CPU < 0 || s.cost.GPU < 0:
+		return fmt.Errorf("step %d: operation %q has a negative cost", s.index, s.op)
+	}
+	return nil
+}
+
+// bindImpls gives s op's implementations, each bound to arg.
+func bindImpls[A any](s *Step, op *Op[A], arg A) {
 	for k, impl := range op.Impls {
 		if impl == nil {
-			f.fail(fmt.Errorf("step %d: operation %q has a nil %v implementation", s.index, op.Name, k))
+			s.flow.fail(fmt.Errorf("step %d: operation %q has a nil %v implementation", s.index, s.op, k))
 			continue
 		}
 		s.run[k] = func(ctx context.Context, dev device.Device) error { return impl(ctx, dev, arg) }
 	}
-	for _, d := range cfg.after {
-		if d == nil || d.flow != f {
-			f.fail(fmt.Errorf("step %d (%s): After names a step of another flow", s.index, op.Name))
+}
+
+// addAfter makes s depend on the steps of an After option, which must be
+// steps of its flow.
+func (s *Step) addAfter(steps []*Step) {
+	for _, d := range steps {
+		if d == nil || d.flow != s.flow {
+			s.flow.fail(fmt.Errorf("step %d (%s): After names a step of another flow", s.index, s.op))
 			continue
 		}
 		s.addDep(d)
 	}
-	for _, d := range cfg.reads {
+}
+
+// addReads declares the data s reads: s reads the datum's current version
+// (the flow's input if no step wrote it yet) and runs after its writer.
+func (s *Step) addReads(data []Data) {
+	f := s.flow
+	for _, d := range data {
 		if d.Key == "" {
-			f.fail(fmt.Errorf("step %d (%s): datum with an empty key", s.index, op.Name))
+			f.fail(fmt.Errorf("step %d (%s): datum with an empty key", s.index, s.op))
 			continue
 		}
 		v := f.last[d.Key]
@@ -167,30 +197,41 @@ func Add[A any](f *Flow, op *Op[A], arg A, opts ...StepOption) *Step {
 		v.readers = append(v.readers, s)
 		s.reads = append(s.reads, v)
 	}
-	for _, d := range cfg.writes {
+}
+
+// addWrites declares the data s writes: each write makes a new version of
+// the datum, and s runs after the writer and the readers of the previous
+// one.
+func (s *Step) addWrites(data []Data) {
+	f := s.flow
+	for _, d := range data {
 		if d.Key == "" {
-			f.fail(fmt.Errorf("step %d (%s): datum with an empty key", s.index, op.Name))
+			f.fail(fmt.Errorf("step %d (%s): datum with an empty key", s.index, s.op))
 			continue
 		}
 		if slices.ContainsFunc(s.writes, func(w *dataVer) bool { return w.key == d.Key }) {
-			f.fail(fmt.Errorf("step %d (%s): datum %q written twice", s.index, op.Name, d.Key))
+			f.fail(fmt.Errorf("step %d (%s): datum %q written twice", s.index, s.op, d.Key))
 			continue
 		}
 		if prev := f.last[d.Key]; prev != nil {
-			if prev.writer != nil {
-				s.addDep(prev.writer)
-			}
-			for _, r := range prev.readers {
-				if r != s {
-					s.addDep(r)
-				}
-			}
+			s.afterVersion(prev)
 		}
 		v := &dataVer{key: d.Key, bytes: d.Bytes, store: d.Store, writer: s}
 		f.last[d.Key] = v
 		s.writes = append(s.writes, v)
 	}
-	return s
+}
+
+// afterVersion makes s depend on the writer and the other readers of v.
+func (s *Step) afterVersion(v *dataVer) {
+	if v.writer != nil {
+		s.addDep(v.writer)
+	}
+	for _, r := range v.readers {
+		if r != s {
+			s.addDep(r)
+		}
+	}
 }
 
 func (s *Step) addDep(d *Step) {

@@ -314,44 +314,13 @@ func hasBoth(n *node) bool {
 // pick chooses the ready node idle worker w runs next, or nil.
 func (sc *scheduler) pick(w *worker) *node {
 	if sc.cfg.Learn {
-		// Time statistics need a first sample of every operation on every
-		// kind: take an untimed operation first, one at a time per kind.
-		var best *node
-		for _, n := range sc.ready {
-			if hasBoth(n) && sc.eligible(w, n) && !sc.stats.has(n.step.op, w.kind) &&
-				sc.exploring[opKind{n.step.op, w.kind}] == 0 && (best == nil || sc.before(n, best)) {
-				best = n
-			}
-		}
-		if best != nil {
-			best.explore = true
-			return best
+		if n := sc.pickUntimed(w); n != nil {
+			n.explore = true
+			return n
 		}
 	}
 	if w.gpu >= 0 && sc.cfg.Locality && len(w.resident) > 0 {
-		var bd, bq *node // best reusing data in w's memory, best other
-		for _, n := range sc.ready {
-			if !sc.eligible(w, n) {
-				continue
-			}
-			if sc.reuses(w, n) {
-				if bd == nil || sc.better(w, n, bd) {
-					bd = n
-				}
-			} else if bq == nil || sc.better(w, n, bq) {
-				bq = n
-			}
-		}
-		if bd == nil {
-			return bq
-		}
-		if sc.cfg.Policy == FCFS || bq == nil {
-			return bd
-		}
-		if sd, sq := sc.estimate(bd), sc.estimate(bq); sd >= sq*(1-sc.cfg.TransferImpact) {
-			return bd
-		}
-		return bq
+		return sc.pickLocal(w)
 	}
 	var best *node
 	for _, n := range sc.ready {
@@ -360,6 +329,57 @@ func (sc *scheduler) pick(w *worker) *node {
 		}
 	}
 	return best
+}
+
+// pickUntimed returns the oldest ready node w can run whose operation has
+// no time sample yet on w's kind and none being taken, or nil. Time
+// statistics need a first sample of every operation on every kind, taken
+// one at a time per kind.
+func (sc *scheduler) pickUntimed(w *worker) *node {
+	var best *node
+	for _, n := range sc.ready {
+		if sc.untimed(w, n) && (best == nil || sc.before(n, best)) {
+			best = n
+		}
+	}
+	return best
+}
+
+// untimed reports whether w could run n to take the first time sample of
+// its operation on w's kind.
+func (sc *scheduler) untimed(w *worker, n *node) bool {
+	return hasBoth(n) && sc.eligible(w, n) && !sc.stats.has(n.step.op, w.kind) &&
+		sc.exploring[opKind{n.step.op, w.kind}] == 0
+}
+
+// pickLocal is pick for a GPU worker with data locality and data in its
+// memory: it prefers the best node reusing that data; with PATS, only if
+// its speedup Sd satisfies Sd >= Sq * (1 - TransferImpact), Sq being the
+// speedup of the best other node.
+func (sc *scheduler) pickLocal(w *worker) *node {
+	var bd, bq *node // best reusing data in w's memory, best other
+	for _, n := range sc.ready {
+		if !sc.eligible(w, n) {
+			continue
+		}
+		if sc.reuses(w, n) {
+			if bd == nil || sc.better(w, n, bd) {
+				bd = n
+			}
+		} else if bq == nil || sc.better(w, n, bq) {
+			bq = n
+		}
+	}
+	if bd == nil {
+		return bq
+	}
+	if sc.cfg.Policy == FCFS || bq == nil {
+		return bd
+	}
+	if sd, sq := sc.estimate(bd), sc.estimate(bq); sd >= sq*(1-sc.cfg.TransferImpact) {
+		return bd
+	}
+	return bq
 }
 
 // take assigns n (returned by pick) to w and plans its transfers.
@@ -478,18 +498,7 @@ func (sc *scheduler) free(d *datum) {
 // after every operation.
 func (sc *scheduler) computed(w *worker, n *node, dur time.Duration, err error) []*datum {
 	fl := n.fl
-	w.inflight--
-	fl.running--
-	if n.explore {
-		sc.exploring[opKind{n.step.op, w.kind}]--
-	}
-	if w.gpu >= 0 {
-		for _, d := range n.reads {
-			if w.pins[d]--; w.pins[d] <= 0 {
-				delete(w.pins, d)
-			}
-		}
-	}
+	sc.release(w, n)
 	n.state = nDone
 	fl.left--
 	if err != nil && fl.err == nil {
@@ -497,35 +506,8 @@ func (sc *scheduler) computed(w *worker, n *node, dur time.Duration, err error) 
 	}
 	var downs []*datum
 	if fl.err == nil {
-		sc.stats.add(n.step.op, w.kind, dur)
-		oc := sc.ops[n.step.op]
-		if oc == nil {
-			oc = &opCount{given: n.step.speedup}
-			sc.ops[n.step.op] = oc
-			sc.opOrder = append(sc.opOrder, n.step.op)
-		}
-		k := kindIndex(w.kind)
-		oc.count[k]++
-		oc.time[k] += dur
-		w.ops++
-		w.busy += dur
-		for _, d := range n.writes {
-			if w.gpu >= 0 {
-				d.hostValid = false
-				sc.addResident(w, d)
-			} else {
-				d.hostValid = true
-				sc.addHost(d)
-			}
-			if d.readersLeft == 0 && !d.final {
-				sc.free(d) // overwritten before anyone read it
-			}
-		}
-		for _, d := range n.reads {
-			if d.readersLeft--; d.readersLeft == 0 && !d.final {
-				sc.free(d)
-			}
-		}
+		sc.record(w, n, dur)
+		sc.settleData(w, n)
 		for _, s := range n.succ {
 			if s.pending--; s.pending == 0 && s.state == nPending {
 				sc.makeReady(s)
@@ -541,6 +523,64 @@ func (sc *scheduler) computed(w *worker, n *node, dur time.Duration, err error) 
 	}
 	sc.maybeComplete(fl)
 	return downs
+}
+
+// release undoes what take did for n on w: the counts of nodes in flight
+// and exploring, and, on a GPU, the pins of n's inputs.
+func (sc *scheduler) release(w *worker, n *node) {
+	w.inflight--
+	n.fl.running--
+	if n.explore {
+		sc.exploring[opKind{n.step.op, w.kind}]--
+	}
+	if w.gpu >= 0 {
+		for _, d := range n.reads {
+			if w.pins[d]--; w.pins[d] <= 0 {
+				delete(w.pins, d)
+			}
+		}
+	}
+}
+
+// record adds n's compute time dur on w to the time statistics and to the
+// counts of the report.
+func (sc *scheduler) record(w *worker, n *node, dur time.Duration) {
+	sc.stats.add(n.step.op, w.kind, dur)
+	oc := sc.ops[n.step.op]
+	if oc == nil {
+		oc = &opCount{given: n.step.speedup}
+		sc.ops[n.step.op] = oc
+		sc.opOrder = append(sc.opOrder, n.step.op)
+	}
+	k := kindIndex(w.kind)
+	oc.count[k]++
+	oc.time[k] += dur
+	w.ops++
+	w.busy += dur
+}
+
+// settleData places the outputs of n, computed on w, in w's memory (host
+// memory for a CPU core), and frees the data nobody will read any more:
+// inputs n was the last reader of, outputs overwritten before anyone read
+// them.
+func (sc *scheduler) settleData(w *worker, n *node) {
+	for _, d := range n.writes {
+		if w.gpu >= 0 {
+			d.hostValid = false
+			sc.addResident(w, d)
+		} else {
+			d.hostValid = true
+			sc.addHost(d)
+		}
+		if d.readersLeft == 0 && !d.final {
+			sc.free(d) // overwritten before anyone read it
+		}
+	}
+	for _, d := range n.reads {
+		if d.readersLeft--; d.readersLeft == 0 && !d.final {
+			sc.free(d)
+		}
+	}
 }
 
 // downloaded records the end of d's download.

@@ -138,6 +138,9 @@ type simGPU struct {
 	upBusy, compBusy, downBusy bool
 }
 
+// busy reports whether one of g's engines is at work.
+func (g *simGPU) busy() bool { return g.upBusy || g.compBusy || g.downBusy }
+
 type simPrep struct {
 	a         action
 	uploading bool
@@ -196,58 +199,93 @@ func (s *simulator) dispatch() {
 // stepGPU starts whatever g's engines can start now; it reports whether it
 // started anything.
 func (s *simulator) stepGPU(g *simGPU) bool {
-	serial := !s.sched.cfg.Prefetch
 	progress := false
-	for {
-		busy := g.upBusy || g.compBusy || g.downBusy
-		idle := !busy && len(g.downQ) == 0 // a serial GPU may start the next phase
-		switch {
-		case !g.downBusy && len(g.downQ) > 0 && (!serial || !busy):
-			d := g.downQ[0]
-			g.downQ = g.downQ[1:]
-			g.downBusy = true
-			s.at(g.sim.transfer(d.bytes), func() {
-				g.downBusy = false
-				s.sched.downloaded(d, nil)
-			})
-		case !g.upBusy && len(g.prepared) > 0 && !g.prepared[0].uploading && (!serial || idle):
-			p := g.prepared[0]
-			var t time.Duration
-			for _, d := range p.a.upload {
-				t += g.sim.transfer(d.bytes)
-			}
-			p.uploading = true
-			g.upBusy = true
-			s.at(t, func() {
-				g.upBusy = false
-				p.uploaded = true
-			})
-		case !g.compBusy && len(g.prepared) > 0 && g.prepared[0].uploaded && (!serial || idle):
-			p := g.prepared[0]
-			g.prepared = g.prepared[1:]
-			g.compBusy = true
-			dur := g.sim.compute(p.a.n.step.cost)
-			s.at(dur, func() {
-				g.compBusy = false
-				g.downQ = append(g.downQ, s.sched.computed(g.w, p.a.n, dur, nil)...)
-			})
-		case len(g.prepared) == 0 && (!serial || idle):
-			if n := s.sched.pick(g.w); n != nil {
-				a := s.sched.take(g.w, n)
-				g.downQ = append(g.downQ, a.evict...)
-				g.prepared = append(g.prepared, &simPrep{a: a})
-			} else if idle && g.w.inflight == 0 {
-				fl := s.sched.flush(g.w)
-				if len(fl) == 0 {
-					return progress
-				}
-				g.downQ = append(g.downQ, fl...)
-			} else {
-				return progress
-			}
-		default:
-			return progress
-		}
+	for s.startOnGPU(g) {
 		progress = true
 	}
+	return progress
+}
+
+// startOnGPU starts the next thing one of g's engines can start, in this
+// order: a download, the upload of the next prepared node, its
+// computation, or taking a node (or, when idle, flushing data g alone
+// holds). Without Prefetch the engines run one at a time: downloads wait
+// for the other engines, and the rest for the downloads too. It reports
+// whether it started anything.
+func (s *simulator) startOnGPU(g *simGPU) bool {
+	serial := !s.sched.cfg.Prefetch
+	idle := !g.busy() && len(g.downQ) == 0 // a serial GPU may start the next phase
+	switch {
+	case !g.downBusy && len(g.downQ) > 0 && (!serial || !g.busy()):
+		s.startDownload(g)
+	case serial && !idle:
+		return false
+	case len(g.prepared) == 0:
+		return s.takeOrFlush(g, idle)
+	case !g.upBusy && !g.prepared[0].uploading:
+		s.startUpload(g)
+	case !g.compBusy && g.prepared[0].uploaded:
+		s.startCompute(g)
+	default:
+		return false
+	}
+	return true
+}
+
+// startDownload starts downloading the first datum of g's download queue.
+func (s *simulator) startDownload(g *simGPU) {
+	d := g.downQ[0]
+	g.downQ = g.downQ[1:]
+	g.downBusy = true
+	s.at(g.sim.transfer(d.bytes), func() {
+		g.downBusy = false
+		s.sched.downloaded(d, nil)
+	})
+}
+
+// startUpload starts uploading the inputs of g's next prepared node.
+func (s *simulator) startUpload(g *simGPU) {
+	p := g.prepared[0]
+	var t time.Duration
+	for _, d := range p.a.upload {
+		t += g.sim.transfer(d.bytes)
+	}
+	p.uploading = true
+	g.upBusy = true
+	s.at(t, func() {
+		g.upBusy = false
+		p.uploaded = true
+	})
+}
+
+// startCompute starts computing g's next prepared node, whose inputs are
+// uploaded; at its end the downloads it starts join g's queue.
+func (s *simulator) startCompute(g *simGPU) {
+	p := g.prepared[0]
+	g.prepared = g.prepared[1:]
+	g.compBusy = true
+	dur := g.sim.compute(p.a.n.step.cost)
+	s.at(dur, func() {
+		g.compBusy = false
+		g.downQ = append(g.downQ, s.sched.computed(g.w, p.a.n, dur, nil)...)
+	})
+}
+
+// takeOrFlush prepares the node the scheduler picks for g, queueing the
+// downloads of the data it evicts; with no node to take, an idle g with
+// nothing in flight flushes the data only it holds. It reports whether it
+// did either.
+func (s *simulator) takeOrFlush(g *simGPU, idle bool) bool {
+	if n := s.sched.pick(g.w); n != nil {
+		a := s.sched.take(g.w, n)
+		g.downQ = append(g.downQ, a.evict...)
+		g.prepared = append(g.prepared, &simPrep{a: a})
+		return true
+	}
+	if !idle || g.w.inflight != 0 {
+		return false
+	}
+	fl := s.sched.flush(g.w)
+	g.downQ = append(g.downQ, fl...)
+	return len(fl) > 0
 }
