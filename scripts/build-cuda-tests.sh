@@ -2,7 +2,9 @@
 # build-cuda-tests.sh builds the test binaries of every package that has
 # cuda-tagged tests (go test -c -tags cuda), so they can be carried to a GPU
 # machine that has no Go toolchain, and writes a run script and a README
-# next to them.
+# next to them. The GPU benchmarks are in those binaries: matmul.test holds
+# BenchmarkMatmulCUDA, stitching.test BenchmarkStitchGPU, cuda.test the
+# cuda package's own.
 #
 # Usage: scripts/build-cuda-tests.sh [OUTDIR]     (default: .device-carry)
 #        NORACE=1 scripts/build-cuda-tests.sh       (skip the -race binaries)
@@ -30,9 +32,9 @@ fi
 
 for dir in "${dirs[@]}"; do
 	rel="${dir#./}"
-	name="$(echo "$rel" | tr / _).test"
+	name="$(echo "$rel" | tr / _).test" # matmul -> matmul.test
 	if [[ "$rel" == "." ]]; then
-		name="htgs.test" # the module root (its benchmarks)
+		name="htgs.test" # the module root, were it to get cuda-tagged tests
 	fi
 	echo "build-cuda-tests: $rel -> $out/$name"
 	CGO_ENABLED=1 go test -c -tags cuda -o "$out/$name" "./$rel"
@@ -50,6 +52,7 @@ cat >"$out/run.sh" <<'RUN'
 #
 #     .device-carry/run.sh                 # tests, verbose
 #     BENCH=1 .device-carry/run.sh         # tests, then benchmarks
+#     BENCH=MatmulCUDA .device-carry/run.sh  # tests, then matching benchmarks
 #     RACE=1 .device-carry/run.sh          # tests under the race detector
 #     .device-carry/run.sh -test.run Dgemm # extra flags go to every binary
 #
@@ -75,7 +78,11 @@ while read -r pkg bin; do
 	r=${PIPESTATUS[0]}
 	[[ $r -ne 0 ]] && rc=$r
 	if [[ -n "${BENCH:-}" ]]; then
-		(cd "$root/$pkg" && "$carry/$bin" -test.run '^$' -test.bench . -test.benchmem -test.benchtime "${BENCHTIME:-2s}" "$@") 2>&1 | tee -a "$log"
+		pattern=.
+		if [[ "$BENCH" != 1 ]]; then
+			pattern="$BENCH"
+		fi
+		(cd "$root/$pkg" && "$carry/$bin" -test.run '^$' -test.bench "$pattern" -test.benchmem -test.benchtime "${BENCHTIME:-2s}" "$@") 2>&1 | tee -a "$log"
 		r=${PIPESTATUS[0]}
 		[[ $r -ne 0 ]] && rc=$r
 	fi
@@ -91,6 +98,8 @@ from commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) with $(go 
 Run them on the GPU machine (no Go needed) from the repository copy:
     .device-carry/run.sh                  tests (skip cleanly without a GPU)
     BENCH=1 .device-carry/run.sh          tests and benchmarks
+    BENCH=MatmulCUDA .device-carry/run.sh tests and the GPU DGEMM benchmark
+                                          (matmul.test; BENCH is a -test.bench pattern)
     RACE=1 .device-carry/run.sh           tests under the race detector
     .device-carry/cuda.test -test.v -test.run TestDgemm   one test
 With the session's run tool: carry [".device-carry"], command

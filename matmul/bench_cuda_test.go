@@ -1,6 +1,6 @@
 //go:build cuda
 
-package htgs_test
+package matmul_test
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // re-streams B panel by panel. Built only with -tags cuda; skipped without
 // a GPU:
 //
-//	go test -tags cuda -run '^$' -bench MatmulCUDA -benchtime 2x .
+//	go test -tags cuda -run '^$' -bench MatmulCUDA -benchtime 2x ./matmul
 func BenchmarkMatmulCUDA(b *testing.B) {
 	k, err := matmul.LookupKernel("cuda")
 	if errors.Is(err, matmul.ErrUnavailable) {
