@@ -31,7 +31,6 @@ package graph
 
 import (
 	"context"
-	"fmt"
 	"iter"
 	"log/slog"
 	"slices"
@@ -157,8 +156,12 @@ func DiscardOutput() Option { return func(o *core.TaskOptions) { o.DiscardOutput
 // of newTask. Copies run concurrently and share one input queue.
 func AddTask[In, Out any](b Builder, name string, threads int, newTask func() task.Task[In, Out], opts ...Option) *Node[In, Out] {
 	o := core.TaskOptions{Threads: threads}
-	for _, f := range opts {
-		f(&o)
+	if len(opts) > 0 {
+		p := &core.TaskOptions{Threads: threads} // o itself stays on the stack
+		for _, f := range opts {
+			f(p)
+		}
+		o = *p
 	}
 	bp := core.BlueprintOf(b)
 	n := newNode[In, Out](bp, core.TaskSpec(name, o, newTask))
@@ -213,9 +216,9 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	if cfg.trace {
 		r.Trace = &core.Trace{}
 	}
-	input := core.NewOutlet[In](r, fmt.Sprintf("input of graph %q", bp.Name))
+	input := core.NewOutletNamed[In](r, "input of graph ", bp.Name, true)
 	input.AddProducer() // the caller, until Close
-	results := core.NewInbox[Out](r, fmt.Sprintf("output of graph %q", bp.Name), 0, false)
+	results := core.NewInboxNamed[Out](r, "output of graph ", bp.Name, true, 0, false)
 	insts, err := core.Instantiate(bp, &core.Scope{Run: r, Pipelines: 1}, input, results)
 	if err == nil {
 		err = r.Validate(results)

@@ -136,14 +136,9 @@ func activity(r *core.Run) int64 {
 	return a
 }
 
-// watcher runs the stall detector and the progress callback until stop is
-// closed.
-type watcher struct {
-	stop chan struct{}
-	done sync.WaitGroup
-}
-
-// watch starts the goroutines the options ask for. They end when Wait is
+// watch starts what the options ask for: the stall detector, a timer
+// that checks the run's activity now and then (no goroutine while it
+// waits), and the progress callback's goroutine. They end when Wait is
 // called or when every goroutine of the run has ended, whichever is first,
 // so a run nobody waits for leaves nothing behind.
 func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
@@ -152,46 +147,127 @@ func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
 	if !stall && cfg.progressFn == nil {
 		return
 	}
-	w := &watcher{stop: make(chan struct{})}
+	var sw *stallWatch[In, Out]
 	if stall {
-		report := cfg.stallFn
-		if report == nil {
-			report = func(r Report) { rt.logStall(cfg.log, r) }
-		}
-		w.done.Add(1)
-		go func() {
-			defer w.done.Done()
-			rt.stallLoop(cfg.stallAfter, report, w.stop)
-		}()
+		sw = &stallWatch[In, Out]{rt: rt, after: cfg.stallAfter, tick: max(cfg.stallAfter/4, time.Millisecond),
+			report: cfg.stallFn, log: cfg.log, last: -1, since: time.Now()}
+		sw.mu.Lock()
+		sw.t = time.AfterFunc(sw.tick, sw.fire)
+		sw.mu.Unlock()
+		rt.run.AtEnd(sw.halt)
 	}
+	var stop chan struct{}
+	var done sync.WaitGroup
+	fn, every := cfg.progressFn, cfg.progressEvery
 	if progress {
-		w.done.Add(1)
+		stop = make(chan struct{})
+		done.Add(1)
 		go func() {
-			defer w.done.Done()
-			t := time.NewTicker(cfg.progressEvery)
+			defer done.Done()
+			t := time.NewTicker(every)
 			defer t.Stop()
 			for {
 				select {
-				case <-w.stop:
+				case <-stop:
 					return
 				case <-rt.run.Finished():
 					return
 				case <-t.C:
-					cfg.progressFn(rt.Progress())
+					fn(rt.Progress())
 				}
 			}
 		}()
 	}
 	rt.run.OnFinish(func(error) error {
-		close(w.stop)
-		w.done.Wait()
-		if cfg.progressFn != nil {
+		if sw != nil {
+			sw.halt()
+			sw.busy.Wait()
+		}
+		if stop != nil {
+			close(stop)
+			done.Wait()
+		}
+		if fn != nil {
 			p := rt.Progress()
 			p.Done = true
-			cfg.progressFn(p)
+			fn(p)
 		}
 		return nil
 	})
+}
+
+// stallWatch is the stall detector of a run: fire runs on a timer every
+// tick until halt.
+type stallWatch[In, Out any] struct {
+	rt          *Runtime[In, Out]
+	after, tick time.Duration
+	report      func(Report) // nil: logStall through log
+	log         *slog.Logger
+
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+	busy    sync.WaitGroup // held while fire runs
+
+	// Used by fire only (one at a time: the timer is set again at its end).
+	last     int64
+	since    time.Time
+	reported bool
+}
+
+// halt stops the timer; a check already running goes on (wait for it
+// with busy).
+func (w *stallWatch[In, Out]) halt() {
+	w.mu.Lock()
+	w.stopped = true
+	w.t.Stop()
+	w.mu.Unlock()
+}
+
+func (w *stallWatch[In, Out]) fire() {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return
+	}
+	w.busy.Add(1)
+	w.mu.Unlock()
+	defer w.busy.Done()
+	select {
+	case <-w.rt.run.Finished():
+		return
+	default:
+	}
+	w.check()
+	w.mu.Lock()
+	if !w.stopped {
+		w.t.Reset(w.tick)
+	}
+	w.mu.Unlock()
+}
+
+// check reports the run if it has made no progress for w.after, once per
+// stall.
+func (w *stallWatch[In, Out]) check() {
+	rt := w.rt
+	a := activity(rt.run) + rt.results.Pushed() + rt.sent.Load()
+	for _, p := range rt.run.Pools() {
+		a += p.Waits() + int64(p.InUse())
+	}
+	if a != w.last {
+		w.last, w.since, w.reported = a, time.Now(), false
+		return
+	}
+	if idle := time.Since(w.since); idle >= w.after && !w.reported {
+		w.reported = true
+		r := rt.Diagnose()
+		r.Idle = idle
+		if w.report != nil {
+			w.report(r)
+		} else {
+			rt.logStall(w.log, r)
+		}
+	}
 }
 
 // logStall is the default stall report: a warning through log, or through
@@ -227,34 +303,4 @@ func (r Report) awaitingInput() bool {
 		}
 	}
 	return true
-}
-
-func (rt *Runtime[In, Out]) stallLoop(after time.Duration, fn func(Report), stop <-chan struct{}) {
-	tick := max(after/4, time.Millisecond)
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	last, since, reported := int64(-1), time.Now(), false
-	for {
-		select {
-		case <-stop:
-			return
-		case <-rt.run.Finished():
-			return
-		case <-t.C:
-		}
-		a := activity(rt.run) + rt.results.Pushed() + rt.sent.Load()
-		for _, p := range rt.run.Pools() {
-			a += p.Waits() + int64(p.InUse())
-		}
-		if a != last {
-			last, since, reported = a, time.Now(), false
-			continue
-		}
-		if idle := time.Since(since); idle >= after && !reported {
-			reported = true
-			r := rt.Diagnose()
-			r.Idle = idle
-			fn(r)
-		}
-	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gohtgs/htgs/device"
 )
@@ -23,13 +25,21 @@ type Blueprint struct {
 	// output port (see CheckOutputs).
 	NoOutput bool
 	errs     []error
-	names    map[string]bool
 	discard  map[PortRef]bool
+	// version changes with every Add, Connect and Discard: it tells
+	// whether the shape cached in cache still describes the blueprint.
+	version uint64
+	cache   atomic.Pointer[shape]
+	// Filters of the names of Specs and of the edges, once there are many
+	// (see hasName and hasEdge).
+	nameSeen, edgeSeen seenSet
+	// edgeSlab holds the latest edges made by Connect.
+	edgeSlab []Edge
 }
 
 // NewBlueprint returns an empty blueprint.
 func NewBlueprint(name string) *Blueprint {
-	return &Blueprint{Name: name, names: map[string]bool{}}
+	return &Blueprint{Name: name}
 }
 
 // Errorf records a building error; Err reports them all.
@@ -45,12 +55,13 @@ func (b *Blueprint) Add(s *Spec) *Spec {
 	switch {
 	case s.Name == "":
 		b.Errorf("htgs: graph %q: a %s needs a name", b.Name, s.Kind)
-	case b.names[s.Name]:
+	case b.hasName(s.Name):
 		b.Errorf("htgs: graph %q: two nodes are named %q", b.Name, s.Name)
 	}
-	b.names[s.Name] = true
 	s.BP = b
+	s.index = len(b.Specs)
 	b.Specs = append(b.Specs, s)
+	b.version++
 	return s
 }
 
@@ -69,6 +80,24 @@ type Spec struct {
 	// Ports names the node's output ports: one "" for a task, nested graph
 	// or pipeline, the rule names for a bookkeeper, none for a memory pool.
 	Ports []string
+	// builder, when set, is used instead of Build (one allocation less per
+	// node than a closure).
+	builder interface {
+		build(sc *Scope) (Instance, error)
+	}
+	// index is the spec's position in BP.Specs.
+	index int
+}
+
+// onePort is the Ports of a node with one unnamed output port. It is
+// shared: nothing appends to the Ports of such a node.
+var onePort = []string{""}
+
+func (s *Spec) build(sc *Scope) (Instance, error) {
+	if s.builder != nil {
+		return s.builder.build(sc)
+	}
+	return s.Build(sc)
 }
 
 // Instance is a node's runtime form within one run.
@@ -85,6 +114,7 @@ func (b *Blueprint) Discard(p PortRef) {
 		b.discard = map[PortRef]bool{}
 	}
 	b.discard[p] = true
+	b.version++
 }
 
 // CheckOutputs refuses values that would silently go nowhere: a producer
@@ -93,19 +123,37 @@ func (b *Blueprint) Discard(p PortRef) {
 // blueprint whose output port nothing feeds, unless NoOutput is set or one
 // of its ports is declared with Discard (a graph that ends in sinks).
 func (b *Blueprint) CheckOutputs() error {
-	used := map[PortRef]bool{}
+	// used[i] has bit k set when port k of spec i has an edge out; ports
+	// past 63 (bookkeepers with that many rules) are looked up in the
+	// edges.
+	var small [64]uint64
+	var used []uint64
+	if len(b.Specs) <= len(small) {
+		used = small[:len(b.Specs)]
+	} else {
+		used = make([]uint64, len(b.Specs))
+	}
 	fed := false
 	for _, e := range b.Edges {
-		used[e.From] = true
+		if f := e.From; f.Spec != nil && f.Index >= 0 && f.Index < 64 && b.owns(f.Spec) {
+			used[f.Spec.index] |= 1 << f.Index
+		}
 		if e.To.Spec == nil {
 			fed = true
 		}
 	}
 	var errs []error
-	for _, s := range b.Specs {
+	for si, s := range b.Specs {
 		for i, name := range s.Ports {
 			p := PortRef{BP: b, Spec: s, Index: i, Name: name}
-			if used[p] || b.discard[p] {
+			if i < 64 && b.owns(s) && s.index == si {
+				if used[si]&(1<<i) != 0 {
+					continue
+				}
+			} else if b.hasEdgeFrom(p) {
+				continue
+			}
+			if len(b.discard) > 0 && b.discard[p] {
 				continue
 			}
 			if s.Inner != nil && !s.Inner.feedsOutput() {
@@ -124,6 +172,21 @@ func (b *Blueprint) CheckOutputs() error {
 			b.Name))
 	}
 	return errors.Join(errs...)
+}
+
+// owns reports whether s is in b.Specs at its index.
+func (b *Blueprint) owns(s *Spec) bool {
+	return s.index >= 0 && s.index < len(b.Specs) && b.Specs[s.index] == s
+}
+
+// hasEdgeFrom reports whether an edge leaves p.
+func (b *Blueprint) hasEdgeFrom(p PortRef) bool {
+	for _, e := range b.Edges {
+		if e.From == p {
+			return true
+		}
+	}
+	return false
 }
 
 // feedsOutput reports whether an edge reaches b's output port.
@@ -156,11 +219,30 @@ type Specced interface{ spec() *Spec }
 // SpecOf returns the spec behind a node reference (nil for graph ports).
 func SpecOf(s Specced) *Spec { return s.spec() }
 
-// Edge connects a producer port to a consumer port; Wire does it at run time.
+// Edge connects a producer port to a consumer port; Wire does it at run
+// time (Connect leaves Wire nil and sets wirer, which costs no allocation).
 type Edge struct {
 	From, To PortRef
 	Type     string // the Go type carried, for drawing
 	Wire     func(src, dst any)
+	wirer    wirer
+}
+
+// wirer connects the runtime ports of an edge.
+type wirer interface{ wire(src, dst any) }
+
+// wireOf connects an outlet of T to a sink of T.
+type wireOf[T any] struct{}
+
+func (wireOf[T]) wire(src, dst any) { src.(*Outlet[T]).Connect(dst.(Sink[T])) }
+
+// wire connects src to dst.
+func (e *Edge) wire(src, dst any) {
+	if e.wirer != nil {
+		e.wirer.wire(src, dst)
+		return
+	}
+	e.Wire(src, dst)
 }
 
 // Out is a typed reference to a producer port.
@@ -203,15 +285,110 @@ func Connect[T any](p Producer[T], c Consumer[T]) {
 			from.label(), from.BP.Name, to.label(), to.BP.Name)
 		return
 	}
-	for _, e := range from.BP.Edges {
-		if e.From == from && e.To == to {
-			from.BP.Errorf("htgs: graph %q: %s is connected to %s twice", from.BP.Name, from.label(), to.label())
-			return
+	if from.BP.hasEdge(from, to) {
+		from.BP.Errorf("htgs: graph %q: %s is connected to %s twice", from.BP.Name, from.label(), to.label())
+		return
+	}
+	b := from.BP
+	if len(b.edgeSlab) == cap(b.edgeSlab) {
+		// Edges are allocated a few at a time.
+		b.edgeSlab = make([]Edge, 0, min(max(4, 2*cap(b.edgeSlab)), 64))
+	}
+	b.edgeSlab = append(b.edgeSlab, Edge{From: from, To: to, Type: reflect.TypeFor[T]().String(), wirer: wireOf[T]{}})
+	b.Edges = append(b.Edges, &b.edgeSlab[len(b.edgeSlab)-1])
+	b.version++
+}
+
+// seenMin is the number of specs or edges from which hasName and hasEdge
+// use a filter rather than compare with each.
+const seenMin = 32
+
+// seenSet is a filter of the hashes of n items (the first n specs, or
+// edges, of a blueprint): a clear bit tells an item is new; a set bit that
+// it may not be, which is then checked item by item.
+type seenSet struct {
+	bits []uint64
+	n    int
+}
+
+// sync makes s hold the hashes of the items 0..count-1 (hash(i)).
+func (s *seenSet) sync(count int, hash func(i int) uint64) {
+	if s.n > count || len(s.bits)*64 < 8*count {
+		// Rebuilt as the items grow: 16 to 32 bits per item.
+		size := 64
+		for size < 16*count {
+			size *= 2
+		}
+		s.bits = make([]uint64, size/64)
+		s.n = 0
+	}
+	for ; s.n < count; s.n++ {
+		s.set(hash(s.n))
+	}
+}
+
+func (s *seenSet) bit(h uint64) (int, uint64) {
+	h &= uint64(len(s.bits)*64 - 1)
+	return int(h / 64), 1 << (h % 64)
+}
+
+func (s *seenSet) set(h uint64) {
+	i, m := s.bit(h)
+	s.bits[i] |= m
+}
+
+func (s *seenSet) mayHave(h uint64) bool {
+	i, m := s.bit(h)
+	return s.bits[i]&m != 0
+}
+
+// nameSeed hashes spec names.
+var nameSeed = maphash.MakeSeed()
+
+// hasName reports whether a spec of b is named name.
+func (b *Blueprint) hasName(name string) bool {
+	if len(b.Specs) >= seenMin {
+		b.nameSeen.sync(len(b.Specs), func(i int) uint64 { return maphash.String(nameSeed, b.Specs[i].Name) })
+		if !b.nameSeen.mayHave(maphash.String(nameSeed, name)) {
+			return false
 		}
 	}
-	from.BP.Edges = append(from.BP.Edges, &Edge{From: from, To: to, Type: reflect.TypeFor[T]().String(), Wire: func(src, dst any) {
-		src.(*Outlet[T]).Connect(dst.(Sink[T]))
-	}})
+	for _, s := range b.Specs {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// edgeHash hashes the ends of an edge.
+func edgeHash(from, to PortRef) uint64 {
+	f, t := uint64(0), uint64(0)
+	if from.Spec != nil {
+		f = uint64(from.Spec.index) + 1
+	}
+	if to.Spec != nil {
+		t = uint64(to.Spec.index) + 1
+	}
+	h := (f<<8 ^ uint64(from.Index)) * 0x9E3779B97F4A7C15
+	h ^= (t<<8 ^ uint64(to.Index)) * 0xC2B2AE3D27D4EB4F
+	return h ^ h>>29
+}
+
+// hasEdge reports whether an edge from → to exists already.
+func (b *Blueprint) hasEdge(from, to PortRef) bool {
+	if len(b.Edges) >= seenMin {
+		b.edgeSeen.sync(len(b.Edges), func(i int) uint64 { return edgeHash(b.Edges[i].From, b.Edges[i].To) })
+		if !b.edgeSeen.mayHave(edgeHash(from, to)) {
+			return false
+		}
+	}
+	for _, e := range b.Edges {
+		if e.From == from && e.To == to {
+			return true
+		}
+	}
+	return false
 }
 
 func (p PortRef) label() string {
@@ -238,6 +415,12 @@ type Scope struct {
 	Values map[any]any
 	// bp is the blueprint being instantiated in this scope.
 	bp *Blueprint
+	// prefix is Path joined with "/" and ending in "/" ("" at the root).
+	prefix string
+	// shape is bp's cached shape when this is the root scope of a run
+	// whose context carries no profiler labels: what nodes need that
+	// depends only on the blueprint is then taken from it.
+	shape *shape
 }
 
 // Lookup finds the object stored under key in sc or an enclosing scope.
@@ -268,11 +451,18 @@ func ScopeFrom(ctx context.Context) *Scope {
 
 // FullName returns name prefixed by the scope's path.
 func (sc *Scope) FullName(name string) string {
-	s := ""
-	for _, p := range sc.Path {
-		s += p + "/"
+	if len(sc.Path) == 0 {
+		return name
 	}
-	return s + name
+	if sc.prefix == "" {
+		// A scope made elsewhere than Child.
+		s := ""
+		for _, p := range sc.Path {
+			s += p + "/"
+		}
+		return s + name
+	}
+	return sc.prefix + name
 }
 
 // Child returns the scope of a nested graph named name.
@@ -280,9 +470,17 @@ func (sc *Scope) Child(name string) *Scope {
 	c := *sc
 	c.Parent = sc
 	c.Path = append(append([]string(nil), sc.Path...), name)
+	c.prefix = sc.FullName(name) + "/"
 	c.Values = nil
 	c.bp = nil
+	c.shape = nil
 	return &c
+}
+
+// root reports whether sc is the outermost scope of a run: no enclosing
+// graph or pipeline.
+func (sc *Scope) root() bool {
+	return sc.Parent == nil && len(sc.Path) == 0 && sc.Pipeline == 0 && sc.Pipelines == 1 && sc.Device == nil
 }
 
 // Instantiate builds every node of b in sc, wires the edges, and returns the
@@ -294,45 +492,55 @@ func Instantiate(b *Blueprint, sc *Scope, input, output any) ([]Instance, error)
 	}
 	// A graph nested in itself, directly or through others, would be
 	// instantiated forever.
-	chain := []string{b.Name}
 	for s := sc; s != nil; s = s.Parent {
-		if s.bp == nil {
-			continue
-		}
-		chain = append(chain, s.bp.Name)
 		if s.bp == b {
-			slices.Reverse(chain)
-			return nil, fmt.Errorf("htgs: graph %q contains itself: %s", b.Name, strings.Join(chain, " > "))
+			return nil, selfNesting(b, sc)
 		}
 	}
 	sc.bp = b
-	recordBoundary(sc, b.Name)
-	insts := make(map[*Spec]Instance, len(b.Specs))
-	list := make([]Instance, 0, len(b.Specs))
-	for _, s := range b.Specs {
-		in, err := s.Build(sc)
+	sc.shape = nil
+	if sc.root() && !sc.Run.parentLabels {
+		sc.shape = b.shape()
+		sc.Run.shape = sc.shape
+	}
+	r := sc.Run
+	r.reserve(b)
+	recordBoundary(sc, b)
+	insts := make([]Instance, len(b.Specs))
+	for i, s := range b.Specs {
+		in, err := s.build(sc)
 		if err != nil {
 			return nil, err
 		}
-		insts[s] = in
-		list = append(list, in)
+		insts[i] = in
+	}
+	instOf := func(s *Spec) Instance {
+		if s.index >= 0 && s.index < len(b.Specs) && b.Specs[s.index] == s {
+			return insts[s.index]
+		}
+		for i, t := range b.Specs { // an edge to a spec of another blueprint
+			if t == s {
+				return insts[i]
+			}
+		}
+		return nil
 	}
 	for _, e := range b.Edges {
 		var src, dst any
 		if e.From.Spec == nil {
 			src = input
-		} else {
-			src = insts[e.From.Spec].Out(e.From.Index)
+		} else if in := instOf(e.From.Spec); in != nil {
+			src = in.Out(e.From.Index)
 		}
 		if e.To.Spec == nil {
 			dst = output
-		} else {
-			dst = insts[e.To.Spec].In()
+		} else if in := instOf(e.To.Spec); in != nil {
+			dst = in.In()
 		}
 		if src == nil || dst == nil {
 			return nil, fmt.Errorf("htgs: graph %q: edge %s -> %s has no port", b.Name, e.From.label(), e.To.label())
 		}
-		e.Wire(src, dst)
+		e.wire(src, dst)
 	}
 	recordEdges(b, sc)
 	// Checked last, so that what makes the blueprint unbuildable is
@@ -340,5 +548,22 @@ func Instantiate(b *Blueprint, sc *Scope, input, output any) ([]Instance, error)
 	if err := b.CheckOutputs(); err != nil {
 		return nil, err
 	}
-	return list, nil
+	return insts, nil
+}
+
+// selfNesting is the error of a blueprint b instantiated in sc, inside
+// itself.
+func selfNesting(b *Blueprint, sc *Scope) error {
+	chain := []string{b.Name}
+	for s := sc; s != nil; s = s.Parent {
+		if s.bp == nil {
+			continue
+		}
+		chain = append(chain, s.bp.Name)
+		if s.bp == b {
+			break
+		}
+	}
+	slices.Reverse(chain)
+	return fmt.Errorf("htgs: graph %q contains itself: %s", b.Name, strings.Join(chain, " > "))
 }

@@ -54,7 +54,8 @@ func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 		if len(b.rules) == 0 {
 			return nil, fmt.Errorf("htgs: bookkeeper %q has no rules", full)
 		}
-		x := &bkExec[In]{}
+		bi := &bkInst[In]{}
+		x := &bi.x
 		for _, rm := range b.rules {
 			rt, err := rm.make(sc, full, &x.active)
 			if err != nil {
@@ -64,19 +65,11 @@ func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 			x.names = append(x.names, rm.name)
 			x.live = append(x.live, true)
 		}
-		n := newNode(sc, name, "bookkeeper", queueCap, []executor[In]{x}, x.closeAll)
-		n.stats.Rules = x.names
-		for _, rt := range x.rules {
-			n.inbox.SetNext(rt.outlet())
-		}
-		n.stats.ItemsOut = func() int64 {
-			var total int64
-			for _, rt := range x.rules {
-				total += rt.pushed()
-			}
-			return total
-		}
-		return &bkInst[In]{node: n, x: x}, nil
+		bi.node.init(sc, b.Spec, name, "bookkeeper", labelBookkeeper, queueCap, 1, bi)
+		bi.copies[0].ex = x
+		bi.stats.Rules = x.names
+		bi.inbox.succ = bi
+		return bi, nil
 	}
 	return b
 }
@@ -94,13 +87,13 @@ func AddRule[In, Out any](b *BookkeeperSpec[In], name string, factory func() App
 			return nil, err
 		}
 		r := rs[0]
-		out := NewOutlet[Out](sc.Run, fmt.Sprintf("rule %q", full))
+		out := NewOutletNamed[Out](sc.Run, "rule ", full, true)
 		out.AddProducer()
-		rt := &rule[In, Out]{r: r, out: out}
+		rt := &rule[In, Out]{r: r, out: out, name: full}
 		rt.init, _ = any(r).(task.Initializer)
 		rt.term, _ = any(r).(task.Terminator)
 		rt.shut, _ = any(r).(task.Shutdowner)
-		rt.em = emitter[Out]{out: out, active: active, name: fmt.Sprintf("rule %q", full)}
+		rt.em = emitter[Out]{out: out, active: active, rule: true, name: &rt.name}
 		return rt, nil
 	}})
 	return idx
@@ -113,6 +106,7 @@ type rule[In, Out any] struct {
 	shut task.Shutdowner
 	em   emitter[Out]
 	out  *Outlet[Out]
+	name string
 }
 
 func (r *rule[In, Out]) initialize(ctx context.Context, info task.Info) error {
@@ -196,6 +190,8 @@ func (x *bkExec[In]) shutdown(ctx context.Context) error {
 
 func (x *bkExec[In]) setActive(b bool) { x.active.Store(b) }
 
+func (x *bkExec[In]) hasShutdown() bool { return true }
+
 func (x *bkExec[In]) closeAll() {
 	for i, r := range x.rules {
 		if x.live[i] {
@@ -206,8 +202,24 @@ func (x *bkExec[In]) closeAll() {
 }
 
 type bkInst[In any] struct {
-	*node[In]
-	x *bkExec[In]
+	node[In]
+	x bkExec[In]
+}
+
+func (b *bkInst[In]) nodeExited() { b.x.closeAll() }
+
+func (b *bkInst[In]) nextN() int { return len(b.x.rules) }
+func (b *bkInst[In]) nextAt(i int) registered {
+	r, _ := b.x.rules[i].outlet().(registered)
+	return r
+}
+
+func (b *bkInst[In]) emitted() int64 {
+	var total int64
+	for _, rt := range b.x.rules {
+		total += rt.pushed()
+	}
+	return total
 }
 
 func (b *bkInst[In]) Out(i int) any {

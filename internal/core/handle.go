@@ -31,8 +31,8 @@ func GraphSpec[In, Out any](name string, inner *Blueprint) *Spec {
 	s.Build = func(sc *Scope) (Instance, error) {
 		sub := sc.Child(name)
 		full := sc.FullName(name)
-		in := NewOutlet[In](sc.Run, fmt.Sprintf("input of graph %q", full))
-		out := NewOutlet[Out](sc.Run, fmt.Sprintf("output of graph %q", full))
+		in := NewOutletNamed[In](sc.Run, "input of graph ", full, true)
+		out := NewOutletNamed[Out](sc.Run, "output of graph ", full, true)
 		insts, err := Instantiate(inner, sub, in, out)
 		if err != nil {
 			return nil, fmt.Errorf("graph %q: %w", full, err)

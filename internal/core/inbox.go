@@ -2,6 +2,9 @@ package core
 
 import (
 	"errors"
+	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -20,34 +23,109 @@ var ErrClosed = errors.New("htgs: graph input is closed")
 // list, and it lets a single consumer take items in batches.
 type Inbox[T any] struct {
 	run     *Run
-	name    string
+	name    label
 	counted bool // items count towards the run's quiescence counter
+	color   uint8
+	closed  bool // no producer is left (or the run is quiescent)
+	gone    bool // no consumer is left: pushes are dropped
 
 	mu        sync.Mutex
 	notEmpty  sync.Cond
-	notFull   sync.Cond
+	notFull   *sync.Cond // nil when unbounded
 	buf       []T
+	buf1      [1]T // the ring's room until a second value is queued
 	head, n   int
-	limit     int // 0: unbounded
-	producers int
-	closed    bool // no producer is left (or the run is quiescent)
-	gone      bool // no consumer is left: pushes are dropped
-	waiting   int  // consumers blocked in Pop
-	pwaiting  int  // producers blocked in Push
-	maxLen    int
+	limit     int32 // 0: unbounded
+	producers int32
+	waiting   int32 // consumers blocked in Pop
+	pwaiting  int32 // producers blocked in Push
+	maxLen    int32
 	pushed    int64
 	dropped   int64
-	succ      []registered // the outlets of the consuming node
+	succ      successors // the outlets of the consuming node
 }
+
+// successors lists where values go from a sink, for cycle detection.
+type successors interface {
+	nextN() int
+	nextAt(i int) registered
+}
+
+// succList is the successors given to SetNext.
+type succList []registered
+
+func (l succList) nextN() int              { return len(l) }
+func (l succList) nextAt(i int) registered { return l[i] }
 
 // NewInbox returns an inbox registered with r. counted inboxes feed tasks and
 // take part in quiescence detection; the graph's result queue is not counted.
 func NewInbox[T any](r *Run, name string, limit int, counted bool) *Inbox[T] {
-	q := &Inbox[T]{run: r, name: name, counted: counted, limit: limit}
-	q.notEmpty.L = &q.mu
-	q.notFull.L = &q.mu
-	r.register(q)
+	return NewInboxNamed[T](r, name, "", false, limit, counted)
+}
+
+// NewInboxNamed is NewInbox for an inbox named pre followed by quoted in
+// quotes when quote is set: the name is only formatted when a message
+// needs it.
+func NewInboxNamed[T any](r *Run, pre, quoted string, quote bool, limit int, counted bool) *Inbox[T] {
+	q := &Inbox[T]{}
+	q.init(r, labelOf(pre, quoted, quote), limit, counted)
 	return q
+}
+
+// init prepares the zero inbox q, which must not move afterwards.
+func (q *Inbox[T]) init(r *Run, name label, limit int, counted bool) {
+	q.run, q.name, q.counted, q.limit = r, name, counted, int32(min(limit, math.MaxInt32))
+	q.buf = q.buf1[:]
+	q.notEmpty.L = &q.mu
+	if limit > 0 {
+		q.notFull = sync.NewCond(&q.mu)
+	}
+	r.register(q)
+}
+
+// label is the name of a sink in messages, formatted only when needed:
+// one of labelPrefixes followed by s in quotes, or s itself (labelRaw).
+type label struct {
+	kind labelKind
+	s    string
+}
+
+type labelKind uint8
+
+// Label kinds: a prefix each.
+const (
+	labelRaw labelKind = iota
+	labelTask
+	labelBookkeeper
+	labelTaskOutput
+	labelGraphInput
+	labelGraphOutput
+	labelPipelineOutput
+	labelRule
+)
+
+var labelPrefixes = [...]string{"", "task ", "bookkeeper ", "output of task ", "input of graph ",
+	"output of graph ", "output of pipeline ", "rule "}
+
+// labelOf is the label pre followed by quoted in quotes if quote is set,
+// else pre.
+func labelOf(pre, quoted string, quote bool) label {
+	if !quote {
+		return label{s: pre}
+	}
+	for k, p := range labelPrefixes {
+		if k > 0 && p == pre {
+			return label{kind: labelKind(k), s: quoted}
+		}
+	}
+	return label{s: pre + strconv.Quote(quoted)}
+}
+
+func (l label) String() string {
+	if l.kind == labelRaw {
+		return l.s
+	}
+	return labelPrefixes[l.kind] + strconv.Quote(l.s)
 }
 
 // AddProducer declares one more producer; called while wiring, before the run starts.
@@ -80,7 +158,7 @@ func (q *Inbox[T]) pushAbort(v T, abort *atomic.Bool) error { return q.push(v, n
 // be nil); whoever sets it then calls Run.WakeAll.
 func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool) error {
 	q.mu.Lock()
-	for q.limit > 0 && q.n >= q.limit && !q.gone && !q.run.Stopped() {
+	for q.limit > 0 && q.n >= int(q.limit) && !q.gone && !q.run.Stopped() {
 		if abort != nil && abort.Load() {
 			q.mu.Unlock()
 			return ErrClosed
@@ -119,8 +197,8 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool) error {
 	if count != nil {
 		*count++
 	}
-	if q.n > q.maxLen {
-		q.maxLen = q.n
+	if q.n > int(q.maxLen) {
+		q.maxLen = int32(min(q.n, math.MaxInt32))
 	}
 	if q.waiting > 0 {
 		q.notEmpty.Signal()
@@ -161,6 +239,10 @@ func (q *Inbox[T]) Pop(dst []T, max int) (out []T, blocked, ok bool) {
 		return dst, blocked, false
 	}
 	k := min(q.n, max)
+	if cap(dst)-len(dst) < k {
+		// Grow once to the largest batch rather than step by step.
+		dst = slices.Grow(dst, max)
+	}
 	var zero T
 	for range k {
 		dst = append(dst, q.buf[q.head])
@@ -171,7 +253,7 @@ func (q *Inbox[T]) Pop(dst []T, max int) (out []T, blocked, ok bool) {
 		}
 	}
 	q.n -= k
-	if q.pwaiting > 0 {
+	if q.pwaiting > 0 && q.notFull != nil {
 		q.notFull.Broadcast()
 	}
 	q.mu.Unlock()
@@ -194,7 +276,9 @@ func (q *Inbox[T]) Abandon() {
 	}
 	q.n, q.head = 0, 0
 	q.dropped += int64(k)
-	q.notFull.Broadcast()
+	if q.notFull != nil {
+		q.notFull.Broadcast()
+	}
 	q.mu.Unlock()
 	if q.counted && k > 0 {
 		q.run.Done(int64(k))
@@ -212,7 +296,7 @@ func (q *Inbox[T]) Len() int {
 func (q *Inbox[T]) MaxLen() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.maxLen
+	return int(q.maxLen)
 }
 
 // Pushed returns how many values were ever queued.
@@ -233,21 +317,35 @@ func (q *Inbox[T]) Dropped() int64 {
 func (q *Inbox[T]) Producers() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.producers
+	return int(q.producers)
 }
 
-func (q *Inbox[T]) sinkName() string { return q.name }
+func (q *Inbox[T]) sinkName() string { return q.name.String() }
 
 // SetNext records where the consuming node sends values, for cycle detection.
 func (q *Inbox[T]) SetNext(outs ...any) {
-	for _, o := range outs {
-		if r, ok := o.(registered); ok {
-			q.succ = append(q.succ, r)
+	var l succList
+	if q.succ != nil {
+		for i := range q.succ.nextN() {
+			l = append(l, q.succ.nextAt(i))
 		}
 	}
+	for _, o := range outs {
+		if r, ok := o.(registered); ok {
+			l = append(l, r)
+		}
+	}
+	q.succ = l
 }
 
-func (q *Inbox[T]) next() []registered { return q.succ }
+func (q *Inbox[T]) nextN() int {
+	if q.succ == nil {
+		return 0
+	}
+	return q.succ.nextN()
+}
+func (q *Inbox[T]) nextAt(i int) registered { return q.succ.nextAt(i) }
+func (q *Inbox[T]) mark() *uint8            { return &q.color }
 
 func (q *Inbox[T]) isCounted() bool { return q.counted }
 
@@ -256,7 +354,9 @@ func (q *Inbox[T]) isCounted() bool { return q.counted }
 func (q *Inbox[T]) wake() {
 	q.mu.Lock()
 	q.notEmpty.Broadcast()
-	q.notFull.Broadcast()
+	if q.notFull != nil {
+		q.notFull.Broadcast()
+	}
 	q.mu.Unlock()
 }
 
@@ -269,6 +369,8 @@ func (q *Inbox[T]) forceClose() {
 	q.mu.Lock()
 	q.closed = true
 	q.notEmpty.Broadcast()
-	q.notFull.Broadcast()
+	if q.notFull != nil {
+		q.notFull.Broadcast()
+	}
 	q.mu.Unlock()
 }

@@ -60,6 +60,7 @@ type executor[In any] interface {
 	execute(ctx context.Context, in In) error
 	canTerminate() bool
 	shutdown(ctx context.Context) error
+	hasShutdown() bool // shutdown may do something
 	setActive(bool)
 }
 
@@ -67,71 +68,122 @@ type executor[In any] interface {
 // once; nodes with several copies take one at a time to balance load.
 const maxBatch = 64
 
+// copyRT is the runtime of one copy of a node.
+type copyRT[In any] struct {
+	ex    executor[In]
+	stats CopyStats
+	ctx   copyCtx
+	buf   [1]In // the first batch's room
+	// inited is set once Initialize succeeded: Shutdown is then due.
+	inited bool
+}
+
 // node is the runtime of a task or bookkeeper: one inbox, several copies.
+// It lives inside its instance (one allocation for the node, its queue,
+// its output and its copies, when it has one).
 type node[In any] struct {
 	run    *Run
 	scope  *Scope
-	name   string
-	inbox  *Inbox[In]
-	execs  []executor[In]
-	stats  *NodeStats
-	infos  []task.Info
+	inbox  Inbox[In]
+	stats  NodeStats
+	copies []copyRT[In]
+	one    [1]copyRT[In]
+	onep   [1]*CopyStats
 	live   atomic.Int32
-	onExit func() // called once, when the last copy has stopped
-	batch  int
+	owner  nodeOwner
 }
 
-func newNode[In any](sc *Scope, name, kind string, limit int, execs []executor[In], onExit func()) *node[In] {
+// nodeOwner is the instance a node lives in.
+type nodeOwner interface {
+	nodeExited()    // called once, when the last copy has stopped
+	emitted() int64 // values emitted by all copies (all rules)
+}
+
+// init prepares n, named name in sc, for spec sp, with the given number
+// of copies, whose executors the caller then sets. inboxLabel names the
+// inbox: labelTask or labelBookkeeper.
+func (n *node[In]) init(sc *Scope, sp *Spec, name, kind string, inboxLabel labelKind, limit, copies int, owner nodeOwner) {
 	full := sc.FullName(name)
-	n := &node[In]{run: sc.Run, scope: sc, name: full, execs: execs, onExit: onExit, batch: 1}
-	if len(execs) == 1 {
-		n.batch = maxBatch
+	r := sc.Run
+	n.run, n.scope, n.owner = r, sc, owner
+	if copies == 1 {
+		n.copies = n.one[:]
+		n.stats.Copies = n.onep[:]
+	} else {
+		n.copies = make([]copyRT[In], copies)
+		n.stats.Copies = make([]*CopyStats, copies)
 	}
-	n.inbox = NewInbox[In](sc.Run, fmt.Sprintf("%s %q", kind, full), limit, true)
-	n.stats = &NodeStats{Name: full, Kind: kind, Path: sc.Path, Pipeline: sc.Pipeline,
-		QueueLen: n.inbox.Len, QueueMax: n.inbox.MaxLen}
-	dev := sc.Device
-	if dev == nil {
-		dev = device.Host{}
-	}
-	pipes := max(sc.Pipelines, 1)
-	if tr := sc.Run.Trace; tr != nil {
+	n.inbox.init(r, label{kind: inboxLabel, s: full}, limit, true)
+	n.stats.Name, n.stats.Kind, n.stats.Path, n.stats.Pipeline = full, kind, sc.Path, sc.Pipeline
+	n.stats.src = n
+	tr := r.Trace
+	if tr != nil {
 		n.stats.queue = tr.newQueue(full)
 	}
-	for i := range execs {
-		cs := &CopyStats{Thread: i, epoch: sc.Run.Epoch}
-		if tr := sc.Run.Trace; tr != nil {
-			cs.track = tr.newTrack(full, i, sc.Pipeline)
+	sides := sc.sidesOf(sp, copies)
+	for i := range n.copies {
+		c := &n.copies[i]
+		c.stats.Thread, c.stats.epoch = i, &r.Epoch
+		if tr != nil {
+			c.stats.track = tr.newTrack(full, i, sc.Pipeline)
 		}
-		n.stats.Copies = append(n.stats.Copies, cs)
-		n.infos = append(n.infos, task.Info{Task: full, Thread: i, Threads: len(execs),
-			Pipeline: sc.Pipeline, Pipelines: pipes, Device: dev})
+		n.stats.Copies[i] = &c.stats
+		c.ctx.Context = r.ctx
+		if sides != nil {
+			c.ctx.side = sides[i]
+		}
+		c.ctx.state.Stats, c.ctx.state.Scope = &c.stats, sc
 	}
-	sc.Run.AddNode(n.stats)
-	sc.Run.AddTopoNode(TopoNode{ID: full, Label: name, Kind: kind, Path: sc.Path, Stats: n.stats})
-	return n
+	r.AddNode(&n.stats)
 }
 
-func (n *node[In]) In() any { return n.inbox }
+// info describes copy i.
+func (n *node[In]) info(i int) task.Info {
+	sc := n.scope
+	var dev device.Device = device.Host{}
+	if sc.Device != nil {
+		dev = sc.Device
+	}
+	return task.Info{Task: n.stats.Name, Thread: i, Threads: len(n.copies), Pipeline: sc.Pipeline, Pipelines: max(sc.Pipelines, 1), Device: dev}
+}
+
+func (n *node[In]) itemsOut() int64 { return n.owner.emitted() }
+func (n *node[In]) queueLen() int   { return n.inbox.Len() }
+func (n *node[In]) queueMax() int   { return n.inbox.MaxLen() }
+
+func (n *node[In]) In() any { return &n.inbox }
 
 func (n *node[In]) Launch(r *Run) {
-	n.live.Store(int32(len(n.execs)))
-	for i := range n.execs {
-		r.Go(func() { n.work(i) })
+	k := len(n.copies)
+	n.live.Store(int32(k))
+	if k > 1 && n.copies[0].ctx.side == nil {
+		lctx := n.labelled() // shared by the copies
+		for i := range n.copies {
+			n.copies[i].ctx.Context = lctx
+		}
 	}
+	r.wg.Add(k)
+	r.live.Add(int64(k))
+	for i := range n.copies {
+		go n.work(i)
+	}
+}
+
+// labelled returns the run's context with the node's profiler labels.
+func (n *node[In]) labelled() context.Context {
+	// Keys in order: pprof.Labels sorts them otherwise, at a cost.
+	return pprof.WithLabels(n.run.ctx, pprof.Labels("htgs.pipeline", strconv.Itoa(n.scope.Pipeline), "htgs.task", n.stats.Name))
 }
 
 func (n *node[In]) copyExited() {
 	if n.live.Add(-1) == 0 {
 		n.inbox.Abandon()
-		if n.onExit != nil {
-			n.onExit()
-		}
+		n.owner.nodeExited()
 	}
 }
 
 func (n *node[In]) fail(thread int, phase string, err error) error {
-	return &task.Error{Task: n.name, Thread: thread, Phase: phase, Err: err}
+	return &task.Error{Task: n.stats.Name, Thread: thread, Phase: phase, Err: err}
 }
 
 // protect runs f, turning a panic into an error naming the task.
@@ -147,65 +199,121 @@ func (n *node[In]) protect(thread int, phase string, f func() error) (err error)
 	return nil
 }
 
+// work is the goroutine of copy i, counted by Launch in the run's
+// goroutines. Its frames are kept small, and few between it and a task's
+// Emit, so that a copy's goroutine seldom outgrows its first stack.
 func (n *node[In]) work(i int) {
-	r, ex, cs, info := n.run, n.execs[i], n.stats.Copies[i], n.infos[i]
-	defer n.copyExited()
-	defer cs.SetState(StateDone)
-	ctx := pprof.WithLabels(task.WithInfo(r.ctx, info), pprof.Labels("htgs.task", n.name, "htgs.pipeline", strconv.Itoa(info.Pipeline)))
-	pprof.SetGoroutineLabels(ctx)
-	ctx = context.WithValue(ctx, copyKey{}, &CopyState{Stats: cs, Scope: n.scope})
-
-	if err := n.protect(i, "initialize", func() error { return ex.initialize(ctx, info) }); err != nil {
-		r.Fail(err)
+	c := &n.copies[i]
+	defer n.exit(c, i)
+	n.prepare(c)
+	if !n.initialize(c, i) {
 		return
 	}
-	defer func() {
-		sctx := context.WithoutCancel(ctx)
-		if err := n.protect(i, "shutdown", func() error { return ex.shutdown(sctx) }); err != nil {
-			r.Fail(err)
-		}
-	}()
+	c.inited = true
+	n.loop(c, i)
+}
 
-	batch := make([]In, 0, n.batch)
-	counting := !r.NoStats
-	var last time.Duration
-	if counting {
-		last = time.Since(r.Epoch)
+// exit ends copy c: its Shutdown if it was initialized, then the node's
+// and the run's accounting, which also runs if Shutdown calls
+// runtime.Goexit.
+func (n *node[In]) exit(c *copyRT[In], i int) {
+	r := n.run
+	defer r.wg.Done()
+	defer r.exited()
+	defer n.copyExited()
+	defer c.stats.SetState(StateDone)
+	if c.inited {
+		n.shutdown(c, i)
 	}
+}
+
+// prepare makes the context of copy c and labels its goroutine for the
+// profiler.
+func (n *node[In]) prepare(c *copyRT[In]) {
+	if c.ctx.side == nil {
+		lctx := c.ctx.Context // labelled by Launch if there are several copies
+		if len(n.copies) == 1 {
+			lctx = n.labelled()
+		}
+		c.ctx.Context = task.WithInfo(lctx, n.info(c.stats.Thread))
+	}
+	pprof.SetGoroutineLabels(&c.ctx)
+}
+
+// initialize runs the copy's Initialize, failing the run if it fails.
+func (n *node[In]) initialize(c *copyRT[In], i int) bool {
+	if err := n.protect(i, "initialize", func() error { return c.ex.initialize(&c.ctx, n.info(i)) }); err != nil {
+		n.run.Fail(err)
+		return false
+	}
+	return true
+}
+
+// shutdown runs the copy's Shutdown, failing the run if it fails.
+func (n *node[In]) shutdown(c *copyRT[In], i int) {
+	if !c.ex.hasShutdown() {
+		return
+	}
+	sctx := context.WithoutCancel(&c.ctx)
+	if err := n.protect(i, "shutdown", func() error { return c.ex.shutdown(sctx) }); err != nil {
+		n.run.Fail(err)
+	}
+}
+
+// batchState is the batch a copy executes, and its accounting.
+type batchState[In any] struct {
+	batch    []In
+	last     time.Duration // when the copy's last wait or execution ended
+	done     int64         // values of the batch executed
+	active   bool          // inside the batch's execution
+	counting bool          // the run keeps counters
+}
+
+// loop takes values from the inbox and executes them until the inbox is
+// closed and empty, the run stops, or the copy can terminate. A panic in
+// Execute (or CanTerminate) fails the run, naming the task (see
+// recoverBatch). All but the execution itself is done in other functions,
+// to keep this frame, which is under every Execute, small.
+func (n *node[In]) loop(c *copyRT[In], i int) {
+	var b batchState[In]
+	b.batch = c.buf[:0]
+	defer n.recoverBatch(c, i, &b)
+	n.startLoop(c, &b)
+	ex := c.ex
+	ctx := context.Context(&c.ctx)
 	for !ex.canTerminate() {
-		if counting {
-			cs.SetState(StateWaiting)
-		}
-		var blocked, ok bool
-		batch, blocked, ok = n.inbox.Pop(batch[:0], n.batch)
-		if blocked && counting {
-			now := time.Since(r.Epoch)
-			cs.Wait.Add(int64(now - last))
-			last = now
-		}
-		if !ok {
+		if !n.next(c, &b) {
 			return
 		}
-		if q := n.stats.queue; q != nil {
-			q.Add(time.Since(r.Epoch), n.inbox.Len())
-		}
-		var done int64
-		var stop bool
+		b.active = true
+		ex.setActive(true)
+		stop := false
 		var err error
-		if counting {
-			cs.SetState(StateExecuting)
-			done, stop, err = n.runBatch(ctx, ex, batch, i, cs.track)
-			now := time.Since(r.Epoch)
-			cs.Compute.Add(int64(now - last))
-			last = now
-			cs.ItemsIn.Add(done)
-		} else {
-			_, stop, err = n.runBatch(ctx, ex, batch, i, nil)
+		for _, v := range b.batch {
+			if n.run.Stopped() {
+				stop = true
+				break
+			}
+			if c.stats.track != nil {
+				err = n.executeTraced(c, ctx, v)
+			} else {
+				err = ex.execute(ctx, v)
+			}
+			if err != nil {
+				stop = true
+				break
+			}
+			b.done++
+			if ex.canTerminate() {
+				stop = true
+				break
+			}
 		}
-		clear(batch)
-		r.Done(int64(len(batch)))
+		ex.setActive(false)
+		b.active = false
+		n.batchDone(&c.stats, &b)
 		if err != nil {
-			r.Fail(err)
+			n.run.Fail(n.fail(i, "execute", err))
 			return
 		}
 		if stop {
@@ -214,64 +322,128 @@ func (n *node[In]) work(i int) {
 	}
 }
 
-func (n *node[In]) runBatch(ctx context.Context, ex executor[In], batch []In, thread int, track *Track) (done int64, stop bool, err error) {
-	ex.setActive(true)
-	defer ex.setActive(false)
-	defer func() {
-		if p := recover(); p != nil {
-			stop, err = true, n.fail(thread, "execute", &task.PanicError{Value: p, Stack: debug.Stack()})
-		}
-	}()
-	for _, v := range batch {
-		if n.run.Stopped() {
-			return done, true, nil
-		}
-		var t0 time.Duration
-		if track != nil {
-			t0 = time.Since(n.run.Epoch)
-		}
-		e := ex.execute(ctx, v)
-		if track != nil {
-			track.Add(Slice{Start: t0, Dur: time.Since(n.run.Epoch) - t0, Kind: SliceExecute})
-		}
-		if e != nil {
-			return done, true, n.fail(thread, "execute", e)
-		}
-		done++
-		if ex.canTerminate() {
-			return done, true, nil
-		}
+//go:noinline
+func (n *node[In]) startLoop(c *copyRT[In], b *batchState[In]) {
+	b.counting = !n.run.NoStats
+	if b.counting {
+		b.last = time.Since(n.run.Epoch)
 	}
-	return done, false, nil
+}
+
+// next takes the next batch from the inbox into b; false when there is
+// none to come.
+//
+//go:noinline
+func (n *node[In]) next(c *copyRT[In], b *batchState[In]) bool {
+	r, cs := n.run, &c.stats
+	if b.counting {
+		cs.SetState(StateWaiting)
+	}
+	var blocked, ok bool
+	max := 1
+	if len(n.copies) == 1 {
+		max = maxBatch
+	}
+	b.batch, blocked, ok = n.inbox.Pop(b.batch[:0], max)
+	if blocked && b.counting {
+		now := time.Since(r.Epoch)
+		cs.Wait.Add(int64(now - b.last))
+		b.last = now
+	}
+	if !ok {
+		return false
+	}
+	if q := n.stats.queue; q != nil {
+		q.Add(time.Since(r.Epoch), n.inbox.Len())
+	}
+	if b.counting {
+		cs.SetState(StateExecuting)
+	}
+	b.done = 0
+	return true
+}
+
+// executeTraced executes v, recording the slice on the copy's track.
+//
+//go:noinline
+func (n *node[In]) executeTraced(c *copyRT[In], ctx context.Context, v In) error {
+	if n.run.NoStats {
+		return c.ex.execute(ctx, v)
+	}
+	t0 := time.Since(n.run.Epoch)
+	err := c.ex.execute(ctx, v)
+	c.stats.track.Add(Slice{Start: t0, Dur: time.Since(n.run.Epoch) - t0, Kind: SliceExecute})
+	return err
+}
+
+// batchDone counts a batch executed (or cut short) and releases it.
+//
+//go:noinline
+func (n *node[In]) batchDone(cs *CopyStats, b *batchState[In]) {
+	if b.counting {
+		now := time.Since(n.run.Epoch)
+		cs.Compute.Add(int64(now - b.last))
+		b.last = now
+		cs.ItemsIn.Add(b.done)
+	}
+	clear(b.batch)
+	n.run.Done(int64(len(b.batch)))
+}
+
+// recoverBatch, deferred by loop, turns a panic in the execution of a
+// batch into the run's error naming the task.
+func (n *node[In]) recoverBatch(c *copyRT[In], i int, b *batchState[In]) {
+	if !b.active {
+		return // not in a batch: a panic elsewhere is not the task's
+	}
+	c.ex.setActive(false)
+	p := recover()
+	if p == nil {
+		return // runtime.Goexit
+	}
+	err := n.fail(i, "execute", &task.PanicError{Value: p, Stack: debug.Stack()})
+	n.batchDone(&c.stats, b)
+	n.run.Fail(err)
 }
 
 // emitter is the Emitter handed to a task copy (or bookkeeper rule).
 type emitter[T any] struct {
 	out    *Outlet[T]
 	active *atomic.Bool
-	name   string
+	name   *string // the task's or rule's full name
+	rule   bool    // a bookkeeper rule's, not a task's
 }
 
 func (e *emitter[T]) Emit(v T) error {
 	if !e.active.Load() {
-		return fmt.Errorf("htgs: %s: %w", e.name, task.ErrEmitClosed)
+		return e.closed()
 	}
-	return e.out.Push(v)
+	return e.out.push(v, nil)
+}
+
+// closed is the error of an Emit outside Execute; apart from Emit to keep
+// Emit's frame small.
+//
+//go:noinline
+func (e *emitter[T]) closed() error {
+	what := "task"
+	if e.rule {
+		what = "rule"
+	}
+	return fmt.Errorf("htgs: %s %q: %w", what, *e.name, task.ErrEmitClosed)
 }
 
 // taskExec runs one copy of a user task.
 type taskExec[In, Out any] struct {
 	t      task.Task[In, Out]
-	init   task.Initializer
 	term   task.Terminator
-	shut   task.Shutdowner
 	em     emitter[Out]
 	active atomic.Bool
 }
 
 func (x *taskExec[In, Out]) initialize(ctx context.Context, info task.Info) error {
-	if x.init != nil {
-		return x.init.Initialize(ctx, info)
+	if init, ok := x.t.(task.Initializer); ok {
+		return init.Initialize(ctx, info)
 	}
 	return nil
 }
@@ -283,25 +455,38 @@ func (x *taskExec[In, Out]) execute(ctx context.Context, in In) error {
 func (x *taskExec[In, Out]) canTerminate() bool { return x.term != nil && x.term.CanTerminate() }
 
 func (x *taskExec[In, Out]) shutdown(ctx context.Context) error {
-	if x.shut != nil {
-		return x.shut.Shutdown(ctx)
+	if shut, ok := x.t.(task.Shutdowner); ok {
+		return shut.Shutdown(ctx)
 	}
 	return nil
 }
 
+func (x *taskExec[In, Out]) hasShutdown() bool {
+	_, ok := x.t.(task.Shutdowner)
+	return ok
+}
+
 func (x *taskExec[In, Out]) setActive(b bool) { x.active.Store(b) }
 
+// taskInst is a running task: its node, output and (single) copy in one
+// allocation.
 type taskInst[In, Out any] struct {
-	*node[In]
-	out *Outlet[Out]
+	node[In]
+	out Outlet[Out]
+	x1  [1]taskExec[In, Out]
 }
 
 func (t *taskInst[In, Out]) Out(i int) any {
 	if i != 0 {
 		return nil
 	}
-	return t.out
+	return &t.out
 }
+
+func (t *taskInst[In, Out]) nodeExited()           { t.out.ProducerDone() }
+func (t *taskInst[In, Out]) nextN() int            { return 1 }
+func (t *taskInst[In, Out]) nextAt(int) registered { return &t.out }
+func (t *taskInst[In, Out]) emitted() int64        { return t.out.Pushed() }
 
 // TaskOptions are the settings of a task node.
 type TaskOptions struct {
@@ -311,71 +496,96 @@ type TaskOptions struct {
 	DiscardOutput bool
 }
 
+// taskSpec is the specification of a task node.
+type taskSpec[In, Out any] struct {
+	Spec
+	opt     TaskOptions
+	factory func() task.Task[In, Out]
+}
+
 // TaskSpec returns the specification of a task node whose copies are made
-// by factory.
+// by factory. Its Build is nil: Instantiate builds it.
 func TaskSpec[In, Out any](name string, opt TaskOptions, factory func() task.Task[In, Out]) *Spec {
-	s := &Spec{Name: name, Kind: "task", Threads: opt.Threads, Ports: []string{""}}
-	s.Build = func(sc *Scope) (Instance, error) {
-		full := sc.FullName(name)
-		if opt.Threads < 1 {
-			return nil, fmt.Errorf("htgs: task %q: thread count %d, want at least 1", full, opt.Threads)
-		}
-		if factory == nil {
-			return nil, fmt.Errorf("htgs: task %q: nil task factory", full)
-		}
-		tasks, err := MakeCopies(full, opt.Threads, factory)
-		if err != nil {
-			return nil, err
-		}
-		out := NewOutlet[Out](sc.Run, fmt.Sprintf("output of task %q", full))
-		out.AddProducer() // the node itself
-		execs := make([]executor[In], len(tasks))
-		for i, t := range tasks {
-			x := &taskExec[In, Out]{t: t}
-			x.init, _ = t.(task.Initializer)
-			x.term, _ = t.(task.Terminator)
-			x.shut, _ = t.(task.Shutdowner)
-			execs[i] = x
-		}
-		n := newNode(sc, name, "task", opt.QueueCap, execs, out.ProducerDone)
-		n.inbox.SetNext(out)
-		n.stats.ItemsOut = out.Pushed
-		for _, x := range execs {
-			te := x.(*taskExec[In, Out])
-			te.em = emitter[Out]{out: out, active: &te.active, name: fmt.Sprintf("task %q", full)}
-		}
-		return &taskInst[In, Out]{node: n, out: out}, nil
+	ts := &taskSpec[In, Out]{Spec: Spec{Name: name, Kind: "task", Threads: opt.Threads, Ports: onePort}, opt: opt, factory: factory}
+	ts.builder = ts
+	return &ts.Spec
+}
+
+func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
+	name, opt := ts.Name, ts.opt
+	full := sc.FullName(name)
+	if opt.Threads < 1 {
+		return nil, fmt.Errorf("htgs: task %q: thread count %d, want at least 1", full, opt.Threads)
 	}
-	return s
+	if ts.factory == nil {
+		return nil, fmt.Errorf("htgs: task %q: nil task factory", full)
+	}
+	var one [1]task.Task[In, Out]
+	tasks := one[:]
+	if opt.Threads > 1 {
+		tasks = make([]task.Task[In, Out], opt.Threads)
+	}
+	if err := fillCopies(full, tasks, ts.factory); err != nil {
+		return nil, err
+	}
+	t := &taskInst[In, Out]{}
+	t.out.init(sc.Run, label{kind: labelTaskOutput, s: full})
+	t.out.AddProducer() // the node itself
+	execs := t.x1[:]
+	if len(tasks) > 1 {
+		execs = make([]taskExec[In, Out], len(tasks))
+	}
+	t.node.init(sc, &ts.Spec, name, "task", labelTask, opt.QueueCap, len(tasks), t)
+	t.inbox.succ = t
+	for i, tk := range tasks {
+		x := &execs[i]
+		x.t = tk
+		x.term, _ = tk.(task.Terminator)
+		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.stats.Name}
+		t.copies[i].ex = x
+	}
+	return t, nil
 }
 
 // MakeCopies calls factory n times, refusing nil results, panics, and a
 // factory that hands out the same pointer twice (copies would then share
 // state by accident).
-func MakeCopies[T any](name string, n int, factory func() T) (out []T, err error) {
+func MakeCopies[T any](name string, n int, factory func() T) ([]T, error) {
+	out := make([]T, n)
+	if err := fillCopies(name, out, factory); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// fillCopies is MakeCopies filling dst.
+func fillCopies[T any](name string, dst []T, factory func() T) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &task.Error{Task: name, Phase: "build", Err: &task.PanicError{Value: p, Stack: debug.Stack()}}
 		}
 	}()
-	seen := map[uintptr]int{}
-	for i := range n {
+	var seen map[uintptr]int
+	for i := range dst {
 		t := factory()
 		v := reflect.ValueOf(t)
 		if !v.IsValid() || (isNillable(v.Kind()) && v.IsNil()) {
-			return nil, &task.Error{Task: name, Thread: i, Phase: "build", Err: fmt.Errorf("factory returned nil")}
+			return &task.Error{Task: name, Thread: i, Phase: "build", Err: fmt.Errorf("factory returned nil")}
 		}
 		// Pointers to zero-size values may all be equal and hold no state.
-		if v.Kind() == reflect.Pointer && v.Type().Elem().Size() > 0 {
+		if len(dst) > 1 && v.Kind() == reflect.Pointer && v.Type().Elem().Size() > 0 {
+			if seen == nil {
+				seen = make(map[uintptr]int, len(dst))
+			}
 			if j, dup := seen[v.Pointer()]; dup {
-				return nil, &task.Error{Task: name, Thread: i, Phase: "build",
+				return &task.Error{Task: name, Thread: i, Phase: "build",
 					Err: fmt.Errorf("factory returned the same %T for copies %d and %d; return a new value per call so copies do not share state", t, j, i)}
 			}
 			seen[v.Pointer()] = i
 		}
-		out = append(out, t)
+		dst[i] = t
 	}
-	return out, nil
+	return nil
 }
 
 func isNillable(k reflect.Kind) bool {

@@ -20,28 +20,43 @@ type Sink[T any] interface {
 // Sink itself, so the input and output ports of nested graphs and pipelines
 // forward values without an extra queue or goroutine.
 type Outlet[T any] struct {
-	name      string
+	name      label
 	targets   []Sink[T]
+	target1   [1]Sink[T] // the room of targets while there is one
 	producers atomic.Int32
+	color     uint8
 
 	// Values sent: counted under the first target's lock when that is an
 	// inbox (no extra atomic operation per value), else atomically.
-	first   *Inbox[T]
-	pushed  int64 // guarded by first.mu
-	apushed atomic.Int64
+	first  *Inbox[T]
+	pushed int64 // guarded by first.mu; atomic when first is nil
 }
 
 // NewOutlet returns an outlet registered with r for validation.
 func NewOutlet[T any](r *Run, name string) *Outlet[T] {
-	o := &Outlet[T]{name: name}
-	r.register(o)
+	return NewOutletNamed[T](r, name, "", false)
+}
+
+// NewOutletNamed is NewOutlet for an outlet named pre followed by quoted
+// in quotes when quote is set: the name is only formatted when a message
+// needs it.
+func NewOutletNamed[T any](r *Run, pre, quoted string, quote bool) *Outlet[T] {
+	o := &Outlet[T]{}
+	o.init(r, labelOf(pre, quoted, quote))
 	return o
+}
+
+// init prepares the zero outlet o, which must not move afterwards.
+func (o *Outlet[T]) init(r *Run, name label) {
+	o.name = name
+	r.register(o)
 }
 
 // Connect adds s as a target; called while wiring.
 func (o *Outlet[T]) Connect(s Sink[T]) {
 	if len(o.targets) == 0 {
 		o.first, _ = s.(*Inbox[T])
+		o.targets = o.target1[:0]
 	}
 	o.targets = append(o.targets, s)
 	s.AddProducer()
@@ -58,8 +73,16 @@ func (o *Outlet[T]) PushAbort(v T, abort *atomic.Bool) error { return o.push(v, 
 func (o *Outlet[T]) pushAbort(v T, abort *atomic.Bool) error { return o.push(v, abort) }
 
 func (o *Outlet[T]) push(v T, abort *atomic.Bool) error {
+	if o.first != nil && len(o.targets) == 1 {
+		return o.first.push(v, &o.pushed, abort)
+	}
+	return o.pushAll(v, abort)
+}
+
+// pushAll is push to several targets, or to one that is not an inbox.
+func (o *Outlet[T]) pushAll(v T, abort *atomic.Bool) error {
 	if o.first == nil {
-		o.apushed.Add(1)
+		atomic.AddInt64(&o.pushed, 1)
 	}
 	for i, t := range o.targets {
 		var err error
@@ -85,7 +108,7 @@ func (o *Outlet[T]) push(v T, abort *atomic.Bool) error {
 // Pushed returns how many values were sent through the outlet.
 func (o *Outlet[T]) Pushed() int64 {
 	if o.first == nil {
-		return o.apushed.Load()
+		return atomic.LoadInt64(&o.pushed)
 	}
 	o.first.mu.Lock()
 	defer o.first.mu.Unlock()
@@ -111,17 +134,14 @@ func (o *Outlet[T]) Producers() int { return int(o.producers.Load()) }
 // Targets returns the number of connected sinks.
 func (o *Outlet[T]) Targets() int { return len(o.targets) }
 
-func (o *Outlet[T]) sinkName() string { return o.name }
+func (o *Outlet[T]) sinkName() string { return o.name.String() }
 
-func (o *Outlet[T]) next() []registered {
-	rs := make([]registered, 0, len(o.targets))
-	for _, t := range o.targets {
-		if r, ok := t.(registered); ok {
-			rs = append(rs, r)
-		}
-	}
-	return rs
+func (o *Outlet[T]) nextN() int { return len(o.targets) }
+func (o *Outlet[T]) nextAt(i int) registered {
+	r, _ := o.targets[i].(registered)
+	return r
 }
+func (o *Outlet[T]) mark() *uint8 { return &o.color }
 
 func (o *Outlet[T]) isCounted() bool { return false }
 

@@ -28,7 +28,7 @@ func PipelineSpec[In, Out any](name string, inner *Blueprint, devices []device.D
 		if route == nil {
 			return nil, fmt.Errorf("htgs: pipeline %q: nil decomposition rule", full)
 		}
-		out := NewOutlet[Out](sc.Run, fmt.Sprintf("output of pipeline %q", full))
+		out := NewOutletNamed[Out](sc.Run, "output of pipeline ", full, true)
 		rs := &routerSink[In]{run: sc.Run, name: full, route: route}
 		recordPipeline(sc, name, n)
 		sc.Run.register(rs)
@@ -59,6 +59,7 @@ type routerSink[In any] struct {
 	route     func(In, int) int
 	clones    []*Outlet[In]
 	producers int
+	color     uint8
 }
 
 func (r *routerSink[In]) Push(v In) error { return r.push(v, nil) }
@@ -119,13 +120,9 @@ func (r *routerSink[In]) Targets() int   { return len(r.clones) }
 func (r *routerSink[In]) sinkName() string {
 	return fmt.Sprintf("input of pipeline %q", r.name)
 }
-func (r *routerSink[In]) isCounted() bool { return false }
-func (r *routerSink[In]) wake()           {}
-func (r *routerSink[In]) forceClose()     {}
-func (r *routerSink[In]) next() []registered {
-	rs := make([]registered, len(r.clones))
-	for i, c := range r.clones {
-		rs[i] = c
-	}
-	return rs
-}
+func (r *routerSink[In]) isCounted() bool         { return false }
+func (r *routerSink[In]) wake()                   {}
+func (r *routerSink[In]) forceClose()             {}
+func (r *routerSink[In]) nextN() int              { return len(r.clones) }
+func (r *routerSink[In]) nextAt(i int) registered { return r.clones[i] }
+func (r *routerSink[In]) mark() *uint8            { return &r.color }

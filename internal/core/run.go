@@ -23,7 +23,12 @@ type registered interface {
 	isCounted() bool
 	wake()
 	forceClose()
-	next() []registered // where values go from here, for cycle detection
+	// Where values go from here, for cycle detection: nextN of them,
+	// nextAt(i) (nil for a sink that is not registered).
+	nextN() int
+	nextAt(i int) registered
+	// mark is the sink's colour in cycle detection.
+	mark() *uint8
 }
 
 // Run is the shared state of one execution of a graph: its context, first
@@ -53,11 +58,16 @@ type Run struct {
 	pending   atomic.Int64
 	quiescent atomic.Bool
 
-	sinks     []registered
-	nodes     []*NodeStats
-	pools     []*PoolStats
-	topoNodes []TopoNode
-	topoEdges []TopoEdge
+	sinks      []registered
+	nodes      []*NodeStats
+	statsOnce  sync.Once // fills the nodes' counter functions and the topology, when asked
+	pools      []*PoolStats
+	topoNodes  []TopoNode
+	topoNodeAt []int32 // len(nodes) when each of topoNodes was added
+	topoEdges  []TopoEdge
+	// The edges of the blueprints, made into topoEdges when asked for.
+	edgeGroups []edgeGroup
+	edgeGroup1 [1]edgeGroup
 
 	// NoStats turns the always-on counters off (to measure what they cost).
 	NoStats bool
@@ -73,16 +83,28 @@ type Run struct {
 	// finished is closed when it reaches zero.
 	live     atomic.Int64
 	finished chan struct{}
+	atEnd    []func()
+
+	// cancellable tells whether the parent context can be cancelled;
+	// parentLabels whether it carries profiler labels.
+	cancellable  bool
+	parentLabels bool
+	// shape is the cached shape of the run's blueprint, when it was
+	// instantiated with one.
+	shape *shape
 }
+
+// discardLog is the logger of runs given none.
+var discardLog = slog.New(slog.DiscardHandler)
 
 // NewRun prepares a run under parent. Start must be called after wiring.
 func NewRun(parent context.Context, name string, log *slog.Logger) *Run {
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = discardLog
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	r := &Run{Name: name, Log: log, Epoch: time.Now(), ctx: ctx, cancel: cancel, afterDone: make(chan struct{}),
-		finished: make(chan struct{})}
+	r := &Run{Name: name, Log: log, Epoch: time.Now(), ctx: ctx, cancel: cancel,
+		finished: make(chan struct{}), cancellable: parent.Done() != nil, parentLabels: hasLabels(parent)}
 	r.pending.Store(1) // the open graph input
 	r.live.Store(1)    // until Launched
 	return r
@@ -92,13 +114,32 @@ func NewRun(parent context.Context, name string, log *slog.Logger) *Run {
 // parent is cancelled.
 func (r *Run) Context() context.Context { return r.ctx }
 
-func (r *Run) register(s registered) { r.sinks = append(r.sinks, s) }
+func (r *Run) register(s registered) {
+	if r.sinks == nil {
+		r.sinks = make([]registered, 0, 8)
+	}
+	r.sinks = append(r.sinks, s)
+}
 
 // AddNode records a node's statistics for profiling.
 func (r *Run) AddNode(n *NodeStats) { r.nodes = append(r.nodes, n) }
 
 // Nodes returns the statistics of every node of the run.
-func (r *Run) Nodes() []*NodeStats { return r.nodes }
+func (r *Run) Nodes() []*NodeStats {
+	r.materialize()
+	return r.nodes
+}
+
+// materialize fills the counter functions of the nodes' statistics, once:
+// they are made when first asked for rather than at Start.
+func (r *Run) materialize() {
+	r.statsOnce.Do(func() {
+		for _, n := range r.nodes {
+			n.fill()
+		}
+		r.topoNodes, r.topoEdges = r.topology()
+	})
+}
 
 // AddPool records a memory pool's statistics.
 func (r *Run) AddPool(p *PoolStats) { r.pools = append(r.pools, p) }
@@ -150,41 +191,69 @@ func (r *Run) Validate(results registered) error {
 func (r *Run) Cyclic() bool { return r.counting }
 
 // findCycle reports whether the wiring has a cycle through a task inbox.
+// It runs once, before the run starts, and colours the sinks themselves.
 func (r *Run) findCycle() bool {
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := map[registered]int{}
-	var visit func(s registered) bool
-	visit = func(s registered) bool {
-		color[s] = grey
-		for _, n := range s.next() {
-			switch color[n] {
-			case grey:
-				return true
-			case white:
-				if visit(n) {
-					return true
-				}
-			}
-		}
-		color[s] = black
-		return false
-	}
 	for _, s := range r.sinks {
-		if color[s] == white && visit(s) {
+		if *s.mark() == white && visit(s) {
 			return true
 		}
 	}
 	return false
 }
 
+// Colours of depth-first search.
+const (
+	white = iota
+	grey
+	black
+)
+
+func visit(s registered) bool {
+	*s.mark() = grey
+	for i, n := 0, s.nextN(); i < n; i++ {
+		t := s.nextAt(i)
+		if t == nil {
+			continue
+		}
+		switch *t.mark() {
+		case grey:
+			return true
+		case white:
+			if visit(t) {
+				return true
+			}
+		}
+	}
+	*s.mark() = black
+	return false
+}
+
 // Start arms cancellation and quiescence detection; call it after wiring and
 // before launching workers.
 func (r *Run) Start() {
-	r.counting = r.findCycle()
+	if sh := r.shape; sh != nil && sh.flat {
+		switch sh.cyclic.Load() {
+		case 1:
+			r.counting = true
+		case 2:
+			r.counting = false
+		default:
+			r.counting = r.findCycle()
+			if r.counting {
+				sh.cyclic.Store(1)
+			} else {
+				sh.cyclic.Store(2)
+			}
+		}
+	} else {
+		r.counting = r.findCycle()
+	}
+	if !r.cancellable {
+		// The run's context is then cancelled only by Fail, which records
+		// the error itself, by Abort, and by Wait once the run is over.
+		return
+	}
+	r.afterDone = make(chan struct{})
 	r.stopAfter = context.AfterFunc(r.ctx, func() {
 		defer close(r.afterDone)
 		r.fail(context.Cause(r.ctx))
@@ -205,8 +274,16 @@ func (r *Run) Go(f func()) {
 func (r *Run) exited() {
 	if r.live.Add(-1) == 0 {
 		close(r.finished)
+		for _, f := range r.atEnd {
+			f()
+		}
 	}
 }
+
+// AtEnd registers f to be called once every goroutine of the run has
+// stopped (when Finished is closed), on the goroutine that stopped last.
+// Call it before Launched.
+func (r *Run) AtEnd(f func()) { r.atEnd = append(r.atEnd, f) }
 
 // Launched is called once every node has been launched; Finished can then
 // be closed.

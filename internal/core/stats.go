@@ -38,7 +38,7 @@ type CopyStats struct {
 	state   atomic.Int32
 	memPool atomic.Pointer[string] // pool waited on, while in StateMemoryWait
 	track   *Track                 // set when the run is traced
-	epoch   time.Time
+	epoch   *time.Time             // the run's
 }
 
 // State returns what the copy is doing now.
@@ -60,7 +60,7 @@ func (c *CopyStats) EndMemoryWait(prev State, start time.Time) {
 	d := time.Since(start)
 	c.MemWait.Add(int64(d))
 	if c.track != nil {
-		c.track.Add(Slice{Start: start.Sub(c.epoch), Dur: d, Kind: SliceMemoryWait, Detail: c.MemoryPool()})
+		c.track.Add(Slice{Start: start.Sub(*c.epoch), Dur: d, Kind: SliceMemoryWait, Detail: c.MemoryPool()})
 	}
 	c.SetState(prev)
 	c.memPool.Store(nil)
@@ -86,6 +86,44 @@ type NodeStats struct {
 	QueueLen func() int   // current input queue length (nil: none)
 	QueueMax func() int   // largest input queue length
 	queue    *QueueTrack
+	// src gives ItemsOut, QueueLen and QueueMax, which are filled from it
+	// when the run's statistics are first asked for (Run.Nodes).
+	src statsSource
+}
+
+// label is the node's name without the enclosing graphs.
+func (n *NodeStats) label() string {
+	k := 0
+	for _, p := range n.Path {
+		k += len(p) + 1
+	}
+	if k > len(n.Name) {
+		return n.Name
+	}
+	return n.Name[k:]
+}
+
+// statsSource is what a node's counter functions read.
+type statsSource interface {
+	itemsOut() int64
+	queueLen() int
+	queueMax() int
+}
+
+// fill sets the counter functions from src.
+func (n *NodeStats) fill() {
+	if n.src == nil {
+		return
+	}
+	if n.ItemsOut == nil {
+		n.ItemsOut = n.src.itemsOut
+	}
+	if n.QueueLen == nil {
+		n.QueueLen = n.src.queueLen
+	}
+	if n.QueueMax == nil {
+		n.QueueMax = n.src.queueMax
+	}
 }
 
 // PoolStats describes one memory pool instance.

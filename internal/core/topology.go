@@ -1,6 +1,9 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // TopoNode is a node of a run's instantiated graph, for pictures and
 // reports: a task or bookkeeper (Stats set), a memory pool (Pool set), or a
@@ -22,13 +25,27 @@ type TopoEdge struct {
 }
 
 // AddTopoNode records a node of the instantiated graph.
-func (r *Run) AddTopoNode(n TopoNode) { r.topoNodes = append(r.topoNodes, n) }
+func (r *Run) AddTopoNode(n TopoNode) {
+	r.topoNodes = append(r.topoNodes, n)
+	r.topoNodeAt = append(r.topoNodeAt, int32(len(r.nodes)))
+}
 
 // AddTopoEdge records an edge of the instantiated graph.
 func (r *Run) AddTopoEdge(e TopoEdge) { r.topoEdges = append(r.topoEdges, e) }
 
 // Topology returns the instantiated graph's nodes and edges.
-func (r *Run) Topology() ([]TopoNode, []TopoEdge) { return r.topoNodes, r.topoEdges }
+func (r *Run) Topology() ([]TopoNode, []TopoEdge) {
+	r.materialize()
+	return r.topoNodes, r.topoEdges
+}
+
+// reserve makes room in the run's lists for what instantiating b adds, so
+// that they grow once rather than as nodes are added.
+func (r *Run) reserve(b *Blueprint) {
+	n := len(b.Specs)
+	r.sinks = slices.Grow(r.sinks, 2*n)
+	r.nodes = slices.Grow(r.nodes, n)
+}
 
 // srcID names the producer end of an edge in scope sc.
 func srcID(sc *Scope, p PortRef) string {
@@ -62,23 +79,77 @@ func dstID(sc *Scope, p PortRef) string {
 	return full
 }
 
-// recordBoundary adds the input and output ports of a graph instantiated in sc.
-func recordBoundary(sc *Scope, name string) {
-	label := name
-	if len(sc.Path) > 0 {
-		label = sc.Path[len(sc.Path)-1]
+// recordBoundary adds the input and output ports of b instantiated in sc.
+func recordBoundary(sc *Scope, b *Blueprint) {
+	var in, out string
+	if sh := sc.shape; sh != nil {
+		in, out = sh.inputLabel, sh.outputLabel
+	} else {
+		label := b.Name
+		if len(sc.Path) > 0 {
+			label = sc.Path[len(sc.Path)-1]
+		}
+		in, out = label+" input", label+" output"
 	}
-	sc.Run.AddTopoNode(TopoNode{ID: sc.FullName("input"), Label: label + " input", Kind: "input", Path: sc.Path})
-	sc.Run.AddTopoNode(TopoNode{ID: sc.FullName("output"), Label: label + " output", Kind: "output", Path: sc.Path})
+	sc.Run.AddTopoNode(TopoNode{ID: sc.FullName("input"), Label: in, Kind: "input", Path: sc.Path})
+	sc.Run.AddTopoNode(TopoNode{ID: sc.FullName("output"), Label: out, Kind: "output", Path: sc.Path})
+}
+
+// edgeGroup is the edges of a blueprint instantiated in a scope, recorded
+// at Start and turned into TopoEdges when the topology is asked for.
+type edgeGroup struct {
+	bp         *Blueprint
+	sc         *Scope
+	edges, mem int // how many of bp's edges and memory edges
+	at         int // how many other TopoEdges were added before them
 }
 
 func recordEdges(b *Blueprint, sc *Scope) {
-	for _, e := range b.Edges {
-		sc.Run.AddTopoEdge(TopoEdge{From: srcID(sc, e.From), To: dstID(sc, e.To), Type: e.Type})
+	r := sc.Run
+	g := edgeGroup{bp: b, sc: sc, edges: len(b.Edges), mem: len(b.MemEdges), at: len(r.topoEdges)}
+	if r.edgeGroups == nil {
+		r.edgeGroups = r.edgeGroup1[:0]
 	}
-	for _, m := range b.MemEdges {
-		sc.Run.AddTopoEdge(TopoEdge{From: sc.FullName(m.Pool.Name), To: sc.FullName(m.Getter.Name), Memory: true})
+	r.edgeGroups = append(r.edgeGroups, g)
+}
+
+// topology merges the TopoNodes and TopoEdges added as such with those of
+// the nodes and blueprints, in the order they were instantiated.
+func (r *Run) topology() ([]TopoNode, []TopoEdge) {
+	// The TopoNodes of the task and bookkeeper nodes (those with a src)
+	// are made here; topoNodeAt[k] tells how many nodes were added before
+	// topoNodes[k].
+	nodes := make([]TopoNode, 0, len(r.topoNodes)+len(r.nodes))
+	j := 0
+	addNodes := func(upTo int) {
+		for ; j < upTo && j < len(r.nodes); j++ {
+			if n := r.nodes[j]; n.src != nil {
+				nodes = append(nodes, TopoNode{ID: n.Name, Label: n.label(), Kind: n.Kind, Path: n.Path, Stats: n})
+			}
+		}
 	}
+	for k, t := range r.topoNodes {
+		addNodes(int(r.topoNodeAt[k]))
+		nodes = append(nodes, t)
+	}
+	addNodes(len(r.nodes))
+	k := 0
+	var edges []TopoEdge
+	k = 0
+	for _, g := range r.edgeGroups {
+		for ; k < g.at && k < len(r.topoEdges); k++ {
+			edges = append(edges, r.topoEdges[k])
+		}
+		sc := g.sc
+		for _, e := range g.bp.Edges[:g.edges] {
+			edges = append(edges, TopoEdge{From: srcID(sc, e.From), To: dstID(sc, e.To), Type: e.Type})
+		}
+		for _, m := range g.bp.MemEdges[:g.mem] {
+			edges = append(edges, TopoEdge{From: sc.FullName(m.Pool.Name), To: sc.FullName(m.Getter.Name), Memory: true})
+		}
+	}
+	edges = append(edges, r.topoEdges[k:]...)
+	return nodes, edges
 }
 
 func recordPipeline(sc *Scope, name string, clones int) {
