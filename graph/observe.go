@@ -147,84 +147,92 @@ func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
 	if !stall && cfg.progressFn == nil {
 		return
 	}
-	var sw *stallWatch[In, Out]
+	w := &watcher[In, Out]{rt: rt, progressFn: cfg.progressFn}
 	if stall {
-		sw = &stallWatch[In, Out]{rt: rt, after: cfg.stallAfter, tick: max(cfg.stallAfter/4, time.Millisecond),
-			report: cfg.stallFn, log: cfg.log, last: -1, since: time.Now()}
-		sw.mu.Lock()
-		sw.t = time.AfterFunc(sw.tick, sw.fire)
-		sw.mu.Unlock()
-		rt.run.AtEnd(sw.halt)
+		w.stall, w.after, w.tick = true, cfg.stallAfter, max(cfg.stallAfter/4, time.Millisecond)
+		w.report, w.log, w.last, w.since = cfg.stallFn, cfg.log, -1, time.Now()
+		w.mu.Lock()
+		w.t = time.AfterFunc(w.tick, w.fire)
+		w.mu.Unlock()
+		rt.run.AtEnd(w.halt)
 	}
-	var stop chan struct{}
-	var done sync.WaitGroup
-	fn, every := cfg.progressFn, cfg.progressEvery
 	if progress {
-		stop = make(chan struct{})
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-rt.run.Finished():
-					return
-				case <-t.C:
-					fn(rt.Progress())
-				}
-			}
-		}()
+		w.stop = make(chan struct{})
+		w.done.Add(1)
+		go w.progressLoop(cfg.progressEvery)
 	}
-	rt.run.OnFinish(func(error) error {
-		if sw != nil {
-			sw.halt()
-			sw.busy.Wait()
-		}
-		if stop != nil {
-			close(stop)
-			done.Wait()
-		}
-		if fn != nil {
-			p := rt.Progress()
-			p.Done = true
-			fn(p)
-		}
-		return nil
-	})
+	rt.run.OnFinish(w.finish)
 }
 
-// stallWatch is the stall detector of a run: fire runs on a timer every
-// tick until halt.
-type stallWatch[In, Out any] struct {
-	rt          *Runtime[In, Out]
+// watcher is what watch starts for a run: the stall detector (fire runs
+// on a timer every tick until halt) and the progress callback.
+type watcher[In, Out any] struct {
+	rt *Runtime[In, Out]
+
+	stall       bool
 	after, tick time.Duration
 	report      func(Report) // nil: logStall through log
 	log         *slog.Logger
-
-	mu      sync.Mutex
-	t       *time.Timer
-	stopped bool
-	busy    sync.WaitGroup // held while fire runs
-
+	mu          sync.Mutex
+	t           *time.Timer
+	stopped     bool
+	busy        sync.WaitGroup // held while fire runs
 	// Used by fire only (one at a time: the timer is set again at its end).
 	last     int64
 	since    time.Time
 	reported bool
+
+	progressFn func(Progress)
+	stop       chan struct{} // closed to end the progress goroutine
+	done       sync.WaitGroup
 }
 
-// halt stops the timer; a check already running goes on (wait for it
-// with busy).
-func (w *stallWatch[In, Out]) halt() {
+// progressLoop calls the progress callback every interval.
+func (w *watcher[In, Out]) progressLoop(every time.Duration) {
+	defer w.done.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.rt.run.Finished():
+			return
+		case <-t.C:
+			w.progressFn(w.rt.Progress())
+		}
+	}
+}
+
+// finish ends everything, when the run ends (Wait), and reports the final
+// progress.
+func (w *watcher[In, Out]) finish(error) error {
+	if w.stall {
+		w.halt()
+		w.busy.Wait()
+	}
+	if w.stop != nil {
+		close(w.stop)
+		w.done.Wait()
+	}
+	if w.progressFn != nil {
+		p := w.rt.Progress()
+		p.Done = true
+		w.progressFn(p)
+	}
+	return nil
+}
+
+// halt stops the stall timer; a check already running goes on (wait for
+// it with busy).
+func (w *watcher[In, Out]) halt() {
 	w.mu.Lock()
 	w.stopped = true
 	w.t.Stop()
 	w.mu.Unlock()
 }
 
-func (w *stallWatch[In, Out]) fire() {
+func (w *watcher[In, Out]) fire() {
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
@@ -248,7 +256,7 @@ func (w *stallWatch[In, Out]) fire() {
 
 // check reports the run if it has made no progress for w.after, once per
 // stall.
-func (w *stallWatch[In, Out]) check() {
+func (w *watcher[In, Out]) check() {
 	rt := w.rt
 	a := activity(rt.run) + rt.results.Pushed() + rt.sent.Load()
 	for _, p := range rt.run.Pools() {

@@ -123,20 +123,17 @@ func (b *Blueprint) Discard(p PortRef) {
 // blueprint whose output port nothing feeds, unless NoOutput is set or one
 // of its ports is declared with Discard (a graph that ends in sinks).
 func (b *Blueprint) CheckOutputs() error {
-	// used[i] has bit k set when port k of spec i has an edge out; ports
-	// past 63 (bookkeepers with that many rules) are looked up in the
-	// edges.
-	var small [64]uint64
-	var used []uint64
-	if len(b.Specs) <= len(small) {
-		used = small[:len(b.Specs)]
-	} else {
-		used = make([]uint64, len(b.Specs))
+	// Bit i of used is set when port 0 of spec i has an edge out; other
+	// ports (bookkeeper rules) are looked up in the edges.
+	var small [4]uint64
+	used := small[:]
+	if n := (len(b.Specs) + 63) / 64; n > len(small) {
+		used = make([]uint64, n)
 	}
 	fed := false
 	for _, e := range b.Edges {
-		if f := e.From; f.Spec != nil && f.Index >= 0 && f.Index < 64 && b.owns(f.Spec) {
-			used[f.Spec.index] |= 1 << f.Index
+		if f := e.From; f.Spec != nil && f.Index == 0 && b.owns(f.Spec) {
+			used[f.Spec.index/64] |= 1 << (f.Spec.index % 64)
 		}
 		if e.To.Spec == nil {
 			fed = true
@@ -146,8 +143,8 @@ func (b *Blueprint) CheckOutputs() error {
 	for si, s := range b.Specs {
 		for i, name := range s.Ports {
 			p := PortRef{BP: b, Spec: s, Index: i, Name: name}
-			if i < 64 && b.owns(s) && s.index == si {
-				if used[si]&(1<<i) != 0 {
+			if i == 0 && s.index == si && b.owns(s) {
+				if used[si/64]&(1<<(si%64)) != 0 {
 					continue
 				}
 			} else if b.hasEdgeFrom(p) {

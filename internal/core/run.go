@@ -76,6 +76,7 @@ type Run struct {
 	stopAfter func() bool
 	afterDone chan struct{}
 	hooks     []func(error) error
+	hooks1    [2]func(error) error // hooks' first room
 	waitOnce  sync.Once
 	waitErr   error
 
@@ -84,14 +85,16 @@ type Run struct {
 	live     atomic.Int64
 	finished chan struct{}
 	atEnd    []func()
+	atEnd1   [1]func()
 
 	// cancellable tells whether the parent context can be cancelled;
 	// parentLabels whether it carries profiler labels.
 	cancellable  bool
 	parentLabels bool
 	// shape is the cached shape of the run's blueprint, when it was
-	// instantiated with one.
-	shape *shape
+	// instantiated with one, and rootName its name.
+	shape    *shape
+	rootName string
 }
 
 // discardLog is the logger of runs given none.
@@ -151,7 +154,12 @@ func (r *Run) Pools() []*PoolStats { return r.pools }
 // error: in Wait, after every goroutine of the run has stopped, or in Abort.
 // A non-nil error returned by f is joined to the error Wait returns. Hooks
 // run in the order they were registered.
-func (r *Run) OnFinish(f func(error) error) { r.hooks = append(r.hooks, f) }
+func (r *Run) OnFinish(f func(error) error) {
+	if r.hooks == nil {
+		r.hooks = r.hooks1[:0]
+	}
+	r.hooks = append(r.hooks, f)
+}
 
 // finish runs the hooks once, with the run's error, and returns it joined
 // with theirs (err itself, unwrapped, when they all succeed).
@@ -283,7 +291,12 @@ func (r *Run) exited() {
 // AtEnd registers f to be called once every goroutine of the run has
 // stopped (when Finished is closed), on the goroutine that stopped last.
 // Call it before Launched.
-func (r *Run) AtEnd(f func()) { r.atEnd = append(r.atEnd, f) }
+func (r *Run) AtEnd(f func()) {
+	if r.atEnd == nil {
+		r.atEnd = r.atEnd1[:0]
+	}
+	r.atEnd = append(r.atEnd, f)
+}
 
 // Launched is called once every node has been launched; Finished can then
 // be closed.

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"runtime/pprof"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gohtgs/htgs/device"
@@ -16,14 +17,11 @@ type shape struct {
 	version uint64
 	specs   int
 	edges   int
-	// sides[base[i]+k] is the context carrying the task.Info and the
-	// profiler labels of copy k of spec i (a task or bookkeeper), with no
-	// parent of its own; a copy's context looks values up there first, then
-	// in the run's context (see copyCtx). base[i] is -1 for other specs.
-	sides []context.Context
-	base  []int32
-	// The labels of the graph's boundary in pictures.
-	inputLabel, outputLabel string
+	// sides[i][k] is the context carrying the task.Info and the profiler
+	// labels of copy k of spec i (a task or bookkeeper), with no parent of
+	// its own; a copy's context looks values up there first, then in the
+	// run's context (see copyCtx). sides[i] is nil for other specs.
+	sides [][]context.Context
 	// flat tells whether the blueprint is made of tasks, bookkeepers and
 	// memory pools only: the wiring of a run is then the blueprint's, and
 	// whether it has a cycle (cyclic: 0 not known yet, 1 yes, 2 no) is
@@ -40,17 +38,10 @@ func (b *Blueprint) shape() *shape {
 	if s := b.cache.Load(); s != nil && s.version == b.version && s.specs == len(b.Specs) && s.edges == len(b.Edges) {
 		return s
 	}
-	s := &shape{version: b.version, specs: len(b.Specs), edges: len(b.Edges),
-		inputLabel: b.Name + " input", outputLabel: b.Name + " output"}
-	n := 0
-	for _, sp := range b.Specs {
-		if hasCopies(sp) {
-			n += sp.Threads
-		}
-	}
-	s.sides = make([]context.Context, 0, n)
-	s.base = make([]int32, len(b.Specs))
-	s.flat = true
+	s := &shape{version: b.version, specs: len(b.Specs), edges: len(b.Edges), flat: true}
+	s.sides = make([][]context.Context, len(b.Specs))
+	missing := false
+	sideCache.mu.RLock()
 	for i, sp := range b.Specs {
 		switch sp.Kind {
 		case "task", "bookkeeper", "memory":
@@ -60,18 +51,61 @@ func (b *Blueprint) shape() *shape {
 		if sp.Inner != nil {
 			s.flat = false
 		}
-		if !hasCopies(sp) {
-			s.base[i] = -1
-			continue
+		if hasCopies(sp) {
+			s.sides[i] = sideCache.m[sideKey{sp.Name, sp.Threads}]
+			missing = missing || s.sides[i] == nil
 		}
-		s.base[i] = int32(len(s.sides))
-		lctx := pprof.WithLabels(context.Background(), pprof.Labels("htgs.pipeline", "0", "htgs.task", sp.Name))
-		for k := range sp.Threads {
-			s.sides = append(s.sides, task.WithInfo(lctx, rootInfo(sp.Name, k, sp.Threads)))
-		}
+	}
+	sideCache.mu.RUnlock()
+	if missing {
+		s.makeSides(b)
 	}
 	b.cache.Store(s)
 	return s
+}
+
+// sideCache keeps the contexts of the copies of nodes at the root of a run
+// (see shape.sides) by the node's name and number of copies, for graphs
+// built anew for each run. It holds at most sideCacheMax nodes' contexts,
+// and is emptied when full.
+var sideCache struct {
+	mu sync.RWMutex
+	m  map[sideKey][]context.Context
+}
+
+type sideKey struct {
+	name    string
+	threads int
+}
+
+const sideCacheMax = 4096
+
+// makeSides makes the contexts of s.sides that the cache lacked, and
+// adds them to it.
+func (s *shape) makeSides(b *Blueprint) {
+	made := 0
+	for i, sp := range b.Specs {
+		if s.sides[i] != nil || !hasCopies(sp) {
+			continue
+		}
+		lctx := pprof.WithLabels(context.Background(), pprof.Labels("htgs.pipeline", "0", "htgs.task", sp.Name))
+		cs := make([]context.Context, sp.Threads)
+		for k := range cs {
+			cs[k] = task.WithInfo(lctx, rootInfo(sp.Name, k, sp.Threads))
+		}
+		s.sides[i] = cs
+		made++
+	}
+	sideCache.mu.Lock()
+	defer sideCache.mu.Unlock()
+	if sideCache.m == nil || len(sideCache.m)+made > sideCacheMax {
+		sideCache.m = make(map[sideKey][]context.Context, min(max(2*made, 64), sideCacheMax))
+	}
+	for i, sp := range b.Specs {
+		if s.sides[i] != nil && len(sideCache.m) < sideCacheMax {
+			sideCache.m[sideKey{sp.Name, sp.Threads}] = s.sides[i]
+		}
+	}
 }
 
 // hasCopies reports whether sp runs as a node with sp.Threads copies.
@@ -89,14 +123,14 @@ func rootInfo(name string, k, n int) task.Info {
 // sc, or nil if they are not cached (the node then builds its own).
 func (sc *Scope) sidesOf(sp *Spec, copies int) []context.Context {
 	s := sc.shape
-	if s == nil || sp.BP != sc.bp || sp.index < 0 || sp.index >= len(s.base) || sc.bp.Specs[sp.index] != sp {
+	if s == nil || sp.BP != sc.bp || sp.index < 0 || sp.index >= len(s.sides) || sc.bp.Specs[sp.index] != sp {
 		return nil
 	}
-	b := s.base[sp.index]
-	if b < 0 || sp.Threads != copies {
+	cs := s.sides[sp.index]
+	if len(cs) != copies {
 		return nil
 	}
-	return s.sides[b : int(b)+copies]
+	return cs
 }
 
 // copyCtx is the context of a task copy: the run's context, in which the

@@ -82,8 +82,9 @@ func dstID(sc *Scope, p PortRef) string {
 // recordBoundary adds the input and output ports of b instantiated in sc.
 func recordBoundary(sc *Scope, b *Blueprint) {
 	var in, out string
-	if sh := sc.shape; sh != nil {
-		in, out = sh.inputLabel, sh.outputLabel
+	if sc.shape != nil {
+		// At the root: labelled when the topology is asked for.
+		sc.Run.rootName = b.Name
 	} else {
 		label := b.Name
 		if len(sc.Path) > 0 {
@@ -130,6 +131,9 @@ func (r *Run) topology() ([]TopoNode, []TopoEdge) {
 	}
 	for k, t := range r.topoNodes {
 		addNodes(int(r.topoNodeAt[k]))
+		if t.Label == "" && len(t.Path) == 0 && (t.Kind == "input" || t.Kind == "output") {
+			t.Label = r.rootName + " " + t.Kind
+		}
 		nodes = append(nodes, t)
 	}
 	addNodes(len(r.nodes))
