@@ -216,10 +216,17 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	if cfg.trace {
 		r.Trace = &core.Trace{}
 	}
-	input := core.NewOutletNamed[In](r, "input of graph ", bp.Name, true)
+	// The runtime holds the graph's input and output queues and the root
+	// scope: one allocation for them all.
+	rt := &Runtime[In, Out]{run: r}
+	r.Reserve(len(bp.Specs))
+	input, results := &rt.in, &rt.out
+	input.InitNamed(r, "input of graph ", bp.Name, true)
 	input.AddProducer() // the caller, until Close
-	results := core.NewInboxNamed[Out](r, "output of graph ", bp.Name, true, 0, false)
-	insts, err := core.Instantiate(bp, &core.Scope{Run: r, Pipelines: 1}, input, results)
+	results.InitNamed(r, "output of graph ", bp.Name, true, 0, false)
+	rt.input, rt.results = input, results
+	rt.scope = core.Scope{Run: r, Pipelines: 1}
+	insts, err := core.Instantiate(bp, &rt.scope, input, results)
 	if err == nil {
 		err = r.Validate(results)
 	}
@@ -230,7 +237,6 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 		results.Close() // nothing feeds the output: it is empty for good
 	}
 	r.Start()
-	rt := &Runtime[In, Out]{run: r, input: input, results: results}
 	rt.watch(&cfg)
 	for _, in := range insts {
 		in.Launch(r)
@@ -242,8 +248,11 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 // Runtime is one running instance of a graph.
 type Runtime[In, Out any] struct {
 	run     *core.Run
-	input   *core.Outlet[In]
-	results *core.Inbox[Out]
+	input   *core.Outlet[In] // &in
+	results *core.Inbox[Out] // &out
+	in      core.Outlet[In]
+	out     core.Inbox[Out]
+	scope   core.Scope
 	mu      sync.RWMutex // held (read) by Send, (write) by Close
 	closed  bool
 	closing atomic.Bool // set by Close first: Sends waiting for room give up

@@ -154,14 +154,13 @@ func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
 		w.mu.Lock()
 		w.t = time.AfterFunc(w.tick, w.fire)
 		w.mu.Unlock()
-		rt.run.AtEnd(w.halt)
 	}
 	if progress {
 		w.stop = make(chan struct{})
 		w.done.Add(1)
 		go w.progressLoop(cfg.progressEvery)
 	}
-	rt.run.OnFinish(w.finish)
+	rt.run.Watch(w) // End when the run's goroutines are done, Finish in Wait
 }
 
 // watcher is what watch starts for a run: the stall detector (fire runs
@@ -204,9 +203,16 @@ func (w *watcher[In, Out]) progressLoop(every time.Duration) {
 	}
 }
 
-// finish ends everything, when the run ends (Wait), and reports the final
+// End stops the stall timer once every goroutine of the run has ended.
+func (w *watcher[In, Out]) End() {
+	if w.stall {
+		w.halt()
+	}
+}
+
+// Finish ends everything, when the run ends (Wait), and reports the final
 // progress.
-func (w *watcher[In, Out]) finish(error) error {
+func (w *watcher[In, Out]) Finish(error) error {
 	if w.stall {
 		w.halt()
 		w.busy.Wait()

@@ -72,6 +72,12 @@ func NewInboxNamed[T any](r *Run, pre, quoted string, quote bool, limit int, cou
 	return q
 }
 
+// InitNamed prepares the zero inbox q as NewInboxNamed does; q must not
+// move afterwards.
+func (q *Inbox[T]) InitNamed(r *Run, pre, quoted string, quote bool, limit int, counted bool) {
+	q.init(r, labelOf(pre, quoted, quote), limit, counted)
+}
+
 // init prepares the zero inbox q, which must not move afterwards.
 func (q *Inbox[T]) init(r *Run, name label, limit int, counted bool) {
 	q.run, q.name, q.counted, q.limit = r, name, counted, int32(min(limit, math.MaxInt32))

@@ -46,6 +46,12 @@ func NewOutletNamed[T any](r *Run, pre, quoted string, quote bool) *Outlet[T] {
 	return o
 }
 
+// InitNamed prepares the zero outlet o as NewOutletNamed does; o must not
+// move afterwards.
+func (o *Outlet[T]) InitNamed(r *Run, pre, quoted string, quote bool) {
+	o.init(r, labelOf(pre, quoted, quote))
+}
+
 // init prepares the zero outlet o, which must not move afterwards.
 func (o *Outlet[T]) init(r *Run, name label) {
 	o.name = name

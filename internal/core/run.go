@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,8 @@ type Run struct {
 	pools      []*PoolStats
 	topoNodes  []TopoNode
 	topoNodeAt []int32 // len(nodes) when each of topoNodes was added
+	topoNodes1 [2]TopoNode
+	topoAt1    [2]int32
 	topoEdges  []TopoEdge
 	// The edges of the blueprints, made into topoEdges when asked for.
 	edgeGroups []edgeGroup
@@ -84,8 +87,7 @@ type Run struct {
 	// finished is closed when it reaches zero.
 	live     atomic.Int64
 	finished chan struct{}
-	atEnd    []func()
-	atEnd1   [1]func()
+	watcher  Watcher
 
 	// cancellable tells whether the parent context can be cancelled;
 	// parentLabels whether it carries profiler labels.
@@ -117,12 +119,7 @@ func NewRun(parent context.Context, name string, log *slog.Logger) *Run {
 // parent is cancelled.
 func (r *Run) Context() context.Context { return r.ctx }
 
-func (r *Run) register(s registered) {
-	if r.sinks == nil {
-		r.sinks = make([]registered, 0, 8)
-	}
-	r.sinks = append(r.sinks, s)
-}
+func (r *Run) register(s registered) { r.sinks = append(r.sinks, s) }
 
 // AddNode records a node's statistics for profiling.
 func (r *Run) AddNode(n *NodeStats) { r.nodes = append(r.nodes, n) }
@@ -171,6 +168,12 @@ func (r *Run) finish(err error) error {
 		}
 	}
 	r.hooks = nil
+	if w := r.watcher; w != nil {
+		r.watcher = nil
+		if e := w.Finish(err); e != nil {
+			errs = append(errs, e)
+		}
+	}
 	if len(errs) == 0 {
 		return err
 	}
@@ -282,20 +285,27 @@ func (r *Run) Go(f func()) {
 func (r *Run) exited() {
 	if r.live.Add(-1) == 0 {
 		close(r.finished)
-		for _, f := range r.atEnd {
-			f()
+		if w := r.watcher; w != nil {
+			w.End()
 		}
 	}
 }
 
-// AtEnd registers f to be called once every goroutine of the run has
-// stopped (when Finished is closed), on the goroutine that stopped last.
-// Call it before Launched.
-func (r *Run) AtEnd(f func()) {
-	if r.atEnd == nil {
-		r.atEnd = r.atEnd1[:0]
-	}
-	r.atEnd = append(r.atEnd, f)
+// Watcher watches a run: End is called once every goroutine of the run has
+// stopped (when Finished is closed), on the goroutine that stopped last;
+// Finish as the OnFinish hooks are, after them.
+type Watcher interface {
+	End()
+	Finish(err error) error
+}
+
+// Watch sets the run's watcher; call it before Launched.
+func (r *Run) Watch(w Watcher) { r.watcher = w }
+
+// Reserve makes room for the sinks of a graph of specs nodes; call it
+// before anything is added to the run.
+func (r *Run) Reserve(specs int) {
+	r.sinks = slices.Grow(r.sinks, 2*specs+2)
 }
 
 // Launched is called once every node has been launched; Finished can then

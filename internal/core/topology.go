@@ -26,6 +26,9 @@ type TopoEdge struct {
 
 // AddTopoNode records a node of the instantiated graph.
 func (r *Run) AddTopoNode(n TopoNode) {
+	if r.topoNodes == nil {
+		r.topoNodes, r.topoNodeAt = r.topoNodes1[:0], r.topoAt1[:0]
+	}
 	r.topoNodes = append(r.topoNodes, n)
 	r.topoNodeAt = append(r.topoNodeAt, int32(len(r.nodes)))
 }
