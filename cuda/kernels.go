@@ -272,7 +272,7 @@ func launch(op string, s *Stream, d *Device, f func(*kernelFunc) uintptr, n int6
 // (0 where the magnitude is not above floor or not finite) for beta in
 // (0, 1]; beta = 1 is CrossPower. Partial whitening (beta < 1) keeps some
 // of the magnitude, which makes phase correlation robust to noise on
-// smooth images (see stitching.Options.Whitening).
+// smooth images (see stitching/align.Options.Whitening).
 func CrossPowerPow(s *Stream, dst, a, b DeviceMem, floor, beta float64) error {
 	if a.size%16 != 0 || dst.size != a.size || b.size != a.size {
 		return fmt.Errorf("%w: CrossPowerPow: sizes %d, %d, %d bytes (want equal multiples of 16)", ErrSize, dst.size, a.size, b.size)

@@ -1,6 +1,10 @@
 package stitching
 
-import "math"
+import (
+	"math"
+
+	"github.com/gohtgs/htgs/stitching/align"
+)
 
 // Accuracy compares a stitching result with the true tile positions.
 type Accuracy struct {
@@ -20,7 +24,7 @@ type Accuracy struct {
 func Evaluate(res *Result, trueX, trueY []int) Accuracy {
 	a := Accuracy{FracRelative: 1, FracOptimal: 1}
 	cols := res.Cols
-	for _, p := range Pairs(res.Rows, res.Cols) {
+	for _, p := range align.Pairs(res.Rows, res.Cols) {
 		a.Pairs++
 		i := p.Row*cols + p.Col
 		nr, nc := p.Neighbor()

@@ -12,6 +12,7 @@ import (
 	"github.com/gohtgs/htgs/cuda"
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -122,8 +123,8 @@ func (k *worker) stop() error {
 // cudaTransformer computes a tile's half spectrum with cuFFT (D2Z) and,
 // for the periodic component, subtracts the smooth component's spectrum on
 // the GPU; the two 1-D transforms of the border differences it needs are
-// computed on the CPU by FFT2.borderSpectra (O(W+H) values), with FFT2's
-// tables.
+// computed on the CPU by [align.FFT2.BorderSpectra] (O(W+H) values), with
+// the tables of [align.FFT2.SmoothTables].
 type cudaTransformer struct {
 	worker
 	periodic bool
@@ -133,11 +134,11 @@ type cudaTransformer struct {
 	offA     int // float64 index of a in host and scratch (16-byte aligned)
 	offB     int
 	tables   cuda.SmoothTables
-	cpu      *FFT2 // border transforms and smooth-component tables
+	cpu      *align.FFT2 // border transforms and smooth-component tables
 }
 
-func (be *cudaBackend) newTransformer(w, h int, opt options) transformer {
-	t := &cudaTransformer{worker: worker{w: w, h: h}, periodic: opt.periodic}
+func (be *cudaBackend) newTransformer(w, h int, opt align.Options) transformer {
+	t := &cudaTransformer{worker: worker{w: w, h: h}, periodic: !opt.NoPeriodicDecomposition}
 	t.offA = (w*h + 1) &^ 1
 	t.offB = t.offA + 2*(w/2+1)
 	return t
@@ -160,9 +161,8 @@ func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error 
 	if !t.periodic {
 		return nil
 	}
-	t.cpu = NewFFT2(t.w, t.h)
-	t.cpu.initPeriodic()
-	phX, phY, lapX, lapY := t.cpu.phX, t.cpu.phY, t.cpu.lapX, t.cpu.lapY
+	t.cpu = align.NewFFT2(t.w, t.h)
+	phX, phY, lapX, lapY := t.cpu.SmoothTables()
 	tb := cuda.SmoothTables{W: t.w, H: t.h}
 	for _, x := range []struct {
 		dst   *cuda.DeviceMem
@@ -204,7 +204,7 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 	}
 	n := w * h
 	if t.periodic {
-		a, bb := t.cpu.borderSpectra(tile)
+		a, bb := t.cpu.BorderSpectra(tile)
 		for q, v := range a {
 			t.host[t.offA+2*q], t.host[t.offA+2*q+1] = real(v), imag(v)
 		}
@@ -243,11 +243,11 @@ type cudaCorrelator struct {
 	pcm, lm cuda.DeviceMem
 	red     *cuda.MaxReducer
 	negInf  [1]float64
-	out     []Peak
+	out     []align.Peak
 }
 
-func (be *cudaBackend) newCorrelator(w, h int, opt options) correlator {
-	return &cudaCorrelator{worker: worker{w: w, h: h}, beta: opt.beta, negInf: [1]float64{math.Inf(-1)}}
+func (be *cudaBackend) newCorrelator(w, h int, opt align.Options) correlator {
+	return &cudaCorrelator{worker: worker{w: w, h: h}, beta: opt.EffectiveWhitening(), negInf: [1]float64{math.Inf(-1)}}
 }
 
 func (c *cudaCorrelator) Initialize(ctx context.Context, info task.Info) error {
@@ -276,7 +276,7 @@ func (c *cudaCorrelator) Shutdown(context.Context) error { return c.stop() }
 // peaks returns the n highest local maxima of the PCM, best first. Their
 // Value is the PCM value divided by W·H, not by the sum of the normalized
 // magnitudes as on the CPU: only their order matters to the CCF.
-func (c *cudaCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, dc1, dc2 float64, n int) ([]Peak, error) {
+func (c *cudaCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, dc1, dc2 float64, n int) ([]align.Peak, error) {
 	a, err := gpuMem(f1)
 	if err != nil {
 		return nil, err
@@ -285,7 +285,7 @@ func (c *cudaCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, dc1, dc2 f
 	if err != nil {
 		return nil, err
 	}
-	// The guard of Aligner.Peaks: |F1(0)|·|F2(0)|·1e-15, where F(0) is
+	// The guard of align.Aligner.Peaks: |F1(0)|·|F2(0)|·1e-15, where F(0) is
 	// the pixel sum.
 	if err := cuda.CrossPowerPow(c.stream, c.cross, a, b, math.Abs(dc1)*math.Abs(dc2)*1e-15, c.beta); err != nil {
 		return nil, err
@@ -306,7 +306,7 @@ func (c *cudaCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, dc1, dc2 f
 		if i < 0 || math.IsInf(v, -1) {
 			break
 		}
-		c.out = append(c.out, Peak{X: i % c.w, Y: i / c.w, Value: v * scale})
+		c.out = append(c.out, align.Peak{X: i % c.w, Y: i / c.w, Value: v * scale})
 		if err := cuda.CopyToDevice(c.stream, c.lm.Slice(8*int64(i), 8), c.negInf[:]); err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/cuda"
+	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/task"
 )
@@ -62,9 +63,9 @@ func TestCUDATransformAndPeaks(t *testing.T) {
 	}
 	hw := w/2 + 1
 	for _, periodic := range []bool{true, false} {
-		opt := Options{NoPeriodicDecomposition: !periodic}
-		o := opt.resolve()
-		cpu := NewTileFFT(w, h, opt)
+		opt := align.Options{NoPeriodicDecomposition: !periodic}
+		n := opt.EffectivePeakCount()
+		cpu := align.NewTileFFT(w, h, opt)
 		want1, want2 := make([]complex128, cpu.SpectrumLen()), make([]complex128, cpu.SpectrumLen())
 		cpu.Forward(t1, want1)
 		cpu.Forward(t2, want2)
@@ -77,7 +78,7 @@ func TestCUDATransformAndPeaks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := be.newTransformer(w, h, o)
+		tr := be.newTransformer(w, h, opt)
 		bound(t, be, tr, func() {
 			for _, x := range []struct {
 				img  *image.Gray16
@@ -102,13 +103,13 @@ func TestCUDATransformAndPeaks(t *testing.T) {
 				}
 			}
 		})
-		co := be.newCorrelator(w, h, o)
+		co := be.newCorrelator(w, h, opt)
 		bound(t, be, co, func() {
-			got, err := co.peaks(context.Background(), s1, s2, pixelSum(t1), pixelSum(t2), o.peaks)
+			got, err := co.peaks(context.Background(), s1, s2, pixelSum(t1), pixelSum(t2), n)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := NewAligner(w, h, opt).Peaks(want1, want2, o.peaks)
+			want := align.NewAligner(w, h, opt).Peaks(want1, want2, n)
 			if len(got) != len(want) {
 				t.Fatalf("periodic %v: %d GPU peaks, %d CPU peaks", periodic, len(got), len(want))
 			}
@@ -133,11 +134,11 @@ func TestCUDAStitchMatchesCPU(t *testing.T) {
 	cudaOrSkip(t)
 	g := smallSynth(t, 4, 5, 3)
 	src := g.source(t)
-	cpu, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: 2})
+	cpu, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: 2, GPU: true})
+	res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, GPU: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func BenchmarkStitchGPU(b *testing.B) {
 	for range b.N {
 		t0 := time.Now()
 		var err error
-		res, err = Stitch(context.Background(), src, Options{}, GraphOptions{GPU: true,
+		res, err = Stitch(context.Background(), src, align.Options{}, GraphOptions{GPU: true,
 			Observe: func(phase string, _ Run) {
 				if phase == "registration" {
 					reg += time.Since(t0)

@@ -1,62 +1,49 @@
-// Package stitching implements Fourier-based stitching of a grid of
-// overlapping 16-bit grayscale microscopy tiles, following the algorithm of
-// NIST's MIST (Chalfoun et al., Scientific Reports 2017) and the HTGS paper
-// (Blattner et al.).
+// Package stitching stitches a grid of overlapping 16-bit grayscale
+// microscopy tiles: it finds the position of every tile in the mosaic with
+// the Fourier-based algorithm of NIST's MIST (Chalfoun et al., Scientific
+// Reports 2017), run as HTGS task graphs (Blattner et al.).
 //
-// The algorithm is split into reusable pieces so that a task graph can run
-// each piece on one tile or one adjacent pair with per-goroutine scratch:
+// # Entry points
 //
-//   - tile naming and loading: [ParsePattern], [LoadTile], [TileSet],
-//     [MemoryTiles] (both implement [TileSource]);
-//   - flat-field (vignetting) correction: [EstimateFlatField], [FlatField];
-//   - forward 2-D FFT of a tile: [TileFFT] on top of [FFT2] (one per
-//     goroutine);
-//   - phase correlation (PCIAM) and cross-correlation factors (CCF) of an
-//     adjacent pair: [Aligner] (one per goroutine), [CCF], [NCC];
-//   - global optimization: [EstimateModel] (stage model: overlap,
-//     repeatability, outliers), [StageModel.Repair], [Refiner] (search of
-//     the NCC surface around each translation), [GlobalPositions] (maximum
-//     spanning tree);
-//   - output files: [WriteGlobalPositions], [WriteRelativePositions] and
-//     their parsers;
-//   - [Sequential], the plain sequential stitcher that is the baseline and
-//     reference for the task-graph version.
+//   - [Stitch] runs the algorithm as two task graphs, registration then
+//     refinement, on all cores; with GraphOptions.GPU the registration
+//     runs on every GPU of the machine ([CheckGPU] tells whether it can);
+//   - [Sequential] runs the same algorithm on the calling goroutine: the
+//     baseline and the reference for Stitch. [Optimize] is its global
+//     optimization alone;
+//   - both return a [Result] (translations, stage model, positions, flat
+//     field): [Result.Quality] and [Result.Warnings] judge it without
+//     ground truth, [Evaluate] measures it against ground truth;
+//   - [MemoryEstimate] sizes a run before it starts.
 //
-// Departures from MIST. The structure is MIST's (per-tile FFT, PCIAM with
-// the top n peaks, CCF over the aliasing interpretations, stage model,
-// repair, refinement, maximum spanning tree), but a few steps are made
-// more robust, each with an option to restore MIST's behaviour:
+// # Packages
 //
-//   - a smooth flat field (vignetting) is estimated and divided out when it
-//     is significant ([EstimateFlatField]; Options.NoFlatField);
-//   - the FFT is taken of the tile's periodic component, which removes the
-//     border-wrap leakage without windowing away the overlap
-//     ([FFT2.ForwardPeriodic]; Options.NoPeriodicDecomposition);
-//   - the cross-power spectrum is normalized by |.|^0.75 instead of |.|
-//     (Options.Whitening = 1 for MIST);
-//   - candidates must leave a minimum overlap (Options.MinOverlap,
-//     Options.MinOverlapFraction);
-//   - the stage model groups translations by row or by column, whichever
-//     predicts them better, and derives the repeatability from
-//     leave-one-out prediction errors ([EstimateModel]);
-//   - refinement searches the whole square of half-width 2r around each
-//     translation for the NCC maximum, computed at once with FFTs
-//     ([Refiner]), instead of hill climbing.
+// The stitching packages, in the order a run uses them:
 //
-// On the realistic level of stitching/synth both settings meet the
-// accuracy bar (MIST's raw PCIAM+CCF is even exact slightly more often).
-// At its hard level (strong vignetting, sparse content) the MIST settings
-// leave 12-18% of the pairs wrong and tiles up to 21 px off, and on smooth
-// noisy texture most raw translations are wrong; with the defaults every
-// pair of those test grids ends up exact or nearly so.
+//   - stitching/tileio: the tiles of a grid ([tileio.TileSource]: files
+//     named by a pattern, or tiles in memory), decoding with a size guard,
+//     and MIST's output files;
+//   - stitching/align: the algorithm itself, in pieces that work on one
+//     tile, one adjacent pair or the grid's translations: flat-field
+//     correction, FFTs, phase correlation and cross-correlation factors,
+//     stage model, refinement, spanning tree; and [align.Options], which
+//     tune them. Its documentation says where the algorithm departs from
+//     MIST and fixes the conventions (pairs, signs of translations);
+//   - stitching (this package): runs those pieces over a whole grid,
+//     sequentially or as task graphs, within a bounded number of tiles in
+//     memory;
+//   - stitching/compose: blends the tiles into a mosaic at their
+//     positions;
+//   - stitching/synth: realistic synthetic grids with ground truth, for
+//     tests and demos.
 //
-// Conventions. Grid coordinates (row, col) are 0-based; tile (0, 0) is the
-// upper-left tile. A [Pair] names a tile and one of its two "backward"
-// neighbours: West pairs tile (r, c) with (r, c-1), North pairs tile (r, c)
-// with (r-1, c). In a pair, "tile 1" is the neighbour and "tile 2" is the
-// tile (r, c). A [Translation] (X, Y) is the position of tile 2 relative to
-// tile 1: pixel (u, v) of tile 2 shows the same specimen point as pixel
-// (u+X, v+Y) of tile 1. West translations therefore have X > 0 and north
-// translations Y > 0. Global positions are the upper-left corners of the
-// tiles in the mosaic, shifted so that the minimum X and minimum Y are 0.
+// A run on files, with error handling left out:
+//
+//	pat, err := tileio.ParsePattern("img_r{rrr}_c{ccc}.tif", 1)
+//	src, err := tileio.OpenTileSet(dir, pat, rows, cols)
+//	res, err := stitching.Stitch(ctx, src, align.Options{}, stitching.GraphOptions{})
+//	for _, w := range res.Warnings() {
+//		log.Print(w)
+//	}
+//	err = tileio.WriteGlobalPositions(f, res.GlobalPositions())
 package stitching

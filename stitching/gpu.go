@@ -12,6 +12,8 @@ import (
 	"github.com/gohtgs/htgs/internal/phase"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/pipeline"
+	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/tileio"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -34,9 +36,9 @@ type gpuBackend interface {
 	// spectra returns the allocator of device spectra of w x h tiles.
 	spectra(w, h int) memmgr.Allocator[devSpectrum]
 	// newTransformer returns the tile FFT of one task copy.
-	newTransformer(w, h int, opt options) transformer
+	newTransformer(w, h int, opt align.Options) transformer
 	// newCorrelator returns the PCIAM of one task copy.
-	newCorrelator(w, h int, opt options) correlator
+	newCorrelator(w, h int, opt align.Options) correlator
 }
 
 // devSpectrum is a tile's spectrum in device memory.
@@ -49,7 +51,7 @@ type devSpectrum interface {
 // implement task.Initializer and task.Shutdowner (Initialize runs on the
 // goroutine of every later call and receives the clone's device).
 type transformer interface {
-	// forward computes the spectrum that [Aligner.Peaks] expects (of the
+	// forward computes the spectrum that [align.Aligner.Peaks] expects (of the
 	// periodic component unless the options say otherwise) into dst.
 	forward(ctx context.Context, tile *image.Gray16, dst devSpectrum) error
 }
@@ -59,10 +61,10 @@ type transformer interface {
 // task.Shutdowner.
 type correlator interface {
 	// peaks returns the n highest local maxima of the phase-correlation
-	// matrix of the spectra f1 and f2 (as [Aligner.Peaks] does); dc1 and
+	// matrix of the spectra f1 and f2 (as [align.Aligner.Peaks] does); dc1 and
 	// dc2 are the tiles' pixel sums, their DC coefficients. The slice may
 	// be reused by the next call.
-	peaks(ctx context.Context, f1, f2 devSpectrum, dc1, dc2 float64, n int) ([]Peak, error)
+	peaks(ctx context.Context, f1, f2 devSpectrum, dc1, dc2 float64, n int) ([]align.Peak, error)
 }
 
 // band is the part of the grid one GPU clone registers: the pairs whose
@@ -77,7 +79,7 @@ func bandOf(d, clones, rows int) band {
 }
 
 // has reports whether pair p is registered in the band.
-func (b band) has(p Pair) bool { return p.Row >= b.lo && p.Row < b.hi }
+func (b band) has(p align.Pair) bool { return p.Row >= b.lo && p.Row < b.hi }
 
 // uses returns the number of the band's pairs that use tile (row, col) of
 // a rows x cols grid: the release count of its slot in the clone.
@@ -104,7 +106,7 @@ func (b band) uses(rows, cols, row, col int) int {
 // peaksJob is a pair with its PCIAM peaks, waiting for the CCF.
 type peaksJob struct {
 	pairJob
-	peaks []Peak
+	peaks []align.Peak
 }
 
 // gpuPairGraph builds the registration graph for GPUs: every tile goes to
@@ -116,7 +118,7 @@ type peaksJob struct {
 // registers the pairs of its band of rows. A tile's slot holds its
 // spectrum in the clone's device memory and returns after the last of the
 // band's pairs that use it.
-func gpuPairGraph(be gpuBackend, src TileSource, opt Options, slots, readers, workers, streams int) (*graph.Graph[tileRef, pairDone], error) {
+func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots, readers, workers, streams int) (*graph.Graph[tileRef, pairDone], error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	devs := be.devices()
@@ -126,8 +128,7 @@ func gpuPairGraph(be gpuBackend, src TileSource, opt Options, slots, readers, wo
 	if streams <= 0 {
 		streams = 2
 	}
-	o := opt.resolve()
-	mx, my := o.minOverlap(w, h)
+	mx, my := align.MinOverlap(w, h, opt)
 
 	g := graph.New[tileRef, pairDone]("registration")
 	cg := graph.New[tileRef, pairDone]("gpu")
@@ -137,38 +138,34 @@ func gpuPairGraph(be gpuBackend, src TileSource, opt Options, slots, readers, wo
 		return bandOf(info.Pipeline, max(1, info.Pipelines), rows)
 	}
 	// One copy, taking slots in traversal order (see pairGraph).
-	acquire := graph.AddTask(cg, "acquire", 1, func() task.Task[tileRef, *loaded] {
-		return task.Func[tileRef, *loaded](func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
-			n := clone(ctx).uses(rows, cols, t.row, t.col)
-			if n == 0 {
-				return nil // not this band's tile
-			}
-			buf, err := pool.Get(ctx, memmgr.Count(n))
-			if err != nil {
-				return err
-			}
-			return out.Emit(&loaded{row: t.row, col: t.col, dev: buf})
-		})
+	acquire := graph.AddFunc(cg, "acquire", 1, func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
+		n := clone(ctx).uses(rows, cols, t.row, t.col)
+		if n == 0 {
+			return nil // not this band's tile
+		}
+		buf, err := pool.Get(ctx, memmgr.Count(n))
+		if err != nil {
+			return err
+		}
+		return out.Emit(&loaded{row: t.row, col: t.col, dev: buf})
 	})
 	memmgr.Use(pool, acquire)
-	read := graph.AddTask(cg, "read", readers, func() task.Task[*loaded, *loaded] {
-		return task.Func[*loaded, *loaded](func(_ context.Context, l *loaded, out task.Emitter[*loaded]) error {
-			img, err := loadChecked(src, l.row, l.col, w, h)
-			if err != nil {
-				return err
-			}
-			l.img, l.dc = img, pixelSum(img)
-			return out.Emit(l)
-		})
+	read := graph.AddFunc(cg, "read", readers, func(_ context.Context, l *loaded, out task.Emitter[*loaded]) error {
+		img, err := loadChecked(src, l.row, l.col, w, h)
+		if err != nil {
+			return err
+		}
+		l.img, l.dc = img, pixelSum(img)
+		return out.Emit(l)
 	})
 	fft := graph.AddTask(cg, "fft", streams, func() task.Task[*loaded, *loaded] {
-		return &fftTask{tr: be.newTransformer(w, h, o)}
+		return &fftTask{tr: be.newTransformer(w, h, opt)}
 	})
 	bk := bookkeeper.New[*loaded](cg, "pairs")
 	pairs := bookkeeper.AddRule(bk, "both tiles ready", func() bookkeeper.Rule[*loaded, pairJob] {
 		r := &pairRule{rows: rows, cols: cols, ready: make(map[tileRef]*loaded)}
 		var b *band
-		r.keep = func(p Pair) bool { return b.has(p) }
+		r.keep = func(p align.Pair) bool { return b.has(p) }
 		return bookkeeper.RuleFunc[*loaded, pairJob](func(ctx context.Context, l *loaded, out task.Emitter[pairJob]) error {
 			if b == nil {
 				bb := clone(ctx)
@@ -178,10 +175,10 @@ func gpuPairGraph(be gpuBackend, src TileSource, opt Options, slots, readers, wo
 		})
 	})
 	pciam := graph.AddTask(cg, "pciam", streams, func() task.Task[pairJob, peaksJob] {
-		return &pciamTask{c: be.newCorrelator(w, h, o), n: o.peaks}
+		return &pciamTask{c: be.newCorrelator(w, h, opt), n: opt.EffectivePeakCount()}
 	})
 	ccfTask := graph.AddFunc(cg, "ccf", workers, func(_ context.Context, j peaksJob, out task.Emitter[pairDone]) error {
-		tr := ccf(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, mx, my)
+		tr := align.CCF(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, mx, my)
 		if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
 			return err
 		}
@@ -248,7 +245,7 @@ func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pea
 	if err != nil {
 		return fmt.Errorf("stitching: PCIAM of %v on the GPU: %w", j.pair, err)
 	}
-	return out.Emit(peaksJob{pairJob: j, peaks: append([]Peak(nil), ps...)})
+	return out.Emit(peaksJob{pairJob: j, peaks: append([]align.Peak(nil), ps...)})
 }
 
 // CheckGPU reports whether GraphOptions.GPU can work in this program on

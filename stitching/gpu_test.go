@@ -11,6 +11,7 @@ import (
 
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -107,12 +108,11 @@ func (o *onGPU) spec(s devSpectrum) ([]complex128, error) {
 type fakeTransformer struct {
 	onGPU
 	f    *fakeGPUs
-	tfft *TileFFT
+	tfft *align.TileFFT
 }
 
-func (f *fakeGPUs) newTransformer(w, h int, opt options) transformer {
-	o := Options{NoPeriodicDecomposition: !opt.periodic}
-	return &fakeTransformer{f: f, tfft: NewTileFFT(w, h, o)}
+func (f *fakeGPUs) newTransformer(w, h int, opt align.Options) transformer {
+	return &fakeTransformer{f: f, tfft: align.NewTileFFT(w, h, opt)}
 }
 
 func (t *fakeTransformer) forward(_ context.Context, tile *image.Gray16, dst devSpectrum) error {
@@ -130,14 +130,14 @@ func (t *fakeTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 
 type fakeCorrelator struct {
 	onGPU
-	a *Aligner
+	a *align.Aligner
 }
 
-func (f *fakeGPUs) newCorrelator(w, h int, opt options) correlator {
-	return &fakeCorrelator{a: NewAligner(w, h, Options{Whitening: opt.beta, PeakCount: opt.peaks})}
+func (f *fakeGPUs) newCorrelator(w, h int, opt align.Options) correlator {
+	return &fakeCorrelator{a: align.NewAligner(w, h, opt)}
 }
 
-func (c *fakeCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, _, _ float64, n int) ([]Peak, error) {
+func (c *fakeCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, _, _ float64, n int) ([]align.Peak, error) {
 	s1, err := c.spec(f1)
 	if err != nil {
 		return nil, err
@@ -156,11 +156,11 @@ func TestBands(t *testing.T) {
 	for rows := 1; rows < 7; rows++ {
 		for cols := 1; cols < 5; cols++ {
 			for clones := 1; clones < 5; clones++ {
-				owner := map[Pair]int{}
+				owner := map[align.Pair]int{}
 				for d := range clones {
 					b := bandOf(d, clones, rows)
 					uses := map[tileRef]int{}
-					for _, p := range Pairs(rows, cols) {
+					for _, p := range align.Pairs(rows, cols) {
 						if !b.has(p) {
 							continue
 						}
@@ -180,8 +180,8 @@ func TestBands(t *testing.T) {
 						}
 					}
 				}
-				if len(owner) != len(Pairs(rows, cols)) {
-					t.Fatalf("%dx%d/%d: %d of %d pairs owned", rows, cols, clones, len(owner), len(Pairs(rows, cols)))
+				if len(owner) != len(align.Pairs(rows, cols)) {
+					t.Fatalf("%dx%d/%d: %d of %d pairs owned", rows, cols, clones, len(owner), len(align.Pairs(rows, cols)))
 				}
 			}
 		}
@@ -193,14 +193,14 @@ func TestBands(t *testing.T) {
 func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 	g := smallSynth(t, 5, 4, 11)
 	src := g.source(t)
-	cpu, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: 2})
+	cpu, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int{1, 2, 3} {
 		fake := newFakeGPUs(n)
 		var pools int
-		res, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: 2, gpu: fake,
+		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake,
 			Observe: func(phase string, r Run) {
 				if phase != "registration" {
 					return
@@ -230,7 +230,7 @@ func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 			}
 			pcms += d.pcms.Load()
 		}
-		if want := int64(len(Pairs(5, 4))); pcms != want {
+		if want := int64(len(align.Pairs(5, 4))); pcms != want {
 			t.Errorf("%d GPUs: %d phase correlations, want %d (each pair once)", n, pcms, want)
 		}
 	}
@@ -243,7 +243,7 @@ func TestStitchGPUErrors(t *testing.T) {
 	src := g.source(t)
 	fake := newFakeGPUs(2)
 	fake.failFFT = 4
-	_, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: 2, gpu: fake})
+	_, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake})
 	if err == nil || !strings.Contains(err.Error(), "fake cuFFT failure") || !strings.Contains(err.Error(), "fft") {
 		t.Fatalf("error %v, want the FFT failure naming the task", err)
 	}
@@ -253,7 +253,7 @@ func TestStitchGPUErrors(t *testing.T) {
 		}
 	}
 	if !cudaBuilt {
-		if _, err := Stitch(context.Background(), src, Options{}, GraphOptions{GPU: true}); !errors.Is(err, ErrNoGPUBuild) {
+		if _, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{GPU: true}); !errors.Is(err, ErrNoGPUBuild) {
 			t.Fatalf("GPU without the cuda tag: %v, want ErrNoGPUBuild", err)
 		}
 	}

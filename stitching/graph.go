@@ -2,6 +2,7 @@ package stitching
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/tileio"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -77,14 +80,14 @@ type loaded struct {
 
 // pairJob is an adjacent pair whose two tiles (and spectra) are ready.
 type pairJob struct {
-	pair   Pair
+	pair   align.Pair
 	t1, t2 *loaded // t1 is the neighbour (west or north), t2 the tile
 }
 
 // pairDone is the translation of one pair.
 type pairDone struct {
-	pair Pair
-	tr   Translation
+	pair align.Pair
+	tr   align.Translation
 }
 
 // neighbours returns how many adjacent tiles (row, col) has.
@@ -110,13 +113,13 @@ func neighbours(rows, cols, row, col int) int {
 type pairRule struct {
 	rows, cols int
 	ready      map[tileRef]*loaded
-	keep       func(Pair) bool // nil: every pair
+	keep       func(align.Pair) bool // nil: every pair
 }
 
 func (r *pairRule) Apply(_ context.Context, t *loaded, out task.Emitter[pairJob]) error {
 	r.ready[tileRef{t.row, t.col}] = t
-	emit := func(row, col int, dir Direction) error {
-		p := Pair{Row: row, Col: col, Dir: dir}
+	emit := func(row, col int, dir align.Direction) error {
+		p := align.Pair{Row: row, Col: col, Dir: dir}
 		if r.keep != nil && !r.keep(p) {
 			return nil
 		}
@@ -131,22 +134,22 @@ func (r *pairRule) Apply(_ context.Context, t *loaded, out task.Emitter[pairJob]
 	// The pairs this tile completes: its own west and north pairs, and the
 	// west pair of its east neighbour and the north pair of its south one.
 	if t.col > 0 {
-		if err := emit(t.row, t.col, West); err != nil {
+		if err := emit(t.row, t.col, align.West); err != nil {
 			return err
 		}
 	}
 	if t.row > 0 {
-		if err := emit(t.row, t.col, North); err != nil {
+		if err := emit(t.row, t.col, align.North); err != nil {
 			return err
 		}
 	}
 	if t.col < r.cols-1 {
-		if err := emit(t.row, t.col+1, West); err != nil {
+		if err := emit(t.row, t.col+1, align.West); err != nil {
 			return err
 		}
 	}
 	if t.row < r.rows-1 {
-		if err := emit(t.row+1, t.col, North); err != nil {
+		if err := emit(t.row+1, t.col, align.North); err != nil {
 			return err
 		}
 	}
@@ -171,10 +174,10 @@ func traversal(rows, cols int) []tileRef {
 // pairGraph builds the graph shared by both phases: take a slot from a pool
 // for each tile (so loading cannot run ahead of memory), load tiles, optionally
 // transform them, pair them in a bookkeeper, and run perPair on each pair.
-func pairGraph(name string, src TileSource, slots, readers, workers int,
+func pairGraph(name string, src tileio.TileSource, slots, readers, workers int,
 	newSlot func() (slotData, error),
 	newTransform func() func(*loaded),
-	newPerPair func() func(pairJob) Translation,
+	newPerPair func() func(pairJob) align.Translation,
 ) (*graph.Graph[tileRef, pairDone], *memmgr.Pool[slotData]) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
@@ -184,32 +187,28 @@ func pairGraph(name string, src TileSource, slots, readers, workers int,
 	// copies, one could stall between taking a tile off its queue and
 	// asking for its slot while another filled the pool with later tiles
 	// that all wait for it — a deadlock.
-	acquire := graph.AddTask(g, "acquire", 1, func() task.Task[tileRef, *loaded] {
-		return task.Func[tileRef, *loaded](func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
-			n := neighbours(rows, cols, t.row, t.col)
-			buf, err := pool.Get(ctx, memmgr.Count(n))
-			if err != nil {
-				return err
-			}
-			return out.Emit(&loaded{row: t.row, col: t.col, buf: buf})
-		})
+	acquire := graph.AddFunc(g, "acquire", 1, func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
+		n := neighbours(rows, cols, t.row, t.col)
+		buf, err := pool.Get(ctx, memmgr.Count(n))
+		if err != nil {
+			return err
+		}
+		return out.Emit(&loaded{row: t.row, col: t.col, buf: buf})
 	})
-	read := graph.AddTask(g, "read", readers, func() task.Task[*loaded, *loaded] {
-		return task.Func[*loaded, *loaded](func(ctx context.Context, l *loaded, out task.Emitter[*loaded]) error {
-			img, err := loadChecked(src, l.row, l.col, w, h)
-			if err != nil {
+	read := graph.AddFunc(g, "read", readers, func(_ context.Context, l *loaded, out task.Emitter[*loaded]) error {
+		img, err := loadChecked(src, l.row, l.col, w, h)
+		if err != nil {
+			return err
+		}
+		l.img = img
+		if neighbours(rows, cols, l.row, l.col) == 0 { // a 1x1 grid: nothing will ever use it
+			buf := l.buf
+			l.buf = nil
+			if err := buf.Release(); err != nil {
 				return err
 			}
-			l.img = img
-			if neighbours(rows, cols, l.row, l.col) == 0 { // a 1x1 grid: nothing will ever use it
-				buf := l.buf
-				l.buf = nil
-				if err := buf.Release(); err != nil {
-					return err
-				}
-			}
-			return out.Emit(l)
-		})
+		}
+		return out.Emit(l)
 	})
 	memmgr.Use(pool, acquire)
 	graph.Connect(g.Input(), acquire)
@@ -217,10 +216,10 @@ func pairGraph(name string, src TileSource, slots, readers, workers int,
 	var tiles graph.Producer[*loaded] = read
 	if newTransform != nil {
 		fft := graph.AddTask(g, "fft", workers, func() task.Task[*loaded, *loaded] {
-			f := newTransform()
-			return task.Func[*loaded, *loaded](func(_ context.Context, l *loaded, out task.Emitter[*loaded]) error {
+			f := newTransform() // per copy: its plan is scratch
+			return task.Map(func(_ context.Context, l *loaded) (*loaded, error) {
 				f(l)
-				return out.Emit(l)
+				return l, nil
 			})
 		})
 		graph.Connect(read, fft)
@@ -231,28 +230,25 @@ func pairGraph(name string, src TileSource, slots, readers, workers int,
 		return &pairRule{rows: rows, cols: cols, ready: make(map[tileRef]*loaded, rows*cols)}
 	})
 	graph.Connect(tiles, bk)
-	align := graph.AddTask(g, "pair", workers, func() task.Task[pairJob, pairDone] {
-		f := newPerPair()
-		return task.Func[pairJob, pairDone](func(_ context.Context, j pairJob, out task.Emitter[pairDone]) error {
+	perPair := graph.AddTask(g, "pair", workers, func() task.Task[pairJob, pairDone] {
+		f := newPerPair() // per copy: its aligner or refiner is scratch
+		return task.Map(func(_ context.Context, j pairJob) (pairDone, error) {
 			tr := f(j)
 			// Each tile's slot returns after its last pair (Count = neighbours).
-			if err := j.t1.buf.Release(); err != nil {
-				return err
+			if err := errors.Join(j.t1.buf.Release(), j.t2.buf.Release()); err != nil {
+				return pairDone{}, err
 			}
-			if err := j.t2.buf.Release(); err != nil {
-				return err
-			}
-			return out.Emit(pairDone{pair: j.pair, tr: tr})
+			return pairDone{pair: j.pair, tr: tr}, nil
 		})
 	})
-	graph.Connect(pairs, align)
-	graph.Connect(align, g.Output())
+	graph.Connect(pairs, perPair)
+	graph.Connect(perPair, g.Output())
 	return g, pool
 }
 
 // runPairs runs a pair graph over the whole grid and collects the
 // translations.
-func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDone], rows, cols int, gopt GraphOptions) (*Translations, error) {
+func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDone], rows, cols int, gopt GraphOptions) (*align.Translations, error) {
 	rt, err := g.Start(ctx, gopt.Start...)
 	if err != nil {
 		return nil, err
@@ -265,8 +261,8 @@ func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDon
 			}
 		}
 	}()
-	rel := NewTranslations(rows, cols)
-	total, done := len(Pairs(rows, cols)), 0
+	rel := align.NewTranslations(rows, cols)
+	total, done := len(align.Pairs(rows, cols)), 0
 	for d := range rt.Results() {
 		rel.Set(d.pair, d.tr)
 		done++
@@ -299,10 +295,10 @@ func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDon
 // takes a slot from a memory pool (see GraphOptions.PoolSize), in that
 // order, before it is read, and the slot returns when all of its 2 to 4
 // neighbours have used it, so at most PoolSize tiles and spectra are alive. The flat-field
-// estimate (unless Options.NoFlatField) and the spanning tree run on the
+// estimate (unless opt.NoFlatField) and the spanning tree run on the
 // calling goroutine.
-func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions) (*Result, error) {
-	if err := opt.validate(); err != nil {
+func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt GraphOptions) (*Result, error) {
+	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
 	rows, cols := src.Rows(), src.Cols()
@@ -341,7 +337,7 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 	}
 
 	// Phase 1: registration.
-	var rel *Translations
+	var rel *align.Translations
 	if be != nil {
 		g, err := gpuPairGraph(be, src, opt, slots, readers, workers, gopt.GPUStreams)
 		if err != nil {
@@ -358,23 +354,23 @@ func Stitch(ctx context.Context, src TileSource, opt Options, gopt GraphOptions)
 }
 
 // registerCPU runs the registration graph on the CPU.
-func registerCPU(ctx context.Context, src TileSource, opt Options, gopt GraphOptions, slots, readers, workers int) (*Translations, error) {
+func registerCPU(ctx context.Context, src tileio.TileSource, opt align.Options, gopt GraphOptions, slots, readers, workers int) (*align.Translations, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
-	specLen := NewTileFFT(w, h, opt).SpectrumLen()
+	specLen := align.NewTileFFT(w, h, opt).SpectrumLen()
 	g1, _ := pairGraph("registration", src, slots, readers, workers,
 		func() (slotData, error) { return slotData{spec: make([]complex128, specLen)}, nil },
 		func() func(*loaded) {
-			f := NewTileFFT(w, h, opt) // one plan per task copy
+			f := align.NewTileFFT(w, h, opt) // one plan per task copy
 			return func(l *loaded) {
 				if l.buf != nil {
 					f.Forward(l.img, l.buf.Data.spec)
 				}
 			}
 		},
-		func() func(pairJob) Translation {
-			a := NewAligner(w, h, opt) // one aligner (scratch) per task copy
-			return func(j pairJob) Translation {
+		func() func(pairJob) align.Translation {
+			a := align.NewAligner(w, h, opt) // one aligner (scratch) per task copy
+			return func(j pairJob) align.Translation {
 				return a.Align(j.t1.img, j.t2.img, j.t1.buf.Data.spec, j.t2.buf.Data.spec, j.pair.Dir)
 			}
 		})
@@ -383,11 +379,11 @@ func registerCPU(ctx context.Context, src TileSource, opt Options, gopt GraphOpt
 
 // finish estimates the stage model, repairs the translations and refines
 // them on the CPU.
-func finish(ctx context.Context, res *Result, src TileSource, opt Options, gopt GraphOptions, slots, readers, workers int, rel *Translations) (*Result, error) {
+func finish(ctx context.Context, res *Result, src tileio.TileSource, opt align.Options, gopt GraphOptions, slots, readers, workers int, rel *align.Translations) (*Result, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	// Global optimization: stage model and repair, then refinement.
-	model, err := EstimateModel(rel, w, h, opt)
+	model, err := align.EstimateModel(rel, w, h, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -395,9 +391,9 @@ func finish(ctx context.Context, res *Result, src TileSource, opt Options, gopt 
 	g2, _ := pairGraph("refinement", src, slots, readers, workers,
 		func() (slotData, error) { return slotData{}, nil },
 		nil,
-		func() func(pairJob) Translation {
-			ref := NewRefiner() // scratch per task copy
-			return func(j pairJob) Translation {
+		func() func(pairJob) align.Translation {
+			ref := align.NewRefiner() // scratch per task copy
+			return func(j pairJob) align.Translation {
 				return model.Refine(ref, j.t1.img, j.t2.img, repaired.At(j.pair))
 			}
 		})
@@ -405,6 +401,6 @@ func finish(ctx context.Context, res *Result, src TileSource, opt Options, gopt 
 	if err != nil {
 		return nil, err
 	}
-	res.Model, res.Optimized, res.Positions = model, refined, GlobalPositions(refined)
+	res.Model, res.Optimized, res.Positions = model, refined, align.GlobalPositions(refined)
 	return res, nil
 }

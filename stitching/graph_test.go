@@ -11,7 +11,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
+	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -22,9 +24,9 @@ func smallSynth(t testing.TB, rows, cols int, seed uint64) *testGrid {
 	return synthGrid(t, cfg)
 }
 
-func sameTranslations(t *testing.T, what string, a, b *Translations) {
+func sameTranslations(t *testing.T, what string, a, b *align.Translations) {
 	t.Helper()
-	for _, p := range Pairs(a.Rows, a.Cols) {
+	for _, p := range align.Pairs(a.Rows, a.Cols) {
 		if a.At(p) != b.At(p) {
 			t.Fatalf("%s: pair %v: graph %+v, sequential %+v", what, p, a.At(p), b.At(p))
 		}
@@ -35,12 +37,12 @@ func sameTranslations(t *testing.T, what string, a, b *Translations) {
 func TestStitchMatchesSequential(t *testing.T) {
 	g := smallSynth(t, 4, 5, 3)
 	src := g.source(t)
-	seq, err := Sequential(context.Background(), src, Options{})
+	seq, err := Sequential(context.Background(), src, align.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, workers := range []int{1, 3} {
-		res, err := Stitch(context.Background(), src, Options{}, GraphOptions{Workers: workers})
+		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: workers})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +67,7 @@ func TestStitchSmallestPoolAllShapes(t *testing.T) {
 		pool := newWalker(sz[0], sz[1]).lineLen() + 1
 		var peaks []int
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		res, err := Stitch(ctx, src, Options{NoFlatField: true}, GraphOptions{Workers: 2, Readers: readers, PoolSize: pool,
+		res, err := Stitch(ctx, src, align.Options{NoFlatField: true}, GraphOptions{Workers: 2, Readers: readers, PoolSize: pool,
 			Observe: func(_ string, r Run) {
 				for _, p := range r.Stats().Pools {
 					peaks = append(peaks, p.Peak)
@@ -92,7 +94,7 @@ func TestStitchSmallestPoolAllShapes(t *testing.T) {
 func TestStitchErrors(t *testing.T) {
 	g := smallSynth(t, 3, 3, 1)
 	src := g.source(t)
-	_, err := Stitch(context.Background(), src, Options{}, GraphOptions{PoolSize: 3, Readers: 2})
+	_, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{PoolSize: 3, Readers: 2})
 	if err == nil || !strings.Contains(err.Error(), "deadlock") {
 		t.Fatalf("tiny pool: %v", err)
 	}
@@ -107,18 +109,18 @@ func TestStitchErrors(t *testing.T) {
 			}
 		}
 	}
-	pat, err := ParsePattern("img_r{rrr}_c{ccc}.tif", 1)
+	pat, err := tileio.ParsePattern("img_r{rrr}_c{ccc}.tif", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := OpenTileSet(dir, pat, 3, 3)
+	ts, err := tileio.OpenTileSet(dir, pat, 3, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(name(2, 1)); err != nil { // disappears after the headers were checked
 		t.Fatal(err)
 	}
-	_, err = Stitch(context.Background(), ts, Options{NoFlatField: true}, GraphOptions{})
+	_, err = Stitch(context.Background(), ts, align.Options{NoFlatField: true}, GraphOptions{})
 	var te interface{ Unwrap() error }
 	if err == nil || !strings.Contains(err.Error(), "img_r003_c002.tif") || !errors.As(err, &te) {
 		t.Fatalf("missing tile: %v", err)
@@ -130,7 +132,7 @@ func TestStitchCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{}, 1)
 	go func() { <-started; cancel() }()
-	_, err := Stitch(ctx, g.source(t), Options{NoFlatField: true}, GraphOptions{
+	_, err := Stitch(ctx, g.source(t), align.Options{NoFlatField: true}, GraphOptions{
 		Progress: func(string, int, int) {
 			select {
 			case started <- struct{}{}:

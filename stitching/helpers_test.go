@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
+	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
 // testGrid is a synthetic grid with ground truth.
@@ -17,9 +19,9 @@ type testGrid struct {
 	x, y       []int // true positions, row-major
 }
 
-func (g *testGrid) source(t testing.TB) *MemoryTiles {
+func (g *testGrid) source(t testing.TB) *tileio.MemoryTiles {
 	t.Helper()
-	m, err := NewMemoryTiles(g.rows, g.cols, g.tiles, nil)
+	m, err := tileio.NewMemoryTiles(g.rows, g.cols, g.tiles, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +29,7 @@ func (g *testGrid) source(t testing.TB) *MemoryTiles {
 }
 
 // trueTranslation is the exact translation of pair p.
-func (g *testGrid) trueTranslation(p Pair) (x, y int) {
+func (g *testGrid) trueTranslation(p align.Pair) (x, y int) {
 	i := p.Row*g.cols + p.Col
 	nr, nc := p.Neighbor()
 	j := nr*g.cols + nc

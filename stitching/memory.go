@@ -3,6 +3,8 @@ package stitching
 import (
 	"math"
 	"runtime"
+
+	"github.com/gohtgs/htgs/stitching/align"
 )
 
 // MemoryEstimate returns about how many bytes of memory [Stitch] needs at
@@ -27,7 +29,7 @@ import (
 // result is an estimate of live memory, not a bound: the Go runtime may
 // hold up to about twice the live heap between collections. It saturates
 // at math.MaxInt64.
-func MemoryEstimate(rows, cols, w, h int, opt Options, gopt GraphOptions) int64 {
+func MemoryEstimate(rows, cols, w, h int, opt align.Options, gopt GraphOptions) int64 {
 	if rows <= 0 || cols <= 0 || w <= 0 || h <= 0 {
 		return 0
 	}

@@ -9,33 +9,35 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gohtgs/htgs/stitching/align"
 )
 
 // The estimate grows with what Stitch allocates: the pool's tiles and
 // spectra, readers and per-worker scratch.
 func TestMemoryEstimate(t *testing.T) {
 	gopt := GraphOptions{Workers: 2}
-	demo := MemoryEstimate(8, 10, 512, 384, Options{}, gopt)
+	demo := MemoryEstimate(8, 10, 512, 384, align.Options{}, gopt)
 	// 12 slots of a tile (0.4 MB) and a spectrum (1.6 MB), scratch.
 	if demo < 24<<20 || demo > 200<<20 {
 		t.Errorf("8x10 of 512x384: %d MB", demo>>20)
 	}
-	if huge := MemoryEstimate(3, 3, 60000, 60000, Options{}, gopt); huge < 100<<30 {
+	if huge := MemoryEstimate(3, 3, 60000, 60000, align.Options{}, gopt); huge < 100<<30 {
 		t.Errorf("3x3 of 60000x60000: %d GB", huge>>30)
 	}
-	if g := MemoryEstimate(8, 10, 512, 384, Options{}, GraphOptions{Workers: 2, GPU: true}); g >= demo {
+	if g := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 2, GPU: true}); g >= demo {
 		t.Errorf("GPU %d >= CPU %d: the spectra live on the GPUs", g, demo)
 	}
-	if p := MemoryEstimate(8, 10, 512, 384, Options{}, GraphOptions{Workers: 2, PoolSize: 40}); p <= demo {
+	if p := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 2, PoolSize: 40}); p <= demo {
 		t.Errorf("a larger pool does not cost more: %d <= %d", p, demo)
 	}
-	if w := MemoryEstimate(8, 10, 512, 384, Options{}, GraphOptions{Workers: 8}); w <= demo {
+	if w := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 8}); w <= demo {
 		t.Errorf("more workers do not cost more: %d <= %d", w, demo)
 	}
-	if s := MemoryEstimate(1<<20, 1<<20, 1<<20, 1<<20, Options{}, gopt); s != math.MaxInt64 {
+	if s := MemoryEstimate(1<<20, 1<<20, 1<<20, 1<<20, align.Options{}, gopt); s != math.MaxInt64 {
 		t.Errorf("absurd sizes: %d, want saturation", s)
 	}
-	if MemoryEstimate(0, 3, 10, 10, Options{}, gopt) != 0 {
+	if MemoryEstimate(0, 3, 10, 10, align.Options{}, gopt) != 0 {
 		t.Error("empty grid: want 0")
 	}
 }
@@ -50,7 +52,7 @@ func TestMemoryEstimateCoversARun(t *testing.T) {
 	src := g.source(t)
 	w, h := src.TileSize()
 	gopt := GraphOptions{Workers: 2}
-	est := MemoryEstimate(src.Rows(), src.Cols(), w, h, Options{}, gopt)
+	est := MemoryEstimate(src.Rows(), src.Cols(), w, h, align.Options{}, gopt)
 
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
 	runtime.GC()
@@ -75,7 +77,7 @@ func TestMemoryEstimateCoversARun(t *testing.T) {
 			}
 		}
 	}()
-	_, err := Stitch(context.Background(), src, Options{}, gopt)
+	_, err := Stitch(context.Background(), src, align.Options{}, gopt)
 	close(stop)
 	wg.Wait()
 	if err != nil {

@@ -3,6 +3,9 @@ package stitching
 import (
 	"fmt"
 	"math"
+	"slices"
+
+	"github.com/gohtgs/htgs/stitching/align"
 )
 
 // Limits of the quality measures below which [Quality.Warnings] warns.
@@ -26,7 +29,7 @@ type DirectionQuality struct {
 	// Pairs is the number of pairs of this direction in the grid.
 	Pairs int
 	// Valid is the number of their translations the stage model accepted
-	// (see [DirectionModel.Valid]).
+	// (see [align.DirectionModel.Valid]).
 	Valid int
 	// Overlap is the overlap, in percent, that the model used; NaN when
 	// the direction has no pairs and no overlap was given.
@@ -60,14 +63,14 @@ type Quality struct {
 func (r *Result) Quality() Quality {
 	q := Quality{MedianCorr: math.NaN()}
 	if r.Model != nil {
-		dq := func(d DirectionModel) DirectionQuality {
+		dq := func(d align.DirectionModel) DirectionQuality {
 			return DirectionQuality{Pairs: d.Pairs, Valid: d.Valid, Overlap: d.Overlap, OverlapGiven: d.OverlapGiven}
 		}
 		q.West, q.North = dq(r.Model.West), dq(r.Model.North)
 		q.RepeatabilityGiven = r.Model.RepeatabilityGiven
 	}
 	if r.Relative != nil {
-		ps := Pairs(r.Relative.Rows, r.Relative.Cols)
+		ps := align.Pairs(r.Relative.Rows, r.Relative.Cols)
 		q.Pairs = len(ps)
 		corrs := make([]float64, 0, len(ps))
 		for _, p := range ps {
@@ -135,3 +138,17 @@ func (q Quality) Warnings() []string {
 
 // Warnings returns r.Quality().Warnings().
 func (r *Result) Warnings() []string { return r.Quality().Warnings() }
+
+// median returns the median of v (mean of the middle two for even
+// lengths), NaN for none; v is reordered.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
 )
 
@@ -55,12 +56,12 @@ func TestQualityWarnsOnSmallAndNoiseGrids(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := synthGrid(t, c.cfg)
-			res, err := Stitch(context.Background(), g.source(t), Options{}, GraphOptions{Workers: 2})
+			res, err := Stitch(context.Background(), g.source(t), align.Options{}, GraphOptions{Workers: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
 			q := res.Quality()
-			if q.Pairs != len(Pairs(c.cfg.Rows, c.cfg.Cols)) {
+			if q.Pairs != len(align.Pairs(c.cfg.Rows, c.cfg.Cols)) {
 				t.Errorf("Pairs = %d", q.Pairs)
 			}
 			if c.check != nil {
@@ -80,7 +81,7 @@ func TestQualityWarnsOnSmallAndNoiseGrids(t *testing.T) {
 func TestQualityQuietOnGoodGrids(t *testing.T) {
 	for _, cfg := range []synth.Config{qualitySynth(3, 4, 1, false), qualitySynth(4, 5, 2, false)} {
 		g := synthGrid(t, cfg)
-		res, err := Stitch(context.Background(), g.source(t), Options{}, GraphOptions{Workers: 2})
+		res, err := Stitch(context.Background(), g.source(t), align.Options{}, GraphOptions{Workers: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"image"
+
+	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
 // Result is the outcome of stitching a grid.
@@ -14,37 +17,37 @@ type Result struct {
 	Names []string
 	// Relative are the translations computed by PCIAM+CCF, before any
 	// optimization (MIST's "relative positions, no optimization").
-	Relative *Translations
+	Relative *align.Translations
 	// Model is the stage model estimated from Relative.
-	Model *StageModel
+	Model *align.StageModel
 	// Optimized are the translations after repair and refinement; their
 	// correlations weight the spanning tree.
-	Optimized *Translations
+	Optimized *align.Translations
 	// Positions are the global tile positions, row-major.
-	Positions []Position
+	Positions []align.Position
 	// FlatField is the estimated illumination correction (applied unless
-	// it is the identity), nil with Options.NoFlatField.
-	FlatField *FlatField
+	// it is the identity), nil with align.Options.NoFlatField.
+	FlatField *align.FlatField
 }
 
 // GlobalPositions returns the global positions as records for
-// [WriteGlobalPositions], row-major.
-func (r *Result) GlobalPositions() []GlobalPosition {
-	out := make([]GlobalPosition, len(r.Positions))
+// [tileio.WriteGlobalPositions], row-major.
+func (r *Result) GlobalPositions() []tileio.GlobalPosition {
+	out := make([]tileio.GlobalPosition, len(r.Positions))
 	for i, p := range r.Positions {
-		out[i] = GlobalPosition{Name: r.Names[i], Corr: p.Corr, X: p.X, Y: p.Y, Col: i % r.Cols, Row: i / r.Cols}
+		out[i] = tileio.GlobalPosition{Name: r.Names[i], Corr: p.Corr, X: p.X, Y: p.Y, Col: i % r.Cols, Row: i / r.Cols}
 	}
 	return out
 }
 
 // RelativePositions returns the translations (Optimized if optimized,
-// else Relative) as records for [WriteRelativePositions].
-func (r *Result) RelativePositions(optimized bool) []RelativePosition {
+// else Relative) as records for [tileio.WriteRelativePositions].
+func (r *Result) RelativePositions(optimized bool) []tileio.RelativePosition {
 	t := r.Relative
 	if optimized {
 		t = r.Optimized
 	}
-	return t.Relative(func(row, col int) string { return r.Names[row*r.Cols+col] })
+	return tileio.RelativePositions(t, func(row, col int) string { return r.Names[row*r.Cols+col] })
 }
 
 // walker traverses a grid line by line along its shorter dimension, so
@@ -83,26 +86,27 @@ func (w walker) coord(line, k int) (r, c int) {
 // prevInLine and prevLine are the pairs formed with the previous tile of
 // the same line and with the tile at the same position of the previous
 // line.
-func (w walker) prevInLine(r, c int) Pair {
+func (w walker) prevInLine(r, c int) align.Pair {
 	if w.rowMajor {
-		return Pair{r, c, West}
+		return align.Pair{Row: r, Col: c, Dir: align.West}
 	}
-	return Pair{r, c, North}
+	return align.Pair{Row: r, Col: c, Dir: align.North}
 }
 
-func (w walker) prevLine(r, c int) Pair {
+func (w walker) prevLine(r, c int) align.Pair {
 	if w.rowMajor {
-		return Pair{r, c, North}
+		return align.Pair{Row: r, Col: c, Dir: align.North}
 	}
-	return Pair{r, c, West}
+	return align.Pair{Row: r, Col: c, Dir: align.West}
 }
 
 // Sequential stitches the grid of src on the calling goroutine: unless
-// Options.NoFlatField is set it first estimates the flat field from up to
-// 64 tiles spread over the grid ([EstimateFlatField]) and corrects every
-// tile with it; then it loads every tile, computes its FFT, computes the translation of every west and
-// north pair with PCIAM+CCF ([Aligner.Align]), then runs [Optimize]. It is
-// the baseline and the reference for the task-graph version.
+// opt.NoFlatField is set it first estimates the flat field from up to 64
+// tiles spread over the grid ([align.EstimateFlatField]) and corrects
+// every tile with it; then it loads every tile, computes its FFT, computes
+// the translation of every west and north pair with PCIAM+CCF
+// ([align.Aligner.Align]), then runs [Optimize]. It is the baseline and
+// the reference for the task-graph version.
 //
 // Memory. The grid is traversed line by line along its shorter dimension
 // (rows if cols <= rows, else columns). A tile and its spectrum are kept
@@ -115,8 +119,8 @@ func (w walker) prevLine(r, c int) Pair {
 // 2.9 MB.
 //
 // The context is checked between tiles; cancellation returns ctx.Err().
-func Sequential(ctx context.Context, src TileSource, opt Options) (*Result, error) {
-	if err := opt.validate(); err != nil {
+func Sequential(ctx context.Context, src tileio.TileSource, opt align.Options) (*Result, error) {
+	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
 	res, src, err := begin(ctx, src, opt)
@@ -139,7 +143,7 @@ func Sequential(ctx context.Context, src TileSource, opt Options) (*Result, erro
 // begin starts a Result for the grid of src (size, names) and, unless
 // opt.NoFlatField, estimates the flat field and returns the corrected
 // source to stitch; shared by Sequential and Stitch.
-func begin(ctx context.Context, src TileSource, opt Options) (*Result, TileSource, error) {
+func begin(ctx context.Context, src tileio.TileSource, opt align.Options) (*Result, tileio.TileSource, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	if rows <= 0 || cols <= 0 {
@@ -152,7 +156,7 @@ func begin(ctx context.Context, src TileSource, opt Options) (*Result, TileSourc
 		}
 	}
 	if !opt.NoFlatField {
-		ff, err := EstimateFlatField(ctx, src, flatFieldTiles)
+		ff, err := estimateFlatField(ctx, src, flatFieldTiles)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -164,12 +168,59 @@ func begin(ctx context.Context, src TileSource, opt Options) (*Result, TileSourc
 	return res, src, nil
 }
 
+// flatFieldTiles is the number of tiles Sequential and Stitch estimate the
+// flat field from.
+const flatFieldTiles = 64
+
+// estimateFlatField estimates the flat field of src from up to maxTiles
+// tiles spread evenly over the grid in row-major order (all tiles when
+// maxTiles <= 0) with [align.EstimateFlatField].
+func estimateFlatField(ctx context.Context, src tileio.TileSource, maxTiles int) (*align.FlatField, error) {
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	n := rows * cols
+	k := n
+	if maxTiles > 0 && maxTiles < n {
+		k = maxTiles
+	}
+	return align.EstimateFlatField(ctx, w, h, k, func(j int) (*image.Gray16, error) {
+		i := j * n / k
+		return loadChecked(src, i/cols, i%cols, w, h)
+	})
+}
+
+// correctedSource is a TileSource whose tiles are flat-field corrected.
+type correctedSource struct {
+	tileio.TileSource
+	ff *align.FlatField
+}
+
+// CorrectedSource returns a [tileio.TileSource] that loads tiles from src
+// and corrects them with ff (for instance [Result.FlatField], to compose a
+// mosaic of the tiles that were stitched).
+func CorrectedSource(src tileio.TileSource, ff *align.FlatField) tileio.TileSource {
+	return correctedSource{src, ff}
+}
+
+// Load loads tile (row, col) from the wrapped source and corrects it.
+func (c correctedSource) Load(row, col int) (*image.Gray16, error) {
+	t, err := c.TileSource.Load(row, col)
+	if err != nil {
+		return nil, err
+	}
+	w, h := c.TileSize()
+	if b := t.Bounds(); b.Dx() != w || b.Dy() != h {
+		return nil, fmt.Errorf("stitching: tile %s is %dx%d, expected %dx%d", c.Name(row, col), b.Dx(), b.Dy(), w, h)
+	}
+	return c.ff.Apply(t), nil
+}
+
 type slot struct {
 	tile *image.Gray16
 	spec []complex128
 }
 
-func loadChecked(src TileSource, r, c, w, h int) (*image.Gray16, error) {
+func loadChecked(src tileio.TileSource, r, c, w, h int) (*image.Gray16, error) {
 	t, err := src.Load(r, c)
 	if err != nil {
 		return nil, err
@@ -181,13 +232,13 @@ func loadChecked(src TileSource, r, c, w, h int) (*image.Gray16, error) {
 }
 
 // computeTranslations is the PCIAM+CCF pass of Sequential.
-func computeTranslations(ctx context.Context, src TileSource, opt Options) (*Translations, error) {
+func computeTranslations(ctx context.Context, src tileio.TileSource, opt align.Options) (*align.Translations, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	wk := newWalker(rows, cols)
-	plan := NewTileFFT(w, h, opt)
-	al := NewAligner(w, h, opt)
-	rel := NewTranslations(rows, cols)
+	plan := align.NewTileFFT(w, h, opt)
+	al := align.NewAligner(w, h, opt)
+	rel := align.NewTranslations(rows, cols)
 	n := wk.lineLen()
 	// window[k] holds the latest tile at position k: from the current line
 	// for positions before the current one, else from the previous line.
@@ -227,7 +278,7 @@ func computeTranslations(ctx context.Context, src TileSource, opt Options) (*Tra
 // window of one line holds every tile whose later neighbours are still to
 // come) and calls visit with each; it stops at the first load error or
 // when ctx is done.
-func walkTiles(ctx context.Context, src TileSource, wk walker, visit func(line, k, r, c int, t *image.Gray16)) error {
+func walkTiles(ctx context.Context, src tileio.TileSource, wk walker, visit func(line, k, r, c int, t *image.Gray16)) error {
 	w, h := src.TileSize()
 	for line := 0; line < wk.lines(); line++ {
 		for k := 0; k < wk.lineLen(); k++ {
@@ -247,26 +298,26 @@ func walkTiles(ctx context.Context, src TileSource, wk walker, visit func(line, 
 
 // Optimization is the outcome of [Optimize].
 type Optimization struct {
-	Model     *StageModel
-	Repaired  *Translations // after Model.Repair
-	Optimized *Translations // after refinement
-	Positions []Position
+	Model     *align.StageModel
+	Repaired  *align.Translations // after Model.Repair
+	Optimized *align.Translations // after refinement
+	Positions []align.Position
 }
 
 // Optimize runs MIST's global optimization on the translations rel of the
-// grid of src: [EstimateModel], [StageModel.Repair], refinement of every
-// pair with [StageModel.Refine] (which reads the tiles again, traversing
-// the grid like [Sequential] so that at most min(rows, cols)+1 tiles are
-// live), and [GlobalPositions] on the refined translations. src must
-// deliver the same pixels the translations were computed from (the
-// flat-field corrected source if one was used).
-func Optimize(ctx context.Context, src TileSource, rel *Translations, opt Options) (*Optimization, error) {
+// grid of src: [align.EstimateModel], [align.StageModel.Repair],
+// refinement of every pair with [align.StageModel.Refine] (which reads the
+// tiles again, traversing the grid like [Sequential] so that at most
+// min(rows, cols)+1 tiles are live), and [align.GlobalPositions] on the
+// refined translations. src must deliver the same pixels the translations
+// were computed from (the flat-field corrected source if one was used).
+func Optimize(ctx context.Context, src tileio.TileSource, rel *align.Translations, opt align.Options) (*Optimization, error) {
 	rows, cols := src.Rows(), src.Cols()
 	if rel.Rows != rows || rel.Cols != cols {
 		return nil, fmt.Errorf("stitching: translations for a %dx%d grid, source is %dx%d", rel.Rows, rel.Cols, rows, cols)
 	}
 	w, h := src.TileSize()
-	model, err := EstimateModel(rel, w, h, opt)
+	model, err := align.EstimateModel(rel, w, h, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +326,7 @@ func Optimize(ctx context.Context, src TileSource, rel *Translations, opt Option
 	wk := newWalker(rows, cols)
 	n := wk.lineLen()
 	window := make([]*image.Gray16, n)
-	ref := NewRefiner()
+	ref := align.NewRefiner()
 	err = walkTiles(ctx, src, wk, func(line, k, r, c int, t *image.Gray16) {
 		if k > 0 {
 			p := wk.prevInLine(r, c)
@@ -290,5 +341,5 @@ func Optimize(ctx context.Context, src TileSource, rel *Translations, opt Option
 	if err != nil {
 		return nil, err
 	}
-	return &Optimization{Model: model, Repaired: repaired, Optimized: refined, Positions: GlobalPositions(refined)}, nil
+	return &Optimization{Model: model, Repaired: repaired, Optimized: refined, Positions: align.GlobalPositions(refined)}, nil
 }

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
+	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
 var largeTests = flag.Bool("stitch.large", false, "run the large stitching accuracy tests (several synthetic grids, full-size tiles)")
@@ -26,7 +28,7 @@ func checkBar(t *testing.T, name string, g *testGrid, res *Result) Accuracy {
 		name, a.Pairs, 100*a.FracRelative, 100*a.FracOptimal, a.MaxTileError, res.Model.West.Overlap, res.Model.North.Overlap, res.Model.Repeatability)
 	if a.FracOptimal < 0.99 || a.MaxTileError > 1 {
 		t.Errorf("%s: accuracy bar missed: %.1f%% pairs exact (want >= 99%%), max tile error %d px (want <= 1)", name, 100*a.FracOptimal, a.MaxTileError)
-		for _, p := range Pairs(g.rows, g.cols) {
+		for _, p := range align.Pairs(g.rows, g.cols) {
 			tx, ty := g.trueTranslation(p)
 			if o := res.Optimized.At(p); o.X != tx || o.Y != ty {
 				t.Logf("  %v: truth (%d,%d), relative %+v, optimized %+v, valid %v", p, tx, ty, res.Relative.At(p), o, res.Model.Valid(p))
@@ -49,14 +51,14 @@ func synthConfig(level synth.Level, seed uint64, rows, cols, w, h int) synth.Con
 // texture from an independent in-test generator.
 func TestSequentialAccuracy(t *testing.T) {
 	g := synthGrid(t, synthConfig(synth.Realistic, 1, 4, 5, 512, 384))
-	res, err := Sequential(context.Background(), g.source(t), Options{})
+	res, err := Sequential(context.Background(), g.source(t), align.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkBar(t, "synth realistic 4x5 512x384", g, res)
 
 	g = blobGrid(1, 4, 5, 256, 192, 0.15, 4, 100)
-	res, err = Sequential(context.Background(), g.source(t), Options{})
+	res, err = Sequential(context.Background(), g.source(t), align.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,15 +78,15 @@ func TestSequentialFiles(t *testing.T) {
 	if err := sg.WriteDir(dir, synth.DefaultName); err != nil {
 		t.Fatal(err)
 	}
-	pat, err := ParsePattern("img_r{rrr}_c{ccc}.tif", 1)
+	pat, err := tileio.ParsePattern("img_r{rrr}_c{ccc}.tif", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := OpenTileSet(dir, pat, 3, 3)
+	ts, err := tileio.OpenTileSet(dir, pat, 3, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Sequential(context.Background(), ts, Options{Overlap: 15})
+	res, err := Sequential(context.Background(), ts, align.Options{Overlap: 15})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +97,10 @@ func TestSequentialFiles(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	if err := WriteGlobalPositions(&buf, res.GlobalPositions()); err != nil {
+	if err := tileio.WriteGlobalPositions(&buf, res.GlobalPositions()); err != nil {
 		t.Fatal(err)
 	}
-	gp, err := ReadGlobalPositions(&buf)
+	gp, err := tileio.ReadGlobalPositions(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,21 +118,21 @@ func TestSequentialFiles(t *testing.T) {
 		t.Errorf("positions not shifted to 0: min (%d,%d)", minX, minY)
 	}
 	buf.Reset()
-	if err := WriteRelativePositions(&buf, res.RelativePositions(true)); err != nil {
+	if err := tileio.WriteRelativePositions(&buf, res.RelativePositions(true)); err != nil {
 		t.Fatal(err)
 	}
-	rp, err := ReadRelativePositions(&buf)
+	rp, err := tileio.ReadRelativePositions(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rp) != 12 || rp[0].Dir != West || rp[0].Tile != "img_r001_c002.tif" || rp[0].Neighbor != "img_r001_c001.tif" {
+	if len(rp) != 12 || rp[0].Dir != align.West || rp[0].Tile != "img_r001_c002.tif" || rp[0].Neighbor != "img_r001_c001.tif" {
 		t.Errorf("relative positions read back: %+v", rp[:2])
 	}
 }
 
 // countingSource counts loads per tile.
 type countingSource struct {
-	TileSource
+	tileio.TileSource
 	mu    sync.Mutex
 	loads map[[2]int]int
 }
@@ -145,7 +147,7 @@ func (c *countingSource) Load(r, col int) (*image.Gray16, error) {
 func TestSequentialLoadsAndCancel(t *testing.T) {
 	g := blobGrid(3, 3, 4, 96, 72, 0.25, 2, 50)
 	cs := &countingSource{TileSource: g.source(t), loads: map[[2]int]int{}}
-	if _, err := Sequential(context.Background(), cs, Options{NoFlatField: true}); err != nil {
+	if _, err := Sequential(context.Background(), cs, align.Options{NoFlatField: true}); err != nil {
 		t.Fatal(err)
 	}
 	for r := 0; r < 3; r++ {
@@ -157,10 +159,10 @@ func TestSequentialLoadsAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Sequential(ctx, g.source(t), Options{}); !errors.Is(err, context.Canceled) {
+	if _, err := Sequential(ctx, g.source(t), align.Options{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: %v", err)
 	}
-	if _, err := Sequential(context.Background(), g.source(t), Options{Whitening: 2}); err == nil {
+	if _, err := Sequential(context.Background(), g.source(t), align.Options{Whitening: 2}); err == nil {
 		t.Error("invalid options accepted")
 	}
 }
@@ -170,7 +172,7 @@ func TestSequentialLoadsAndCancel(t *testing.T) {
 func TestSequentialLineLength(t *testing.T) {
 	for _, sz := range [][2]int{{4, 2}, {2, 4}, {1, 4}, {4, 1}} {
 		g := blobGrid(7, sz[0], sz[1], 128, 96, 0.25, 2, 30)
-		res, err := Sequential(context.Background(), g.source(t), Options{})
+		res, err := Sequential(context.Background(), g.source(t), align.Options{})
 		if err != nil {
 			t.Fatalf("%v: %v", sz, err)
 		}
@@ -180,12 +182,14 @@ func TestSequentialLineLength(t *testing.T) {
 	}
 }
 
+// TestFlatField estimates the flat field of whole grids, sampled by
+// estimateFlatField as Sequential and Stitch do.
 func TestFlatField(t *testing.T) {
 	// Strong vignetting: the flat field is significant and flattens it.
 	cfg := synthConfig(synth.Hard, 1, 3, 4, 256, 192)
 	cfg.Overlap = 0.25
 	g := synthGrid(t, cfg)
-	ff, err := EstimateFlatField(context.Background(), g.source(t), 0)
+	ff, err := estimateFlatField(context.Background(), g.source(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +198,7 @@ func TestFlatField(t *testing.T) {
 	}
 	// No vignetting in the blob generator: identity.
 	b := blobGrid(2, 4, 5, 128, 96, 0.2, 3, 50)
-	ff, err = EstimateFlatField(context.Background(), b.source(t), 0)
+	ff, err = estimateFlatField(context.Background(), b.source(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +216,7 @@ func TestLarge(t *testing.T) {
 	if !*largeTests {
 		t.Skip("use -stitch.large")
 	}
-	run := func(name string, g *testGrid, opt Options, bar bool) {
+	run := func(name string, g *testGrid, opt align.Options, bar bool) {
 		t0 := time.Now()
 		res, err := Sequential(context.Background(), g.source(t), opt)
 		if err != nil {
@@ -229,16 +233,16 @@ func TestLarge(t *testing.T) {
 		t.Logf("%s: %d tiles in %v (%.1f tiles/s)", name, len(g.tiles), d.Round(time.Millisecond), float64(len(g.tiles))/d.Seconds())
 	}
 	for seed := uint64(1); seed <= 5; seed++ {
-		run("synth realistic 8x10 seed "+strconv.Itoa(int(seed)), synthGrid(t, synthConfig(synth.Realistic, seed, 8, 10, 512, 384)), Options{}, true)
+		run("synth realistic 8x10 seed "+strconv.Itoa(int(seed)), synthGrid(t, synthConfig(synth.Realistic, seed, 8, 10, 512, 384)), align.Options{}, true)
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
-		run("synth hard 8x10 seed "+strconv.Itoa(int(seed)), synthGrid(t, synthConfig(synth.Hard, seed, 8, 10, 512, 384)), Options{}, false)
+		run("synth hard 8x10 seed "+strconv.Itoa(int(seed)), synthGrid(t, synthConfig(synth.Hard, seed, 8, 10, 512, 384)), align.Options{}, false)
 	}
 	fl := synthConfig(synth.Realistic, 3, 6, 6, 512, 384)
 	p := synth.ModalityParams(synth.Realistic, synth.Fluorescence)
 	fl.Params = &p
-	run("synth fluorescence 6x6", synthGrid(t, fl), Options{}, true)
-	run("synth realistic 3x4 1392x1040", synthGrid(t, synthConfig(synth.Realistic, 4, 3, 4, 1392, 1040)), Options{}, true)
+	run("synth fluorescence 6x6", synthGrid(t, fl), align.Options{}, true)
+	run("synth realistic 3x4 1392x1040", synthGrid(t, synthConfig(synth.Realistic, 4, 3, 4, 1392, 1040)), align.Options{}, true)
 	for i, c := range []struct {
 		w, h  int
 		ov    float64
@@ -246,7 +250,7 @@ func TestLarge(t *testing.T) {
 		noise float64
 	}{{256, 192, 0.15, 4, 100}, {256, 192, 0.15, 4, 300}, {256, 192, 0.1, 3, 100}, {512, 384, 0.1, 5, 300}, {320, 240, 0.2, 6, 500}} {
 		for seed := uint64(1); seed <= 3; seed++ {
-			run("blob stress "+strconv.Itoa(i)+" seed "+strconv.Itoa(int(seed)), blobGrid(seed, 4, 5, c.w, c.h, c.ov, c.jit, c.noise), Options{}, false)
+			run("blob stress "+strconv.Itoa(i)+" seed "+strconv.Itoa(int(seed)), blobGrid(seed, 4, 5, c.w, c.h, c.ov, c.jit, c.noise), align.Options{}, false)
 		}
 	}
 }
@@ -260,8 +264,8 @@ func BenchmarkStitch(b *testing.B) {
 	g := synthGrid(b, synth.DefaultConfig())
 	src := g.source(b)
 	run := map[string]func() (*Result, error){
-		"sequential": func() (*Result, error) { return Sequential(context.Background(), src, Options{}) },
-		"graph":      func() (*Result, error) { return Stitch(context.Background(), src, Options{}, GraphOptions{}) },
+		"sequential": func() (*Result, error) { return Sequential(context.Background(), src, align.Options{}) },
+		"graph":      func() (*Result, error) { return Stitch(context.Background(), src, align.Options{}, GraphOptions{}) },
 	}
 	for _, name := range []string{"sequential", "graph"} {
 		b.Run(name, func(b *testing.B) {
@@ -272,116 +276,5 @@ func BenchmarkStitch(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(g.tiles)*b.N)/b.Elapsed().Seconds(), "tiles/s")
 		})
-	}
-}
-
-// benchPair returns a realistic adjacent pair (west) of w x h tiles, their
-// spectra and the true translation.
-func benchPair(b *testing.B, w, h int) (*testGrid, [][]complex128) {
-	b.Helper()
-	g := synthGrid(b, synthConfig(synth.Realistic, 1, 1, 2, w, h))
-	return g, spectra(w, h, Options{}, g.tiles...)
-}
-
-var benchSizes = [][2]int{{512, 384}, {1392, 1040}}
-
-func sizeName(s [2]int) string { return strconv.Itoa(s[0]) + "x" + strconv.Itoa(s[1]) }
-
-// BenchmarkTileFFT is the per-tile forward transform (periodic component,
-// the default) and the plain one.
-func BenchmarkTileFFT(b *testing.B) {
-	for _, s := range benchSizes {
-		g, _ := benchPair(b, s[0], s[1])
-		for _, plain := range []bool{false, true} {
-			name := sizeName(s)
-			if plain {
-				name += "/plain"
-			}
-			b.Run(name, func(b *testing.B) {
-				f := NewTileFFT(s[0], s[1], Options{NoPeriodicDecomposition: plain})
-				dst := make([]complex128, f.SpectrumLen())
-				for i := 0; i < b.N; i++ {
-					f.Forward(g.tiles[0], dst)
-				}
-			})
-		}
-	}
-}
-
-// BenchmarkAlign is PCIAM+CCF for one pair; BenchmarkPeaks its PCIAM part.
-func BenchmarkAlign(b *testing.B) {
-	for _, s := range benchSizes {
-		g, sp := benchPair(b, s[0], s[1])
-		b.Run(sizeName(s), func(b *testing.B) {
-			a := NewAligner(s[0], s[1], Options{})
-			for i := 0; i < b.N; i++ {
-				a.Align(g.tiles[0], g.tiles[1], sp[0], sp[1], West)
-			}
-		})
-		b.Run(sizeName(s)+"/peaks", func(b *testing.B) {
-			a := NewAligner(s[0], s[1], Options{})
-			for i := 0; i < b.N; i++ {
-				a.Peaks(sp[0], sp[1], 2)
-			}
-		})
-	}
-}
-
-// BenchmarkRefine is the refinement of one pair with a search radius of
-// 8 px (r = 4) and of 16 px.
-func BenchmarkRefine(b *testing.B) {
-	for _, s := range benchSizes {
-		g, _ := benchPair(b, s[0], s[1])
-		tx, ty := g.trueTranslation(Pair{0, 1, West})
-		mx, my := MinOverlap(s[0], s[1], Options{})
-		for _, rad := range []int{8, 16} {
-			b.Run(sizeName(s)+"/radius"+strconv.Itoa(rad), func(b *testing.B) {
-				r := NewRefiner()
-				for i := 0; i < b.N; i++ {
-					r.Refine(g.tiles[0], g.tiles[1], Translation{X: tx + 3, Y: ty - 2}, rad, mx, my)
-				}
-			})
-		}
-	}
-}
-
-// BenchmarkModelAndMST is the non-image part of the global optimization
-// (stage model, repair, spanning tree) for a 42x59 grid.
-func BenchmarkModelAndMST(b *testing.B) {
-	rel, _, _ := modelGrid(1, 42, 59, 1392, 1040, 10, 5, 3)
-	for i := 0; i < b.N; i++ {
-		m, err := EstimateModel(rel, 1392, 1040, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		GlobalPositions(m.Repair(rel))
-	}
-}
-
-// BenchmarkFlatField estimates the flat field of a 4x4 grid of 1392x1040
-// tiles.
-func BenchmarkFlatField(b *testing.B) {
-	g := synthGrid(b, synthConfig(synth.Realistic, 1, 4, 4, 1392, 1040))
-	src := g.source(b)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := EstimateFlatField(context.Background(), src, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkLoadTile decodes a 16-bit 1392x1040 TIFF.
-func BenchmarkLoadTile(b *testing.B) {
-	g, _ := benchPair(b, 1392, 1040)
-	path := b.TempDir() + "/t.tif"
-	if err := synth.WriteTIFF(path, g.tiles[0]); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := LoadTile(path); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

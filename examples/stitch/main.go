@@ -61,8 +61,10 @@ import (
 	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/progress"
 	"github.com/gohtgs/htgs/stitching"
+	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/compose"
 	"github.com/gohtgs/htgs/stitching/synth"
+	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
 // prog is the program's name in messages and hints.
@@ -128,7 +130,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bars even when stderr is not a terminal")
 	fs.BoolVar(&c.mosaic, "mosaic", true, "compose "+mosaicFile+" and "+previewFile)
 	fs.BoolVar(&c.gpu, "gpu", false, "run FFT and PCIAM on the GPUs, CCF on the CPU (needs a build with -tags cuda)")
-	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", stitching.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
+	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", tileio.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
 	fs.BoolVar(&c.keep, "keep", false, "demo only: keep the generated tiles and the outputs, and print where they are")
 	fs.StringVar(&c.generate, "generate", "", "generate a synthetic grid into this folder instead of stitching")
 	fs.StringVar(&c.tile, "tile", "512x384", "tile size for -generate and the demo, WxH")
@@ -291,7 +293,7 @@ type observed struct {
 }
 
 func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
-	pat, err := stitching.ParsePattern(c.pattern, c.start)
+	pat, err := tileio.ParsePattern(c.pattern, c.start)
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
@@ -308,8 +310,8 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	if limit == 0 {
 		limit = -1 // no limit
 	}
-	src, err := stitching.OpenTileSetLimit(c.dir, pat, c.rows, c.cols, limit)
-	if errors.Is(err, stitching.ErrTileTooLarge) {
+	src, err := tileio.OpenTileSetLimit(c.dir, pat, c.rows, c.cols, limit)
+	if errors.Is(err, tileio.ErrTileTooLarge) {
 		return fmt.Errorf("%w (if the file is right, raise -max-tile-pixels)", err)
 	} else if err != nil {
 		return err
@@ -317,7 +319,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	if err := checkOverwrite(c, src); err != nil {
 		return err
 	}
-	opt := stitching.Options{Overlap: c.overlap}
+	opt := align.Options{Overlap: c.overlap}
 	bars := newBars(stderr, c.showProgress)
 	var runs []observed
 	gopt := stitching.GraphOptions{
@@ -379,7 +381,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 }
 
 // overlapText formats the overlap of a direction, or says why there is none.
-func overlapText(d stitching.DirectionModel) string {
+func overlapText(d align.DirectionModel) string {
 	if d.Pairs == 0 && math.IsNaN(d.Overlap) {
 		return "n/a (no pairs)"
 	}
@@ -388,7 +390,7 @@ func overlapText(d stitching.DirectionModel) string {
 
 // checkOverwrite refuses outputs that would replace a tile: -out or
 // -profile being the tiles' folder with an output named like a tile.
-func checkOverwrite(c *config, src *stitching.TileSet) error {
+func checkOverwrite(c *config, src *tileio.TileSet) error {
 	check := func(flagName, dir string, names []string) error {
 		same, err := cli.SameFile(c.dir, dir)
 		if err != nil || !same {
@@ -456,7 +458,7 @@ func mosaicMemory(slots []compose.Slot, blend compose.Blend) int64 {
 // checkMemory refuses a run that cannot fit in the memory the machine has
 // available (when it can tell): stitching (tile slots, spectra, scratch)
 // and, with -mosaic, the mosaic at its smallest (the overlap given, or 50%).
-func checkMemory(c *config, src *stitching.TileSet, opt stitching.Options, gopt stitching.GraphOptions) error {
+func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitching.GraphOptions) error {
 	avail := availableMemory()
 	if avail <= 0 {
 		return nil
@@ -529,19 +531,19 @@ func (o *outputs) abort() {
 	}
 }
 
-func writeOutputs(ctx context.Context, c *config, src *stitching.TileSet, res *stitching.Result, outs *outputs, bars *bars, stdout io.Writer) error {
+func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stitching.Result, outs *outputs, bars *bars, stdout io.Writer) error {
 	if err := outs.add(filepath.Join(c.out, globalFile), func(w io.Writer) error {
-		return stitching.WriteGlobalPositions(w, res.GlobalPositions())
+		return tileio.WriteGlobalPositions(w, res.GlobalPositions())
 	}); err != nil {
 		return err
 	}
 	if err := outs.add(filepath.Join(c.out, relativeFile), func(w io.Writer) error {
-		return stitching.WriteRelativePositions(w, res.RelativePositions(true))
+		return tileio.WriteRelativePositions(w, res.RelativePositions(true))
 	}); err != nil {
 		return err
 	}
 	if err := outs.add(filepath.Join(c.out, noOptFile), func(w io.Writer) error {
-		return stitching.WriteRelativePositions(w, res.RelativePositions(false))
+		return tileio.WriteRelativePositions(w, res.RelativePositions(false))
 	}); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/synth"
+	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
 // outputNames are the files a run with the mosaic writes into -out.
@@ -179,7 +180,7 @@ func TestGenerateThenStitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	pos, err := stitching.ReadGlobalPositions(f)
+	pos, err := tileio.ReadGlobalPositions(f)
 	if err != nil || len(pos) != 12 || pos[0].Name != "img_r001_c001.tif" {
 		t.Fatalf("global positions: %v, %+v", err, pos)
 	}

@@ -159,43 +159,15 @@ func compose(ctx context.Context, slots []Slot, load func(int) (*image.Gray16, e
 	if mode < Overlay || mode > Linear {
 		return nil, fmt.Errorf("compose: unknown blend mode %d", int(mode))
 	}
-	mw, mh := 0, 0
-	for i, s := range slots {
-		if s.X < 0 || s.Y < 0 {
-			return nil, fmt.Errorf("compose: tile %d at negative position (%d, %d)", i, s.X, s.Y)
-		}
-		if s.Width <= 0 || s.Height <= 0 {
-			return nil, fmt.Errorf("compose: tile %d is empty (%d x %d)", i, s.Width, s.Height)
-		}
-		if s.Width > maxTileSide || s.Height > maxTileSide {
-			return nil, fmt.Errorf("compose: tile %d is too large (%d x %d, limit %d per side)", i, s.Width, s.Height, maxTileSide)
-		}
-		if s.X > math.MaxInt32-s.Width || s.Y > math.MaxInt32-s.Height {
-			return nil, fmt.Errorf("compose: tile %d at (%d, %d) lies too far out", i, s.X, s.Y)
-		}
-		mw, mh = max(mw, s.X+s.Width), max(mh, s.Y+s.Height)
-	}
-	if mw > maxMosaicPixels/mh {
-		return nil, fmt.Errorf("compose: mosaic %d x %d exceeds %d pixels", mw, mh, int64(maxMosaicPixels))
+	mw, mh, err := mosaicSize(slots)
+	if err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	out := image.NewGray16(image.Rect(0, 0, mw, mh))
-
-	order := make([]int, len(slots))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return slots[a].Y - slots[b].Y })
-
-	workers := max(1, runtime.GOMAXPROCS(0))
-	acc := make([]*rowAcc, workers)
-	for i := range acc {
-		acc[i] = newRowAcc(mw, mode)
-	}
-	var active []span // loaded tiles, kept in index order
-	next := 0
+	sw := newSweep(slots, load, mode, mw)
 	for y0 := 0; y0 < mh; {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -204,51 +176,120 @@ func compose(ctx context.Context, slots []Slot, load func(int) (*image.Gray16, e
 		if band < mh-y0 {
 			y1 = y0 + band
 		}
-		for next < len(order) && slots[order[next]].Y < y1 {
-			i := order[next]
-			next++
-			img, err := load(i)
-			if err != nil {
-				return nil, fmt.Errorf("compose: loading tile %d: %w", i, err)
-			}
-			if img == nil {
-				return nil, fmt.Errorf("compose: tile %d: loader returned no image", i)
-			}
-			if b := img.Bounds(); b.Dx() != slots[i].Width || b.Dy() != slots[i].Height {
-				return nil, fmt.Errorf("compose: tile %d is %d x %d, slot says %d x %d", i, b.Dx(), b.Dy(), slots[i].Width, slots[i].Height)
-			}
-			sp := span{idx: i, slot: slots[i], img: img}
-			k, _ := slices.BinarySearchFunc(active, i, func(s span, i int) int { return s.idx - i })
-			active = slices.Insert(active, k, sp)
+		if err := sw.loadUntil(y1); err != nil {
+			return nil, err
 		}
-		// Compose rows [y0, y1): rows are interleaved in chunks over workers.
-		rows := y1 - y0
-		nw := min(workers, (rows+7)/8)
-		if nw <= 1 {
-			acc[0].rows(ctx, out, active, mode, y0, y1)
-		} else {
-			chunk := (rows + nw - 1) / nw
-			var wg sync.WaitGroup
-			for w := range nw {
-				a, b := y0+w*chunk, min(y1, y0+(w+1)*chunk)
-				if a >= b {
-					continue
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					acc[w].rows(ctx, out, active, mode, a, b)
-				}()
-			}
-			wg.Wait()
-		}
-		active = slices.DeleteFunc(active, func(s span) bool { return s.slot.Y+s.slot.Height <= y1 })
+		sw.rows(ctx, out, y0, y1)
+		sw.dropAbove(y1)
 		y0 = y1
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// mosaicSize checks the slots and returns the size of the mosaic that
+// holds them all.
+func mosaicSize(slots []Slot) (mw, mh int, err error) {
+	for i, s := range slots {
+		if s.X < 0 || s.Y < 0 {
+			return 0, 0, fmt.Errorf("compose: tile %d at negative position (%d, %d)", i, s.X, s.Y)
+		}
+		if s.Width <= 0 || s.Height <= 0 {
+			return 0, 0, fmt.Errorf("compose: tile %d is empty (%d x %d)", i, s.Width, s.Height)
+		}
+		if s.Width > maxTileSide || s.Height > maxTileSide {
+			return 0, 0, fmt.Errorf("compose: tile %d is too large (%d x %d, limit %d per side)", i, s.Width, s.Height, maxTileSide)
+		}
+		if s.X > math.MaxInt32-s.Width || s.Y > math.MaxInt32-s.Height {
+			return 0, 0, fmt.Errorf("compose: tile %d at (%d, %d) lies too far out", i, s.X, s.Y)
+		}
+		mw, mh = max(mw, s.X+s.Width), max(mh, s.Y+s.Height)
+	}
+	if mw > maxMosaicPixels/mh {
+		return 0, 0, fmt.Errorf("compose: mosaic %d x %d exceeds %d pixels", mw, mh, int64(maxMosaicPixels))
+	}
+	return mw, mh, nil
+}
+
+// sweep is the state of the row sweep over the mosaic: the tiles in order
+// of increasing Y, the loaded ones, and one row accumulator per worker.
+type sweep struct {
+	slots  []Slot
+	load   func(int) (*image.Gray16, error)
+	mode   Blend
+	order  []int // slot indices by increasing Y (ties in index order)
+	next   int   // order[next] is the next tile to load
+	active []span
+	acc    []*rowAcc
+}
+
+func newSweep(slots []Slot, load func(int) (*image.Gray16, error), mode Blend, mw int) *sweep {
+	order := make([]int, len(slots))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return slots[a].Y - slots[b].Y })
+	acc := make([]*rowAcc, max(1, runtime.GOMAXPROCS(0)))
+	for i := range acc {
+		acc[i] = newRowAcc(mw, mode)
+	}
+	return &sweep{slots: slots, load: load, mode: mode, order: order, acc: acc}
+}
+
+// loadUntil loads the tiles whose top edge lies above row y1 and adds
+// them to the active tiles, kept in index order.
+func (sw *sweep) loadUntil(y1 int) error {
+	for sw.next < len(sw.order) && sw.slots[sw.order[sw.next]].Y < y1 {
+		i := sw.order[sw.next]
+		sw.next++
+		img, err := sw.load(i)
+		if err != nil {
+			return fmt.Errorf("compose: loading tile %d: %w", i, err)
+		}
+		if img == nil {
+			return fmt.Errorf("compose: tile %d: loader returned no image", i)
+		}
+		s := sw.slots[i]
+		if b := img.Bounds(); b.Dx() != s.Width || b.Dy() != s.Height {
+			return fmt.Errorf("compose: tile %d is %d x %d, slot says %d x %d", i, b.Dx(), b.Dy(), s.Width, s.Height)
+		}
+		k, _ := slices.BinarySearchFunc(sw.active, i, func(s span, i int) int { return s.idx - i })
+		sw.active = slices.Insert(sw.active, k, span{idx: i, slot: s, img: img})
+	}
+	return nil
+}
+
+// rows composes mosaic rows [y0, y1) from the active tiles: the rows are
+// cut into one chunk per worker (at least 8 rows each), composed in
+// parallel.
+func (sw *sweep) rows(ctx context.Context, out *image.Gray16, y0, y1 int) {
+	rows := y1 - y0
+	nw := min(len(sw.acc), (rows+7)/8)
+	if nw <= 1 {
+		sw.acc[0].rows(ctx, out, sw.active, sw.mode, y0, y1)
+		return
+	}
+	chunk := (rows + nw - 1) / nw
+	var wg sync.WaitGroup
+	for w := range nw {
+		a, b := y0+w*chunk, min(y1, y0+(w+1)*chunk)
+		if a >= b {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sw.acc[w].rows(ctx, out, sw.active, sw.mode, a, b)
+		}()
+	}
+	wg.Wait()
+}
+
+// dropAbove releases the active tiles whose bottom edge lies above row y1.
+func (sw *sweep) dropAbove(y1 int) {
+	sw.active = slices.DeleteFunc(sw.active, func(s span) bool { return s.slot.Y+s.slot.Height <= y1 })
 }
 
 // rowAcc is one worker's accumulator for one mosaic row.

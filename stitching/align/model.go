@@ -1,4 +1,4 @@
-package stitching
+package align
 
 import (
 	"fmt"
@@ -153,7 +153,7 @@ func corrOf(t Translation) float64 {
 // translation to estimate its overlap from (give the overlap then).
 func EstimateModel(rel *Translations, w, h int, opt Options) (*StageModel, error) {
 	o := opt.resolve()
-	if err := opt.validate(); err != nil {
+	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
 	m := &StageModel{
@@ -184,49 +184,97 @@ func EstimateModel(rel *Translations, w, h int, opt Options) (*StageModel, error
 	return m, nil
 }
 
+// dirEstimate is the state of the estimation of one direction's stage
+// model (the steps of [EstimateModel]).
+type dirEstimate struct {
+	o          options
+	rel        *Translations
+	d          Direction
+	cols       int
+	ps         []Pair  // the direction's pairs
+	valid      []bool  // the model's validity flags of the direction (row*cols+col)
+	dimP, dimS float64 // tile dimension along the direction and across it
+	winP, winS float64 // half-widths of the windows around Primary and Secondary
+	dm         DirectionModel
+}
+
+// estimateDirection estimates the model of direction d (the numbered steps
+// of [EstimateModel]) and returns it with the largest leave-one-out
+// prediction error of its valid translations.
 func (m *StageModel) estimateDirection(rel *Translations, d Direction) (DirectionModel, float64, error) {
 	o := m.opt
-	ps := pairsOf(rel.Rows, rel.Cols, d)
-	dm := DirectionModel{Pairs: len(ps)}
-	dimP, dimS, given := float64(m.Width), float64(m.Height), o.hOverlap
-	valid := m.validW
+	e := &dirEstimate{o: o, rel: rel, d: d, cols: m.Cols, ps: pairsOf(rel.Rows, rel.Cols, d)}
+	e.dm.Pairs = len(e.ps)
+	e.dimP, e.dimS, e.valid = float64(m.Width), float64(m.Height), m.validW
+	given := o.hOverlap
 	if d == North {
-		dimP, dimS, given = float64(m.Height), float64(m.Width), o.vOverlap
-		valid = m.validN
+		e.dimP, e.dimS, e.valid = float64(m.Height), float64(m.Width), m.validN
+		given = o.vOverlap
 	}
-	if len(ps) == 0 {
-		dm.Overlap = given
-		dm.OverlapGiven = !math.IsNaN(given)
-		return dm, 0, nil
+	if len(e.ps) == 0 {
+		e.dm.Overlap = given
+		e.dm.OverlapGiven = !math.IsNaN(given)
+		return e.dm, 0, nil
 	}
-	winP := max(1, o.uncertainty/100*dimP)
-	winS := max(1, o.uncertainty/100*dimS)
+	e.winP = max(1, o.uncertainty/100*e.dimP)
+	e.winS = max(1, o.uncertainty/100*e.dimS)
+	if err := e.overlap(given); err != nil {
+		return e.dm, 0, err
+	}
+	e.secondary()
+	e.validity()
+	errs := e.grouping()
+	for _, p := range e.ps {
+		if e.isValid(p) {
+			e.dm.Valid++
+		}
+	}
+	dev := 0.0
+	for _, v := range errs {
+		dev = max(dev, v)
+	}
+	return e.dm, dev, nil
+}
 
+func (e *dirEstimate) isValid(p Pair) bool { return e.valid[p.Row*e.cols+p.Col] }
+
+func (e *dirEstimate) setValid(p Pair, ok bool) { e.valid[p.Row*e.cols+p.Col] = ok }
+
+// overlap sets the expected primary component and the overlap (step 1):
+// from given (percent, NaN: estimate it), or as the median of the densest
+// window of primary components of the translations with positive
+// correlation.
+func (e *dirEstimate) overlap(given float64) error {
 	if !math.IsNaN(given) {
-		dm.Overlap, dm.OverlapGiven = given, true
-		dm.Primary = dimP * (1 - given/100)
-	} else {
-		var vals []float64
-		for _, p := range ps {
-			t := rel.At(p)
-			pc, _ := components(t, d)
-			if corrOf(t) > 0 && pc > 0 && float64(pc) < dimP {
-				vals = append(vals, float64(pc))
-			}
-		}
-		if len(vals) == 0 {
-			return dm, 0, fmt.Errorf("stitching: cannot estimate the overlap of %s pairs: no translation with positive correlation; give the overlap in the options", d)
-		}
-		dm.Primary = densestMedian(vals, winP)
-		dm.Overlap = 100 * (1 - dm.Primary/dimP)
+		e.dm.Overlap, e.dm.OverlapGiven = given, true
+		e.dm.Primary = e.dimP * (1 - given/100)
+		return nil
 	}
+	var vals []float64
+	for _, p := range e.ps {
+		t := e.rel.At(p)
+		pc, _ := components(t, e.d)
+		if corrOf(t) > 0 && pc > 0 && float64(pc) < e.dimP {
+			vals = append(vals, float64(pc))
+		}
+	}
+	if len(vals) == 0 {
+		return fmt.Errorf("stitching: cannot estimate the overlap of %s pairs: no translation with positive correlation; give the overlap in the options", e.d)
+	}
+	e.dm.Primary = densestMedian(vals, e.winP)
+	e.dm.Overlap = 100 * (1 - e.dm.Primary/e.dimP)
+	return nil
+}
 
-	// Secondary centre from the translations in the primary window.
+// secondary sets the secondary centre: the median orthogonal component of
+// the translations in the primary window (those with positive correlation
+// if there are any).
+func (e *dirEstimate) secondary() {
 	var secs, secsAll []float64
-	for _, p := range ps {
-		t := rel.At(p)
-		pc, sc := components(t, d)
-		if math.Abs(float64(pc)-dm.Primary) <= winP {
+	for _, p := range e.ps {
+		t := e.rel.At(p)
+		pc, sc := components(t, e.d)
+		if math.Abs(float64(pc)-e.dm.Primary) <= e.winP {
 			secsAll = append(secsAll, float64(sc))
 			if corrOf(t) > 0 {
 				secs = append(secs, float64(sc))
@@ -237,89 +285,104 @@ func (m *StageModel) estimateDirection(rel *Translations, d Direction) (Directio
 		secs = secsAll
 	}
 	if len(secs) > 0 {
-		dm.Secondary = median(secs)
+		e.dm.Secondary = median(secs)
 	}
+}
 
-	inRange := func(t Translation) bool {
-		pc, sc := components(t, d)
-		return math.Abs(float64(pc)-dm.Primary) <= winP && math.Abs(float64(sc)-dm.Secondary) <= winS
-	}
-	dm.Threshold = o.corrThresh
-	mark := func(thr float64) int {
-		n := 0
-		for _, p := range ps {
-			t := rel.At(p)
-			ok := inRange(t) && corrOf(t) >= thr
-			valid[p.Row*m.Cols+p.Col] = ok
-			if ok {
-				n++
-			}
-		}
-		return n
-	}
-	if mark(dm.Threshold) == 0 && o.hasThreshold {
-		var cs []float64
-		for _, p := range ps {
-			if t := rel.At(p); inRange(t) {
-				cs = append(cs, corrOf(t))
-			}
-		}
-		if len(cs) > 0 {
-			dm.Threshold = median(cs)
-			mark(dm.Threshold)
-		}
-	}
+// inRange reports whether t lies in the windows around the expected
+// primary and secondary components.
+func (e *dirEstimate) inRange(t Translation) bool {
+	pc, sc := components(t, e.d)
+	return math.Abs(float64(pc)-e.dm.Primary) <= e.winP && math.Abs(float64(sc)-e.dm.Secondary) <= e.winS
+}
 
-	// Choose the grouping (row or column) whose medians predict the valid
-	// translations best (leave-one-out), drop valid translations that the
-	// others predict far worse than usual (beyond Q3 + 3 IQR of the
-	// leave-one-out errors, and at least 2 px off), then choose again on
-	// what is left and measure how far off the predictions are.
+// mark sets the validity of every pair (in range, correlation at least
+// thr) and returns the number of valid ones.
+func (e *dirEstimate) mark(thr float64) int {
+	n := 0
+	for _, p := range e.ps {
+		t := e.rel.At(p)
+		ok := e.inRange(t) && corrOf(t) >= thr
+		e.setValid(p, ok)
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// validity marks the valid translations (step 2), falling back to the
+// median correlation of the in-range translations as the threshold when
+// none reaches the configured one.
+func (e *dirEstimate) validity() {
+	e.dm.Threshold = e.o.corrThresh
+	if e.mark(e.dm.Threshold) > 0 || !e.o.hasThreshold {
+		return
+	}
+	var cs []float64
+	for _, p := range e.ps {
+		if t := e.rel.At(p); e.inRange(t) {
+			cs = append(cs, corrOf(t))
+		}
+	}
+	if len(cs) > 0 {
+		e.dm.Threshold = median(cs)
+		e.mark(e.dm.Threshold)
+	}
+}
+
+// grouping chooses the grouping (row or column) whose medians predict the
+// valid translations best (leave-one-out), drops valid translations that
+// the others predict far worse than usual (beyond Q3 + 3 IQR of the
+// leave-one-out errors, and at least 2 px off), then chooses again on what
+// is left (step 3). It returns the leave-one-out errors of the valid
+// translations under the chosen grouping.
+func (e *dirEstimate) grouping() []float64 {
 	var errs []float64
 	for pass := 0; pass < 2; pass++ {
 		var vps []Pair
-		var vts []Translation
-		for _, p := range ps {
-			if valid[p.Row*m.Cols+p.Col] {
-				vps = append(vps, p)
-				vts = append(vts, rel.At(p))
-			}
-		}
-		errRow := looErrors(vps, vts, d, false)
-		errCol := looErrors(vps, vts, d, true)
-		dm.ByColumn = mean(errCol) < mean(errRow)
-		errs = errRow
-		if dm.ByColumn {
-			errs = errCol
-		}
-		if pass == 1 || len(errs) < 4 {
-			break
-		}
-		sorted := slices.Clone(errs)
-		slices.Sort(sorted)
-		q1, q3 := quantile(sorted, 0.25), quantile(sorted, 0.75)
-		fence := max(q3+3*(q3-q1), 2)
-		dropped := false
-		for i, p := range vps {
-			if errs[i] > fence {
-				valid[p.Row*m.Cols+p.Col] = false
-				dropped = true
-			}
-		}
-		if !dropped {
+		errs, vps = e.chooseGrouping()
+		if pass == 1 || len(errs) < 4 || !e.dropOutliers(vps, errs) {
 			break
 		}
 	}
-	for _, p := range ps {
-		if valid[p.Row*m.Cols+p.Col] {
-			dm.Valid++
+	return errs
+}
+
+// chooseGrouping sets dm.ByColumn from the valid translations and returns
+// their pairs and leave-one-out errors under that grouping.
+func (e *dirEstimate) chooseGrouping() (errs []float64, vps []Pair) {
+	var vts []Translation
+	for _, p := range e.ps {
+		if e.isValid(p) {
+			vps = append(vps, p)
+			vts = append(vts, e.rel.At(p))
 		}
 	}
-	dev := 0.0
-	for _, e := range errs {
-		dev = max(dev, e)
+	errRow := looErrors(vps, vts, e.d, false)
+	errCol := looErrors(vps, vts, e.d, true)
+	e.dm.ByColumn = mean(errCol) < mean(errRow)
+	if e.dm.ByColumn {
+		return errCol, vps
 	}
-	return dm, dev, nil
+	return errRow, vps
+}
+
+// dropOutliers marks invalid the pairs vps[i] whose error errs[i] lies
+// beyond max(Q3 + 3 IQR, 2) and reports whether it dropped any.
+func (e *dirEstimate) dropOutliers(vps []Pair, errs []float64) bool {
+	sorted := slices.Clone(errs)
+	slices.Sort(sorted)
+	q1, q3 := quantile(sorted, 0.25), quantile(sorted, 0.75)
+	fence := max(q3+3*(q3-q1), 2)
+	dropped := false
+	for i, p := range vps {
+		if errs[i] > fence {
+			e.setValid(p, false)
+			dropped = true
+		}
+	}
+	return dropped
 }
 
 // Repair returns a copy of rel in which every translation the model marked

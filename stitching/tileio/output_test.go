@@ -1,9 +1,11 @@
-package stitching
+package tileio
 
 import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/gohtgs/htgs/stitching/align"
 )
 
 func TestWriteGlobalPositionsExact(t *testing.T) {
@@ -44,8 +46,8 @@ func sign(v float64) float64 {
 
 func TestWriteRelativePositionsExact(t *testing.T) {
 	rel := []RelativePosition{
-		{Dir: West, Tile: "img_r001_c002.tif", Neighbor: "img_r001_c001.tif", Corr: 0.25, X: 1203, Y: -3},
-		{Dir: North, Tile: "img_r002_c001.tif", Neighbor: "img_r001_c001.tif", Corr: 0.123456789012, X: -2, Y: 900},
+		{Dir: align.West, Tile: "img_r001_c002.tif", Neighbor: "img_r001_c001.tif", Corr: 0.25, X: 1203, Y: -3},
+		{Dir: align.North, Tile: "img_r002_c001.tif", Neighbor: "img_r001_c001.tif", Corr: 0.123456789012, X: -2, Y: 900},
 	}
 	var buf bytes.Buffer
 	if err := WriteRelativePositions(&buf, rel); err != nil {

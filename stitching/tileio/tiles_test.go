@@ -1,7 +1,8 @@
-package stitching
+package tileio
 
 import (
 	"bytes"
+	"context"
 	"image"
 	"image/color"
 	"image/png"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/image/tiff"
+
+	"github.com/gohtgs/htgs/stitching/synth"
 )
 
 func writeImage(t *testing.T, path string, img image.Image, format string) {
@@ -183,5 +186,25 @@ func TestMemoryTiles(t *testing.T) {
 	sub := gray16Ramp(10, 8).SubImage(image.Rect(1, 1, 9, 7)).(*image.Gray16)
 	if _, err := NewMemoryTiles(1, 2, []*image.Gray16{a, sub}, nil); err == nil {
 		t.Error("non-zero origin accepted")
+	}
+}
+
+// BenchmarkLoadTile decodes a 16-bit 1392x1040 TIFF.
+func BenchmarkLoadTile(b *testing.B) {
+	cfg := synth.ConfigFor(synth.Realistic)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight = 1, 2, 1392, 1040
+	sg, err := synth.Generate(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := b.TempDir() + "/t.tif"
+	if err := synth.WriteTIFF(path, sg.Tiles[0]); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := LoadTile(path); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package stitching
+package tileio
 
 import (
 	"bufio"
@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/gohtgs/htgs/stitching/align"
 )
 
 // GlobalPosition is one line of a global-positions file: the tile name,
@@ -48,7 +50,7 @@ func WriteGlobalPositions(w io.Writer, pos []GlobalPosition) error {
 // direction Dir (Tile is tile 2, Neighbor tile 1 of the pair) and its
 // correlation.
 type RelativePosition struct {
-	Dir      Direction
+	Dir      align.Direction
 	Tile     string
 	Neighbor string
 	Corr     float64
@@ -67,7 +69,7 @@ type RelativePosition struct {
 func WriteRelativePositions(w io.Writer, rel []RelativePosition) error {
 	bw := bufio.NewWriter(w)
 	for i, r := range rel {
-		if r.Dir != West && r.Dir != North {
+		if r.Dir != align.West && r.Dir != align.North {
 			return fmt.Errorf("stitching: relative position %d: invalid direction %v", i, r.Dir)
 		}
 		if err := checkName(r.Tile, ","); err != nil {
@@ -82,6 +84,20 @@ func WriteRelativePositions(w io.Writer, rel []RelativePosition) error {
 		fmt.Fprintf(bw, "%s, %s, %s, %s, %d, %d\n", r.Dir, r.Tile, r.Neighbor, formatCorr(r.Corr), r.X, r.Y)
 	}
 	return bw.Flush()
+}
+
+// RelativePositions lists the translations of t in canonical pair order
+// (see [align.Pairs]) as records for [WriteRelativePositions]; name gives
+// the tile names.
+func RelativePositions(t *align.Translations, name func(row, col int) string) []RelativePosition {
+	ps := align.Pairs(t.Rows, t.Cols)
+	out := make([]RelativePosition, len(ps))
+	for i, p := range ps {
+		tr := t.At(p)
+		nr, nc := p.Neighbor()
+		out[i] = RelativePosition{Dir: p.Dir, Tile: name(p.Row, p.Col), Neighbor: name(nr, nc), Corr: tr.Corr, X: tr.X, Y: tr.Y}
+	}
+	return out
 }
 
 func formatCorr(c float64) string {
@@ -290,7 +306,7 @@ func parseRelativeLine(s string) (RelativePosition, error) {
 		fs[i] = strings.TrimSpace(fs[i])
 	}
 	var err error
-	if p.Dir, err = ParseDirection(fs[0]); err != nil {
+	if p.Dir, err = align.ParseDirection(fs[0]); err != nil {
 		return p, err
 	}
 	p.Tile, p.Neighbor = fs[1], fs[2]

@@ -1,4 +1,4 @@
-package stitching
+package align
 
 import (
 	"context"
@@ -9,11 +9,10 @@ import (
 
 // flatFieldDegree is the total degree of the polynomial surface fitted to
 // the mean tile; flatFieldSamples bounds the number of pixels used in the
-// fit; flatFieldTiles is the number of tiles Sequential averages.
+// fit.
 const (
 	flatFieldDegree  = 4
 	flatFieldSamples = 1 << 14
-	flatFieldTiles   = 64
 )
 
 // FlatField is a smooth multiplicative illumination model shared by all
@@ -33,42 +32,39 @@ type FlatField struct {
 	identity     bool
 }
 
-// EstimateFlatField estimates the flat field of the tiles of src from up
-// to maxTiles tiles spread evenly over the grid (all tiles when maxTiles
-// <= 0). Each tile is fitted by a smooth surface (a 2-D Legendre
-// polynomial of total degree 4, least squares on a subsample of pixels)
-// normalized to mean 1; the flat field is the mean of those surfaces. The
-// polynomial is smooth enough not to follow the specimen and flexible
-// enough for vignetting; dust and other small fixed patterns are not
-// modelled.
+// EstimateFlatField estimates the flat field of w x h tiles from n
+// sample tiles: tile(0), ..., tile(n-1), called once each, in order, on
+// the calling goroutine (stitching.Sequential and stitching.Stitch take up
+// to 64 tiles spread evenly over the grid). An error from tile is returned
+// as it is; a tile of another size is an error. Each tile is fitted by a
+// smooth surface (a 2-D Legendre polynomial of total degree 4, least
+// squares on a subsample of pixels) normalized to mean 1; the flat field
+// is the mean of those surfaces. The polynomial is smooth enough not to
+// follow the specimen and flexible enough for vignetting; dust and other
+// small fixed patterns are not modelled.
 //
 // The specimen does not fully average out over a few tiles, so the mean
 // surface is only trusted when it differs from flat significantly: its RMS
 // deviation from 1 must exceed 3 times the RMS standard error of the mean
 // (from the spread of the per-tile surfaces). Otherwise, or with fewer than
 // 3 tiles, the flat field is the identity ([FlatField.Identity] reports
-// it) and correcting is skipped.
-func EstimateFlatField(ctx context.Context, src TileSource, maxTiles int) (*FlatField, error) {
-	rows, cols := src.Rows(), src.Cols()
-	w, h := src.TileSize()
-	n := rows * cols
-	if n == 0 || w < 1 || h < 1 {
-		return nil, fmt.Errorf("stitching: empty grid")
-	}
-	k := n
-	if maxTiles > 0 && maxTiles < n {
-		k = maxTiles
+// it) and correcting is skipped. ctx is checked before each tile.
+func EstimateFlatField(ctx context.Context, w, h, n int, tile func(i int) (*image.Gray16, error)) (*FlatField, error) {
+	if n <= 0 || w < 1 || h < 1 {
+		return nil, fmt.Errorf("stitching: flat field from %d tiles of %dx%d: nothing to estimate it from", n, w, h)
 	}
 	fit := newSurfaceFit(w, h)
 	var coefs [][]float64
-	for j := 0; j < k; j++ {
+	for i := 0; i < n; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		i := j * n / k
-		t, err := loadChecked(src, i/cols, i%cols, w, h)
+		t, err := tile(i)
 		if err != nil {
 			return nil, err
+		}
+		if b := t.Bounds(); b.Dx() != w || b.Dy() != h {
+			return nil, fmt.Errorf("stitching: flat field: sample tile %d is %dx%d, expected %dx%d", i, b.Dx(), b.Dy(), w, h)
 		}
 		if c, ok := fit.fitTile(t); ok {
 			coefs = append(coefs, c)
@@ -341,31 +337,6 @@ func (f *FlatField) Apply(tile *image.Gray16) *image.Gray16 {
 		}
 	}
 	return out
-}
-
-// correctedSource is a TileSource whose tiles are flat-field corrected.
-type correctedSource struct {
-	TileSource
-	ff *FlatField
-}
-
-// CorrectedSource returns a [TileSource] that loads tiles from src and
-// corrects them with ff.
-func CorrectedSource(src TileSource, ff *FlatField) TileSource {
-	return correctedSource{src, ff}
-}
-
-// Load loads tile (row, col) from the wrapped source and corrects it.
-func (c correctedSource) Load(row, col int) (*image.Gray16, error) {
-	t, err := c.TileSource.Load(row, col)
-	if err != nil {
-		return nil, err
-	}
-	w, h := c.TileSize()
-	if b := t.Bounds(); b.Dx() != w || b.Dy() != h {
-		return nil, fmt.Errorf("stitching: tile %s is %dx%d, expected %dx%d", c.Name(row, col), b.Dx(), b.Dy(), w, h)
-	}
-	return c.ff.Apply(t), nil
 }
 
 // legendre fills p with the Legendre polynomials P_0..P_{len(p)-1} at u.

@@ -1,4 +1,4 @@
-package stitching
+package align
 
 import (
 	"fmt"
@@ -175,6 +175,32 @@ func (p *FFT2) borderSpectra(tile *image.Gray16) (a, b []complex128) {
 	// Column part: v2(0, y) = b(y), v2(W-1, y) = -b(y): V2(q, r) = B(r) phX(q).
 	p.col.Coefficients(p.bcol, p.bcol)
 	return p.cbuf, p.bcol
+}
+
+// BorderSpectra returns the two 1-D transforms from which
+// [FFT2.ForwardPeriodic] derives the smooth component of tile, for
+// implementations of it elsewhere (the GPU backend of package stitching):
+// a (W/2+1 values), the transform of the differences between the tile's
+// last and first rows, and b (H values), that of the differences between
+// its last and first columns. With the tables of [FFT2.SmoothTables], the
+// smooth component's spectrum is (a[q]*phY[r] + b[r]*phX[q]) /
+// (lapX[q] + lapY[r]) at every (q, r) but (0, 0). Both slices are scratch
+// of the plan, valid until its next call. It panics if the tile is not
+// W x H.
+func (p *FFT2) BorderSpectra(tile *image.Gray16) (a, b []complex128) {
+	if bd := tile.Bounds(); bd.Dx() != p.w || bd.Dy() != p.h {
+		panic(fmt.Sprintf("stitching: FFT2.BorderSpectra: tile is %dx%d, plan is %dx%d", bd.Dx(), bd.Dy(), p.w, p.h))
+	}
+	return p.borderSpectra(tile)
+}
+
+// SmoothTables returns the tables of the smooth component (see
+// [FFT2.BorderSpectra]): phX[q] = 1 - exp(2 pi i q/W) and lapX[q] =
+// 2cos(2 pi q/W) - 2 for q = 0..W/2, and phY, lapY likewise over
+// r = 0..H-1. They belong to the plan and must not be modified.
+func (p *FFT2) SmoothTables() (phX, phY []complex128, lapX, lapY []float64) {
+	p.initPeriodic()
+	return p.phX, p.phY, p.lapX, p.lapY
 }
 
 func (p *FFT2) initPeriodic() {

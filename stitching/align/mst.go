@@ -1,4 +1,4 @@
-package stitching
+package align
 
 import (
 	"container/heap"

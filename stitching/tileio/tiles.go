@@ -1,4 +1,4 @@
-package stitching
+package tileio
 
 import (
 	"bufio"
