@@ -104,6 +104,22 @@ func TestStartAfterChange(t *testing.T) {
 	if err := rt.Wait(); err != nil {
 		t.Fatal(err)
 	}
+
+	// A node whose output goes nowhere, or that nothing feeds, is refused,
+	// however many times the graph was started before.
+	c := graph.AddFunc(g, "c", 1, inc)
+	graph.Connect(a, c)
+	if _, err := g.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "connected to nothing") {
+		t.Fatalf("start with a dangling output: %v", err)
+	}
+	graph.Connect(c, g.Output())
+	if got := run(); len(got) == 0 {
+		t.Fatal("no results once c is connected")
+	}
+	graph.AddFunc(g, "d", 1, inc, graph.DiscardOutput())
+	if _, err := g.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "no producer") {
+		t.Fatalf("start with a task nothing feeds: %v", err)
+	}
 }
 
 // Each copy's context carries its task.Info and profiler labels, also on

@@ -298,7 +298,7 @@ func Connect[T any](p Producer[T], c Consumer[T]) {
 
 // seenMin is the number of specs or edges from which hasName and hasEdge
 // use a filter rather than compare with each.
-const seenMin = 32
+const seenMin = 16
 
 // seenSet is a filter of the hashes of n items (the first n specs, or
 // edges, of a blueprint): a clear bit tells an item is new; a set bit that
@@ -310,10 +310,11 @@ type seenSet struct {
 
 // sync makes s hold the hashes of the items 0..count-1 (hash(i)).
 func (s *seenSet) sync(count int, hash func(i int) uint64) {
-	if s.n > count || len(s.bits)*64 < 8*count {
-		// Rebuilt as the items grow: 16 to 32 bits per item.
+	if s.n > count || len(s.bits)*64 < 32*count {
+		// Rebuilt as the items grow: 32 to 128 bits per item, so that few
+		// new items are checked item by item.
 		size := 64
-		for size < 16*count {
+		for size < 64*count {
 			size *= 2
 		}
 		s.bits = make([]uint64, size/64)
@@ -367,9 +368,16 @@ func edgeHash(from, to PortRef) uint64 {
 	if to.Spec != nil {
 		t = uint64(to.Spec.index) + 1
 	}
-	h := (f<<8 ^ uint64(from.Index)) * 0x9E3779B97F4A7C15
-	h ^= (t<<8 ^ uint64(to.Index)) * 0xC2B2AE3D27D4EB4F
-	return h ^ h>>29
+	return mix(mix(f<<20^uint64(from.Index)) ^ t<<20 ^ uint64(to.Index))
+}
+
+// mix is splitmix64's finalizer.
+func mix(h uint64) uint64 {
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	return h ^ h>>31
 }
 
 // hasEdge reports whether an edge from → to exists already.
@@ -381,7 +389,7 @@ func (b *Blueprint) hasEdge(from, to PortRef) bool {
 		}
 	}
 	for _, e := range b.Edges {
-		if e.From == from && e.To == to {
+		if e.From.Spec == from.Spec && e.To.Spec == to.Spec && e.From == from && e.To == to {
 			return true
 		}
 	}
@@ -541,9 +549,11 @@ func Instantiate(b *Blueprint, sc *Scope, input, output any) ([]Instance, error)
 	}
 	recordEdges(b, sc)
 	// Checked last, so that what makes the blueprint unbuildable is
-	// reported first.
-	if err := b.CheckOutputs(); err != nil {
-		return nil, err
+	// reported first; not again for a flat blueprint whose run passed.
+	if sh := sc.shape; sh == nil || !sh.flat || !sh.checked.Load() {
+		if err := b.CheckOutputs(); err != nil {
+			return nil, err
+		}
 	}
 	return insts, nil
 }

@@ -80,6 +80,9 @@ func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 func AddRule[In, Out any](b *BookkeeperSpec[In], name string, factory func() Applier[In, Out]) int {
 	idx := len(b.rules)
 	b.Spec.Ports = append(b.Spec.Ports, name)
+	if bp := b.Spec.BP; bp != nil {
+		bp.version++ // a new port: the blueprint's shape changed
+	}
 	b.rules = append(b.rules, ruleMaker[In]{name: name, make: func(sc *Scope, bkName string, active *atomic.Bool) (ruleRT[In], error) {
 		full := bkName + "." + name
 		rs, err := MakeCopies(full, 1, factory)
@@ -191,6 +194,8 @@ func (x *bkExec[In]) shutdown(ctx context.Context) error {
 func (x *bkExec[In]) setActive(b bool) { x.active.Store(b) }
 
 func (x *bkExec[In]) hasShutdown() bool { return true }
+
+func (x *bkExec[In]) hasInit() bool { return true }
 
 func (x *bkExec[In]) closeAll() {
 	for i, r := range x.rules {

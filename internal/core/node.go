@@ -61,6 +61,7 @@ type executor[In any] interface {
 	canTerminate() bool
 	shutdown(ctx context.Context) error
 	hasShutdown() bool // shutdown may do something
+	hasInit() bool     // initialize may do something
 	setActive(bool)
 }
 
@@ -326,7 +327,12 @@ func (n *node[In]) loop(c *copyRT[In], i int) {
 func (n *node[In]) startLoop(c *copyRT[In], b *batchState[In]) {
 	b.counting = !n.run.NoStats
 	if b.counting {
-		b.last = time.Since(n.run.Epoch)
+		// The copy has waited for input since the run started, or since
+		// its Initialize ended.
+		b.last = n.run.started
+		if c.ex.hasInit() {
+			b.last = time.Since(n.run.Epoch)
+		}
 	}
 }
 
@@ -459,6 +465,11 @@ func (x *taskExec[In, Out]) shutdown(ctx context.Context) error {
 		return shut.Shutdown(ctx)
 	}
 	return nil
+}
+
+func (x *taskExec[In, Out]) hasInit() bool {
+	_, ok := x.t.(task.Initializer)
+	return ok
 }
 
 func (x *taskExec[In, Out]) hasShutdown() bool {

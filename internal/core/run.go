@@ -89,6 +89,9 @@ type Run struct {
 	finished chan struct{}
 	watcher  Watcher
 
+	// started is when Start was called, since Epoch.
+	started time.Duration
+
 	// cancellable tells whether the parent context can be cancelled;
 	// parentLabels whether it carries profiler labels.
 	cancellable  bool
@@ -183,6 +186,10 @@ func (r *Run) finish(err error) error {
 // Validate checks the wiring: every sink other than the graph's result queue
 // needs a producer, or it would never close.
 func (r *Run) Validate(results registered) error {
+	sh := r.shape
+	if sh != nil && sh.flat && sh.checked.Load() {
+		return nil // as for the previous run of the same blueprint
+	}
 	var errs []error
 	for _, s := range r.sinks {
 		if s == results {
@@ -194,6 +201,9 @@ func (r *Run) Validate(results registered) error {
 			}
 			errs = append(errs, fmt.Errorf("htgs: %s has no producer connected", s.sinkName()))
 		}
+	}
+	if len(errs) == 0 && sh != nil && sh.flat {
+		sh.checked.Store(true) // and CheckOutputs passed in Instantiate
 	}
 	return errors.Join(errs...)
 }
@@ -242,6 +252,7 @@ func visit(s registered) bool {
 // Start arms cancellation and quiescence detection; call it after wiring and
 // before launching workers.
 func (r *Run) Start() {
+	r.started = time.Since(r.Epoch)
 	if sh := r.shape; sh != nil && sh.flat {
 		switch sh.cyclic.Load() {
 		case 1:

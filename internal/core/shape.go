@@ -28,6 +28,11 @@ type shape struct {
 	// found by the first run and kept.
 	flat   bool
 	cyclic atomic.Int32
+	// checked is set once a run of a flat blueprint passed CheckOutputs
+	// and Run.Validate, which later runs then skip; noOutput is the
+	// blueprint's NoOutput then.
+	checked  atomic.Bool
+	noOutput bool
 }
 
 // maxCachedCopies bounds the copies of a node whose contexts are cached.
@@ -35,10 +40,10 @@ const maxCachedCopies = 1 << 12
 
 // shape returns b's cached shape, computing it if b changed since.
 func (b *Blueprint) shape() *shape {
-	if s := b.cache.Load(); s != nil && s.version == b.version && s.specs == len(b.Specs) && s.edges == len(b.Edges) {
+	if s := b.cache.Load(); s != nil && s.version == b.version && s.specs == len(b.Specs) && s.edges == len(b.Edges) && s.noOutput == b.NoOutput {
 		return s
 	}
-	s := &shape{version: b.version, specs: len(b.Specs), edges: len(b.Edges), flat: true}
+	s := &shape{version: b.version, specs: len(b.Specs), edges: len(b.Edges), flat: true, noOutput: b.NoOutput}
 	s.sides = make([][]context.Context, len(b.Specs))
 	missing := false
 	sideCache.mu.RLock()
