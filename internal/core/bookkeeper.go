@@ -65,9 +65,8 @@ func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 			x.names = append(x.names, rm.name)
 			x.live = append(x.live, true)
 		}
-		bi.node.init(sc, b.Spec, name, "bookkeeper", labelBookkeeper, queueCap, 1, bi)
+		bi.node.init(sc, b.Spec, name, labelBookkeeper, queueCap, 1, bi)
 		bi.copies[0].ex = x
-		bi.stats.Rules = x.names
 		bi.inbox.succ = bi
 		return bi, nil
 	}
@@ -211,7 +210,8 @@ type bkInst[In any] struct {
 	x bkExec[In]
 }
 
-func (b *bkInst[In]) nodeExited() { b.x.closeAll() }
+func (b *bkInst[In]) nodeExited()     { b.x.closeAll() }
+func (b *bkInst[In]) rules() []string { return b.x.names }
 
 func (b *bkInst[In]) nextN() int { return len(b.x.rules) }
 func (b *bkInst[In]) nextAt(i int) registered {

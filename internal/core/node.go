@@ -82,44 +82,64 @@ type copyRT[In any] struct {
 // node is the runtime of a task or bookkeeper: one inbox, several copies.
 // It lives inside its instance (one allocation for the node, its queue,
 // its output and its copies, when it has one).
+//
+// Its name is its inbox's (inbox.name.s), its kind told by the inbox's
+// label; its NodeStats are made when the run's statistics are first asked
+// for (see nodeStats).
 type node[In any] struct {
 	run    *Run
 	scope  *Scope
 	inbox  Inbox[In]
-	stats  NodeStats
 	copies []copyRT[In]
 	one    [1]copyRT[In]
-	onep   [1]*CopyStats
 	live   atomic.Int32
 	owner  nodeOwner
+	queue  *QueueTrack // set when the run is traced
 }
 
 // nodeOwner is the instance a node lives in.
 type nodeOwner interface {
 	nodeExited()    // called once, when the last copy has stopped
 	emitted() int64 // values emitted by all copies (all rules)
+	rules() []string
+}
+
+// fullName is the node's name, with enclosing graphs and pipeline clones.
+func (n *node[In]) fullName() string { return n.inbox.name.s }
+
+// nodeStats makes the node's statistics in ns.
+func (n *node[In]) nodeStats(ns *NodeStats) *NodeStats {
+	sc := n.scope
+	ns.Name, ns.Path, ns.Pipeline = n.fullName(), sc.Path, sc.Pipeline
+	ns.Kind = "task"
+	if n.inbox.name.kind == labelBookkeeper {
+		ns.Kind = "bookkeeper"
+	}
+	ns.Copies = make([]*CopyStats, len(n.copies))
+	for i := range n.copies {
+		ns.Copies[i] = &n.copies[i].stats
+	}
+	ns.Rules = n.owner.rules()
+	ns.src = n
+	return ns
 }
 
 // init prepares n, named name in sc, for spec sp, with the given number
-// of copies, whose executors the caller then sets. inboxLabel names the
-// inbox: labelTask or labelBookkeeper.
-func (n *node[In]) init(sc *Scope, sp *Spec, name, kind string, inboxLabel labelKind, limit, copies int, owner nodeOwner) {
+// of copies, whose executors the caller then sets. kind, labelTask or
+// labelBookkeeper, names the inbox and tells the node's kind.
+func (n *node[In]) init(sc *Scope, sp *Spec, name string, kind labelKind, limit, copies int, owner nodeOwner) {
 	full := sc.FullName(name)
 	r := sc.Run
 	n.run, n.scope, n.owner = r, sc, owner
 	if copies == 1 {
 		n.copies = n.one[:]
-		n.stats.Copies = n.onep[:]
 	} else {
 		n.copies = make([]copyRT[In], copies)
-		n.stats.Copies = make([]*CopyStats, copies)
 	}
-	n.inbox.init(r, label{kind: inboxLabel, s: full}, limit, true)
-	n.stats.Name, n.stats.Kind, n.stats.Path, n.stats.Pipeline = full, kind, sc.Path, sc.Pipeline
-	n.stats.src = n
+	n.inbox.init(r, label{kind: kind, s: full}, limit, true)
 	tr := r.Trace
 	if tr != nil {
-		n.stats.queue = tr.newQueue(full)
+		n.queue = tr.newQueue(full)
 	}
 	sides := sc.sidesOf(sp, copies)
 	for i := range n.copies {
@@ -128,14 +148,13 @@ func (n *node[In]) init(sc *Scope, sp *Spec, name, kind string, inboxLabel label
 		if tr != nil {
 			c.stats.track = tr.newTrack(full, i, sc.Pipeline)
 		}
-		n.stats.Copies[i] = &c.stats
 		c.ctx.Context = r.ctx
 		if sides != nil {
 			c.ctx.side = sides[i]
 		}
 		c.ctx.state.Stats, c.ctx.state.Scope = &c.stats, sc
 	}
-	r.AddNode(&n.stats)
+	r.addNode(n)
 }
 
 // info describes copy i.
@@ -145,7 +164,7 @@ func (n *node[In]) info(i int) task.Info {
 	if sc.Device != nil {
 		dev = sc.Device
 	}
-	return task.Info{Task: n.stats.Name, Thread: i, Threads: len(n.copies), Pipeline: sc.Pipeline, Pipelines: max(sc.Pipelines, 1), Device: dev}
+	return task.Info{Task: n.fullName(), Thread: i, Threads: len(n.copies), Pipeline: sc.Pipeline, Pipelines: max(sc.Pipelines, 1), Device: dev}
 }
 
 func (n *node[In]) itemsOut() int64 { return n.owner.emitted() }
@@ -173,7 +192,7 @@ func (n *node[In]) Launch(r *Run) {
 // labelled returns the run's context with the node's profiler labels.
 func (n *node[In]) labelled() context.Context {
 	// Keys in order: pprof.Labels sorts them otherwise, at a cost.
-	return pprof.WithLabels(n.run.ctx, pprof.Labels("htgs.pipeline", strconv.Itoa(n.scope.Pipeline), "htgs.task", n.stats.Name))
+	return pprof.WithLabels(n.run.ctx, pprof.Labels("htgs.pipeline", strconv.Itoa(n.scope.Pipeline), "htgs.task", n.fullName()))
 }
 
 func (n *node[In]) copyExited() {
@@ -184,7 +203,7 @@ func (n *node[In]) copyExited() {
 }
 
 func (n *node[In]) fail(thread int, phase string, err error) error {
-	return &task.Error{Task: n.stats.Name, Thread: thread, Phase: phase, Err: err}
+	return &task.Error{Task: n.fullName(), Thread: thread, Phase: phase, Err: err}
 }
 
 // protect runs f, turning a panic into an error naming the task.
@@ -359,7 +378,7 @@ func (n *node[In]) next(c *copyRT[In], b *batchState[In]) bool {
 	if !ok {
 		return false
 	}
-	if q := n.stats.queue; q != nil {
+	if q := n.queue; q != nil {
 		q.Add(time.Since(r.Epoch), n.inbox.Len())
 	}
 	if b.counting {
@@ -498,6 +517,7 @@ func (t *taskInst[In, Out]) nodeExited()           { t.out.ProducerDone() }
 func (t *taskInst[In, Out]) nextN() int            { return 1 }
 func (t *taskInst[In, Out]) nextAt(int) registered { return &t.out }
 func (t *taskInst[In, Out]) emitted() int64        { return t.out.Pushed() }
+func (t *taskInst[In, Out]) rules() []string       { return nil }
 
 // TaskOptions are the settings of a task node.
 type TaskOptions struct {
@@ -546,13 +566,13 @@ func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 	if len(tasks) > 1 {
 		execs = make([]taskExec[In, Out], len(tasks))
 	}
-	t.node.init(sc, &ts.Spec, name, "task", labelTask, opt.QueueCap, len(tasks), t)
+	t.node.init(sc, &ts.Spec, name, labelTask, opt.QueueCap, len(tasks), t)
 	t.inbox.succ = t
 	for i, tk := range tasks {
 		x := &execs[i]
 		x.t = tk
 		x.term, _ = tk.(task.Terminator)
-		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.stats.Name}
+		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.inbox.name.s}
 		t.copies[i].ex = x
 	}
 	return t, nil

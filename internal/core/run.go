@@ -60,8 +60,9 @@ type Run struct {
 	quiescent atomic.Bool
 
 	sinks      []registered
-	nodes      []*NodeStats
-	statsOnce  sync.Once // fills the nodes' counter functions and the topology, when asked
+	nodeSrc    []statsMaker // the nodes, in the order added
+	nodes      []*NodeStats // made from nodeSrc when asked for
+	statsOnce  sync.Once    // fills the nodes' counter functions and the topology, when asked
 	pools      []*PoolStats
 	topoNodes  []TopoNode
 	topoNodeAt []int32 // len(nodes) when each of topoNodes was added
@@ -125,7 +126,19 @@ func (r *Run) Context() context.Context { return r.ctx }
 func (r *Run) register(s registered) { r.sinks = append(r.sinks, s) }
 
 // AddNode records a node's statistics for profiling.
-func (r *Run) AddNode(n *NodeStats) { r.nodes = append(r.nodes, n) }
+func (r *Run) AddNode(n *NodeStats) { r.addNode(givenStats{n}) }
+
+// statsMaker makes a node's statistics, in ns if it has none of its own.
+type statsMaker interface {
+	nodeStats(ns *NodeStats) *NodeStats
+}
+
+// givenStats are the statistics given to AddNode.
+type givenStats struct{ ns *NodeStats }
+
+func (g givenStats) nodeStats(*NodeStats) *NodeStats { return g.ns }
+
+func (r *Run) addNode(m statsMaker) { r.nodeSrc = append(r.nodeSrc, m) }
 
 // Nodes returns the statistics of every node of the run.
 func (r *Run) Nodes() []*NodeStats {
@@ -137,6 +150,11 @@ func (r *Run) Nodes() []*NodeStats {
 // they are made when first asked for rather than at Start.
 func (r *Run) materialize() {
 	r.statsOnce.Do(func() {
+		all := make([]NodeStats, len(r.nodeSrc))
+		r.nodes = make([]*NodeStats, len(r.nodeSrc))
+		for i, m := range r.nodeSrc {
+			r.nodes[i] = m.nodeStats(&all[i])
+		}
 		for _, n := range r.nodes {
 			n.fill()
 		}

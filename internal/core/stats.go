@@ -85,7 +85,6 @@ type NodeStats struct {
 	ItemsOut func() int64 // values emitted by all copies (all rules)
 	QueueLen func() int   // current input queue length (nil: none)
 	QueueMax func() int   // largest input queue length
-	queue    *QueueTrack
 	// src gives ItemsOut, QueueLen and QueueMax, which are filled from it
 	// when the run's statistics are first asked for (Run.Nodes).
 	src statsSource

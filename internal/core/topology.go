@@ -30,7 +30,7 @@ func (r *Run) AddTopoNode(n TopoNode) {
 		r.topoNodes, r.topoNodeAt = r.topoNodes1[:0], r.topoAt1[:0]
 	}
 	r.topoNodes = append(r.topoNodes, n)
-	r.topoNodeAt = append(r.topoNodeAt, int32(len(r.nodes)))
+	r.topoNodeAt = append(r.topoNodeAt, int32(len(r.nodeSrc)))
 }
 
 // AddTopoEdge records an edge of the instantiated graph.
@@ -47,7 +47,7 @@ func (r *Run) Topology() ([]TopoNode, []TopoEdge) {
 func (r *Run) reserve(b *Blueprint) {
 	n := len(b.Specs)
 	r.sinks = slices.Grow(r.sinks, 2*n)
-	r.nodes = slices.Grow(r.nodes, n)
+	r.nodeSrc = slices.Grow(r.nodeSrc, n)
 }
 
 // srcID names the producer end of an edge in scope sc.
