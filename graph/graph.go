@@ -291,7 +291,7 @@ func (rt *Runtime[In, Out]) Send(v In) error {
 // ErrClosed. Close is idempotent.
 func (rt *Runtime[In, Out]) Close() {
 	if !rt.closing.Swap(true) {
-		rt.run.WakeAll() // Sends waiting for room see closing and return
+		rt.run.WakeProducers() // Sends waiting for room see closing and return
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()

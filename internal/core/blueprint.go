@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"reflect"
 	"slices"
 	"strings"
@@ -340,14 +339,11 @@ func (s *seenSet) mayHave(h uint64) bool {
 	return s.bits[i]&m != 0
 }
 
-// nameSeed hashes spec names.
-var nameSeed = maphash.MakeSeed()
-
 // hasName reports whether a spec of b is named name.
 func (b *Blueprint) hasName(name string) bool {
 	if len(b.Specs) >= seenMin {
-		b.nameSeen.sync(len(b.Specs), func(i int) uint64 { return maphash.String(nameSeed, b.Specs[i].Name) })
-		if !b.nameSeen.mayHave(maphash.String(nameSeed, name)) {
+		b.nameSeen.sync(len(b.Specs), func(i int) uint64 { return nameHash(b.Specs[i].Name) })
+		if !b.nameSeen.mayHave(nameHash(name)) {
 			return false
 		}
 	}
@@ -357,6 +353,16 @@ func (b *Blueprint) hasName(name string) bool {
 		}
 	}
 	return false
+}
+
+// nameHash hashes a spec's name (FNV-1a, mixed).
+func nameHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return mix(h)
 }
 
 // edgeHash hashes the ends of an edge.

@@ -85,6 +85,7 @@ func (q *Inbox[T]) init(r *Run, name label, limit int, counted bool) {
 	q.notEmpty.L = &q.mu
 	if limit > 0 {
 		q.notFull = sync.NewCond(&q.mu)
+		r.bounded.Add(1)
 	}
 	r.register(q)
 }

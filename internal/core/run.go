@@ -92,6 +92,8 @@ type Run struct {
 
 	// started is when Start was called, since Epoch.
 	started time.Duration
+	// bounded counts the run's bounded queues.
+	bounded atomic.Int32
 
 	// cancellable tells whether the parent context can be cancelled;
 	// parentLabels whether it carries profiler labels.
@@ -344,6 +346,16 @@ func (r *Run) Launched() { r.exited() }
 // Finished is closed when every goroutine of the run has stopped (after
 // Launched), whether or not anyone calls Wait.
 func (r *Run) Finished() <-chan struct{} { return r.finished }
+
+// WakeProducers wakes every goroutine blocked pushing into a full bounded
+// queue of the run (see Outlet.PushAbort): there is none if no queue is
+// bounded.
+func (r *Run) WakeProducers() {
+	if r.bounded.Load() == 0 {
+		return
+	}
+	r.WakeAll()
+}
 
 // WakeAll wakes every goroutine blocked in a queue of the run, so that it
 // checks again the condition it waits for.

@@ -65,8 +65,23 @@ func (b *Blueprint) shape() *shape {
 	if missing {
 		s.makeSides(b)
 	}
+	if s.flat && forward(b) {
+		s.cyclic.Store(2) // no cycle
+	}
 	b.cache.Store(s)
 	return s
+}
+
+// forward reports whether every edge of b goes from a spec to one added
+// after it (or from the graph's input, or to its output): then b has no
+// cycle. Graphs are usually built in this order.
+func forward(b *Blueprint) bool {
+	for _, e := range b.Edges {
+		if e.From.Spec != nil && e.To.Spec != nil && e.From.Spec.index >= e.To.Spec.index {
+			return false
+		}
+	}
+	return true
 }
 
 // sideCache keeps the contexts of the copies of nodes at the root of a run
