@@ -57,6 +57,7 @@ import (
 
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/internal/units"
 	"github.com/gohtgs/htgs/matmul"
 	"github.com/gohtgs/htgs/matmul/npy"
@@ -290,7 +291,7 @@ func (o *options) outShape(a, b matmul.Source) (int, int, error) {
 // writing C would destroy an operand before it is read.
 func (o *options) checkNotInput() error {
 	for _, in := range []struct{ flag, path string }{{"-a", o.a}, {"-b", o.b}} {
-		same, err := cli.SameFile(o.o, in.path)
+		same, err := outfile.SameFile(o.o, in.path)
 		if err != nil {
 			return err
 		}
@@ -313,12 +314,12 @@ func (o *options) outputPath() string {
 // prepare makes the checks that need no work: the disk space of the files
 // the run writes and the -profile folder; then it reserves the temporary
 // file of -o (nil without -o). The caller must Commit or Abort it.
-func (o *options) prepare(writes ...diskWrite) (*cli.Output, error) {
+func (o *options) prepare(writes ...diskWrite) (*outfile.Output, error) {
 	if err := checkDisk(writes...); err != nil {
 		return nil, err
 	}
 	if o.profile != "" {
-		if err := cli.CheckDir(o.profile); err != nil {
+		if err := outfile.CheckDir(o.profile); err != nil {
 			return nil, fmt.Errorf("-profile: %w", err)
 		}
 	}
@@ -328,7 +329,7 @@ func (o *options) prepare(writes ...diskWrite) (*cli.Output, error) {
 	if st, err := os.Stat(o.o); err == nil && st.IsDir() {
 		return nil, cli.Usagef("-o %s is a directory: want a file name such as %s", o.o, filepath.Join(o.o, "C.npy"))
 	}
-	out, err := cli.NewOutput(o.outputPath())
+	out, err := outfile.NewOutput(o.outputPath())
 	if err != nil {
 		return nil, fmt.Errorf("C: %w", err)
 	}
@@ -337,7 +338,7 @@ func (o *options) prepare(writes ...diskWrite) (*cli.Output, error) {
 
 // abort removes out's temporary file unless it was committed; out may be
 // nil (no -o).
-func abort(out *cli.Output) {
+func abort(out *outfile.Output) {
 	if out != nil {
 		out.Abort()
 	}
@@ -447,7 +448,7 @@ func (o *options) random(ctx context.Context, stdout, stderr io.Writer) error {
 // it with -verify, writes the -profile and commits out (C's file, nil when
 // C is not kept). Out of core without out, C goes to scratch.
 func (o *options) product(ctx context.Context, stdout, stderr io.Writer, a, b matmul.Source, m, n int,
-	inMemory bool, budget int64, out *cli.Output, scratch string) error {
+	inMemory bool, budget int64, out *outfile.Output, scratch string) error {
 	cfg, bar, obs := o.config(stderr, budget)
 	var (
 		cDense *matmul.Dense
@@ -688,7 +689,7 @@ func (o *options) writeProfile(stdout, stderr io.Writer, rep *matmul.Report, rt 
 	r := report{Operation: op, Plan: rep.Plan, Kernel: rep.Kernel, ElapsedSec: rep.Elapsed.Seconds(), GFLOPS: rep.GFLOPS(),
 		BytesRead: rep.BytesRead, BytesWritten: rep.BytesWritten, Products: rep.Products,
 		UploadBytes: rep.UploadBytes, DownloadBytes: rep.DownloadBytes}
-	if err := cli.WriteFile(filepath.Join(dir, prog+"-report.json"), func(w io.Writer) error {
+	if err := outfile.WriteFile(filepath.Join(dir, prog+"-report.json"), func(w io.Writer) error {
 		data, err := jsonIndent(r)
 		if err != nil {
 			return err

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/pats"
 )
 
@@ -132,7 +132,7 @@ func (e *experiments) run(ctx context.Context) (*results, error) {
 }
 
 // write writes the figures, then results.md, into e.out. Each file is
-// written atomically (cli.WriteFile): a failed or interrupted run leaves
+// written atomically (outfile.WriteFile): a failed or interrupted run leaves
 // the files it did not finish as they were.
 func (e *experiments) write(res *results) error {
 	if err := os.MkdirAll(e.out, 0o755); err != nil {
@@ -149,7 +149,7 @@ func (e *experiments) write(res *results) error {
 
 // writeString writes s to path atomically.
 func writeString(path, s string) error {
-	return cli.WriteFile(path, func(w io.Writer) error {
+	return outfile.WriteFile(path, func(w io.Writer) error {
 		_, err := io.WriteString(w, s)
 		return err
 	})

@@ -55,6 +55,7 @@ import (
 
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/pats"
 	"github.com/gohtgs/htgs/region"
 )
@@ -235,7 +236,7 @@ func runExperiments(ctx context.Context, o *options, stdout, stderr io.Writer) (
 		}()
 		fmt.Fprintf(stdout, "writing results and figures to %s (a new temporary folder; -out DIR chooses another)\n", out)
 	} else {
-		if err := cli.CheckDir(out); err != nil {
+		if err := outfile.CheckDir(out); err != nil {
 			return err
 		}
 		command += " -out " + out
@@ -257,7 +258,7 @@ func runExperiments(ctx context.Context, o *options, stdout, stderr io.Writer) (
 
 func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est map[string]float64, stdout, stderr io.Writer) error {
 	if o.profile != "" {
-		if err := cli.CheckDir(o.profile); err != nil {
+		if err := outfile.CheckDir(o.profile); err != nil {
 			return fmt.Errorf("-profile: %w", err)
 		}
 	}

@@ -59,6 +59,7 @@ import (
 
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/internal/progress"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
@@ -298,11 +299,11 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 		return cli.UsageError{Err: err}
 	}
 	// The output folders must be usable before any work is done.
-	if err := cli.CheckDir(c.out); err != nil {
+	if err := outfile.CheckDir(c.out); err != nil {
 		return fmt.Errorf("-out: %w", err)
 	}
 	if c.profile != "" {
-		if err := cli.CheckDir(c.profile); err != nil {
+		if err := outfile.CheckDir(c.profile); err != nil {
 			return fmt.Errorf("-profile: %w", err)
 		}
 	}
@@ -392,7 +393,7 @@ func overlapText(d align.DirectionModel) string {
 // -profile being the tiles' folder with an output named like a tile.
 func checkOverwrite(c *config, src *tileio.TileSet) error {
 	check := func(flagName, dir string, names []string) error {
-		same, err := cli.SameFile(c.dir, dir)
+		same, err := outfile.SameFile(c.dir, dir)
 		if err != nil || !same {
 			return err
 		}
@@ -484,11 +485,11 @@ func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitchi
 
 // outputs are files written to temporary names, renamed into place all
 // together by commit once every one of them is complete.
-type outputs struct{ list []*cli.Output }
+type outputs struct{ list []*outfile.Output }
 
 // add writes path's temporary file with write.
 func (o *outputs) add(path string, write func(io.Writer) error) error {
-	out, err := cli.NewOutput(path)
+	out, err := outfile.NewOutput(path)
 	if err != nil {
 		return err
 	}

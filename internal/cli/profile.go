@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/outfile"
 )
 
 // Observed is a graph run whose profile can be written: a graph.Runtime of
@@ -40,14 +41,14 @@ func WriteProfile(dir, name string, r Observed) (warning, err error) {
 	var trace bytes.Buffer
 	switch terr := r.WriteTrace(&trace); {
 	case terr == nil:
-		if err := WriteFile(path("-trace.json"), func(w io.Writer) error { _, err := w.Write(trace.Bytes()); return err }); err != nil {
+		if err := outfile.WriteFile(path("-trace.json"), func(w io.Writer) error { _, err := w.Write(trace.Bytes()); return err }); err != nil {
 			return nil, fmt.Errorf("profile: %w", err)
 		}
 	case errors.Is(terr, graph.ErrNoTrace):
 	default:
 		return nil, fmt.Errorf("profile: trace: %w", terr)
 	}
-	if err := WriteFile(path("-stats.json"), func(w io.Writer) error {
+	if err := outfile.WriteFile(path("-stats.json"), func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r.Stats())
@@ -58,7 +59,7 @@ func WriteProfile(dir, name string, r Observed) (warning, err error) {
 	if err := r.WriteDOT(&dot, graph.DOTOptions{Color: graph.ColorCompute}); err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
-	if err := WriteFile(path(".dot"), func(w io.Writer) error { _, err := w.Write(dot.Bytes()); return err }); err != nil {
+	if err := outfile.WriteFile(path(".dot"), func(w io.Writer) error { _, err := w.Write(dot.Bytes()); return err }); err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
 	return renderSVG(path(".svg"), dot.Bytes()), nil
@@ -77,7 +78,7 @@ func renderSVG(path string, src []byte) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("no SVG picture: dot -Tsvg: %v: %s", err, bytes.TrimSpace(errOut.Bytes()))
 	}
-	if err := WriteFile(path, func(w io.Writer) error { _, err := w.Write(out.Bytes()); return err }); err != nil {
+	if err := outfile.WriteFile(path, func(w io.Writer) error { _, err := w.Write(out.Bytes()); return err }); err != nil {
 		return fmt.Errorf("no SVG picture: %w", err)
 	}
 	return nil

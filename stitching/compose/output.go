@@ -10,7 +10,7 @@ import (
 	"github.com/disintegration/imaging"
 	"golang.org/x/image/tiff"
 
-	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/outfile"
 )
 
 // maxTIFFBytes is the largest pixel payload a classic (32-bit offset) TIFF
@@ -52,9 +52,9 @@ func WritePNG(path string, img image.Image) error {
 	return writeFile(path, func(w io.Writer) error { return png.Encode(w, img) })
 }
 
-// writeFile writes path atomically with encode (see cli.WriteFile).
+// writeFile writes path atomically with encode (see outfile.WriteFile).
 func writeFile(path string, encode func(io.Writer) error) error {
-	if err := cli.WriteFile(path, encode); err != nil {
+	if err := outfile.WriteFile(path, encode); err != nil {
 		return fmt.Errorf("compose: %w", err)
 	}
 	return nil

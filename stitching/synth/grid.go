@@ -16,7 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/stitching/compose"
 )
 
@@ -306,7 +306,7 @@ func writeTruth(dir string, cfg Config, xs, ys []int, names []string) error {
 		entries[i] = TruthEntry{Row: i / cfg.Cols, Col: i % cfg.Cols, X: xs[i], Y: ys[i], File: names[i]}
 	}
 	// Atomically: a truth.csv is complete or absent, never half written.
-	return cli.WriteFile(filepath.Join(dir, TruthFile), func(w io.Writer) error { return WriteTruth(w, entries) })
+	return outfile.WriteFile(filepath.Join(dir, TruthFile), func(w io.Writer) error { return WriteTruth(w, entries) })
 }
 
 // WriteTruth writes entries in the truth.csv format: a header line

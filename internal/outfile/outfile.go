@@ -1,0 +1,145 @@
+// Package outfile writes files so that nothing a user owns is lost: an
+// output goes to a temporary file in the same folder and is renamed into
+// place only when it is complete, so a failed run leaves the file it would
+// have replaced as it was. It also holds the checks made before a run
+// writes anything: whether two names are the same file, and whether a
+// folder can be written.
+package outfile
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Output is a file being written in place of Path. The data goes to Temp, a
+// new file in the same folder; Commit renames it onto Path, Abort removes
+// it. Until Commit, whatever Path names is untouched.
+type Output struct {
+	Path string // the file the user asked for
+	Temp string // where the data is written until Commit
+	done bool
+}
+
+// NewOutput reserves a temporary file next to path. The caller writes Temp
+// (it may recreate or truncate it) and ends with Commit or Abort; a deferred
+// Abort after Commit does nothing.
+func NewOutput(path string) (*Output, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("output %s: %w", path, err)
+	}
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		os.Remove(name)
+		return nil, fmt.Errorf("output %s: %w", path, err)
+	}
+	return &Output{Path: path, Temp: name}, nil
+}
+
+// Commit makes the written file visible under Path, replacing what was
+// there. The file gets mode 0644, or the mode of the file it replaces.
+func (o *Output) Commit() error {
+	if o.done {
+		return fmt.Errorf("output %s: already committed or aborted", o.Path)
+	}
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(o.Path); err == nil && st.Mode().IsRegular() {
+		mode = st.Mode().Perm()
+	}
+	if err := os.Chmod(o.Temp, mode); err != nil {
+		o.Abort()
+		return fmt.Errorf("output %s: %w", o.Path, err)
+	}
+	if err := os.Rename(o.Temp, o.Path); err != nil {
+		o.Abort()
+		return fmt.Errorf("output %s: %w", o.Path, err)
+	}
+	o.done = true
+	return nil
+}
+
+// Abort removes the temporary file; Path keeps what it had. It does nothing
+// on a nil Output, so it can be deferred before NewOutput's error is checked.
+func (o *Output) Abort() {
+	if o == nil || o.done {
+		return
+	}
+	o.done = true
+	os.Remove(o.Temp)
+}
+
+// WriteFile writes path atomically: write's output goes to a temporary file
+// in the same folder, which is synced and renamed onto path only when write
+// and every step after it succeed. On failure path is left as it was.
+func WriteFile(path string, write func(io.Writer) error) (err error) {
+	out, err := NewOutput(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			out.Abort()
+		}
+	}()
+	f, err := os.OpenFile(out.Temp, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return fmt.Errorf("output %s: %w", path, err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<16)
+	werr := write(bw)
+	if werr == nil {
+		werr = bw.Flush()
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("writing %s: %w", path, werr)
+	}
+	return out.Commit()
+}
+
+// SameFile reports whether the files a and b name are the same file
+// (through links too). A name that does not exist is the same as nothing.
+func SameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
+}
+
+// CheckDir makes sure dir exists (creating it and its parents) and that a
+// file can be created in it, so that a run can refuse an unwritable output
+// folder before doing any work.
+func CheckDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output folder: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("output folder %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}

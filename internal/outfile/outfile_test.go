@@ -1,0 +1,115 @@
+package outfile
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteFileFailureKeepsExisting(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "out.txt")
+	if err := os.WriteFile(p, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := WriteFile(p, func(w io.Writer) error {
+		io.WriteString(w, "partial")
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != "precious" {
+		t.Fatalf("existing file now %q", got)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("temporary files left: %v", ents)
+	}
+	if err := WriteFile(p, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(p)
+	st, _ := os.Stat(p)
+	if string(got) != "new" || st.Mode().Perm() != 0o600 {
+		t.Fatalf("after success: %q mode %v, want \"new\" mode 0600", got, st.Mode().Perm())
+	}
+}
+
+func TestOutputAbortAndCommit(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.npy")
+	o, err := NewOutput(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(o.Temp, []byte("x"), 0o600)
+	o.Abort()
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("aborted output exists: %v", err)
+	}
+	if _, err := os.Stat(o.Temp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("temporary file left after Abort")
+	}
+	o, _ = NewOutput(p)
+	os.WriteFile(o.Temp, []byte("y"), 0o600)
+	if err := o.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	o.Abort() // no-op after Commit
+	if got, _ := os.ReadFile(p); string(got) != "y" {
+		t.Fatalf("committed %q", got)
+	}
+	if err := o.Commit(); err == nil {
+		t.Fatal("second Commit succeeded")
+	}
+}
+
+func TestSameFile(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a")
+	os.WriteFile(a, nil, 0o600)
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(a, link); err != nil {
+		t.Skip("no symlinks:", err)
+	}
+	for _, c := range []struct {
+		x, y string
+		want bool
+	}{{a, a, true}, {a, link, true}, {a, filepath.Join(dir, ".", "a"), true}, {a, filepath.Join(dir, "missing"), false}} {
+		got, err := SameFile(c.x, c.y)
+		if err != nil || got != c.want {
+			t.Errorf("SameFile(%s, %s) = %v, %v; want %v", c.x, c.y, got, err, c.want)
+		}
+	}
+}
+
+func TestCheckDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "out")
+	if err := CheckDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("check left files: %v", ents)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	if err := CheckDir(filepath.Join(file, "sub")); err == nil {
+		t.Fatal("folder under a file accepted")
+	}
+	if os.Geteuid() != 0 {
+		ro := t.TempDir()
+		os.Chmod(ro, 0o500)
+		defer os.Chmod(ro, 0o700)
+		if err := CheckDir(ro); err == nil {
+			t.Fatal("read-only folder accepted")
+		}
+	}
+}
+
+func TestAbortNil(t *testing.T) {
+	var o *Output
+	o.Abort() // must not panic
+}
