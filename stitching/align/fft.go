@@ -41,7 +41,7 @@ type FFT2 struct {
 // NewFFT2 returns a plan for w x h images (w, h >= 1).
 func NewFFT2(w, h int) *FFT2 {
 	if w < 1 || h < 1 {
-		panic(fmt.Sprintf("stitching: NewFFT2(%d, %d): invalid size", w, h))
+		panic(fmt.Sprintf("align: NewFFT2(%d, %d): invalid size", w, h))
 	}
 	hw := w/2 + 1
 	return &FFT2{
@@ -69,7 +69,7 @@ func (p *FFT2) SpectrumLen() int { return p.hw * p.h }
 func (p *FFT2) Forward(tile *image.Gray16, dst []complex128) {
 	b := tile.Bounds()
 	if b.Dx() != p.w || b.Dy() != p.h {
-		panic(fmt.Sprintf("stitching: FFT2.Forward: tile is %dx%d, plan is %dx%d", b.Dx(), b.Dy(), p.w, p.h))
+		panic(fmt.Sprintf("align: FFT2.Forward: tile is %dx%d, plan is %dx%d", b.Dx(), b.Dy(), p.w, p.h))
 	}
 	p.checkSpec(dst)
 	for y := 0; y < p.h; y++ {
@@ -86,7 +86,7 @@ func (p *FFT2) Forward(tile *image.Gray16, dst []complex128) {
 // ForwardFloat is [FFT2.Forward] for a row-major W*H real image.
 func (p *FFT2) ForwardFloat(src []float64, dst []complex128) {
 	if len(src) != p.w*p.h {
-		panic(fmt.Sprintf("stitching: FFT2.ForwardFloat: %d values, plan is %dx%d", len(src), p.w, p.h))
+		panic(fmt.Sprintf("align: FFT2.ForwardFloat: %d values, plan is %dx%d", len(src), p.w, p.h))
 	}
 	p.checkSpec(dst)
 	for y := 0; y < p.h; y++ {
@@ -125,7 +125,7 @@ func (p *FFT2) columns(spec []complex128, inv bool) {
 func (p *FFT2) Inverse(spec []complex128, dst []float64) {
 	p.checkSpec(spec)
 	if len(dst) != p.w*p.h {
-		panic(fmt.Sprintf("stitching: FFT2.Inverse: dst has %d values, plan is %dx%d", len(dst), p.w, p.h))
+		panic(fmt.Sprintf("align: FFT2.Inverse: dst has %d values, plan is %dx%d", len(dst), p.w, p.h))
 	}
 	p.columns(spec, true)
 	for y := 0; y < p.h; y++ {
@@ -189,7 +189,7 @@ func (p *FFT2) borderSpectra(tile *image.Gray16) (a, b []complex128) {
 // W x H.
 func (p *FFT2) BorderSpectra(tile *image.Gray16) (a, b []complex128) {
 	if bd := tile.Bounds(); bd.Dx() != p.w || bd.Dy() != p.h {
-		panic(fmt.Sprintf("stitching: FFT2.BorderSpectra: tile is %dx%d, plan is %dx%d", bd.Dx(), bd.Dy(), p.w, p.h))
+		panic(fmt.Sprintf("align: FFT2.BorderSpectra: tile is %dx%d, plan is %dx%d", bd.Dx(), bd.Dy(), p.w, p.h))
 	}
 	return p.borderSpectra(tile)
 }
@@ -243,7 +243,7 @@ func (p *FFT2) subtractSmooth(dst []complex128, a, b []complex128) {
 
 func (p *FFT2) checkSpec(s []complex128) {
 	if len(s) != p.hw*p.h {
-		panic(fmt.Sprintf("stitching: FFT2: spectrum has %d values, plan needs %d", len(s), p.hw*p.h))
+		panic(fmt.Sprintf("align: FFT2: spectrum has %d values, plan needs %d", len(s), p.hw*p.h))
 	}
 }
 

@@ -51,7 +51,7 @@ type FlatField struct {
 // it) and correcting is skipped. ctx is checked before each tile.
 func EstimateFlatField(ctx context.Context, w, h, n int, tile func(i int) (*image.Gray16, error)) (*FlatField, error) {
 	if n <= 0 || w < 1 || h < 1 {
-		return nil, fmt.Errorf("stitching: flat field from %d tiles of %dx%d: nothing to estimate it from", n, w, h)
+		return nil, fmt.Errorf("align: flat field from %d tiles of %dx%d: nothing to estimate it from", n, w, h)
 	}
 	fit := newSurfaceFit(w, h)
 	var coefs [][]float64
@@ -64,7 +64,7 @@ func EstimateFlatField(ctx context.Context, w, h, n int, tile func(i int) (*imag
 			return nil, err
 		}
 		if b := t.Bounds(); b.Dx() != w || b.Dy() != h {
-			return nil, fmt.Errorf("stitching: flat field: sample tile %d is %dx%d, expected %dx%d", i, b.Dx(), b.Dy(), w, h)
+			return nil, fmt.Errorf("align: flat field: sample tile %d is %dx%d, expected %dx%d", i, b.Dx(), b.Dy(), w, h)
 		}
 		if c, ok := fit.fitTile(t); ok {
 			coefs = append(coefs, c)
@@ -133,7 +133,7 @@ func newSurfaceFit(w, h int) *surfaceFit {
 	f.chol = ata
 	if !cholesky(f.chol, m) {
 		// Cannot happen for a tile of at least 1x1 pixels with the ridge.
-		panic("stitching: flat-field normal matrix not positive definite")
+		panic("align: flat-field normal matrix not positive definite")
 	}
 	return f
 }
@@ -316,7 +316,7 @@ func (f *FlatField) Identity() bool { return f.identity }
 func (f *FlatField) Apply(tile *image.Gray16) *image.Gray16 {
 	b := tile.Bounds()
 	if b.Dx() != f.w || b.Dy() != f.h {
-		panic(fmt.Sprintf("stitching: FlatField.Apply: tile is %dx%d, flat field %dx%d", b.Dx(), b.Dy(), f.w, f.h))
+		panic(fmt.Sprintf("align: FlatField.Apply: tile is %dx%d, flat field %dx%d", b.Dx(), b.Dy(), f.w, f.h))
 	}
 	out := image.NewGray16(image.Rect(0, 0, f.w, f.h))
 	for y := 0; y < f.h; y++ {

@@ -259,7 +259,7 @@ func (e *dirEstimate) overlap(given float64) error {
 		}
 	}
 	if len(vals) == 0 {
-		return fmt.Errorf("stitching: cannot estimate the overlap of %s pairs: no translation with positive correlation; give the overlap in the options", e.d)
+		return fmt.Errorf("align: cannot estimate the overlap of %s pairs: no translation with positive correlation; give the overlap in the options", e.d)
 	}
 	e.dm.Primary = densestMedian(vals, e.winP)
 	e.dm.Overlap = 100 * (1 - e.dm.Primary/e.dimP)

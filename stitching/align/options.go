@@ -173,20 +173,20 @@ func (o Options) Validate() error {
 		val  float64
 	}{{"Overlap", o.Overlap}, {"HorizontalOverlap", o.HorizontalOverlap}, {"VerticalOverlap", o.VerticalOverlap}} {
 		if v.val != 0 && !math.IsNaN(v.val) && !(v.val > 0 && v.val < 100) {
-			return fmt.Errorf("stitching: %s = %v; want a percentage in (0, 100), or 0 to estimate it", v.name, v.val)
+			return fmt.Errorf("align: %s = %v; want a percentage in (0, 100), or 0 to estimate it", v.name, v.val)
 		}
 	}
 	if o.OverlapUncertainty < 0 || o.OverlapUncertainty >= 100 {
-		return fmt.Errorf("stitching: OverlapUncertainty = %v; want a percentage in [0, 100)", o.OverlapUncertainty)
+		return fmt.Errorf("align: OverlapUncertainty = %v; want a percentage in [0, 100)", o.OverlapUncertainty)
 	}
 	if o.Repeatability < 0 {
-		return fmt.Errorf("stitching: Repeatability = %d; want >= 0", o.Repeatability)
+		return fmt.Errorf("align: Repeatability = %d; want >= 0", o.Repeatability)
 	}
 	if o.Whitening < 0 || o.Whitening > 1 || math.IsNaN(o.Whitening) {
-		return fmt.Errorf("stitching: Whitening = %v; want an exponent in (0, 1], or 0 for the default", o.Whitening)
+		return fmt.Errorf("align: Whitening = %v; want an exponent in (0, 1], or 0 for the default", o.Whitening)
 	}
 	if o.CorrThreshold > 1 {
-		return fmt.Errorf("stitching: CorrThreshold = %v; want <= 1", o.CorrThreshold)
+		return fmt.Errorf("align: CorrThreshold = %v; want <= 1", o.CorrThreshold)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my
 	b1 := t1.Bounds()
 	w, h := b1.Dx(), b1.Dy()
 	if t2.Bounds().Dx() != w || t2.Bounds().Dy() != h {
-		panic("stitching: Refine: tiles of different sizes")
+		panic("align: Refine: tiles of different sizes")
 	}
 	radius = max(radius, 0)
 	mx, my = max(mx, 1), max(my, 1)

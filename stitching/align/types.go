@@ -31,7 +31,7 @@ func ParseDirection(s string) (Direction, error) {
 	case "north":
 		return North, nil
 	}
-	return 0, fmt.Errorf("stitching: unknown direction %q (want west or north)", s)
+	return 0, fmt.Errorf("align: unknown direction %q (want west or north)", s)
 }
 
 // Pair identifies an adjacent pair of tiles: tile (Row, Col) and its
@@ -119,7 +119,7 @@ func (t *Translations) Set(p Pair, tr Translation) {
 func (t *Translations) ref(p Pair) *Translation {
 	if p.Row < 0 || p.Row >= t.Rows || p.Col < 0 || p.Col >= t.Cols ||
 		(p.Dir == West && p.Col == 0) || (p.Dir == North && p.Row == 0) || p.Dir > North {
-		panic(fmt.Sprintf("stitching: pair %v outside a %dx%d grid", p, t.Rows, t.Cols))
+		panic(fmt.Sprintf("align: pair %v outside a %dx%d grid", p, t.Rows, t.Cols))
 	}
 	i := p.Row*t.Cols + p.Col
 	if p.Dir == West {

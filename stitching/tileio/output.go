@@ -34,10 +34,10 @@ func WriteGlobalPositions(w io.Writer, pos []GlobalPosition) error {
 	bw := bufio.NewWriter(w)
 	for i, p := range pos {
 		if err := checkName(p.Name, ";"); err != nil {
-			return fmt.Errorf("stitching: global position %d: %w", i, err)
+			return fmt.Errorf("tileio: global position %d: %w", i, err)
 		}
 		if math.IsNaN(p.Corr) || math.IsInf(p.Corr, 0) {
-			return fmt.Errorf("stitching: global position %d (%s): correlation %v", i, p.Name, p.Corr)
+			return fmt.Errorf("tileio: global position %d (%s): correlation %v", i, p.Name, p.Corr)
 		}
 		fmt.Fprintf(bw, "file: %s; corr: %s; position: (%d, %d); grid: (%d, %d);\n",
 			p.Name, formatCorr(p.Corr), p.X, p.Y, p.Col, p.Row)
@@ -70,16 +70,16 @@ func WriteRelativePositions(w io.Writer, rel []RelativePosition) error {
 	bw := bufio.NewWriter(w)
 	for i, r := range rel {
 		if r.Dir != align.West && r.Dir != align.North {
-			return fmt.Errorf("stitching: relative position %d: invalid direction %v", i, r.Dir)
+			return fmt.Errorf("tileio: relative position %d: invalid direction %v", i, r.Dir)
 		}
 		if err := checkName(r.Tile, ","); err != nil {
-			return fmt.Errorf("stitching: relative position %d: tile: %w", i, err)
+			return fmt.Errorf("tileio: relative position %d: tile: %w", i, err)
 		}
 		if err := checkName(r.Neighbor, ","); err != nil {
-			return fmt.Errorf("stitching: relative position %d: neighbor: %w", i, err)
+			return fmt.Errorf("tileio: relative position %d: neighbor: %w", i, err)
 		}
 		if math.IsNaN(r.Corr) || math.IsInf(r.Corr, 0) {
-			return fmt.Errorf("stitching: relative position %d (%s): correlation %v", i, r.Tile, r.Corr)
+			return fmt.Errorf("tileio: relative position %d (%s): correlation %v", i, r.Tile, r.Corr)
 		}
 		fmt.Fprintf(bw, "%s, %s, %s, %s, %d, %d\n", r.Dir, r.Tile, r.Neighbor, formatCorr(r.Corr), r.X, r.Y)
 	}
@@ -153,12 +153,12 @@ func ReadGlobalPositions(r io.Reader) ([]GlobalPosition, error) {
 		}
 		p, err := parseGlobalLine(s)
 		if err != nil {
-			return nil, fmt.Errorf("stitching: global positions line %d: %w", lr.line, err)
+			return nil, fmt.Errorf("tileio: global positions line %d: %w", lr.line, err)
 		}
 		out = append(out, p)
 	}
 	if err := lr.sc.Err(); err != nil {
-		return nil, fmt.Errorf("stitching: global positions line %d: %w", lr.line+1, err)
+		return nil, fmt.Errorf("tileio: global positions line %d: %w", lr.line+1, err)
 	}
 	return out, nil
 }
@@ -286,12 +286,12 @@ func ReadRelativePositions(r io.Reader) ([]RelativePosition, error) {
 		}
 		p, err := parseRelativeLine(s)
 		if err != nil {
-			return nil, fmt.Errorf("stitching: relative positions line %d: %w", lr.line, err)
+			return nil, fmt.Errorf("tileio: relative positions line %d: %w", lr.line, err)
 		}
 		out = append(out, p)
 	}
 	if err := lr.sc.Err(); err != nil {
-		return nil, fmt.Errorf("stitching: relative positions line %d: %w", lr.line+1, err)
+		return nil, fmt.Errorf("tileio: relative positions line %d: %w", lr.line+1, err)
 	}
 	return out, nil
 }

@@ -116,7 +116,7 @@ func TestReadGlobalPositionsErrors(t *testing.T) {
 func TestReadRelativePositionsErrors(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"west, a, b, 0.5, 1", "line 1: want 6"},
-		{"west, a, b, 0.5, 1, 2\neast, a, b, 0.5, 1, 2", "line 2: stitching: unknown direction"},
+		{"west, a, b, 0.5, 1, 2\neast, a, b, 0.5, 1, 2", "line 2: align: unknown direction"},
 		{"north, a, , 0.5, 1, 2", "empty tile name"},
 		{"north, a, b, high, 1, 2", "corr"},
 		{"north, a, b, 0.5, 1.5, 2", "x: invalid"},

@@ -39,7 +39,7 @@ type patternPart struct {
 // first row/column/index and must be non-negative.
 func ParsePattern(s string, first int) (Pattern, error) {
 	if first < 0 {
-		return Pattern{}, fmt.Errorf("stitching: pattern %q: negative first index %d", s, first)
+		return Pattern{}, fmt.Errorf("tileio: pattern %q: negative first index %d", s, first)
 	}
 	p := Pattern{First: first, src: s}
 	var lit strings.Builder
@@ -48,22 +48,22 @@ func ParsePattern(s string, first int) (Pattern, error) {
 	for i := 0; i < len(s); {
 		switch s[i] {
 		case '}':
-			return Pattern{}, fmt.Errorf("stitching: pattern %q: unmatched '}' at offset %d", s, i)
+			return Pattern{}, fmt.Errorf("tileio: pattern %q: unmatched '}' at offset %d", s, i)
 		case '{':
 			end := strings.IndexByte(s[i:], '}')
 			if end < 0 {
-				return Pattern{}, fmt.Errorf("stitching: pattern %q: unterminated '{' at offset %d", s, i)
+				return Pattern{}, fmt.Errorf("tileio: pattern %q: unterminated '{' at offset %d", s, i)
 			}
 			body := s[i+1 : i+end]
 			if body == "" {
-				return Pattern{}, fmt.Errorf("stitching: pattern %q: empty placeholder at offset %d", s, i)
+				return Pattern{}, fmt.Errorf("tileio: pattern %q: empty placeholder at offset %d", s, i)
 			}
 			k := body[0]
 			if k != 'r' && k != 'c' && k != 'i' || strings.Count(body, string(k)) != len(body) {
-				return Pattern{}, fmt.Errorf("stitching: pattern %q: unknown placeholder {%s} at offset %d (want {r..}, {c..} or {i..})", s, body, i)
+				return Pattern{}, fmt.Errorf("tileio: pattern %q: unknown placeholder {%s} at offset %d (want {r..}, {c..} or {i..})", s, body, i)
 			}
 			if lastWasPlaceholder && lit.Len() == 0 {
-				return Pattern{}, fmt.Errorf("stitching: pattern %q: placeholders at offset %d must be separated by literal text", s, i)
+				return Pattern{}, fmt.Errorf("tileio: pattern %q: placeholders at offset %d must be separated by literal text", s, i)
 			}
 			if lit.Len() > 0 {
 				p.parts = append(p.parts, patternPart{lit: lit.String()})
@@ -90,9 +90,9 @@ func ParsePattern(s string, first int) (Pattern, error) {
 	}
 	switch {
 	case hasI && (hasR || hasC):
-		return Pattern{}, fmt.Errorf("stitching: pattern %q mixes {i} with {r}/{c}", s)
+		return Pattern{}, fmt.Errorf("tileio: pattern %q mixes {i} with {r}/{c}", s)
 	case !hasI && !(hasR && hasC):
-		return Pattern{}, fmt.Errorf("stitching: pattern %q needs both {r} and {c}, or {i}", s)
+		return Pattern{}, fmt.Errorf("tileio: pattern %q needs both {r} and {c}, or {i}", s)
 	}
 	return p, nil
 }

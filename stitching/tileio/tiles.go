@@ -105,12 +105,12 @@ func LoadTile(path string) (*image.Gray16, error) {
 func LoadTileLimit(path string, maxPixels int64) (*image.Gray16, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("stitching: load tile: %w", err)
+		return nil, fmt.Errorf("tileio: load tile: %w", err)
 	}
 	defer f.Close()
 	img, err := DecodeTileLimit(f, maxPixels)
 	if err != nil {
-		return nil, fmt.Errorf("stitching: load tile %s: %w", path, err)
+		return nil, fmt.Errorf("tileio: load tile %s: %w", path, err)
 	}
 	return img, nil
 }
@@ -278,7 +278,7 @@ func OpenTileSet(dir string, pattern Pattern, rows, cols int) (*TileSet, error) 
 // limit); the TileSet's Load applies the same limit.
 func OpenTileSetLimit(dir string, pattern Pattern, rows, cols int, maxPixels int64) (*TileSet, error) {
 	if rows <= 0 || cols <= 0 {
-		return nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
+		return nil, fmt.Errorf("tileio: invalid grid size %dx%d", rows, cols)
 	}
 	ts := &TileSet{dir: dir, pattern: pattern, rows: rows, cols: cols, maxPixels: maxPixels}
 	var first string
@@ -287,17 +287,17 @@ func OpenTileSetLimit(dir string, pattern Pattern, rows, cols int, maxPixels int
 			p := ts.Path(r, c)
 			w, h, err := decodeTileConfig(p, maxPixels)
 			if err != nil {
-				return nil, fmt.Errorf("stitching: tile (row %d, col %d): %w", r, c, err)
+				return nil, fmt.Errorf("tileio: tile (row %d, col %d): %w", r, c, err)
 			}
 			if first == "" {
 				first, ts.w, ts.h = p, w, h
 				if w < 2 || h < 2 {
-					return nil, fmt.Errorf("stitching: tile %s is %dx%d, too small to stitch", p, w, h)
+					return nil, fmt.Errorf("tileio: tile %s is %dx%d, too small to stitch", p, w, h)
 				}
 				continue
 			}
 			if w != ts.w || h != ts.h {
-				return nil, fmt.Errorf("stitching: tile %s is %dx%d but %s is %dx%d; all tiles must have the same size", p, w, h, first, ts.w, ts.h)
+				return nil, fmt.Errorf("tileio: tile %s is %dx%d but %s is %dx%d; all tiles must have the same size", p, w, h, first, ts.w, ts.h)
 			}
 		}
 	}
@@ -328,7 +328,7 @@ func (ts *TileSet) Load(row, col int) (*image.Gray16, error) {
 		return nil, err
 	}
 	if b := img.Bounds(); b.Dx() != ts.w || b.Dy() != ts.h {
-		return nil, fmt.Errorf("stitching: tile %s is %dx%d, expected %dx%d", p, b.Dx(), b.Dy(), ts.w, ts.h)
+		return nil, fmt.Errorf("tileio: tile %s is %dx%d, expected %dx%d", p, b.Dx(), b.Dy(), ts.w, ts.h)
 	}
 	return img, nil
 }
@@ -345,30 +345,30 @@ type MemoryTiles struct {
 // All tiles must have the same size with bounds starting at (0, 0).
 func NewMemoryTiles(rows, cols int, tiles []*image.Gray16, names []string) (*MemoryTiles, error) {
 	if rows <= 0 || cols <= 0 {
-		return nil, fmt.Errorf("stitching: invalid grid size %dx%d", rows, cols)
+		return nil, fmt.Errorf("tileio: invalid grid size %dx%d", rows, cols)
 	}
 	if len(tiles) != rows*cols {
-		return nil, fmt.Errorf("stitching: %d tiles for a %dx%d grid", len(tiles), rows, cols)
+		return nil, fmt.Errorf("tileio: %d tiles for a %dx%d grid", len(tiles), rows, cols)
 	}
 	if names != nil && len(names) != len(tiles) {
-		return nil, fmt.Errorf("stitching: %d names for %d tiles", len(names), len(tiles))
+		return nil, fmt.Errorf("tileio: %d names for %d tiles", len(names), len(tiles))
 	}
 	var b0 image.Rectangle
 	for i, t := range tiles {
 		if t == nil {
-			return nil, fmt.Errorf("stitching: tile %d is nil", i)
+			return nil, fmt.Errorf("tileio: tile %d is nil", i)
 		}
 		b := t.Bounds()
 		if b.Min != (image.Point{}) {
-			return nil, fmt.Errorf("stitching: tile %d has bounds %v; want origin (0,0)", i, b)
+			return nil, fmt.Errorf("tileio: tile %d has bounds %v; want origin (0,0)", i, b)
 		}
 		if i == 0 {
 			b0 = b
 			if b.Dx() < 2 || b.Dy() < 2 {
-				return nil, fmt.Errorf("stitching: tile 0 is %dx%d, too small to stitch", b.Dx(), b.Dy())
+				return nil, fmt.Errorf("tileio: tile 0 is %dx%d, too small to stitch", b.Dx(), b.Dy())
 			}
 		} else if b != b0 {
-			return nil, fmt.Errorf("stitching: tile %d (row %d, col %d) is %dx%d but tile 0 is %dx%d", i, i/cols, i%cols, b.Dx(), b.Dy(), b0.Dx(), b0.Dy())
+			return nil, fmt.Errorf("tileio: tile %d (row %d, col %d) is %dx%d but tile 0 is %dx%d", i, i/cols, i%cols, b.Dx(), b.Dy(), b0.Dx(), b0.Dy())
 		}
 	}
 	if names == nil {
@@ -398,7 +398,7 @@ func (m *MemoryTiles) Name(row, col int) string { return m.names[row*m.cols+col]
 // Load returns tile (row, col) (shared, not copied).
 func (m *MemoryTiles) Load(row, col int) (*image.Gray16, error) {
 	if row < 0 || row >= m.rows || col < 0 || col >= m.cols {
-		return nil, fmt.Errorf("stitching: tile (%d, %d) outside a %dx%d grid", row, col, m.rows, m.cols)
+		return nil, fmt.Errorf("tileio: tile (%d, %d) outside a %dx%d grid", row, col, m.rows, m.cols)
 	}
 	return m.tiles[row*m.cols+col], nil
 }
