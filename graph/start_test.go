@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -196,5 +197,35 @@ func TestDuplicatesInLargeGraphs(t *testing.T) {
 	graph.Connect(a, b)
 	if err := g.Err(); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("duplicate edge: %v", err)
+	}
+}
+
+// A graph may be started by several goroutines at once, also the first
+// time (when what Start keeps is made).
+func TestConcurrentStarts(t *testing.T) {
+	g := chain(20)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 5 {
+				var got []int
+				if err := g.Run(context.Background(), seq(3), func(v int) error { got = append(got, v); return nil }); err != nil {
+					errs <- err
+					return
+				}
+				if len(got) != 3 || got[0]+got[1]+got[2] != 0+1+2+3*20 {
+					errs <- fmt.Errorf("run %d: %v", k, got)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
