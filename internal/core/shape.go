@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"runtime/pprof"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gohtgs/htgs/device"
@@ -45,9 +44,7 @@ func (b *Blueprint) shape() *shape {
 	}
 	s := &shape{version: b.version, specs: len(b.Specs), edges: len(b.Edges), flat: true, noOutput: b.NoOutput}
 	s.sides = make([][]context.Context, len(b.Specs))
-	missing := false
-	sideCache.mu.RLock()
-	for i, sp := range b.Specs {
+	for _, sp := range b.Specs {
 		switch sp.Kind {
 		case "task", "bookkeeper", "memory":
 		default:
@@ -56,15 +53,8 @@ func (b *Blueprint) shape() *shape {
 		if sp.Inner != nil {
 			s.flat = false
 		}
-		if hasCopies(sp) {
-			s.sides[i] = sideCache.m[sideKey{sp.Name, sp.Threads}]
-			missing = missing || s.sides[i] == nil
-		}
 	}
-	sideCache.mu.RUnlock()
-	if missing {
-		s.makeSides(b)
-	}
+	s.makeSides(b)
 	if s.flat && forward(b) {
 		s.cyclic.Store(2) // no cycle
 	}
@@ -84,28 +74,12 @@ func forward(b *Blueprint) bool {
 	return true
 }
 
-// sideCache keeps the contexts of the copies of nodes at the root of a run
-// (see shape.sides) by the node's name and number of copies, for graphs
-// built anew for each run. It holds at most sideCacheMax nodes' contexts,
-// and is emptied when full.
-var sideCache struct {
-	mu sync.RWMutex
-	m  map[sideKey][]context.Context
-}
-
-type sideKey struct {
-	name    string
-	threads int
-}
-
-const sideCacheMax = 4096
-
-// makeSides makes the contexts of s.sides that the cache lacked, and
-// adds them to it.
+// makeSides makes the contexts of s.sides. They are kept with the
+// blueprint's shape, so a graph started many times makes them once; a
+// graph built anew for each run makes them at each Start.
 func (s *shape) makeSides(b *Blueprint) {
-	made := 0
 	for i, sp := range b.Specs {
-		if s.sides[i] != nil || !hasCopies(sp) {
+		if !hasCopies(sp) {
 			continue
 		}
 		lctx := pprof.WithLabels(context.Background(), pprof.Labels("htgs.pipeline", "0", "htgs.task", sp.Name))
@@ -114,17 +88,6 @@ func (s *shape) makeSides(b *Blueprint) {
 			cs[k] = task.WithInfo(lctx, rootInfo(sp.Name, k, sp.Threads))
 		}
 		s.sides[i] = cs
-		made++
-	}
-	sideCache.mu.Lock()
-	defer sideCache.mu.Unlock()
-	if sideCache.m == nil || len(sideCache.m)+made > sideCacheMax {
-		sideCache.m = make(map[sideKey][]context.Context, min(max(2*made, 64), sideCacheMax))
-	}
-	for i, sp := range b.Specs {
-		if s.sides[i] != nil && len(sideCache.m) < sideCacheMax {
-			sideCache.m[sideKey{sp.Name, sp.Threads}] = s.sides[i]
-		}
 	}
 }
 
