@@ -177,27 +177,54 @@ func Compare(a, b, c, ref *Dense) (Comparison, error) {
 			a.R, a.C, b.R, b.C, c.R, c.C, ref.R, ref.C)
 	}
 	var cmp Comparison
-	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	cmp.MaxAbsErr, cmp.Mismatches = elementErrors(c, ref)
+	cmp.Scale = maxFiniteRowSum(a) * maxFiniteAbs(b)
+	cmp.Bound = math.Inf(1)
+	if ku := float64(a.C) * 0x1p-53; ku < 1 { // k·u, u the unit roundoff
+		cmp.Bound = 2 * ku / (1 - ku)
+	}
+	switch {
+	case cmp.Scale > 0:
+		cmp.RelErr = cmp.MaxAbsErr / cmp.Scale
+	case cmp.MaxAbsErr > 0:
+		cmp.RelErr = math.Inf(1)
+	}
+	cmp.OK = cmp.Mismatches == 0 && cmp.RelErr <= cmp.Bound
+	return cmp, nil
+}
+
+// finite reports whether x is neither NaN nor an infinity.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// elementErrors compares c with ref element by element: the largest
+// |c - ref| where both are finite, and the count of elements where they
+// disagree about a value that is not finite (see Comparison.Mismatches).
+func elementErrors(c, ref *Dense) (maxAbs float64, mismatches int) {
 	for i := range c.R {
 		for j := range c.C {
 			x, r := c.At(i, j), ref.At(i, j)
 			switch {
 			case math.IsNaN(r):
 				if !math.IsNaN(x) {
-					cmp.Mismatches++
+					mismatches++
 				}
 			case math.IsInf(r, 0):
 				if x != r {
-					cmp.Mismatches++
+					mismatches++
 				}
 			case !finite(x):
-				cmp.Mismatches++
+				mismatches++
 			default:
-				cmp.MaxAbsErr = max(cmp.MaxAbsErr, math.Abs(x-r))
+				maxAbs = max(maxAbs, math.Abs(x-r))
 			}
 		}
 	}
-	var rowSum, bMax float64
+	return maxAbs, mismatches
+}
+
+// maxFiniteRowSum is ‖A‖∞ over the rows of a that hold only finite values.
+func maxFiniteRowSum(a *Dense) float64 {
+	var best float64
 rows:
 	for i := range a.R {
 		s := 0.0
@@ -208,29 +235,20 @@ rows:
 			}
 			s += math.Abs(v)
 		}
-		rowSum = max(rowSum, s)
+		best = max(best, s)
 	}
+	return best
+}
+
+// maxFiniteAbs is the largest |b_ij| over the finite elements of b.
+func maxFiniteAbs(b *Dense) float64 {
+	var best float64
 	for i := range b.R {
 		for j := range b.C {
 			if v := b.At(i, j); finite(v) {
-				bMax = max(bMax, math.Abs(v))
+				best = max(best, math.Abs(v))
 			}
 		}
 	}
-	cmp.Scale = rowSum * bMax
-	u := 0x1p-53
-	ku := float64(a.C) * u
-	if ku < 1 {
-		cmp.Bound = 2 * ku / (1 - ku)
-	} else {
-		cmp.Bound = math.Inf(1)
-	}
-	switch {
-	case cmp.Scale > 0:
-		cmp.RelErr = cmp.MaxAbsErr / cmp.Scale
-	case cmp.MaxAbsErr > 0:
-		cmp.RelErr = math.Inf(1)
-	}
-	cmp.OK = cmp.Mismatches == 0 && cmp.RelErr <= cmp.Bound
-	return cmp, nil
+	return best
 }
