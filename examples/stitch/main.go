@@ -40,7 +40,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -356,12 +355,12 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 		warn(stderr, "%s", w)
 	}
 
-	var outs outputs
-	defer outs.abort()
+	var outs outfile.Batch
+	defer outs.Abort()
 	if err := writeOutputs(ctx, c, src, res, &outs, bars, stdout); err != nil {
 		return err
 	}
-	if err := outs.commit(); err != nil {
+	if err := outs.Commit(); err != nil {
 		return err
 	}
 	if err := writeProfiles(c.profile, runs, stderr); err != nil {
@@ -483,67 +482,18 @@ func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitchi
 	return nil
 }
 
-// outputs are files written to temporary names, renamed into place all
-// together by commit once every one of them is complete.
-type outputs struct{ list []*outfile.Output }
-
-// add writes path's temporary file with write.
-func (o *outputs) add(path string, write func(io.Writer) error) error {
-	out, err := outfile.NewOutput(path)
-	if err != nil {
-		return err
-	}
-	o.list = append(o.list, out)
-	f, err := os.OpenFile(out.Temp, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return fmt.Errorf("output %s: %w", path, err)
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	werr := write(bw)
-	if werr == nil {
-		werr = bw.Flush()
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return fmt.Errorf("writing %s: %w", path, werr)
-	}
-	return nil
-}
-
-// commit renames every file into place.
-func (o *outputs) commit() error {
-	for _, out := range o.list {
-		if err := out.Commit(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// abort removes the temporary files not yet committed.
-func (o *outputs) abort() {
-	for _, out := range o.list {
-		out.Abort()
-	}
-}
-
-func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stitching.Result, outs *outputs, bars *bars, stdout io.Writer) error {
-	if err := outs.add(filepath.Join(c.out, globalFile), func(w io.Writer) error {
+func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stitching.Result, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, globalFile), func(w io.Writer) error {
 		return tileio.WriteGlobalPositions(w, res.GlobalPositions())
 	}); err != nil {
 		return err
 	}
-	if err := outs.add(filepath.Join(c.out, relativeFile), func(w io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, relativeFile), func(w io.Writer) error {
 		return tileio.WriteRelativePositions(w, res.RelativePositions(true))
 	}); err != nil {
 		return err
 	}
-	if err := outs.add(filepath.Join(c.out, noOptFile), func(w io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, noOptFile), func(w io.Writer) error {
 		return tileio.WriteRelativePositions(w, res.RelativePositions(false))
 	}); err != nil {
 		return err
@@ -558,7 +508,7 @@ func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stit
 	}
 	if avail := availableMemory(); avail > 0 {
 		if need := mosaicMemory(slots, c.blend); need > avail {
-			if err := outs.commit(); err != nil {
+			if err := outs.Commit(); err != nil {
 				return err
 			}
 			b := mosaicBounds(slots)
@@ -583,10 +533,10 @@ func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stit
 	if err != nil {
 		return fmt.Errorf("composing the mosaic: %w", err)
 	}
-	if err := outs.add(filepath.Join(c.out, mosaicFile), func(w io.Writer) error { return compose.EncodeTIFF(w, mosaic) }); err != nil {
+	if err := outs.Add(filepath.Join(c.out, mosaicFile), func(w io.Writer) error { return compose.EncodeTIFF(w, mosaic) }); err != nil {
 		return err
 	}
-	if err := outs.add(filepath.Join(c.out, previewFile), func(w io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, previewFile), func(w io.Writer) error {
 		return png.Encode(w, compose.Preview(mosaic, previewSide))
 	}); err != nil {
 		return err

@@ -76,22 +76,12 @@ func (o *Output) Abort() {
 	os.Remove(o.Temp)
 }
 
-// WriteFile writes path atomically: write's output goes to a temporary file
-// in the same folder, which is synced and renamed onto path only when write
-// and every step after it succeed. On failure path is left as it was.
-func WriteFile(path string, write func(io.Writer) error) (err error) {
-	out, err := NewOutput(path)
+// Write fills the temporary file with write's output, buffered, and syncs
+// it to disk. It does not commit.
+func (o *Output) Write(write func(io.Writer) error) error {
+	f, err := os.OpenFile(o.Temp, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			out.Abort()
-		}
-	}()
-	f, err := os.OpenFile(out.Temp, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return fmt.Errorf("output %s: %w", path, err)
+		return fmt.Errorf("output %s: %w", o.Path, err)
 	}
 	bw := bufio.NewWriterSize(f, 1<<16)
 	werr := write(bw)
@@ -105,9 +95,59 @@ func WriteFile(path string, write func(io.Writer) error) (err error) {
 		werr = cerr
 	}
 	if werr != nil {
-		return fmt.Errorf("writing %s: %w", path, werr)
+		return fmt.Errorf("writing %s: %w", o.Path, werr)
+	}
+	return nil
+}
+
+// WriteFile writes path atomically: write's output goes to a temporary file
+// in the same folder, which is synced and renamed onto path only when write
+// and every step after it succeed. On failure path is left as it was.
+func WriteFile(path string, write func(io.Writer) error) error {
+	out, err := NewOutput(path)
+	if err != nil {
+		return err
+	}
+	if err := out.Write(write); err != nil {
+		out.Abort()
+		return err
 	}
 	return out.Commit()
+}
+
+// Batch is a set of outputs renamed into place together: a run that fails
+// before Commit leaves every file it would have replaced as it was.
+type Batch struct{ list []*Output }
+
+// Add writes the temporary file of path with write. After an error the
+// caller still ends the batch with Abort.
+func (b *Batch) Add(path string, write func(io.Writer) error) error {
+	out, err := NewOutput(path)
+	if err != nil {
+		return err
+	}
+	b.list = append(b.list, out)
+	return out.Write(write)
+}
+
+// Commit renames every file added since the last Commit into place, in the
+// order they were added.
+func (b *Batch) Commit() error {
+	for _, out := range b.list {
+		if err := out.Commit(); err != nil {
+			b.Abort()
+			return err
+		}
+	}
+	b.list = b.list[:0]
+	return nil
+}
+
+// Abort removes the temporary files not yet committed.
+func (b *Batch) Abort() {
+	for _, out := range b.list {
+		out.Abort()
+	}
 }
 
 // SameFile reports whether the files a and b name are the same file

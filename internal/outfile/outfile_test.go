@@ -113,3 +113,44 @@ func TestAbortNil(t *testing.T) {
 	var o *Output
 	o.Abort() // must not panic
 }
+
+func TestBatchCommitsTogether(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.WriteFile(a, []byte("old a"), 0o600)
+	var batch Batch
+	if err := batch.Add(a, func(w io.Writer) error { _, err := io.WriteString(w, "new a"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := batch.Add(b, func(io.Writer) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("Add: %v, want boom", err)
+	}
+	batch.Abort()
+	if got, _ := os.ReadFile(a); string(got) != "old a" {
+		t.Fatalf("a replaced by a failed batch: %q", got)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("files left: %v", ents)
+	}
+	batch = Batch{}
+	for _, p := range []string{a, b} {
+		if err := batch.Add(p, func(w io.Writer) error { _, err := io.WriteString(w, "v2"); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(b); err == nil {
+		t.Fatal("b visible before Commit")
+	}
+	if err := batch.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Commit(); err != nil {
+		t.Fatalf("second Commit: %v", err)
+	}
+	for _, p := range []string{a, b} {
+		if got, _ := os.ReadFile(p); string(got) != "v2" {
+			t.Fatalf("%s = %q after Commit", p, got)
+		}
+	}
+}
