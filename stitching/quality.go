@@ -3,8 +3,8 @@ package stitching
 import (
 	"fmt"
 	"math"
-	"slices"
 
+	"github.com/gohtgs/htgs/internal/stat"
 	"github.com/gohtgs/htgs/stitching/align"
 )
 
@@ -80,7 +80,7 @@ func (r *Result) Quality() Quality {
 			}
 			corrs = append(corrs, c)
 		}
-		q.MedianCorr = median(corrs)
+		q.MedianCorr = stat.Median(corrs)
 	}
 	// Every tile but the root of the spanning tree, tile (0, 0), was
 	// placed by an edge whose correlation it carries (see GlobalPositions).
@@ -138,17 +138,3 @@ func (q Quality) Warnings() []string {
 
 // Warnings returns r.Quality().Warnings().
 func (r *Result) Warnings() []string { return r.Quality().Warnings() }
-
-// median returns the median of v (mean of the middle two for even
-// lengths), NaN for none; v is reordered.
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
-}

@@ -5,6 +5,8 @@ import (
 	"image"
 	"math"
 	"slices"
+
+	"github.com/gohtgs/htgs/internal/stat"
 )
 
 // DirectionModel is the stage model of one pair direction.
@@ -285,7 +287,7 @@ func (e *dirEstimate) secondary() {
 		secs = secsAll
 	}
 	if len(secs) > 0 {
-		e.dm.Secondary = median(secs)
+		e.dm.Secondary = stat.Median(secs)
 	}
 }
 
@@ -326,7 +328,7 @@ func (e *dirEstimate) validity() {
 		}
 	}
 	if len(cs) > 0 {
-		e.dm.Threshold = median(cs)
+		e.dm.Threshold = stat.Median(cs)
 		e.mark(e.dm.Threshold)
 	}
 }
@@ -493,21 +495,7 @@ func medianComponents(ts []Translation, d Direction) (mp, ms float64) {
 		pc, sc := components(t, d)
 		pv[i], sv[i] = float64(pc), float64(sc)
 	}
-	return median(pv), median(sv)
-}
-
-// median returns the median of v (mean of the middle two for even
-// lengths); v is reordered.
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
+	return stat.Median(pv), stat.Median(sv)
 }
 
 // quantile returns the q-quantile of sorted v by linear interpolation.
@@ -540,5 +528,5 @@ func densestMedian(v []float64, half float64) float64 {
 			bestI, bestJ = i, j
 		}
 	}
-	return median(s[bestI : bestJ+1])
+	return stat.Median(s[bestI : bestJ+1])
 }
