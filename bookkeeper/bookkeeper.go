@@ -52,13 +52,12 @@ func (f RuleFunc[In, Out]) Apply(ctx context.Context, in In, out task.Emitter[Ou
 	return f(ctx, in, out)
 }
 
-type inRef[T any] = core.In[T]
-type outRef[T any] = core.Out[T]
+type handle = core.PortHandle
 
 // Bookkeeper is a bookkeeper node in a graph. Connect producers of In to it,
 // and connect each rule (returned by AddRule) to its consumers.
 type Bookkeeper[In any] struct {
-	inRef[In]
+	handle
 	spec *core.BookkeeperSpec[In]
 	bp   *core.Blueprint
 }
@@ -69,18 +68,29 @@ func New[In any](b graph.Builder, name string) *Bookkeeper[In] {
 	bp := core.BlueprintOf(b)
 	spec := core.NewBookkeeperSpec[In](name, 0)
 	bp.Add(spec.Spec)
-	return &Bookkeeper[In]{inRef: inRef[In]{Ref: core.PortRef{BP: bp, Spec: spec.Spec}}, spec: spec, bp: bp}
+	return &Bookkeeper[In]{handle: core.NewPortHandle(core.PortRef{BP: bp, Spec: spec.Spec}), spec: spec, bp: bp}
+}
+
+// Name returns the bookkeeper's name.
+func (bk *Bookkeeper[In]) Name() string { return bk.spec.Spec.Name }
+
+// InPort returns the port of the bookkeeper's input.
+func (bk *Bookkeeper[In]) InPort() graph.Port[In] {
+	return core.MakePort[graph.Port[In]](core.RefOf(bk))
 }
 
 // RuleOutput is the producer side of one rule: connect it to the rule's
 // consumers (or to the graph's output).
 type RuleOutput[Out any] struct {
-	outRef[Out]
+	port graph.Port[Out]
 	name string
 }
 
 // Name returns the rule's name.
 func (r *RuleOutput[Out]) Name() string { return r.name }
+
+// OutPort returns the port of the values the rule emits.
+func (r *RuleOutput[Out]) OutPort() graph.Port[Out] { return r.port }
 
 // AddRule adds a rule named name to bk; newRule is called once per
 // bookkeeper instance. Connect the rule to its consumers: Start refuses a
@@ -103,7 +113,7 @@ func AddRule[In, Out any](bk *Bookkeeper[In], name string, newRule func() Rule[I
 		return r
 	})
 	return &RuleOutput[Out]{
-		outRef: outRef[Out]{Ref: core.PortRef{BP: bk.bp, Spec: bk.spec.Spec, Index: idx, Name: name}},
-		name:   name,
+		port: core.MakePort[graph.Port[Out]](core.PortRef{BP: bk.bp, Spec: bk.spec.Spec, Index: idx, Name: name}),
+		name: name,
 	}
 }

@@ -31,6 +31,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"log/slog"
 	"slices"
@@ -42,30 +43,72 @@ import (
 	"github.com/gohtgs/htgs/task"
 )
 
+// Port is a typed reference to one side of a node: the input (of type T) a
+// node consumes, or the output (of type T) it produces. Nodes return their
+// ports; users never build one, and a zero Port makes [Connect] panic.
+// Ports of different types cannot be converted into each other, so the
+// compiler checks the type of every edge.
+type Port[T any] struct {
+	_ [0]T // makes Port[A] and Port[B] distinct, unconvertible types
+	portHandle
+}
+
 // Producer is anything that emits values of type T: a task, a bookkeeper
 // rule, a nested graph, an execution pipeline, or a graph's [Graph.Input].
-// Only this module's types implement it.
-type Producer[T any] interface{ core.Producer[T] }
+type Producer[T any] interface {
+	// OutPort returns the port of the values the node emits.
+	OutPort() Port[T]
+}
 
 // Consumer is anything that takes values of type T: a task, a bookkeeper, a
 // nested graph, an execution pipeline, or a graph's [Graph.Output].
-type Consumer[T any] interface{ core.Consumer[T] }
+type Consumer[T any] interface {
+	// InPort returns the port of the values the node takes.
+	InPort() Port[T]
+}
 
-// Builder is a graph under construction; the packages that add nodes of
-// their own kinds (bookkeeper, pipeline, memmgr) take one.
+// Vertex is any node of a graph that takes input: a task, a nested graph, a
+// bookkeeper or a pipeline (memmgr.Use takes the tasks that get memory as
+// Vertices). Only this module's node types implement it.
+type Vertex interface {
+	Name() string
+	specced
+}
+
+// Builder is a graph under construction (a [*Graph]); the packages that add
+// nodes of their own kinds (bookkeeper, pipeline, memmgr) take one. Only
+// this package's Graph implements it.
 type Builder interface {
-	core.Owner
+	Name() string
+	Err() error
+	owner
 }
 
 // Connect adds an edge from p to c. Mistakes that the compiler cannot see
 // (ports of different graphs, the same edge twice) are reported by Start.
-func Connect[T any](p Producer[T], c Consumer[T]) { core.Connect[T](p, c) }
+func Connect[T any](p Producer[T], c Consumer[T]) {
+	core.Connect[T](core.RefOf(p.OutPort()), core.RefOf(c.InPort()))
+}
 
 type (
-	outRef[T any] = core.Out[T]
-	inRef[T any]  = core.In[T]
-	owner         = core.Handle
+	owner      = core.Owner
+	handle     = core.Handle
+	portHandle = core.PortHandle
+	specced    = core.Specced
 )
+
+// port returns a Port holding ref.
+func port[T any](ref core.PortRef) Port[T] { return core.MakePort[Port[T]](ref) }
+
+// graphIn is a graph's input seen from inside: a producer.
+type graphIn[T any] struct{ p Port[T] }
+
+func (g graphIn[T]) OutPort() Port[T] { return g.p }
+
+// graphOut is a graph's output seen from inside: a consumer.
+type graphOut[T any] struct{ p Port[T] }
+
+func (g graphOut[T]) InPort() Port[T] { return g.p }
 
 // Graph is a blueprint of a task graph that takes In values and produces Out
 // values. Build it with the functions of this package and of bookkeeper,
@@ -73,18 +116,18 @@ type (
 // another graph with [AddGraph]. A Graph must not be modified while Start
 // runs.
 type Graph[In, Out any] struct {
-	owner
-	in  outRef[In]
-	out inRef[Out]
+	handle
+	in  graphIn[In]
+	out graphOut[Out]
 }
 
 // New returns an empty graph named name.
 func New[In, Out any](name string) *Graph[In, Out] {
 	bp := core.NewBlueprint(name)
 	return &Graph[In, Out]{
-		owner: core.NewHandle(bp),
-		in:    outRef[In]{Ref: core.PortRef{BP: bp}},
-		out:   inRef[Out]{Ref: core.PortRef{BP: bp}},
+		handle: core.NewHandle(bp),
+		in:     graphIn[In]{port[In](core.PortRef{BP: bp})},
+		out:    graphOut[Out]{port[Out](core.PortRef{BP: bp})},
 	}
 }
 
@@ -103,7 +146,7 @@ func (g *Graph[In, Out]) Output() Consumer[Out] { return g.out }
 // is dropped on purpose. It does for any producer — a bookkeeper rule, a
 // nested graph, a pipeline — what the [DiscardOutput] option does for a
 // task. Without it, Start refuses a producer whose output goes nowhere.
-func Discard[T any](p Producer[T]) { core.DiscardPort[T](p) }
+func Discard[T any](p Producer[T]) { core.DiscardRef(core.RefOf(p.OutPort())) }
 
 // NoOutput declares that nothing is meant to reach g's Output: the graph
 // works only by side effects, and its Results are empty. Without it, Start
@@ -118,31 +161,37 @@ func (g *Graph[In, Out]) Err() error { return core.BlueprintOf(g).Err() }
 // Node is a task (or nested graph, or pipeline) in a graph: it consumes In
 // and produces Out.
 type Node[In, Out any] struct {
-	outRef[Out]
-	inRef[In]
+	portHandle
 	name string
 }
 
 // Name returns the node's name.
 func (n *Node[In, Out]) Name() string { return n.name }
 
+// InPort returns the port of the node's input.
+func (n *Node[In, Out]) InPort() Port[In] { return port[In](core.RefOf(n)) }
+
+// OutPort returns the port of the node's output.
+func (n *Node[In, Out]) OutPort() Port[Out] { return port[Out](core.RefOf(n)) }
+
 // newNode adds s to bp and returns it as a typed node.
 func newNode[In, Out any](bp *core.Blueprint, s *core.Spec) *Node[In, Out] {
 	bp.Add(s)
-	return &Node[In, Out]{
-		outRef: outRef[Out]{Ref: core.PortRef{BP: bp, Spec: s}},
-		inRef:  inRef[In]{Ref: core.PortRef{BP: bp, Spec: s}},
-		name:   s.Name,
-	}
+	return &Node[In, Out]{portHandle: core.NewPortHandle(core.PortRef{BP: bp, Spec: s}), name: s.Name}
 }
 
-// Option adjusts a node.
-type Option func(*core.TaskOptions)
+// Option adjusts a node: [QueueCap], [DiscardOutput].
+type Option interface{ applyNode(*core.TaskOptions) }
+
+// nodeOption is an Option made of a function.
+type nodeOption func(*core.TaskOptions)
+
+func (f nodeOption) applyNode(o *core.TaskOptions) { f(o) }
 
 // QueueCap bounds the node's input queue to n values: producers block in
 // Emit while it is full (back-pressure). The default is unbounded, which is
 // what cycles need; a bounded queue inside a cycle can deadlock.
-func QueueCap(n int) Option { return func(o *core.TaskOptions) { o.QueueCap = n } }
+func QueueCap(n int) Option { return nodeOption(func(o *core.TaskOptions) { o.QueueCap = n }) }
 
 // DiscardOutput declares that the node's output may be connected to nothing:
 // it is a sink (it writes files, fills a shared structure, ...) and what it
@@ -150,7 +199,7 @@ func QueueCap(n int) Option { return func(o *core.TaskOptions) { o.QueueCap = n 
 // node whose output has no consumer, because its values would be lost
 // without a word. A graph containing such a node may also leave its own
 // Output unconnected (see [Graph.NoOutput]).
-func DiscardOutput() Option { return func(o *core.TaskOptions) { o.DiscardOutput = true } }
+func DiscardOutput() Option { return nodeOption(func(o *core.TaskOptions) { o.DiscardOutput = true }) }
 
 // AddTask adds a task named name with threads copies, each made by a call
 // of newTask. Copies run concurrently and share one input queue.
@@ -159,14 +208,14 @@ func AddTask[In, Out any](b Builder, name string, threads int, newTask func() ta
 	if len(opts) > 0 {
 		p := &core.TaskOptions{Threads: threads} // o itself stays on the stack
 		for _, f := range opts {
-			f(p)
+			f.applyNode(p)
 		}
 		o = *p
 	}
 	bp := core.BlueprintOf(b)
 	n := newNode[In, Out](bp, core.TaskSpec(name, o, newTask))
 	if o.DiscardOutput {
-		bp.Discard(n.outRef.Ref)
+		bp.Discard(core.RefOf(n))
 	}
 	return n
 }
@@ -183,8 +232,15 @@ func AddGraph[In, Out any](b Builder, name string, inner *Graph[In, Out]) *Node[
 	return newNode[In, Out](core.BlueprintOf(b), core.GraphSpec[In, Out](name, core.BlueprintOf(inner)))
 }
 
-// StartOption configures a run.
-type StartOption func(*startConfig)
+// StartOption configures a run: [WithLogger], [WithTrace],
+// [WithoutCounters], [WithStallReport], [WithoutStallReport],
+// [WithProgress].
+type StartOption interface{ applyStart(*startConfig) }
+
+// startOption is a StartOption made of a function.
+type startOption func(*startConfig)
+
+func (f startOption) applyStart(c *startConfig) { f(c) }
 
 type startConfig struct {
 	log           *slog.Logger
@@ -199,7 +255,7 @@ type startConfig struct {
 // WithLogger sends the run's diagnostics to l. By default they are
 // discarded, except stall reports (see [WithStallReport]), which go to
 // slog.Default() so that a run that hangs does not hang silently.
-func WithLogger(l *slog.Logger) StartOption { return func(c *startConfig) { c.log = l } }
+func WithLogger(l *slog.Logger) StartOption { return startOption(func(c *startConfig) { c.log = l }) }
 
 // Start instantiates the graph and starts every task copy. It returns an
 // error, and starts nothing, if the graph is malformed: construction
@@ -208,7 +264,7 @@ func WithLogger(l *slog.Logger) StartOption { return func(c *startConfig) { c.lo
 func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runtime[In, Out], error) {
 	cfg := startConfig{stallAfter: DefaultStallDelay}
 	for _, o := range opts {
-		o(&cfg)
+		o.applyStart(&cfg)
 	}
 	bp := core.BlueprintOf(g)
 	r := core.NewRun(ctx, bp.Name, cfg.log)
@@ -264,14 +320,15 @@ type Runtime[In, Out any] struct {
 
 // ErrClosed is returned by Send after Close, and by a Send that was waiting
 // for room in a full queue (see [QueueCap]) when Close was called.
-var ErrClosed = core.ErrClosed
+var ErrClosed = errors.New("htgs: graph input is closed")
 
 // Send gives v to the tasks connected to the graph's input. It fails after
 // Close, or with the run's error once the run has stopped. Send may be
 // called from several goroutines. It blocks while a bounded queue fed by
 // the input is full; if Close is called meanwhile, Send returns ErrClosed
 // and v is not delivered (to the consumers still full, when the input feeds
-// several).
+// several). If every task fed by the input has terminated (see
+// task.Terminator), Send returns [task.ErrTerminated].
 func (rt *Runtime[In, Out]) Send(v In) error {
 	rt.mu.RLock()
 	defer rt.mu.RUnlock()
@@ -282,7 +339,11 @@ func (rt *Runtime[In, Out]) Send(v In) error {
 		return rt.run.StopErr()
 	}
 	rt.sent.Add(1)
-	return rt.input.PushAbort(v, &rt.closing)
+	err := rt.input.PushAbort(v, &rt.closing)
+	if err == core.ErrClosed {
+		return ErrClosed
+	}
+	return err
 }
 
 // Close tells the graph no more input will come; the graph then finishes

@@ -13,12 +13,12 @@ import (
 // WithTrace records a timeline of the run — every Execute and every memory
 // wait of every task copy, and queue lengths — for [Runtime.WriteTrace].
 // It costs two clock reads per value.
-func WithTrace() StartOption { return func(c *startConfig) { c.trace = true } }
+func WithTrace() StartOption { return startOption(func(c *startConfig) { c.trace = true }) }
 
 // WithoutCounters turns off the always-on per-copy counters (items, times,
 // states), to measure what they cost. Stats, pictures and stall reports then
 // show zeros.
-func WithoutCounters() StartOption { return func(c *startConfig) { c.noStats = true } }
+func WithoutCounters() StartOption { return startOption(func(c *startConfig) { c.noStats = true }) }
 
 // DefaultStallDelay is how long a run may make no progress before its stall
 // report is logged, unless [WithStallReport] or [WithoutStallReport] says
@@ -37,20 +37,20 @@ const DefaultStallDelay = 10 * time.Second
 // slog.Default() if none was. An after of zero or less turns stall reports
 // off, as [WithoutStallReport] does.
 func WithStallReport(after time.Duration, report func(Report)) StartOption {
-	return func(c *startConfig) { c.stallAfter, c.stallFn = after, report }
+	return startOption(func(c *startConfig) { c.stallAfter, c.stallFn = after, report })
 }
 
 // WithoutStallReport turns stall reports off: a run that makes no progress
 // is then silent (a service graph that idles for long between inputs, for
 // instance). [Runtime.Diagnose] still works.
 func WithoutStallReport() StartOption {
-	return func(c *startConfig) { c.stallAfter, c.stallFn = 0, nil }
+	return startOption(func(c *startConfig) { c.stallAfter, c.stallFn = 0, nil })
 }
 
 // WithProgress calls fn every interval with the run's progress, and once
 // more when the run has finished; for progress bars.
 func WithProgress(interval time.Duration, fn func(Progress)) StartOption {
-	return func(c *startConfig) { c.progressEvery, c.progressFn = interval, fn }
+	return startOption(func(c *startConfig) { c.progressEvery, c.progressFn = interval, fn })
 }
 
 // Progress counts what a run has done so far.

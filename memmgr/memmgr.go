@@ -69,14 +69,19 @@ type Count int
 // Released reports true; pools count the releases of a Count rule themselves.
 func (Count) Released() bool { return true }
 
-// Option configures a pool.
-type Option func(*config)
+// Option configures a pool: [Dynamic], [Reclaim].
+type Option interface{ applyPool(*config) }
+
+// poolOption is an Option made of a function.
+type poolOption func(*config)
+
+func (f poolOption) applyPool(c *config) { f(c) }
 
 type config struct{ dynamic, reclaim bool }
 
 // Dynamic makes a pool that allocates buffers on demand, never more than its
 // capacity, instead of all of them when the run starts (the default).
-func Dynamic() Option { return func(c *config) { c.dynamic = true } }
+func Dynamic() Option { return poolOption(func(c *config) { c.dynamic = true }) }
 
 // Reclaim declares that the pool's buffers never leave the graph (device
 // memory that tasks copy out of before emitting results, for instance).
@@ -84,7 +89,7 @@ func Dynamic() Option { return func(c *config) { c.dynamic = true } }
 // when they are released: after a failure or a cancellation, the values
 // dropped from the queues hold buffers that nobody will release. Releasing
 // a reclaimed buffer later does nothing.
-func Reclaim() Option { return func(c *config) { c.reclaim = true } }
+func Reclaim() Option { return poolOption(func(c *config) { c.reclaim = true }) }
 
 // Pool is a memory pool declared in a graph. Its methods find the pool
 // instance of the calling task's run and pipeline clone through ctx.
@@ -102,7 +107,7 @@ type Pool[T any] struct {
 func New[T any](b graph.Builder, name string, capacity int, alloc Allocator[T], opts ...Option) *Pool[T] {
 	p := &Pool[T]{name: name, capacity: capacity, alloc: alloc, bp: core.BlueprintOf(b)}
 	for _, o := range opts {
-		o(&p.cfg)
+		o.applyPool(&p.cfg)
 	}
 	p.spec = &core.Spec{Name: name, Kind: "memory", Threads: capacity, Extra: p}
 	p.spec.Build = p.build
@@ -119,7 +124,7 @@ func (p *Pool[T]) Capacity() int { return p.capacity }
 // Use declares that the given tasks get memory from p (the memory edges of
 // HTGS). Pools work without it; it shapes the graph's picture, and a
 // declared getter must belong to the pool's graph.
-func Use[T any](p *Pool[T], getters ...core.Specced) {
+func Use[T any](p *Pool[T], getters ...graph.Vertex) {
 	for _, g := range getters {
 		s := core.SpecOf(g)
 		if s == nil || s.BP != p.bp {

@@ -21,7 +21,11 @@ import (
 )
 
 // All is the Rule result that broadcasts a value to every clone.
-const All = core.AllClones
+const All = -1
+
+// The runtime routes All to every clone: both constants must agree (a
+// difference makes one of these conversions overflow at compile time).
+const _ = uint(All-core.AllClones) + uint(core.AllClones-All)
 
 // Rule is a decomposition rule: it returns the clone (0..clones-1) that gets
 // v, or All. It is called from the goroutine of the task that emitted v (or
@@ -46,21 +50,28 @@ func ByKey[In any](key func(In) int) Rule[In] {
 // Broadcast sends every value to every clone.
 func Broadcast[In any]() Rule[In] { return func(In, int) int { return All } }
 
-type (
-	inRef[T any]  = core.In[T]
-	outRef[T any] = core.Out[T]
-)
+type handle = core.PortHandle
 
 // Pipeline is an execution pipeline node: a consumer of In and a producer of
 // Out, like a task.
 type Pipeline[In, Out any] struct {
-	inRef[In]
-	outRef[Out]
+	handle
 	name string
 }
 
 // Name returns the pipeline's name.
 func (p *Pipeline[In, Out]) Name() string { return p.name }
+
+// InPort returns the port of the pipeline's input.
+func (p *Pipeline[In, Out]) InPort() graph.Port[In] {
+	return core.MakePort[graph.Port[In]](core.RefOf(p))
+}
+
+// OutPort returns the port of the pipeline's output (the clones' outputs
+// merged).
+func (p *Pipeline[In, Out]) OutPort() graph.Port[Out] {
+	return core.MakePort[graph.Port[Out]](core.RefOf(p))
+}
 
 // New adds to b a pipeline named name that runs one clone of inner per
 // device. An empty device list, or a rule choosing a clone that does not
@@ -70,8 +81,7 @@ func New[In, Out any](b graph.Builder, name string, inner *graph.Graph[In, Out],
 	s := core.PipelineSpec[In, Out](name, core.BlueprintOf(inner), devices, rule)
 	bp.Add(s)
 	return &Pipeline[In, Out]{
-		inRef:  inRef[In]{Ref: core.PortRef{BP: bp, Spec: s}},
-		outRef: outRef[Out]{Ref: core.PortRef{BP: bp, Spec: s}},
+		handle: core.NewPortHandle(core.PortRef{BP: bp, Spec: s}),
 		name:   name,
 	}
 }

@@ -117,6 +117,11 @@ func Map[In, Out any](f func(ctx context.Context, in In) (Out, error)) Task[In, 
 	})
 }
 
+// ErrTerminated is returned by Emit when every consumer of the task has
+// terminated (their copies stopped early, see [Terminator]), and by a
+// graph's Send when the tasks fed by its input have: the value is dropped.
+var ErrTerminated = errors.New("htgs: graph has terminated")
+
 // ErrEmitClosed is returned by Emit when the emitting copy is not executing:
 // its Execute has returned, or the task has terminated.
 var ErrEmitClosed = errors.New("emit outside Execute or after the task terminated")

@@ -208,8 +208,36 @@ type PortRef struct {
 // and validation; pools are found at run time through the task's scope).
 type MemEdge struct{ Pool, Getter *Spec }
 
-// Specced is implemented by every consumer port reference, and so by every
-// node that takes input.
+// PortHandle holds a PortRef for the public port and node types, which
+// embed it through an unexported alias: go doc hides it, and its unexported
+// methods let core (and only core) read and set the reference.
+type PortHandle struct{ r PortRef }
+
+// NewPortHandle wraps r.
+func NewPortHandle(r PortRef) PortHandle { return PortHandle{r: r} }
+
+func (h PortHandle) portRef() PortRef      { return h.r }
+func (h *PortHandle) setPortRef(r PortRef) { h.r = r }
+func (h PortHandle) spec() *Spec           { return h.r.Spec }
+
+// Ported is implemented by the types that embed a PortHandle.
+type Ported interface{ portRef() PortRef }
+
+// RefOf returns the port reference held by p.
+func RefOf(p Ported) PortRef { return p.portRef() }
+
+// MakePort returns a P (a public port type embedding a PortHandle) holding r.
+func MakePort[P any, PP interface {
+	*P
+	setPortRef(PortRef)
+}](r PortRef) P {
+	var p P
+	PP(&p).setPortRef(r)
+	return p
+}
+
+// Specced is implemented by the public node types (through their
+// PortHandle): it gives the spec of the node.
 type Specced interface{ spec() *Spec }
 
 // SpecOf returns the spec behind a node reference (nil for graph ports).
@@ -241,38 +269,18 @@ func (e *Edge) wire(src, dst any) {
 	e.Wire(src, dst)
 }
 
-// Out is a typed reference to a producer port.
-type Out[T any] struct{ Ref PortRef }
-
-func (o Out[T]) producer() Out[T] { return o }
-
-// In is a typed reference to a consumer port.
-type In[T any] struct{ Ref PortRef }
-
-func (i In[T]) consumer() In[T] { return i }
-func (i In[T]) spec() *Spec     { return i.Ref.Spec }
-
-// Producer is anything that emits T into a graph: a task, a bookkeeper rule,
-// a nested graph or pipeline, or a graph's input. Only this module's types
-// implement it.
-type Producer[T any] interface{ producer() Out[T] }
-
-// DiscardPort records that p's values may go nowhere (Blueprint.Discard).
-func DiscardPort[T any](p Producer[T]) {
-	ref := p.producer().Ref
+// DiscardRef records that the values of port ref may go nowhere
+// (Blueprint.Discard).
+func DiscardRef(ref PortRef) {
 	if ref.BP == nil {
 		panic("htgs: Discard of a zero-value port")
 	}
 	ref.BP.Discard(ref)
 }
 
-// Consumer is anything that takes T: a task, a bookkeeper, a nested graph or
-// pipeline, or a graph's output.
-type Consumer[T any] interface{ consumer() In[T] }
-
-// Connect records an edge from p to c.
-func Connect[T any](p Producer[T], c Consumer[T]) {
-	from, to := p.producer().Ref, c.consumer().Ref
+// Connect records an edge carrying T from the producer port from to the
+// consumer port to.
+func Connect[T any](from, to PortRef) {
 	if from.BP == nil || to.BP == nil {
 		panic("htgs: Connect with a zero-value port")
 	}

@@ -9,7 +9,8 @@ import (
 	"github.com/gohtgs/htgs/task"
 )
 
-// AllClones is the router result that sends a value to every clone.
+// AllClones is the router result that sends a value to every clone
+// (pipeline.All has the same value).
 const AllClones = -1
 
 // PipelineSpec returns the specification of an execution pipeline: inner is

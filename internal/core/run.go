@@ -13,11 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gohtgs/htgs/task"
 )
 
-// ErrTerminated is returned when a value is sent into a graph that has
-// already terminated.
-var ErrTerminated = errors.New("htgs: graph has terminated")
+// ErrTerminated is task.ErrTerminated: a value was sent into a graph, or
+// emitted to consumers, that have terminated.
+var ErrTerminated = task.ErrTerminated
 
 type registered interface {
 	sinkName() string
