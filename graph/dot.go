@@ -34,8 +34,8 @@ type DOTOptions struct {
 // pools as min/avg/max), bookkeeper rules, memory pools and memory edges
 // (dashed), nested graphs and execution-pipeline clones as clusters. It may
 // be called during the run or after Wait.
-func (rt *Runtime[In, Out]) WriteDOT(w io.Writer, opt DOTOptions) error {
-	return writeDOT(w, rt.run, opt)
+func (e *Execution) WriteDOT(w io.Writer, opt DOTOptions) error {
+	return writeDOT(w, e.run, opt)
 }
 
 type cluster struct {

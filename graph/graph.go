@@ -247,9 +247,9 @@ type startConfig struct {
 	trace         bool
 	noStats       bool
 	stallAfter    time.Duration
-	stallFn       func(Report)
+	stallFn       func(Stats)
 	progressEvery time.Duration
-	progressFn    func(Progress)
+	progressFn    func(Stats)
 }
 
 // WithLogger sends the run's diagnostics to l. By default they are
@@ -274,13 +274,16 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	}
 	// The runtime holds the graph's input and output queues and the root
 	// scope: one allocation for them all.
-	rt := &Runtime[In, Out]{run: r}
+	rt := &Runtime[In, Out]{}
+	rt.Execution = &rt.exec
+	rt.exec.run = r
 	r.Reserve(len(bp.Specs))
 	input, results := &rt.in, &rt.out
 	input.InitNamed(r, "input of graph ", bp.Name, true)
 	input.AddProducer() // the caller, until Close
 	results.InitNamed(r, "output of graph ", bp.Name, true, 0, false)
 	rt.input, rt.results = input, results
+	rt.exec.outputs = results.Pushed
 	rt.scope = core.Scope{Run: r, Pipelines: 1}
 	insts, err := core.Instantiate(bp, &rt.scope, input, results)
 	if err == nil {
@@ -293,7 +296,7 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 		results.Close() // nothing feeds the output: it is empty for good
 	}
 	r.Start()
-	rt.watch(&cfg)
+	rt.exec.watch(&cfg)
 	for _, in := range insts {
 		in.Launch(r)
 	}
@@ -301,9 +304,13 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	return rt, nil
 }
 
-// Runtime is one running instance of a graph.
+// Runtime is one running instance of a graph: Send its inputs, Close, read
+// its Results. Its [*Execution] (Wait, Cancel, Stats, pictures) is the part
+// that depends on no type: hand rt.Execution to code that only observes or
+// waits for runs of any graph.
 type Runtime[In, Out any] struct {
-	run     *core.Run
+	*Execution
+	exec    Execution
 	input   *core.Outlet[In] // &in
 	results *core.Inbox[Out] // &out
 	in      core.Outlet[In]
@@ -312,7 +319,6 @@ type Runtime[In, Out any] struct {
 	mu      sync.RWMutex // held (read) by Send, (write) by Close
 	closed  bool
 	closing atomic.Bool // set by Close first: Sends waiting for room give up
-	sent    atomic.Int64
 
 	leftMu sync.Mutex
 	left   []Out // taken from the output queue by a range that stopped early
@@ -338,7 +344,7 @@ func (rt *Runtime[In, Out]) Send(v In) error {
 	if rt.run.Stopped() {
 		return rt.run.StopErr()
 	}
-	rt.sent.Add(1)
+	rt.exec.sent.Add(1)
 	err := rt.input.PushAbort(v, &rt.closing)
 	if err == core.ErrClosed {
 		return ErrClosed
@@ -414,13 +420,24 @@ func (rt *Runtime[In, Out]) keep(rest []Out) {
 	rt.leftMu.Unlock()
 }
 
+// Execution is a started run of any graph, seen without its types: what
+// observing, profiling and waiting need. Every [Runtime] embeds one.
+type Execution struct {
+	run     *core.Run
+	sent    atomic.Int64
+	outputs func() int64 // values that reached the graph's output
+}
+
+// Name returns the name of the running graph.
+func (e *Execution) Name() string { return e.run.Name }
+
 // Wait blocks until every task copy has stopped and returns the first error:
 // a *task.Error naming the failing task, or the context's error if the run
 // was cancelled. No goroutine of the run is left when Wait returns.
-func (rt *Runtime[In, Out]) Wait() error { return rt.run.Wait() }
+func (e *Execution) Wait() error { return e.run.Wait() }
 
 // Cancel stops the run as if its context had been cancelled.
-func (rt *Runtime[In, Out]) Cancel() { rt.run.Fail(context.Canceled) }
+func (e *Execution) Cancel() { e.run.Fail(context.Canceled) }
 
 // Run is the common case in one call: start g, send every value of inputs,
 // close, pass each result to yield (in the order they leave the graph), and

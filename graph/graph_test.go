@@ -732,7 +732,7 @@ func testCloseDoesNotWaitForBlockedSend(t *testing.T, nested bool) {
 		}
 	}()
 	// Wait until the sender is blocked.
-	for rt.Progress().Sent < 3 {
+	for rt.Stats().Sent < 3 {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(10 * time.Millisecond)

@@ -9,18 +9,18 @@ import (
 //
 //	?format=json  (default) the Stats snapshot
 //	?format=dot   the graph with its counters in DOT (add &color=compute or &color=wait)
-//	?format=text  the Diagnose report
+//	?format=text  the Stats snapshot as text (Stats.String)
 //	?format=trace the timeline (runs started WithTrace)
 //
 // Mount it wherever suits, e.g. http.Handle("/debug/htgs", rt.Handler()).
-func (rt *Runtime[In, Out]) Handler() http.Handler {
+func (e *Execution) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		switch req.URL.Query().Get("format") {
 		case "", "json":
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
-			_ = enc.Encode(rt.Stats())
+			_ = enc.Encode(e.Stats())
 		case "dot":
 			w.Header().Set("Content-Type", "text/vnd.graphviz; charset=utf-8")
 			opt := DOTOptions{}
@@ -30,17 +30,17 @@ func (rt *Runtime[In, Out]) Handler() http.Handler {
 			case "wait":
 				opt.Color = ColorWait
 			}
-			_ = rt.WriteDOT(w, opt)
+			_ = e.WriteDOT(w, opt)
 		case "text":
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			_, _ = w.Write([]byte(rt.Diagnose().String()))
+			_, _ = w.Write([]byte(e.Stats().String()))
 		case "trace":
-			if rt.run.Trace == nil {
+			if e.run.Trace == nil {
 				http.Error(w, ErrNoTrace.Error(), http.StatusNotFound)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
-			_ = rt.WriteTrace(w)
+			_ = e.WriteTrace(w)
 		default:
 			http.Error(w, "format must be json, dot, text or trace", http.StatusBadRequest)
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 // WithTrace records a timeline of the run — every Execute and every memory
-// wait of every task copy, and queue lengths — for [Runtime.WriteTrace].
+// wait of every task copy, and queue lengths — for [Execution.WriteTrace].
 // It costs two clock reads per value.
 func WithTrace() StartOption { return startOption(func(c *startConfig) { c.trace = true }) }
 
@@ -32,73 +32,30 @@ const DefaultStallDelay = 10 * time.Second
 // too.
 //
 // Without this option a stall is reported after [DefaultStallDelay]. A nil
-// report logs the report at level Warn, with the text of [Report.String] in
+// report logs the report at level Warn, with the text of [Stats.String] in
 // the attribute "report", through the logger given with [WithLogger], or
 // slog.Default() if none was. An after of zero or less turns stall reports
 // off, as [WithoutStallReport] does.
-func WithStallReport(after time.Duration, report func(Report)) StartOption {
+func WithStallReport(after time.Duration, report func(Stats)) StartOption {
 	return startOption(func(c *startConfig) { c.stallAfter, c.stallFn = after, report })
 }
 
 // WithoutStallReport turns stall reports off: a run that makes no progress
 // is then silent (a service graph that idles for long between inputs, for
-// instance). [Runtime.Diagnose] still works.
+// instance). [Execution.Stats] still works.
 func WithoutStallReport() StartOption {
 	return startOption(func(c *startConfig) { c.stallAfter, c.stallFn = 0, nil })
 }
 
-// WithProgress calls fn every interval with the run's progress, and once
-// more when the run has finished; for progress bars.
-func WithProgress(interval time.Duration, fn func(Progress)) StartOption {
+// WithProgress calls fn every interval with a snapshot of the run, and
+// once more, with Done set, when the run has finished; for progress bars.
+func WithProgress(interval time.Duration, fn func(Stats)) StartOption {
 	return startOption(func(c *startConfig) { c.progressEvery, c.progressFn = interval, fn })
 }
 
-// Progress counts what a run has done so far.
-type Progress struct {
-	Elapsed time.Duration
-	Sent    int64 // values given to Send
-	Outputs int64 // values that reached the graph's output
-	Done    bool  // the run has finished
-	Tasks   []TaskProgress
-}
-
-// TaskProgress counts one task's values (all copies).
-type TaskProgress struct {
-	Name              string
-	ItemsIn, ItemsOut int64
-}
-
-// Progress returns the run's counts now.
-func (rt *Runtime[In, Out]) Progress() Progress {
-	p := Progress{Elapsed: time.Since(rt.run.Epoch), Sent: rt.sent.Load(), Outputs: rt.results.Pushed()}
-	for _, n := range rt.run.Nodes() {
-		tp := TaskProgress{Name: n.Name, ItemsOut: itemsOut(n)}
-		for _, c := range n.Copies {
-			tp.ItemsIn += c.ItemsIn.Load()
-		}
-		p.Tasks = append(p.Tasks, tp)
-	}
-	return p
-}
-
-// Report describes what every part of a run is doing: for diagnosing a
-// graph that makes no progress.
-type Report struct {
-	Stats
-	Cyclic  bool
-	Pending int64 // queued or executing values (cyclic graphs only)
-	Idle    time.Duration
-}
-
-// Diagnose returns a report on the run's state now. It is safe to call at
-// any time, from any goroutine (a signal handler, an HTTP handler).
-func (rt *Runtime[In, Out]) Diagnose() Report {
-	return Report{Stats: rt.Stats(), Cyclic: rt.run.Cyclic(), Pending: rt.run.Pending()}
-}
-
-// String formats the report: one block per task with each copy's state, the
-// queue length, and the pools' levels.
-func (r Report) String() string {
+// String formats the snapshot as a diagnosis: one block per task with each
+// copy's state, the queue length, and the pools' levels.
+func (r Stats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "graph %q after %v", r.Graph, r.Elapsed.Round(time.Millisecond))
 	if r.Idle > 0 {
@@ -141,13 +98,13 @@ func activity(r *core.Run) int64 {
 // waits), and the progress callback's goroutine. They end when Wait is
 // called or when every goroutine of the run has ended, whichever is first,
 // so a run nobody waits for leaves nothing behind.
-func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
+func (e *Execution) watch(cfg *startConfig) {
 	stall := cfg.stallAfter > 0
 	progress := cfg.progressFn != nil && cfg.progressEvery > 0
 	if !stall && cfg.progressFn == nil {
 		return
 	}
-	w := &watcher[In, Out]{rt: rt, progressFn: cfg.progressFn}
+	w := &watcher{e: e, progressFn: cfg.progressFn}
 	if stall {
 		w.stall, w.after, w.tick = true, cfg.stallAfter, max(cfg.stallAfter/4, time.Millisecond)
 		w.report, w.log, w.last, w.since = cfg.stallFn, cfg.log, -1, time.Now()
@@ -160,17 +117,17 @@ func (rt *Runtime[In, Out]) watch(cfg *startConfig) {
 		w.done.Add(1)
 		go w.progressLoop(cfg.progressEvery)
 	}
-	rt.run.Watch(w) // End when the run's goroutines are done, Finish in Wait
+	e.run.Watch(w) // End when the run's goroutines are done, Finish in Wait
 }
 
 // watcher is what watch starts for a run: the stall detector (fire runs
 // on a timer every tick until halt) and the progress callback.
-type watcher[In, Out any] struct {
-	rt *Runtime[In, Out]
+type watcher struct {
+	e *Execution
 
 	stall       bool
 	after, tick time.Duration
-	report      func(Report) // nil: logStall through log
+	report      func(Stats) // nil: logStall through log
 	log         *slog.Logger
 	mu          sync.Mutex
 	t           *time.Timer
@@ -181,13 +138,13 @@ type watcher[In, Out any] struct {
 	since    time.Time
 	reported bool
 
-	progressFn func(Progress)
+	progressFn func(Stats)
 	stop       chan struct{} // closed to end the progress goroutine
 	done       sync.WaitGroup
 }
 
 // progressLoop calls the progress callback every interval.
-func (w *watcher[In, Out]) progressLoop(every time.Duration) {
+func (w *watcher) progressLoop(every time.Duration) {
 	defer w.done.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -195,16 +152,16 @@ func (w *watcher[In, Out]) progressLoop(every time.Duration) {
 		select {
 		case <-w.stop:
 			return
-		case <-w.rt.run.Finished():
+		case <-w.e.run.Finished():
 			return
 		case <-t.C:
-			w.progressFn(w.rt.Progress())
+			w.progressFn(w.e.Stats())
 		}
 	}
 }
 
 // End stops the stall timer once every goroutine of the run has ended.
-func (w *watcher[In, Out]) End() {
+func (w *watcher) End() {
 	if w.stall {
 		w.halt()
 	}
@@ -212,7 +169,7 @@ func (w *watcher[In, Out]) End() {
 
 // Finish ends everything, when the run ends (Wait), and reports the final
 // progress.
-func (w *watcher[In, Out]) Finish(error) error {
+func (w *watcher) Finish(error) error {
 	if w.stall {
 		w.halt()
 		w.busy.Wait()
@@ -222,7 +179,7 @@ func (w *watcher[In, Out]) Finish(error) error {
 		w.done.Wait()
 	}
 	if w.progressFn != nil {
-		p := w.rt.Progress()
+		p := w.e.Stats()
 		p.Done = true
 		w.progressFn(p)
 	}
@@ -231,14 +188,14 @@ func (w *watcher[In, Out]) Finish(error) error {
 
 // halt stops the stall timer; a check already running goes on (wait for
 // it with busy).
-func (w *watcher[In, Out]) halt() {
+func (w *watcher) halt() {
 	w.mu.Lock()
 	w.stopped = true
 	w.t.Stop()
 	w.mu.Unlock()
 }
 
-func (w *watcher[In, Out]) fire() {
+func (w *watcher) fire() {
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
@@ -248,7 +205,7 @@ func (w *watcher[In, Out]) fire() {
 	w.mu.Unlock()
 	defer w.busy.Done()
 	select {
-	case <-w.rt.run.Finished():
+	case <-w.e.run.Finished():
 		return
 	default:
 	}
@@ -262,10 +219,10 @@ func (w *watcher[In, Out]) fire() {
 
 // check reports the run if it has made no progress for w.after, once per
 // stall.
-func (w *watcher[In, Out]) check() {
-	rt := w.rt
-	a := activity(rt.run) + rt.results.Pushed() + rt.sent.Load()
-	for _, p := range rt.run.Pools() {
+func (w *watcher) check() {
+	e := w.e
+	a := activity(e.run) + e.outputs() + e.sent.Load()
+	for _, p := range e.run.Pools() {
 		a += p.Waits() + int64(p.InUse())
 	}
 	if a != w.last {
@@ -274,19 +231,19 @@ func (w *watcher[In, Out]) check() {
 	}
 	if idle := time.Since(w.since); idle >= w.after && !w.reported {
 		w.reported = true
-		r := rt.Diagnose()
+		r := e.Stats()
 		r.Idle = idle
 		if w.report != nil {
 			w.report(r)
 		} else {
-			rt.logStall(w.log, r)
+			logStall(w.log, r)
 		}
 	}
 }
 
 // logStall is the default stall report: a warning through log, or through
 // slog.Default() when log is nil.
-func (rt *Runtime[In, Out]) logStall(log *slog.Logger, r Report) {
+func logStall(log *slog.Logger, r Stats) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -300,7 +257,7 @@ func (rt *Runtime[In, Out]) logStall(log *slog.Logger, r Report) {
 // awaitingInput reports whether every task copy waits for input (or has
 // ended) with nothing queued and no pool buffer out: the graph only needs
 // more input, or Close.
-func (r Report) awaitingInput() bool {
+func (r Stats) awaitingInput() bool {
 	for _, t := range r.Tasks {
 		if t.Queue > 0 {
 			return false

@@ -194,10 +194,10 @@ func TestStallReportNamesStuckTaskAndPool(t *testing.T) {
 		return err
 	}, graph.DiscardOutput())
 	graph.Connect(g.Input(), hog)
-	reports := make(chan graph.Report, 1)
+	reports := make(chan graph.Stats, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rt, err := g.Start(ctx, graph.WithStallReport(50*time.Millisecond, func(r graph.Report) {
+	rt, err := g.Start(ctx, graph.WithStallReport(50*time.Millisecond, func(r graph.Stats) {
 		select {
 		case reports <- r:
 		default:
@@ -209,7 +209,7 @@ func TestStallReportNamesStuckTaskAndPool(t *testing.T) {
 	for i := range 5 {
 		_ = rt.Send(i)
 	}
-	var r graph.Report
+	var r graph.Stats
 	select {
 	case r = <-reports:
 	case <-time.After(5 * time.Second):
@@ -264,8 +264,8 @@ func TestPprofLabelsInCPUProfile(t *testing.T) {
 
 func TestProgressAndHTTP(t *testing.T) {
 	var mu sync.Mutex
-	var last graph.Progress
-	rt := runRich(t, graph.WithProgress(time.Millisecond, func(p graph.Progress) {
+	var last graph.Stats
+	rt := runRich(t, graph.WithProgress(time.Millisecond, func(p graph.Stats) {
 		mu.Lock()
 		last = p
 		mu.Unlock()
@@ -356,7 +356,7 @@ func TestItemCounters(t *testing.T) {
 			t.Errorf("%s: in %d out %d, want in %d out %d", ts.Name, ts.ItemsIn, ts.ItemsOut, w[0], w[1])
 		}
 	}
-	if p := rt.Progress(); p.Outputs != 50 || p.Sent != 50 {
+	if p := rt.Stats(); p.Outputs != 50 || p.Sent != 50 {
 		t.Errorf("progress %+v", p)
 	}
 }

@@ -96,7 +96,7 @@ func TestStartAfterChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rt.Diagnose().Cyclic {
+	if !rt.Stats().Cyclic {
 		t.Error("the graph with a cycle is not reported cyclic")
 	}
 	rt.Close()

@@ -6,10 +6,20 @@ import (
 	"github.com/gohtgs/htgs/internal/core"
 )
 
-// Stats is a snapshot of a run's always-on counters.
+// Stats is a snapshot of a run: its always-on counters, what every task
+// copy is doing, and the pools' levels. [Execution.Stats] takes one at any
+// time, [WithProgress] delivers one periodically, and [WithStallReport] one
+// when the run makes no progress; its String method is the diagnosis of a
+// stuck graph.
 type Stats struct {
 	Graph   string
 	Elapsed time.Duration // since Start
+	Sent    int64         // values given to Send
+	Outputs int64         // values that reached the graph's output
+	Done    bool          // the run has finished (the last WithProgress call)
+	Cyclic  bool          // the graph has cycles: it ends when quiescent
+	Pending int64         // queued or executing values (cyclic graphs only; the open input counts 1)
+	Idle    time.Duration // in a stall report: how long the run has made no progress
 	Tasks   []TaskStats
 	Pools   []PoolStats
 }
@@ -51,9 +61,14 @@ type PoolStats struct {
 	Waits    int64 // Gets that had to wait
 }
 
-// Stats returns a snapshot of the run's counters; it may be called at any
-// time, also after Wait.
-func (rt *Runtime[In, Out]) Stats() Stats { return snapshot(rt.run) }
+// Stats returns a snapshot of the run; it is safe to call at any time, from
+// any goroutine (a signal handler, an HTTP handler), also after Wait.
+func (e *Execution) Stats() Stats {
+	s := snapshot(e.run)
+	s.Sent, s.Outputs = e.sent.Load(), e.outputs()
+	s.Cyclic, s.Pending = e.run.Cyclic(), e.run.Pending()
+	return s
+}
 
 // itemsOut returns what a node emitted. Outputs are counted per task, not
 // per copy: an outlet counts under its first consumer's queue lock, which

@@ -18,12 +18,12 @@ var ErrNoTrace = errors.New("htgs: the run was not started WithTrace")
 // (load it in Perfetto or chrome://tracing): one track per task copy, with a
 // slice per Execute and per memory wait, and a counter of each task's queue
 // length. Call it after Wait for a complete timeline.
-func (rt *Runtime[In, Out]) WriteTrace(w io.Writer) error {
-	tr := rt.run.Trace
+func (e *Execution) WriteTrace(w io.Writer) error {
+	tr := e.run.Trace
 	if tr == nil {
 		return ErrNoTrace
 	}
-	return writeTrace(w, rt.run.Name, tr)
+	return writeTrace(w, e.run.Name, tr)
 }
 
 type traceEvent struct {

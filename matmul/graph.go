@@ -66,9 +66,9 @@ type Config struct {
 	// goroutine that called Multiply.
 	Progress func(done, total int)
 	// Observe, when set, is called once the graph has started and before
-	// any input is sent: profilers read rt.Stats() while the run goes on,
-	// and can draw g. It must not call rt.Send or rt.Close.
-	Observe func(g *graph.Graph[Request, Done], rt *graph.Runtime[Request, Done])
+	// any input is sent: profilers read run.Stats() while the run goes on,
+	// and can draw it or write its timeline once it has ended.
+	Observe func(run *graph.Execution)
 	// Logger receives the run's diagnostics (nil: discarded).
 	Logger *slog.Logger
 	// StartOptions are passed to the graph's Start, after the logger: for
@@ -139,7 +139,7 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Operand names the matrix a Request is for.
+// Operand names a matrix of the product: A or B.
 type Operand uint8
 
 // The operands of a product.
@@ -156,9 +156,9 @@ func (o Operand) String() string {
 	return "B"
 }
 
-// Request, the graph's input, asks for one block of an operand to be
+// blockRequest, the graph's input, asks for one block of an operand to be
 // loaded. The distribute bookkeeper routes it to the loader of its operand.
-type Request struct {
+type blockRequest struct {
 	Operand  Operand
 	Row, Col int // block indices within the operand
 	// Gen tells apart the loads of the same block: the block is read again
@@ -170,8 +170,8 @@ type Request struct {
 	Uses int
 }
 
-// Done, the graph's output, reports a finished block of C.
-type Done struct {
+// blockDone, the graph's output, reports a finished block of C.
+type blockDone struct {
 	Row, Col   int // block indices
 	R0, C0     int // top-left element
 	Rows, Cols int
@@ -183,7 +183,7 @@ type block struct {
 	op         Operand
 	row, col   int
 	gen        int
-	uses       int // products that use this load (Request.Uses)
+	uses       int // products that use this load (blockRequest.Uses)
 	rows, cols int
 	data       []float64
 	stride     int
@@ -241,7 +241,7 @@ func newOperand(what string, src Source) *operand {
 
 // load gets the block a request names: a view, or a buffer from the pool
 // filled by ReadBlock and released after r.Uses releases.
-func (o *operand) load(ctx context.Context, r Request, bs int) (*block, error) {
+func (o *operand) load(ctx context.Context, r blockRequest, bs int) (*block, error) {
 	r0, c0 := r.Row*bs, r.Col*bs
 	b := &block{op: r.Operand, row: r.Row, col: r.Col, gen: r.Gen, uses: r.Uses,
 		rows: min(bs, o.src.Rows()-r0), cols: min(bs, o.src.Cols()-c0)}
@@ -268,11 +268,11 @@ func (o *operand) load(ctx context.Context, r Request, bs int) (*block, error) {
 // addLoaders adds the distribute bookkeeper (BK1 of the HTGS paper) and
 // one loader task per operand to g; it returns the loaders, which emit
 // loaded blocks.
-func addLoaders(g *graph.Graph[Request, Done], a, b *operand, bs int) (loadA, loadB *graph.Node[Request, *block]) {
-	dist := bookkeeper.New[Request](g, "distribute")
-	route := func(op Operand) func() bookkeeper.Rule[Request, Request] {
-		return func() bookkeeper.Rule[Request, Request] {
-			return bookkeeper.RuleFunc[Request, Request](func(_ context.Context, r Request, out task.Emitter[Request]) error {
+func addLoaders(g *graph.Graph[blockRequest, blockDone], a, b *operand, bs int) (loadA, loadB *graph.Node[blockRequest, *block]) {
+	dist := bookkeeper.New[blockRequest](g, "distribute")
+	route := func(op Operand) func() bookkeeper.Rule[blockRequest, blockRequest] {
+		return func() bookkeeper.Rule[blockRequest, blockRequest] {
+			return bookkeeper.RuleFunc[blockRequest, blockRequest](func(_ context.Context, r blockRequest, out task.Emitter[blockRequest]) error {
 				if r.Operand != op {
 					return nil
 				}
@@ -286,8 +286,8 @@ func addLoaders(g *graph.Graph[Request, Done], a, b *operand, bs int) (loadA, lo
 	// One copy per loader: buffers are then taken from each pool in request
 	// order, which the schedule's deadlock freedom relies on (a later block
 	// must never hold the last buffer an earlier one waits for).
-	loader := func(o *operand) func(ctx context.Context, r Request, out task.Emitter[*block]) error {
-		return func(ctx context.Context, r Request, out task.Emitter[*block]) error {
+	loader := func(o *operand) func(ctx context.Context, r blockRequest, out task.Emitter[*block]) error {
+		return func(ctx context.Context, r blockRequest, out task.Emitter[*block]) error {
 			blk, err := o.load(ctx, r, bs)
 			if err != nil {
 				return err
@@ -438,8 +438,8 @@ func accumulate(_ context.Context, pr pair, out task.Emitter[*partial]) error {
 // build wires the block matrix multiplication graph of the HTGS paper
 // (Fig. 7): distribute -> load A / load B -> pair -> multiply ->
 // accumulate bookkeeper <-> accumulate, -> store C -> output.
-func build(plan *Plan, cfg Config, a, b *operand, c Sink, written *atomic.Int64, products *atomic.Int64) *graph.Graph[Request, Done] {
-	g := graph.New[Request, Done]("matmul")
+func build(plan *Plan, cfg Config, a, b *operand, c Sink, written *atomic.Int64, products *atomic.Int64) *graph.Graph[blockRequest, blockDone] {
+	g := graph.New[blockRequest, blockDone]("matmul")
 	bs := plan.BlockSize
 	toMul := addPairs(g, plan, cfg, a, b)
 	partials := memmgr.New(g, "C partials", plan.PoolC, blockBuffers(min(bs, plan.M)*min(bs, plan.N), cfg.Buffers), memmgr.Dynamic())
@@ -458,7 +458,7 @@ func build(plan *Plan, cfg Config, a, b *operand, c Sink, written *atomic.Int64,
 // operands read from sources, the distribute bookkeeper and loaders, and
 // the pairing bookkeeper (BK2), whose rule it returns: it emits the block
 // products in schedule order.
-func addPairs(g *graph.Graph[Request, Done], plan *Plan, cfg Config, a, b *operand) graph.Producer[product] {
+func addPairs(g *graph.Graph[blockRequest, blockDone], plan *Plan, cfg Config, a, b *operand) graph.Producer[product] {
 	bs := plan.BlockSize
 	if plan.PoolA > 0 && a.dense == nil {
 		a.pool = memmgr.New(g, "A blocks", plan.PoolA, blockBuffers(min(bs, plan.M)*min(bs, plan.K), cfg.Buffers), memmgr.Dynamic())
@@ -481,7 +481,7 @@ func addPairs(g *graph.Graph[Request, Done], plan *Plan, cfg Config, a, b *opera
 // addSums adds the back of the product graphs to g: the accumulate
 // bookkeeper (BK3) fed by partials, the accumulate task in a cycle with it,
 // and store C, which feeds g's output.
-func addSums(g *graph.Graph[Request, Done], plan *Plan, cfg Config, partials graph.Producer[*partial], c Sink, written *atomic.Int64) {
+func addSums(g *graph.Graph[blockRequest, blockDone], plan *Plan, cfg Config, partials graph.Producer[*partial], c Sink, written *atomic.Int64) {
 	accBK := bookkeeper.New[*partial](g, "accumulate bookkeeper")
 	toAcc := bookkeeper.AddRule(accBK, "pair partial sums", func() bookkeeper.Rule[*partial, pair] {
 		return &sumRule{kb: plan.KB, waiting: map[[2]int]*partial{}}
@@ -507,9 +507,9 @@ func addSums(g *graph.Graph[Request, Done], plan *Plan, cfg Config, partials gra
 // addStore adds the task that stores finished blocks of C: it writes those
 // held in pool buffers to c (blocks of a *Dense c are already in place),
 // releases them, and reports them as the graph's output.
-func addStore(g *graph.Graph[Request, Done], c Sink, bs int, written *atomic.Int64) *graph.Node[*partial, Done] {
-	return graph.AddFunc(g, "store C", 1, func(_ context.Context, p *partial, out task.Emitter[Done]) error {
-		d := Done{Row: p.row, Col: p.col, R0: p.row * bs, C0: p.col * bs, Rows: p.rows, Cols: p.cols}
+func addStore(g *graph.Graph[blockRequest, blockDone], c Sink, bs int, written *atomic.Int64) *graph.Node[*partial, blockDone] {
+	return graph.AddFunc(g, "store C", 1, func(_ context.Context, p *partial, out task.Emitter[blockDone]) error {
+		d := blockDone{Row: p.row, Col: p.col, R0: p.row * bs, C0: p.col * bs, Rows: p.rows, Cols: p.cols}
 		if p.buf != nil {
 			if err := c.WriteBlock(d.R0, d.C0, d.Rows, d.Cols, p.data); err != nil {
 				p.release()

@@ -117,8 +117,8 @@ func checkHadamard(a, b Source, c Sink) error {
 // buildHadamard wires the element-wise product graph: the pools of the
 // operands read from sources and of C, the distribute bookkeeper and
 // loaders, the pairing bookkeeper, the multiply task and store C.
-func buildHadamard(plan *Plan, cfg Config, a, b *operand, c Sink, written, products *atomic.Int64) *graph.Graph[Request, Done] {
-	g := graph.New[Request, Done]("hadamard")
+func buildHadamard(plan *Plan, cfg Config, a, b *operand, c Sink, written, products *atomic.Int64) *graph.Graph[blockRequest, blockDone] {
+	g := graph.New[blockRequest, blockDone]("hadamard")
 	bs := plan.BlockSize
 	size := min(bs, plan.M) * min(bs, plan.N)
 	if a.dense == nil {
@@ -180,11 +180,11 @@ func multiplyElements(pool *memmgr.Pool[[]float64], home *Dense, bs int, product
 
 // hadamardRequests yields the loads of an element-wise product: A(i,j)
 // and B(i,j), each used once, in row-major order.
-func (p *Plan) hadamardRequests(yield func(Request) bool) {
+func (p *Plan) hadamardRequests(yield func(blockRequest) bool) {
 	for i := range p.MB {
 		for j := range p.NB {
-			if !yield(Request{Operand: OperandA, Row: i, Col: j, Uses: 1}) ||
-				!yield(Request{Operand: OperandB, Row: i, Col: j, Uses: 1}) {
+			if !yield(blockRequest{Operand: OperandA, Row: i, Col: j, Uses: 1}) ||
+				!yield(blockRequest{Operand: OperandB, Row: i, Col: j, Uses: 1}) {
 				return
 			}
 		}

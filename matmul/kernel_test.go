@@ -255,9 +255,9 @@ func TestStartOptionsTrace(t *testing.T) {
 	a, b := Random(40, 40, 1), Random(40, 40, 2)
 	for _, op := range []func(context.Context, Source, Source, Sink, Config) (*Report, error){Multiply, Hadamard} {
 		for _, opts := range [][]graph.StartOption{nil, {graph.WithTrace()}} {
-			var rt *graph.Runtime[Request, Done]
+			var rt *graph.Execution
 			cfg := Config{BlockSize: 16, StartOptions: opts,
-				Observe: func(_ *graph.Graph[Request, Done], r *graph.Runtime[Request, Done]) { rt = r }}
+				Observe: func(r *graph.Execution) { rt = r }}
 			if _, err := op(context.Background(), a, b, NewDense(40, 40), cfg); err != nil {
 				t.Fatal(err)
 			}

@@ -95,7 +95,7 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 
 	oa, ob := newOperand("A", a), newOperand("B", b)
 	var written, products atomic.Int64
-	var g *graph.Graph[Request, Done]
+	var g *graph.Graph[blockRequest, blockDone]
 	var moved offloadCounters
 	if off, ok := kernel.(offloader); ok {
 		g = buildOffload(&plan, cfg, off, oa, ob, c, &written, &products, &moved)
@@ -113,7 +113,7 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 // runGraph starts g, feeds it the requests, passes each finished block to
 // cfg.Progress, and waits for the end; it fills rep's time and stats. It
 // returns only after every goroutine it started has ended.
-func runGraph(ctx context.Context, g *graph.Graph[Request, Done], requests iter.Seq[Request], total int, cfg Config, rep *Report) error {
+func runGraph(ctx context.Context, g *graph.Graph[blockRequest, blockDone], requests iter.Seq[blockRequest], total int, cfg Config, rep *Report) error {
 	var opts []graph.StartOption
 	if cfg.Logger != nil {
 		opts = append(opts, graph.WithLogger(cfg.Logger))
@@ -125,7 +125,7 @@ func runGraph(ctx context.Context, g *graph.Graph[Request, Done], requests iter.
 		return fmt.Errorf("matmul: starting the graph: %w", err)
 	}
 	if cfg.Observe != nil {
-		cfg.Observe(g, rt)
+		cfg.Observe(rt.Execution)
 	}
 	fed := make(chan struct{})
 	go func() {

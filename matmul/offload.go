@@ -106,7 +106,7 @@ func countMod(lo, hi, d, n int) int {
 
 // usesOn returns the number of products on device d (of devices) that use
 // the load r: the release count of its copy in d's pool.
-func (p *Plan) usesOn(r Request, d, devices int) int {
+func (p *Plan) usesOn(r blockRequest, d, devices int) int {
 	switch p.Order {
 	case RowPanels:
 		if r.Operand == OperandA { // A(i,l) of panel gen: with every j, on device i
@@ -196,7 +196,7 @@ func (c *copyIn) fetch(ctx context.Context, b *block, pool *memmgr.Pool[devMem])
 	key := blockKey{b.op, b.row, b.col, b.gen}
 	cb := c.cache[key]
 	if cb == nil {
-		uses := c.plan.usesOn(Request{Operand: b.op, Row: b.row, Col: b.col, Gen: b.gen}, c.dev, c.devices)
+		uses := c.plan.usesOn(blockRequest{Operand: b.op, Row: b.row, Col: b.col, Gen: b.gen}, c.dev, c.devices)
 		if uses < 1 {
 			return nil, fmt.Errorf("matmul: internal error: %s(%d,%d) load %d routed to device %d, which has no product for it", b.op, b.row, b.col, b.gen, c.dev)
 		}
@@ -307,8 +307,8 @@ type offloadCounters struct {
 //	distribute -> load A / load B -> pair -> devices pipeline
 //	  [per device: copy in -> multiply -> copy out]
 //	-> accumulate bookkeeper <-> accumulate, -> store C -> output.
-func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, written, products *atomic.Int64, counters *offloadCounters) *graph.Graph[Request, Done] {
-	g := graph.New[Request, Done]("matmul")
+func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, written, products *atomic.Int64, counters *offloadCounters) *graph.Graph[blockRequest, blockDone] {
+	g := graph.New[blockRequest, blockDone]("matmul")
 	bs := plan.BlockSize
 	sizeA, sizeB, sizeC := min(bs, plan.M)*min(bs, plan.K), min(bs, plan.K)*min(bs, plan.N), min(bs, plan.M)*min(bs, plan.N)
 	toDevices := addPairs(g, plan, cfg, a, b)

@@ -395,7 +395,7 @@ func (c *cursor) next() (step, bool) {
 // requests returns the loads of the plan in the order their blocks are
 // first needed by the schedule, each with its number of uses (its release
 // count). Both loaders read their requests in this order.
-func (p *Plan) requests(yield func(Request) bool) {
+func (p *Plan) requests(yield func(blockRequest) bool) {
 	c := newCursor(p)
 	for {
 		s, ok := c.next()
@@ -416,10 +416,10 @@ func (p *Plan) requests(yield func(Request) bool) {
 		case Streamed:
 			needA, needB = true, true
 		}
-		if needA && !yield(Request{Operand: OperandA, Row: s.i, Col: s.l, Gen: s.genA, Uses: usesA}) {
+		if needA && !yield(blockRequest{Operand: OperandA, Row: s.i, Col: s.l, Gen: s.genA, Uses: usesA}) {
 			return
 		}
-		if needB && !yield(Request{Operand: OperandB, Row: s.l, Col: s.j, Gen: s.genB, Uses: usesB}) {
+		if needB && !yield(blockRequest{Operand: OperandB, Row: s.l, Col: s.j, Gen: s.genB, Uses: usesB}) {
 			return
 		}
 	}

@@ -20,7 +20,7 @@ type loadKey struct {
 // It returns the most blocks of C that were ever open.
 func simulate(t *testing.T, p Plan) (maxOpen int) {
 	t.Helper()
-	var reqs [2][]Request
+	var reqs [2][]blockRequest
 	for r := range p.requests {
 		reqs[r.Operand] = append(reqs[r.Operand], r)
 	}

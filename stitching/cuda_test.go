@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/cuda"
+	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/task"
@@ -167,7 +168,7 @@ func BenchmarkStitchGPU(b *testing.B) {
 		t0 := time.Now()
 		var err error
 		res, err = Stitch(context.Background(), src, align.Options{}, GraphOptions{GPU: true,
-			Observe: func(phase string, _ Run) {
+			Observe: func(phase string, _ *graph.Execution) {
 				if phase == "registration" {
 					reg += time.Since(t0)
 				}

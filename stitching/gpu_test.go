@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/task"
@@ -201,7 +202,7 @@ func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 		fake := newFakeGPUs(n)
 		var pools int
 		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake,
-			Observe: func(phase string, r Run) {
+			Observe: func(phase string, r *graph.Execution) {
 				if phase != "registration" {
 					return
 				}

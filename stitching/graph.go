@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"io"
 	"runtime"
 
 	"github.com/gohtgs/htgs/bookkeeper"
@@ -33,7 +32,7 @@ type GraphOptions struct {
 	Start []graph.StartOption
 	// Observe, if set, is called after each phase ("registration",
 	// "refinement") with the finished run, for pictures and timelines.
-	Observe func(phase string, run Run)
+	Observe func(phase string, run *graph.Execution)
 	// Progress, if set, is called as pairs complete: done of total pairs
 	// in the given phase.
 	Progress func(phase string, done, total int)
@@ -50,14 +49,6 @@ type GraphOptions struct {
 
 	// gpu replaces the cuda backend in tests.
 	gpu gpuBackend
-}
-
-// Run is the part of a finished graph run that [GraphOptions.Observe] may
-// use; it is a *graph.Runtime.
-type Run interface {
-	Stats() graph.Stats
-	WriteDOT(w io.Writer, opt graph.DOTOptions) error
-	WriteTrace(w io.Writer) error
 }
 
 // tileRef is a tile to load.
@@ -277,7 +268,7 @@ func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDon
 		return nil, fmt.Errorf("stitching: %s: %d of %d pairs computed", phase, done, total)
 	}
 	if gopt.Observe != nil {
-		gopt.Observe(phase, rt)
+		gopt.Observe(phase, rt.Execution)
 	}
 	return rel, nil
 }

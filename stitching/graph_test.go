@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/stitching/tileio"
@@ -68,7 +69,7 @@ func TestStitchSmallestPoolAllShapes(t *testing.T) {
 		var peaks []int
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		res, err := Stitch(ctx, src, align.Options{NoFlatField: true}, GraphOptions{Workers: 2, Readers: readers, PoolSize: pool,
-			Observe: func(_ string, r Run) {
+			Observe: func(_ string, r *graph.Execution) {
 				for _, p := range r.Stats().Pools {
 					peaks = append(peaks, p.Peak)
 					if p.Capacity != pool || p.InUse != 0 {

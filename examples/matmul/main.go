@@ -241,7 +241,7 @@ func (o *options) newBar(stderr io.Writer, unit string) *progressBar {
 }
 
 // observer keeps the runtime of the product's graph for -profile.
-type observer struct{ rt cli.Observed }
+type observer struct{ rt *graph.Execution }
 
 func (o *options) config(stderr io.Writer, budget int64) (matmul.Config, *progressBar, *observer) {
 	cfg := matmul.Config{BlockSize: o.block, Threads: o.threads, Kernel: o.kernel, MemoryBudget: budget, DeviceMemory: o.gpuMem}
@@ -252,9 +252,7 @@ func (o *options) config(stderr io.Writer, budget int64) (matmul.Config, *progre
 	obs := &observer{}
 	if o.profile != "" {
 		cfg.StartOptions = []graph.StartOption{graph.WithTrace()}
-		cfg.Observe = func(_ *graph.Graph[matmul.Request, matmul.Done], rt *graph.Runtime[matmul.Request, matmul.Done]) {
-			obs.rt = rt
-		}
+		cfg.Observe = func(run *graph.Execution) { obs.rt = run }
 	}
 	return cfg, bar, obs
 }
@@ -671,7 +669,7 @@ type report struct {
 // writeProfile writes the profile of the run into o.profile: what
 // cli.WriteProfile writes for every program (when the graph ran) and the
 // matmul report. A picture that Graphviz could not draw is a warning.
-func (o *options) writeProfile(stdout, stderr io.Writer, rep *matmul.Report, rt cli.Observed) error {
+func (o *options) writeProfile(stdout, stderr io.Writer, rep *matmul.Report, rt *graph.Execution) error {
 	dir := o.profile
 	if rt != nil { // nil when the product was empty and no graph ran
 		warn, err := cli.WriteProfile(dir, prog, rt)

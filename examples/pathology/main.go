@@ -311,7 +311,7 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 		simRep.Makespan.Seconds(), o.scale, time.Duration(float64(simRep.Makespan)*o.scale).Round(time.Millisecond))
 	writeReport(stdout, rep, "wall time")
 	if o.profile != "" {
-		warn, err := cli.WriteProfile(o.profile, prog, rt)
+		warn, err := cli.WriteProfile(o.profile, prog, rt.Execution)
 		if err != nil {
 			return err
 		}

@@ -289,7 +289,7 @@ func warn(stderr io.Writer, format string, args ...any) {
 // observed is a finished graph run kept for -profile.
 type observed struct {
 	phase string
-	run   stitching.Run
+	run   *graph.Execution
 }
 
 func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
@@ -329,7 +329,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	}
 	if c.profile != "" {
 		gopt.Start = append(gopt.Start, graph.WithTrace())
-		gopt.Observe = func(phase string, r stitching.Run) { runs = append(runs, observed{phase, r}) }
+		gopt.Observe = func(phase string, r *graph.Execution) { runs = append(runs, observed{phase, r}) }
 	}
 	if err := checkMemory(c, src, opt, gopt); err != nil {
 		return err

@@ -62,7 +62,7 @@ func (f fakeRun) WriteTrace(w io.Writer) error {
 
 func TestWriteProfileKeepsTraceWhenDotFails(t *testing.T) {
 	dir := t.TempDir()
-	warn, err := WriteProfile(dir, "phase", fakeRun{})
+	warn, err := writeProfile(dir, "phase", fakeRun{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestWriteProfileKeepsTraceWhenDotFails(t *testing.T) {
 	}
 	// A run without a trace still gets its statistics and picture.
 	dir = t.TempDir()
-	if _, err := WriteProfile(dir, "p", fakeRun{trace: graph.ErrNoTrace}); err != nil {
+	if _, err := writeProfile(dir, "p", fakeRun{trace: graph.ErrNoTrace}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "p-trace.json")); err == nil {

@@ -14,14 +14,6 @@ import (
 	"github.com/gohtgs/htgs/internal/outfile"
 )
 
-// Observed is a graph run whose profile can be written: a graph.Runtime of
-// any type.
-type Observed interface {
-	Stats() graph.Stats
-	WriteDOT(w io.Writer, opt graph.DOTOptions) error
-	WriteTrace(w io.Writer) error
-}
-
 // WriteProfile writes what -profile means in every program into dir, for
 // the run called name:
 //   - name-trace.json, the timeline (Chrome trace JSON), when the run was
@@ -33,7 +25,18 @@ type Observed interface {
 // The trace and statistics are written first, since they need no Graphviz.
 // A missing or failing dot is not an error: it is returned as warning, and
 // the other files are still written. Every file is written atomically.
-func WriteProfile(dir, name string, r Observed) (warning, err error) {
+func WriteProfile(dir, name string, r *graph.Execution) (warning, err error) {
+	return writeProfile(dir, name, r)
+}
+
+// observed is what WriteProfile uses of a run (tests fake it).
+type observed interface {
+	Stats() graph.Stats
+	WriteDOT(w io.Writer, opt graph.DOTOptions) error
+	WriteTrace(w io.Writer) error
+}
+
+func writeProfile(dir, name string, r observed) (warning, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
