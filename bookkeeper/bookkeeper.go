@@ -11,6 +11,12 @@
 //	graph.Connect(fft, bk)
 //	graph.Connect(west, pcm)
 //
+// Rules Apply where tasks Execute, on purpose: a task computes, and its N
+// copies share a queue, so any copy may see any input; a rule decides, and
+// sees every input of its bookkeeper, in order, on one goroutine, next to
+// the other rules. The method name says which guarantee the code may rely
+// on (a rule's state needs no lock; a task's shared state does).
+//
 // A rule's state belongs to the bookkeeper instance that made it: every run,
 // and every execution-pipeline clone, calls the rule factory again. To share
 // state between clones, make the factory return rules that point to a shared
@@ -105,13 +111,7 @@ func AddRule[In, Out any](bk *Bookkeeper[In], name string, newRule func() Rule[I
 			bk.bp.Errorf("htgs: bookkeeper %q: two rules are named %q", bk.spec.Spec.Name, name)
 		}
 	}
-	idx := core.AddRule(bk.spec, name, func() core.Applier[In, Out] {
-		r := newRule()
-		if r == nil {
-			return nil
-		}
-		return r
-	})
+	idx := core.AddRule(bk.spec, name, newRule)
 	return &RuleOutput[Out]{
 		port: core.MakePort[graph.Port[Out]](core.PortRef{BP: bk.bp, Spec: bk.spec.Spec, Index: idx, Name: name}),
 		name: name,

@@ -120,11 +120,11 @@ func colorValue(s *core.NodeStats, c Color) time.Duration {
 
 func drawNode(w io.Writer, ind string, n core.TopoNode, opt DOTOptions, maxT time.Duration) {
 	switch n.Kind {
-	case "input", "output":
+	case core.KindInput, core.KindOutput:
 		fmt.Fprintf(w, "%s%s [label=%s, shape=cds, style=filled, fillcolor=\"#e8f0fe\"];\n", ind, quote(n.ID), quote(n.Label))
-	case "route", "merge":
+	case core.KindRoute, core.KindMerge:
 		fmt.Fprintf(w, "%s%s [label=%s, shape=diamond, style=filled, fillcolor=\"#eeeeff\"];\n", ind, quote(n.ID), quote(n.Label))
-	case "memory":
+	case core.KindMemory:
 		label := n.Label
 		if p := n.Pool; p != nil {
 			label = fmt.Sprintf("pool %s\n%d buffers, peak %d out\n%d waits", n.Label, p.Capacity, p.Peak(), p.Waits())
@@ -138,7 +138,7 @@ func drawNode(w io.Writer, ind string, n core.TopoNode, opt DOTOptions, maxT tim
 			fill = heat(float64(colorValue(s, opt.Color)) / float64(maxT))
 		}
 		shape := "box"
-		if n.Kind == "bookkeeper" {
+		if n.Kind == core.KindBookkeeper {
 			shape = "box3d"
 		}
 		fmt.Fprintf(w, "%s%s [label=%s, shape=%s, style=\"rounded,filled\", fillcolor=%s];\n", ind, quote(n.ID), quote(label), shape, quote(fill))

@@ -296,7 +296,7 @@ func TestPanicNamesTheTask(t *testing.T) {
 	err := g.Run(context.Background(), seq(1000), nil)
 	var te *task.Error
 	var pe *task.PanicError
-	if !errors.As(err, &te) || te.Task != "divider" || te.Phase != "execute" {
+	if !errors.As(err, &te) || te.Task != "divider" || te.Phase != task.PhaseExecute {
 		t.Fatalf("err = %v, want a task.Error naming divider", err)
 	}
 	if !errors.As(err, &pe) || !strings.Contains(string(pe.Stack), "graph_test") {

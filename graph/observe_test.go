@@ -37,7 +37,7 @@ func richGraph() *graph.Graph[int, int] {
 	clone := graph.New[int, int]("clone")
 	pool := memmgr.New(clone, "scratch", 2, memmgr.Slices[int](16))
 	work := graph.AddFunc(clone, "work", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		b, err := pool.Get(ctx, nil)
+		b, err := pool.Get(ctx, 1)
 		if err != nil {
 			return err
 		}
@@ -190,7 +190,7 @@ func TestStallReportNamesStuckTaskAndPool(t *testing.T) {
 	g := graph.New[int, int]("stuck")
 	pool := memmgr.New(g, "frames", 2, memmgr.Slices[byte](8))
 	hog := graph.AddFunc(g, "hoarder", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		_, err := pool.Get(ctx, nil) // never released
+		_, err := pool.Get(ctx, 1) // never released
 		return err
 	}, graph.DiscardOutput())
 	graph.Connect(g.Input(), hog)
@@ -395,7 +395,7 @@ func stuckGraph() *graph.Graph[int, int] {
 	g := graph.New[int, int]("stuck")
 	pool := memmgr.New(g, "frames", 2, memmgr.Slices[byte](8))
 	hog := graph.AddFunc(g, "hoarder", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		_, err := pool.Get(ctx, nil) // never released
+		_, err := pool.Get(ctx, 1) // never released
 		return err
 	}, graph.DiscardOutput())
 	graph.Connect(g.Input(), hog)

@@ -28,8 +28,8 @@ type Stats struct {
 // with one copy).
 type TaskStats struct {
 	Name       string // full name: enclosing graphs and pipeline clones, then the task
-	Kind       string // "task" or "bookkeeper"
-	Pipeline   int    // clone index of the innermost enclosing pipeline
+	Kind       TaskKind
+	Pipeline   int // clone index of the innermost enclosing pipeline
 	ItemsIn    int64
 	ItemsOut   int64         // values emitted (by all copies, or all rules)
 	Compute    time.Duration // total time inside Execute, all copies
@@ -39,6 +39,15 @@ type TaskStats struct {
 	MaxQueue   int           // most values ever queued
 	Copies     []CopyStats
 }
+
+// TaskKind tells a task from a bookkeeper in [TaskStats].
+type TaskKind string
+
+// The kinds of [TaskStats].
+const (
+	KindTask       TaskKind = "task"
+	KindBookkeeper TaskKind = "bookkeeper"
+)
 
 // CopyStats are the counters of one task copy.
 type CopyStats struct {
@@ -83,7 +92,7 @@ func itemsOut(n *core.NodeStats) int64 {
 func snapshot(r *core.Run) Stats {
 	s := Stats{Graph: r.Name, Elapsed: time.Since(r.Epoch)}
 	for _, n := range r.Nodes() {
-		ts := TaskStats{Name: n.Name, Kind: n.Kind, Pipeline: n.Pipeline, ItemsOut: itemsOut(n)}
+		ts := TaskStats{Name: n.Name, Kind: TaskKind(n.Kind), Pipeline: n.Pipeline, ItemsOut: itemsOut(n)}
 		if n.QueueLen != nil {
 			ts.Queue, ts.MaxQueue = n.QueueLen(), n.QueueMax()
 		}

@@ -249,7 +249,7 @@ func (o *operand) load(ctx context.Context, r blockRequest, bs int) (*block, err
 		b.data, b.stride = o.dense.view(r0, c0, b.rows, b.cols), o.dense.Stride
 		return b, nil
 	}
-	buf, err := o.pool.Get(ctx, memmgr.Count(r.Uses))
+	buf, err := o.pool.Get(ctx, r.Uses)
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +377,7 @@ func (t *mulTask) Execute(ctx context.Context, pr product, out task.Emitter[*par
 	if t.home != nil && a.col == 0 {
 		p.data, p.stride = t.home.view(a.row*t.bs, b.col*t.bs, p.rows, p.cols), t.home.Stride
 	} else {
-		buf, err := t.pool.Get(ctx, nil)
+		buf, err := t.pool.Get(ctx, 1)
 		if err != nil {
 			return err
 		}

@@ -156,7 +156,7 @@ func multiplyElements(pool *memmgr.Pool[[]float64], home *Dense, bs int, product
 		if home != nil {
 			p.data, p.stride = home.view(a.row*bs, a.col*bs, p.rows, p.cols), home.Stride
 		} else {
-			buf, err := pool.Get(ctx, nil)
+			buf, err := pool.Get(ctx, 1)
 			if err != nil {
 				return err
 			}

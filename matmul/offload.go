@@ -200,7 +200,7 @@ func (c *copyIn) fetch(ctx context.Context, b *block, pool *memmgr.Pool[devMem])
 		if uses < 1 {
 			return nil, fmt.Errorf("matmul: internal error: %s(%d,%d) load %d routed to device %d, which has no product for it", b.op, b.row, b.col, b.gen, c.dev)
 		}
-		buf, err := pool.Get(ctx, memmgr.Count(uses))
+		buf, err := pool.Get(ctx, uses)
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +251,7 @@ func (t *devMultiply) Shutdown(ctx context.Context) error { return phase.Shutdow
 
 func (t *devMultiply) Execute(ctx context.Context, pr devProduct, out task.Emitter[devPartial]) error {
 	a, b := pr.a, pr.b
-	c, err := t.poolC.Get(ctx, memmgr.Count(1))
+	c, err := t.poolC.Get(ctx, 1)
 	if err != nil {
 		return err
 	}
@@ -281,7 +281,7 @@ func (c *copyOut) Initialize(ctx context.Context, info task.Info) error {
 func (c *copyOut) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, c.mv) }
 
 func (c *copyOut) Execute(ctx context.Context, dp devPartial, out task.Emitter[*partial]) error {
-	buf, err := c.partials.Get(ctx, memmgr.Count(1))
+	buf, err := c.partials.Get(ctx, 1)
 	if err != nil {
 		return errors.Join(err, dp.buf.Release())
 	}

@@ -5,15 +5,15 @@
 // buffer is out, which slows the producer down to the pace of the consumers
 // (back-pressure), and gives up when the task's context is cancelled; the
 // time spent waiting is recorded as the task's memory-wait time. Each buffer
-// carries a release rule that decides when it goes back to the pool; the
-// default, [Count], returns it after a given number of releases (a stitching
-// FFT is released by each of its 2, 3 or 4 neighbours).
+// carries a release count, given to Get: it goes back to the pool after
+// that many calls of its Release method (a stitching FFT is released by
+// each of its 2, 3 or 4 neighbours).
 //
 //	pool := memmgr.New(g, "fft", 16, memmgr.Slices[complex128](w*h))
 //	memmgr.Use(pool, fftTask) // fftTask gets memory from pool
 //	...
 //	// in fftTask's Execute:
-//	buf, err := pool.Get(ctx, memmgr.Count(neighbours))
+//	buf, err := pool.Get(ctx, neighbours)
 //	...
 //	// in each consumer, when done with it:
 //	err := buf.Release()
@@ -25,9 +25,9 @@
 // that fails or panics is an error of the run naming the pool: from Start
 // when a pool is filled, from Get (and so from the task) for a [Dynamic]
 // pool, and from Wait when the pool frees its buffers at the end (a late
-// release returns it instead). Misuse is an error, never a hang: releasing a buffer more often than its rule allows
-// ([ErrDoubleRelease]), releasing it to another pool ([ErrForeignBuffer]),
-// and Get after the run ended ([ErrClosed]).
+// release returns it instead). Misuse is an error, never a hang: releasing
+// a buffer more often than its count allows ([ErrDoubleRelease]), and Get
+// after the run ended ([ErrClosed]).
 package memmgr
 
 import (
@@ -49,25 +49,9 @@ import (
 // Errors of pool misuse.
 var (
 	ErrDoubleRelease = errors.New("htgs/memmgr: buffer released after it went back to its pool")
-	ErrForeignBuffer = errors.New("htgs/memmgr: buffer belongs to another pool")
 	ErrClosed        = errors.New("htgs/memmgr: pool is closed (the graph run has ended)")
 	ErrNoScope       = errors.New("htgs/memmgr: Get needs the context of a running task")
 )
-
-// ReleaseRule decides when a buffer goes back to its pool. Released is
-// called on each release; the buffer returns when it reports true. A rule
-// value belongs to one Get and is called under the buffer's lock.
-type ReleaseRule interface {
-	Released() bool
-}
-
-// Count is the rule "back after n releases" (n < 1 is taken as 1). It is
-// handled without locks or allocation; Count(n).Released on its own always
-// reports true.
-type Count int
-
-// Released reports true; pools count the releases of a Count rule themselves.
-func (Count) Released() bool { return true }
 
 // Option configures a pool: [Dynamic], [Reclaim].
 type Option interface{ applyPool(*config) }
@@ -109,7 +93,7 @@ func New[T any](b graph.Builder, name string, capacity int, alloc Allocator[T], 
 	for _, o := range opts {
 		o.applyPool(&p.cfg)
 	}
-	p.spec = &core.Spec{Name: name, Kind: "memory", Threads: capacity, Extra: p}
+	p.spec = &core.Spec{Name: name, Kind: core.KindMemory, Extra: p}
 	p.spec.Build = p.build
 	p.bp.Add(p.spec)
 	return p
@@ -136,27 +120,16 @@ func Use[T any](p *Pool[T], getters ...graph.Vertex) {
 }
 
 // Get takes a buffer from the pool instance of the calling task, waiting
-// while none is free. rule decides when the buffer returns (nil means
-// Count(1)). ctx must be (or derive from) the context given to the task.
-func (p *Pool[T]) Get(ctx context.Context, rule ReleaseRule) (*Buffer[T], error) {
+// while none is free. The buffer goes back to the pool after releases calls
+// of its Release method (releases < 1 is taken as 1): a stitching FFT is
+// released by each of its 2, 3 or 4 neighbours. ctx must be (or derive
+// from) the context given to the task.
+func (p *Pool[T]) Get(ctx context.Context, releases int) (*Buffer[T], error) {
 	in, err := p.instance(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return in.get(ctx, rule)
-}
-
-// Release releases b on behalf of the calling task, checking that b came
-// from this pool's instance in the task's scope.
-func (p *Pool[T]) Release(ctx context.Context, b *Buffer[T]) error {
-	in, err := p.instance(ctx)
-	if err != nil {
-		return err
-	}
-	if b == nil || b.inst != in {
-		return fmt.Errorf("%w: releasing to %q", ErrForeignBuffer, in.name)
-	}
-	return b.Release()
+	return in.get(ctx, releases)
 }
 
 func (p *Pool[T]) instance(ctx context.Context) (*instance[T], error) {
@@ -179,46 +152,22 @@ type Buffer[T any] struct {
 
 	inst *instance[T]
 	slot *slot[T]
-	left atomic.Int64 // releases still due, for a Count rule
-	mu   sync.Mutex   // for a custom rule
-	rule ReleaseRule  // nil for a Count rule
-	done bool
+	left atomic.Int64 // releases still due
 }
 
-// Release records one release; when the buffer's rule says so, the buffer
-// goes back to its pool. Releasing a buffer that already went back is
-// ErrDoubleRelease. A release after the run ended frees the buffer at once,
-// and returns the allocator's error if that fails.
+// Release records one release; after the number of releases given to Get,
+// the buffer goes back to its pool. Releasing a buffer that already went
+// back is ErrDoubleRelease. A release after the run ended frees the buffer
+// at once, and returns the allocator's error if that fails.
 func (b *Buffer[T]) Release() error {
-	var back bool
-	if b.rule == nil {
-		n := b.left.Add(-1)
-		if n < 0 {
-			return fmt.Errorf("pool %q: %w", b.inst.name, ErrDoubleRelease)
-		}
-		back = n == 0
-	} else {
-		var err error
-		if back, err = b.applyRule(); err != nil {
-			return err
-		}
+	n := b.left.Add(-1)
+	if n < 0 {
+		return fmt.Errorf("pool %q: %w", b.inst.name, ErrDoubleRelease)
 	}
-	if back {
+	if n == 0 {
 		return b.inst.put(b.slot)
 	}
 	return nil
-}
-
-// applyRule asks a custom rule whether the buffer goes back; the lock is
-// released even if the rule panics.
-func (b *Buffer[T]) applyRule() (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.done {
-		return false, fmt.Errorf("pool %q: %w", b.inst.name, ErrDoubleRelease)
-	}
-	b.done = b.rule.Released()
-	return b.done, nil
 }
 
 type slot[T any] struct {
@@ -280,7 +229,7 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 		Peak:  func() int { return int(in.peak.Load()) },
 		Waits: in.waits.Load}
 	sc.Run.AddPool(ps)
-	sc.Run.AddTopoNode(core.TopoNode{ID: full, Label: p.name, Kind: "memory", Path: sc.Path, Pool: ps})
+	sc.Run.AddTopoNode(core.TopoNode{ID: full, Label: p.name, Kind: core.KindMemory, Path: sc.Path, Pool: ps})
 	if in.reclaim {
 		in.out = make(map[*slot[T]]struct{}, p.capacity)
 	}
@@ -311,7 +260,7 @@ func protect(f func() error) (err error) {
 	return f()
 }
 
-func (in *instance[T]) get(ctx context.Context, rule ReleaseRule) (*Buffer[T], error) {
+func (in *instance[T]) get(ctx context.Context, releases int) (*Buffer[T], error) {
 	s, err := in.take(ctx)
 	if err != nil {
 		return nil, err
@@ -324,14 +273,7 @@ func (in *instance[T]) get(ctx context.Context, rule ReleaseRule) (*Buffer[T], e
 		}
 	}
 	b := &Buffer[T]{Data: s.data, inst: in, slot: s}
-	switch r := rule.(type) {
-	case nil:
-		b.left.Store(1)
-	case Count:
-		b.left.Store(int64(max(int(r), 1)))
-	default:
-		b.rule = r
-	}
+	b.left.Store(int64(max(releases, 1)))
 	return b, nil
 }
 

@@ -37,7 +37,7 @@ func perClone() *graph.Graph[cell, tagged] {
 	pool := memmgr.New(g, "scratch", 2, memmgr.Slices[int](1))
 	sq := graph.AddFunc(g, "square", 2, func(ctx context.Context, c cell, out task.Emitter[tagged]) error {
 		info, _ := task.InfoFrom(ctx)
-		b, err := pool.Get(ctx, nil)
+		b, err := pool.Get(ctx, 1)
 		if err != nil {
 			return err
 		}

@@ -143,7 +143,7 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		if n == 0 {
 			return nil // not this band's tile
 		}
-		buf, err := pool.Get(ctx, memmgr.Count(n))
+		buf, err := pool.Get(ctx, n)
 		if err != nil {
 			return err
 		}

@@ -126,13 +126,24 @@ var ErrTerminated = errors.New("htgs: graph has terminated")
 // its Execute has returned, or the task has terminated.
 var ErrEmitClosed = errors.New("emit outside Execute or after the task terminated")
 
+// Phase names the part of a task's life in which an [Error] happened.
+type Phase string
+
+// The phases of a task copy.
+const (
+	PhaseBuild      Phase = "build"      // the factory making the copy
+	PhaseInitialize Phase = "initialize" // Initializer.Initialize
+	PhaseExecute    Phase = "execute"    // Execute (for a bookkeeper, a rule's Apply)
+	PhaseShutdown   Phase = "shutdown"   // Shutdowner.Shutdown
+)
+
 // Error reports the failure of one task copy: an error returned by one of
 // its phases, or a panic.
 type Error struct {
 	Task   string // the task's full name
 	Thread int    // the copy that failed
-	Phase  string // "initialize", "execute", "shutdown" or "build"
-	Err    error  // the task's error, or a *PanicError
+	Phase  Phase
+	Err    error // the task's error, or a *PanicError
 }
 
 // Error formats the failure with the task's name and phase.

@@ -64,10 +64,31 @@ func (b *Blueprint) Add(s *Spec) *Spec {
 	return s
 }
 
+// Kind is the kind of a node (Spec.Kind), or of a node of a run's picture
+// (TopoNode.Kind, NodeStats.Kind).
+type Kind string
+
+// The node kinds. A new kind of node (a remote clone, say) adds its own.
+const (
+	KindTask       Kind = "task"
+	KindBookkeeper Kind = "bookkeeper"
+	KindGraph      Kind = "graph"
+	KindPipeline   Kind = "pipeline"
+	KindMemory     Kind = "memory" // a memmgr pool
+	// Kinds of a picture's nodes only.
+	KindInput  Kind = "input"
+	KindOutput Kind = "output"
+	KindRoute  Kind = "route"
+	KindMerge  Kind = "merge"
+)
+
 // Spec is one node of a blueprint.
 type Spec struct {
-	Name    string
-	Kind    string // "task", "bookkeeper", "graph", "pipeline", ...
+	Name string
+	Kind Kind
+	// Threads is the number of copies of a task (1 for a bookkeeper or a
+	// nested graph, the clone count of a pipeline); kinds without copies
+	// (memory pools, whose capacity is their own) leave it 0.
 	Threads int
 	BP      *Blueprint
 	// Build makes the runtime form of the node inside sc.
@@ -156,7 +177,7 @@ func (b *Blueprint) CheckOutputs() error {
 				continue // it never emits anything: nothing is lost
 			}
 			how := "call graph.Discard on it"
-			if s.Kind == "task" {
+			if s.Kind == KindTask {
 				how = "add it with the graph.DiscardOutput() option"
 			}
 			errs = append(errs, fmt.Errorf("htgs: graph %q: the output of %s is connected to nothing, so its values would be lost; connect it, or %s if dropping them is intended",

@@ -8,7 +8,8 @@ import (
 	"github.com/gohtgs/htgs/task"
 )
 
-// Applier is the shape of a bookkeeper rule.
+// Applier is the shape of a bookkeeper rule; bookkeeper.Rule satisfies it,
+// and AddRule takes factories of any such type (no adapter).
 type Applier[In, Out any] interface {
 	Apply(ctx context.Context, in In, out task.Emitter[Out]) error
 }
@@ -48,7 +49,7 @@ func (b *BookkeeperSpec[In]) RuleNames() []string {
 // NewBookkeeperSpec returns an empty bookkeeper named name.
 func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 	b := &BookkeeperSpec[In]{}
-	b.Spec = &Spec{Name: name, Kind: "bookkeeper", Threads: 1, Extra: b}
+	b.Spec = &Spec{Name: name, Kind: KindBookkeeper, Threads: 1, Extra: b}
 	b.Spec.Build = func(sc *Scope) (Instance, error) {
 		full := sc.FullName(name)
 		if len(b.rules) == 0 {
@@ -76,7 +77,7 @@ func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 // AddRule appends a rule whose instances are made by factory (one per
 // bookkeeper instance: each pipeline clone gets its own rule state) and
 // returns the index of its output port.
-func AddRule[In, Out any](b *BookkeeperSpec[In], name string, factory func() Applier[In, Out]) int {
+func AddRule[In, Out any, R Applier[In, Out]](b *BookkeeperSpec[In], name string, factory func() R) int {
 	idx := len(b.rules)
 	b.Spec.Ports = append(b.Spec.Ports, name)
 	if bp := b.Spec.BP; bp != nil {
@@ -88,7 +89,7 @@ func AddRule[In, Out any](b *BookkeeperSpec[In], name string, factory func() App
 		if err != nil {
 			return nil, err
 		}
-		r := rs[0]
+		var r Applier[In, Out] = rs[0]
 		out := NewOutletNamed[Out](sc.Run, "rule ", full, true)
 		out.AddProducer()
 		rt := &rule[In, Out]{r: r, out: out, name: full}

@@ -111,9 +111,9 @@ func (n *node[In]) fullName() string { return n.inbox.name.s }
 func (n *node[In]) nodeStats(ns *NodeStats) *NodeStats {
 	sc := n.scope
 	ns.Name, ns.Path, ns.Pipeline = n.fullName(), sc.Path, sc.Pipeline
-	ns.Kind = "task"
+	ns.Kind = KindTask
 	if n.inbox.name.kind == labelBookkeeper {
-		ns.Kind = "bookkeeper"
+		ns.Kind = KindBookkeeper
 	}
 	ns.Copies = make([]*CopyStats, len(n.copies))
 	for i := range n.copies {
@@ -202,12 +202,12 @@ func (n *node[In]) copyExited() {
 	}
 }
 
-func (n *node[In]) fail(thread int, phase string, err error) error {
+func (n *node[In]) fail(thread int, phase task.Phase, err error) error {
 	return &task.Error{Task: n.fullName(), Thread: thread, Phase: phase, Err: err}
 }
 
 // protect runs f, turning a panic into an error naming the task.
-func (n *node[In]) protect(thread int, phase string, f func() error) (err error) {
+func (n *node[In]) protect(thread int, phase task.Phase, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = n.fail(thread, phase, &task.PanicError{Value: p, Stack: debug.Stack()})
@@ -262,7 +262,7 @@ func (n *node[In]) prepare(c *copyRT[In]) {
 
 // initialize runs the copy's Initialize, failing the run if it fails.
 func (n *node[In]) initialize(c *copyRT[In], i int) bool {
-	if err := n.protect(i, "initialize", func() error { return c.ex.initialize(&c.ctx, n.info(i)) }); err != nil {
+	if err := n.protect(i, task.PhaseInitialize, func() error { return c.ex.initialize(&c.ctx, n.info(i)) }); err != nil {
 		n.run.Fail(err)
 		return false
 	}
@@ -275,7 +275,7 @@ func (n *node[In]) shutdown(c *copyRT[In], i int) {
 		return
 	}
 	sctx := context.WithoutCancel(&c.ctx)
-	if err := n.protect(i, "shutdown", func() error { return c.ex.shutdown(sctx) }); err != nil {
+	if err := n.protect(i, task.PhaseShutdown, func() error { return c.ex.shutdown(sctx) }); err != nil {
 		n.run.Fail(err)
 	}
 }
@@ -333,7 +333,7 @@ func (n *node[In]) loop(c *copyRT[In], i int) {
 		b.active = false
 		n.batchDone(&c.stats, &b)
 		if err != nil {
-			n.run.Fail(n.fail(i, "execute", err))
+			n.run.Fail(n.fail(i, task.PhaseExecute, err))
 			return
 		}
 		if stop {
@@ -426,7 +426,7 @@ func (n *node[In]) recoverBatch(c *copyRT[In], i int, b *batchState[In]) {
 	if p == nil {
 		return // runtime.Goexit
 	}
-	err := n.fail(i, "execute", &task.PanicError{Value: p, Stack: debug.Stack()})
+	err := n.fail(i, task.PhaseExecute, &task.PanicError{Value: p, Stack: debug.Stack()})
 	n.batchDone(&c.stats, b)
 	n.run.Fail(err)
 }
@@ -537,7 +537,7 @@ type taskSpec[In, Out any] struct {
 // TaskSpec returns the specification of a task node whose copies are made
 // by factory. Its Build is nil: Instantiate builds it.
 func TaskSpec[In, Out any](name string, opt TaskOptions, factory func() task.Task[In, Out]) *Spec {
-	ts := &taskSpec[In, Out]{Spec: Spec{Name: name, Kind: "task", Threads: opt.Threads, Ports: onePort}, opt: opt, factory: factory}
+	ts := &taskSpec[In, Out]{Spec: Spec{Name: name, Kind: KindTask, Threads: opt.Threads, Ports: onePort}, opt: opt, factory: factory}
 	ts.builder = ts
 	return &ts.Spec
 }
@@ -593,7 +593,7 @@ func MakeCopies[T any](name string, n int, factory func() T) ([]T, error) {
 func fillCopies[T any](name string, dst []T, factory func() T) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &task.Error{Task: name, Phase: "build", Err: &task.PanicError{Value: p, Stack: debug.Stack()}}
+			err = &task.Error{Task: name, Phase: task.PhaseBuild, Err: &task.PanicError{Value: p, Stack: debug.Stack()}}
 		}
 	}()
 	var seen map[uintptr]int
@@ -601,7 +601,7 @@ func fillCopies[T any](name string, dst []T, factory func() T) (err error) {
 		t := factory()
 		v := reflect.ValueOf(t)
 		if !v.IsValid() || (isNillable(v.Kind()) && v.IsNil()) {
-			return &task.Error{Task: name, Thread: i, Phase: "build", Err: fmt.Errorf("factory returned nil")}
+			return &task.Error{Task: name, Thread: i, Phase: task.PhaseBuild, Err: fmt.Errorf("factory returned nil")}
 		}
 		// Pointers to zero-size values may all be equal and hold no state.
 		if len(dst) > 1 && v.Kind() == reflect.Pointer && v.Type().Elem().Size() > 0 {
@@ -609,7 +609,7 @@ func fillCopies[T any](name string, dst []T, factory func() T) (err error) {
 				seen = make(map[uintptr]int, len(dst))
 			}
 			if j, dup := seen[v.Pointer()]; dup {
-				return &task.Error{Task: name, Thread: i, Phase: "build",
+				return &task.Error{Task: name, Thread: i, Phase: task.PhaseBuild,
 					Err: fmt.Errorf("factory returned the same %T for copies %d and %d; return a new value per call so copies do not share state", t, j, i)}
 			}
 			seen[v.Pointer()] = i

@@ -19,7 +19,7 @@ const AllClones = -1
 // the clones' outputs merge into the pipeline's output.
 func PipelineSpec[In, Out any](name string, inner *Blueprint, devices []device.Device, route func(v In, clones int) int) *Spec {
 	devs := append([]device.Device(nil), devices...)
-	s := &Spec{Name: name, Kind: "pipeline", Threads: len(devs), Inner: inner, Ports: []string{""}}
+	s := &Spec{Name: name, Kind: KindPipeline, Threads: len(devs), Inner: inner, Ports: []string{""}}
 	s.Build = func(sc *Scope) (Instance, error) {
 		full := sc.FullName(name)
 		n := len(devs)

@@ -46,7 +46,7 @@ func (b *Blueprint) shape() *shape {
 	s.sides = make([][]context.Context, len(b.Specs))
 	for _, sp := range b.Specs {
 		switch sp.Kind {
-		case "task", "bookkeeper", "memory":
+		case KindTask, KindBookkeeper, KindMemory:
 		default:
 			s.flat = false
 		}
@@ -93,7 +93,7 @@ func (s *shape) makeSides(b *Blueprint) {
 
 // hasCopies reports whether sp runs as a node with sp.Threads copies.
 func hasCopies(sp *Spec) bool {
-	return (sp.Kind == "task" || sp.Kind == "bookkeeper") && sp.Threads >= 1 && sp.Threads <= maxCachedCopies
+	return (sp.Kind == KindTask || sp.Kind == KindBookkeeper) && sp.Threads >= 1 && sp.Threads <= maxCachedCopies
 }
 
 // rootInfo is the Info of copy k of n of a node named name at the root

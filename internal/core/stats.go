@@ -77,7 +77,7 @@ func (c *CopyStats) MemoryPool() string {
 // NodeStats describes one runtime node and its copies.
 type NodeStats struct {
 	Name     string   // full name, with enclosing graphs and pipeline clones
-	Kind     string   // "task", "bookkeeper", ...
+	Kind     Kind     // KindTask or KindBookkeeper
 	Path     []string // enclosing graphs/pipeline clones, outermost first
 	Pipeline int
 	Copies   []*CopyStats

@@ -11,7 +11,7 @@ import (
 type TopoNode struct {
 	ID    string
 	Label string
-	Kind  string // "task", "bookkeeper", "memory", "input", "output", "route", "merge"
+	Kind  Kind
 	Path  []string
 	Stats *NodeStats // rule i of a bookkeeper is node ID+"."+Stats.Rules[i]
 	Pool  *PoolStats
@@ -57,11 +57,11 @@ func srcID(sc *Scope, p PortRef) string {
 	}
 	full := sc.FullName(p.Spec.Name)
 	switch p.Spec.Kind {
-	case "bookkeeper":
+	case KindBookkeeper:
 		return full + "." + p.Name
-	case "graph":
+	case KindGraph:
 		return full + "/output"
-	case "pipeline":
+	case KindPipeline:
 		return full + ":merge"
 	}
 	return full
@@ -74,9 +74,9 @@ func dstID(sc *Scope, p PortRef) string {
 	}
 	full := sc.FullName(p.Spec.Name)
 	switch p.Spec.Kind {
-	case "graph":
+	case KindGraph:
 		return full + "/input"
-	case "pipeline":
+	case KindPipeline:
 		return full + ":route"
 	}
 	return full
@@ -95,8 +95,8 @@ func recordBoundary(sc *Scope, b *Blueprint) {
 		}
 		in, out = label+" input", label+" output"
 	}
-	sc.Run.AddTopoNode(TopoNode{ID: sc.FullName("input"), Label: in, Kind: "input", Path: sc.Path})
-	sc.Run.AddTopoNode(TopoNode{ID: sc.FullName("output"), Label: out, Kind: "output", Path: sc.Path})
+	sc.Run.AddTopoNode(TopoNode{ID: sc.FullName("input"), Label: in, Kind: KindInput, Path: sc.Path})
+	sc.Run.AddTopoNode(TopoNode{ID: sc.FullName("output"), Label: out, Kind: KindOutput, Path: sc.Path})
 }
 
 // edgeGroup is the edges of a blueprint instantiated in a scope, recorded
@@ -134,8 +134,8 @@ func (r *Run) topology() ([]TopoNode, []TopoEdge) {
 	}
 	for k, t := range r.topoNodes {
 		addNodes(int(r.topoNodeAt[k]))
-		if t.Label == "" && len(t.Path) == 0 && (t.Kind == "input" || t.Kind == "output") {
-			t.Label = r.rootName + " " + t.Kind
+		if t.Label == "" && len(t.Path) == 0 && (t.Kind == KindInput || t.Kind == KindOutput) {
+			t.Label = r.rootName + " " + string(t.Kind)
 		}
 		nodes = append(nodes, t)
 	}
@@ -161,8 +161,8 @@ func (r *Run) topology() ([]TopoNode, []TopoEdge) {
 
 func recordPipeline(sc *Scope, name string, clones int) {
 	full := sc.FullName(name)
-	sc.Run.AddTopoNode(TopoNode{ID: full + ":route", Label: fmt.Sprintf("%s: route to %d clones", name, clones), Kind: "route", Path: sc.Path})
-	sc.Run.AddTopoNode(TopoNode{ID: full + ":merge", Label: name + ": merge", Kind: "merge", Path: sc.Path})
+	sc.Run.AddTopoNode(TopoNode{ID: full + ":route", Label: fmt.Sprintf("%s: route to %d clones", name, clones), Kind: KindRoute, Path: sc.Path})
+	sc.Run.AddTopoNode(TopoNode{ID: full + ":merge", Label: name + ": merge", Kind: KindMerge, Path: sc.Path})
 	for i := range clones {
 		clone := fmt.Sprintf("%s[%d]", full, i)
 		sc.Run.AddTopoEdge(TopoEdge{From: full + ":route", To: clone + "/input"})
