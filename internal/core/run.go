@@ -1,7 +1,3 @@
-// Package core is the machinery behind the graph, bookkeeper, memmgr and
-// pipeline packages: queues, fan-out outlets, the run state with error
-// propagation and quiescence detection, blueprints and their instantiation,
-// and the worker loop that runs task copies.
 package core
 
 import (

@@ -1,0 +1,73 @@
+// Package core is the machinery behind the graph, bookkeeper, memmgr and
+// pipeline packages: queues, fan-out outlets, the run state with error
+// propagation and quiescence detection, blueprints and their instantiation,
+// and the worker loop that runs task copies. Nothing here is public API:
+// the public packages wrap it without naming it in their signatures (the
+// root api_test.go checks go doc for that).
+//
+// # Files
+//
+//   - doc.go: this map.
+//   - blueprint.go: Blueprint (specs and edges of one graph), Spec, Kind,
+//     PortRef and PortHandle (what the public Port and node types embed),
+//     Connect, validation (CheckOutputs), Scope (where a blueprint is
+//     instantiated) and Instantiate.
+//   - handle.go: Handle/Owner (how *graph.Graph reaches its blueprint),
+//     GraphSpec (nested graphs) and Group (an instance made of instances).
+//   - node.go: task specs (TaskSpec), the node runtime shared by tasks and
+//     bookkeepers (copies, the worker loop, Initialize/Execute/Shutdown,
+//     panics, task.Error), MakeCopies.
+//   - bookkeeper.go: BookkeeperSpec, AddRule and the rule runtime.
+//   - pipeline.go: PipelineSpec, the router (decomposition rule) and clones.
+//   - inbox.go: Inbox, the FIFO queue of a node (bounded or not, counted
+//     producers, close and wake-up).
+//   - outlet.go: Outlet, the fan-out of a producer port to its consumers.
+//   - run.go: Run, one execution: context, first error, quiescence of
+//     cyclic graphs, OnFinish hooks, Watcher, Wait.
+//   - shape.go: the cached shape of a blueprint started many times (copy
+//     contexts, task.Info), kept by the blueprint itself.
+//   - stats.go: always-on counters per copy (CopyStats, State), NodeStats
+//     and PoolStats.
+//   - topology.go: TopoNode/TopoEdge, the instantiated graph for pictures.
+//   - trace.go: the optional timeline (Trace, Track, Slice).
+//
+// # Lifecycle
+//
+// A public builder adds a Spec to a Blueprint (graph.AddTask → TaskSpec,
+// bookkeeper.New → NewBookkeeperSpec, pipeline.New → PipelineSpec,
+// graph.AddGraph → GraphSpec, memmgr.New → a spec of its own) and records
+// edges with Connect. graph.Start makes a Run and a root Scope and calls
+// Instantiate, which calls each Spec's Build(Scope) to get an Instance (its
+// input sink, its output outlets), wires the edges, and validates. Then
+// every Instance is Launched (goroutines start), the Run counts them down,
+// and Wait runs the OnFinish hooks (pools free their memory) and returns
+// the first error.
+//
+// # Node kinds: one extension style
+//
+// Every node kind plugs in the same way: a Spec whose Build(*Scope)
+// returns an Instance. Where its runtime code lives follows one rule: a
+// kind whose runtime drives task copies through the worker loop (tasks,
+// bookkeepers) or re-instantiates blueprints (nested graphs, pipelines)
+// lives here, because it uses the loop's internals; a kind that only needs
+// the Scope (memmgr's pools: Scope.Set to publish the instance that tasks
+// find through their context, Run.AddPool and Run.OnFinish) lives in its
+// own package behind Spec.Build. A future remote node kind (clones on other
+// machines, over NATS for instance) is of the second sort: its package
+// makes a Spec whose Build returns an Instance with a local Sink (sending
+// values out) and a local Outlet (receiving results), registers a finish
+// hook with Run.OnFinish, and needs nothing else from core.
+//
+// # Layers
+//
+// The public packages layer as task → graph → bookkeeper, memmgr,
+// pipeline, with core under graph. Two pieces of knowledge go upwards on
+// purpose: task.Info carries the pipeline clone and device, because a task
+// copy must know which device it is bound to in its Initialize; and core
+// and graph know memory pools in their statistics (CopyStats.
+// BeginMemoryWait, PoolStats, graph.PoolStats), because a copy blocked in
+// a pool is a state of the copy, which stall reports must name, and a
+// pool's levels belong in the same snapshot. memmgr supplies that data
+// through hooks (Run.AddPool with PoolStats' functions, the copy's
+// CopyStats from its context): core never calls memmgr.
+package core
