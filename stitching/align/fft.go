@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/cmplx"
 
+	"github.com/gohtgs/htgs/internal/native"
 	"gonum.org/v1/gonum/dsp/fourier"
 )
 
@@ -21,10 +22,17 @@ import (
 // Transforms are unnormalized (gonum's convention): Inverse(Forward(x)) is
 // W*H*x.
 //
+// The 2-D transforms run on FFTW, loaded at run time, when it is installed
+// (see [FFTKernel]; [NewFFT2] picks it automatically, [NewFFT2Kernel]
+// chooses), and on gonum otherwise; the layouts and results are the same.
+//
 // A plan holds scratch memory and must not be used by two goroutines at
 // once; create one per goroutine. Plans are cheap compared to a transform.
 type FFT2 struct {
 	w, h, hw int
+	fftw     *fftwPlans   // nil: gonum
+	in       []float64    // FFTW: aligned row-major real image
+	specBuf  []complex128 // FFTW: aligned spectrum scratch, made on demand
 	row      *fourier.FFT
 	col      *fourier.CmplxFFT
 	rbuf     []float64
@@ -38,19 +46,32 @@ type FFT2 struct {
 	edgeA []float64    // u(x, H-1) - u(x, 0)
 }
 
-// NewFFT2 returns a plan for w x h images (w, h >= 1).
-func NewFFT2(w, h int) *FFT2 {
+// NewFFT2 returns a plan for w x h images (w, h >= 1), on FFTW when it can
+// be loaded ([FFTAuto]).
+func NewFFT2(w, h int) *FFT2 { return NewFFT2Kernel(w, h, FFTAuto) }
+
+// NewFFT2Kernel returns a plan for w x h images (w, h >= 1) on the given
+// kernel (FFTFFTW falls back to gonum when FFTW cannot be loaded; see
+// [DescribeFFT]).
+func NewFFT2Kernel(w, h int, k FFTKernel) *FFT2 { return newFFT2(w, h, k, native.FFTWEstimate) }
+
+// newFFT2 is NewFFT2Kernel with the FFTW planner flags (see fftwPlans).
+func newFFT2(w, h int, k FFTKernel, fftwFlags uint32) *FFT2 {
 	if w < 1 || h < 1 {
 		panic(fmt.Sprintf("align: NewFFT2(%d, %d): invalid size", w, h))
 	}
 	hw := w/2 + 1
-	return &FFT2{
+	p := &FFT2{
 		w: w, h: h, hw: hw,
 		row:  fourier.NewFFT(w),
 		col:  fourier.NewCmplxFFT(h),
 		rbuf: make([]float64, w),
 		cbuf: make([]complex128, hw),
 	}
+	if f := k.loadFFTW(); f != nil {
+		p.useFFTW(f, fftwFlags)
+	}
+	return p
 }
 
 // Width returns the image width W of the plan.
@@ -72,6 +93,11 @@ func (p *FFT2) Forward(tile *image.Gray16, dst []complex128) {
 		panic(fmt.Sprintf("align: FFT2.Forward: tile is %dx%d, plan is %dx%d", b.Dx(), b.Dy(), p.w, p.h))
 	}
 	p.checkSpec(dst)
+	if p.fftw != nil {
+		p.grayToFloat(tile)
+		p.fftwForward(p.in, dst)
+		return
+	}
 	for y := 0; y < p.h; y++ {
 		pix := tile.Pix[tile.PixOffset(b.Min.X, b.Min.Y+y):]
 		pix = pix[:2*p.w]
@@ -89,6 +115,10 @@ func (p *FFT2) ForwardFloat(src []float64, dst []complex128) {
 		panic(fmt.Sprintf("align: FFT2.ForwardFloat: %d values, plan is %dx%d", len(src), p.w, p.h))
 	}
 	p.checkSpec(dst)
+	if p.fftw != nil {
+		p.fftwForward(src, dst)
+		return
+	}
 	for y := 0; y < p.h; y++ {
 		copy(p.rbuf, src[y*p.w:(y+1)*p.w])
 		p.rowForward(y, dst)
@@ -126,6 +156,10 @@ func (p *FFT2) Inverse(spec []complex128, dst []float64) {
 	p.checkSpec(spec)
 	if len(dst) != p.w*p.h {
 		panic(fmt.Sprintf("align: FFT2.Inverse: dst has %d values, plan is %dx%d", len(dst), p.w, p.h))
+	}
+	if p.fftw != nil {
+		p.fftwInverse(spec, dst)
+		return
 	}
 	p.columns(spec, true)
 	for y := 0; y < p.h; y++ {
@@ -236,7 +270,8 @@ func (p *FFT2) subtractSmooth(dst []complex128, a, b []complex128) {
 				continue
 			}
 			v := aq*p.phY[r] + b[r]*pq
-			col[r] -= v / complex(lq+p.lapY[r], 0)
+			inv := 1 / (lq + p.lapY[r]) // real: no complex division
+			col[r] -= complex(real(v)*inv, imag(v)*inv)
 		}
 	}
 }
@@ -259,8 +294,11 @@ type TileFFT struct {
 
 // NewTileFFT returns a TileFFT for w x h tiles.
 func NewTileFFT(w, h int, opt Options) *TileFFT {
-	return &TileFFT{plan: NewFFT2(w, h), periodic: opt.resolve().periodic}
+	return &TileFFT{plan: newFFT2(w, h, opt.FFT, native.FFTWMeasure), periodic: opt.resolve().periodic}
 }
+
+// Kernel returns the FFT implementation in use (FFTFFTW or FFTGonum).
+func (t *TileFFT) Kernel() FFTKernel { return t.plan.Kernel() }
 
 // SpectrumLen returns the length of the spectra, (W/2+1)*H.
 func (t *TileFFT) SpectrumLen() int { return t.plan.SpectrumLen() }

@@ -74,6 +74,11 @@ type Options struct {
 	// peaks there and about the same results on textured content. Values
 	// must lie in (0, 1]; 1, 0.75 and 0.5 are computed without math.Pow.
 	Whitening float64
+
+	// FFT selects the FFT implementation of the registration transforms
+	// ([TileFFT], [Aligner]): FFTAuto (the zero value) uses FFTW when it
+	// can be loaded, FFTGonum forces the pure-Go transforms.
+	FFT FFTKernel
 }
 
 // options is Options with defaults resolved.

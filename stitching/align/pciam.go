@@ -4,6 +4,8 @@ import (
 	"image"
 	"math"
 	"math/bits"
+
+	"github.com/gohtgs/htgs/internal/native"
 )
 
 // Peak is a peak of the phase-correlation matrix (PCM): its location and
@@ -29,7 +31,7 @@ type Aligner struct {
 // NewAligner returns an aligner for w x h tiles with the given options
 // (PeakCount, Whitening, MinOverlap and MinOverlapFraction matter here).
 func NewAligner(w, h int, opt Options) *Aligner {
-	p := NewFFT2(w, h)
+	p := newFFT2(w, h, opt.FFT, native.FFTWMeasure)
 	return &Aligner{
 		plan: p,
 		opt:  opt.resolve(),
