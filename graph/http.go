@@ -11,11 +11,35 @@ import (
 //	?format=dot   the graph with its counters in DOT (add &color=compute or &color=wait)
 //	?format=text  the Stats snapshot as text (Stats.String)
 //	?format=trace the timeline (runs started WithTrace)
+//	?format=ui    the live view: a page that shows the graph, its counters,
+//	              the pools, the timeline and stall reports as the run goes
+//	              (also what a browser gets without a format)
+//	?format=live, ?format=topology, ?format=svg  what the page reads
 //
-// Mount it wherever suits, e.g. http.Handle("/debug/htgs", rt.Handler()).
+// It is read-only: nothing it serves changes the run, and it answers only
+// GET and HEAD. Mount it wherever suits, e.g.
+// http.Handle("/debug/htgs", rt.Handler()).
 func (e *Execution) Handler() http.Handler {
+	u := newUI(e)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		switch req.URL.Query().Get("format") {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "read-only: GET or HEAD", http.StatusMethodNotAllowed)
+			return
+		}
+		format := req.URL.Query().Get("format")
+		if format == "" && wantsHTML(req) {
+			format = "ui"
+		}
+		switch format {
+		case "ui":
+			u.page(w)
+		case "live":
+			u.live(w)
+		case "topology":
+			u.topology(w)
+		case "svg":
+			u.svg(w, req)
 		case "", "json":
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
@@ -42,7 +66,7 @@ func (e *Execution) Handler() http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			_ = e.WriteTrace(w)
 		default:
-			http.Error(w, "format must be json, dot, text or trace", http.StatusBadRequest)
+			http.Error(w, "format must be json, dot, text, trace, ui, live, topology or svg", http.StatusBadRequest)
 		}
 	})
 }

@@ -221,10 +221,7 @@ func (w *watcher) fire() {
 // stall.
 func (w *watcher) check() {
 	e := w.e
-	a := activity(e.run) + e.outputs() + e.sent.Load()
-	for _, p := range e.run.Pools() {
-		a += p.Waits() + int64(p.InUse())
-	}
+	a := e.progressMark()
 	if a != w.last {
 		w.last, w.since, w.reported = a, time.Now(), false
 		return

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"sort"
 	"sync"
 	"time"
 )
@@ -108,4 +109,18 @@ func (tr *Trace) Queues() []*QueueTrack {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return append([]*QueueTrack(nil), tr.queues...)
+}
+
+// Recent returns the slices that end at or after from, at most limit of
+// them (the latest), without copying the whole track: slices are appended
+// as they end, so they are in order of their end.
+func (t *Track) Recent(from time.Duration, limit int) []Slice {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.slices
+	i := sort.Search(len(s), func(i int) bool { return s[i].Start+s[i].Dur >= from })
+	if len(s)-i > limit {
+		i = len(s) - limit
+	}
+	return append([]Slice(nil), s[i:]...)
 }
