@@ -6,7 +6,6 @@ package matmul_test
 // (baseline time / graph time: above 1 the graph is faster):
 //
 //	go test -run '^$' -bench 'Matmul' -benchtime 3x ./matmul
-//	go test -tags openblas -run '^$' -bench 'Matmul' -benchtime 3x ./matmul
 //
 // The gonum kernel is compared with one gonum Dgemm call (multithreaded,
 // GOMAXPROCS goroutines), the OpenBLAS kernel (one library thread per
@@ -80,7 +79,8 @@ func BenchmarkMatmulGonum(b *testing.B) {
 }
 
 // BenchmarkMatmulOpenBLAS: in-memory products, OpenBLAS kernel vs one
-// threaded OpenBLAS dgemm call; skipped unless built with -tags openblas.
+// threaded OpenBLAS dgemm call; skipped when libopenblas.so.0 is not
+// installed.
 // Target ratio >= 0.9. Blocks of n/2: a single-threaded OpenBLAS call
 // loses efficiency on smaller blocks (about 73 GFLOP/s on 1024-blocks, 77
 // on 2048-blocks, per core here), and 8 products keep 2 cores busy.

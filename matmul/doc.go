@@ -50,15 +50,18 @@
 //     of created goroutines, that a block product starts none. The 64x128
 //     tiles with a k-depth of 256 also run faster than gonum's own 64x64x64
 //     sub-blocks (about 9.5 against 8 GFLOP/s on one core here).
-//   - "openblas" (build tag openblas, cgo, Debian's libopenblas-dev): one
-//     single-threaded cblas_dgemm per block (the library's thread count is
-//     process-wide; the multipliers set it to 1). The library is loaded
-//     with dlopen at first use, not linked: OpenBLAS chooses its CPU
+//   - "openblas" (every build, cgo or not; Debian's libopenblas0-pthread at
+//     run time): one single-threaded cblas_dgemm per block (the library's
+//     thread count is process-wide; it is set to 1 at load and the
+//     multipliers keep it there). "auto", the default (nil Config.Kernel),
+//     is this kernel when the library loads and "gonum" otherwise. The
+//     library is loaded at first use by internal/native through purego
+//     (dlopen without cgo), not linked: OpenBLAS chooses its CPU
 //     kernels in a constructor that runs when it is loaded, reading
 //     OPENBLAS_CORETYPE, and a linked library is initialized by the
 //     dynamic loader before any code of the program runs. Unless
-//     OPENBLAS_CORETYPE is already set, the package sets it from the CPU's
-//     features first (SkylakeX with AVX-512 F/CD/BW/DQ/VL, Haswell with
+//     OPENBLAS_CORETYPE is already set, the loader sets it (in Go's and in
+//     the C library's environment) from the CPU's features first (SkylakeX with AVX-512 F/CD/BW/DQ/VL, Haswell with
 //     AVX2 and FMA), which is what OpenBLAS detects on CPUs it knows: on
 //     CPU models it does not know it falls back to its Prescott (SSE3)
 //     kernels, several times slower (Debian 12's 0.3.21 does recognize the

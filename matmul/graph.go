@@ -47,7 +47,8 @@ type Config struct {
 	// (0: half of Threads, or of runtime.GOMAXPROCS with a device kernel,
 	// at least 1).
 	AccumulateThreads int
-	// Kernel computes the block products (nil: Gonum()).
+	// Kernel computes the block products (nil: Auto(), OpenBLAS when it
+	// can be loaded, else Gonum()).
 	Kernel Kernel
 	// MemoryBudget bounds, in bytes, the blocks that the memory pools hold
 	// at once: blocks of operands read from a Source and partial products.
@@ -120,7 +121,7 @@ func (c Config) kernel() Kernel {
 	if c.Kernel != nil {
 		return c.Kernel
 	}
-	return Gonum()
+	return Auto()
 }
 
 func (c Config) validate() error {

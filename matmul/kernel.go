@@ -73,16 +73,19 @@ func (e *notBuiltError) Is(target error) bool { return target == ErrNotBuilt }
 
 // KernelNames returns the names LookupKernel knows, sorted (including the
 // ones whose lookup fails because they were not built).
-func KernelNames() []string { return []string{"cuda", "gonum", "openblas"} }
+func KernelNames() []string { return []string{"auto", "cuda", "gonum", "openblas"} }
 
-// LookupKernel returns the kernel named name: "gonum" (always available),
-// "openblas" (with the openblas build tag and cgo), "cuda" (with the cuda
-// build tag, once its kernel exists). A kernel that was not compiled in
-// gives an error wrapping [ErrNotBuilt] that says which build tag is
-// missing. The set is fixed at build time: build tags select the files that
+// LookupKernel returns the kernel named name: "auto" (the default: OpenBLAS
+// when it can be loaded, else gonum; see [Auto]), "gonum" (always
+// available), "openblas" (OpenBLAS loaded at run time, in every build; an
+// error wrapping [ErrUnavailable] when libopenblas.so.0 is not installed),
+// "cuda" (with the cuda build tag). A kernel that was not compiled in gives
+// an error wrapping [ErrNotBuilt] that says which build tag is missing. The set is fixed at build time: build tags select the files that
 // provide each kernel, so no registry needs to be mutated at run time.
 func LookupKernel(name string) (Kernel, error) {
 	switch name {
+	case "auto":
+		return Auto(), nil
 	case "gonum":
 		return Gonum(), nil
 	case "openblas":

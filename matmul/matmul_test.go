@@ -462,7 +462,7 @@ func TestLookupKernel(t *testing.T) {
 	if _, err = LookupKernel("fortran"); err == nil || !strings.Contains(err.Error(), "unknown kernel") {
 		t.Errorf("unknown kernel: %v", err)
 	}
-	if _, err := LookupKernel("openblas"); err != nil && !errors.Is(err, ErrNotBuilt) {
+	if _, err := LookupKernel("openblas"); err != nil && !errors.Is(err, ErrUnavailable) {
 		t.Errorf("openblas: %v", err)
 	}
 }

@@ -1,26 +1,34 @@
-//go:build openblas && cgo
-
 package matmul
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 )
+
+func lookupOpenBLAS(t *testing.T) Kernel {
+	t.Helper()
+	k, err := LookupKernel("openblas")
+	if errors.Is(err, ErrUnavailable) {
+		t.Skipf("OpenBLAS is not installed, the kernel is not tested (apt-get install libopenblas0-pthread): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
 
 // TestOpenBLASCoreType checks that the library runs with kernels for this
 // CPU: on a CPU with AVX2 the core must not be one of OpenBLAS's SSE-only
 // fallbacks (Debian's OpenBLAS 0.3.21 picks Prescott for CPUs it does not
 // know unless OPENBLAS_CORETYPE is set before it loads).
 func TestOpenBLASCoreType(t *testing.T) {
-	k, err := LookupKernel("openblas")
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := lookupOpenBLAS(t).(openblasKernel)
 	desc := Describe(k)
 	t.Log(desc)
-	core := openblasCore()
+	core := k.lib.CoreName()
 	info, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		t.Skip(err)
@@ -32,16 +40,13 @@ func TestOpenBLASCoreType(t *testing.T) {
 			}
 		}
 	}
-	if openblasLib.setByUs && !strings.EqualFold(core, openblasLib.coretype) {
-		t.Errorf("OPENBLAS_CORETYPE=%s was set before loading, the library reports core %s", openblasLib.coretype, core)
+	if ct, chosen := k.lib.CoreType(); chosen && !strings.EqualFold(core, ct) {
+		t.Errorf("OPENBLAS_CORETYPE=%s was set before loading, the library reports core %s", ct, core)
 	}
 }
 
 func TestOpenBLASGraph(t *testing.T) {
-	k, err := LookupKernel("openblas")
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := lookupOpenBLAS(t)
 	a, b := Random(1000, 777, 1), Random(777, 1234, 2)
 	ref := reference(t, a, b)
 	for _, threads := range []int{1, 2, 3} {
@@ -50,8 +55,22 @@ func TestOpenBLASGraph(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkProduct(t, a, b, c, ref)
-		if n := openblasLib.threads.Load(); n != 1 {
+		if n := k.(openblasKernel).lib.Threads(); n != 1 {
 			t.Errorf("OpenBLAS runs with %d threads inside the graph, want 1", n)
 		}
+	}
+}
+
+func TestAutoKernel(t *testing.T) {
+	k, err := LookupKernel("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, oerr := LookupKernel("openblas")
+	if want := map[bool]string{true: "openblas", false: "gonum"}[oerr == nil]; k.Name() != want {
+		t.Errorf("auto is %s, want %s (openblas: %v)", k.Name(), want, oerr)
+	}
+	if d := (Config{}).kernel(); d.Name() != k.Name() {
+		t.Errorf("default kernel %s, auto %s", d.Name(), k.Name())
 	}
 }

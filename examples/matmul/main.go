@@ -15,8 +15,9 @@
 //	              machine has available, the product runs out of core: blocks
 //	              are read from and written to .npy files on demand. A budget
 //	              above the available memory is lowered to it.
-//	-kernel K     block kernel: gonum (default), openblas (build with
-//	              -tags openblas), cuda (build with -tags cuda)
+//	-kernel K     block kernel: auto (default: openblas when libopenblas.so.0
+//	              is installed, else gonum), gonum, openblas (loaded at run
+//	              time, no build tag), cuda (build with -tags cuda)
 //	-verify       compare the result with one multithreaded gonum Dgemm call
 //	              (needs A, B, C and the reference in memory); exit status 1
 //	              if it differs. NaN and infinities are compared by position.
@@ -106,7 +107,7 @@ func flagSet(o *options, raw *rawFlags) *flag.FlagSet {
 	fs.IntVar(&o.threads, "threads", 0, "multiply-task `copies` (0: one per CPU)")
 	fs.StringVar(&raw.mem, "mem", "", "RAM `budget` for blocks, e.g. 64MiB; out of core when A, B and C do not fit (default: no limit)")
 	fs.StringVar(&raw.gpuMem, "gpumem", "", "GPU memory `budget` per device for blocks with -kernel cuda (default: 3/4 of the free memory)")
-	fs.StringVar(&raw.kernel, "kernel", "gonum", "block `kernel`: "+strings.Join(matmul.KernelNames(), ", "))
+	fs.StringVar(&raw.kernel, "kernel", "auto", "block `kernel`: "+strings.Join(matmul.KernelNames(), ", "))
 	fs.StringVar(&o.profile, "profile", "", "write the graph (DOT, SVG), trace, statistics and report into `DIR`")
 	fs.BoolVar(&o.progress, "progress", false, "draw the progress bars even if stderr is not a terminal")
 	fs.StringVar(&raw.op, "op", "mul", "`operation`: mul or hadamard")
@@ -595,6 +596,7 @@ func (o *options) summary(stdout io.Writer, rep *matmul.Report) {
 	}
 	fmt.Fprintf(stdout, "%s: %v\n", what, p)
 	fmt.Fprintf(stdout, "kernel: %s\n", rep.Kernel)
+	fmt.Fprintln(stdout, matmul.BLASLine(o.kernel))
 	fmt.Fprintf(stdout, "time: %.3f s, %.2f GFLOP/s", rep.Elapsed.Seconds(), rep.GFLOPS())
 	if rep.BytesRead > 0 || !p.InMemory {
 		fmt.Fprintf(stdout, ", read %s, wrote %s", units.FormatBytes(rep.BytesRead), units.FormatBytes(rep.BytesWritten))
