@@ -40,7 +40,7 @@
 // per-thread resource (a GPU handle). Kernels are looked up by name
 // ([LookupKernel]); build tags decide which are compiled in:
 //
-//   - "gonum" (default, pure Go). gonum's Dgemm (blas/gonum, and
+//   - "gonum" (pure Go; the fallback of "auto"). gonum's Dgemm (blas/gonum, and
 //     blas64.Gemm on top of it) is itself parallel: when C has at least
 //     four 64x64 blocks it starts a goroutine per block, up to GOMAXPROCS
 //     at a time. Inside a thread pool of T copies that oversubscribes the
