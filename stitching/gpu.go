@@ -163,7 +163,7 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	})
 	bk := bookkeeper.New[*loaded](cg, "pairs")
 	pairs := bookkeeper.AddRule(bk, "both tiles ready", func() bookkeeper.Rule[*loaded, pairJob] {
-		r := &pairRule{rows: rows, cols: cols, ready: make(map[tileRef]*loaded)}
+		r := newPairRule(rows, cols, nil)
 		var b *band
 		r.keep = func(p align.Pair) bool { return b.has(p) }
 		return bookkeeper.RuleFunc[*loaded, pairJob](func(ctx context.Context, l *loaded, out task.Emitter[pairJob]) error {

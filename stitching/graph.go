@@ -100,51 +100,78 @@ func neighbours(rows, cols, row, col int) int {
 }
 
 // pairRule emits a pair as soon as both of its tiles have arrived. Its state
-// is the set of tiles seen, so it belongs to one graph run.
+// is the tiles that still have pairs to emit, so it belongs to one graph
+// run; a tile leaves it once its last pair is emitted, so the rule holds no
+// more tiles than the pool has slots.
 type pairRule struct {
 	rows, cols int
 	ready      map[tileRef]*loaded
+	left       map[tileRef]int       // pairs of a ready tile not emitted yet
 	keep       func(align.Pair) bool // nil: every pair
 }
 
+// newPairRule returns the rule of a rows x cols grid that emits the pairs
+// keep accepts (nil: every pair).
+func newPairRule(rows, cols int, keep func(align.Pair) bool) *pairRule {
+	return &pairRule{rows: rows, cols: cols, keep: keep, ready: map[tileRef]*loaded{}, left: map[tileRef]int{}}
+}
+
+// pairsOf returns the pairs tile (row, col) belongs to that the rule emits:
+// its own west and north pairs, the west pair of its east neighbour and the
+// north pair of its south one.
+func (r *pairRule) pairsOf(row, col int) []align.Pair {
+	ps := make([]align.Pair, 0, 4)
+	add := func(p align.Pair) {
+		if r.keep == nil || r.keep(p) {
+			ps = append(ps, p)
+		}
+	}
+	if col > 0 {
+		add(align.Pair{Row: row, Col: col, Dir: align.West})
+	}
+	if row > 0 {
+		add(align.Pair{Row: row, Col: col, Dir: align.North})
+	}
+	if col < r.cols-1 {
+		add(align.Pair{Row: row, Col: col + 1, Dir: align.West})
+	}
+	if row < r.rows-1 {
+		add(align.Pair{Row: row + 1, Col: col, Dir: align.North})
+	}
+	return ps
+}
+
 func (r *pairRule) Apply(_ context.Context, t *loaded, out task.Emitter[pairJob]) error {
-	r.ready[tileRef{t.row, t.col}] = t
-	emit := func(row, col int, dir align.Direction) error {
-		p := align.Pair{Row: row, Col: col, Dir: dir}
-		if r.keep != nil && !r.keep(p) {
-			return nil
-		}
+	ref := tileRef{t.row, t.col}
+	pairs := r.pairsOf(t.row, t.col)
+	if len(pairs) == 0 {
+		return nil
+	}
+	r.ready[ref], r.left[ref] = t, len(pairs)
+	for _, p := range pairs {
 		nr, nc := p.Neighbor()
-		t1, ok1 := r.ready[tileRef{nr, nc}]
-		t2, ok2 := r.ready[tileRef{row, col}]
+		n1, n2 := tileRef{nr, nc}, tileRef{p.Row, p.Col}
+		t1, ok1 := r.ready[n1]
+		t2, ok2 := r.ready[n2]
 		if !ok1 || !ok2 {
-			return nil
+			continue
 		}
-		return out.Emit(pairJob{pair: p, t1: t1, t2: t2})
-	}
-	// The pairs this tile completes: its own west and north pairs, and the
-	// west pair of its east neighbour and the north pair of its south one.
-	if t.col > 0 {
-		if err := emit(t.row, t.col, align.West); err != nil {
-			return err
-		}
-	}
-	if t.row > 0 {
-		if err := emit(t.row, t.col, align.North); err != nil {
-			return err
-		}
-	}
-	if t.col < r.cols-1 {
-		if err := emit(t.row, t.col+1, align.West); err != nil {
-			return err
-		}
-	}
-	if t.row < r.rows-1 {
-		if err := emit(t.row+1, t.col, align.North); err != nil {
+		r.done(n1)
+		r.done(n2)
+		if err := out.Emit(pairJob{pair: p, t1: t1, t2: t2}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// done records that one more pair of tile t was emitted, and forgets the
+// tile after its last one.
+func (r *pairRule) done(t tileRef) {
+	if r.left[t]--; r.left[t] == 0 {
+		delete(r.left, t)
+		delete(r.ready, t)
+	}
 }
 
 // traversal returns the tiles in the order the graphs take them: line by
@@ -218,7 +245,7 @@ func pairGraph(name string, src tileio.TileSource, slots, readers, workers int,
 	}
 	bk := bookkeeper.New[*loaded](g, "pairs")
 	pairs := bookkeeper.AddRule(bk, "both tiles ready", func() bookkeeper.Rule[*loaded, pairJob] {
-		return &pairRule{rows: rows, cols: cols, ready: make(map[tileRef]*loaded, rows*cols)}
+		return newPairRule(rows, cols, nil)
 	})
 	graph.Connect(tiles, bk)
 	perPair := graph.AddTask(g, "pair", workers, func() task.Task[pairJob, pairDone] {

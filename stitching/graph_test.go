@@ -146,3 +146,48 @@ func TestStitchCancel(t *testing.T) {
 	}
 	cancel()
 }
+
+// TestPairRuleForgetsPairedTiles feeds every tile of several grids to the
+// pairing rule in the graphs' traversal order and checks that every pair is
+// emitted once and that the rule never holds more tiles than one line of
+// the traversal plus one: tile images are bounded by the pool, not the grid.
+func TestPairRuleForgetsPairedTiles(t *testing.T) {
+	for _, sz := range [][2]int{{1, 1}, {1, 5}, {5, 1}, {2, 2}, {3, 7}, {7, 3}, {6, 6}, {12, 9}} {
+		rows, cols := sz[0], sz[1]
+		r := newPairRule(rows, cols, nil)
+		var got []align.Pair
+		out := emitterFunc[pairJob](func(j pairJob) error {
+			got = append(got, j.pair)
+			return nil
+		})
+		peak := 0
+		for _, ref := range traversal(rows, cols) {
+			if err := r.Apply(context.Background(), &loaded{row: ref.row, col: ref.col}, out); err != nil {
+				t.Fatal(err)
+			}
+			peak = max(peak, len(r.ready))
+		}
+		want := align.Pairs(rows, cols)
+		if len(got) != len(want) {
+			t.Errorf("%dx%d: %d pairs emitted, want %d", rows, cols, len(got), len(want))
+		}
+		seen := map[align.Pair]bool{}
+		for _, p := range got {
+			if seen[p] {
+				t.Errorf("%dx%d: pair %v emitted twice", rows, cols, p)
+			}
+			seen[p] = true
+		}
+		if bound := min(rows, cols) + 1; peak > bound {
+			t.Errorf("%dx%d: the rule held %d tiles at once, want at most %d", rows, cols, peak, bound)
+		}
+		if len(r.ready) != 0 || len(r.left) != 0 {
+			t.Errorf("%dx%d: %d tiles still held after the last pair", rows, cols, len(r.ready))
+		}
+	}
+}
+
+// emitterFunc adapts a function to task.Emitter.
+type emitterFunc[T any] func(T) error
+
+func (f emitterFunc[T]) Emit(v T) error { return f(v) }
