@@ -8,7 +8,7 @@
 //
 //	stitch -dir DIR -rows R -cols C -out OUT [-pattern 'img_r{rrr}_c{ccc}.tif'] [-start 1]
 //	       [-overlap PCT] [-blend overlay|average|linear] [-workers N] [-profile PDIR]
-//	       [-max-tile-pixels N] [-mosaic=false] [-progress]
+//	       [-max-tile-pixels N] [-mosaic=false] [-progress] [-fft auto|fftw|gonum]
 //	stitch -generate DIR [-rows R -cols C -tile 512x384 -level realistic -seed 1]
 //	stitch [-keep] [-profile PDIR]
 //
@@ -96,6 +96,7 @@ type config struct {
 	showProgress          bool
 	mosaic                bool
 	gpu                   bool
+	fft                   string
 	maxTilePixels         int64
 	keep                  bool
 	demo                  bool // set by the demo, not a flag
@@ -130,6 +131,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bars even when stderr is not a terminal")
 	fs.BoolVar(&c.mosaic, "mosaic", true, "compose "+mosaicFile+" and "+previewFile)
 	fs.BoolVar(&c.gpu, "gpu", false, "run FFT and PCIAM on the GPUs, CCF on the CPU (needs a build with -tags cuda)")
+	fs.StringVar(&c.fft, "fft", "auto", "FFT `kernel`: auto (FFTW when libfftw3.so.3 is installed, else gonum), fftw or gonum")
 	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", tileio.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
 	fs.BoolVar(&c.keep, "keep", false, "demo only: keep the generated tiles and the outputs, and print where they are")
 	fs.StringVar(&c.generate, "generate", "", "generate a synthetic grid into this folder instead of stitching")
@@ -170,6 +172,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.overlap < 0 || c.overlap >= 100 || math.IsNaN(c.overlap) {
 		return nil, cli.Usagef("-overlap %v: must be a percentage in [0, 100)", c.overlap)
+	}
+	if _, err := align.ParseFFTKernel(c.fft); err != nil {
+		return nil, cli.Usagef("-fft %s: must be auto, fftw or gonum", c.fft)
 	}
 	if c.maxTilePixels < 0 {
 		return nil, cli.Usagef("-max-tile-pixels %d: must be at least 0 (0: no limit)", c.maxTilePixels)
@@ -319,7 +324,12 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	if err := checkOverwrite(c, src); err != nil {
 		return err
 	}
-	opt := align.Options{Overlap: c.overlap}
+	fftKernel, _ := align.ParseFFTKernel(c.fft) // checked by parseFlags
+	fftDesc, err := align.DescribeFFT(fftKernel)
+	if err != nil {
+		return fmt.Errorf("-fft %s: %w", c.fft, err)
+	}
+	opt := align.Options{Overlap: c.overlap, FFT: fftKernel}
 	bars := newBars(stderr, c.showProgress)
 	var runs []observed
 	gopt := stitching.GraphOptions{
@@ -341,6 +351,9 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 		where = ", FFT and PCIAM on the GPUs"
 	}
 	fmt.Fprintf(stdout, "stitching %d x %d tiles of %d x %d from %s with %d workers%s\n", c.rows, c.cols, w, h, c.dir, c.workers, where)
+	if !c.gpu {
+		fmt.Fprintf(stdout, "FFT: %s\n", fftDesc)
+	}
 	t0 := time.Now()
 	res, err := stitching.Stitch(ctx, src, opt, gopt)
 	if err != nil {
