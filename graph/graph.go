@@ -250,6 +250,7 @@ type startConfig struct {
 	stallFn       func(Stats)
 	progressEvery time.Duration
 	progressFn    func(Stats)
+	started       []func(*Execution)
 }
 
 // WithLogger sends the run's diagnostics to l. By default they are
@@ -301,6 +302,9 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 		in.Launch(r)
 	}
 	r.Launched()
+	for _, f := range cfg.started {
+		f(rt.Execution)
+	}
 	return rt, nil
 }
 

@@ -15,6 +15,14 @@ import (
 // It costs two clock reads per value.
 func WithTrace() StartOption { return startOption(func(c *startConfig) { c.trace = true }) }
 
+// WithStarted calls fn with the run's Execution as soon as it has started,
+// before Start returns: for code that observes runs it does not start
+// itself — a live view (see [Execution.Handler]) handed the start options
+// of a library that runs several graphs in turn.
+func WithStarted(fn func(*Execution)) StartOption {
+	return startOption(func(c *startConfig) { c.started = append(c.started, fn) })
+}
+
 // WithoutCounters turns off the always-on per-copy counters (items, times,
 // states), to measure what they cost. Stats, pictures and stall reports then
 // show zeros.

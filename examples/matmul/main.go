@@ -88,6 +88,9 @@ type options struct {
 	profile    string
 	progress   bool
 	hadamard   bool
+	httpAddr   string
+	httpWait   bool
+	live       *cli.Live // serving -http
 	tmp        string
 	stderrIsTT bool
 }
@@ -109,6 +112,8 @@ func flagSet(o *options, raw *rawFlags) *flag.FlagSet {
 	fs.StringVar(&raw.gpuMem, "gpumem", "", "GPU memory `budget` per device for blocks with -kernel cuda (default: 3/4 of the free memory)")
 	fs.StringVar(&raw.kernel, "kernel", "auto", "block `kernel`: "+strings.Join(matmul.KernelNames(), ", "))
 	fs.StringVar(&o.profile, "profile", "", "write the graph (DOT, SVG), trace, statistics and report into `DIR`")
+	fs.StringVar(&o.httpAddr, "http", "", cli.HTTPUsage)
+	fs.BoolVar(&o.httpWait, "http-wait", false, cli.HTTPWaitUsage)
 	fs.BoolVar(&o.progress, "progress", false, "draw the progress bars even if stderr is not a terminal")
 	fs.StringVar(&raw.op, "op", "mul", "`operation`: mul or hadamard")
 	fs.StringVar(&o.tmp, "tmp", "", "`directory` for temporary files of out-of-core -n runs (default: the system's)")
@@ -133,6 +138,9 @@ func parse(args []string) (*options, error) {
 	o, raw := &options{}, &rawFlags{}
 	fs := flagSet(o, raw)
 	if err := cli.Parse(fs, args); err != nil {
+		return nil, err
+	}
+	if err := cli.CheckHTTP(o.httpAddr, o.httpWait); err != nil {
 		return nil, err
 	}
 	files := o.a != "" || o.b != ""
@@ -251,14 +259,20 @@ func (o *options) config(stderr io.Writer, budget int64) (matmul.Config, *progre
 		cfg.Progress = bar.update
 	}
 	obs := &observer{}
-	if o.profile != "" {
+	if o.profile != "" || o.live != nil {
 		cfg.StartOptions = []graph.StartOption{graph.WithTrace()}
-		cfg.Observe = func(run *graph.Execution) { obs.rt = run }
+		cfg.Observe = func(run *graph.Execution) { obs.rt = run; o.live.Observe(run) }
 	}
 	return cfg, bar, obs
 }
 
 func (o *options) execute(ctx context.Context, stdout, stderr io.Writer) error {
+	live, err := cli.ServeLive(prog, o.httpAddr, stdout)
+	if err != nil {
+		return err
+	}
+	defer live.Close(ctx, o.httpWait, stdout)
+	o.live = live
 	if o.n > 0 {
 		return o.random(ctx, stdout, stderr)
 	}

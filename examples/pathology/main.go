@@ -68,6 +68,8 @@ type options struct {
 	experiment bool
 	out        string
 	profile    string
+	httpAddr   string
+	httpWait   bool
 	sim        bool
 	policy     string
 	window     int
@@ -93,6 +95,8 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.out, "out", "", "with -experiment: output `folder` (default: a new temporary folder, printed)")
 	fs.BoolVar(&o.quick, "quick", false, "with -experiment: one small image and no real-time check (for a fast look)")
 	fs.StringVar(&o.profile, "profile", "", "real run: write the task graph's DOT, SVG, trace and statistics into `DIR`")
+	fs.StringVar(&o.httpAddr, "http", "", "real run: "+cli.HTTPUsage)
+	fs.BoolVar(&o.httpWait, "http-wait", false, cli.HTTPWaitUsage)
 	fs.BoolVar(&o.sim, "sim", false, "run the configuration in the discrete-event simulator (4K tiles, virtual time)")
 	fs.StringVar(&o.policy, "policy", "pats", "scheduling `policy`: fcfs or pats")
 	fs.IntVar(&o.window, "window", 16, "stage instances (tiles) in progress at a time; 0 = all")
@@ -137,6 +141,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := cli.CheckHTTP(o.httpAddr, o.httpWait); err != nil {
+		return nil, err
+	}
 	if _, err := pats.ParsePolicy(o.policy); err != nil {
 		return nil, cli.Usagef("-policy %q: want fcfs or pats", o.policy)
 	}
@@ -149,6 +156,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-out: empty folder name")
 	case o.profile != "" && (o.experiment || o.sim):
 		return nil, cli.Usagef("-profile needs a real run (no -sim or -experiment): only it runs a task graph")
+	case o.httpAddr != "" && (o.experiment || o.sim):
+		return nil, cli.Usagef("-http needs a real run (no -sim or -experiment): only it runs a task graph")
 	case o.storage != "memory" && o.storage != "disk":
 		return nil, cli.Usagef("-storage %q: want memory or disk", o.storage)
 	case o.tiles <= 0:
@@ -287,8 +296,16 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 		return err
 	}
 	var opts []graph.StartOption
-	if o.profile != "" {
+	if o.profile != "" || o.httpAddr != "" {
 		opts = append(opts, graph.WithTrace())
+	}
+	live, err := cli.ServeLive(prog, o.httpAddr, stdout)
+	if err != nil {
+		return err
+	}
+	defer live.Close(ctx, o.httpWait, stdout)
+	if live != nil {
+		opts = append(opts, graph.WithStarted(live.Observe))
 	}
 	start := time.Now()
 	results, rep, rt, err := runReal(ctx, s, w, cfg, o.machine().Units(o.scale), est, opts...)

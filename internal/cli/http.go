@@ -137,3 +137,16 @@ func (l *Live) Close(ctx context.Context, wait bool, w io.Writer) {
 	}
 	<-l.end
 }
+
+// CheckHTTP checks the -http and -http-wait flags.
+func CheckHTTP(addr string, wait bool) error {
+	if wait && addr == "" {
+		return Usagef("-http-wait needs -http ADDR")
+	}
+	if addr != "" {
+		if _, err := ListenAddr(addr); err != nil {
+			return UsageError{err}
+		}
+	}
+	return nil
+}
