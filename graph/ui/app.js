@@ -88,8 +88,9 @@
     for (const n of topo.nodes) {
       const p = pos[n.id];
       const kind = { bookkeeper: "bk", input: "io", output: "io", route: "route", merge: "route", memory: "mem" }[n.kind] || "task";
-      const gr = el("g", { class: "n " + kind, id: "n-" + n.id, transform: `translate(${p.x},${p.y})` }, svg);
-      el("rect", { width: W, height: H, rx: kind === "mem" ? 14 : 6 }, gr);
+      const small = kind === "io" || kind === "route", h = small ? 40 : H;
+      const gr = el("g", { class: "n " + kind, id: "n-" + n.id, transform: `translate(${p.x},${p.y + (H - h) / 2})` }, svg);
+      el("rect", { width: W, height: h, rx: kind === "mem" ? 14 : 6 }, gr);
       const t = el("text", { class: "t", x: 8, y: 17 }, gr);
       t.textContent = n.kind === "bookkeeper" ? "⧉ " + n.label : n.kind === "memory" ? "pool " + n.label : n.label;
       for (let i = 0; i < 4; i++) el("text", { class: "s l" + i, x: 8, y: 34 + i * 14 }, gr);
