@@ -94,6 +94,8 @@ type config struct {
 	workers               int
 	profile               string
 	showProgress          bool
+	httpAddr              string
+	httpWait              bool
 	mosaic                bool
 	gpu                   bool
 	fft                   string
@@ -128,6 +130,8 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.TextVar(&c.blend, "blend", compose.Linear, "mosaic blending: overlay, average or linear")
 	fs.IntVar(&c.workers, "workers", runtime.GOMAXPROCS(0), "copies of each compute task")
 	fs.StringVar(&c.profile, "profile", "", "write each phase's graph (DOT, SVG), timeline (trace JSON) and statistics to this folder")
+	fs.StringVar(&c.httpAddr, "http", "", cli.HTTPUsage)
+	fs.BoolVar(&c.httpWait, "http-wait", false, cli.HTTPWaitUsage)
 	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bars even when stderr is not a terminal")
 	fs.BoolVar(&c.mosaic, "mosaic", true, "compose "+mosaicFile+" and "+previewFile)
 	fs.BoolVar(&c.gpu, "gpu", false, "run FFT and PCIAM on the GPUs, CCF on the CPU (needs a build with -tags cuda)")
@@ -181,6 +185,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if set["profile"] && c.profile == "" {
 		return nil, cli.Usagef("-profile needs a folder")
+	}
+	if err := cli.CheckHTTP(c.httpAddr, c.httpWait); err != nil {
+		return nil, err
 	}
 	if c.keep && (c.dir != "" || c.generate != "") {
 		return nil, cli.Usagef("-keep applies only to the demo (no -dir or -generate)")
@@ -337,9 +344,20 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 		GPU:      c.gpu,
 		Progress: func(phase string, done, total int) { bars.set(phase, "pairs", done, total) },
 	}
-	if c.profile != "" {
+	if c.profile != "" || c.httpAddr != "" {
 		gopt.Start = append(gopt.Start, graph.WithTrace())
+	}
+	if c.profile != "" {
 		gopt.Observe = func(phase string, r *graph.Execution) { runs = append(runs, observed{phase, r}) }
+	}
+	// -http: the live view shows each phase's graph from its start.
+	live, err := cli.ServeLive(prog, c.httpAddr, stdout)
+	if err != nil {
+		return err
+	}
+	defer live.Close(ctx, c.httpWait, stdout)
+	if live != nil {
+		gopt.Start = append(gopt.Start, graph.WithStarted(live.Observe))
 	}
 	if err := checkMemory(c, src, opt, gopt); err != nil {
 		return err
