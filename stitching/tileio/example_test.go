@@ -16,12 +16,12 @@ func ExampleParsePattern() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(pat.Name(0, 0, 10), pat.Name(2, 11, 12))
+	fmt.Println(pat.Name(0, 0, 3, 10), pat.Name(2, 11, 3, 12))
 	seq, err := tileio.ParsePattern("tile_{iiii}.png", 0)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(seq.Name(2, 3, 10))
+	fmt.Println(seq.Name(2, 3, 3, 10))
 	// Output:
 	// img_r001_c001.tif img_r003_c012.tif
 	// tile_0023.png

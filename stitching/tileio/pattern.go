@@ -12,26 +12,140 @@ import (
 //
 //   - {r}, {rr}, {rrr}, ...: the row number;
 //   - {c}, {cc}, {ccc}, ...: the column number;
-//   - {i}, {ii}, {iii}, ...: the sequential tile index in row-major order
-//     (index = row*cols + col).
+//   - {i}, {ii}, {iii}, ... or MIST's {p}, {pp}, {ppp}, ...: the sequential
+//     position index, numbered over the grid as Layout says (row-major from
+//     the upper-left corner by default: index = row*cols + col);
+//   - {t}, {tt}, {ttt}, ...: the time slice (see [Pattern.AtTime]), optional.
 //
 // Numbers are zero-padded to the width of the placeholder; numbers wider
 // than the placeholder are printed in full. Numbering starts at First (NIST
-// data sets count from 1). A pattern must contain either {i} or both {r}
-// and {c}; it may not mix {i} with {r}/{c}. Any other use of '{' or '}' is
-// an error. Two placeholders must be separated by at least one literal
+// data sets count from 1). A pattern must contain either a position index
+// or both {r} and {c}; it may not mix the two. Any other use of '{' or '}'
+// is an error. Two placeholders must be separated by at least one literal
 // character, so that names stay unambiguous.
 type Pattern struct {
 	// First is the number of the first row, column and index.
 	First int
+	// Layout is how the position index of a sequential pattern runs over
+	// the grid (MIST's numbering pattern and grid origin). The zero value
+	// is row by row from the upper-left corner. Row-column patterns ignore
+	// it.
+	Layout Layout
 
 	src   string
 	parts []patternPart
+	time  int
+}
+
+// Numbering is the order in which a sequential pattern's position index
+// runs over the grid (MIST's numberingPattern).
+type Numbering uint8
+
+// The numberings of MIST, from the grid's origin corner.
+const (
+	// HorizontalCombing numbers row by row, every row in the same
+	// direction.
+	HorizontalCombing Numbering = iota
+	// VerticalCombing numbers column by column, every column in the same
+	// direction.
+	VerticalCombing
+	// HorizontalContinuous numbers row by row, turning back at the end of
+	// each row (a snake).
+	HorizontalContinuous
+	// VerticalContinuous numbers column by column, turning back at the end
+	// of each column.
+	VerticalContinuous
+)
+
+var numberingNames = [...]string{"HORIZONTALCOMBING", "VERTICALCOMBING", "HORIZONTALCONTINUOUS", "VERTICALCONTINUOUS"}
+
+// String returns MIST's name of the numbering, such as "HORIZONTALCOMBING".
+func (n Numbering) String() string {
+	if int(n) < len(numberingNames) {
+		return numberingNames[n]
+	}
+	return fmt.Sprintf("Numbering(%d)", int(n))
+}
+
+// ParseNumbering parses MIST's numbering names, in any case.
+func ParseNumbering(s string) (Numbering, error) {
+	for i, name := range numberingNames {
+		if strings.EqualFold(s, name) {
+			return Numbering(i), nil
+		}
+	}
+	return 0, fmt.Errorf("tileio: unknown numbering %q (want %s)", s, strings.Join(numberingNames[:], ", "))
+}
+
+// Origin is the grid corner where a sequential numbering starts (MIST's
+// gridOrigin).
+type Origin uint8
+
+// The four corners.
+const (
+	UpperLeft Origin = iota
+	UpperRight
+	LowerLeft
+	LowerRight
+)
+
+var originNames = [...]string{"UL", "UR", "LL", "LR"}
+
+// String returns MIST's name of the corner: "UL", "UR", "LL" or "LR".
+func (o Origin) String() string {
+	if int(o) < len(originNames) {
+		return originNames[o]
+	}
+	return fmt.Sprintf("Origin(%d)", int(o))
+}
+
+// ParseOrigin parses MIST's corner names UL, UR, LL and LR, in any case.
+func ParseOrigin(s string) (Origin, error) {
+	for i, name := range originNames {
+		if strings.EqualFold(s, name) {
+			return Origin(i), nil
+		}
+	}
+	return 0, fmt.Errorf("tileio: unknown grid origin %q (want UL, UR, LL or LR)", s)
+}
+
+// Layout says how a sequential position index runs over a grid.
+type Layout struct {
+	Numbering Numbering
+	Origin    Origin
+}
+
+// Index returns the 0-based position index of tile (row, col) of a rows x
+// cols grid: the numbering is laid out from the upper-left corner, then
+// mirrored left-right for a right origin and top-bottom for a lower one,
+// as MIST does.
+func (l Layout) Index(row, col, rows, cols int) int {
+	if l.Origin == UpperRight || l.Origin == LowerRight {
+		col = cols - 1 - col
+	}
+	if l.Origin == LowerLeft || l.Origin == LowerRight {
+		row = rows - 1 - row
+	}
+	switch l.Numbering {
+	case VerticalCombing:
+		return col*rows + row
+	case HorizontalContinuous:
+		if row%2 == 1 {
+			col = cols - 1 - col
+		}
+		return row*cols + col
+	case VerticalContinuous:
+		if col%2 == 1 {
+			row = rows - 1 - row
+		}
+		return col*rows + row
+	}
+	return row*cols + col
 }
 
 type patternPart struct {
 	lit   string // literal text when kind == 0
-	kind  byte   // 0, 'r', 'c' or 'i'
+	kind  byte   // 0, 'r', 'c', 'i' (also for {p}) or 't'
 	width int
 }
 
@@ -43,7 +157,7 @@ func ParsePattern(s string, first int) (Pattern, error) {
 	}
 	p := Pattern{First: first, src: s}
 	var lit strings.Builder
-	var hasR, hasC, hasI bool
+	var hasR, hasC, hasI, hasT bool
 	lastWasPlaceholder := false
 	for i := 0; i < len(s); {
 		switch s[i] {
@@ -59,8 +173,11 @@ func ParsePattern(s string, first int) (Pattern, error) {
 				return Pattern{}, fmt.Errorf("tileio: pattern %q: empty placeholder at offset %d", s, i)
 			}
 			k := body[0]
-			if k != 'r' && k != 'c' && k != 'i' || strings.Count(body, string(k)) != len(body) {
-				return Pattern{}, fmt.Errorf("tileio: pattern %q: unknown placeholder {%s} at offset %d (want {r..}, {c..} or {i..})", s, body, i)
+			if !strings.ContainsRune("rcipt", rune(k)) || strings.Count(body, string(k)) != len(body) {
+				return Pattern{}, fmt.Errorf("tileio: pattern %q: unknown placeholder {%s} at offset %d (want {r..}, {c..}, {i..}, {p..} or {t..})", s, body, i)
+			}
+			if k == 'p' {
+				k = 'i'
 			}
 			if lastWasPlaceholder && lit.Len() == 0 {
 				return Pattern{}, fmt.Errorf("tileio: pattern %q: placeholders at offset %d must be separated by literal text", s, i)
@@ -77,6 +194,11 @@ func ParsePattern(s string, first int) (Pattern, error) {
 				hasC = true
 			case 'i':
 				hasI = true
+			case 't':
+				if hasT {
+					return Pattern{}, fmt.Errorf("tileio: pattern %q: two time-slice placeholders", s)
+				}
+				hasT = true
 			}
 			lastWasPlaceholder = true
 			i += end + 1
@@ -90,9 +212,9 @@ func ParsePattern(s string, first int) (Pattern, error) {
 	}
 	switch {
 	case hasI && (hasR || hasC):
-		return Pattern{}, fmt.Errorf("tileio: pattern %q mixes {i} with {r}/{c}", s)
+		return Pattern{}, fmt.Errorf("tileio: pattern %q mixes a position index {i}/{p} with {r}/{c}", s)
 	case !hasI && !(hasR && hasC):
-		return Pattern{}, fmt.Errorf("tileio: pattern %q needs both {r} and {c}, or {i}", s)
+		return Pattern{}, fmt.Errorf("tileio: pattern %q needs both {r} and {c}, or a position index {i} or {p}", s)
 	}
 	return p, nil
 }
@@ -100,7 +222,8 @@ func ParsePattern(s string, first int) (Pattern, error) {
 // String returns the pattern text as given to [ParsePattern].
 func (p Pattern) String() string { return p.src }
 
-// Sequential reports whether the pattern numbers tiles with {i}.
+// Sequential reports whether the pattern numbers tiles with a position
+// index ({i} or {p}).
 func (p Pattern) Sequential() bool {
 	for _, q := range p.parts {
 		if q.kind == 'i' {
@@ -110,9 +233,30 @@ func (p Pattern) Sequential() bool {
 	return false
 }
 
-// Name returns the file name of tile (row, col), 0-based, in a grid with
-// cols columns (cols only matters for {i} patterns).
-func (p Pattern) Name(row, col, cols int) string {
+// HasTime reports whether the pattern has a time-slice placeholder {t}.
+func (p Pattern) HasTime() bool {
+	for _, q := range p.parts {
+		if q.kind == 't' {
+			return true
+		}
+	}
+	return false
+}
+
+// AtTime returns the pattern with its time-slice placeholder set to t (the
+// number printed, as MIST counts slices). Names of a pattern without {t}
+// do not change.
+func (p Pattern) AtTime(t int) Pattern {
+	p.time = t
+	return p
+}
+
+// Time returns the time slice set by AtTime (0 by default).
+func (p Pattern) Time() int { return p.time }
+
+// Name returns the file name of tile (row, col), 0-based, in a rows x cols
+// grid (the grid's size matters only for sequential patterns).
+func (p Pattern) Name(row, col, rows, cols int) string {
 	var b strings.Builder
 	for _, q := range p.parts {
 		var n int
@@ -125,7 +269,9 @@ func (p Pattern) Name(row, col, cols int) string {
 		case 'c':
 			n = col + p.First
 		case 'i':
-			n = row*cols + col + p.First
+			n = p.Layout.Index(row, col, rows, cols) + p.First
+		case 't':
+			n = p.time
 		}
 		d := strconv.Itoa(n)
 		if n >= 0 {

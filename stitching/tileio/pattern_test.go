@@ -1,6 +1,7 @@
 package tileio
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -29,7 +30,7 @@ func TestPatternName(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParsePattern(%q): %v", c.pat, err)
 		}
-		if got := p.Name(c.row, c.col, c.cols); got != c.want {
+		if got := p.Name(c.row, c.col, 100, c.cols); got != c.want {
 			t.Errorf("%q.Name(%d,%d,%d) = %q, want %q", c.pat, c.row, c.col, c.cols, got, c.want)
 		}
 		if p.Sequential() != c.wantSequentialOK {
@@ -98,8 +99,8 @@ func FuzzParsePattern(f *testing.F) {
 		seen := map[string][2]int{}
 		for r := 0; r < rows; r++ {
 			for c := 0; c < cols; c++ {
-				n := p.Name(r, c, cols)
-				if n != q.Name(r, c, cols) {
+				n := p.Name(r, c, rows, cols)
+				if n != q.Name(r, c, rows, cols) {
 					t.Fatalf("re-parsed pattern names differ")
 				}
 				if prev, dup := seen[n]; dup && separated {
@@ -109,4 +110,125 @@ func FuzzParsePattern(f *testing.F) {
 			}
 		}
 	})
+}
+
+// mistGrid numbers a rows x cols grid the way MIST's sequential loader
+// describes it: fill by rows (or columns), reverse every other row (or
+// column) for the continuous numberings, then mirror the grid left-right for
+// a right origin and top-bottom for a lower one.
+func mistGrid(n Numbering, o Origin, rows, cols int) [][]int {
+	g := make([][]int, rows)
+	for r := range g {
+		g[r] = make([]int, cols)
+		for c := range g[r] {
+			switch n {
+			case HorizontalCombing, HorizontalContinuous:
+				g[r][c] = r*cols + c
+			default:
+				g[r][c] = c*rows + r
+			}
+		}
+	}
+	if n == HorizontalContinuous {
+		for r := 1; r < rows; r += 2 {
+			slices.Reverse(g[r])
+		}
+	}
+	if n == VerticalContinuous {
+		for c := 1; c < cols; c += 2 {
+			for r := 0; r < rows/2; r++ {
+				g[r][c], g[rows-1-r][c] = g[rows-1-r][c], g[r][c]
+			}
+		}
+	}
+	if o == UpperRight || o == LowerRight {
+		for r := range g {
+			slices.Reverse(g[r])
+		}
+	}
+	if o == LowerLeft || o == LowerRight {
+		slices.Reverse(g)
+	}
+	return g
+}
+
+func TestLayoutIndexMatchesMIST(t *testing.T) {
+	for n := HorizontalCombing; n <= VerticalContinuous; n++ {
+		for o := UpperLeft; o <= LowerRight; o++ {
+			l := Layout{n, o}
+			for _, sz := range [][2]int{{1, 1}, {1, 5}, {5, 1}, {3, 4}, {4, 3}, {5, 5}, {6, 7}} {
+				rows, cols := sz[0], sz[1]
+				want := mistGrid(n, o, rows, cols)
+				seen := make([]bool, rows*cols)
+				for r := range rows {
+					for c := range cols {
+						i := l.Index(r, c, rows, cols)
+						if i != want[r][c] {
+							t.Fatalf("%v %v %dx%d: Index(%d,%d) = %d, want %d", n, o, rows, cols, r, c, i, want[r][c])
+						}
+						if i < 0 || i >= rows*cols || seen[i] {
+							t.Fatalf("%v %v %dx%d: index %d out of range or repeated", n, o, rows, cols, i)
+						}
+						seen[i] = true
+					}
+				}
+			}
+		}
+	}
+	// A 3 x 3 snake from the lower-right corner, as a person would draw it.
+	l := Layout{HorizontalContinuous, LowerRight}
+	got := [3][3]int{}
+	for r := range 3 {
+		for c := range 3 {
+			got[r][c] = l.Index(r, c, 3, 3)
+		}
+	}
+	if want := [3][3]int{{8, 7, 6}, {3, 4, 5}, {2, 1, 0}}; got != want {
+		t.Errorf("snake from LR: %v, want %v", got, want)
+	}
+}
+
+func TestParseLayoutNames(t *testing.T) {
+	for n := HorizontalCombing; n <= VerticalContinuous; n++ {
+		got, err := ParseNumbering(strings.ToLower(n.String()))
+		if err != nil || got != n {
+			t.Errorf("ParseNumbering(%q) = %v, %v", n.String(), got, err)
+		}
+	}
+	for o := UpperLeft; o <= LowerRight; o++ {
+		got, err := ParseOrigin(strings.ToLower(o.String()))
+		if err != nil || got != o {
+			t.Errorf("ParseOrigin(%q) = %v, %v", o.String(), got, err)
+		}
+	}
+	if _, err := ParseNumbering("ZIGZAG"); err == nil {
+		t.Error("unknown numbering accepted")
+	}
+	if _, err := ParseOrigin("C"); err == nil {
+		t.Error("unknown origin accepted")
+	}
+}
+
+func TestTimeSlicesAndMISTPositions(t *testing.T) {
+	p, err := ParsePattern("img_t{tt}_pos{ppp}.tif", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Sequential() || !p.HasTime() {
+		t.Fatalf("Sequential %v, HasTime %v", p.Sequential(), p.HasTime())
+	}
+	p.Layout = Layout{VerticalCombing, UpperLeft}
+	if got := p.AtTime(7).Name(1, 2, 3, 4); got != "img_t07_pos008.tif" {
+		t.Errorf("name %q, want img_t07_pos008.tif", got)
+	}
+	if _, err := ParsePattern("a{t}_{t}_{p}", 0); err == nil {
+		t.Error("two time placeholders accepted")
+	}
+	if _, err := ParsePattern("a{t}_{r}", 0); err == nil {
+		t.Error("a row without a column accepted")
+	}
+	rc, _ := ParsePattern("r{r}_c{c}", 0)
+	if rc.HasTime() || rc.AtTime(3).Name(1, 2, 3, 4) != "r1_c2" {
+		t.Error("a pattern without {t} changed with AtTime")
+	}
 }

@@ -314,7 +314,7 @@ func (ts *TileSet) Cols() int { return ts.cols }
 func (ts *TileSet) TileSize() (w, h int) { return ts.w, ts.h }
 
 // Name returns the file name (without directory) of tile (row, col).
-func (ts *TileSet) Name(row, col int) string { return ts.pattern.Name(row, col, ts.cols) }
+func (ts *TileSet) Name(row, col int) string { return ts.pattern.Name(row, col, ts.rows, ts.cols) }
 
 // Path returns the path of tile (row, col).
 func (ts *TileSet) Path(row, col int) string { return filepath.Join(ts.dir, ts.Name(row, col)) }

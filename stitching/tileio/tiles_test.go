@@ -113,7 +113,7 @@ func TestOpenTileSet(t *testing.T) {
 	}
 	for r := 0; r < 2; r++ {
 		for c := 0; c < 3; c++ {
-			writeImage(t, filepath.Join(dir, pat.Name(r, c, 3)), gray16Ramp(10, 8), "tif")
+			writeImage(t, filepath.Join(dir, pat.Name(r, c, 2, 3)), gray16Ramp(10, 8), "tif")
 		}
 	}
 	ts, err := OpenTileSet(dir, pat, 2, 3)
@@ -132,7 +132,7 @@ func TestOpenTileSet(t *testing.T) {
 	}
 
 	// A tile of another size is named.
-	odd := filepath.Join(dir, pat.Name(1, 1, 3))
+	odd := filepath.Join(dir, pat.Name(1, 1, 2, 3))
 	writeImage(t, odd, gray16Ramp(11, 8), "tif")
 	_, err = OpenTileSet(dir, pat, 2, 3)
 	if err == nil || !strings.Contains(err.Error(), odd) || !strings.Contains(err.Error(), "11x8") {
