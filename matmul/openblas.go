@@ -97,7 +97,7 @@ func BLASLine(k Kernel) string {
 		return fmt.Sprintf("BLAS: %s %s (%s)", cfg, k.lib.CoreName(), k.lib.Soname())
 	case gonumKernel:
 		if _, err := native.LoadOpenBLAS(); err != nil {
-			return "BLAS: gonum (pure Go); install libopenblas0-pthread for ~5x faster DGEMM"
+			return "BLAS: gonum (pure Go); install libopenblas0-pthread for ~6-10x faster DGEMM"
 		}
 		return "BLAS: gonum (pure Go)"
 	}

@@ -3,8 +3,10 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/ebitengine/purego"
 )
@@ -13,15 +15,15 @@ const supported = true
 
 // dlopen opens the first of names that loads (RTLD_NOW | RTLD_LOCAL).
 func dlopen(names ...string) (handle uintptr, name string, err error) {
-	var errs []error
+	var errs []string
 	for _, n := range names {
 		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err == nil {
 			return h, n, nil
 		}
-		errs = append(errs, err)
+		errs = append(errs, err.Error())
 	}
-	return 0, "", fmt.Errorf("%v", errs)
+	return 0, "", errors.New(strings.Join(errs, "; "))
 }
 
 func dlsym(h uintptr, name string) (uintptr, error) { return purego.Dlsym(h, name) }

@@ -37,7 +37,7 @@ func ParseFFTKernel(s string) (FFTKernel, error) {
 
 // DescribeFFT returns a one-line description of the implementation that k
 // selects on this machine, such as "FFTW 3.3.10 (fftw-3.3.10-sse2-avx)" or
-// "gonum (pure Go); install libfftw3-double3 for ~7x faster FFTs". It
+// "gonum (pure Go); install libfftw3-double3 for ~5x faster FFTs". It
 // returns an error for FFTFFTW when FFTW cannot be loaded.
 func DescribeFFT(k FFTKernel) (string, error) {
 	if k == FFTGonum {
@@ -48,7 +48,7 @@ func DescribeFFT(k FFTKernel) (string, error) {
 		if k == FFTFFTW {
 			return "", fmt.Errorf("align: FFT kernel fftw: %w", err)
 		}
-		return "gonum (pure Go); install libfftw3-double3 for ~7x faster FFTs", nil
+		return "gonum (pure Go); install libfftw3-double3 for ~5x faster FFTs", nil
 	}
 	return fftwName(f), nil
 }
