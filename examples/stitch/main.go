@@ -205,6 +205,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-gpu: %w", err)
 		}
 	}
+	if k, _ := align.ParseFFTKernel(c.fft); k == align.FFTFFTW && !c.gpu {
+		if _, err := align.DescribeFFT(k); err != nil {
+			return fmt.Errorf("-fft fftw: %w", err)
+		}
+	}
 	switch {
 	case c.generate != "":
 		return generate(ctx, c, stdout)
