@@ -55,7 +55,7 @@
 //     thread count is process-wide; it is set to 1 at load and the
 //     multipliers keep it there). "auto", the default (nil Config.Kernel),
 //     is this kernel when the library loads and "gonum" otherwise. The
-//     library is loaded at first use by internal/native through purego
+//     library is loaded at first use through purego
 //     (dlopen without cgo), not linked: OpenBLAS chooses its CPU
 //     kernels in a constructor that runs when it is loaded, reading
 //     OPENBLAS_CORETYPE, and a linked library is initialized by the
