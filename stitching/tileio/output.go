@@ -27,7 +27,8 @@ type GlobalPosition struct {
 //
 //	file: NAME; corr: 0.1234567890; position: (X, Y); grid: (COL, ROW);
 //
-// with the correlation printed with 10 decimals and COL/ROW 0-based. Names
+// with the correlation printed with 10 decimals and COL/ROW 0-based; a NaN
+// correlation (a tile no edge placed) is written "NaN", as MIST does. Names
 // must be non-empty, without ';', line breaks, or leading/trailing spaces
 // (they could not be read back).
 func WriteGlobalPositions(w io.Writer, pos []GlobalPosition) error {
@@ -36,7 +37,7 @@ func WriteGlobalPositions(w io.Writer, pos []GlobalPosition) error {
 		if err := checkName(p.Name, ";"); err != nil {
 			return fmt.Errorf("tileio: global position %d: %w", i, err)
 		}
-		if math.IsNaN(p.Corr) || math.IsInf(p.Corr, 0) {
+		if math.IsInf(p.Corr, 0) {
 			return fmt.Errorf("tileio: global position %d (%s): correlation %v", i, p.Name, p.Corr)
 		}
 		fmt.Fprintf(bw, "file: %s; corr: %s; position: (%d, %d); grid: (%d, %d);\n",
@@ -63,7 +64,7 @@ type RelativePosition struct {
 //	north, TILE, NEIGHBOR, 0.1234567890, X, Y
 //
 // fields separated by a comma and one space, the correlation printed with
-// 10 decimals, X and Y as integers: the position of TILE relative to
+// 10 decimals ("NaN" for NaN, as MIST writes it), X and Y as integers: the position of TILE relative to
 // NEIGHBOR (its west or north neighbour). Names must be non-empty, without
 // ',', line breaks, or leading/trailing spaces.
 func WriteRelativePositions(w io.Writer, rel []RelativePosition) error {
@@ -78,7 +79,7 @@ func WriteRelativePositions(w io.Writer, rel []RelativePosition) error {
 		if err := checkName(r.Neighbor, ","); err != nil {
 			return fmt.Errorf("tileio: relative position %d: neighbor: %w", i, err)
 		}
-		if math.IsNaN(r.Corr) || math.IsInf(r.Corr, 0) {
+		if math.IsInf(r.Corr, 0) {
 			return fmt.Errorf("tileio: relative position %d (%s): correlation %v", i, r.Tile, r.Corr)
 		}
 		fmt.Fprintf(bw, "%s, %s, %s, %s, %d, %d\n", r.Dir, r.Tile, r.Neighbor, formatCorr(r.Corr), r.X, r.Y)
@@ -101,6 +102,9 @@ func RelativePositions(t *align.Translations, name func(row, col int) string) []
 }
 
 func formatCorr(c float64) string {
+	if math.IsNaN(c) {
+		return "NaN"
+	}
 	return strconv.FormatFloat(c, 'f', 10, 64)
 }
 
@@ -141,8 +145,11 @@ func (l *lineReader) next() (string, bool) {
 
 // ReadGlobalPositions parses the format of [WriteGlobalPositions]. Blank
 // lines and surrounding white space are ignored; anything else that does
-// not match the format is an error naming the line. Numbers may use any
-// precision; NaN correlations are rejected.
+// not match the format is an error naming the line. It reads the files MIST
+// writes too: correlations may use any precision, scientific notation,
+// "NaN" (MIST's for a tile no edge placed) or a decimal comma (MIST
+// formats them in the machine's locale, "0,9876543210" in a German one);
+// infinite correlations are rejected.
 func ReadGlobalPositions(r io.Reader) ([]GlobalPosition, error) {
 	lr := newLineReader(r)
 	var out []GlobalPosition
@@ -203,6 +210,12 @@ func (f *fieldScanner) integer(sep, what string) (int, error) {
 }
 
 func parseCorr(v string) (float64, error) {
+	if strings.Count(v, ",") == 1 && !strings.Contains(v, ".") {
+		v = strings.Replace(v, ",", ".", 1) // a decimal comma
+	}
+	if strings.EqualFold(v, "nan") {
+		return math.NaN(), nil
+	}
 	c, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(c) || math.IsInf(c, 0) {
 		return 0, fmt.Errorf("corr: invalid number %q", v)
@@ -275,7 +288,10 @@ func parseGlobalLine(s string) (GlobalPosition, error) {
 
 // ReadRelativePositions parses the format of [WriteRelativePositions].
 // Blank lines and white space around fields are ignored; anything else that
-// does not match is an error naming the line.
+// does not match is an error naming the line. Correlations are read as
+// [ReadGlobalPositions] reads them, a decimal comma included: MIST's
+// "west, B, A, 0,9876543210, 12, -3" (fields separated by ", ", the
+// decimal comma without a space) is the correlation 0.9876543210.
 func ReadRelativePositions(r io.Reader) ([]RelativePosition, error) {
 	lr := newLineReader(r)
 	var out []RelativePosition
@@ -299,6 +315,10 @@ func ReadRelativePositions(r io.Reader) ([]RelativePosition, error) {
 func parseRelativeLine(s string) (RelativePosition, error) {
 	var p RelativePosition
 	fs := strings.Split(s, ",")
+	if len(fs) == 7 && isDigits(fs[4]) && isDigits(strings.TrimPrefix(strings.TrimSpace(fs[3]), "-")) {
+		// A decimal comma: "0,98" is split in "0" and "98" (no space).
+		fs = append(fs[:3], append([]string{strings.TrimSpace(fs[3]) + "." + fs[4]}, fs[5:]...)...)
+	}
 	if len(fs) != 6 {
 		return p, fmt.Errorf("want 6 comma-separated fields (dir, tile, neighbor, corr, x, y), found %d", len(fs))
 	}
@@ -323,4 +343,14 @@ func parseRelativeLine(s string) (RelativePosition, error) {
 		return p, fmt.Errorf("y: invalid integer %q", fs[5])
 	}
 	return p, nil
+}
+
+// isDigits reports whether s is a non-empty run of ASCII digits.
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
