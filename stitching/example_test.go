@@ -64,8 +64,8 @@ func ExampleSequential() {
 }
 
 // Quality needs no ground truth: it tells how far a result can be trusted.
-// Here the stage model rejected two of the west translations as outliers,
-// to be repaired and refined.
+// Here the stage model rejected one of the west translations as an
+// outlier, to be repaired and refined.
 func ExampleResult_Quality() {
 	_, src := grid()
 	res, err := stitching.Sequential(context.Background(), src, align.Options{Overlap: 10})
@@ -75,7 +75,7 @@ func ExampleResult_Quality() {
 	q := res.Quality()
 	fmt.Printf("%d pairs; overlap given: %v; %d of %d west translations valid\n", q.Pairs, q.West.OverlapGiven, q.West.Valid, q.West.Pairs)
 	// Output:
-	// 17 pairs; overlap given: true; 7 of 9 west translations valid
+	// 17 pairs; overlap given: true; 8 of 9 west translations valid
 }
 
 // MemoryEstimate sizes a run before reading a tile: here the grid of the

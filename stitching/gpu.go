@@ -128,7 +128,6 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	if streams <= 0 {
 		streams = 2
 	}
-	mx, my := align.MinOverlap(w, h, opt)
 
 	g := graph.New[tileRef, pairDone]("registration")
 	cg := graph.New[tileRef, pairDone]("gpu")
@@ -175,10 +174,10 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		})
 	})
 	pciam := graph.AddTask(cg, "pciam", streams, func() task.Task[pairJob, peaksJob] {
-		return &pciamTask{c: be.newCorrelator(w, h, opt), n: opt.EffectivePeakCount()}
+		return &pciamTask{c: be.newCorrelator(w, h, opt), n: opt.EffectiveMaxPeakCount()}
 	})
 	ccfTask := graph.AddFunc(cg, "ccf", workers, func(_ context.Context, j peaksJob, out task.Emitter[pairDone]) error {
-		tr := align.CCF(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, mx, my)
+		tr := align.ChoosePeak(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, opt)
 		if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
 			return err
 		}

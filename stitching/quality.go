@@ -36,6 +36,12 @@ type DirectionQuality struct {
 	Overlap float64
 	// OverlapGiven reports whether Overlap came from the options.
 	OverlapGiven bool
+	// ModelSkipped reports that the direction had too few valid
+	// translations for a stage model ([align.DirectionModel.TooFewPairs]):
+	// translations reaching the correlation threshold were kept as
+	// measured instead of being repaired, and refinement searched the
+	// whole overlap window.
+	ModelSkipped bool
 }
 
 // Quality gathers measures of how much a [Result] can be trusted, taken
@@ -64,7 +70,7 @@ func (r *Result) Quality() Quality {
 	q := Quality{MedianCorr: math.NaN()}
 	if r.Model != nil {
 		dq := func(d align.DirectionModel) DirectionQuality {
-			return DirectionQuality{Pairs: d.Pairs, Valid: d.Valid, Overlap: d.Overlap, OverlapGiven: d.OverlapGiven}
+			return DirectionQuality{Pairs: d.Pairs, Valid: d.Valid, Overlap: d.Overlap, OverlapGiven: d.OverlapGiven, ModelSkipped: d.TooFewPairs}
 		}
 		q.West, q.North = dq(r.Model.West), dq(r.Model.North)
 		q.RepeatabilityGiven = r.Model.RepeatabilityGiven
@@ -101,6 +107,7 @@ func (r *Result) Quality() Quality {
 //   - a direction's stage model rests on fewer than MinModelTranslations
 //     valid translations while it estimated something (the overlap or the
 //     repeatability);
+//   - a direction's stage model was skipped (too few pairs);
 //   - tiles were placed by pairs correlating below LowCorrelation.
 func (q Quality) Warnings() []string {
 	var w []string
@@ -123,6 +130,10 @@ func (q Quality) Warnings() []string {
 				w = append(w, fmt.Sprintf("the %s overlap estimate %.2f%% is implausible (above %.0f%%): it comes from wrong translations; give the overlap instead of estimating it",
 					d.name, ov, MaxPlausibleOverlap))
 			}
+		}
+		if d.q.ModelSkipped {
+			w = append(w, fmt.Sprintf("%s model skipped: too few pairs (%d of %d matched, want at least %d): translations that match were kept as measured and searched over the whole overlap window",
+				d.name, d.q.Valid, d.q.Pairs, align.MinModelPairs))
 		}
 		if d.q.Valid < MinModelTranslations && (!d.q.OverlapGiven || !q.RepeatabilityGiven) {
 			w = append(w, fmt.Sprintf("the %s stage model rests on %d valid translation(s) of %d pairs (want at least %d): the grid is too small or the pairs do not match, and the estimated overlap and repeatability may be wrong",

@@ -67,6 +67,17 @@
 //   - refinement searches the whole square of half-width 2r around each
 //     translation for the NCC maximum, computed at once with FFTs
 //     ([Refiner]), instead of hill climbing.
+//   - when the best candidate of the first PeakCount peaks correlates
+//     below [ConfidentCorr], up to MaxPeakCount (16) peaks are scored by
+//     NCC (Options.MaxPeakCount = -1 for MIST's fixed count);
+//   - the overlap is estimated from the window of primary components with
+//     the largest total correlation, not the largest count; translations
+//     with NCC >= ConfidentCorr inside the overlap window are never
+//     dropped or repaired; a direction with fewer than [MinModelPairs]
+//     valid translations skips the model (translations reaching the
+//     correlation threshold inside the overlap window are kept, and the
+//     search radius covers the whole overlap window,
+//     [DirectionModel.TooFewPairs]).
 //
 // On the realistic level of stitching/synth both settings meet the
 // accuracy bar (MIST's raw PCIAM+CCF is even exact slightly more often).

@@ -38,7 +38,16 @@ type DirectionModel struct {
 	// backlash), west translations vary by column and north translations
 	// by row.
 	ByColumn bool
+	// TooFewPairs reports that fewer than [MinModelPairs] translations
+	// of this direction were valid: too few for a stage model. Repair then
+	// keeps every translation that reaches the correlation threshold
+	// instead of replacing it by a median of one or two others.
+	TooFewPairs bool
 }
+
+// MinModelPairs is the least number of valid translations per direction
+// from which the stage model predicts (repairs) translations.
+const MinModelPairs = 3
 
 // StageModel is MIST's model of the microscope stage, estimated from the
 // pair translations: expected overlap per direction, stage repeatability,
@@ -145,11 +154,19 @@ func corrOf(t Translation) float64 {
 //     than the rest (error above Q3 + 3 IQR of the errors, and above 2 px)
 //     are marked invalid, and the grouping is chosen again.
 //
+//  4. Trust. Translations the model rejected but whose NCC is at least
+//     [ConfidentCorr] inside the overlap window are valid again; with
+//     fewer than [MinModelPairs] valid translations (too few for a model,
+//     [DirectionModel.TooFewPairs]) so is every translation reaching the
+//     threshold whose primary component lies in the overlap window.
+//
 // Repeatability (unless given): the largest leave-one-out prediction
 // error d of a valid translation (either component, either direction)
 // bounds how far a repaired translation may be from the truth, so
 // r = ceil(d/2)+1 and the refinement radius 2r >= d+2 (two pixels of
-// margin for translations the valid sample did not cover).
+// margin for translations the valid sample did not cover). A direction
+// with too few valid translations contributes the whole overlap window
+// (2*ceil(OverlapUncertainty% of the dimension / 2)) instead.
 //
 // An error is returned when a direction has pairs but no usable
 // translation to estimate its overlap from (give the overlap then).
@@ -176,6 +193,15 @@ func EstimateModel(rel *Translations, w, h int, opt Options) (*StageModel, error
 			m.North = dm
 		}
 		maxDev = max(maxDev, dev)
+		if dm.TooFewPairs && dm.Pairs > 0 {
+			// Too few translations to measure the spread: search the
+			// whole overlap window.
+			dim := float64(w)
+			if d == North {
+				dim = float64(h)
+			}
+			maxDev = max(maxDev, 2*math.Ceil(o.uncertainty/100*dim/2))
+		}
 	}
 	if o.repeat > 0 {
 		m.Repeatability = o.repeat
@@ -226,6 +252,7 @@ func (m *StageModel) estimateDirection(rel *Translations, d Direction) (Directio
 	e.secondary()
 	e.validity()
 	errs := e.grouping()
+	e.trust()
 	for _, p := range e.ps {
 		if e.isValid(p) {
 			e.dm.Valid++
@@ -252,18 +279,19 @@ func (e *dirEstimate) overlap(given float64) error {
 		e.dm.Primary = e.dimP * (1 - given/100)
 		return nil
 	}
-	var vals []float64
+	var vals, wts []float64
 	for _, p := range e.ps {
 		t := e.rel.At(p)
 		pc, _ := components(t, e.d)
 		if corrOf(t) > 0 && pc > 0 && float64(pc) < e.dimP {
 			vals = append(vals, float64(pc))
+			wts = append(wts, corrOf(t))
 		}
 	}
 	if len(vals) == 0 {
 		return fmt.Errorf("align: cannot estimate the overlap of %s pairs: no translation with positive correlation; give the overlap in the options", e.d)
 	}
-	e.dm.Primary = densestMedian(vals, e.winP)
+	e.dm.Primary = densestMedian(vals, wts, e.winP)
 	e.dm.Overlap = 100 * (1 - e.dm.Primary/e.dimP)
 	return nil
 }
@@ -333,6 +361,33 @@ func (e *dirEstimate) validity() {
 	}
 }
 
+// trust marks valid the translations the image content confirms even
+// though the model rejected them (step 4): those with NCC at least
+// [ConfidentCorr] inside the overlap window, and, when fewer than
+// [MinModelPairs] translations are valid (too few for a model), every
+// translation whose primary component lies in the overlap window and that
+// reaches the correlation threshold.
+func (e *dirEstimate) trust() {
+	n := 0
+	for _, p := range e.ps {
+		if e.isValid(p) {
+			n++
+		}
+	}
+	e.dm.TooFewPairs = n < MinModelPairs
+	for _, p := range e.ps {
+		t := e.rel.At(p)
+		if e.isValid(p) {
+			continue
+		}
+		pc, _ := components(t, e.d)
+		if corrOf(t) >= ConfidentCorr && e.inRange(t) ||
+			e.dm.TooFewPairs && corrOf(t) >= max(e.dm.Threshold, 0) && math.Abs(float64(pc)-e.dm.Primary) <= e.winP {
+			e.setValid(p, true)
+		}
+	}
+}
+
 // grouping chooses the grouping (row or column) whose medians predict the
 // valid translations best (leave-one-out), drops valid translations that
 // the others predict far worse than usual (beyond Q3 + 3 IQR of the
@@ -379,7 +434,7 @@ func (e *dirEstimate) dropOutliers(vps []Pair, errs []float64) bool {
 	fence := max(q3+3*(q3-q1), 2)
 	dropped := false
 	for i, p := range vps {
-		if errs[i] > fence {
+		if errs[i] > fence && !(corrOf(e.rel.At(p)) >= ConfidentCorr) {
 			e.setValid(p, false)
 			dropped = true
 		}
@@ -510,23 +565,44 @@ func quantile(sorted []float64, q float64) float64 {
 }
 
 // densestMedian returns the median of the values inside the interval of
-// width 2*half that contains the most values (the earliest such interval
-// on ties).
-func densestMedian(v []float64, half float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	bestI, bestJ := 0, 0
-	j := 0
+// width 2*half whose values have the largest total weight wt (the
+// correlations: a cluster of well-matched translations outweighs an
+// equal or slightly larger cluster of poorly matched ones); the earliest
+// such interval on ties.
+func densestMedian(v, wt []float64, half float64) float64 {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmpF(v[a], v[b]) })
+	s := make([]float64, len(v))
+	for k, i := range idx {
+		s[k] = v[i]
+	}
+	bestI, bestJ, bestW := 0, 0, math.Inf(-1)
+	j, sum := -1, 0.0
 	for i := range s {
 		if j < i {
-			j = i
+			j, sum = i, wt[idx[i]]
 		}
 		for j+1 < len(s) && s[j+1]-s[i] <= 2*half {
 			j++
+			sum += wt[idx[j]]
 		}
-		if j-i > bestJ-bestI {
-			bestI, bestJ = i, j
+		if sum > bestW+1e-12 {
+			bestI, bestJ, bestW = i, j, sum
 		}
+		sum -= wt[idx[i]]
 	}
 	return stat.Median(s[bestI : bestJ+1])
+}
+
+func cmpF(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

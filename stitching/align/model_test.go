@@ -189,7 +189,16 @@ func TestStageModelErrors(t *testing.T) {
 
 func TestDensestMedian(t *testing.T) {
 	v := []float64{3, 90, 91, 92, 91, 250, 260, 10, 93, 400}
-	if got := densestMedian(v, 2); got != 91 {
+	ones := make([]float64, len(v))
+	for i := range ones {
+		ones[i] = 1
+	}
+	if got := densestMedian(v, ones, 2); got != 91 {
 		t.Errorf("densestMedian = %v, want 91", got)
+	}
+	// Two translations that match well outweigh two that match poorly.
+	v = []float64{76, 82, 226, 226}
+	if got := densestMedian(v, []float64{0.36, 0.41, 0.88, 0.83}, 12); got != 226 {
+		t.Errorf("weighted densestMedian = %v, want 226", got)
 	}
 }

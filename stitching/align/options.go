@@ -16,6 +16,13 @@ type Options struct {
 	// PeakCount is the number of peaks of the phase-correlation matrix
 	// examined per pair (MIST uses 2). 0 means 2.
 	PeakCount int
+	// MaxPeakCount is the number of peaks examined when none of the first
+	// PeakCount gives a confident match (see [Aligner.Align]): on flat
+	// correlation surfaces (low contrast, strong noise) the true
+	// displacement is often not among the highest peaks. 0 means 16;
+	// a value <= PeakCount (e.g. -1) switches the extension off, as in
+	// MIST.
+	MaxPeakCount int
 
 	// MinOverlap is the minimum overlap, in pixels, that a candidate
 	// displacement must leave in each dimension (overlap width and
@@ -84,6 +91,7 @@ type Options struct {
 // options is Options with defaults resolved.
 type options struct {
 	peaks        int
+	maxPeaks     int
 	minOv        int
 	minOvFrac    float64
 	hOverlap     float64 // percent or NaN
@@ -113,6 +121,12 @@ func (o Options) resolve() options {
 	}
 	if r.peaks <= 0 {
 		r.peaks = 2
+	}
+	switch {
+	case o.MaxPeakCount == 0:
+		r.maxPeaks = max(16, r.peaks)
+	default:
+		r.maxPeaks = max(o.MaxPeakCount, r.peaks)
 	}
 	switch {
 	case r.minOv == 0:

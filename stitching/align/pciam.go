@@ -187,11 +187,47 @@ func isLocalMax(m []float64, w, h, i int) bool {
 // Align returns the translation of tile t2 relative to its neighbour t1 in
 // direction dir (PCIAM on the spectra f1, f2 of t1, t2, then [CCF] on the
 // tiles). This is the per-pair work of the stitcher.
+//
+// When the best candidate of the first PeakCount peaks correlates below
+// ConfidentCorr, the correlation surface is taken to be flat (low
+// contrast, strong noise, periodic content), where the true displacement
+// is often a lower peak: the candidates of the next peaks, up to
+// MaxPeakCount, are scored too and the best NCC over all of them wins.
 func (a *Aligner) Align(t1, t2 *image.Gray16, f1, f2 []complex128, dir Direction) Translation {
-	peaks := a.Peaks(f1, f2, a.opt.peaks)
-	mx, my := a.opt.minOverlap(a.plan.w, a.plan.h)
-	return ccf(t1, t2, dir, peaks, mx, my)
+	return choosePeak(t1, t2, dir, a.Peaks(f1, f2, a.opt.maxPeaks), a.opt)
 }
+
+// ChoosePeak returns the translation [Aligner.Align] derives from the
+// peaks of a pair (best first, up to [Options.EffectiveMaxPeakCount] of
+// them): [CCF] of the first PeakCount peaks, extended to the others when
+// that best candidate correlates below [ConfidentCorr]. Pipelines that
+// compute the peaks elsewhere (a GPU) call it for the CCF step.
+func ChoosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, opt Options) Translation {
+	return choosePeak(t1, t2, dir, peaks, opt.resolve())
+}
+
+func choosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, o options) Translation {
+	b := t1.Bounds()
+	mx, my := o.minOverlap(b.Dx(), b.Dy())
+	n := min(o.peaks, len(peaks))
+	best := ccf(t1, t2, dir, peaks[:n], mx, my)
+	if n < len(peaks) && !(best.Corr >= ConfidentCorr) {
+		if more := ccf(t1, t2, dir, peaks[n:], mx, my); more.Corr > best.Corr {
+			best = more
+		}
+	}
+	return best
+}
+
+// EffectiveMaxPeakCount returns the number of phase-correlation peaks
+// computed per pair: MaxPeakCount or its default, at least PeakCount.
+func (o Options) EffectiveMaxPeakCount() int { return o.resolve().maxPeaks }
+
+// ConfidentCorr is the NCC from which a translation is taken as
+// confirmed by the image content: [Aligner.Align] looks no further than
+// the first PeakCount peaks, and the stage model neither drops it as an
+// outlier nor repairs it while it lies in the overlap window ([EstimateModel]).
+const ConfidentCorr = 0.9
 
 // MinOverlap returns the minimum overlap width and height in pixels that
 // opt imposes on candidate displacements of w x h tiles.
