@@ -40,6 +40,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -52,6 +53,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,15 +72,8 @@ import (
 // prog is the program's name in messages and hints.
 const prog = "stitch"
 
-// Output file names in -out.
-const (
-	globalFile   = "global-positions.txt"
-	relativeFile = "relative-positions.txt"
-	noOptFile    = "relative-positions-no-optimization.txt"
-	mosaicFile   = "mosaic.tif"
-	previewFile  = "mosaic-preview.png"
-	previewSide  = 2000
-)
+// previewSide is the longer side of the mosaic's preview.
+const previewSide = 2000
 
 // phases are the graph runs -profile writes.
 var phases = []string{"registration", "refinement"}
@@ -104,7 +99,34 @@ type config struct {
 	demo                  bool // set by the demo, not a flag
 	generate, tile, level string
 	seed                  uint64
+
+	// MIST's parameters (see mist.go).
+	prefix                          string
+	timeSlices                      string
+	slices                          []int // parsed timeSlices; nil: no time slices
+	reuse                           bool
+	assemble                        bool
+	globalPositions                 string
+	repeatability                   int
+	hOverlap, vOverlap, uncertainty float64
+	peaks                           int
+	numbering, origin               string
+	mist                            mistConfig
+	notes                           []string // printed when the run starts
 }
+
+// runSlices are the time slices the run stitches: [1] without time slices,
+// as MIST counts.
+func (c *config) runSlices() []int {
+	if len(c.slices) == 0 {
+		return []int{1}
+	}
+	return c.slices
+}
+
+// maxSlice is the largest slice number, which sets the width of the slice
+// number in output names.
+func (c *config) maxSlice() int { return slices.Max(c.runSlices()) }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -133,7 +155,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.StringVar(&c.httpAddr, "http", "", cli.HTTPUsage)
 	fs.BoolVar(&c.httpWait, "http-wait", false, cli.HTTPWaitUsage)
 	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bars even when stderr is not a terminal")
-	fs.BoolVar(&c.mosaic, "mosaic", true, "compose "+mosaicFile+" and "+previewFile)
+	fs.BoolVar(&c.mosaic, "mosaic", true, "compose the mosaic (PREFIXstitched-T.tif) and its preview")
 	fs.BoolVar(&c.gpu, "gpu", false, "run FFT and PCIAM on the GPUs, CCF on the CPU (needs a build with -tags cuda)")
 	fs.StringVar(&c.fft, "fft", "auto", "FFT `kernel`: auto (FFTW when libfftw3.so.3 is installed, else gonum), fftw or gonum")
 	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", tileio.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
@@ -142,6 +164,18 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.StringVar(&c.tile, "tile", "512x384", "tile size for -generate and the demo, WxH")
 	fs.StringVar(&c.level, "level", "realistic", "difficulty for -generate and the demo: easy, realistic or hard")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed for -generate and the demo")
+	fs.StringVar(&c.prefix, "prefix", defaultPrefix, "prefix of the output file names (MIST's outFilePrefix)")
+	fs.StringVar(&c.numbering, "numbering", "HORIZONTALCOMBING", "order of a sequential ({p}) pattern's index: HORIZONTALCOMBING, VERTICALCOMBING, HORIZONTALCONTINUOUS or VERTICALCONTINUOUS")
+	fs.StringVar(&c.origin, "origin", "UL", "grid corner where a sequential numbering starts: UL, UR, LL or LR")
+	fs.StringVar(&c.timeSlices, "timeslices", "", "time slices to stitch, such as 1-3,5, for a pattern with {t}: one output set per slice")
+	fs.BoolVar(&c.reuse, "reuse-positions", false, "with -timeslices: stitch the first slice only and compose the later ones at its positions")
+	fs.BoolVar(&c.assemble, "assemble-from-metadata", false, "compose the mosaic at the positions of -global-positions instead of stitching")
+	fs.StringVar(&c.globalPositions, "global-positions", "", "global-positions `file` (MIST's or ours) for -assemble-from-metadata; {t} is the time slice")
+	fs.IntVar(&c.repeatability, "repeatability", 0, "stage repeatability in pixels (0: estimate it)")
+	fs.Float64Var(&c.hOverlap, "horizontal-overlap", 0, "overlap of west-east neighbours in percent of the tile width (0: -overlap, or estimate it)")
+	fs.Float64Var(&c.vOverlap, "vertical-overlap", 0, "overlap of north-south neighbours in percent of the tile height (0: -overlap, or estimate it)")
+	fs.Float64Var(&c.uncertainty, "overlap-uncertainty", 0, "half-width of the valid overlap window in percent (0: 5; MIST uses 3)")
+	addMISTFlags(fs, c)
 	return fs
 }
 
@@ -152,11 +186,18 @@ func usage(w io.Writer) {
   %[1]s -dir DIR -rows R -cols C -out OUT  stitch the tiles of DIR
   %[1]s -generate DIR [-rows R -cols C -tile WxH -level L -seed S]
 
-Outputs in OUT: %s, %s, %s, %s, %s.
+  %[1]s --gridWidth C --gridHeight R --imageDir DIR --filenamePattern P --outputPath OUT ...
+                                         the same with MIST's headless option names
+
+Outputs in OUT, named as MIST names them (PREFIX is -prefix, T the time
+slice, 1 without time slices): PREFIXglobal-positions-T.txt,
+PREFIXrelative-positions-T.txt, PREFIXrelative-positions-no-optimization-T.txt,
+PREFIXstitched-T.tif, PREFIXstitched-T-preview.png, PREFIXstatistics.txt and
+PREFIXlog.txt.
 Warnings about the quality of the result go to stderr and start "%[1]s: WARNING:".
 
 Flags:
-`, prog, globalFile, relativeFile, noOptFile, mosaicFile, previewFile)
+`, prog)
 	cli.PrintDefaults(w, newFlags(&config{}))
 }
 
@@ -168,7 +209,10 @@ func parseFlags(args []string) (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if c.start != 0 && c.start != 1 {
+	if err := checkMIST(c, set); err != nil {
+		return nil, err
+	}
+	if set["start"] && c.start != 0 && c.start != 1 {
 		return nil, cli.Usagef("-start %d: must be 0 or 1", c.start)
 	}
 	if c.workers < 1 {
@@ -187,6 +231,12 @@ func parseFlags(args []string) (*config, error) {
 		return nil, cli.Usagef("-profile needs a folder")
 	}
 	if err := cli.CheckHTTP(c.httpAddr, c.httpWait); err != nil {
+		return nil, err
+	}
+	if c.start < 0 {
+		return nil, cli.Usagef("first tile number %d: must be at least 0", c.start)
+	}
+	if err := checkStage(c); err != nil {
 		return nil, err
 	}
 	if c.keep && (c.dir != "" || c.generate != "") {
@@ -212,8 +262,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case c.generate != "":
+		for _, n := range c.notes {
+			fmt.Fprintln(stderr, n)
+		}
 		return generate(ctx, c, stdout)
 	case c.dir == "":
+		for _, n := range c.notes {
+			fmt.Fprintln(stderr, n)
+		}
 		if c.rows != 0 || c.cols != 0 || c.out != "" {
 			return cli.Usagef("-dir is required to stitch (run without flags for the demo)")
 		}
@@ -309,10 +365,95 @@ type observed struct {
 	run   *graph.Execution
 }
 
+// checkStage checks the stage, layout, time-slice and assembly parameters.
+func checkStage(c *config) error {
+	if c.repeatability < 0 {
+		return cli.Usagef("-repeatability %d: must be at least 0", c.repeatability)
+	}
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"-horizontal-overlap", c.hOverlap}, {"-vertical-overlap", c.vOverlap}, {"-overlap-uncertainty", c.uncertainty}} {
+		if math.IsNaN(p.v) {
+			continue // MIST's "not given"
+		}
+		if p.v < 0 || p.v >= 100 {
+			return cli.Usagef("%s %v: must be a percentage in [0, 100)", p.name, p.v)
+		}
+	}
+	if _, err := tileio.ParseNumbering(c.numbering); err != nil {
+		return cli.UsageError{Err: err}
+	}
+	if _, err := tileio.ParseOrigin(c.origin); err != nil {
+		return cli.UsageError{Err: err}
+	}
+	if c.prefix != filepath.Base(c.prefix) || strings.ContainsAny(c.prefix, `/\`) {
+		return cli.Usagef("-prefix %q: must be a file-name prefix, without a folder", c.prefix)
+	}
+	if c.timeSlices != "" {
+		s, err := parseTimeSlices(c.timeSlices)
+		if err != nil {
+			return cli.UsageError{Err: err}
+		}
+		c.slices = s
+	}
+	if c.reuse && c.assemble {
+		return cli.Usagef("-reuse-positions and -assemble-from-metadata exclude each other")
+	}
+	if c.assemble && c.globalPositions == "" {
+		return cli.Usagef("-assemble-from-metadata needs -global-positions FILE")
+	}
+	if c.assemble && !c.mosaic {
+		return cli.Usagef("-assemble-from-metadata composes the mosaic: it cannot go with -mosaic=false")
+	}
+	return nil
+}
+
+// nanZero is v, or 0 for NaN (MIST's "not given").
+func nanZero(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
+}
+
+// tee copies what a run prints into its log.
+type tee struct {
+	w   io.Writer
+	log *bytes.Buffer
+}
+
+func (t tee) Write(p []byte) (int, error) {
+	t.log.Write(p)
+	return t.w.Write(p)
+}
+
 func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
+	tStart := time.Now()
+	var logBuf bytes.Buffer
+	barsOut := stderr
+	stdout, stderr = tee{stdout, &logBuf}, tee{stderr, &logBuf}
+	for _, n := range c.notes {
+		fmt.Fprintln(stderr, n)
+	}
+
 	pat, err := tileio.ParsePattern(c.pattern, c.start)
 	if err != nil {
 		return cli.UsageError{Err: err}
+	}
+	num, _ := tileio.ParseNumbering(c.numbering) // checked by parseFlags
+	org, _ := tileio.ParseOrigin(c.origin)
+	pat.Layout = tileio.Layout{Numbering: num, Origin: org}
+	switch {
+	case pat.HasTime() && c.slices == nil:
+		return cli.Usagef("-pattern %q has a time slice {t}: give -timeslices (such as 1-3,5)", c.pattern)
+	case !pat.HasTime() && c.slices != nil:
+		return cli.Usagef("-timeslices %s: -pattern %q has no time slice placeholder {t}", c.timeSlices, c.pattern)
+	case c.reuse && c.slices == nil:
+		return cli.Usagef("-reuse-positions applies to time slices (-timeslices)")
+	case c.assemble && c.slices != nil && len(c.slices) > 1 && !hasTimePlaceholder(c.globalPositions):
+		// MIST refuses this; here one positions file serves every slice.
+		fmt.Fprintf(stdout, "assembling every time slice at the positions of %s (it has no {t})\n", c.globalPositions)
 	}
 	// The output folders must be usable before any work is done.
 	if err := outfile.CheckDir(c.out); err != nil {
@@ -327,22 +468,49 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	if limit == 0 {
 		limit = -1 // no limit
 	}
-	src, err := tileio.OpenTileSetLimit(c.dir, pat, c.rows, c.cols, limit)
-	if errors.Is(err, tileio.ErrTileTooLarge) {
-		return fmt.Errorf("%w (if the file is right, raise -max-tile-pixels)", err)
-	} else if err != nil {
-		return err
+	// Every slice's tile headers are read before any work.
+	runSlices := c.runSlices()
+	srcs := make([]*tileio.TileSet, len(runSlices))
+	for k, t := range runSlices {
+		src, err := tileio.OpenTileSetLimit(c.dir, pat.AtTime(t), c.rows, c.cols, limit)
+		if errors.Is(err, tileio.ErrTileTooLarge) {
+			return fmt.Errorf("%w (if the file is right, raise -max-tile-pixels)", err)
+		} else if err != nil {
+			return err
+		}
+		if err := checkOverwrite(c, src); err != nil {
+			return err
+		}
+		srcs[k] = src
 	}
-	if err := checkOverwrite(c, src); err != nil {
-		return err
+	// Positions files to assemble from are read before any work too.
+	var given [][]tileio.GlobalPosition
+	if c.assemble {
+		given = make([][]tileio.GlobalPosition, len(runSlices))
+		for k, t := range runSlices {
+			if given[k], err = readPositionsFile(positionsPath(c.globalPositions, t), c.rows, c.cols); err != nil {
+				return fmt.Errorf("-global-positions: %w", err)
+			}
+		}
 	}
 	fftKernel, _ := align.ParseFFTKernel(c.fft) // checked by parseFlags
 	fftDesc, err := align.DescribeFFT(fftKernel)
 	if err != nil {
 		return fmt.Errorf("-fft %s: %w", c.fft, err)
 	}
-	opt := align.Options{Overlap: c.overlap, FFT: fftKernel}
-	bars := newBars(stderr, c.showProgress)
+	opt := align.Options{
+		Overlap:            c.overlap,
+		HorizontalOverlap:  nanZero(c.hOverlap),
+		VerticalOverlap:    nanZero(c.vOverlap),
+		OverlapUncertainty: nanZero(c.uncertainty),
+		Repeatability:      c.repeatability,
+		PeakCount:          c.peaks,
+		FFT:                fftKernel,
+	}
+	if err := opt.Validate(); err != nil {
+		return cli.UsageError{Err: err}
+	}
+	bars := newBars(barsOut, c.showProgress)
 	var runs []observed
 	gopt := stitching.GraphOptions{
 		Workers:  c.workers,
@@ -364,56 +532,145 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	if live != nil {
 		gopt.Start = append(gopt.Start, graph.WithStarted(live.Observe))
 	}
-	if err := checkMemory(c, src, opt, gopt); err != nil {
+	if err := checkMemory(c, srcs[0], opt, gopt); err != nil {
 		return err
-	}
-
-	w, h := src.TileSize()
-	where := ""
-	if c.gpu {
-		where = ", FFT and PCIAM on the GPUs"
-	}
-	fmt.Fprintf(stdout, "stitching %d x %d tiles of %d x %d from %s with %d workers%s\n", c.rows, c.cols, w, h, c.dir, c.workers, where)
-	if !c.gpu {
-		fmt.Fprintf(stdout, "FFT: %s\n", fftDesc)
-	}
-	t0 := time.Now()
-	res, err := stitching.Stitch(ctx, src, opt, gopt)
-	if err != nil {
-		return err
-	}
-	elapsed := time.Since(t0)
-	fmt.Fprintf(stdout, "stitched in %v (%.1f tiles/s); overlap %s horizontal, %s vertical; repeatability %d px\n",
-		elapsed.Round(time.Millisecond), float64(c.rows*c.cols)/elapsed.Seconds(),
-		overlapText(res.Model.West), overlapText(res.Model.North), res.Model.Repeatability)
-	warnings := res.Warnings()
-	for _, w := range warnings {
-		warn(stderr, "%s", w)
 	}
 
 	var outs outfile.Batch
 	defer outs.Abort()
-	if err := writeOutputs(ctx, c, src, res, &outs, bars, stdout); err != nil {
-		return err
-	}
-	if err := outs.Commit(); err != nil {
-		return err
+	var stats []sliceStats
+	var first []tileio.GlobalPosition // -reuse-positions: the first slice's
+	var firstFF *align.FlatField
+	nWarnings := 0
+	for k, t := range runSlices {
+		src := srcs[k]
+		names := sliceNames(c.prefix, t, c.maxSlice())
+		if c.slices != nil {
+			fmt.Fprintf(stdout, "time slice %d (%d of %d)\n", t, k+1, len(runSlices))
+		}
+		st := sliceStats{t: t}
+		if c.assemble || (c.reuse && k > 0) {
+			pos, from := first, "time slice "+strconv.Itoa(runSlices[0])
+			ff := firstFF
+			if c.assemble {
+				pos, from = given[k], positionsPath(c.globalPositions, t)
+				// The same illumination correction a full run applies.
+				if ff, err = estimateFlatField(ctx, src); err != nil {
+					return err
+				}
+			}
+			st.positionsFrom = from
+			t0 := time.Now()
+			if c.reuse {
+				// This slice's tiles at the first slice's positions.
+				mine := slices.Clone(pos)
+				for i := range mine {
+					mine[i].Name = src.Name(mine[i].Row, mine[i].Col)
+				}
+				if err := outs.Add(filepath.Join(c.out, names.global), func(w io.Writer) error {
+					return tileio.WriteGlobalPositions(w, mine)
+				}); err != nil {
+					return err
+				}
+			}
+			if c.mosaic {
+				fmt.Fprintf(stdout, "composing %d x %d tiles from %s at the positions of %s\n", c.rows, c.cols, c.dir, from)
+				if err := writeMosaic(ctx, c, src, positionSlots(pos, src), ff, names, &outs, bars, stdout); err != nil {
+					return err
+				}
+			}
+			st.output = time.Since(t0)
+		} else {
+			w, h := src.TileSize()
+			where := ""
+			if c.gpu {
+				where = ", FFT and PCIAM on the GPUs"
+			}
+			fmt.Fprintf(stdout, "stitching %d x %d tiles of %d x %d from %s with %d workers%s\n", c.rows, c.cols, w, h, c.dir, c.workers, where)
+			if !c.gpu && k == 0 {
+				fmt.Fprintf(stdout, "FFT: %s\n", fftDesc)
+			}
+			t0 := time.Now()
+			res, err := stitching.Stitch(ctx, src, opt, gopt)
+			if err != nil {
+				return err
+			}
+			elapsed := time.Since(t0)
+			st.stitch, st.res = elapsed, res
+			fmt.Fprintf(stdout, "stitched in %v (%.1f tiles/s); overlap %s horizontal, %s vertical; repeatability %d px\n",
+				elapsed.Round(time.Millisecond), float64(c.rows*c.cols)/elapsed.Seconds(),
+				overlapText(res.Model.West), overlapText(res.Model.North), res.Model.Repeatability)
+			warnings := res.Warnings()
+			for _, w := range warnings {
+				warn(stderr, "%s", w)
+			}
+			nWarnings += len(warnings)
+			if k == 0 {
+				first, firstFF = res.GlobalPositions(), res.FlatField
+			}
+			t0 = time.Now()
+			if err := writeOutputs(ctx, c, src, res, names, &outs, bars, stdout); err != nil {
+				return err
+			}
+			st.output = time.Since(t0)
+			if truth, err := synth.ReadTruth(filepath.Join(c.dir, synth.TruthFile)); err == nil {
+				report(stdout, stderr, res, truth)
+			} else if !errors.Is(err, os.ErrNotExist) {
+				warn(stderr, "ignoring %s: %v", synth.TruthFile, err)
+			}
+		}
+		// Each slice's outputs are in place once it is done, as with MIST.
+		if err := outs.Commit(); err != nil {
+			return err
+		}
+		stats = append(stats, st)
 	}
 	if err := writeProfiles(c.profile, runs, stderr); err != nil {
 		return err
 	}
-	if truth, err := synth.ReadTruth(filepath.Join(c.dir, synth.TruthFile)); err == nil {
-		report(stdout, stderr, res, truth)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		warn(stderr, "ignoring %s: %v", synth.TruthFile, err)
-	}
 	if !c.demo || c.keep {
 		fmt.Fprintf(stdout, "outputs in %s\n", c.out)
 	}
-	if len(warnings) > 0 {
-		warn(stderr, "%d quality warning(s) above: check the positions before using them (give -overlap PCT when the overlap is known)", len(warnings))
+	if nWarnings > 0 {
+		warn(stderr, "%d quality warning(s) above: check the positions before using them (give -overlap PCT when the overlap is known)", nWarnings)
 	}
-	return nil
+	total := time.Since(tStart)
+	if err := outs.Add(pathIn(c.out, statsName(c.prefix)), func(w io.Writer) error {
+		return writeStatistics(w, c, fftDesc, total, stats)
+	}); err != nil {
+		return err
+	}
+	logText := logBuf.Bytes()
+	if err := outs.Add(pathIn(c.out, logName(c.prefix)), func(w io.Writer) error {
+		_, err := w.Write(logText)
+		return err
+	}); err != nil {
+		return err
+	}
+	return outs.Commit()
+}
+
+// estimateFlatField is the flat field stitching.Stitch estimates: from up
+// to 64 tiles spread evenly over the grid in row-major order.
+func estimateFlatField(ctx context.Context, src tileio.TileSource) (*align.FlatField, error) {
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	n := rows * cols
+	k := min(n, 64)
+	return align.EstimateFlatField(ctx, w, h, k, func(j int) (*image.Gray16, error) {
+		i := j * n / k
+		return src.Load(i/cols, i%cols)
+	})
+}
+
+// positionSlots places the tiles of src at pos (row-major).
+func positionSlots(pos []tileio.GlobalPosition, src tileio.TileSource) []compose.Slot {
+	w, h := src.TileSize()
+	slots := make([]compose.Slot, len(pos))
+	for i, p := range pos {
+		slots[i] = compose.Slot{X: p.X, Y: p.Y, Width: w, Height: h}
+	}
+	return slots
 }
 
 // overlapText formats the overlap of a direction, or says why there is none.
@@ -445,7 +702,7 @@ func checkOverwrite(c *config, src *tileio.TileSet) error {
 		}
 		return nil
 	}
-	if err := check("-out", c.out, []string{globalFile, relativeFile, noOptFile, mosaicFile, previewFile}); err != nil {
+	if err := check("-out", c.out, outputsOf(c)); err != nil {
 		return err
 	}
 	if c.profile == "" {
@@ -518,18 +775,18 @@ func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitchi
 	return nil
 }
 
-func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stitching.Result, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
-	if err := outs.Add(filepath.Join(c.out, globalFile), func(w io.Writer) error {
+func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stitching.Result, names outNames, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, names.global), func(w io.Writer) error {
 		return tileio.WriteGlobalPositions(w, res.GlobalPositions())
 	}); err != nil {
 		return err
 	}
-	if err := outs.Add(filepath.Join(c.out, relativeFile), func(w io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, names.relative), func(w io.Writer) error {
 		return tileio.WriteRelativePositions(w, res.RelativePositions(true))
 	}); err != nil {
 		return err
 	}
-	if err := outs.Add(filepath.Join(c.out, noOptFile), func(w io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, names.noOpt), func(w io.Writer) error {
 		return tileio.WriteRelativePositions(w, res.RelativePositions(false))
 	}); err != nil {
 		return err
@@ -542,6 +799,12 @@ func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stit
 	for i, p := range res.Positions {
 		slots[i] = compose.Slot{X: p.X, Y: p.Y, Width: w, Height: h}
 	}
+	return writeMosaic(ctx, c, src, slots, res.FlatField, names, outs, bars, stdout)
+}
+
+// writeMosaic composes the tiles of src at slots, corrected with ff unless
+// it is nil or the identity, and adds the mosaic and its preview to outs.
+func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []compose.Slot, ff *align.FlatField, names outNames, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
 	if avail := availableMemory(); avail > 0 {
 		if need := mosaicMemory(slots, c.blend); need > avail {
 			if err := outs.Commit(); err != nil {
@@ -559,7 +822,7 @@ func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stit
 		if err != nil {
 			return nil, err
 		}
-		if ff := res.FlatField; ff != nil && !ff.Identity() {
+		if ff != nil && !ff.Identity() {
 			t = ff.Apply(t) // the same illumination correction the registration used
 		}
 		loaded++
@@ -569,10 +832,10 @@ func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stit
 	if err != nil {
 		return fmt.Errorf("composing the mosaic: %w", err)
 	}
-	if err := outs.Add(filepath.Join(c.out, mosaicFile), func(w io.Writer) error { return compose.EncodeTIFF(w, mosaic) }); err != nil {
+	if err := outs.Add(filepath.Join(c.out, names.mosaic), func(w io.Writer) error { return compose.EncodeTIFF(w, mosaic) }); err != nil {
 		return err
 	}
-	if err := outs.Add(filepath.Join(c.out, previewFile), func(w io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, names.preview), func(w io.Writer) error {
 		return png.Encode(w, compose.Preview(mosaic, previewSide))
 	}); err != nil {
 		return err

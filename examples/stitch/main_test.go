@@ -23,7 +23,10 @@ import (
 )
 
 // outputNames are the files a run with the mosaic writes into -out.
-var outputNames = []string{globalFile, relativeFile, noOptFile, mosaicFile, previewFile}
+var (
+	defNames    = sliceNames(defaultPrefix, 1, 1)
+	outputNames = defNames.list()
+)
 
 // generated returns a folder holding a synthetic rows x cols grid of
 // 256 x 192 tiles (see synth), generated once per configuration.
@@ -175,7 +178,7 @@ func TestGenerateThenStitch(t *testing.T) {
 			t.Errorf("warning on a good grid: %s", w)
 		}
 	}
-	f, err := os.Open(filepath.Join(out, globalFile))
+	f, err := os.Open(filepath.Join(out, defNames.global))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +461,7 @@ func TestMemoryCheck(t *testing.T) {
 	}
 	for _, name := range outputNames {
 		_, err := os.Stat(filepath.Join(out, name))
-		if want := name != mosaicFile && name != previewFile; (err == nil) != want {
+		if want := name != defNames.mosaic && name != defNames.preview; (err == nil) != want {
 			t.Errorf("%s written: %v, want %v", name, err == nil, want)
 		}
 	}
@@ -490,7 +493,7 @@ func TestPoorQualityWarns(t *testing.T) {
 		want       string
 	}{
 		{"2x2", 2, 2, 2, nil, "stage model rests on"},
-		{"1x3", 1, 3, 1, nil, "implausible"},
+		{"1x3", 1, 3, 1, nil, "model skipped: too few pairs"},
 		{"2x3", 2, 3, 3, nil, "stage model rests on"},
 		{"noise", 4, 4, 1, noiseParams(), "median correlation"},
 	} {
@@ -550,7 +553,7 @@ func TestDemoRemovesItsFolder(t *testing.T) {
 	if r.code != 0 || len(es) != 1 || !strings.Contains(r.stdout, filepath.Join(tmp, es[0].Name(), "tiles")) {
 		t.Fatalf("demo -keep: exit %d, folder holds %v\n%s", r.code, es, r.stdout)
 	}
-	if _, err := os.Stat(filepath.Join(tmp, es[0].Name(), "out", globalFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(tmp, es[0].Name(), "out", defNames.global)); err != nil {
 		t.Errorf("kept outputs: %v", err)
 	}
 }

@@ -1,0 +1,453 @@
+package main
+
+// MIST compatibility: MIST's output names, its headless option names, time
+// slices, assembling from a positions file and the statistics file. See
+// docs/mist.md for what differs from MIST and why.
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/stitching"
+	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/tileio"
+)
+
+// defaultPrefix is MIST's default outFilePrefix.
+const defaultPrefix = "img-"
+
+// outNames are the names of one time slice's outputs, as MIST names them:
+// PREFIX + what + "-" + T + ext, T zero-padded to the width of the largest
+// slice number of the run. A run without time slices is slice 1 of 1, as in
+// MIST ("img-global-positions-1.txt").
+type outNames struct {
+	global, relative, noOpt, mosaic, preview string
+}
+
+func sliceNames(prefix string, t, maxT int) outNames {
+	ts := fmt.Sprintf("%0*d", len(strconv.Itoa(maxT)), t)
+	return outNames{
+		global:   prefix + "global-positions-" + ts + ".txt",
+		relative: prefix + "relative-positions-" + ts + ".txt",
+		noOpt:    prefix + "relative-positions-no-optimization-" + ts + ".txt",
+		mosaic:   prefix + "stitched-" + ts + ".tif",
+		preview:  prefix + "stitched-" + ts + "-preview.png",
+	}
+}
+
+func (n outNames) list() []string {
+	return []string{n.global, n.relative, n.noOpt, n.mosaic, n.preview}
+}
+
+func statsName(prefix string) string { return prefix + "statistics.txt" }
+func logName(prefix string) string   { return prefix + "log.txt" }
+
+// parseTimeSlices parses MIST's time-slice syntax: comma-separated numbers
+// and inclusive ranges, "1-3,5". The result is sorted, without repeats.
+func parseTimeSlices(s string) ([]int, error) {
+	seen := map[int]bool{}
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.Atoi(strings.TrimSpace(hi))
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a {
+			return nil, fmt.Errorf("time slices %q: %q is not a number N or a range N-M with N <= M", s, part)
+		}
+		if b-a > 1_000_000 {
+			return nil, fmt.Errorf("time slices %q: range %q too long", s, part)
+		}
+		for t := a; t <= b; t++ {
+			if !seen[t] {
+				seen[t] = true
+				out = append(out, t)
+			}
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// mistBool is a MIST boolean option: it takes a value ("--outputFullImage
+// false" or "--outputFullImage=false"), as MIST's options all do, unlike a
+// Go bool flag.
+type mistBool struct{ p *bool }
+
+func (b mistBool) String() string {
+	if b.p == nil {
+		return "false"
+	}
+	return strconv.FormatBool(*b.p)
+}
+
+func (b mistBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*b.p = v
+	return nil
+}
+
+// mistIgnored are MIST options that change how MIST runs (its FFT library,
+// GPUs, logging, its GUI), not what it computes: they are accepted with a
+// note and ignored.
+var mistIgnored = map[string]string{
+	"programType":                  "the FFT is chosen with -fft, GPUs with -gpu",
+	"loadFFTWPlan":                 "FFTW plans are not saved",
+	"saveFFTWPlan":                 "FFTW plans are not saved",
+	"fftwPlanType":                 "FFTW plans are made with FFTW_ESTIMATE",
+	"planPath":                     "FFTW plans are not saved",
+	"fftwLibraryPath":              "libfftw3 is found by the system's loader",
+	"fftwLibraryName":              "libfftw3 is found by the system's loader",
+	"fftwLibraryFilename":          "libfftw3 is found by the system's loader",
+	"cudaDevice":                   "-gpu uses every GPU",
+	"isUseDoublePrecision":         "the computation is in double precision",
+	"isUseBioFormats":              "tiles are read as TIFF or PNG",
+	"isEnableCudaExceptions":       "no CUDA exceptions here",
+	"isSuppressModelWarningDialog": "there is no dialog",
+	"headless":                     "always headless",
+	"logLevel":                     "the log holds what the run printed",
+	"debugLevel":                   "the log holds what the run printed",
+	"displayStitching":             "there is no display",
+	"outputMeta":                   "the positions are always written",
+	"blendingAlpha":                "linear blending has a fixed profile",
+	"compressionMode":              "the mosaic is an uncompressed TIFF",
+	"unit":                         "the mosaic carries no physical unit",
+	"unitX":                        "the mosaic carries no physical unit",
+	"unitY":                        "the mosaic carries no physical unit",
+	"translationRefinementMethod":  "refinement is always the hill-climbing search of the stage model's window",
+	"isTimeSlicesEnabled":          "time slices are on when the pattern has {t}",
+}
+
+// mistConfig holds the MIST options that are not plain aliases of ours.
+type mistConfig struct {
+	patternType                   string
+	startTile, startRow, startCol int // startTile, startTileRow, startTileCol
+	subRow, subCol                int // startRow, startCol
+	extentW, extentH              int
+	assembleNoOverlap             bool
+	imgPyramid                    bool
+	ignored                       map[string]string // option -> value
+	peaks                         int
+}
+
+// ignoredValue records an ignored MIST option's value.
+type ignoredValue struct {
+	m    map[string]string
+	name string
+}
+
+func (v ignoredValue) String() string { return "" }
+func (v ignoredValue) Set(s string) error {
+	v.m[v.name] = s
+	return nil
+}
+
+// addMISTFlags registers MIST's headless option names on fs: aliases of
+// our flags where the meaning is the same, and the rest into c.mist.
+func addMISTFlags(fs *flag.FlagSet, c *config) {
+	m := &c.mist
+	m.ignored = map[string]string{}
+	alias := func(mist, ours string) {
+		f := fs.Lookup(ours)
+		fs.Var(f.Value, mist, "MIST's name of -"+ours)
+	}
+	alias("gridWidth", "cols")
+	alias("gridHeight", "rows")
+	alias("imageDir", "dir")
+	alias("filenamePattern", "pattern")
+	alias("outputPath", "out")
+	alias("outFilePrefix", "prefix")
+	alias("globalPositionsFile", "global-positions")
+	alias("timeSlices", "timeslices")
+	alias("stageRepeatability", "repeatability")
+	alias("horizontalOverlap", "horizontal-overlap")
+	alias("verticalOverlap", "vertical-overlap")
+	alias("overlapUncertainty", "overlap-uncertainty")
+	alias("blendingMode", "blend")
+	alias("gridOrigin", "origin")
+	alias("numberingPattern", "numbering")
+	alias("numCPUThreads", "workers")
+	fs.Var(mistBool{&c.mosaic}, "outputFullImage", "MIST's name of -mosaic (true or false)")
+	fs.Var(mistBool{&c.assemble}, "assembleFromMetadata", "MIST's name of -assemble-from-metadata (true or false)")
+	fs.Var(mistBool{&m.assembleNoOverlap}, "assembleNoOverlap", "MIST: not supported (only false)")
+	fs.Var(mistBool{&m.imgPyramid}, "outputImgPyramid", "MIST: not supported (only false)")
+	fs.StringVar(&m.patternType, "filenamePatternType", "", "MIST: ROWCOL ({r}/{c} pattern) or SEQUENTIAL ({p} pattern)")
+	fs.IntVar(&m.startTile, "startTile", 0, "MIST: number of the first tile of a SEQUENTIAL pattern")
+	fs.IntVar(&m.startRow, "startTileRow", 0, "MIST: number of the first row of a ROWCOL pattern")
+	fs.IntVar(&m.startCol, "startTileCol", 0, "MIST: number of the first column of a ROWCOL pattern")
+	fs.IntVar(&m.subRow, "startRow", 0, "MIST: subgrid; not supported (only 0)")
+	fs.IntVar(&m.subCol, "startCol", 0, "MIST: subgrid; not supported (only 0)")
+	fs.IntVar(&m.extentW, "extentWidth", 0, "MIST: subgrid; not supported (only the grid width)")
+	fs.IntVar(&m.extentH, "extentHeight", 0, "MIST: subgrid; not supported (only the grid height)")
+	fs.IntVar(&m.peaks, "numFFTPeaks", 0, "MIST: peaks of the correlation examined per pair (0: 2)")
+	names := make([]string, 0, len(mistIgnored))
+	for n := range mistIgnored {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fs.Var(ignoredValue{m.ignored, n}, n, "MIST: ignored ("+mistIgnored[n]+")")
+	}
+}
+
+// isMISTFlag reports whether name is one of MIST's option names.
+func isMISTFlag(name string) bool {
+	return name != "" && name[0] >= 'a' && name[0] <= 'z' && strings.ToLower(name) != name
+}
+
+// checkMIST applies the MIST options that were given (set) onto c.
+func checkMIST(c *config, set map[string]bool) error {
+	m := &c.mist
+	mistMode := false
+	for n := range set {
+		if isMISTFlag(n) || n == "headless" || n == "unit" {
+			mistMode = true
+		}
+	}
+	if !mistMode {
+		return nil
+	}
+	if m.subRow != 0 || m.subCol != 0 {
+		return cli.Usagef("--startRow/--startCol %d/%d: subgrids are not supported; stitch the whole grid (give 0, or leave them out)", m.subRow, m.subCol)
+	}
+	if (set["extentWidth"] && m.extentW != c.cols) || (set["extentHeight"] && m.extentH != c.rows) {
+		return cli.Usagef("--extentWidth/--extentHeight %d x %d: subgrids are not supported; give the grid's size (%d x %d) or leave them out", m.extentW, m.extentH, c.cols, c.rows)
+	}
+	if m.assembleNoOverlap {
+		return cli.Usagef("--assembleNoOverlap true is not supported (tiles are placed at their computed or given positions)")
+	}
+	if m.imgPyramid {
+		return cli.Usagef("--outputImgPyramid true is not supported (the mosaic is one TIFF)")
+	}
+	if m.peaks < 0 {
+		return cli.Usagef("--numFFTPeaks %d: must be at least 0", m.peaks)
+	}
+	// MIST counts tiles, rows and columns from startTile/startTileRow/
+	// startTileCol, 0 unless given.
+	pat, err := tileio.ParsePattern(c.pattern, 0)
+	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	switch strings.ToUpper(m.patternType) {
+	case "", "ROWCOL", "SEQUENTIAL":
+	default:
+		return cli.Usagef("--filenamePatternType %q: must be ROWCOL or SEQUENTIAL", m.patternType)
+	}
+	if m.patternType != "" && pat.Sequential() != strings.EqualFold(m.patternType, "SEQUENTIAL") {
+		want := "{r} and {c} (such as {rrr} and {ccc})"
+		if pat.Sequential() {
+			want = "no {p} (a sequential pattern needs --filenamePatternType SEQUENTIAL)"
+		} else {
+			want = "{p} (such as {ppp})"
+		}
+		return cli.Usagef("--filenamePattern %q does not fit --filenamePatternType %s: want %s", c.pattern, m.patternType, want)
+	}
+	if !set["start"] {
+		if pat.Sequential() {
+			c.start = m.startTile
+		} else {
+			if m.startRow != m.startCol {
+				return cli.Usagef("--startTileRow %d and --startTileCol %d: rows and columns must be numbered from the same number", m.startRow, m.startCol)
+			}
+			c.start = m.startRow
+		}
+	}
+	if m.peaks > 0 {
+		c.peaks = m.peaks
+	}
+	names := make([]string, 0, len(m.ignored))
+	for n := range m.ignored {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		c.notes = append(c.notes, fmt.Sprintf("%s: note: --%s %s ignored (%s)", prog, n, m.ignored[n], mistIgnored[n]))
+	}
+	return nil
+}
+
+// sliceStats is what the statistics file reports of one time slice.
+type sliceStats struct {
+	t              int
+	stitch, output time.Duration
+	res            *stitching.Result // nil when assembled from positions
+	positionsFrom  string
+}
+
+// writeStatistics writes MIST's statistics file: the system, the timing,
+// each slice's stage model (overlap, repeatability, valid translations)
+// and the parameters of the run, one "name: value" per line with MIST's
+// names.
+func writeStatistics(w io.Writer, c *config, fftDesc string, total time.Duration, stats []sliceStats) error {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("System information:")
+	p("Go Version: %s", runtime.Version())
+	p("Operating System: %s %s", runtime.GOOS, runtime.GOARCH)
+	p("CPU threads used: %d", c.workers)
+	exec := "htgs task graphs, FFT " + fftDesc
+	if c.gpu {
+		exec = "htgs task graphs, FFT and PCIAM on the GPUs"
+	}
+	p("Execution type: %s", exec)
+	p("")
+	p("Execution timing and general information:")
+	p("Statistics Output Version: htgs-1")
+	p("")
+	p("Total time for experiment (ms): %d", total.Milliseconds())
+	for _, s := range stats {
+		if c.timeSlices != "" {
+			p("Time slice: %d", s.t)
+		}
+		if s.res == nil {
+			p("Positions read from: %s", s.positionsFrom)
+			p("Output (ms): %d", s.output.Milliseconds())
+			p("")
+			continue
+		}
+		p("Stitching (ms): %d", s.stitch.Milliseconds())
+		p("Output (ms): %d", s.output.Milliseconds())
+		p("")
+		md := s.res.Model
+		for _, d := range []struct {
+			name string
+			dm   align.DirectionModel
+		}{{"North", md.North}, {"West", md.West}} {
+			dm := d.dm
+			p("%s repeatability: %d", d.name, md.Repeatability)
+			if !math.IsNaN(dm.Overlap) {
+				p("%s overlap: %s", d.name, strconv.FormatFloat(dm.Overlap, 'f', -1, 64))
+			}
+			if dm.Pairs > 0 {
+				p("%s valid tiles after filter: %d out of %d (%.2f%%)", d.name, dm.Valid, dm.Pairs, 100*float64(dm.Valid)/float64(dm.Pairs))
+			}
+			p("%s min filter threshold: %s", d.name, strconv.FormatFloat(dm.Threshold, 'f', -1, 64))
+			p("")
+		}
+		for _, warning := range s.res.Warnings() {
+			p("Warning: %s", warning)
+		}
+		p("")
+	}
+	p("Stitching Run-time parameters:")
+	typ := "ROWCOL"
+	if pat, err := tileio.ParsePattern(c.pattern, c.start); err == nil && pat.Sequential() {
+		typ = "SEQUENTIAL"
+	}
+	params := [][2]string{
+		{"gridWidth", strconv.Itoa(c.cols)},
+		{"gridHeight", strconv.Itoa(c.rows)},
+		{"startTile", strconv.Itoa(c.start)},
+		{"imageDir", c.dir},
+		{"filenamePattern", c.pattern},
+		{"filenamePatternType", typ},
+		{"gridOrigin", c.origin},
+		{"numberingPattern", c.numbering},
+		{"assembleFromMetadata", strconv.FormatBool(c.assemble)},
+		{"globalPositionsFile", c.globalPositions},
+		{"timeSlices", c.timeSlices},
+		{"outputPath", c.out},
+		{"outputFullImage", strconv.FormatBool(c.mosaic)},
+		{"outFilePrefix", c.prefix},
+		{"blendingMode", strings.ToUpper(c.blend.String())},
+		{"stageRepeatability", strconv.Itoa(c.repeatability)},
+		{"horizontalOverlap", fmtParam(c.hOverlap)},
+		{"verticalOverlap", fmtParam(c.vOverlap)},
+		{"overlapUncertainty", fmtParam(c.uncertainty)},
+		{"numFFTPeaks", strconv.Itoa(c.peaks)},
+		{"numCPUThreads", strconv.Itoa(c.workers)},
+		{"reusePositions", strconv.FormatBool(c.reuse)},
+	}
+	for _, kv := range params {
+		p("%s: %s", kv[0], kv[1])
+	}
+	return nil
+}
+
+// fmtParam prints an overlap parameter, NaN (MIST's "not given") for 0.
+func fmtParam(v float64) string {
+	if v == 0 {
+		return "NaN"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// readPositionsFile reads a global-positions file for the tiles of a rows x
+// cols grid: every grid cell must appear once. Positions are shifted so
+// that the smallest is (0, 0), as MIST does.
+func readPositionsFile(path string, rows, cols int) ([]tileio.GlobalPosition, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pos, err := tileio.ReadGlobalPositions(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	byCell := make([]*tileio.GlobalPosition, rows*cols)
+	for i := range pos {
+		p := &pos[i]
+		if p.Row >= rows || p.Col >= cols {
+			return nil, fmt.Errorf("%s: tile %s at grid (%d, %d) lies outside the %d x %d grid", path, p.Name, p.Col, p.Row, cols, rows)
+		}
+		if byCell[p.Row*cols+p.Col] != nil {
+			return nil, fmt.Errorf("%s: grid (%d, %d) appears twice", path, p.Col, p.Row)
+		}
+		byCell[p.Row*cols+p.Col] = p
+	}
+	out := make([]tileio.GlobalPosition, rows*cols)
+	minX, minY := math.MaxInt, math.MaxInt
+	for i, p := range byCell {
+		if p == nil {
+			return nil, fmt.Errorf("%s: no position for grid (%d, %d) (col, row) of the %d x %d grid", path, i%cols, i/cols, cols, rows)
+		}
+		out[i] = *p
+		minX, minY = min(minX, p.X), min(minY, p.Y)
+	}
+	for i := range out {
+		out[i].X -= minX
+		out[i].Y -= minY
+	}
+	return out, nil
+}
+
+// positionsPath returns the positions file of slice t: {t} in path is
+// replaced by the slice number, padded to the placeholder's width.
+func positionsPath(path string, t int) string {
+	for w := 8; w >= 1; w-- {
+		ph := "{" + strings.Repeat("t", w) + "}"
+		path = strings.ReplaceAll(path, ph, fmt.Sprintf("%0*d", w, t))
+	}
+	return path
+}
+
+func hasTimePlaceholder(path string) bool { return positionsPath(path, 0) != path }
+
+// outputsOf lists every file name a run writes into -out.
+func outputsOf(c *config) []string {
+	var names []string
+	for _, t := range c.runSlices() {
+		names = append(names, sliceNames(c.prefix, t, c.maxSlice()).list()...)
+	}
+	return append(names, statsName(c.prefix), logName(c.prefix))
+}
+
+// pathIn joins dir and name.
+func pathIn(dir, name string) string { return filepath.Join(dir, name) }
