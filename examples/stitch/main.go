@@ -12,16 +12,21 @@
 //	stitch -generate DIR [-rows R -cols C -tile 512x384 -level realistic -seed 1]
 //	stitch [-keep] [-profile PDIR]
 //
-// OUT receives global-positions.txt (MIST's format), relative-positions.txt
-// (after optimization) and relative-positions-no-optimization.txt, mosaic.tif
-// (16-bit) and mosaic-preview.png. -profile PDIR writes each phase's graph
+// OUT receives MIST's files under MIST's names (PREFIX is -prefix, default
+// img-; T the time slice, 1 without time slices): PREFIXglobal-positions-T.txt,
+// PREFIXrelative-positions-T.txt (after optimization),
+// PREFIXrelative-positions-no-optimization-T.txt, PREFIXstitched-T.tif
+// (16-bit), PREFIXstitched-T-preview.png, PREFIXstatistics.txt and
+// PREFIXlog.txt. MIST's headless option names (--gridWidth, --imageDir,
+// --timeSlices, --assembleFromMetadata, ...) are accepted as they are; see
+// docs/mist.md. -profile PDIR writes each phase's graph
 // (PHASE.dot, and PHASE.svg when Graphviz's dot works), timeline
 // (PHASE-trace.json, Chrome trace JSON) and statistics (PHASE-stats.json).
 // When DIR holds a truth.csv written by the generator, the accuracy against
 // it is printed too.
 //
 // Every output is written to a temporary file next to it and renamed into
-// place when the run succeeds, so a failed or interrupted run leaves the
+// place when the run (each time slice) succeeds, so a failed or interrupted run leaves the
 // files of an earlier run as they were. The one exception is a mosaic that
 // turns out, once the positions are known, to need more memory than the
 // machine has: the positions files are then written and the run fails.
