@@ -140,12 +140,14 @@ func corrOf(t Translation) float64 {
 //     take their median. Wrong peaks scatter while correct translations
 //     cluster, so this tolerates a majority of outliers, unlike a plain
 //     median.
+//
 //  2. Validity. A translation is valid if its primary component is within
 //     OverlapUncertainty% of the dimension of the expected one, its
 //     secondary component within OverlapUncertainty% of the orthogonal
 //     dimension of the median secondary component, and its correlation is
 //     at least CorrThreshold (if no translation reaches the threshold, the
 //     median correlation of the in-window translations is used instead).
+//
 //  3. Grouping. Each valid translation is predicted by the median of the
 //     other valid translations of its grid row, and separately of its grid
 //     column (leave-one-out; by all the others when it is alone). The
