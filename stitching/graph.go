@@ -174,6 +174,24 @@ func (r *pairRule) done(t tileRef) {
 	}
 }
 
+// sizes returns the task copies, tile readers and pool slots of a run on a
+// rows x cols grid, with the defaults for zero fields: one worker per CPU,
+// 2 readers, and MIST's pool of min(rows, cols)+2+workers slots, at least
+// one line of the traversal plus one.
+func (gopt GraphOptions) sizes(rows, cols int) (workers, readers, slots int) {
+	workers, readers, slots = gopt.Workers, gopt.Readers, gopt.PoolSize
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if readers <= 0 {
+		readers = 2
+	}
+	if slots <= 0 {
+		slots = max(min(rows, cols)+2+workers, newWalker(rows, cols).lineLen()+1)
+	}
+	return workers, readers, slots
+}
+
 // traversal returns the tiles in the order the graphs take them: line by
 // line along the grid's shorter dimension, like Sequential, so that one
 // line of tiles (plus the slots in flight) is alive at a time.
@@ -320,26 +338,13 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 		return nil, err
 	}
 	rows, cols := src.Rows(), src.Cols()
-	workers := gopt.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	readers := gopt.Readers
-	if readers <= 0 {
-		readers = 2
-	}
+	workers, readers, slots := gopt.sizes(rows, cols)
 	// Slots are taken in traversal order, so a tile waiting for one only
 	// waits for the line of tiles before it: every older tile has all of
 	// its neighbours loaded and will give its slot back.
-	line := newWalker(rows, cols).lineLen()
-	minSlots := line + 1
-	slots := gopt.PoolSize
-	switch {
-	case slots == 0:
-		slots = max(min(rows, cols)+2+workers, minSlots)
-	case slots < minSlots:
+	if line := newWalker(rows, cols).lineLen(); slots < line+1 {
 		return nil, fmt.Errorf("stitching: a pool of %d tile slots can deadlock: the traversal keeps a line of %d tiles alive while the next one waits; use at least %d",
-			slots, line, minSlots)
+			slots, line, line+1)
 	}
 
 	be := gopt.gpu

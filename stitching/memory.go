@@ -2,7 +2,6 @@ package stitching
 
 import (
 	"math"
-	"runtime"
 
 	"github.com/gohtgs/htgs/stitching/align"
 )
@@ -33,20 +32,7 @@ func MemoryEstimate(rows, cols, w, h int, opt align.Options, gopt GraphOptions) 
 	if rows <= 0 || cols <= 0 || w <= 0 || h <= 0 {
 		return 0
 	}
-	workers := gopt.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	readers := gopt.Readers
-	if readers <= 0 {
-		readers = 2
-	}
-	// The pool size of Stitch (see there): MIST's default, at least one
-	// line of the traversal plus one.
-	slots := gopt.PoolSize
-	if slots <= 0 {
-		slots = max(min(rows, cols)+2+workers, min(rows, cols)+1)
-	}
+	workers, readers, slots := gopt.sizes(rows, cols)
 	p := float64(w) * float64(h)
 	spec := 16 * float64(w/2+1) * float64(h)
 	tile := 2 * p
