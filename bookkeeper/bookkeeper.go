@@ -28,6 +28,9 @@
 // it points to) must not be modified once it has been emitted: emit a new
 // value instead.
 //
+// The commonest rule, a keyed join that emits once all the inputs of a key
+// have arrived and then frees the key, is built in: see [Join].
+//
 // A rule that implements task.Terminator stops receiving inputs once
 // CanTerminate returns true, and its consumers then see it as finished; the
 // bookkeeper stops when all its rules have. Rules may also implement

@@ -42,3 +42,38 @@ func Example() {
 	// pair b
 	// pair a
 }
+
+// A keyed join: each order is emitted once its item count has arrived, and
+// its state is freed then.
+func ExampleNewJoinN() {
+	type item struct {
+		order string
+		name  string
+	}
+	size := map[string]int{"o1": 2, "o2": 1}
+	g := graph.New[item, string]("orders")
+	bk := bookkeeper.New[item](g, "orders")
+	orders := bookkeeper.AddRule(bk, "complete orders", func() bookkeeper.Rule[item, string] {
+		return bookkeeper.NewJoinN(
+			func(it item) string { return it.order },
+			func(order string) int { return size[order] },
+			func(order string, got []item) string {
+				s := order + ":"
+				for _, it := range got {
+					s += " " + it.name
+				}
+				return s
+			})
+	})
+	graph.Connect(g.Input(), bk)
+	graph.Connect(orders, g.Output())
+
+	in := slices.Values([]item{{"o1", "pen"}, {"o2", "ink"}, {"o1", "pad"}})
+	_ = g.Run(context.Background(), in, func(s string) error {
+		fmt.Println(s)
+		return nil
+	})
+	// Output:
+	// o2: ink
+	// o1: pen pad
+}

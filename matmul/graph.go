@@ -395,25 +395,22 @@ func (t *mulTask) Execute(ctx context.Context, pr product, out task.Emitter[*par
 	return out.Emit(p)
 }
 
-// sumRule is the accumulate bookkeeper's rule (BK3) that pairs partial
-// sums of the same block of C for the accumulate task; complete sums are
-// left to doneRule.
-type sumRule struct {
-	kb      int
-	waiting map[[2]int]*partial
-}
-
-func (r *sumRule) Apply(_ context.Context, p *partial, out task.Emitter[pair]) error {
-	if p.count == r.kb {
-		return nil
-	}
-	key := [2]int{p.row, p.col}
-	if q := r.waiting[key]; q != nil {
-		delete(r.waiting, key)
-		return out.Emit(pair{acc: q, add: p})
-	}
-	r.waiting[key] = p
-	return nil
+// newSumRule is the accumulate bookkeeper's rule (BK3) that pairs partial
+// sums of the same block of C for the accumulate task: a join by block of
+// C, two partials a key, of the partials that are not complete yet
+// (complete sums are left to doneRule).
+func newSumRule(kb int) *bookkeeper.Join[*partial, [2]int, pair] {
+	return bookkeeper.NewMultiJoin(func(p *partial, dst [][2]int) [][2]int {
+		if p.count == kb {
+			return dst
+		}
+		return append(dst, [2]int{p.row, p.col})
+	}, func(_ [2]int, got []*partial) (pair, bool) {
+		if len(got) < 2 {
+			return pair{}, false
+		}
+		return pair{acc: got[0], add: got[1]}, true
+	})
 }
 
 // accumulate adds one partial sum into another; the home block of a
@@ -485,7 +482,7 @@ func addPairs(g *graph.Graph[blockRequest, blockDone], plan *Plan, cfg Config, a
 func addSums(g *graph.Graph[blockRequest, blockDone], plan *Plan, cfg Config, partials graph.Producer[*partial], c Sink, written *atomic.Int64) {
 	accBK := bookkeeper.New[*partial](g, "accumulate bookkeeper")
 	toAcc := bookkeeper.AddRule(accBK, "pair partial sums", func() bookkeeper.Rule[*partial, pair] {
-		return &sumRule{kb: plan.KB, waiting: map[[2]int]*partial{}}
+		return newSumRule(plan.KB)
 	})
 	kb := plan.KB
 	toStore := bookkeeper.AddRule(accBK, "complete", func() bookkeeper.Rule[*partial, *partial] {

@@ -38,24 +38,20 @@ func hadamardPlan(m, n int, inMemory bool, cfg Config) (Plan, error) {
 	return p, nil
 }
 
-// hadamardPairRule pairs A(i,j) with B(i,j) as soon as both are loaded.
-type hadamardPairRule struct {
-	waiting map[[2]int]*block
+// newHadamardPairRule pairs A(i,j) with B(i,j) as soon as both are loaded:
+// a join by block position, two blocks a key.
+func newHadamardPairRule() *bookkeeper.Join[*block, [2]int, product] {
+	return bookkeeper.NewJoinN(func(b *block) [2]int { return [2]int{b.row, b.col} }, two,
+		func(_ [2]int, got []*block) product {
+			if got[0].op == OperandA {
+				return product{a: got[0], b: got[1]}
+			}
+			return product{a: got[1], b: got[0]}
+		})
 }
 
-func (r *hadamardPairRule) Apply(_ context.Context, b *block, out task.Emitter[product]) error {
-	key := [2]int{b.row, b.col}
-	o := r.waiting[key]
-	if o == nil {
-		r.waiting[key] = b
-		return nil
-	}
-	delete(r.waiting, key)
-	if b.op == OperandA {
-		return out.Emit(product{a: b, b: o})
-	}
-	return out.Emit(product{a: o, b: b})
-}
+// two is the count of a join of pairs.
+func two([2]int) int { return 2 }
 
 // Hadamard computes the element-wise product C = A∘B (c_ij = a_ij·b_ij) of
 // two m x n matrices on a small task graph: distribute -> load A / load B
@@ -131,7 +127,7 @@ func buildHadamard(plan *Plan, cfg Config, a, b *operand, c Sink, written, produ
 	loadA, loadB := addLoaders(g, a, b, bs)
 	pairBK := bookkeeper.New[*block](g, "pair")
 	toMul := bookkeeper.AddRule(pairBK, "A(i,j) with B(i,j)", func() bookkeeper.Rule[*block, product] {
-		return &hadamardPairRule{waiting: map[[2]int]*block{}}
+		return newHadamardPairRule()
 	})
 	graph.Connect(loadA, pairBK)
 	graph.Connect(loadB, pairBK)

@@ -103,6 +103,19 @@ func (b band) uses(rows, cols, row, col int) int {
 	return n
 }
 
+// bandPairs is a GPU clone's pairing rule: the pairs of its band.
+type bandPairs struct {
+	*bookkeeper.Join[*loaded, align.Pair, pairJob]
+	band band
+	rows int
+}
+
+// Initialize learns the clone's band.
+func (r *bandPairs) Initialize(_ context.Context, info task.Info) error {
+	r.band = bandOf(info.Pipeline, max(1, info.Pipelines), r.rows)
+	return nil
+}
+
 // peaksJob is a pair with its PCIAM peaks, waiting for the CCF.
 type peaksJob struct {
 	pairJob
@@ -162,16 +175,9 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	})
 	bk := bookkeeper.New[*loaded](cg, "pairs")
 	pairs := bookkeeper.AddRule(bk, "both tiles ready", func() bookkeeper.Rule[*loaded, pairJob] {
-		r := newPairRule(rows, cols, nil)
-		var b *band
-		r.keep = func(p align.Pair) bool { return b.has(p) }
-		return bookkeeper.RuleFunc[*loaded, pairJob](func(ctx context.Context, l *loaded, out task.Emitter[pairJob]) error {
-			if b == nil {
-				bb := clone(ctx)
-				b = &bb
-			}
-			return r.Apply(ctx, l, out)
-		})
+		r := &bandPairs{rows: rows}
+		r.Join = newPairRule(rows, cols, func(p align.Pair) bool { return r.band.has(p) })
+		return r
 	})
 	pciam := graph.AddTask(cg, "pciam", streams, func() task.Task[pairJob, peaksJob] {
 		return &pciamTask{c: be.newCorrelator(w, h, opt), n: opt.EffectiveMaxPeakCount()}

@@ -99,31 +99,35 @@ func neighbours(rows, cols, row, col int) int {
 	return n
 }
 
-// pairRule emits a pair as soon as both of its tiles have arrived. Its state
-// is the tiles that still have pairs to emit, so it belongs to one graph
-// run; a tile leaves it once its last pair is emitted, so the rule holds no
-// more tiles than the pool has slots.
-type pairRule struct {
-	rows, cols int
-	ready      map[tileRef]*loaded
-	left       map[tileRef]int       // pairs of a ready tile not emitted yet
-	keep       func(align.Pair) bool // nil: every pair
+// newPairRule returns the pairing rule of a rows x cols grid: a keyed join
+// by pair, in which a tile takes part in the pairs it belongs to that keep
+// accepts (nil: every pair), and a pair is emitted as soon as both of its
+// tiles have arrived. A pair's state goes once it is emitted, so a tile
+// leaves the join after its last pair and the rule holds no more tiles than
+// the pool has slots.
+func newPairRule(rows, cols int, keep func(align.Pair) bool) *bookkeeper.Join[*loaded, align.Pair, pairJob] {
+	return bookkeeper.NewMultiJoin(func(t *loaded, dst []align.Pair) []align.Pair {
+		return pairsOf(rows, cols, t.row, t.col, keep, dst)
+	}, func(p align.Pair, got []*loaded) (pairJob, bool) {
+		if len(got) < 2 {
+			return pairJob{}, false
+		}
+		t1, t2 := got[0], got[1]
+		if t2.row != p.Row || t2.col != p.Col {
+			t1, t2 = t2, t1
+		}
+		return pairJob{pair: p, t1: t1, t2: t2}, true
+	})
 }
 
-// newPairRule returns the rule of a rows x cols grid that emits the pairs
-// keep accepts (nil: every pair).
-func newPairRule(rows, cols int, keep func(align.Pair) bool) *pairRule {
-	return &pairRule{rows: rows, cols: cols, keep: keep, ready: map[tileRef]*loaded{}, left: map[tileRef]int{}}
-}
-
-// pairsOf returns the pairs tile (row, col) belongs to that the rule emits:
-// its own west and north pairs, the west pair of its east neighbour and the
-// north pair of its south one.
-func (r *pairRule) pairsOf(row, col int) []align.Pair {
-	ps := make([]align.Pair, 0, 4)
+// pairsOf appends to dst the pairs tile (row, col) of a rows x cols grid
+// belongs to that keep accepts (nil: every pair): its own west and north
+// pairs, the west pair of its east neighbour and the north pair of its
+// south one.
+func pairsOf(rows, cols, row, col int, keep func(align.Pair) bool, dst []align.Pair) []align.Pair {
 	add := func(p align.Pair) {
-		if r.keep == nil || r.keep(p) {
-			ps = append(ps, p)
+		if keep == nil || keep(p) {
+			dst = append(dst, p)
 		}
 	}
 	if col > 0 {
@@ -132,46 +136,13 @@ func (r *pairRule) pairsOf(row, col int) []align.Pair {
 	if row > 0 {
 		add(align.Pair{Row: row, Col: col, Dir: align.North})
 	}
-	if col < r.cols-1 {
+	if col < cols-1 {
 		add(align.Pair{Row: row, Col: col + 1, Dir: align.West})
 	}
-	if row < r.rows-1 {
+	if row < rows-1 {
 		add(align.Pair{Row: row + 1, Col: col, Dir: align.North})
 	}
-	return ps
-}
-
-func (r *pairRule) Apply(_ context.Context, t *loaded, out task.Emitter[pairJob]) error {
-	ref := tileRef{t.row, t.col}
-	pairs := r.pairsOf(t.row, t.col)
-	if len(pairs) == 0 {
-		return nil
-	}
-	r.ready[ref], r.left[ref] = t, len(pairs)
-	for _, p := range pairs {
-		nr, nc := p.Neighbor()
-		n1, n2 := tileRef{nr, nc}, tileRef{p.Row, p.Col}
-		t1, ok1 := r.ready[n1]
-		t2, ok2 := r.ready[n2]
-		if !ok1 || !ok2 {
-			continue
-		}
-		r.done(n1)
-		r.done(n2)
-		if err := out.Emit(pairJob{pair: p, t1: t1, t2: t2}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// done records that one more pair of tile t was emitted, and forgets the
-// tile after its last one.
-func (r *pairRule) done(t tileRef) {
-	if r.left[t]--; r.left[t] == 0 {
-		delete(r.left, t)
-		delete(r.ready, t)
-	}
+	return dst
 }
 
 // sizes returns the task copies, tile readers and pool slots of a run on a
