@@ -1,0 +1,189 @@
+// Package cap builds CAP's tile-parallel constructs (Gennart et al.,
+// "computer-aided parallelization") as task graphs over out-of-core tiled
+// images (package tiled), reusable by any application:
+//
+//   - Pipeline: pipelined read -> process -> write over the tiles of an
+//     image; reading tile i+1 and writing tile i-1 overlap processing tile i.
+//   - Gather: process-and-gather, a map over tiles whose partial results
+//     are merged, in one thread, as they arrive.
+//   - Exchange: exchange-process-and-store, a neighbourhood operation whose
+//     tiles first take a border of halo pixels from their neighbours, then
+//     are processed and stored.
+//
+// Memory is bounded by memmgr pools: at most Options.Slots input and Slots
+// output tile buffers are out at once, plus each image's tile cache (whose
+// budget is in bytes), whatever the image size. See docs/cap.md.
+package cap
+
+import (
+	"context"
+	"slices"
+
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/task"
+	"github.com/gohtgs/htgs/tiled"
+)
+
+// Options size a construct's graph.
+type Options struct {
+	Workers int // copies of the process task (default 1)
+	Slots   int // tile buffers in each pool (default 2*Workers+2)
+}
+
+func (o Options) norm() Options {
+	if o.Workers <= 0 {
+		o.Workers = 1
+	}
+	if o.Slots <= 0 {
+		o.Slots = 2*o.Workers + 2
+	}
+	return o
+}
+
+// Tile is one tile in flight: its coordinate and clipped pixel rectangle in
+// the image, and its input pixels with a border of Halo pixels on every
+// side (row stride Stride = TW+2*Halo; pixel (x, y) of the tile is at
+// In[(y+Halo)*Stride + x+Halo]; outside the image the border repeats the
+// edge pixel).
+type Tile struct {
+	C            tiled.Coord
+	X0, Y0, W, H int
+	Halo, Stride int
+	In           []uint16
+
+	in  *memmgr.Buffer[[]uint16]
+	out *memmgr.Buffer[[]uint16]
+}
+
+// ProcessFunc computes an output tile (TW*TH values, row stride TW) from t.
+type ProcessFunc func(ctx context.Context, t *Tile, out []uint16) error
+
+// BufferBytes is the memory the pools of a Pipeline or Exchange over
+// tw x th tiles with the given halo and options hold at most, besides the
+// images' tile caches.
+func BufferBytes(tw, th, halo int, o Options) int64 {
+	o = o.norm()
+	in := int64(tw+2*halo) * int64(th+2*halo) * 2
+	return int64(o.Slots) * (in + int64(tw)*int64(th)*2)
+}
+
+// reader adds the pooled read task (with its halo exchange) to g.
+func reader(g graph.Builder, src *tiled.Image, halo int, o Options) (*graph.Node[tiled.Coord, *Tile], *memmgr.Pool[[]uint16]) {
+	stride := src.TW + 2*halo
+	pool := memmgr.New(g, "tiles in", o.Slots, memmgr.Slices[uint16](stride*(src.TH+2*halo)))
+	name := "read"
+	if halo > 0 {
+		name = "read+exchange"
+	}
+	read := graph.AddFunc(g, name, 1, func(ctx context.Context, c tiled.Coord, out task.Emitter[*Tile]) error {
+		b, err := pool.Get(ctx, 1)
+		if err != nil {
+			return err
+		}
+		x0, y0, w, h := src.Rect(c)
+		// The tile itself and, with a halo, the borders held by its
+		// neighbours: in one address space the exchange is a read of the
+		// neighbours' edge strips through the shared tile cache.
+		if err := src.ReadRect(x0-halo, y0-halo, stride, src.TH+2*halo, b.Data, tiled.Clamp); err != nil {
+			b.Release()
+			return err
+		}
+		return out.Emit(&Tile{C: c, X0: x0, Y0: y0, W: w, H: h, Halo: halo, Stride: stride, In: b.Data, in: b})
+	})
+	memmgr.Use(pool, read)
+	return read, pool
+}
+
+func store(g *graph.Graph[tiled.Coord, tiled.Coord], src, dst *tiled.Image, halo int, o Options, f ProcessFunc) {
+	read, _ := reader(g, src, halo, o)
+	outPool := memmgr.New(g, "tiles out", o.Slots, memmgr.Slices[uint16](dst.TW*dst.TH))
+	proc := graph.AddFunc(g, "process", o.Workers, func(ctx context.Context, t *Tile, out task.Emitter[*Tile]) error {
+		b, err := outPool.Get(ctx, 1)
+		if err != nil {
+			t.in.Release()
+			return err
+		}
+		err = f(ctx, t, b.Data)
+		t.in.Release()
+		t.In = nil
+		if err != nil {
+			b.Release()
+			return err
+		}
+		t.out = b
+		return out.Emit(t)
+	})
+	memmgr.Use(outPool, proc)
+	write := graph.AddFunc(g, "write", 1, func(ctx context.Context, t *Tile, out task.Emitter[tiled.Coord]) error {
+		err := dst.WriteTile(t.C, t.out.Data)
+		t.out.Release()
+		if err != nil {
+			return err
+		}
+		return out.Emit(t.C)
+	})
+	graph.Connect(g.Input(), read)
+	graph.Connect(read, proc)
+	graph.Connect(proc, write)
+	graph.Connect(write, g.Output())
+}
+
+// Pipeline builds CAP's pipelined read -> process -> write: every tile sent
+// in is read from src, processed by f (Workers copies) and written to dst
+// (same tile size), and its coordinate comes out.
+func Pipeline(src, dst *tiled.Image, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
+	o = o.norm()
+	g := graph.New[tiled.Coord, tiled.Coord]("cap pipeline")
+	store(g, src, dst, 0, o, f)
+	return g
+}
+
+// Exchange builds CAP's exchange-process-and-store: as Pipeline, but each
+// tile is read with a border of halo pixels taken from its neighbours
+// (edge pixels repeated outside the image), so f can compute a
+// neighbourhood operation of radius halo exactly.
+func Exchange(src, dst *tiled.Image, halo int, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
+	o = o.norm()
+	g := graph.New[tiled.Coord, tiled.Coord]("cap exchange-process-and-store")
+	store(g, src, dst, halo, o, f)
+	return g
+}
+
+// Gather builds CAP's process-and-gather: each tile sent in is read,
+// mapped to a partial result by process (Workers copies) and handed to
+// merge, which runs in one thread (so it may update shared state without
+// locks); the coordinate comes out once merged.
+func Gather[A any](src *tiled.Image, o Options, process func(ctx context.Context, t *Tile) (A, error), merge func(A) error) *graph.Graph[tiled.Coord, tiled.Coord] {
+	o = o.norm()
+	g := graph.New[tiled.Coord, tiled.Coord]("cap process-and-gather")
+	read, _ := reader(g, src, 0, o)
+	type part struct {
+		c tiled.Coord
+		a A
+	}
+	proc := graph.AddFunc(g, "process", o.Workers, func(ctx context.Context, t *Tile, out task.Emitter[part]) error {
+		a, err := process(ctx, t)
+		t.in.Release()
+		if err != nil {
+			return err
+		}
+		return out.Emit(part{t.C, a})
+	})
+	gather := graph.AddFunc(g, "merge", 1, func(_ context.Context, p part, out task.Emitter[tiled.Coord]) error {
+		if err := merge(p.a); err != nil {
+			return err
+		}
+		return out.Emit(p.c)
+	})
+	graph.Connect(g.Input(), read)
+	graph.Connect(read, proc)
+	graph.Connect(proc, gather)
+	graph.Connect(gather, g.Output())
+	return g
+}
+
+// Run sends tiles through g and waits for it to finish.
+func Run(ctx context.Context, g *graph.Graph[tiled.Coord, tiled.Coord], tiles []tiled.Coord) error {
+	return g.Run(ctx, slices.Values(tiles), func(tiled.Coord) error { return nil })
+}

@@ -1,0 +1,486 @@
+package tiled
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// TIFF tag numbers and field types used by the BigTIFF writer and reader.
+const (
+	tagNewSubfileType  = 254
+	tagImageWidth      = 256
+	tagImageLength     = 257
+	tagBitsPerSample   = 258
+	tagCompression     = 259
+	tagPhotometric     = 262
+	tagSamplesPerPixel = 277
+	tagPlanarConfig    = 284
+	tagTileWidth       = 322
+	tagTileLength      = 323
+	tagTileOffsets     = 324
+	tagTileByteCounts  = 325
+	tagSampleFormat    = 339
+
+	typeShort = 3
+	typeLong  = 4
+	typeLong8 = 16
+)
+
+// Levels is how many pyramid levels (full resolution included) halve an
+// image of w x h until it fits in one tw x th tile.
+func Levels(w, h, tw, th int) int {
+	n := 1
+	for w > tw || h > th {
+		w, h = (w+1)/2, (h+1)/2
+		n++
+	}
+	return n
+}
+
+// WriteBigTIFF writes im to path as an uncompressed, tiled BigTIFF with
+// levels resolution levels (levels <= 0: down to one tile, see Levels):
+// the full image in the first IFD, then each 2x2-mean reduction in a
+// successive IFD marked NewSubfileType=1 (reduced-resolution image), the
+// form libtiff, QuPath/Bio-Formats, OpenSlide's generic TIFF and Fiji read as
+// a pyramid. The TIFF tiles are im's tiles (TW and TH must be multiples of
+// 16). Reduced levels are built tile by tile in temporary tiled images in
+// tmpDir (os.TempDir when empty), each with a cache of budget bytes, so
+// memory stays bounded whatever the image size.
+func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int64) (err error) {
+	if im.TW%16 != 0 || im.TH%16 != 0 {
+		return fmt.Errorf("tiled: TIFF tiles must be multiples of 16, have %dx%d", im.TW, im.TH)
+	}
+	if levels <= 0 {
+		levels = Levels(im.W, im.H, im.TW, im.TH)
+	}
+	if err := im.Flush(); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(path)
+		}
+	}()
+	w := &posWriter{w: bufio.NewWriterSize(f, 1<<20)}
+	// Header: II, 43, offset size 8, 0, first IFD offset (patched).
+	w.bytes([]byte{'I', 'I', 43, 0, 8, 0, 0, 0})
+	nextPtr := w.pos
+	w.u64(0)
+	var patches [][2]int64 // (where, value)
+	level := im
+	buf := make([]uint16, im.TW*im.TH)
+	raw := make([]byte, 2*im.TW*im.TH)
+	for l := 0; l < levels; l++ {
+		if l > 0 {
+			next, err := Downsample(level, tmpDir, budget)
+			if level != im {
+				level.Close()
+			}
+			if err != nil {
+				return err
+			}
+			level = next
+		}
+		// Tile data.
+		tiles := level.Tiles()
+		offs := make([]uint64, len(tiles))
+		for i, c := range tiles {
+			if err := level.ReadTile(c, buf); err != nil {
+				return err
+			}
+			// Zero the padding of edge tiles so the file is deterministic.
+			_, _, cw, ch := level.Rect(c)
+			for y := 0; y < level.TH; y++ {
+				for x := 0; x < level.TW; x++ {
+					v := buf[y*level.TW+x]
+					if x >= cw || y >= ch {
+						v = 0
+					}
+					binary.LittleEndian.PutUint16(raw[2*(y*level.TW+x):], v)
+				}
+			}
+			offs[i] = uint64(w.pos)
+			w.bytes(raw)
+		}
+		if w.pos%2 == 1 {
+			w.bytes([]byte{0})
+		}
+		// IFD.
+		ifdPos := w.pos
+		patches = append(patches, [2]int64{nextPtr, ifdPos})
+		subfile := uint64(0)
+		if l > 0 {
+			subfile = 1
+		}
+		type ent struct {
+			tag, typ uint16
+			vals     []uint64
+		}
+		ents := []ent{
+			{tagNewSubfileType, typeLong, []uint64{subfile}},
+			{tagImageWidth, typeLong, []uint64{uint64(level.W)}},
+			{tagImageLength, typeLong, []uint64{uint64(level.H)}},
+			{tagBitsPerSample, typeShort, []uint64{16}},
+			{tagCompression, typeShort, []uint64{1}},
+			{tagPhotometric, typeShort, []uint64{1}},
+			{tagSamplesPerPixel, typeShort, []uint64{1}},
+			{tagPlanarConfig, typeShort, []uint64{1}},
+			{tagTileWidth, typeLong, []uint64{uint64(level.TW)}},
+			{tagTileLength, typeLong, []uint64{uint64(level.TH)}},
+			{tagTileOffsets, typeLong8, offs},
+			{tagTileByteCounts, typeLong8, nil},
+			{tagSampleFormat, typeShort, []uint64{1}},
+		}
+		counts := make([]uint64, len(tiles))
+		for i := range counts {
+			counts[i] = uint64(level.TileBytes())
+		}
+		ents[11].vals = counts
+		ifdSize := int64(8 + 20*len(ents) + 8)
+		extra := ifdPos + ifdSize // out-of-line values follow the IFD
+		w.u64(uint64(len(ents)))
+		var outOfLine [][]uint64
+		for _, e := range ents {
+			w.u16(e.tag)
+			w.u16(e.typ)
+			w.u64(uint64(len(e.vals)))
+			size := int64(len(e.vals)) * typeSize(e.typ)
+			if size <= 8 {
+				var v [8]byte
+				for i, x := range e.vals {
+					putVal(v[int64(i)*typeSize(e.typ):], e.typ, x)
+				}
+				w.bytes(v[:])
+			} else {
+				w.u64(uint64(extra))
+				extra += size
+				outOfLine = append(outOfLine, e.vals)
+			}
+		}
+		nextPtr = w.pos
+		w.u64(0)
+		for _, vals := range outOfLine {
+			for _, x := range vals {
+				w.u64(x) // only LONG8 arrays go out of line
+			}
+		}
+	}
+	if level != im {
+		level.Close()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.w.Flush(); err != nil {
+		return err
+	}
+	for _, p := range patches {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(p[1]))
+		if _, err := f.WriteAt(b[:], p[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Downsample returns a new temporary image of half im's size (rounded up),
+// same tile size, each pixel the mean of a 2x2 block (edge pixels repeat),
+// built tile by tile.
+func Downsample(im *Image, tmpDir string, budget int64) (*Image, error) {
+	out, err := CreateTemp(tmpDir, (im.W+1)/2, (im.H+1)/2, im.TW, im.TH, budget)
+	if err != nil {
+		return nil, err
+	}
+	src := make([]uint16, 4*im.TW*im.TH)
+	dst := make([]uint16, im.TW*im.TH)
+	for _, c := range out.Tiles() {
+		x0, y0, _, _ := out.Rect(c)
+		if err := im.ReadRect(2*x0, 2*y0, 2*im.TW, 2*im.TH, src, Clamp); err != nil {
+			out.Close()
+			return nil, err
+		}
+		sw := 2 * im.TW
+		for y := 0; y < im.TH; y++ {
+			for x := 0; x < im.TW; x++ {
+				s := uint32(src[2*y*sw+2*x]) + uint32(src[2*y*sw+2*x+1]) +
+					uint32(src[(2*y+1)*sw+2*x]) + uint32(src[(2*y+1)*sw+2*x+1])
+				dst[y*im.TW+x] = uint16((s + 2) / 4)
+			}
+		}
+		if err := out.WriteTile(c, dst); err != nil {
+			out.Close()
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func typeSize(t uint16) int64 {
+	switch t {
+	case typeShort:
+		return 2
+	case typeLong:
+		return 4
+	default:
+		return 8
+	}
+}
+
+func putVal(b []byte, t uint16, x uint64) {
+	switch t {
+	case typeShort:
+		binary.LittleEndian.PutUint16(b, uint16(x))
+	case typeLong:
+		binary.LittleEndian.PutUint32(b, uint32(x))
+	default:
+		binary.LittleEndian.PutUint64(b, x)
+	}
+}
+
+type posWriter struct {
+	w   *bufio.Writer
+	pos int64
+	err error
+}
+
+func (p *posWriter) bytes(b []byte) {
+	if p.err != nil {
+		return
+	}
+	n, err := p.w.Write(b)
+	p.pos += int64(n)
+	p.err = err
+}
+
+func (p *posWriter) u16(v uint16) {
+	var b [2]byte
+	binary.LittleEndian.PutUint16(b[:], v)
+	p.bytes(b[:])
+}
+
+func (p *posWriter) u64(v uint64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	p.bytes(b[:])
+}
+
+// Level describes one IFD of a tiled 16-bit grayscale BigTIFF.
+type Level struct {
+	W, H, TW, TH int
+	Reduced      bool // NewSubfileType bit 0
+	Offsets      []uint64
+	Counts       []uint64
+}
+
+// TIFF is an open tiled BigTIFF file.
+type TIFF struct {
+	r      io.ReaderAt
+	f      *os.File
+	Levels []Level
+}
+
+// OpenBigTIFF opens a tiled, uncompressed, 16-bit, one-sample BigTIFF
+// (little-endian) such as WriteBigTIFF makes.
+func OpenBigTIFF(path string) (*TIFF, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	t, err := ParseBigTIFF(f, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	t.f = f
+	return t, nil
+}
+
+// Close closes the file.
+func (t *TIFF) Close() error {
+	if t.f != nil {
+		return t.f.Close()
+	}
+	return nil
+}
+
+// ErrFormat is wrapped by every error about a file that is not a tiled
+// 16-bit grayscale BigTIFF this package reads.
+var ErrFormat = errors.New("tiled: not a supported tiled BigTIFF")
+
+func formatErr(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrFormat}, a...)...)
+}
+
+// ParseBigTIFF reads the header and every IFD of a BigTIFF of size bytes.
+// It validates what it reads (at most 64 IFDs, tile arrays within the file)
+// and never allocates more than the file could describe.
+func ParseBigTIFF(r io.ReaderAt, size int64) (*TIFF, error) {
+	var h [16]byte
+	if _, err := r.ReadAt(h[:], 0); err != nil {
+		return nil, formatErr("short header")
+	}
+	le := binary.LittleEndian
+	if h[0] != 'I' || h[1] != 'I' || le.Uint16(h[2:]) != 43 || le.Uint16(h[4:]) != 8 || le.Uint16(h[6:]) != 0 {
+		return nil, formatErr("header is not little-endian BigTIFF")
+	}
+	t := &TIFF{r: r}
+	off := le.Uint64(h[8:])
+	seen := map[uint64]bool{}
+	for off != 0 {
+		if len(t.Levels) >= 64 || seen[off] {
+			return nil, formatErr("too many or looping IFDs")
+		}
+		seen[off] = true
+		if off > uint64(size) || off+8 > uint64(size) {
+			return nil, formatErr("IFD offset %d outside the file", off)
+		}
+		var nb [8]byte
+		if _, err := r.ReadAt(nb[:], int64(off)); err != nil {
+			return nil, formatErr("reading IFD: %v", err)
+		}
+		n := le.Uint64(nb[:])
+		if n == 0 || n > 4096 || off+8+n*20+8 > uint64(size) {
+			return nil, formatErr("bad IFD entry count %d", n)
+		}
+		ifd := make([]byte, n*20+8)
+		if _, err := r.ReadAt(ifd, int64(off)+8); err != nil {
+			return nil, formatErr("reading IFD: %v", err)
+		}
+		var lv Level
+		bps, spp, comp := uint64(1), uint64(1), uint64(1)
+		for i := uint64(0); i < n; i++ {
+			e := ifd[i*20:]
+			tag, typ, cnt := le.Uint16(e), le.Uint16(e[2:]), le.Uint64(e[4:])
+			vals, err := readVals(r, size, typ, cnt, e[12:20])
+			if err != nil {
+				return nil, err
+			}
+			first := uint64(0)
+			if len(vals) > 0 {
+				first = vals[0]
+			}
+			switch tag {
+			case tagNewSubfileType:
+				lv.Reduced = first&1 != 0
+			case tagImageWidth:
+				lv.W = int(min(first, 1<<31))
+			case tagImageLength:
+				lv.H = int(min(first, 1<<31))
+			case tagBitsPerSample:
+				bps = first
+			case tagCompression:
+				comp = first
+			case tagSamplesPerPixel:
+				spp = first
+			case tagTileWidth:
+				lv.TW = int(min(first, 1<<31))
+			case tagTileLength:
+				lv.TH = int(min(first, 1<<31))
+			case tagTileOffsets:
+				lv.Offsets = vals
+			case tagTileByteCounts:
+				lv.Counts = vals
+			}
+		}
+		if bps != 16 || spp != 1 || comp != 1 {
+			return nil, formatErr("want 16-bit, 1 sample, uncompressed; have %d bits, %d samples, compression %d", bps, spp, comp)
+		}
+		if lv.W <= 0 || lv.H <= 0 || lv.TW <= 0 || lv.TH <= 0 {
+			return nil, formatErr("missing or zero size or tile size")
+		}
+		nt := uint64((lv.W+lv.TW-1)/lv.TW) * uint64((lv.H+lv.TH-1)/lv.TH)
+		if uint64(len(lv.Offsets)) != nt || uint64(len(lv.Counts)) != nt {
+			return nil, formatErr("%d tile offsets and %d counts for %d tiles", len(lv.Offsets), len(lv.Counts), nt)
+		}
+		tb := uint64(lv.TW) * uint64(lv.TH) * 2
+		for i := range lv.Offsets {
+			if lv.Counts[i] != tb || lv.Offsets[i] > uint64(size) || lv.Offsets[i]+tb > uint64(size) {
+				return nil, formatErr("tile %d outside the file or of the wrong size", i)
+			}
+		}
+		t.Levels = append(t.Levels, lv)
+		off = le.Uint64(ifd[n*20:])
+	}
+	if len(t.Levels) == 0 {
+		return nil, formatErr("no IFD")
+	}
+	return t, nil
+}
+
+func readVals(r io.ReaderAt, size int64, typ uint16, cnt uint64, inline []byte) ([]uint64, error) {
+	var ts int64
+	switch typ {
+	case typeShort:
+		ts = 2
+	case typeLong:
+		ts = 4
+	case typeLong8:
+		ts = 8
+	default:
+		return nil, nil // types this reader does not need
+	}
+	if cnt > uint64(size)/uint64(ts)+1 {
+		return nil, formatErr("tag count %d too large", cnt)
+	}
+	total := int64(cnt) * ts
+	var b []byte
+	if total <= 8 {
+		b = inline[:total]
+	} else {
+		at := binary.LittleEndian.Uint64(inline)
+		if at > uint64(size) || at+uint64(total) > uint64(size) {
+			return nil, formatErr("tag values outside the file")
+		}
+		b = make([]byte, total)
+		if _, err := r.ReadAt(b, int64(at)); err != nil {
+			return nil, formatErr("reading tag values: %v", err)
+		}
+	}
+	vals := make([]uint64, cnt)
+	for i := range vals {
+		switch ts {
+		case 2:
+			vals[i] = uint64(binary.LittleEndian.Uint16(b[2*i:]))
+		case 4:
+			vals[i] = uint64(binary.LittleEndian.Uint32(b[4*i:]))
+		default:
+			vals[i] = binary.LittleEndian.Uint64(b[8*i:])
+		}
+	}
+	return vals, nil
+}
+
+// ReadTile reads tile c of level l into dst (TW*TH values).
+func (t *TIFF) ReadTile(l int, c Coord, dst []uint16) error {
+	lv := t.Levels[l]
+	tx := (lv.W + lv.TW - 1) / lv.TW
+	if c.X < 0 || c.Y < 0 || c.X >= tx || c.Y >= (lv.H+lv.TH-1)/lv.TH {
+		return fmt.Errorf("tiled: tile %v outside level %d", c, l)
+	}
+	i := c.Y*tx + c.X
+	raw := make([]byte, lv.Counts[i])
+	if _, err := t.r.ReadAt(raw, int64(lv.Offsets[i])); err != nil {
+		return err
+	}
+	for j := 0; j < lv.TW*lv.TH; j++ {
+		dst[j] = binary.LittleEndian.Uint16(raw[2*j:])
+	}
+	return nil
+}
