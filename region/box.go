@@ -5,16 +5,22 @@ import (
 	"strings"
 )
 
-// Box is an axis-aligned box of 2 or 3 dimensions in the integer coordinates
-// of a region template. It is half-open: it holds the points p with
-// Lo[i] <= p[i] < Hi[i] for i < Dims. A 2-D box keeps Lo[2] = 0 and Hi[2] = 1,
-// so that its element count and shape read the same as a one-plane 3-D box.
+// Box is an axis-aligned box of 1, 2 or 3 dimensions in the integer
+// coordinates of a region template. It is half-open: it holds the points p
+// with Lo[i] <= p[i] < Hi[i] for i < Dims. A 2-D box keeps Lo[2] = 0 and
+// Hi[2] = 1, so that its element count and shape read the same as a
+// one-plane 3-D box; a 1-D box likewise keeps y and z in [0,1).
 //
 // The zero Box (Dims 0) is the empty box with no dimensions; it is what an
 // empty region template reports as its bounds.
 type Box struct {
-	Dims   int    // 2 or 3
+	Dims   int    // 1, 2 or 3
 	Lo, Hi [3]int // inclusive lower corner, exclusive upper corner
+}
+
+// Span returns the 1-D box [x0, x1).
+func Span(x0, x1 int) Box {
+	return Box{Dims: 1, Lo: [3]int{x0, 0, 0}, Hi: [3]int{x1, 1, 1}}
 }
 
 // Rect returns the 2-D box [x0, x1) x [y0, y1).
@@ -27,18 +33,22 @@ func Cube(x0, y0, z0, x1, y1, z1 int) Box {
 	return Box{Dims: 3, Lo: [3]int{x0, y0, z0}, Hi: [3]int{x1, y1, z1}}
 }
 
-// Validate reports whether b is a well-formed box: 2 or 3 dimensions, no
-// negative extent, and a 2-D box lying in the plane z = 0. Errors wrap
-// [ErrBadBox].
+// Validate reports whether b is a well-formed box: 1, 2 or 3 dimensions, no
+// negative extent, a 2-D box lying in the plane z = 0 and a 1-D box on the
+// line y = z = 0. Errors wrap [ErrBadBox].
 func (b Box) Validate() error {
 	switch b.Dims {
+	case 1:
+		if b.Lo[1] != 0 || b.Hi[1] != 1 || b.Lo[2] != 0 || b.Hi[2] != 1 {
+			return fmt.Errorf("region: 1-D box %v must have y and z ranges [0,1): %w", b, ErrBadBox)
+		}
 	case 2:
 		if b.Lo[2] != 0 || b.Hi[2] != 1 {
 			return fmt.Errorf("region: 2-D box %v must have z range [0,1): %w", b, ErrBadBox)
 		}
 	case 3:
 	default:
-		return fmt.Errorf("region: box %v has %d dimensions, want 2 or 3: %w", b, b.Dims, ErrBadBox)
+		return fmt.Errorf("region: box %v has %d dimensions, want 1, 2 or 3: %w", b, b.Dims, ErrBadBox)
 	}
 	for i := range b.Dims {
 		if b.Hi[i] < b.Lo[i] {
@@ -126,7 +136,22 @@ func (b Box) Union(c Box) Box {
 	return r
 }
 
-// String formats b as "[x0,x1)x[y0,y1)" or "[x0,x1)x[y0,y1)x[z0,z1)".
+// Grow returns b extended by n on both sides of each of its axes (shrunk
+// for a negative n): the box of a partition with its ghost border. Axes
+// beyond b.Dims are left alone. The result may need clipping to a domain
+// with Intersect.
+func (b Box) Grow(n int) Box {
+	for i := range b.Dims {
+		b.Lo[i] -= n
+		b.Hi[i] += n
+		if b.Hi[i] < b.Lo[i] {
+			b.Hi[i] = b.Lo[i]
+		}
+	}
+	return b
+}
+
+// String formats b as "[x0,x1)", "[x0,x1)x[y0,y1)" or "[x0,x1)x[y0,y1)x[z0,z1)".
 func (b Box) String() string {
 	if b.Dims == 0 {
 		return "[]"

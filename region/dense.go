@@ -38,7 +38,7 @@ type Region interface {
 	Commit(ctx context.Context) error
 }
 
-// Dense is a dense 2-D or 3-D data region with elements of type T, stored
+// Dense is a dense 1-D, 2-D or 3-D data region with elements of type T, stored
 // row-major over its ROI (x fastest, then y, then z).
 //
 // A Dense is safe for concurrent use by readers. Writers must be ordered
@@ -58,7 +58,8 @@ type Dense[T Elem] struct {
 var _ Region = (*Dense[uint8])(nil)
 
 // checkDense validates id and bounds for a dense region, filling the kind
-// from the dimensionality when id.Type is zero.
+// (Dense1D, Dense2D or Dense3D) from the dimensionality when id.Type is
+// zero.
 func checkDense(id ID, bounds Box) (ID, error) {
 	if err := bounds.Validate(); err != nil {
 		return id, fmt.Errorf("region: %q: %w", id.Name, err)
@@ -77,8 +78,8 @@ func checkDense(id ID, bounds Box) (ID, error) {
 }
 
 // NewDense returns an in-memory dense region over bounds, zero-filled, with
-// the ROI equal to the bounds. A zero id.Type is set to Dense2D or Dense3D
-// according to the dimensionality of bounds.
+// the ROI equal to the bounds. A zero id.Type is set to Dense1D, Dense2D or
+// Dense3D according to the dimensionality of bounds.
 func NewDense[T Elem](id ID, bounds Box) (*Dense[T], error) {
 	id, err := checkDense(id, bounds)
 	if err != nil {
@@ -307,6 +308,12 @@ func (d *Dense[T]) At(x, y int) T { return d.data[d.index(x, y, 0)] }
 
 // Set sets the element at (x, y) of a 2-D region; it panics like At.
 func (d *Dense[T]) Set(x, y int, v T) { d.data[d.index(x, y, 0)] = v }
+
+// At1 returns the element at x of a 1-D region; it panics like At.
+func (d *Dense[T]) At1(x int) T { return d.data[d.index(x, 0, 0)] }
+
+// Set1 sets the element at x of a 1-D region; it panics like At.
+func (d *Dense[T]) Set1(x int, v T) { d.data[d.index(x, 0, 0)] = v }
 
 // At3 returns the element at (x, y, z); it panics like At.
 func (d *Dense[T]) At3(x, y, z int) T { return d.data[d.index(x, y, z)] }

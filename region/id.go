@@ -35,21 +35,21 @@ var (
 // Kind is the layout of a data region: the "type" in its identifier.
 type Kind int
 
-// Region kinds. Only the dense kinds have an implementation ([Dense]); the
-// others are reserved so that identifiers naming them parse today and sparse
-// regions and polygon sets can be added without changing the identifier
-// format.
+// Region kinds. The dense kinds are implemented by [Dense], the sparse ones
+// by [Sparse] and Polygons by [PolygonSet]. New kinds are appended, so that
+// the numeric values of the existing ones never change.
 const (
 	Dense2D  Kind = iota + 1 // a dense 2-D array
 	Dense3D                  // a dense 3-D array
-	Sparse2D                 // reserved: a sparse 2-D array
-	Sparse3D                 // reserved: a sparse 3-D array
-	Polygons                 // reserved: a set of polygons
+	Sparse2D                 // a sparse 2-D array
+	Sparse3D                 // a sparse 3-D array
+	Polygons                 // a set of 2-D polygons
+	Dense1D                  // a dense 1-D array
 )
 
 // kindNames returns the names of the kinds, indexed by Kind.
-func kindNames() [Polygons + 1]string {
-	return [...]string{Dense2D: "dense2d", Dense3D: "dense3d", Sparse2D: "sparse2d", Sparse3D: "sparse3d", Polygons: "polygons"}
+func kindNames() [Dense1D + 1]string {
+	return [...]string{Dense2D: "dense2d", Dense3D: "dense3d", Sparse2D: "sparse2d", Sparse3D: "sparse3d", Polygons: "polygons", Dense1D: "dense1d"}
 }
 
 // String returns the kind's name as used in identifiers, such as "dense2d".
@@ -198,7 +198,7 @@ func (id ID) less(o ID) bool {
 	return id.Type < o.Type
 }
 
-// ElemType is the type of the elements of a dense region.
+// ElemType is the type of the elements of a dense or sparse region.
 type ElemType int
 
 // Element types.

@@ -118,6 +118,7 @@ func runs(bounds, box Box, f func(arrOff, boxOff, n int) error) error {
 type Memory struct {
 	mu      sync.RWMutex
 	regions map[ID]*memRegion
+	objects map[ID][]byte // sparse regions and polygon sets, encoded
 }
 
 type memRegion struct {
@@ -126,7 +127,39 @@ type memRegion struct {
 }
 
 // NewMemory returns an empty in-memory storage.
-func NewMemory() *Memory { return &Memory{regions: map[ID]*memRegion{}} }
+func NewMemory() *Memory { return &Memory{regions: map[ID]*memRegion{}, objects: map[ID][]byte{}} }
+
+// ReadObject implements ObjectStorage.
+func (s *Memory) ReadObject(ctx context.Context, id ID) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("region: read %v: %w", id, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.objects[id]
+	if !ok {
+		return nil, fmt.Errorf("region: read %v: %w", id, ErrNotFound)
+	}
+	return slices.Clone(b), nil
+}
+
+// UpdateObject implements ObjectStorage.
+func (s *Memory) UpdateObject(ctx context.Context, id ID, f func(old []byte) ([]byte, error)) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("region: write %v: %w", id, err)
+	}
+	if err := id.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := f(slices.Clone(s.objects[id]))
+	if err != nil {
+		return err
+	}
+	s.objects[id] = slices.Clone(b)
+	return nil
+}
 
 // Write implements Storage.
 func (s *Memory) Write(ctx context.Context, m Meta, box Box, data []byte) error {
@@ -183,6 +216,9 @@ func (s *Memory) Stat(ctx context.Context, id ID) (Meta, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if b, ok := s.objects[id]; ok {
+		return objectMeta(b)
+	}
 	r, ok := s.regions[id]
 	if !ok {
 		return Meta{}, fmt.Errorf("region: stat %v: %w", id, ErrNotFound)
@@ -197,6 +233,10 @@ func (s *Memory) Delete(ctx context.Context, id ID) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.objects[id]; ok {
+		delete(s.objects, id)
+		return nil
+	}
 	if _, ok := s.regions[id]; !ok {
 		return fmt.Errorf("region: delete %v: %w", id, ErrNotFound)
 	}
@@ -210,8 +250,11 @@ func (s *Memory) List(ctx context.Context) ([]ID, error) {
 		return nil, fmt.Errorf("region: list: %w", err)
 	}
 	s.mu.RLock()
-	ids := make([]ID, 0, len(s.regions))
+	ids := make([]ID, 0, len(s.regions)+len(s.objects))
 	for id := range s.regions {
+		ids = append(ids, id)
+	}
+	for id := range s.objects {
 		ids = append(ids, id)
 	}
 	s.mu.RUnlock()
@@ -234,7 +277,9 @@ func sortIDs(ids []ID) {
 // Disk is a Storage that keeps each region in a directory as two files:
 // NAME.KIND.tT.vV.json with the metadata and NAME.KIND.tT.vV.raw with the
 // whole array (little-endian, row-major), so that a box is read or written
-// with positioned I/O without touching the rest of the array.
+// with positioned I/O without touching the rest of the array. Sparse regions
+// and polygon sets are kept as one file each, NAME.KIND.tT.vV.rto, in the
+// binary format described at [Sparse], replaced atomically on update.
 type Disk struct {
 	dir string
 	mu  sync.Mutex // serializes region creation and deletion
@@ -262,9 +307,66 @@ func (s *Disk) paths(id ID) (meta, raw string) {
 	return b + ".json", b + ".raw"
 }
 
+func (s *Disk) objPath(id ID) string { return filepath.Join(s.dir, id.fileBase()) + ".rto" }
+
+// ReadObject implements ObjectStorage.
+func (s *Disk) ReadObject(ctx context.Context, id ID) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("region: read %v: %w", id, err)
+	}
+	if err := id.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(s.objPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("region: %v in %s: %w", id, s.dir, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("region: read %v: %w", id, err)
+	}
+	return b, nil
+}
+
+// UpdateObject implements ObjectStorage. The new file replaces the old one
+// by a rename, so readers see the old or the new object, never a mix.
+func (s *Disk) UpdateObject(ctx context.Context, id ID, f func(old []byte) ([]byte, error)) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("region: write %v: %w", id, err)
+	}
+	if err := id.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.objPath(id)
+	old, err := os.ReadFile(p)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("region: write %v: %w", id, err)
+	}
+	b, err := f(old)
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("region: write %v: %w", id, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("region: write %v: %w", id, err)
+	}
+	return nil
+}
+
 func (s *Disk) stat(id ID) (Meta, error) {
 	if err := id.Validate(); err != nil {
 		return Meta{}, err
+	}
+	if isObjectKind(id.Type) {
+		b, err := s.ReadObject(context.Background(), id)
+		if err != nil {
+			return Meta{}, err
+		}
+		return objectMeta(b)
 	}
 	mp, _ := s.paths(id)
 	b, err := os.ReadFile(mp)
@@ -407,6 +509,19 @@ func (s *Disk) Delete(ctx context.Context, id ID) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := id.Validate(); err != nil {
+		return err
+	}
+	if isObjectKind(id.Type) {
+		err := os.Remove(s.objPath(id))
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("region: delete %v in %s: %w", id, s.dir, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("region: delete %v: %w", id, err)
+		}
+		return nil
+	}
 	if _, err := s.stat(id); err != nil {
 		return err
 	}
@@ -431,6 +546,18 @@ func (s *Disk) List(ctx context.Context) ([]ID, error) {
 	}
 	var ids []ID
 	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".rto") {
+			// The name is the identifier's file base: recover it from the
+			// object's header.
+			b, err := os.ReadFile(filepath.Join(s.dir, e.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("region: list %s: %w", s.dir, err)
+			}
+			if m, err := objectMeta(b); err == nil && m.ID.fileBase()+".rto" == e.Name() {
+				ids = append(ids, m.ID)
+			}
+			continue
+		}
 		if !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
@@ -452,7 +579,10 @@ func (s *Disk) List(ctx context.Context) ([]ID, error) {
 
 // denseKind returns the dense kind for a number of dimensions.
 func denseKind(dims int) Kind {
-	if dims == 3 {
+	switch dims {
+	case 1:
+		return Dense1D
+	case 3:
 		return Dense3D
 	}
 	return Dense2D
