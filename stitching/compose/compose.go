@@ -311,7 +311,7 @@ func (a *rowAcc) rows(ctx context.Context, out *image.Gray16, active []span, mod
 		if (y-y0)&63 == 63 && ctx.Err() != nil {
 			return
 		}
-		orow := out.Pix[y*out.Stride : y*out.Stride+2*out.Rect.Dx()]
+		orow := out.Pix[(y-out.Rect.Min.Y)*out.Stride : (y-out.Rect.Min.Y)*out.Stride+2*out.Rect.Dx()]
 		if mode == Overlay {
 			for _, s := range active {
 				j := y - s.slot.Y

@@ -1,0 +1,69 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+
+	"github.com/gohtgs/htgs/tiled"
+)
+
+// MosaicSize is the size of the mosaic holding slots.
+func MosaicSize(slots []Slot) (w, h int, err error) {
+	if len(slots) == 0 {
+		return 0, 0, errors.New("compose: no tiles")
+	}
+	return mosaicSize(slots)
+}
+
+// ComposeTiled builds the mosaic like ComposeFunc, but out of core: the
+// mosaic goes band by band into dst, a tiled image of the mosaic's size
+// (see MosaicSize), so only one band of rows (a multiple of dst's tile
+// height, at least 256 rows), the tiles that intersect it and dst's tile
+// cache are in memory whatever the mosaic's size. The pixels equal
+// ComposeFunc's.
+func ComposeTiled(ctx context.Context, slots []Slot, load func(i int) (*image.Gray16, error), mode Blend, dst *tiled.Image) error {
+	if load == nil {
+		return errors.New("compose: nil loader")
+	}
+	if mode < Overlay || mode > Linear {
+		return fmt.Errorf("compose: unknown blend mode %d", int(mode))
+	}
+	mw, mh, err := MosaicSize(slots)
+	if err != nil {
+		return err
+	}
+	if dst.W != mw || dst.H != mh {
+		return fmt.Errorf("compose: tiled output is %d x %d, mosaic is %d x %d", dst.W, dst.H, mw, mh)
+	}
+	band := dst.TH * max(1, (bandHeight+dst.TH-1)/dst.TH)
+	pix := make([]byte, 2*mw*band)
+	vals := make([]uint16, mw*band)
+	sw := newSweep(slots, load, mode, mw)
+	for y0 := 0; y0 < mh; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		y1 := min(mh, y0+band)
+		if err := sw.loadUntil(y1); err != nil {
+			return err
+		}
+		clear(pix) // rows no tile covers stay 0, as in ComposeFunc
+		out := &image.Gray16{Pix: pix[:2*mw*(y1-y0)], Stride: 2 * mw, Rect: image.Rect(0, y0, mw, y1)}
+		sw.rows(ctx, out, y0, y1)
+		n := mw * (y1 - y0)
+		for i := range n {
+			vals[i] = uint16(pix[2*i])<<8 | uint16(pix[2*i+1])
+		}
+		if err := dst.WriteRect(0, y0, mw, y1-y0, vals[:n]); err != nil {
+			return err
+		}
+		sw.dropAbove(y1)
+		y0 = y1
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return dst.Flush()
+}
