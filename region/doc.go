@@ -8,13 +8,17 @@
 // optionally qualified as "namespace::key" — and has an element type, a
 // bounding box (the extent of its array in template coordinates) and a
 // region of interest (ROI): the part of the array a stage instance works on
-// and that is held in memory. [Dense] implements dense 2-D and 3-D arrays;
-// the identifier format reserves kinds for sparse arrays and polygon sets.
+// and that is held in memory. [Dense] implements dense 1-D, 2-D and 3-D
+// arrays, [Sparse] sparse 2-D and 3-D coordinate lists, and [PolygonSet]
+// sets of polygons (nuclei outlines) with box queries. [Grid] and
+// [Irregular] partition a domain among stage instances with ghost borders;
+// [ChunkMap] maps the chunks of a split region to their keys.
 //
 // Regions are bound to a [Storage] they are read from and one they are
 // committed to: [Memory] keeps them in process memory, [Disk] in files that
 // are read and written box by box, so that reading a ROI touches only the
-// ROI. A region is read eagerly ([Template.Instantiate], [Dense.Stage]) or
+// ROI. Sparse regions and polygon sets go through [ObjectStorage], which
+// both implement, in a checked binary format ([ErrCorrupt]). A region is read eagerly ([Template.Instantiate], [Dense.Stage]) or
 // lazily, on first access ([Dense.Data]).
 //
 // Stages declare the regions they read and write; the pats package uses

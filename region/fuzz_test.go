@@ -1,7 +1,10 @@
 package region
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
+	"slices"
 	"testing"
 )
 
@@ -49,7 +52,7 @@ func FuzzDecodeObject(f *testing.F) {
 	f.Add(encodeObject(&object{id: ID{Name: "n::p", Type: Polygons}, elem: Float64, bounds: Rect(0, 0, 100, 100),
 		polys: []Polygon{{ID: 3, Ring: []Point{{1, 1}, {5, 1}, {3, 4}}}}}))
 	f.Add([]byte("RTOB"))
-	f.Fuzz(func(t *testing.T, b []byte) {
+	check := func(t *testing.T, b []byte) {
 		o, err := decodeObject(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
@@ -60,5 +63,11 @@ func FuzzDecodeObject(f *testing.F) {
 		if again := encodeObject(o); !equalObjects(again, b) {
 			t.Fatalf("decoded object re-encodes differently:\n%x\n%x", b, again)
 		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		check(t, b)
+		// The checksum stops most mutations at the door: also decode the
+		// input with a valid checksum appended, to reach the parser.
+		check(t, binary.LittleEndian.AppendUint32(slices.Clone(b), crc32.ChecksumIEEE(b)))
 	})
 }
