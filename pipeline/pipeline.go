@@ -1,6 +1,6 @@
 // Package pipeline provides HTGS execution pipelines: a subgraph cloned once
 // per device, with a decomposition rule that routes each input to one clone
-// or to all of them.
+// or to all of them ([New]), or to a set of them ([NewSubset]).
 //
 //	gpus := pipeline.New(g, "gpus", perDevice, devices, pipeline.ByKey(func(t *Tile) int { return t.Row }))
 //	graph.Connect(read, gpus)
@@ -34,6 +34,16 @@ const _ = uint(All-core.AllClones) + uint(core.AllClones-All)
 // that panics, or that returns a clone that does not exist, fails the run
 // with an error naming the pipeline.
 type Rule[In any] func(v In, clones int) int
+
+// Subset is a decomposition rule that routes v to a set of clones: it
+// calls add once for each clone (0..clones-1) that gets v. A clone added
+// twice gets v once, a value added to no clone is dropped, and add must
+// not be kept after the rule returns. Like a Rule it runs on the sender's
+// goroutine and must be safe for concurrent use; a panic, or a clone that
+// does not exist, fails the run with an error naming the pipeline. Use it
+// with [NewSubset], where a value is needed by some clones but not all
+// (the halo of a band of rows); routing allocates nothing per value.
+type Subset[In any] func(v In, clones int, add func(clone int))
 
 // ByKey routes v to clone key(v) mod clones; keys such as grid rows spread
 // work evenly and keep related values on one device.
@@ -79,6 +89,18 @@ func (p *Pipeline[In, Out]) OutPort() graph.Port[Out] {
 func New[In, Out any](b graph.Builder, name string, inner *graph.Graph[In, Out], devices []device.Device, rule Rule[In]) *Pipeline[In, Out] {
 	bp := core.BlueprintOf(b)
 	s := core.PipelineSpec[In, Out](name, core.BlueprintOf(inner), devices, rule)
+	bp.Add(s)
+	return &Pipeline[In, Out]{
+		handle: core.NewPortHandle(core.PortRef{BP: bp, Spec: s}),
+		name:   name,
+	}
+}
+
+// NewSubset is [New] with a rule that routes each input to a set of clones
+// rather than to one or all of them.
+func NewSubset[In, Out any](b graph.Builder, name string, inner *graph.Graph[In, Out], devices []device.Device, rule Subset[In]) *Pipeline[In, Out] {
+	bp := core.BlueprintOf(b)
+	s := core.PipelineSubsetSpec[In, Out](name, core.BlueprintOf(inner), devices, rule)
 	bp.Add(s)
 	return &Pipeline[In, Out]{
 		handle: core.NewPortHandle(core.PortRef{BP: bp, Spec: s}),

@@ -116,14 +116,28 @@ func (r *bandPairs) Initialize(_ context.Context, info task.Info) error {
 	return nil
 }
 
+// bandsOf is the GPU pipeline's decomposition rule: a tile goes to the
+// clones whose bands use it, that of its row and, for a tile of the row
+// above a band (its halo), that of the band below too.
+func bandsOf(rows, cols int) pipeline.Subset[tileRef] {
+	return func(t tileRef, clones int, add func(int)) {
+		for d := range clones {
+			if bandOf(d, clones, rows).uses(rows, cols, t.row, t.col) > 0 {
+				add(d)
+			}
+		}
+	}
+}
+
 // peaksJob is a pair with its PCIAM peaks, waiting for the CCF.
 type peaksJob struct {
 	pairJob
 	peaks []align.Peak
 }
 
-// gpuPairGraph builds the registration graph for GPUs: every tile goes to
-// every clone of a pipeline with one clone per GPU, and each clone
+// gpuPairGraph builds the registration graph for GPUs: a pipeline with one
+// clone per GPU, in which each tile goes to the clones that use it (one, or
+// two for a halo tile: see bandsOf), and each clone
 //
 //	acquire (its band's tiles) -> read (readers) -> fft (GPU, streams copies)
 //	-> pairs bookkeeper -> pciam (GPU, streams copies) -> ccf (CPU, workers copies)
@@ -152,8 +166,8 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	// One copy, taking slots in traversal order (see pairGraph).
 	acquire := graph.AddFunc(cg, "acquire", 1, func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
 		n := clone(ctx).uses(rows, cols, t.row, t.col)
-		if n == 0 {
-			return nil // not this band's tile
+		if n == 0 { // the pipeline's rule sends a tile only where it is used
+			return fmt.Errorf("stitching: tile (%d, %d) routed to a GPU clone whose band does not use it", t.row, t.col)
 		}
 		buf, err := pool.Get(ctx, n)
 		if err != nil {
@@ -197,7 +211,7 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	graph.Connect(pciam, ccfTask)
 	graph.Connect(ccfTask, cg.Output())
 
-	gpus := pipeline.New(g, "gpus", cg, devs, pipeline.Broadcast[tileRef]())
+	gpus := pipeline.NewSubset(g, "gpus", cg, devs, bandsOf(rows, cols))
 	graph.Connect(g.Input(), gpus)
 	graph.Connect(gpus, g.Output())
 	return g, nil

@@ -181,6 +181,15 @@ func TestBands(t *testing.T) {
 						}
 					}
 				}
+				for r := range rows {
+					for c := range cols {
+						var to []int
+						bandsOf(rows, cols)(tileRef{r, c}, clones, func(d int) { to = append(to, d) })
+						if len(to) > 2 {
+							t.Fatalf("%dx%d/%d: tile (%d,%d) routed to clones %v, want at most 2", rows, cols, clones, r, c, to)
+						}
+					}
+				}
 				if len(owner) != len(align.Pairs(rows, cols)) {
 					t.Fatalf("%dx%d/%d: %d of %d pairs owned", rows, cols, clones, len(owner), len(align.Pairs(rows, cols)))
 				}
@@ -221,7 +230,7 @@ func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 		if pools != n {
 			t.Errorf("%d GPUs: %d spectrum pools, want one per GPU", n, pools)
 		}
-		var pcms int64
+		var pcms, transforms int64
 		for _, d := range fake.devs {
 			if d.live.Load() != 0 {
 				t.Errorf("%d GPUs: %v: %d spectra never freed", n, d.Name(), d.live.Load())
@@ -230,6 +239,24 @@ func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 				t.Errorf("%d GPUs: %v registered no pair", n, d.Name())
 			}
 			pcms += d.pcms.Load()
+			// Each clone transforms its band's tiles and its halo only: the
+			// pipeline routes a tile to the clones that use it.
+			var want int64
+			for r := range 5 {
+				for c := range 4 {
+					if bandOf(d.id, n, 5).uses(5, 4, r, c) > 0 {
+						want++
+					}
+				}
+			}
+			if got := d.transforms.Load(); got != want {
+				t.Errorf("%d GPUs: %v: %d transforms, want %d", n, d.Name(), got, want)
+			}
+			transforms += d.transforms.Load()
+		}
+		// 5 rows in n bands: n-1 halo rows of 4 tiles are transformed twice.
+		if want := int64(5*4 + (n-1)*4); transforms != want {
+			t.Errorf("%d GPUs: %d transforms in all, want %d", n, transforms, want)
 		}
 		if want := int64(len(align.Pairs(5, 4))); pcms != want {
 			t.Errorf("%d GPUs: %d phase correlations, want %d (each pair once)", n, pcms, want)
