@@ -120,33 +120,19 @@ func (r *reader) take(n int) []byte {
 	return v
 }
 
-func (r *reader) u8() byte {
-	if v := r.take(1); v != nil {
-		return v[0]
+// uint reads an n-byte little-endian unsigned integer (0 after an error).
+func (r *reader) uint(n int) uint64 {
+	var x uint64
+	for i, c := range r.take(n) {
+		x |= uint64(c) << (8 * i)
 	}
-	return 0
+	return x
 }
 
-func (r *reader) u16() uint16 {
-	if v := r.take(2); v != nil {
-		return binary.LittleEndian.Uint16(v)
-	}
-	return 0
-}
-
-func (r *reader) u32() uint32 {
-	if v := r.take(4); v != nil {
-		return binary.LittleEndian.Uint32(v)
-	}
-	return 0
-}
-
-func (r *reader) u64() uint64 {
-	if v := r.take(8); v != nil {
-		return binary.LittleEndian.Uint64(v)
-	}
-	return 0
-}
+func (r *reader) u8() byte    { return byte(r.uint(1)) }
+func (r *reader) u16() uint16 { return uint16(r.uint(2)) }
+func (r *reader) u32() uint32 { return uint32(r.uint(4)) }
+func (r *reader) u64() uint64 { return r.uint(8) }
 
 // coord reads a coordinate, refusing values that do not fit an int on
 // 32-bit machines or would overflow box arithmetic.
@@ -310,6 +296,82 @@ func objectMeta(b []byte) (Meta, error) {
 func sameObjectMeta(old *object, id ID, elem ElemType, bounds Box) error {
 	if old.id != id || old.elem != elem || old.bounds != bounds {
 		return fmt.Errorf("region: %v stored as %v %v, written as %v %v: %w", id, old.elem, old.bounds, elem, bounds, ErrExists)
+	}
+	return nil
+}
+
+// openObject reads the object id stored in in for an Open function and
+// checks it: it must name id, have element type elem (any when elem is 0)
+// and suit kinds with roi (see checkObjectRegion). It returns the completed
+// id, the stored bounds and the ROI.
+func openObject(ctx context.Context, in ObjectStorage, id ID, roi Box, elem ElemType, kinds ...Kind) (ID, Box, Box, error) {
+	if in == nil {
+		return id, Box{}, roi, fmt.Errorf("region: open %v: %w", id, ErrNoStorage)
+	}
+	if err := id.Validate(); err != nil {
+		return id, Box{}, roi, err
+	}
+	b, err := in.ReadObject(ctx, id)
+	if err != nil {
+		return id, Box{}, roi, fmt.Errorf("region: open: %w", err)
+	}
+	m, err := objectMeta(b)
+	if err != nil {
+		return id, Box{}, roi, fmt.Errorf("region: open %v: %w", id, err)
+	}
+	if m.ID != id {
+		return id, Box{}, roi, fmt.Errorf("region: open %v: stored object names %v: %w", id, m.ID, ErrCorrupt)
+	}
+	if elem != 0 && m.Elem != elem {
+		return id, Box{}, roi, fmt.Errorf("region: open %v: stored as %v, opened as %v: %w", id, m.Elem, elem, ErrType)
+	}
+	id, roi, err = checkObjectRegion(id, m.Bounds, roi, kinds...)
+	return id, m.Bounds, roi, err
+}
+
+// readObject reads the object id from in for a region's first access and
+// checks that it keeps elem and bounds; errors name the roi being read.
+func readObject(ctx context.Context, in ObjectStorage, id ID, elem ElemType, bounds, roi Box) (*object, error) {
+	if in == nil {
+		return nil, fmt.Errorf("region: read %v: %w", id, ErrNoStorage)
+	}
+	b, err := in.ReadObject(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("region: read ROI %v: %w", roi, err)
+	}
+	o, err := decodeObject(b)
+	if err != nil {
+		return nil, fmt.Errorf("region: read %v: %w", id, err)
+	}
+	if err := sameObjectMeta(o, id, elem, bounds); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// commitObject replaces the object id in out by the one merge builds from
+// the stored object (nil when there is none), which must keep elem and
+// bounds ([ErrExists]).
+func commitObject(ctx context.Context, out ObjectStorage, id ID, elem ElemType, bounds Box, merge func(prev *object) (*object, error)) error {
+	err := out.UpdateObject(ctx, id, func(old []byte) ([]byte, error) {
+		var prev *object
+		if old != nil {
+			var err error
+			if prev, err = decodeObject(old); err != nil {
+				return nil, err
+			}
+			if err := sameObjectMeta(prev, id, elem, bounds); err != nil {
+				return nil, err
+			}
+		}
+		o, err := merge(prev)
+		if err != nil {
+			return nil, err
+		}
+		return encodeObject(o), nil
+	})
+	if err != nil {
+		return fmt.Errorf("region: commit: %w", err)
 	}
 	return nil
 }

@@ -150,9 +150,15 @@ type PolygonSet struct {
 // Compile-time check that PolygonSet implements Region.
 var _ Region = (*PolygonSet)(nil)
 
-func checkObjectRegion(id ID, bounds, roi Box, kinds ...Kind) (ID, error) {
+// checkObjectRegion checks an object region's id, bounds and roi (a zero
+// roi means bounds) for kinds (the 2-D kind, then any 3-D one), returning
+// the id with a zero Type set from the dimensionality, and the ROI.
+func checkObjectRegion(id ID, bounds, roi Box, kinds ...Kind) (ID, Box, error) {
+	if roi.Dims == 0 {
+		roi = bounds
+	}
 	if err := bounds.Validate(); err != nil {
-		return id, fmt.Errorf("region: %q: %w", id.Name, err)
+		return id, roi, fmt.Errorf("region: %q: %w", id.Name, err)
 	}
 	if id.Type == 0 {
 		id.Type = kinds[0]
@@ -161,26 +167,23 @@ func checkObjectRegion(id ID, bounds, roi Box, kinds ...Kind) (ID, error) {
 		}
 	}
 	if err := id.Validate(); err != nil {
-		return id, err
+		return id, roi, err
 	}
 	want := kinds[0]
 	if bounds.Dims == 3 && len(kinds) > 1 {
 		want = kinds[1]
 	}
 	if id.Type != want || bounds.Dims == 1 || len(kinds) == 1 && bounds.Dims != 2 {
-		return id, fmt.Errorf("region: %v with %d-D bounds %v is not %v: %w", id, bounds.Dims, bounds, want, ErrType)
+		return id, roi, fmt.Errorf("region: %v with %d-D bounds %v is not %v: %w", id, bounds.Dims, bounds, want, ErrType)
 	}
-	return id, checkROI(id, bounds, roi)
+	return id, roi, checkROI(id, bounds, roi)
 }
 
 // NewPolygonSet returns an empty in-memory polygon set over the 2-D box
 // bounds, with roi as its region of interest (a zero roi means bounds). A
 // zero id.Type is set to Polygons.
 func NewPolygonSet(id ID, bounds, roi Box) (*PolygonSet, error) {
-	if roi.Dims == 0 {
-		roi = bounds
-	}
-	id, err := checkObjectRegion(id, bounds, roi, Polygons)
+	id, roi, err := checkObjectRegion(id, bounds, roi, Polygons)
 	if err != nil {
 		return nil, err
 	}
@@ -191,31 +194,11 @@ func NewPolygonSet(id ID, bounds, roi Box) (*PolygonSet, error) {
 // bounds from the storage; only the polygons intersecting roi (a zero roi
 // means the whole bounds) are read, lazily on first access or by Stage.
 func OpenPolygonSet(ctx context.Context, in ObjectStorage, id ID, roi Box) (*PolygonSet, error) {
-	if in == nil {
-		return nil, fmt.Errorf("region: open %v: %w", id, ErrNoStorage)
-	}
-	if err := id.Validate(); err != nil {
-		return nil, err
-	}
-	b, err := in.ReadObject(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("region: open: %w", err)
-	}
-	m, err := objectMeta(b)
-	if err != nil {
-		return nil, fmt.Errorf("region: open %v: %w", id, err)
-	}
-	if m.ID != id {
-		return nil, fmt.Errorf("region: open %v: stored object names %v: %w", id, m.ID, ErrCorrupt)
-	}
-	if roi.Dims == 0 {
-		roi = m.Bounds
-	}
-	id, err = checkObjectRegion(id, m.Bounds, roi, Polygons)
+	id, bounds, roi, err := openObject(ctx, in, id, roi, 0, Polygons)
 	if err != nil {
 		return nil, err
 	}
-	return &PolygonSet{id: id, bounds: m.Bounds, roi: roi, in: in}, nil
+	return &PolygonSet{id: id, bounds: bounds, roi: roi, in: in}, nil
 }
 
 // ID implements Region.
@@ -268,18 +251,8 @@ func (s *PolygonSet) loadLocked(ctx context.Context) error {
 	if s.loaded {
 		return nil
 	}
-	if s.in == nil {
-		return fmt.Errorf("region: read %v: %w", s.id, ErrNoStorage)
-	}
-	b, err := s.in.ReadObject(ctx, s.id)
+	o, err := readObject(ctx, s.in, s.id, Float64, s.bounds, s.roi)
 	if err != nil {
-		return fmt.Errorf("region: read ROI %v: %w", s.roi, err)
-	}
-	o, err := decodeObject(b)
-	if err != nil {
-		return fmt.Errorf("region: read %v: %w", s.id, err)
-	}
-	if err := sameObjectMeta(o, s.id, Float64, s.bounds); err != nil {
 		return err
 	}
 	s.polys = map[int64]Polygon{}
@@ -366,16 +339,9 @@ func (s *PolygonSet) Commit(ctx context.Context) error {
 		return err
 	}
 	owned := func(p Polygon) bool { x, y := p.anchor(); return s.roi.ContainsPoint(x, y, 0) }
-	err := s.out.UpdateObject(ctx, s.id, func(old []byte) ([]byte, error) {
+	return commitObject(ctx, s.out, s.id, Float64, s.bounds, func(prev *object) (*object, error) {
 		o := &object{id: s.id, elem: Float64, bounds: s.bounds}
-		if old != nil {
-			prev, err := decodeObject(old)
-			if err != nil {
-				return nil, err
-			}
-			if err := sameObjectMeta(prev, s.id, Float64, s.bounds); err != nil {
-				return nil, err
-			}
+		if prev != nil {
 			for _, p := range prev.polys {
 				if !owned(p) {
 					o.polys = append(o.polys, p)
@@ -393,10 +359,6 @@ func (s *PolygonSet) Commit(ctx context.Context) error {
 				return nil, fmt.Errorf("region: commit %v: polygon %d is stored in another partition: %w", s.id, o.polys[i].ID, ErrExists)
 			}
 		}
-		return encodeObject(o), nil
+		return o, nil
 	})
-	if err != nil {
-		return fmt.Errorf("region: commit: %w", err)
-	}
-	return nil
 }

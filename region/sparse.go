@@ -42,10 +42,7 @@ var _ Region = (*Sparse[float32])(nil)
 // 3-D) with roi as its region of interest (a zero roi means bounds). A zero
 // id.Type is set to Sparse2D or Sparse3D from the dimensionality.
 func NewSparse[T Elem](id ID, bounds, roi Box) (*Sparse[T], error) {
-	if roi.Dims == 0 {
-		roi = bounds
-	}
-	id, err := checkObjectRegion(id, bounds, roi, Sparse2D, Sparse3D)
+	id, roi, err := checkObjectRegion(id, bounds, roi, Sparse2D, Sparse3D)
 	if err != nil {
 		return nil, err
 	}
@@ -57,34 +54,11 @@ func NewSparse[T Elem](id ID, bounds, roi Box) (*Sparse[T], error) {
 // means the whole bounds) are kept, read lazily on first access or by
 // Stage. The stored element type must be T ([ErrType]).
 func OpenSparse[T Elem](ctx context.Context, in ObjectStorage, id ID, roi Box) (*Sparse[T], error) {
-	if in == nil {
-		return nil, fmt.Errorf("region: open %v: %w", id, ErrNoStorage)
-	}
-	if err := id.Validate(); err != nil {
-		return nil, err
-	}
-	b, err := in.ReadObject(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("region: open: %w", err)
-	}
-	m, err := objectMeta(b)
-	if err != nil {
-		return nil, fmt.Errorf("region: open %v: %w", id, err)
-	}
-	if m.ID != id {
-		return nil, fmt.Errorf("region: open %v: stored object names %v: %w", id, m.ID, ErrCorrupt)
-	}
-	if m.Elem != ElemOf[T]() {
-		return nil, fmt.Errorf("region: open %v: stored as %v, opened as %v: %w", id, m.Elem, ElemOf[T](), ErrType)
-	}
-	if roi.Dims == 0 {
-		roi = m.Bounds
-	}
-	id, err = checkObjectRegion(id, m.Bounds, roi, Sparse2D, Sparse3D)
+	id, bounds, roi, err := openObject(ctx, in, id, roi, ElemOf[T](), Sparse2D, Sparse3D)
 	if err != nil {
 		return nil, err
 	}
-	return &Sparse[T]{id: id, bounds: m.Bounds, roi: roi, in: in}, nil
+	return &Sparse[T]{id: id, bounds: bounds, roi: roi, in: in}, nil
 }
 
 // ID implements Region.
@@ -133,18 +107,8 @@ func (s *Sparse[T]) loadLocked(ctx context.Context) error {
 	if s.loaded {
 		return nil
 	}
-	if s.in == nil {
-		return fmt.Errorf("region: read %v: %w", s.id, ErrNoStorage)
-	}
-	b, err := s.in.ReadObject(ctx, s.id)
+	o, err := readObject(ctx, s.in, s.id, ElemOf[T](), s.bounds, s.roi)
 	if err != nil {
-		return fmt.Errorf("region: read ROI %v: %w", s.roi, err)
-	}
-	o, err := decodeObject(b)
-	if err != nil {
-		return fmt.Errorf("region: read %v: %w", s.id, err)
-	}
-	if err := sameObjectMeta(o, s.id, ElemOf[T](), s.bounds); err != nil {
 		return err
 	}
 	s.m = map[[3]int]T{}
@@ -256,20 +220,13 @@ func (s *Sparse[T]) Commit(ctx context.Context) error {
 	}
 	elem := ElemOf[T]()
 	es := elem.Size()
-	err := s.out.UpdateObject(ctx, s.id, func(old []byte) ([]byte, error) {
+	return commitObject(ctx, s.out, s.id, elem, s.bounds, func(prev *object) (*object, error) {
 		type kv struct {
 			c [3]int
 			v []byte
 		}
 		var all []kv
-		if old != nil {
-			prev, err := decodeObject(old)
-			if err != nil {
-				return nil, err
-			}
-			if err := sameObjectMeta(prev, s.id, elem, s.bounds); err != nil {
-				return nil, err
-			}
+		if prev != nil {
 			for i, c := range prev.coords {
 				if !s.roi.ContainsPoint(c[0], c[1], c[2]) {
 					all = append(all, kv{c, prev.vals[i*es : (i+1)*es]})
@@ -287,10 +244,6 @@ func (s *Sparse[T]) Commit(ctx context.Context) error {
 			o.coords[i] = e.c
 			o.vals = append(o.vals, e.v...)
 		}
-		return encodeObject(o), nil
+		return o, nil
 	})
-	if err != nil {
-		return fmt.Errorf("region: commit: %w", err)
-	}
-	return nil
 }

@@ -143,12 +143,18 @@ func (s *Memory) ReadObject(ctx context.Context, id ID) ([]byte, error) {
 	return slices.Clone(b), nil
 }
 
-// UpdateObject implements ObjectStorage.
-func (s *Memory) UpdateObject(ctx context.Context, id ID, f func(old []byte) ([]byte, error)) error {
+// checkObjectWrite checks, before an UpdateObject, that ctx is live and id
+// valid.
+func checkObjectWrite(ctx context.Context, id ID) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("region: write %v: %w", id, err)
 	}
-	if err := id.Validate(); err != nil {
+	return id.Validate()
+}
+
+// UpdateObject implements ObjectStorage.
+func (s *Memory) UpdateObject(ctx context.Context, id ID, f func(old []byte) ([]byte, error)) error {
+	if err := checkObjectWrite(ctx, id); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -330,10 +336,7 @@ func (s *Disk) ReadObject(ctx context.Context, id ID) ([]byte, error) {
 // UpdateObject implements ObjectStorage. The new file replaces the old one
 // by a rename, so readers see the old or the new object, never a mix.
 func (s *Disk) UpdateObject(ctx context.Context, id ID, f func(old []byte) ([]byte, error)) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("region: write %v: %w", id, err)
-	}
-	if err := id.Validate(); err != nil {
+	if err := checkObjectWrite(ctx, id); err != nil {
 		return err
 	}
 	s.mu.Lock()
