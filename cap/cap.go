@@ -123,10 +123,15 @@ func store(g *graph.Graph[tiled.Coord, tiled.Coord], src, dst *tiled.Image, halo
 		}
 		return out.Emit(t.C)
 	})
+	chain(g, read, proc, write)
+}
+
+// chain wires g's input through read, proc and last to its output.
+func chain[A, B any](g *graph.Graph[tiled.Coord, tiled.Coord], read *graph.Node[tiled.Coord, A], proc *graph.Node[A, B], last *graph.Node[B, tiled.Coord]) {
 	graph.Connect(g.Input(), read)
 	graph.Connect(read, proc)
-	graph.Connect(proc, write)
-	graph.Connect(write, g.Output())
+	graph.Connect(proc, last)
+	graph.Connect(last, g.Output())
 }
 
 // Pipeline builds CAP's pipelined read -> process -> write: every tile sent
@@ -176,10 +181,7 @@ func Gather[A any](src *tiled.Image, o Options, process func(ctx context.Context
 		}
 		return out.Emit(p.c)
 	})
-	graph.Connect(g.Input(), read)
-	graph.Connect(read, proc)
-	graph.Connect(proc, gather)
-	graph.Connect(gather, g.Output())
+	chain(g, read, proc, gather)
 	return g
 }
 
