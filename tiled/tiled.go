@@ -113,25 +113,25 @@ func (im *Image) check(c Coord) error {
 
 // ReadTile copies tile c into dst (TW*TH values, row stride TW).
 func (im *Image) ReadTile(c Coord, dst []uint16) error {
+	return im.tileDo(c, dst, "ReadTile", func(t []uint16) bool { copy(dst, t); return false })
+}
+
+// tileDo checks tile c and the TW*TH buffer buf of the operation op, then
+// runs f on the cached tile (f reports whether it wrote the tile).
+func (im *Image) tileDo(c Coord, buf []uint16, op string, f func(t []uint16) bool) error {
 	if err := im.check(c); err != nil {
 		return err
 	}
-	if len(dst) < im.TW*im.TH {
-		return errors.New("tiled: ReadTile buffer too small")
+	if len(buf) < im.TW*im.TH {
+		return errors.New("tiled: " + op + " buffer too small")
 	}
-	return im.cache.do(c, func(t []uint16) bool { copy(dst, t); return false })
+	return im.cache.do(c, f)
 }
 
 // WriteTile copies src (TW*TH values, row stride TW) into tile c. Pixels of
 // an edge tile beyond the image are stored as given.
 func (im *Image) WriteTile(c Coord, src []uint16) error {
-	if err := im.check(c); err != nil {
-		return err
-	}
-	if len(src) < im.TW*im.TH {
-		return errors.New("tiled: WriteTile buffer too small")
-	}
-	return im.cache.do(c, func(t []uint16) bool { copy(t, src); return true })
+	return im.tileDo(c, src, "WriteTile", func(t []uint16) bool { copy(t, src); return true })
 }
 
 // Edge says how ReadRect fills pixels outside the image.
