@@ -42,19 +42,7 @@ func (g *testGrid) trueTranslation(p align.Pair) (x, y int) {
 // different from stitching/synth.
 func blobGrid(seed uint64, rows, cols, w, h int, overlap float64, jitter int, noise float64) *testGrid {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	stepX := int(math.Round(float64(w) * (1 - overlap)))
-	stepY := int(math.Round(float64(h) * (1 - overlap)))
-	g := &testGrid{rows: rows, cols: cols}
-	pad := jitter + 2
-	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			g.x = append(g.x, pad+c*stepX+rng.IntN(2*jitter+1)-jitter)
-			g.y = append(g.y, pad+r*stepY+rng.IntN(2*jitter+1)-jitter)
-		}
-	}
-	pw := 2*pad + (cols-1)*stepX + w
-	ph := 2*pad + (rows-1)*stepY + h
-	plane := make([]float64, pw*ph)
+	g, plane, pw, ph := jitterGrid(rng, rows, cols, w, h, overlap, jitter)
 	// Smooth background: a few low-frequency waves.
 	for k := 0; k < 4; k++ {
 		fx, fy := rng.Float64()*0.02, rng.Float64()*0.02
@@ -65,11 +53,38 @@ func blobGrid(seed uint64, rows, cols, w, h int, overlap float64, jitter int, no
 			}
 		}
 	}
-	nBlobs := pw * ph / 300
-	for k := 0; k < nBlobs; k++ {
+	addBlobs(rng, plane, pw, ph, pw*ph/300, func() (s, amp float64) {
+		return 1.5 + rng.ExpFloat64()*3, (rng.Float64()*2 - 0.5) * 3000
+	})
+	g.cut(rng, plane, pw, w, h, 20000, 65535, noise)
+	return g
+}
+
+// jitterGrid places rows x cols tiles of w x h with the given overlap at
+// positions jittered by up to jitter px (drawn from rng, row-major), and
+// returns the grid and a zero plane of pw x ph covering them.
+func jitterGrid(rng *rand.Rand, rows, cols, w, h int, overlap float64, jitter int) (g *testGrid, plane []float64, pw, ph int) {
+	stepX := int(math.Round(float64(w) * (1 - overlap)))
+	stepY := int(math.Round(float64(h) * (1 - overlap)))
+	g = &testGrid{rows: rows, cols: cols}
+	pad := jitter + 2
+	for r := 0; r < rows; r++ {
+		for c := 0; c < cols; c++ {
+			g.x = append(g.x, pad+c*stepX+rng.IntN(2*jitter+1)-jitter)
+			g.y = append(g.y, pad+r*stepY+rng.IntN(2*jitter+1)-jitter)
+		}
+	}
+	pw = 2*pad + (cols-1)*stepX + w
+	ph = 2*pad + (rows-1)*stepY + h
+	return g, make([]float64, pw*ph), pw, ph
+}
+
+// addBlobs adds n Gaussian blobs to the pw x ph plane, each at a random
+// centre with the width and amplitude blob draws.
+func addBlobs(rng *rand.Rand, plane []float64, pw, ph, n int, blob func() (s, amp float64)) {
+	for k := 0; k < n; k++ {
 		cx, cy := rng.Float64()*float64(pw), rng.Float64()*float64(ph)
-		s := 1.5 + rng.ExpFloat64()*3
-		amp := (rng.Float64()*2 - 0.5) * 3000
+		s, amp := blob()
 		rad := int(3 * s)
 		for y := max(0, int(cy)-rad); y < min(ph, int(cy)+rad+1); y++ {
 			for x := max(0, int(cx)-rad); x < min(pw, int(cx)+rad+1); x++ {
@@ -78,19 +93,24 @@ func blobGrid(seed uint64, rows, cols, w, h int, overlap float64, jitter int, no
 			}
 		}
 	}
+}
+
+// cut cuts the w x h tiles at the grid's positions out of the plane (row
+// length pw), offset by base, with Gaussian noise of sigma noise, rounded
+// and clamped to [0, maxV].
+func (g *testGrid) cut(rng *rand.Rand, plane []float64, pw, w, h int, base, maxV, noise float64) {
 	for i := range g.x {
 		t := image.NewGray16(image.Rect(0, 0, w, h))
 		for y := 0; y < h; y++ {
 			for x := 0; x < w; x++ {
-				v := 20000 + plane[(g.y[i]+y)*pw+g.x[i]+x] + rng.NormFloat64()*noise
-				v = math.Max(0, math.Min(65535, math.Round(v)))
+				v := base + plane[(g.y[i]+y)*pw+g.x[i]+x] + rng.NormFloat64()*noise
+				v = math.Max(0, math.Min(maxV, math.Round(v)))
 				t.Pix[y*t.Stride+2*x] = uint8(uint16(v) >> 8)
 				t.Pix[y*t.Stride+2*x+1] = uint8(uint16(v))
 			}
 		}
 		g.tiles = append(g.tiles, t)
 	}
-	return g
 }
 
 // synthGrid generates a grid with stitching/synth.

@@ -25,29 +25,25 @@ func acquisition(l tileio.Layout, rows, cols int) [][2]int {
 	}
 	horizontal := l.Numbering == tileio.HorizontalCombing || l.Numbering == tileio.HorizontalContinuous
 	snake := l.Numbering == tileio.HorizontalContinuous || l.Numbering == tileio.VerticalContinuous
-	var out [][2]int
-	if horizontal {
-		for i, r := 0, r0; i < rows; i, r = i+1, r+rowStep {
-			for j := range cols {
-				c := c0 + j*colStep
-				if snake && i%2 == 1 {
-					c = c0 + (cols-1-j)*colStep
+	// walk visits n lines from o0 by oStep, each of m cells from i0 by
+	// iStep, turning back on odd lines when snake.
+	walk := func(n, o0, oStep, m, i0, iStep int, cell func(o, i int) [2]int) [][2]int {
+		var out [][2]int
+		for k, o := 0, o0; k < n; k, o = k+1, o+oStep {
+			for j := range m {
+				i := i0 + j*iStep
+				if snake && k%2 == 1 {
+					i = i0 + (m-1-j)*iStep
 				}
-				out = append(out, [2]int{r, c})
+				out = append(out, cell(o, i))
 			}
 		}
 		return out
 	}
-	for j, c := 0, c0; j < cols; j, c = j+1, c+colStep {
-		for i := range rows {
-			r := r0 + i*rowStep
-			if snake && j%2 == 1 {
-				r = r0 + (rows-1-i)*rowStep
-			}
-			out = append(out, [2]int{r, c})
-		}
+	if horizontal {
+		return walk(rows, r0, rowStep, cols, c0, colStep, func(r, c int) [2]int { return [2]int{r, c} })
 	}
-	return out
+	return walk(cols, c0, colStep, rows, r0, rowStep, func(c, r int) [2]int { return [2]int{r, c} })
 }
 
 // TestSequentialLayoutsStitchExactly writes one generated grid under file

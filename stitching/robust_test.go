@@ -3,7 +3,6 @@ package stitching
 import (
 	"context"
 	"fmt"
-	"image"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -23,19 +22,7 @@ import (
 // tiles of w x h with the given overlap and per-tile jitter.
 func phaseCellGrid(seed uint64, rows, cols, w, h int, overlap float64, jitter int, noise float64) *testGrid {
 	rng := rand.New(rand.NewPCG(seed, 15))
-	stepX := int(math.Round(float64(w) * (1 - overlap)))
-	stepY := int(math.Round(float64(h) * (1 - overlap)))
-	g := &testGrid{rows: rows, cols: cols}
-	pad := jitter + 2
-	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			g.x = append(g.x, pad+c*stepX+rng.IntN(2*jitter+1)-jitter)
-			g.y = append(g.y, pad+r*stepY+rng.IntN(2*jitter+1)-jitter)
-		}
-	}
-	pw := 2*pad + (cols-1)*stepX + w
-	ph := 2*pad + (rows-1)*stepY + h
-	plane := make([]float64, pw*ph)
+	g, plane, pw, ph := jitterGrid(rng, rows, cols, w, h, overlap, jitter)
 	// Bands: a few long-wavelength stripes at shallow angles.
 	for k := 0; k < 3; k++ {
 		ang := (rng.Float64() - 0.5) * 0.6
@@ -49,18 +36,9 @@ func phaseCellGrid(seed uint64, rows, cols, w, h int, overlap float64, jitter in
 		}
 	}
 	// Smooth texture: small faint blobs everywhere.
-	for k := 0; k < pw*ph/400; k++ {
-		cx, cy := rng.Float64()*float64(pw), rng.Float64()*float64(ph)
-		s := 2 + rng.Float64()*4
-		amp := (rng.Float64()*2 - 1) * 40
-		rad := int(3 * s)
-		for y := max(0, int(cy)-rad); y < min(ph, int(cy)+rad+1); y++ {
-			for x := max(0, int(cx)-rad); x < min(pw, int(cx)+rad+1); x++ {
-				dx, dy := float64(x)-cx, float64(y)-cy
-				plane[y*pw+x] += amp * math.Exp(-(dx*dx+dy*dy)/(2*s*s))
-			}
-		}
-	}
+	addBlobs(rng, plane, pw, ph, pw*ph/400, func() (s, amp float64) {
+		return 2 + rng.Float64()*4, (rng.Float64()*2 - 1) * 40
+	})
 	// One cell: dark body with a bright halo and granular texture.
 	cx, cy, cr := float64(pw)*0.45, float64(ph)*0.55, 40.0
 	for y := 0; y < ph; y++ {
@@ -73,18 +51,7 @@ func phaseCellGrid(seed uint64, rows, cols, w, h int, overlap float64, jitter in
 			plane[y*pw+x] += v
 		}
 	}
-	for i := range g.x {
-		t := image.NewGray16(image.Rect(0, 0, w, h))
-		for y := 0; y < h; y++ {
-			for x := 0; x < w; x++ {
-				v := 2000 + plane[(g.y[i]+y)*pw+g.x[i]+x] + rng.NormFloat64()*noise
-				v = math.Max(0, math.Min(4095, math.Round(v)))
-				t.Pix[y*t.Stride+2*x] = uint8(uint16(v) >> 8)
-				t.Pix[y*t.Stride+2*x+1] = uint8(uint16(v))
-			}
-		}
-		g.tiles = append(g.tiles, t)
-	}
+	g.cut(rng, plane, pw, w, h, 2000, 4095, noise)
 	return g
 }
 
