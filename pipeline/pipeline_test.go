@@ -227,14 +227,7 @@ func TestRulePanicFedFromGraphInput(t *testing.T) {
 	for _, fromTask := range []bool{false, true} {
 		g := graph.New[cell, tagged]("outer")
 		p := pipeline.New(g, "devs", perClone(), device.Hosts(2), bad)
-		if fromTask {
-			pass := graph.AddFunc(g, "pass", 1, func(_ context.Context, c cell, out task.Emitter[cell]) error { return out.Emit(c) })
-			graph.Connect(g.Input(), pass)
-			graph.Connect(pass, p)
-		} else {
-			graph.Connect(g.Input(), p)
-		}
-		graph.Connect(p, g.Output())
+		connectOuter(g, p, fromTask, 1)
 		err := g.Run(context.Background(), grid(2, 4), nil)
 		var pe *task.PanicError
 		if err == nil || !strings.Contains(err.Error(), `pipeline "devs"`) || !strings.Contains(err.Error(), "no clone for 3") || !errors.As(err, &pe) {

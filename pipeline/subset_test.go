@@ -12,18 +12,27 @@ import (
 	"github.com/gohtgs/htgs/task"
 )
 
-func runSubset(t *testing.T, clones int, rule pipeline.Subset[cell], fromTask bool) ([]tagged, error) {
-	t.Helper()
-	g := graph.New[cell, tagged]("outer")
-	p := pipeline.NewSubset(g, "devs", perClone(), device.Hosts(clones), rule)
+// connectOuter wires g's input to p, straight or (fromTask) through a
+// pass-through task of threads threads, and p to g's output.
+func connectOuter(g *graph.Graph[cell, tagged], p interface {
+	graph.Consumer[cell]
+	graph.Producer[tagged]
+}, fromTask bool, threads int) {
 	if fromTask {
-		pass := graph.AddFunc(g, "pass", 2, func(_ context.Context, c cell, out task.Emitter[cell]) error { return out.Emit(c) })
+		pass := graph.AddFunc(g, "pass", threads, func(_ context.Context, c cell, out task.Emitter[cell]) error { return out.Emit(c) })
 		graph.Connect(g.Input(), pass)
 		graph.Connect(pass, p)
 	} else {
 		graph.Connect(g.Input(), p)
 	}
 	graph.Connect(p, g.Output())
+}
+
+func runSubset(t *testing.T, clones int, rule pipeline.Subset[cell], fromTask bool) ([]tagged, error) {
+	t.Helper()
+	g := graph.New[cell, tagged]("outer")
+	p := pipeline.NewSubset(g, "devs", perClone(), device.Hosts(clones), rule)
+	connectOuter(g, p, fromTask, 2)
 	var got []tagged
 	err := g.Run(context.Background(), grid(6, 7), func(v tagged) error { got = append(got, v); return nil })
 	return got, err
