@@ -8,7 +8,7 @@
 //
 //	stitch -dir DIR -rows R -cols C -out OUT [-pattern 'img_r{rrr}_c{ccc}.tif'] [-start 1]
 //	       [-overlap PCT] [-blend overlay|average|linear] [-workers N] [-profile PDIR]
-//	       [-max-tile-pixels N] [-mosaic=false] [-progress] [-fft auto|fftw|gonum]
+//	       [-max-tile-pixels N] [-mosaic=false] [-mem SIZE] [-progress] [-fft auto|fftw|gonum]
 //	stitch -generate DIR [-rows R -cols C -tile 512x384 -level realistic -seed 1]
 //	stitch [-keep] [-profile PDIR]
 //
@@ -25,11 +25,20 @@
 // When DIR holds a truth.csv written by the generator, the accuracy against
 // it is printed too.
 //
+// The mosaic is composed in memory and written as a classic TIFF when it
+// fits in -mem (default: a quarter of the memory available, 1 GiB when
+// unknown) and in classic TIFF's 4 GiB; otherwise it is composed out of
+// core, band by band, into a temporary tiled image (in a folder inside OUT,
+// removed at exit) whose tile cache fits -mem, and written as a tiled,
+// pyramidal BigTIFF under the same name, with the preview made from a
+// pyramid level. The run prints which path it took.
+//
 // Every output is written to a temporary file next to it and renamed into
 // place when the run (each time slice) succeeds, so a failed or interrupted run leaves the
 // files of an earlier run as they were. The one exception is a mosaic that
 // turns out, once the positions are known, to need more memory than the
-// machine has: the positions files are then written and the run fails.
+// machine has even out of core: the positions files are then written and
+// the run fails.
 //
 // Before any work the output folders are checked (created, writable), the
 // tile headers are read (sizes above -max-tile-pixels are refused, and a
@@ -67,11 +76,13 @@ import (
 	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/internal/progress"
+	"github.com/gohtgs/htgs/internal/units"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/compose"
 	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/stitching/tileio"
+	"github.com/gohtgs/htgs/tiled"
 )
 
 // prog is the program's name in messages and hints.
@@ -100,6 +111,8 @@ type config struct {
 	gpu                   bool
 	fft                   string
 	maxTilePixels         int64
+	mem                   string // -mem as given
+	memBudget             int64  // -mem parsed, or the default once checkMemory ran
 	keep                  bool
 	demo                  bool // set by the demo, not a flag
 	generate, tile, level string
@@ -161,6 +174,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.httpWait, "http-wait", false, cli.HTTPWaitUsage)
 	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bars even when stderr is not a terminal")
 	fs.BoolVar(&c.mosaic, "mosaic", true, "compose the mosaic (PREFIXstitched-T.tif) and its preview")
+	fs.StringVar(&c.mem, "mem", "", "memory `size` for the mosaic, such as 512MiB: a larger mosaic is composed out of core into a tiled pyramidal BigTIFF (default: 1/4 of the available memory, 1GiB when unknown)")
 	fs.BoolVar(&c.gpu, "gpu", false, "run FFT and PCIAM on the GPUs, CCF on the CPU (needs a build with -tags cuda)")
 	fs.StringVar(&c.fft, "fft", "auto", "FFT `kernel`: auto (FFTW when libfftw3.so.3 is installed, else gonum), fftw or gonum")
 	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", tileio.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
@@ -228,6 +242,16 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if _, err := align.ParseFFTKernel(c.fft); err != nil {
 		return nil, cli.Usagef("-fft %s: must be auto, fftw or gonum", c.fft)
+	}
+	if c.mem != "" {
+		n, err := units.ParseBytes(c.mem)
+		if err != nil {
+			return nil, cli.Usagef("-mem %s: %v", c.mem, err)
+		}
+		if n <= 0 {
+			return nil, cli.Usagef("-mem %s: must be more than 0", c.mem)
+		}
+		c.memBudget = n
 	}
 	if c.maxTilePixels < 0 {
 		return nil, cli.Usagef("-max-tile-pixels %d: must be at least 0 (0: no limit)", c.maxTilePixels)
@@ -758,6 +782,9 @@ func mosaicMemory(slots []compose.Slot, blend compose.Blend) int64 {
 // and, with -mosaic, the mosaic at its smallest (the overlap given, or 50%).
 func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitching.GraphOptions) error {
 	avail := availableMemory()
+	if c.memBudget == 0 {
+		c.memBudget = defaultMem(avail)
+	}
 	if avail <= 0 {
 		return nil
 	}
@@ -769,7 +796,7 @@ func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitchi
 		if c.overlap > 0 {
 			ov = c.overlap / 100
 		}
-		m := mosaicMemory(nominalSlots(c.rows, c.cols, w, h, ov), c.blend) + 4*int64(w)*int64(h)
+		m := planMosaic(nominalSlots(c.rows, c.cols, w, h, ov), c.blend, min(c.memBudget, avail)).need + 4*int64(w)*int64(h)
 		if m > need {
 			need, what = m, fmt.Sprintf("at least %s for the mosaic (-mosaic=false skips it)", gib(m))
 		}
@@ -807,22 +834,81 @@ func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stit
 	return writeMosaic(ctx, c, src, slots, res.FlatField, names, outs, bars, stdout)
 }
 
+// mosaicTile is the tile side of the out-of-core mosaic and its BigTIFF.
+const mosaicTile = 512
+
+// maxClassicTIFF is the largest mosaic payload a classic TIFF holds (4 GiB
+// less room for the header and directory).
+const maxClassicTIFF = math.MaxUint32 - 1<<16
+
+// defaultMem is -mem's default: a quarter of the available memory, or
+// 1 GiB when unknown.
+func defaultMem(avail int64) int64 {
+	if avail <= 0 {
+		return 1 << 30
+	}
+	return max(avail/4, 1)
+}
+
+// mosaicPlanned is how a mosaic is composed.
+type mosaicPlanned struct {
+	w, h     int
+	inMemory int64 // what composing in memory and the preview need
+	tiled    bool  // out of core, into a tiled BigTIFF
+	need     int64 // what the chosen path needs (tiled: with the smallest cache)
+	cache    int64 // tiled: the tile caches' budget, all together
+}
+
+// planMosaic chooses the in-memory path when the mosaic fits in mem bytes
+// and in a classic TIFF, else the tiled path, whose tile caches get what
+// mem leaves after its fixed needs (at least 4 tiles).
+func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64) mosaicPlanned {
+	p := mosaicPlanned{inMemory: mosaicMemory(slots, blend)}
+	b := mosaicBounds(slots)
+	p.w, p.h = b.Max.X, b.Max.Y
+	pixels := 2 * int64(p.w) * int64(p.h)
+	p.need = p.inMemory
+	if p.inMemory <= mem && pixels <= maxClassicTIFF {
+		return p
+	}
+	p.tiled = true
+	// One band (ComposeTiled's bytes and values), the tiles meeting it
+	// (MemoryEstimate's share beyond the mosaic, doubled for the taller
+	// band), the preview's level and reduction, the BigTIFF writer's tiles.
+	tileBytes := int64(2 * mosaicTile * mosaicTile)
+	band := int64(mosaicTile)
+	est := compose.MemoryEstimate(slots, blend)
+	level := int64(2 * (2 * previewSide) * (2 * previewSide)) // longer side < 2*previewSide
+	fixed := 4*int64(p.w)*band + 2*max(0, est-pixels) + (p.inMemory - est) + level + 8*tileBytes
+	p.cache = max(mem-fixed, 4*tileBytes)
+	p.need = fixed + 4*tileBytes
+	return p
+}
+
 // writeMosaic composes the tiles of src at slots, corrected with ff unless
-// it is nil or the identity, and adds the mosaic and its preview to outs.
+// it is nil or the identity, and adds the mosaic and its preview to outs:
+// in memory when it fits in -mem, else out of core (see planMosaic).
 func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []compose.Slot, ff *align.FlatField, names outNames, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
-	if avail := availableMemory(); avail > 0 {
-		if need := mosaicMemory(slots, c.blend); need > avail {
-			if err := outs.Commit(); err != nil {
-				return err
-			}
-			b := mosaicBounds(slots)
-			return fmt.Errorf("not enough memory for the %d x %d mosaic: it needs about %s, but %s is available; the positions are written to %s (-mosaic=false skips the mosaic)",
-				b.Dx(), b.Dy(), gib(need), gib(avail), c.out)
+	mem := c.memBudget
+	if mem == 0 {
+		mem = defaultMem(0)
+	}
+	avail := availableMemory()
+	limit := mem
+	if avail > 0 {
+		limit = min(limit, avail)
+	}
+	plan := planMosaic(slots, c.blend, limit)
+	if avail > 0 && plan.need > avail {
+		if err := outs.Commit(); err != nil {
+			return err
 		}
+		return fmt.Errorf("not enough memory for the %d x %d mosaic: it needs about %s, but %s is available; the positions are written to %s (-mosaic=false skips the mosaic)",
+			plan.w, plan.h, gib(plan.need), gib(avail), c.out)
 	}
 	t0 := time.Now()
 	loaded := 0
-	mosaic, err := compose.ComposeFunc(ctx, slots, func(i int) (*image.Gray16, error) {
+	load := func(i int) (*image.Gray16, error) {
 		t, err := src.Load(i/c.cols, i%c.cols)
 		if err != nil {
 			return nil, err
@@ -833,21 +919,105 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 		loaded++
 		bars.set("mosaic", "tiles", loaded, len(slots))
 		return t, nil
-	}, c.blend)
+	}
+	if plan.tiled {
+		fmt.Fprintf(stdout, "mosaic %d x %d: out of core into a tiled pyramidal BigTIFF (in memory it needs about %s; -mem %s; tile cache %s)\n",
+			plan.w, plan.h, gib(plan.inMemory), gib(mem), gib(plan.cache))
+		if err := writeTiledMosaic(ctx, c, slots, load, plan, names, outs); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "mosaic %d x %d: in memory (about %s; -mem %s)\n", plan.w, plan.h, gib(plan.inMemory), gib(mem))
+		mosaic, err := compose.ComposeFunc(ctx, slots, load, c.blend)
+		if err != nil {
+			return fmt.Errorf("composing the mosaic: %w", err)
+		}
+		if err := outs.Add(filepath.Join(c.out, names.mosaic), func(w io.Writer) error { return compose.EncodeTIFF(w, mosaic) }); err != nil {
+			return err
+		}
+		if err := outs.Add(filepath.Join(c.out, names.preview), func(w io.Writer) error {
+			return png.Encode(w, compose.Preview(mosaic, previewSide))
+		}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "mosaic %d x %d (%s blending) in %v\n", plan.w, plan.h, c.blend, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// writeTiledMosaic composes the mosaic with ComposeTiled into a temporary
+// tiled image in a folder inside -out (removed on return), writes it as a
+// tiled pyramidal BigTIFF through outs and the preview from a pyramid level.
+func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, load func(int) (*image.Gray16, error), plan mosaicPlanned, names outNames, outs *outfile.Batch) (err error) {
+	tmp, err := os.MkdirTemp(c.out, ".stitch-mosaic-")
 	if err != nil {
+		return fmt.Errorf("mosaic: %w", err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(tmp); rerr != nil && err == nil {
+			err = fmt.Errorf("removing %s: %w", tmp, rerr)
+		}
+	}()
+	tileBytes := int64(2 * mosaicTile * mosaicTile)
+	// The mosaic's cache gets half; while the pyramid is built two reduced
+	// levels are open, a quarter each.
+	im, err := tiled.CreateTemp(tmp, plan.w, plan.h, mosaicTile, mosaicTile, max(plan.cache/2, tileBytes))
+	if err != nil {
+		return fmt.Errorf("mosaic: %w", err)
+	}
+	defer im.Close()
+	if err := compose.ComposeTiled(ctx, slots, load, c.blend, im); err != nil {
 		return fmt.Errorf("composing the mosaic: %w", err)
 	}
-	if err := outs.Add(filepath.Join(c.out, names.mosaic), func(w io.Writer) error { return compose.EncodeTIFF(w, mosaic) }); err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := outs.Add(filepath.Join(c.out, names.preview), func(w io.Writer) error {
-		return png.Encode(w, compose.Preview(mosaic, previewSide))
+	var staged string
+	if err := outs.AddFile(filepath.Join(c.out, names.mosaic), func(temp string) error {
+		staged = temp
+		return tiled.WriteBigTIFF(temp, im, 0, tmp, max(plan.cache/4, tileBytes))
 	}); err != nil {
 		return err
 	}
-	b := mosaic.Bounds()
-	fmt.Fprintf(stdout, "mosaic %d x %d (%s blending) in %v\n", b.Dx(), b.Dy(), c.blend, time.Since(t0).Round(time.Millisecond))
-	return nil
+	prev, err := tiffPreview(staged)
+	if err != nil {
+		return fmt.Errorf("mosaic preview: %w", err)
+	}
+	return outs.Add(filepath.Join(c.out, names.preview), func(w io.Writer) error { return png.Encode(w, prev) })
+}
+
+// tiffPreview makes the preview from the smallest pyramid level of the
+// BigTIFF at path whose longer side is still at least previewSide (the full
+// resolution when the mosaic is smaller).
+func tiffPreview(path string) (*image.Gray, error) {
+	t, err := tiled.OpenBigTIFF(path)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	l := 0
+	for i, lv := range t.Levels {
+		if max(lv.W, lv.H) >= previewSide {
+			l = i
+		}
+	}
+	lv := t.Levels[l]
+	img := image.NewGray16(image.Rect(0, 0, lv.W, lv.H))
+	buf := make([]uint16, lv.TW*lv.TH)
+	for ty := 0; ty*lv.TH < lv.H; ty++ {
+		for tx := 0; tx*lv.TW < lv.W; tx++ {
+			if err := t.ReadTile(l, tiled.Coord{X: tx, Y: ty}, buf); err != nil {
+				return nil, err
+			}
+			for y := ty * lv.TH; y < min(lv.H, (ty+1)*lv.TH); y++ {
+				for x := tx * lv.TW; x < min(lv.W, (tx+1)*lv.TW); x++ {
+					v := buf[(y-ty*lv.TH)*lv.TW+x-tx*lv.TW]
+					img.Pix[y*img.Stride+2*x], img.Pix[y*img.Stride+2*x+1] = byte(v>>8), byte(v)
+				}
+			}
+		}
+	}
+	return compose.Preview(img, previewSide), nil
 }
 
 func mosaicBounds(slots []compose.Slot) image.Rectangle {

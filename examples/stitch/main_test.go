@@ -20,6 +20,7 @@ import (
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/stitching/tileio"
+	"github.com/gohtgs/htgs/tiled"
 )
 
 // outputNames are the files a run with the mosaic writes into -out.
@@ -105,6 +106,8 @@ func TestUsageErrors(t *testing.T) {
 		{"-overlap", "120"},
 		{"-generate", "d", "-tile", "big"},
 		{"-max-tile-pixels", "-5"},
+		{"-mem", "lots"},
+		{"-mem", "0"},
 		{"-dir", "x", "-rows", "2", "-cols", "2", "-out", "o", "-keep"},
 		{"-profile"},
 		{"stray"},
@@ -572,5 +575,80 @@ func TestGPUUnavailable(t *testing.T) {
 	}
 	if _, serr := os.Stat(filepath.Join(dir, "tiles")); !os.IsNotExist(serr) {
 		t.Fatalf("tiles were generated before the GPU check failed (%v)", serr)
+	}
+}
+
+// A mosaic larger than -mem is composed out of core into a tiled pyramidal
+// BigTIFF whose full resolution equals the in-memory mosaic, with a preview;
+// nothing temporary is left in -out.
+func TestTiledMosaic(t *testing.T) {
+	dir := generated(t, 3, 4, 1, nil)
+	for _, blend := range []string{"linear", "overlay"} {
+		memOut, tiledOut := t.TempDir(), t.TempDir()
+		args := []string{"-dir", dir, "-rows", "3", "-cols", "4", "-workers", "2", "-blend", blend}
+		r := runArgs(t, context.Background(), append(args, "-out", memOut, "-mem", "4GiB")...)
+		if r.code != 0 || !strings.Contains(r.stdout, ": in memory") {
+			t.Fatalf("%s in memory: exit %d, stdout %q, stderr %q", blend, r.code, r.stdout, r.stderr)
+		}
+		r = runArgs(t, context.Background(), append(args, "-out", tiledOut, "-mem", "1MiB")...)
+		if r.code != 0 || !strings.Contains(r.stdout, "out of core into a tiled pyramidal BigTIFF") {
+			t.Fatalf("%s tiled: exit %d, stdout %q, stderr %q", blend, r.code, r.stdout, r.stderr)
+		}
+		for _, name := range []string{defNames.global, defNames.preview} {
+			a, err1 := os.ReadFile(filepath.Join(memOut, name))
+			b, err2 := os.ReadFile(filepath.Join(tiledOut, name))
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s: %v, %v", name, err1, err2)
+			}
+			if name == defNames.global && !bytes.Equal(a, b) {
+				t.Fatalf("%s: the two runs found different positions", blend)
+			}
+		}
+		f, err := os.Open(filepath.Join(memOut, defNames.mosaic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := tiff.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := m.(*image.Gray16)
+		bt, err := tiled.OpenBigTIFF(filepath.Join(tiledOut, defNames.mosaic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lv := bt.Levels[0]
+		wb := want.Bounds()
+		if lv.W != wb.Dx() || lv.H != wb.Dy() || len(bt.Levels) < 2 {
+			t.Fatalf("%s: BigTIFF %d x %d in %d levels, mosaic %d x %d", blend, lv.W, lv.H, len(bt.Levels), wb.Dx(), wb.Dy())
+		}
+		buf := make([]uint16, lv.TW*lv.TH)
+		diff := 0
+		for ty := 0; ty*lv.TH < lv.H; ty++ {
+			for tx := 0; tx*lv.TW < lv.W; tx++ {
+				if err := bt.ReadTile(0, tiled.Coord{X: tx, Y: ty}, buf); err != nil {
+					t.Fatal(err)
+				}
+				for y := ty * lv.TH; y < min(lv.H, (ty+1)*lv.TH); y++ {
+					for x := tx * lv.TW; x < min(lv.W, (tx+1)*lv.TW); x++ {
+						if buf[(y-ty*lv.TH)*lv.TW+x-tx*lv.TW] != want.Gray16At(wb.Min.X+x, wb.Min.Y+y).Y {
+							diff++
+						}
+					}
+				}
+			}
+		}
+		bt.Close()
+		if diff != 0 {
+			t.Errorf("%s: %d pixels of the BigTIFF differ from the in-memory mosaic", blend, diff)
+		}
+		noTemp(t, tiledOut)
+		es, _ := os.ReadDir(tiledOut)
+		for _, e := range es {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("%s: %s left in -out", blend, e.Name())
+			}
+		}
 	}
 }

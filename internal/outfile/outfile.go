@@ -130,6 +130,33 @@ func (b *Batch) Add(path string, write func(io.Writer) error) error {
 	return out.Write(write)
 }
 
+// AddFile is Add for a writer that wants a file name rather than an
+// io.Writer (it may create or truncate the file): write fills the temporary
+// file whose name it is given, which is then synced. After an error the
+// caller still ends the batch with Abort.
+func (b *Batch) AddFile(path string, write func(temp string) error) error {
+	out, err := NewOutput(path)
+	if err != nil {
+		return err
+	}
+	b.list = append(b.list, out)
+	if err := write(out.Temp); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	f, err := os.OpenFile(out.Temp, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
 // Commit renames every file added since the last Commit into place, in the
 // order they were added.
 func (b *Batch) Commit() error {

@@ -154,3 +154,39 @@ func TestBatchCommitsTogether(t *testing.T) {
 		}
 	}
 }
+
+// AddFile stages a file written by name: invisible until Commit, removed
+// by Abort after a failure.
+func TestBatchAddFile(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a")
+	os.WriteFile(a, []byte("old a"), 0o600)
+	var batch Batch
+	boom := errors.New("boom")
+	if err := batch.AddFile(a, func(tmp string) error {
+		os.WriteFile(tmp, []byte("partial"), 0o600)
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("AddFile: %v, want boom", err)
+	}
+	batch.Abort()
+	if got, _ := os.ReadFile(a); string(got) != "old a" {
+		t.Fatalf("a replaced by a failed batch: %q", got)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("files left: %v", ents)
+	}
+	batch = Batch{}
+	if err := batch.AddFile(a, func(tmp string) error { return os.WriteFile(tmp, []byte("new a"), 0o600) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(a); string(got) != "old a" {
+		t.Fatalf("a visible before Commit: %q", got)
+	}
+	if err := batch.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(a); string(got) != "new a" {
+		t.Fatalf("a = %q after Commit", got)
+	}
+}
