@@ -31,7 +31,6 @@ package graph
 
 import (
 	"context"
-	"errors"
 	"iter"
 	"log/slog"
 	"slices"
@@ -330,7 +329,7 @@ type Runtime[In, Out any] struct {
 
 // ErrClosed is returned by Send after Close, and by a Send that was waiting
 // for room in a full queue (see [QueueCap]) when Close was called.
-var ErrClosed = errors.New("htgs: graph input is closed")
+var ErrClosed = core.ErrClosed
 
 // Send gives v to the tasks connected to the graph's input. It fails after
 // Close, or with the run's error once the run has stopped. Send may be
@@ -349,11 +348,7 @@ func (rt *Runtime[In, Out]) Send(v In) error {
 		return rt.run.StopErr()
 	}
 	rt.exec.sent.Add(1)
-	err := rt.input.PushAbort(v, &rt.closing)
-	if err == core.ErrClosed {
-		return ErrClosed
-	}
-	return err
+	return rt.input.PushAbort(v, &rt.closing)
 }
 
 // Close tells the graph no more input will come; the graph then finishes
