@@ -109,10 +109,6 @@ type Spec struct {
 	index int
 }
 
-// onePort is the Ports of a node with one unnamed output port. It is
-// shared: nothing appends to the Ports of such a node.
-var onePort = []string{""}
-
 func (s *Spec) build(sc *Scope) (Instance, error) {
 	if s.builder != nil {
 		return s.builder.build(sc)

@@ -537,7 +537,7 @@ type taskSpec[In, Out any] struct {
 // TaskSpec returns the specification of a task node whose copies are made
 // by factory. Its Build is nil: Instantiate builds it.
 func TaskSpec[In, Out any](name string, opt TaskOptions, factory func() task.Task[In, Out]) *Spec {
-	ts := &taskSpec[In, Out]{Spec: Spec{Name: name, Kind: KindTask, Threads: opt.Threads, Ports: onePort}, opt: opt, factory: factory}
+	ts := &taskSpec[In, Out]{Spec: Spec{Name: name, Kind: KindTask, Threads: opt.Threads, Ports: []string{""}}, opt: opt, factory: factory}
 	ts.builder = ts
 	return &ts.Spec
 }
