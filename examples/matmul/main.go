@@ -59,6 +59,7 @@ import (
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/outfile"
+	"github.com/gohtgs/htgs/internal/progress"
 	"github.com/gohtgs/htgs/internal/units"
 	"github.com/gohtgs/htgs/matmul"
 	"github.com/gohtgs/htgs/matmul/npy"
@@ -201,7 +202,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		o.stderrIsTT = isTerminal(stderr)
+		o.stderrIsTT = progress.IsTerminal(stderr)
 		return o.execute(ctx, stdout, stderr)
 	}()
 	if err != nil {
@@ -216,15 +217,6 @@ type trimmed struct{ error }
 
 func (t trimmed) Error() string { return strings.TrimPrefix(t.error.Error(), "matmul: ") }
 func (t trimmed) Unwrap() error { return t.error }
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
 
 // errVerify marks a wrong result found by -verify.
 var errVerify = errors.New("verification failed")
