@@ -167,26 +167,41 @@ func compose(ctx context.Context, slots []Slot, load func(int) (*image.Gray16, e
 		return nil, err
 	}
 	out := image.NewGray16(image.Rect(0, 0, mw, mh))
+	if err := sweepBands(ctx, slots, load, mode, mw, mh, band, func(y0, y1 int) *image.Gray16 { return out }, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sweepBands runs the row sweep over a mw x mh mosaic in bands of band
+// rows: for each band [y0, y1) it loads the tiles reaching it, composes
+// its rows into the image dst(y0, y1) returns (which must cover those
+// rows), hands the band to done (when not nil) and releases the tiles
+// above y1. It checks ctx between bands and once more at the end.
+func sweepBands(ctx context.Context, slots []Slot, load func(int) (*image.Gray16, error), mode Blend, mw, mh, band int,
+	dst func(y0, y1 int) *image.Gray16, done func(y0, y1 int) error) error {
 	sw := newSweep(slots, load, mode, mw)
 	for y0 := 0; y0 < mh; {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		y1 := mh
 		if band < mh-y0 {
 			y1 = y0 + band
 		}
 		if err := sw.loadUntil(y1); err != nil {
-			return nil, err
+			return err
 		}
-		sw.rows(ctx, out, y0, y1)
+		sw.rows(ctx, dst(y0, y1), y0, y1)
+		if done != nil {
+			if err := done(y0, y1); err != nil {
+				return err
+			}
+		}
 		sw.dropAbove(y1)
 		y0 = y1
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return ctx.Err()
 }
 
 // mosaicSize checks the slots and returns the size of the mosaic that

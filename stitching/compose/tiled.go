@@ -40,29 +40,17 @@ func ComposeTiled(ctx context.Context, slots []Slot, load func(i int) (*image.Gr
 	band := dst.TH * max(1, (bandHeight+dst.TH-1)/dst.TH)
 	pix := make([]byte, 2*mw*band)
 	vals := make([]uint16, mw*band)
-	sw := newSweep(slots, load, mode, mw)
-	for y0 := 0; y0 < mh; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		y1 := min(mh, y0+band)
-		if err := sw.loadUntil(y1); err != nil {
-			return err
-		}
+	err = sweepBands(ctx, slots, load, mode, mw, mh, band, func(y0, y1 int) *image.Gray16 {
 		clear(pix) // rows no tile covers stay 0, as in ComposeFunc
-		out := &image.Gray16{Pix: pix[:2*mw*(y1-y0)], Stride: 2 * mw, Rect: image.Rect(0, y0, mw, y1)}
-		sw.rows(ctx, out, y0, y1)
+		return &image.Gray16{Pix: pix[:2*mw*(y1-y0)], Stride: 2 * mw, Rect: image.Rect(0, y0, mw, y1)}
+	}, func(y0, y1 int) error {
 		n := mw * (y1 - y0)
 		for i := range n {
 			vals[i] = uint16(pix[2*i])<<8 | uint16(pix[2*i+1])
 		}
-		if err := dst.WriteRect(0, y0, mw, y1-y0, vals[:n]); err != nil {
-			return err
-		}
-		sw.dropAbove(y1)
-		y0 = y1
-	}
-	if err := ctx.Err(); err != nil {
+		return dst.WriteRect(0, y0, mw, y1-y0, vals[:n])
+	})
+	if err != nil {
 		return err
 	}
 	return dst.Flush()
