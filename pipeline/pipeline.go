@@ -87,20 +87,18 @@ func (p *Pipeline[In, Out]) OutPort() graph.Port[Out] {
 // device. An empty device list, or a rule choosing a clone that does not
 // exist, is reported as an error by Start (or at the emit, respectively).
 func New[In, Out any](b graph.Builder, name string, inner *graph.Graph[In, Out], devices []device.Device, rule Rule[In]) *Pipeline[In, Out] {
-	bp := core.BlueprintOf(b)
-	s := core.PipelineSpec[In, Out](name, core.BlueprintOf(inner), devices, rule)
-	bp.Add(s)
-	return &Pipeline[In, Out]{
-		handle: core.NewPortHandle(core.PortRef{BP: bp, Spec: s}),
-		name:   name,
-	}
+	return add[In, Out](b, name, core.PipelineSpec[In, Out](name, core.BlueprintOf(inner), devices, rule))
 }
 
 // NewSubset is [New] with a rule that routes each input to a set of clones
 // rather than to one or all of them.
 func NewSubset[In, Out any](b graph.Builder, name string, inner *graph.Graph[In, Out], devices []device.Device, rule Subset[In]) *Pipeline[In, Out] {
+	return add[In, Out](b, name, core.PipelineSubsetSpec[In, Out](name, core.BlueprintOf(inner), devices, rule))
+}
+
+// add adds the pipeline spec s to b.
+func add[In, Out any](b graph.Builder, name string, s *core.Spec) *Pipeline[In, Out] {
 	bp := core.BlueprintOf(b)
-	s := core.PipelineSubsetSpec[In, Out](name, core.BlueprintOf(inner), devices, rule)
 	bp.Add(s)
 	return &Pipeline[In, Out]{
 		handle: core.NewPortHandle(core.PortRef{BP: bp, Spec: s}),
