@@ -238,7 +238,7 @@ func (o *options) newBar(stderr io.Writer, unit string) *progressBar {
 	if !o.showProgress() {
 		return nil
 	}
-	return &progressBar{w: stderr, unit: unit, start: time.Now()}
+	return &progressBar{w: stderr, unit: unit}
 }
 
 // observer keeps the runtime of the product's graph for -profile.
@@ -709,40 +709,28 @@ func (o *options) writeProfile(stdout, stderr io.Writer, rep *matmul.Report, rt 
 	return nil
 }
 
-// progressBar draws "[#####-----] done/total unit" on stderr, redrawing at
-// most every 100 ms. Its methods do nothing on a nil bar.
+// progressBar is a progress.Bar whose total is learnt from the first
+// update (matmul.Config.Progress passes it with each call). Its methods do
+// nothing on a nil bar.
 type progressBar struct {
-	w        io.Writer
-	unit     string
-	start    time.Time
-	last     time.Time
-	drawn    bool
-	finished bool
+	w    io.Writer
+	unit string
+	bar  *progress.Bar
 }
 
 func (p *progressBar) update(done, total int) {
 	if p == nil {
 		return
 	}
-	now := time.Now()
-	if done < total && now.Sub(p.last) < 100*time.Millisecond {
-		return
+	if p.bar == nil {
+		p.bar = progress.New(p.w, "", int64(total), true).WithUnit(p.unit)
 	}
-	p.last, p.drawn = now, true
-	const width = 30
-	fill := width
-	if total > 0 {
-		fill = done * width / total
-	}
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d %s %3d%% %6.1fs", strings.Repeat("#", fill), strings.Repeat("-", width-fill),
-		done, total, p.unit, done*100/max(1, total), now.Sub(p.start).Seconds())
+	p.bar.Set(int64(done))
 }
 
 // finish ends the bar's line.
 func (p *progressBar) finish() {
-	if p == nil || !p.drawn || p.finished {
-		return
+	if p != nil && p.bar != nil {
+		p.bar.Finish()
 	}
-	p.finished = true
-	fmt.Fprintln(p.w)
 }
