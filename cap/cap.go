@@ -95,7 +95,11 @@ func reader(g graph.Builder, src *tiled.Image, halo int, o Options) (*graph.Node
 	return read, pool
 }
 
-func store(g *graph.Graph[tiled.Coord, tiled.Coord], src, dst *tiled.Image, halo int, o Options, f ProcessFunc) {
+// store builds the graph named name that reads each tile (with halo),
+// processes it with f and writes it to dst: Pipeline and Exchange.
+func store(name string, src, dst *tiled.Image, halo int, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
+	o = o.norm()
+	g := graph.New[tiled.Coord, tiled.Coord](name)
 	read, _ := reader(g, src, halo, o)
 	outPool := memmgr.New(g, "tiles out", o.Slots, memmgr.Slices[uint16](dst.TW*dst.TH))
 	proc := graph.AddFunc(g, "process", o.Workers, func(ctx context.Context, t *Tile, out task.Emitter[*Tile]) error {
@@ -124,6 +128,7 @@ func store(g *graph.Graph[tiled.Coord, tiled.Coord], src, dst *tiled.Image, halo
 		return out.Emit(t.C)
 	})
 	chain(g, read, proc, write)
+	return g
 }
 
 // chain wires g's input through read, proc and last to its output.
@@ -138,10 +143,7 @@ func chain[A, B any](g *graph.Graph[tiled.Coord, tiled.Coord], read *graph.Node[
 // in is read from src, processed by f (Workers copies) and written to dst
 // (same tile size), and its coordinate comes out.
 func Pipeline(src, dst *tiled.Image, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
-	o = o.norm()
-	g := graph.New[tiled.Coord, tiled.Coord]("cap pipeline")
-	store(g, src, dst, 0, o, f)
-	return g
+	return store("cap pipeline", src, dst, 0, o, f)
 }
 
 // Exchange builds CAP's exchange-process-and-store: as Pipeline, but each
@@ -149,10 +151,7 @@ func Pipeline(src, dst *tiled.Image, o Options, f ProcessFunc) *graph.Graph[tile
 // (edge pixels repeated outside the image), so f can compute a
 // neighbourhood operation of radius halo exactly.
 func Exchange(src, dst *tiled.Image, halo int, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
-	o = o.norm()
-	g := graph.New[tiled.Coord, tiled.Coord]("cap exchange-process-and-store")
-	store(g, src, dst, halo, o, f)
-	return g
+	return store("cap exchange-process-and-store", src, dst, halo, o, f)
 }
 
 // Gather builds CAP's process-and-gather: each tile sent in is read,
