@@ -187,13 +187,7 @@ func TestTraceIsWellFormed(t *testing.T) {
 }
 
 func TestStallReportNamesStuckTaskAndPool(t *testing.T) {
-	g := graph.New[int, int]("stuck")
-	pool := memmgr.New(g, "frames", 2, memmgr.Slices[byte](8))
-	hog := graph.AddFunc(g, "hoarder", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		_, err := pool.Get(ctx, 1) // never released
-		return err
-	}, graph.DiscardOutput())
-	graph.Connect(g.Input(), hog)
+	g := stuckGraph()
 	reports := make(chan graph.Stats, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
