@@ -12,6 +12,7 @@
 //	building      bookkeeper   memmgr   pipeline ──▶ graph
 //	blocks        (state       (memory  (per-device    (build, run,
 //	              rules)        edges)   clones)        observe)
+//	              cap (CAP tile graphs) ──▶ tiled (out-of-core images)
 //	                 │            │            │            │
 //	                 ▼            ▼            ▼            ▼
 //	runtime       internal/core: queues, workers, termination, errors
@@ -34,7 +35,13 @@
 //     error propagation and termination by quiescence (cycles included).
 //   - device and cuda: the compute devices execution pipelines run on;
 //     cuda is a stub unless built with -tags cuda.
-//   - stitching, matmul, pats, region: applications built on the above.
+//   - tiled and cap: images larger than memory (on-disk tiles, pyramidal
+//     BigTIFF) and CAP's tile-parallel graphs over them (Pipeline, Gather,
+//     Exchange), built on graph and memmgr; stitching/compose writes
+//     out-of-core mosaics through tiled.
+//   - stitching, matmul, pats, region: applications built on the above;
+//     stitching's algorithm is in stitching/align and its tile files and
+//     MIST output files in stitching/tileio.
 //
 // # Where to start
 //
