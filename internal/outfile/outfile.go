@@ -100,6 +100,22 @@ func (o *Output) Write(write func(io.Writer) error) error {
 	return nil
 }
 
+// sync flushes the temporary file, written by name, to disk.
+func (o *Output) sync() error {
+	f, err := os.OpenFile(o.Temp, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", o.Path, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", o.Path, err)
+	}
+	return nil
+}
+
 // WriteFile writes path atomically: write's output goes to a temporary file
 // in the same folder, which is synced and renamed onto path only when write
 // and every step after it succeed. On failure path is left as it was.
@@ -143,18 +159,7 @@ func (b *Batch) AddFile(path string, write func(temp string) error) error {
 	if err := write(out.Temp); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	f, err := os.OpenFile(out.Temp, os.O_WRONLY, 0)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	return out.sync()
 }
 
 // Commit renames every file added since the last Commit into place, in the

@@ -114,6 +114,18 @@ func TestAbortNil(t *testing.T) {
 	o.Abort() // must not panic
 }
 
+// checkAborted fails t unless a still holds "old a" and is the only file
+// left in dir.
+func checkAborted(t *testing.T, dir, a string) {
+	t.Helper()
+	if got, _ := os.ReadFile(a); string(got) != "old a" {
+		t.Fatalf("a replaced by a failed batch: %q", got)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("files left: %v", ents)
+	}
+}
+
 func TestBatchCommitsTogether(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
@@ -127,12 +139,7 @@ func TestBatchCommitsTogether(t *testing.T) {
 		t.Fatalf("Add: %v, want boom", err)
 	}
 	batch.Abort()
-	if got, _ := os.ReadFile(a); string(got) != "old a" {
-		t.Fatalf("a replaced by a failed batch: %q", got)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Fatalf("files left: %v", ents)
-	}
+	checkAborted(t, dir, a)
 	batch = Batch{}
 	for _, p := range []string{a, b} {
 		if err := batch.Add(p, func(w io.Writer) error { _, err := io.WriteString(w, "v2"); return err }); err != nil {
@@ -170,12 +177,7 @@ func TestBatchAddFile(t *testing.T) {
 		t.Fatalf("AddFile: %v, want boom", err)
 	}
 	batch.Abort()
-	if got, _ := os.ReadFile(a); string(got) != "old a" {
-		t.Fatalf("a replaced by a failed batch: %q", got)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Fatalf("files left: %v", ents)
-	}
+	checkAborted(t, dir, a)
 	batch = Batch{}
 	if err := batch.AddFile(a, func(tmp string) error { return os.WriteFile(tmp, []byte("new a"), 0o600) }); err != nil {
 		t.Fatal(err)
