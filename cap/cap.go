@@ -69,7 +69,7 @@ func BufferBytes(tw, th, halo int, o Options) int64 {
 }
 
 // reader adds the pooled read task (with its halo exchange) to g.
-func reader(g graph.Builder, src *tiled.Image, halo int, o Options) (*graph.Node[tiled.Coord, *Tile], *memmgr.Pool[[]uint16]) {
+func reader(g graph.Builder, src *tiled.Image, halo int, o Options) *graph.Node[tiled.Coord, *Tile] {
 	stride := src.TW + 2*halo
 	pool := memmgr.New(g, "tiles in", o.Slots, memmgr.Slices[uint16](stride*(src.TH+2*halo)))
 	name := "read"
@@ -92,7 +92,7 @@ func reader(g graph.Builder, src *tiled.Image, halo int, o Options) (*graph.Node
 		return out.Emit(&Tile{C: c, X0: x0, Y0: y0, W: w, H: h, Halo: halo, Stride: stride, In: b.Data, in: b})
 	})
 	memmgr.Use(pool, read)
-	return read, pool
+	return read
 }
 
 // store builds the graph named name that reads each tile (with halo),
@@ -100,7 +100,7 @@ func reader(g graph.Builder, src *tiled.Image, halo int, o Options) (*graph.Node
 func store(name string, src, dst *tiled.Image, halo int, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
 	o = o.norm()
 	g := graph.New[tiled.Coord, tiled.Coord](name)
-	read, _ := reader(g, src, halo, o)
+	read := reader(g, src, halo, o)
 	outPool := memmgr.New(g, "tiles out", o.Slots, memmgr.Slices[uint16](dst.TW*dst.TH))
 	proc := graph.AddFunc(g, "process", o.Workers, func(ctx context.Context, t *Tile, out task.Emitter[*Tile]) error {
 		b, err := outPool.Get(ctx, 1)
@@ -161,7 +161,7 @@ func Exchange(src, dst *tiled.Image, halo int, o Options, f ProcessFunc) *graph.
 func Gather[A any](src *tiled.Image, o Options, process func(ctx context.Context, t *Tile) (A, error), merge func(A) error) *graph.Graph[tiled.Coord, tiled.Coord] {
 	o = o.norm()
 	g := graph.New[tiled.Coord, tiled.Coord]("cap process-and-gather")
-	read, _ := reader(g, src, 0, o)
+	read := reader(g, src, 0, o)
 	type part struct {
 		c tiled.Coord
 		a A
