@@ -44,6 +44,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -696,12 +697,9 @@ func (o *options) writeProfile(stdout, stderr io.Writer, rep *matmul.Report, rt 
 		BytesRead: rep.BytesRead, BytesWritten: rep.BytesWritten, Products: rep.Products,
 		UploadBytes: rep.UploadBytes, DownloadBytes: rep.DownloadBytes}
 	if err := outfile.WriteFile(filepath.Join(dir, prog+"-report.json"), func(w io.Writer) error {
-		data, err := jsonIndent(r)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
-		return err
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
 	}); err != nil {
 		return fmt.Errorf("profile: %w", err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -159,10 +158,4 @@ func checkDisk(writes ...diskWrite) error {
 		}
 	}
 	return nil
-}
-
-// jsonIndent encodes v as indented JSON with a final newline.
-func jsonIndent(v any) ([]byte, error) {
-	data, err := json.MarshalIndent(v, "", "  ")
-	return append(data, '\n'), err
 }
