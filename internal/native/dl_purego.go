@@ -14,16 +14,16 @@ import (
 const supported = true
 
 // dlopen opens the first of names that loads (RTLD_NOW | RTLD_LOCAL).
-func dlopen(names ...string) (handle uintptr, name string, err error) {
+func dlopen(names ...string) (handle uintptr, err error) {
 	var errs []string
 	for _, n := range names {
 		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err == nil {
-			return h, n, nil
+			return h, nil
 		}
 		errs = append(errs, err.Error())
 	}
-	return 0, "", errors.New(strings.Join(errs, "; "))
+	return 0, errors.New(strings.Join(errs, "; "))
 }
 
 func dlsym(h uintptr, name string) (uintptr, error) { return purego.Dlsym(h, name) }
@@ -48,7 +48,7 @@ func setenvC(name, value string) error {
 	if runtime.GOOS == "darwin" {
 		libc = "/usr/lib/libSystem.B.dylib"
 	}
-	h, _, err := dlopen(libc)
+	h, err := dlopen(libc)
 	if err != nil {
 		return err
 	}

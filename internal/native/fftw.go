@@ -45,7 +45,7 @@ var LoadFFTW = sync.OnceValues(loadFFTW)
 func loadFFTW() (*FFTW, error) {
 	names := []string{fftwSoname, "libfftw3.so", fftwDarwinLibName,
 		fftwHomebrewPrefix + fftwDarwinLibName, "/usr/local/lib/" + fftwDarwinLibName}
-	h, _, err := dlopen(names...)
+	h, err := dlopen(names...)
 	if err != nil {
 		return nil, fmt.Errorf("native: cannot load FFTW (install libfftw3-double3): %w", err)
 	}

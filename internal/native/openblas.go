@@ -63,7 +63,7 @@ func loadOpenBLAS() (*OpenBLAS, error) {
 	}
 	var errs []string
 	for _, name := range []string{"libopenblas.so.0", "libopenblas.so", "libblas.so.3", "libopenblas.dylib", "/opt/homebrew/opt/openblas/lib/libopenblas.dylib"} {
-		h, _, err := dlopen(name)
+		h, err := dlopen(name)
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
