@@ -664,13 +664,13 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 		warn(stderr, "%d quality warning(s) above: check the positions before using them (give -overlap PCT when the overlap is known)", nWarnings)
 	}
 	total := time.Since(tStart)
-	if err := outs.Add(pathIn(c.out, statsName(c.prefix)), func(w io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, statsName(c.prefix)), func(w io.Writer) error {
 		return writeStatistics(w, c, fftDesc, total, stats)
 	}); err != nil {
 		return err
 	}
 	logText := logBuf.Bytes()
-	if err := outs.Add(pathIn(c.out, logName(c.prefix)), func(w io.Writer) error {
+	if err := outs.Add(filepath.Join(c.out, logName(c.prefix)), func(w io.Writer) error {
 		_, err := w.Write(logText)
 		return err
 	}); err != nil {
@@ -808,8 +808,9 @@ func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitchi
 }
 
 func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stitching.Result, names outNames, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
+	pos := res.GlobalPositions()
 	if err := outs.Add(filepath.Join(c.out, names.global), func(w io.Writer) error {
-		return tileio.WriteGlobalPositions(w, res.GlobalPositions())
+		return tileio.WriteGlobalPositions(w, pos)
 	}); err != nil {
 		return err
 	}
@@ -826,12 +827,7 @@ func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stit
 	if !c.mosaic {
 		return nil
 	}
-	w, h := src.TileSize()
-	slots := make([]compose.Slot, len(res.Positions))
-	for i, p := range res.Positions {
-		slots[i] = compose.Slot{X: p.X, Y: p.Y, Width: w, Height: h}
-	}
-	return writeMosaic(ctx, c, src, slots, res.FlatField, names, outs, bars, stdout)
+	return writeMosaic(ctx, c, src, positionSlots(pos, src), res.FlatField, names, outs, bars, stdout)
 }
 
 // mosaicTile is the tile side of the out-of-core mosaic and its BigTIFF.
@@ -889,10 +885,7 @@ func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64) mosaicPlan
 // it is nil or the identity, and adds the mosaic and its preview to outs:
 // in memory when it fits in -mem, else out of core (see planMosaic).
 func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []compose.Slot, ff *align.FlatField, names outNames, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
-	mem := c.memBudget
-	if mem == 0 {
-		mem = defaultMem(0)
-	}
+	mem := c.memBudget // set by checkMemory
 	avail := availableMemory()
 	limit := mem
 	if avail > 0 {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -448,6 +447,3 @@ func outputsOf(c *config) []string {
 	}
 	return append(names, statsName(c.prefix), logName(c.prefix))
 }
-
-// pathIn joins dir and name.
-func pathIn(dir, name string) string { return filepath.Join(dir, name) }
