@@ -38,7 +38,7 @@
 // A [Kernel] makes one [Multiplier] per copy of the multiply task; a
 // multiplier may implement task.Initializer and task.Shutdowner to hold a
 // per-thread resource (a GPU handle). Kernels are looked up by name
-// ([LookupKernel]); build tags decide which are compiled in:
+// ([LookupKernel]); only "cuda" needs a build tag to be compiled in:
 //
 //   - "gonum" (pure Go; the fallback of "auto"). gonum's Dgemm (blas/gonum, and
 //     blas64.Gemm on top of it) is itself parallel: when C has at least
