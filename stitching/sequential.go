@@ -204,13 +204,10 @@ func CorrectedSource(src tileio.TileSource, ff *align.FlatField) tileio.TileSour
 
 // Load loads tile (row, col) from the wrapped source and corrects it.
 func (c correctedSource) Load(row, col int) (*image.Gray16, error) {
-	t, err := c.TileSource.Load(row, col)
+	w, h := c.TileSize()
+	t, err := loadChecked(c.TileSource, row, col, w, h)
 	if err != nil {
 		return nil, err
-	}
-	w, h := c.TileSize()
-	if b := t.Bounds(); b.Dx() != w || b.Dy() != h {
-		return nil, fmt.Errorf("stitching: tile %s is %dx%d, expected %dx%d", c.Name(row, col), b.Dx(), b.Dy(), w, h)
 	}
 	return c.ff.Apply(t), nil
 }
