@@ -296,9 +296,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return generate(ctx, c, stdout)
 	case c.dir == "":
-		for _, n := range c.notes {
-			fmt.Fprintln(stderr, n)
-		}
+		// The demo's stitch prints the notes (into its log too).
 		if c.rows != 0 || c.cols != 0 || c.out != "" {
 			return cli.Usagef("-dir is required to stitch (run without flags for the demo)")
 		}
