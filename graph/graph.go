@@ -31,6 +31,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"log/slog"
 	"slices"
@@ -329,7 +330,7 @@ type Runtime[In, Out any] struct {
 
 // ErrClosed is returned by Send after Close, and by a Send that was waiting
 // for room in a full queue (see [QueueCap]) when Close was called.
-var ErrClosed = core.ErrClosed
+var ErrClosed = errors.New("htgs: graph input is closed")
 
 // Send gives v to the tasks connected to the graph's input. It fails after
 // Close, or with the run's error once the run has stopped. Send may be
@@ -348,7 +349,11 @@ func (rt *Runtime[In, Out]) Send(v In) error {
 		return rt.run.StopErr()
 	}
 	rt.exec.sent.Add(1)
-	return rt.input.PushAbort(v, &rt.closing)
+	err := rt.input.PushAbort(v, &rt.closing)
+	if err == core.ErrClosed {
+		return ErrClosed
+	}
+	return err
 }
 
 // Close tells the graph no more input will come; the graph then finishes
