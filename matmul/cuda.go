@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"gonum.org/v1/gonum/blas"
 
@@ -23,6 +24,48 @@ import (
 // baseline Gemm.
 type cudaKernel struct {
 	devices []*cuda.Device
+	pinned  *pinnedCache
+}
+
+// pinnedCache keeps the pinned staging buffers of finished products for
+// later ones: pinning hundreds of MiB takes longer than a product of
+// n = 8192 on an H100. It holds at most pinnedKeep buffers of each size on
+// each GPU, for the life of the kernel.
+type pinnedCache struct {
+	mu   sync.Mutex
+	free map[pinnedKey][]*cudaStaging
+}
+
+type pinnedKey struct {
+	dev   int
+	bytes int64
+}
+
+const pinnedKeep = 8
+
+func (c *pinnedCache) get(d *cuda.Device, bytes int64) *cudaStaging {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := pinnedKey{d.ID(), bytes}
+	l := c.free[k]
+	if len(l) == 0 {
+		return nil
+	}
+	b := l[len(l)-1]
+	c.free[k] = l[:len(l)-1]
+	return b
+}
+
+// put keeps b, or reports false when enough of its kind are kept.
+func (c *pinnedCache) put(d *cuda.Device, b *cudaStaging) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := pinnedKey{d.ID(), b.mem.Size()}
+	if len(c.free[k]) >= pinnedKeep {
+		return false
+	}
+	c.free[k] = append(c.free[k], b)
+	return true
 }
 
 func newCUDA() (Kernel, error) {
@@ -33,7 +76,7 @@ func newCUDA() (Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("matmul: kernel \"cuda\": %w: %w", ErrUnavailable, err)
 	}
-	return &cudaKernel{devices: ds}, nil
+	return &cudaKernel{devices: ds, pinned: &pinnedCache{free: map[pinnedKey][]*cudaStaging{}}}, nil
 }
 
 // Name returns "cuda".
@@ -227,41 +270,126 @@ func (k *cudaKernel) offloadMemory() int64 {
 	return max(1, least/4*3)
 }
 
-// cudaBlock is a block of float64s in GPU memory.
-type cudaBlock struct{ cuda.DeviceMem }
+// cudaFence is the fence of a buffer: an event recorded where the buffer
+// is next free (or filled). An event never recorded has passed.
+type cudaFence struct{ ev *cuda.Event }
 
-func (b cudaBlock) Len() int { return int(b.Size() / 8) }
+// cudaBlock is a block of float64s in GPU memory, with its fence.
+type cudaBlock struct {
+	cudaFence
+	mem cuda.DeviceMem
+}
 
-type cudaAlloc struct {
-	a memmgr.Allocator[cuda.DeviceMem]
+func (b *cudaBlock) Len() int { return int(b.mem.Size() / 8) }
+
+// cudaStaging is a pinned host buffer, with its fence.
+type cudaStaging struct {
+	cudaFence
+	mem  cuda.HostMem
+	host []float64
+}
+
+func (s *cudaStaging) Len() int          { return len(s.host) }
+func (s *cudaStaging) floats() []float64 { return s.host }
+
+// cudaEventFence is a fence without a buffer (busyMeter's).
+type cudaEventFence struct{ cudaFence }
+
+func (cudaEventFence) Len() int { return 0 }
+
+func fenceOf(b fenced) (*cudaFence, error) {
+	switch v := b.(type) {
+	case *cudaBlock:
+		return &v.cudaFence, nil
+	case *cudaStaging:
+		return &v.cudaFence, nil
+	case *cudaEventFence:
+		return &v.cudaFence, nil
+	}
+	return nil, fmt.Errorf("matmul: %T is not a GPU buffer", b)
 }
 
 func (k *cudaKernel) deviceBuffers(n int) memmgr.Allocator[devMem] {
-	return cudaAlloc{cuda.DeviceBuffers(8 * int64(n))}
+	return cudaAlloc[devMem]{bytes: 8 * int64(n)}
 }
 
-func (c cudaAlloc) Alloc(dev device.Device) (devMem, error) {
-	m, err := c.a.Alloc(dev)
+// stagingBuffers allocates through the kernel's pinnedCache.
+
+func (k *cudaKernel) stagingBuffers(n int) memmgr.Allocator[stagingMem] {
+	return cudaAlloc[stagingMem]{bytes: 8 * int64(n), cache: k.pinned}
+}
+
+// cudaAlloc allocates device blocks (or pinned staging buffers) with an
+// event each on the pool's GPU; staging buffers (cache set) go back to
+// the cache.
+type cudaAlloc[T fenced] struct {
+	bytes int64
+	cache *pinnedCache
+}
+
+func (a cudaAlloc[T]) Alloc(dev device.Device) (T, error) {
+	var zero T
+	d, ok := dev.(*cuda.Device)
+	if !ok {
+		return zero, fmt.Errorf("matmul: GPU buffer allocated on %v, not a GPU", dev)
+	}
+	if a.cache != nil {
+		if b := a.cache.get(d, a.bytes); b != nil {
+			return fenced(b).(T), nil
+		}
+	}
+	ev, err := d.NewEvent()
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	return cudaBlock{m}, nil
+	var b fenced
+	if a.cache != nil {
+		h, err := d.AllocHost(a.bytes)
+		if err != nil {
+			return zero, errors.Join(err, ev.Close())
+		}
+		b = &cudaStaging{cudaFence: cudaFence{ev}, mem: h, host: cuda.HostSlice[float64](h)}
+	} else {
+		m, err := d.Alloc(a.bytes)
+		if err != nil {
+			return zero, errors.Join(err, ev.Close())
+		}
+		b = &cudaBlock{cudaFence: cudaFence{ev}, mem: m}
+	}
+	return b.(T), nil
 }
 
-func (c cudaAlloc) Free(dev device.Device, m devMem) error {
-	b, ok := m.(cudaBlock)
-	if !ok {
-		return fmt.Errorf("matmul: freeing %T as GPU memory", m)
+func (a cudaAlloc[T]) Free(dev device.Device, m T) error {
+	switch b := fenced(m).(type) {
+	case *cudaBlock:
+		// Freeing waits for the work that uses the buffer.
+		return errors.Join(b.ev.Synchronize(), b.mem.Free(), b.ev.Close())
+	case *cudaStaging:
+		if err := b.ev.Synchronize(); err != nil {
+			return errors.Join(err, b.mem.Free(), b.ev.Close())
+		}
+		if d, ok := dev.(*cuda.Device); ok && a.cache != nil && a.cache.put(d, b) {
+			return nil
+		}
+		return errors.Join(b.mem.Free(), b.ev.Close())
 	}
-	return c.a.Free(dev, b.DeviceMem)
+	return fmt.Errorf("matmul: freeing %T as GPU memory", m)
 }
 
-func gpuBlock(m devMem) (cuda.DeviceMem, error) {
-	b, ok := m.(cudaBlock)
+func gpuBlock(m devMem) (*cudaBlock, error) {
+	b, ok := m.(*cudaBlock)
 	if !ok {
-		return cuda.DeviceMem{}, fmt.Errorf("matmul: %T is not GPU memory", m)
+		return nil, fmt.Errorf("matmul: %T is not GPU memory", m)
 	}
-	return b.DeviceMem, nil
+	return b, nil
+}
+
+func pinnedBuffer(m stagingMem) (*cudaStaging, error) {
+	b, ok := m.(*cudaStaging)
+	if !ok {
+		return nil, fmt.Errorf("matmul: %T is not pinned staging memory", m)
+	}
+	return b, nil
 }
 
 // gpuWorker is what every task copy of a GPU clone holds: its goroutine
@@ -290,7 +418,9 @@ func (w *gpuWorker) start(ctx context.Context, info task.Info) error {
 func (w *gpuWorker) stop() error {
 	var err error
 	if w.stream != nil {
-		err = w.stream.Close()
+		// Wait for the work queued, so that the buffers it uses can be
+		// freed once the graph ends.
+		err = errors.Join(w.stream.Synchronize(), w.stream.Close())
 	}
 	if w.unbind != nil {
 		w.unbind()
@@ -298,103 +428,74 @@ func (w *gpuWorker) stop() error {
 	return err
 }
 
-// cudaMover copies blocks through a pinned staging buffer of its own:
-// asynchronous copies at full bus speed need page-locked memory, and the
-// staging buffer also packs strided blocks into one copy.
-type cudaMover struct {
+// cudaQueue is a devQueue on a CUDA stream of the task copy's GPU; a
+// compute queue has a cuBLAS handle on it.
+type cudaQueue struct {
 	gpuWorker
-	n       int
-	staging cuda.HostMem
-	host    []float64
+	compute bool
+	blas    *cuda.BLAS
+	fences  []*cuda.Event // made by newFence
 }
 
-func (k *cudaKernel) newMover(n int) mover { return &cudaMover{n: n} }
+func (k *cudaKernel) newQueue(compute bool) devQueue { return &cudaQueue{compute: compute} }
 
-func (m *cudaMover) Initialize(ctx context.Context, info task.Info) error {
-	if err := m.start(ctx, info); err != nil {
+func (q *cudaQueue) Initialize(ctx context.Context, info task.Info) error {
+	if err := q.start(ctx, info); err != nil {
 		return err
+	}
+	if !q.compute {
+		return nil
 	}
 	var err error
-	if m.staging, err = m.dev.AllocHost(8 * int64(max(1, m.n))); err != nil {
+	if q.blas, err = q.dev.NewBLAS(); err != nil {
 		return err
 	}
-	m.host = cuda.HostSlice[float64](m.staging)
-	return nil
+	return q.blas.SetStream(q.stream)
 }
 
-func (m *cudaMover) Shutdown(context.Context) error {
+func (q *cudaQueue) Shutdown(context.Context) error {
 	var errs []error
-	if m.staging.Size() > 0 {
-		errs = append(errs, m.staging.Free())
-		m.staging, m.host = cuda.HostMem{}, nil
+	if q.stream != nil {
+		errs = append(errs, q.stream.Synchronize())
 	}
-	return errors.Join(append(errs, m.stop())...)
+	for _, e := range q.fences {
+		errs = append(errs, e.Close())
+	}
+	q.fences = nil
+	if q.blas != nil {
+		errs = append(errs, q.blas.Close())
+	}
+	return errors.Join(append(errs, q.stop())...)
 }
 
-func (m *cudaMover) upload(_ context.Context, dst devMem, src []float64, rows, cols, ld int) error {
+func (q *cudaQueue) upload(dst devMem, src stagingMem, n int) error {
 	d, err := gpuBlock(dst)
 	if err != nil {
 		return err
 	}
-	n := rows * cols
-	if n > len(m.host) {
-		return fmt.Errorf("matmul: %dx%d block larger than the staging buffer (%d)", rows, cols, len(m.host))
-	}
-	for r := range rows {
-		copy(m.host[r*cols:(r+1)*cols], src[r*ld:r*ld+cols])
-	}
-	if err := cuda.CopyHtoD(m.stream, d.Slice(0, 8*int64(n)), m.staging.Slice(0, 8*int64(n))); err != nil {
+	s, err := pinnedBuffer(src)
+	if err != nil {
 		return err
 	}
-	return m.stream.Synchronize()
+	return cuda.CopyHtoD(q.stream, d.mem.Slice(0, 8*int64(n)), s.mem.Slice(0, 8*int64(n)))
 }
 
-func (m *cudaMover) download(_ context.Context, dst []float64, src devMem, n int) error {
+func (q *cudaQueue) download(dst stagingMem, src devMem, n int) error {
+	d, err := pinnedBuffer(dst)
+	if err != nil {
+		return err
+	}
 	s, err := gpuBlock(src)
 	if err != nil {
 		return err
 	}
-	if n > len(m.host) {
-		return fmt.Errorf("matmul: %d elements larger than the staging buffer (%d)", n, len(m.host))
-	}
-	if err := cuda.CopyDtoH(m.stream, m.staging.Slice(0, 8*int64(n)), s.Slice(0, 8*int64(n))); err != nil {
-		return err
-	}
-	if err := m.stream.Synchronize(); err != nil {
-		return err
-	}
-	copy(dst[:n], m.host[:n])
-	return nil
+	return cuda.CopyDtoH(q.stream, d.mem.Slice(0, 8*int64(n)), s.mem.Slice(0, 8*int64(n)))
 }
 
-// cudaDeviceMultiplier runs one cuBLAS DGEMM per product on its stream.
-type cudaDeviceMultiplier struct {
-	gpuWorker
-	blas *cuda.BLAS
-}
-
-func (k *cudaKernel) newDeviceMultiplier() deviceMultiplier { return &cudaDeviceMultiplier{} }
-
-func (t *cudaDeviceMultiplier) Initialize(ctx context.Context, info task.Info) error {
-	if err := t.start(ctx, info); err != nil {
-		return err
+func (q *cudaQueue) gemm(m, n, k int, a, b, c devMem, beta float64) error {
+	if q.blas == nil {
+		return errors.New("matmul: gemm on a copy queue")
 	}
-	var err error
-	if t.blas, err = t.dev.NewBLAS(); err != nil {
-		return err
-	}
-	return t.blas.SetStream(t.stream)
-}
-
-func (t *cudaDeviceMultiplier) Shutdown(context.Context) error {
-	var err error
-	if t.blas != nil {
-		err = t.blas.Close()
-	}
-	return errors.Join(err, t.stop())
-}
-
-func (t *cudaDeviceMultiplier) mul(_ context.Context, m, n, k int, a, b, c devMem) error {
 	da, err := gpuBlock(a)
 	if err != nil {
 		return err
@@ -407,9 +508,39 @@ func (t *cudaDeviceMultiplier) mul(_ context.Context, m, n, k int, a, b, c devMe
 	if err != nil {
 		return err
 	}
-	if err := t.blas.Dgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, da, k, db, n, 0, dc, n); err != nil {
+	return q.blas.Dgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1,
+		da.mem.Slice(0, 8*int64(m*k)), k, db.mem.Slice(0, 8*int64(k*n)), n, beta, dc.mem.Slice(0, 8*int64(m*n)), n)
+}
+
+func (q *cudaQueue) signal(b fenced) error {
+	f, err := fenceOf(b)
+	if err != nil {
 		return err
 	}
-	// The copy-out task reads c on its own stream: wait for the product.
-	return t.stream.Synchronize()
+	return f.ev.Record(q.stream)
+}
+
+func (q *cudaQueue) await(b fenced) error {
+	f, err := fenceOf(b)
+	if err != nil {
+		return err
+	}
+	return q.stream.Wait(f.ev)
+}
+
+func (q *cudaQueue) wait(b fenced) error {
+	f, err := fenceOf(b)
+	if err != nil {
+		return err
+	}
+	return f.ev.Synchronize()
+}
+
+func (q *cudaQueue) newFence() (fenced, error) {
+	ev, err := q.dev.NewEvent()
+	if err != nil {
+		return nil, err
+	}
+	q.fences = append(q.fences, ev)
+	return &cudaEventFence{cudaFence{ev}}, nil
 }

@@ -76,25 +76,34 @@
 // With the cuda kernel the loaders and the pairing bookkeeper stay on the
 // host, and the products go to an execution pipeline with one clone per GPU:
 //
-//	pair ─> devices pipeline ─────────────────────────────────────────────> accumulate bookkeeper ...
-//	        [clone d on GPU d: copy in ─> multiply (Threads copies) ─> copy out]
-//	             │ pools "A on device", "B on device"   │ "C on device"   │ host "C partials"
+//	pair ─> devices pipeline ──────────────────────────────────────────────> accumulate bookkeeper ...
+//	        [clone d on GPU d: copy in ─> multiply (C += A·B on the GPU) ─> copy out (2 copies)]
+//	             │ "A on device", "B on device",     │ "C on device"      │ "staging out"
+//	             │ "staging in" (pinned)
 //
 // Row panels give GPU d the block rows i with i mod GPUs = d (column panels
 // the block columns): the resident operand is split among the GPUs and the
-// streamed one goes to each of them. The copy-in task copies a block to its
-// GPU the first time one of the GPU's products needs it and gets its device
-// buffer with the number of that GPU's products that use it as release
+// streamed one goes to each of them; all the products of a block of C run
+// on one GPU. The copy-in task packs a block into a pinned staging buffer
+// (several goroutines copy bands of rows) the first time one of the GPU's
+// products needs it, and queues its upload on a copy stream into a device
+// buffer got with the number of that GPU's products that use it as release
 // count, so a block crosses the bus once per load and GPU however many
-// products use it. Each multiply copy owns a stream and a cuBLAS handle;
-// the copy-out task brings each product back into a host buffer, and the
-// sums are made on the CPU as in the CPU graph. Copies and products of
-// different task copies run at once (each task copy has its own stream), so
-// uploads, products and downloads overlap. Config.DeviceMemory bounds the
-// device pools per GPU; the plan then picks the traversal, among those that
-// fit both memory budgets, that reads and uploads the fewest bytes
-// (Plan.UploadBytes), and Report.UploadBytes counts what was copied. The
-// graph is tested on every machine with host memory posing as GPUs.
+// products use it. The multiply task queues the products on a compute
+// stream with cuBLAS, adding into a device block of C (beta = 1 after the
+// first) that stays until its last product; the copy-out task then
+// downloads it once, through pinned staging, into the result. Every buffer
+// carries an event: the compute stream waits for a block's upload, the copy
+// stream for the last product that read a buffer before refilling it, so
+// uploads for the next products run while the current ones compute, and
+// no task waits for the GPU but to refill a staging buffer or download C.
+// Config.DeviceMemory bounds the device pools per GPU; the plan then picks
+// the traversal, among those that fit both memory budgets, that reads and
+// uploads the fewest bytes (Plan.UploadBytes; Plan.DownloadBytes is |C|,
+// and Plan.BusBytes compares both with |A| + |B| + |C|), and
+// Report.UploadBytes, DownloadBytes and DeviceBusy tell what the run did.
+// The graph is tested on every machine with host memory and goroutines
+// posing as GPUs and streams.
 //
 // # Out of core: traversal, memory and I/O volume
 //

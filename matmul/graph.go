@@ -40,8 +40,9 @@ type Config struct {
 	BlockSize int
 	// Threads is the number of copies of the multiply task (0:
 	// runtime.GOMAXPROCS). With a kernel that runs on devices (the cuda
-	// kernel), it is the number of copies per device, each with a stream of
-	// its own (0: 2).
+	// kernel), each device has one multiply task queueing its products on
+	// one stream, and Threads only sizes the streamed blocks held ahead on
+	// each device (0: 2).
 	Threads int
 	// AccumulateThreads is the number of copies of the accumulate task
 	// (0: half of Threads, or of runtime.GOMAXPROCS with a device kernel,

@@ -26,6 +26,11 @@ type Report struct {
 	// UploadBytes and DownloadBytes count the data copied to and from the
 	// devices of a device kernel (0 for CPU kernels).
 	UploadBytes, DownloadBytes int64
+	// DeviceBusy is, per device of a device kernel, the fraction of
+	// Elapsed during which its compute queue had a product queued or
+	// running (an upper bound on the time it computed; nil for CPU
+	// kernels).
+	DeviceBusy []float64
 	// Stats are the graph's counters at the end of the run.
 	Stats graph.Stats
 }
@@ -98,12 +103,16 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 	var g *graph.Graph[blockRequest, blockDone]
 	var moved offloadCounters
 	if off, ok := kernel.(offloader); ok {
-		g = buildOffload(&plan, cfg, off, oa, ob, c, &written, &products, &moved)
+		g = buildOffload(&plan, cfg, off, oa, ob, c, &written, &moved)
 	} else {
 		g = build(&plan, cfg, oa, ob, c, &written, &products)
 	}
 	err = runGraph(ctx, g, plan.requests, plan.MB*plan.NB, cfg, rep)
 	rep.UploadBytes, rep.DownloadBytes = moved.uploaded.Load(), moved.downloaded.Load()
+	products.Add(moved.products.Load())
+	for i := range moved.busy {
+		rep.DeviceBusy = append(rep.DeviceBusy, float64(moved.busy[i].Load())/float64(max(1, rep.Elapsed.Nanoseconds())))
+	}
 	rep.BytesRead = oa.read.Load() + ob.read.Load()
 	rep.BytesWritten = written.Load()
 	rep.Products = products.Load()

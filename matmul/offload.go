@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
@@ -17,16 +20,29 @@ import (
 // An offloader is a kernel whose products run in the memory of devices of
 // their own (GPUs). For such a kernel Multiply builds the offload graph: the
 // loaders and the pairing bookkeeper stay on the host, and each product goes
-// to an execution pipeline with one clone per device, where a copy-in task
-// copies its blocks into device pools (each block once per load and device,
-// with the number of the device's products that use it as its release
-// count), the multiply task runs the kernel on device blocks, and a
-// copy-out task brings the product back into a host buffer for the
-// accumulation on the CPU.
+// to an execution pipeline with one clone per device, where
+//
+//   - a copy-in task packs each block into a pinned staging buffer and
+//     queues its upload into a device pool (each block once per load and
+//     device, with the number of the device's products that use it as its
+//     release count), on a copy queue of its own;
+//   - the multiply task queues, on a compute queue, C(i,j) += A(i,l)·B(l,j)
+//     into a device block of C that stays on the device for all the KB
+//     products of C(i,j) (the first writes it with beta = 0);
+//   - a copy-out task downloads each finished block of C once, through
+//     pinned staging, straight into the result when it is a *Dense.
+//
+// Queues are asynchronous (CUDA streams) and ordered by fences (CUDA
+// events) that every buffer carries: the compute queue waits for a block's
+// upload, and the copy queue for the last product reading a buffer before
+// it overwrites it. So uploads for the next products run while the current
+// ones compute, and no task waits for the device except for a staging
+// buffer to refill or a block of C to download.
 //
 // The interface is unexported: the cuda kernel implements it (-tags cuda),
-// and the tests implement it with host memory posing as devices, so the
-// graph, its routing and its release counts are tested on every machine.
+// and the tests implement it with host memory and goroutines posing as
+// devices and streams, so the graph, its routing, its release counts and
+// its fences are tested on every machine.
 type offloader interface {
 	Kernel
 	// offloadDevices lists the devices, one pipeline clone each.
@@ -37,38 +53,54 @@ type offloader interface {
 	// deviceBuffers returns the allocator of device buffers of n float64s
 	// (on the device the allocator is given).
 	deviceBuffers(n int) memmgr.Allocator[devMem]
-	// newMover returns the copier of one copy-in or copy-out task copy,
-	// for blocks of at most n float64s.
-	newMover(n int) mover
-	// newDeviceMultiplier returns the multiplier of one multiply task copy.
-	newDeviceMultiplier() deviceMultiplier
+	// stagingBuffers returns the allocator of pinned host buffers of n
+	// float64s, for copies to and from the device the allocator is given.
+	stagingBuffers(n int) memmgr.Allocator[stagingMem]
+	// newQueue returns the queue of one task copy. It may implement
+	// task.Initializer and task.Shutdowner: Initialize runs on the
+	// goroutine of every later call and receives the clone's device;
+	// Shutdown waits for the work queued. Only a compute queue runs gemm.
+	newQueue(compute bool) devQueue
 }
 
-// devMem is a buffer in a device's memory holding float64s.
-type devMem interface {
+// A fenced buffer carries a fence: the point, in some queue's work, after
+// which the buffer is free (or filled). devQueue.signal moves the fence,
+// await and wait wait for it.
+type fenced interface {
 	// Len is the number of float64s the buffer holds.
 	Len() int
 }
 
-// A mover copies blocks between the host and the device of its task copy.
-// It may implement task.Initializer and task.Shutdowner: Initialize runs on
-// the goroutine of every later call and receives the clone's device.
-type mover interface {
-	// upload copies the rows x cols block src (stride ld) into dst, stored
-	// densely (stride cols), and returns once dst holds it.
-	upload(ctx context.Context, dst devMem, src []float64, rows, cols, ld int) error
-	// download copies the first n float64s of src into dst and returns
-	// once dst holds them.
-	download(ctx context.Context, dst []float64, src devMem, n int) error
+// devMem is a buffer in a device's memory holding float64s.
+type devMem interface{ fenced }
+
+// stagingMem is a pinned host buffer for copies to and from a device.
+type stagingMem interface {
+	fenced
+	// floats returns the buffer's memory.
+	floats() []float64
 }
 
-// A deviceMultiplier multiplies dense row-major device blocks for one
-// multiply task copy; like a mover it may implement task.Initializer and
-// task.Shutdowner.
-type deviceMultiplier interface {
-	// mul sets c = a·b for an m x k block a and a k x n block b, and
-	// returns once c holds the product.
-	mul(ctx context.Context, m, n, k int, a, b, c devMem) error
+// A devQueue is an in-order queue of device work (a CUDA stream): every
+// call but wait only queues the work and returns.
+type devQueue interface {
+	// upload queues the copy of the first n float64s of src into dst.
+	upload(dst devMem, src stagingMem, n int) error
+	// download queues the copy of the first n float64s of src into dst.
+	download(dst stagingMem, src devMem, n int) error
+	// gemm queues c = a·b + beta·c for an m x k block a and a k x n block
+	// b, all dense row-major.
+	gemm(m, n, k int, a, b, c devMem, beta float64) error
+	// signal moves b's fence to the end of the work queued so far.
+	signal(b fenced) error
+	// await makes the work queued from now on wait for b's fence as last
+	// signalled.
+	await(b fenced) error
+	// wait blocks until b's fence as last signalled has passed.
+	wait(b fenced) error
+	// newFence returns a buffer-less fence for signal and wait, freed
+	// with the queue.
+	newFence() (fenced, error)
 }
 
 // offloadOf returns cfg's kernel as an offloader, if it is one.
@@ -80,7 +112,8 @@ func offloadOf(cfg Config) (offloader, bool) {
 // deviceOf returns the device (0..devices-1) that computes block (i, j) of
 // C. Row panels split the resident rows of A among the devices, column
 // panels the resident columns of B; streamed products are dealt out in
-// turn.
+// turn. All the products of one block of C run on one device, which holds
+// the block until the last.
 func (p *Plan) deviceOf(i, j, devices int) int {
 	switch p.Order {
 	case RowPanels:
@@ -149,8 +182,8 @@ type devBlock struct {
 // devProduct asks a device's multiply task for A(i,l)·B(l,j).
 type devProduct struct{ a, b *devBlock }
 
-// devPartial is one contribution A(i,l)·B(l,j) to C(i,j) in device memory.
-type devPartial struct {
+// devResult is a finished block C(i,j) in device memory.
+type devResult struct {
 	row, col   int
 	rows, cols int
 	buf        *memmgr.Buffer[devMem]
@@ -161,21 +194,61 @@ type cachedBlock struct {
 	left int // products on this device still to be handed the block
 }
 
-// copyIn is one copy (per device) of the copy-in task: it copies the
+// parallelCopy copies rows x cols elements from src (stride lds) to dst
+// (stride ldd), in bands of rows on up to workers goroutines for large
+// blocks: one core copies about 10 GB/s, the bus takes 50.
+func parallelCopy(dst []float64, ldd int, src []float64, lds, rows, cols, workers int) {
+	const minBand = 1 << 17 // elements: below 1 MiB a goroutine costs more than it saves
+	workers = max(1, min(workers, rows*cols/minBand, rows))
+	band := func(r0, r1 int) {
+		if ldd == cols && lds == cols {
+			copy(dst[r0*cols:r1*cols], src[r0*cols:r1*cols])
+			return
+		}
+		for r := r0; r < r1; r++ {
+			copy(dst[r*ldd:r*ldd+cols], src[r*lds:r*lds+cols])
+		}
+	}
+	if workers == 1 {
+		band(0, rows)
+		return
+	}
+	var wg sync.WaitGroup
+	per := ceilDiv(rows, workers)
+	for r0 := 0; r0 < rows; r0 += per {
+		wg.Add(1)
+		go func(r0, r1 int) {
+			defer wg.Done()
+			band(r0, r1)
+		}(r0, min(rows, r0+per))
+	}
+	wg.Wait()
+}
+
+// offloadShared is what the tasks of every device clone share: the
+// counters of the run and the copy parallelism.
+type offloadShared struct {
+	plan     *Plan
+	counters *offloadCounters
+	workers  int // goroutines per staging copy
+}
+
+// copyIn is the copy-in task of a device (one copy, so that device
+// buffers are taken from the pools in schedule order): it copies the
 // blocks of each product to the device unless they are there already, and
 // passes the product on with device blocks.
 type copyIn struct {
-	plan         *Plan
-	mv           mover
+	*offloadShared
+	q            devQueue
 	poolA, poolB *memmgr.Pool[devMem]
-	uploaded     *atomic.Int64
+	staging      *memmgr.Pool[stagingMem]
 	dev, devices int
 	cache        map[blockKey]*cachedBlock
 }
 
 func (c *copyIn) Initialize(ctx context.Context, info task.Info) error {
 	c.dev, c.devices = info.Pipeline, max(1, info.Pipelines)
-	return phase.Initialize(ctx, c.mv, info)
+	return phase.Initialize(ctx, c.q, info)
 }
 
 func (c *copyIn) Shutdown(ctx context.Context) error {
@@ -187,11 +260,32 @@ func (c *copyIn) Shutdown(ctx context.Context) error {
 		}
 		delete(c.cache, k)
 	}
-	return errors.Join(append(errs, phase.Shutdown(ctx, c.mv))...)
+	return errors.Join(append(errs, phase.Shutdown(ctx, c.q))...)
 }
 
-// fetch returns the device copy of the host block b, copying it in first
-// when this is its first product on this device.
+// upload queues the copy of the host block b into the device buffer dst
+// through a staging buffer: it waits for the staging buffer's last upload,
+// packs b into it, and queues the upload after the last product that read
+// dst. dst's fence then marks the upload.
+func (c *copyIn) upload(ctx context.Context, dst devMem, b *block) error {
+	st, err := c.staging.Get(ctx, 1)
+	if err != nil {
+		return err
+	}
+	n := b.rows * b.cols
+	if n > st.Data.Len() || n > dst.Len() {
+		return errors.Join(fmt.Errorf("%dx%d block larger than the staging (%d) or device buffer (%d)", b.rows, b.cols, st.Data.Len(), dst.Len()), st.Release())
+	}
+	err = c.q.wait(st.Data)
+	if err == nil {
+		parallelCopy(st.Data.floats(), b.cols, b.data, b.stride, b.rows, b.cols, c.workers)
+		err = errors.Join(c.q.await(dst), c.q.upload(dst, st.Data, n), c.q.signal(dst), c.q.signal(st.Data))
+	}
+	return errors.Join(err, st.Release())
+}
+
+// fetch returns the device copy of the host block b, queueing its upload
+// first when this is its first product on this device.
 func (c *copyIn) fetch(ctx context.Context, b *block, pool *memmgr.Pool[devMem]) (*devBlock, error) {
 	key := blockKey{b.op, b.row, b.col, b.gen}
 	cb := c.cache[key]
@@ -204,13 +298,13 @@ func (c *copyIn) fetch(ctx context.Context, b *block, pool *memmgr.Pool[devMem])
 		if err != nil {
 			return nil, err
 		}
-		if err := c.mv.upload(ctx, buf.Data, b.data, b.rows, b.cols, b.stride); err != nil {
+		if err := c.upload(ctx, buf.Data, b); err != nil {
 			for range uses {
 				buf.Release()
 			}
-			return nil, fmt.Errorf("matmul: copying %s(%d,%d) to device %d: %w", b.op, b.row, b.col, c.dev, err)
+			return nil, fmt.Errorf("matmul: copy in: %s(%d,%d) to device %d: %w", b.op, b.row, b.col, c.dev, err)
 		}
-		c.uploaded.Add(8 * int64(b.rows) * int64(b.cols))
+		c.counters.uploaded.Add(8 * int64(b.rows) * int64(b.cols))
 		cb = &cachedBlock{blk: &devBlock{row: b.row, col: b.col, rows: b.rows, cols: b.cols, buf: buf}, left: uses}
 		c.cache[key] = cb
 	}
@@ -229,89 +323,277 @@ func (c *copyIn) Execute(ctx context.Context, pr product, out task.Emitter[devPr
 	if err != nil {
 		return errors.Join(err, a.buf.Release())
 	}
-	// The host blocks are used once per product, as in the CPU graph.
+	// The host blocks are used once per product, as in the CPU graph: the
+	// staging copy is done with them.
 	if err := errors.Join(pr.a.release(), pr.b.release()); err != nil {
 		return err
 	}
 	return out.Emit(devProduct{a: a, b: b})
 }
 
-// devMultiply is one copy of a device's multiply task.
+// openC is a block of C on the device with some of its products queued.
+type openC struct {
+	buf  *memmgr.Buffer[devMem]
+	done int // products queued
+}
+
+// inFlight is the number of products the multiply task queues ahead of
+// those known to be finished (see busyMeter).
+const inFlight = 4
+
+// devMultiply is the multiply task of a device (one copy: the products of
+// a block of C are queued in order on one compute queue, so they can add
+// into one device block). It accumulates C on the device and emits each
+// block of C once, after its last product is queued.
 type devMultiply struct {
-	mult  deviceMultiplier
+	*offloadShared
+	q     devQueue
 	poolC *memmgr.Pool[devMem]
-	count *atomic.Int64
+	open  map[[2]int]*openC
+	meter *busyMeter
 }
 
 func (t *devMultiply) Initialize(ctx context.Context, info task.Info) error {
-	return phase.Initialize(ctx, t.mult, info)
-}
-
-func (t *devMultiply) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.mult) }
-
-func (t *devMultiply) Execute(ctx context.Context, pr devProduct, out task.Emitter[devPartial]) error {
-	a, b := pr.a, pr.b
-	c, err := t.poolC.Get(ctx, 1)
-	if err != nil {
+	if err := phase.Initialize(ctx, t.q, info); err != nil {
 		return err
 	}
-	if err := t.mult.mul(ctx, a.rows, b.cols, a.cols, a.buf.Data, b.buf.Data, c.Data); err != nil {
-		return errors.Join(fmt.Errorf("matmul: multiplying A(%d,%d)·B(%d,%d) on the device: %w", a.row, a.col, b.row, b.col, err),
-			c.Release(), a.buf.Release(), b.buf.Release())
+	m, err := newBusyMeter(t.q, &t.counters.busy[info.Pipeline])
+	if err != nil {
+		return fmt.Errorf("matmul: multiply on device %d: %w", info.Pipeline, err)
 	}
-	t.count.Add(1)
+	t.meter = m
+	return nil
+}
+
+func (t *devMultiply) Shutdown(ctx context.Context) error {
+	var errs []error
+	if t.meter != nil {
+		errs = append(errs, t.meter.stop())
+	}
+	for k, oc := range t.open { // the run failed
+		errs = append(errs, oc.buf.Release())
+		delete(t.open, k)
+	}
+	return errors.Join(append(errs, phase.Shutdown(ctx, t.q))...)
+}
+
+func (t *devMultiply) Execute(ctx context.Context, pr devProduct, out task.Emitter[devResult]) error {
+	a, b := pr.a, pr.b
+	key := [2]int{a.row, b.col}
+	oc := t.open[key]
+	if oc == nil {
+		buf, err := t.poolC.Get(ctx, 1)
+		if err != nil {
+			return errors.Join(err, a.buf.Release(), b.buf.Release())
+		}
+		oc = &openC{buf: buf}
+		t.open[key] = oc
+	}
+	beta := 1.0
+	if oc.done == 0 {
+		beta = 0 // the block's first product overwrites what the buffer held
+	}
+	err := t.meter.begin(ctx)
+	if err == nil {
+		err = errors.Join(t.q.await(a.buf.Data), t.q.await(b.buf.Data),
+			t.q.gemm(a.rows, b.cols, a.cols, a.buf.Data, b.buf.Data, oc.buf.Data, beta),
+			t.q.signal(a.buf.Data), t.q.signal(b.buf.Data))
+	}
+	if err == nil {
+		err = t.meter.end()
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("matmul: multiply: C(%d,%d) += A(%d,%d)·B(%d,%d) on the device: %w", a.row, b.col, a.row, a.col, b.row, b.col, err),
+			a.buf.Release(), b.buf.Release())
+	}
+	t.counters.products.Add(1)
+	// The buffers go back to their pools now: whoever gets them next waits
+	// for their fences, which pass with this product.
 	if err := errors.Join(a.buf.Release(), b.buf.Release()); err != nil {
 		return err
 	}
-	return out.Emit(devPartial{row: a.row, col: b.col, rows: a.rows, cols: b.cols, buf: c})
+	if oc.done++; oc.done < t.plan.KB {
+		return nil
+	}
+	delete(t.open, key)
+	if err := t.q.signal(oc.buf.Data); err != nil {
+		return errors.Join(fmt.Errorf("matmul: multiply: C(%d,%d): %w", a.row, b.col, err), oc.buf.Release())
+	}
+	return out.Emit(devResult{row: a.row, col: b.col, rows: a.rows, cols: b.cols, buf: oc.buf})
 }
 
-// copyOut is one copy (per device) of the copy-out task: it copies a
-// device product into a host buffer of the device's partial-product pool.
+// copyOut is the copy-out task of a device: it downloads each finished
+// block of C once, through a staging buffer, into the *Dense result in
+// place or into a buffer of the device's partial-product pool for the
+// sink.
 type copyOut struct {
-	mv         mover
-	partials   *memmgr.Pool[[]float64]
-	downloaded *atomic.Int64
+	*offloadShared
+	q        devQueue
+	staging  *memmgr.Pool[stagingMem]
+	partials *memmgr.Pool[[]float64]
+	home     *Dense
+	kb, dev  int
 }
 
 func (c *copyOut) Initialize(ctx context.Context, info task.Info) error {
-	return phase.Initialize(ctx, c.mv, info)
+	c.dev = info.Pipeline
+	return phase.Initialize(ctx, c.q, info)
 }
 
-func (c *copyOut) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, c.mv) }
+func (c *copyOut) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, c.q) }
 
-func (c *copyOut) Execute(ctx context.Context, dp devPartial, out task.Emitter[*partial]) error {
-	buf, err := c.partials.Get(ctx, 1)
-	if err != nil {
-		return errors.Join(err, dp.buf.Release())
+func (c *copyOut) Execute(ctx context.Context, dr devResult, out task.Emitter[*partial]) error {
+	p := &partial{row: dr.row, col: dr.col, rows: dr.rows, cols: dr.cols, count: c.kb}
+	if c.home != nil {
+		bs := c.plan.BlockSize
+		p.data, p.stride = c.home.view(dr.row*bs, dr.col*bs, dr.rows, dr.cols), c.home.Stride
+	} else {
+		buf, err := c.partials.Get(ctx, 1)
+		if err != nil {
+			return errors.Join(err, dr.buf.Release())
+		}
+		p.buf, p.data, p.stride = buf, buf.Data[:dr.rows*dr.cols], dr.cols
 	}
-	n := dp.rows * dp.cols
-	p := &partial{row: dp.row, col: dp.col, rows: dp.rows, cols: dp.cols, data: buf.Data[:n], stride: dp.cols, count: 1, buf: buf}
-	if err := c.mv.download(ctx, p.data, dp.buf.Data, n); err != nil {
-		return errors.Join(fmt.Errorf("matmul: copying C(%d,%d) from the device: %w", dp.row, dp.col, err), buf.Release(), dp.buf.Release())
+	if err := c.download(ctx, p, dr); err != nil {
+		return errors.Join(fmt.Errorf("matmul: copy out: C(%d,%d) from device %d: %w", dr.row, dr.col, c.dev, err), p.release(), dr.buf.Release())
 	}
-	c.downloaded.Add(8 * int64(n))
-	if err := dp.buf.Release(); err != nil {
-		return errors.Join(err, buf.Release())
+	c.counters.downloaded.Add(8 * int64(dr.rows) * int64(dr.cols))
+	if err := dr.buf.Release(); err != nil {
+		return errors.Join(err, p.release())
 	}
 	return out.Emit(p)
 }
 
+// download copies the device block of dr into p through a staging buffer.
+func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error {
+	st, err := c.staging.Get(ctx, 1)
+	if err != nil {
+		return err
+	}
+	n := dr.rows * dr.cols
+	if n > st.Data.Len() {
+		return errors.Join(fmt.Errorf("%d elements larger than the staging buffer (%d)", n, st.Data.Len()), st.Release())
+	}
+	err = errors.Join(c.q.await(dr.buf.Data), c.q.download(st.Data, dr.buf.Data, n), c.q.signal(st.Data))
+	if err == nil {
+		err = c.q.wait(st.Data)
+	}
+	if err == nil {
+		parallelCopy(p.data, p.stride, st.Data.floats(), dr.cols, dr.rows, dr.cols, c.workers)
+	}
+	return errors.Join(err, st.Release())
+}
+
+// busyMeter measures the time a device's compute queue works: a goroutine
+// waits, in order, for a fence signalled after each product, and counts
+// from the later of the product's queueing and the previous product's end
+// to its end. A product waiting in the queue for its upload counts as busy,
+// so the figure is an upper bound on the time the device computes. The
+// meter also keeps the queue at most inFlight products ahead.
+type busyMeter struct {
+	q      devQueue
+	fences [inFlight]fenced
+	free   chan int
+	work   chan tick
+	done   chan error
+	busy   *atomic.Int64
+	slot   int
+	issued time.Time
+}
+
+type tick struct {
+	slot   int
+	issued time.Time
+}
+
+func newBusyMeter(q devQueue, busy *atomic.Int64) (*busyMeter, error) {
+	m := &busyMeter{q: q, free: make(chan int, inFlight), work: make(chan tick, inFlight), done: make(chan error, 1), busy: busy}
+	for i := range m.fences {
+		f, err := q.newFence()
+		if err != nil {
+			return nil, err
+		}
+		m.fences[i] = f
+		m.free <- i
+	}
+	go m.watch()
+	return m, nil
+}
+
+func (m *busyMeter) watch() {
+	var last time.Time
+	var first error
+	for t := range m.work {
+		err := m.q.wait(m.fences[t.slot])
+		if err != nil && first == nil {
+			first = err
+		}
+		now := time.Now()
+		start := t.issued
+		if last.After(start) {
+			start = last
+		}
+		m.busy.Add(int64(now.Sub(start)))
+		last = now
+		m.free <- t.slot
+	}
+	m.done <- first
+}
+
+// begin waits for a free fence (the product inFlight before is done).
+func (m *busyMeter) begin(ctx context.Context) error {
+	select {
+	case m.slot = <-m.free:
+		m.issued = time.Now()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// end signals the fence after the product just queued.
+func (m *busyMeter) end() error {
+	if err := m.q.signal(m.fences[m.slot]); err != nil {
+		m.free <- m.slot
+		return err
+	}
+	m.work <- tick{m.slot, m.issued}
+	return nil
+}
+
+// stop waits for the products queued and ends the goroutine.
+func (m *busyMeter) stop() error {
+	close(m.work)
+	return <-m.done
+}
+
 // offloadCounters count the work of an offload run.
 type offloadCounters struct {
-	uploaded, downloaded atomic.Int64
+	uploaded, downloaded, products atomic.Int64
+	busy                           []atomic.Int64 // nanoseconds per device
 }
+
+// Copies per device of the copy-out task: one downloads while the other
+// unpacks.
+const copyOutThreads = 2
 
 // buildOffload wires the offload graph:
 //
 //	distribute -> load A / load B -> pair -> devices pipeline
-//	  [per device: copy in -> multiply -> copy out]
-//	-> accumulate bookkeeper <-> accumulate, -> store C -> output.
-func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, written, products *atomic.Int64, counters *offloadCounters) *graph.Graph[blockRequest, blockDone] {
+//	  [per device: copy in -> multiply (C += A·B on the device) -> copy out]
+//	-> accumulate bookkeeper -> store C -> output.
+//
+// The accumulate bookkeeper only passes the finished blocks on: they come
+// from the devices complete.
+func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, written *atomic.Int64, counters *offloadCounters) *graph.Graph[blockRequest, blockDone] {
 	g := graph.New[blockRequest, blockDone]("matmul")
 	bs := plan.BlockSize
 	sizeA, sizeB, sizeC := min(bs, plan.M)*min(bs, plan.K), min(bs, plan.K)*min(bs, plan.N), min(bs, plan.M)*min(bs, plan.N)
 	toDevices := addPairs(g, plan, cfg, a, b)
+	devs := off.offloadDevices()
+	counters.busy = make([]atomic.Int64, len(devs))
+	shared := &offloadShared{plan: plan, counters: counters, workers: max(1, runtime.GOMAXPROCS(0)/(2*len(devs)))}
+	home, _ := c.(*Dense)
 
 	// One device's subgraph, cloned per device: its pools allocate on the
 	// clone's device.
@@ -319,27 +601,34 @@ func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, 
 	devA := memmgr.New(dg, "A on device", plan.DevicePoolA, off.deviceBuffers(sizeA), memmgr.Dynamic(), memmgr.Reclaim())
 	devB := memmgr.New(dg, "B on device", plan.DevicePoolB, off.deviceBuffers(sizeB), memmgr.Dynamic(), memmgr.Reclaim())
 	devC := memmgr.New(dg, "C on device", plan.DevicePoolC, off.deviceBuffers(sizeC), memmgr.Dynamic(), memmgr.Reclaim())
-	partials := memmgr.New(dg, "C partials", plan.PoolC, blockBuffers(sizeC, cfg.Buffers), memmgr.Dynamic())
-	staging := max(sizeA, sizeB, sizeC)
+	stIn := memmgr.New(dg, "staging in", stagingInBuffers, off.stagingBuffers(max(sizeA, sizeB)), memmgr.Dynamic(), memmgr.Reclaim())
+	stOut := memmgr.New(dg, "staging out", copyOutThreads, off.stagingBuffers(sizeC), memmgr.Dynamic(), memmgr.Reclaim())
 	in := graph.AddTask(dg, "copy in", 1, func() task.Task[product, devProduct] {
-		return &copyIn{plan: plan, mv: off.newMover(staging), poolA: devA, poolB: devB, uploaded: &counters.uploaded, cache: map[blockKey]*cachedBlock{}}
+		return &copyIn{offloadShared: shared, q: off.newQueue(false), poolA: devA, poolB: devB, staging: stIn, cache: map[blockKey]*cachedBlock{}}
 	})
 	memmgr.Use(devA, in)
 	memmgr.Use(devB, in)
-	mul := graph.AddTask(dg, "multiply", plan.Threads, func() task.Task[devProduct, devPartial] {
-		return &devMultiply{mult: off.newDeviceMultiplier(), poolC: devC, count: products}
+	memmgr.Use(stIn, in)
+	mul := graph.AddTask(dg, "multiply", 1, func() task.Task[devProduct, devResult] {
+		return &devMultiply{offloadShared: shared, q: off.newQueue(true), poolC: devC, open: map[[2]int]*openC{}}
 	})
 	memmgr.Use(devC, mul)
-	out := graph.AddTask(dg, "copy out", 1, func() task.Task[devPartial, *partial] {
-		return &copyOut{mv: off.newMover(staging), partials: partials, downloaded: &counters.downloaded}
+	var partials *memmgr.Pool[[]float64]
+	if home == nil {
+		partials = memmgr.New(dg, "C blocks", plan.PoolC, blockBuffers(sizeC, cfg.Buffers), memmgr.Dynamic())
+	}
+	out := graph.AddTask(dg, "copy out", copyOutThreads, func() task.Task[devResult, *partial] {
+		return &copyOut{offloadShared: shared, q: off.newQueue(false), staging: stOut, partials: partials, home: home, kb: plan.KB}
 	})
-	memmgr.Use(partials, out)
+	memmgr.Use(stOut, out)
+	if partials != nil {
+		memmgr.Use(partials, out)
+	}
 	graph.Connect(dg.Input(), in)
 	graph.Connect(in, mul)
 	graph.Connect(mul, out)
 	graph.Connect(out, dg.Output())
 
-	devs := off.offloadDevices()
 	gpus := pipeline.New(g, "devices", dg, devs, func(pr product, clones int) int {
 		return plan.deviceOf(pr.a.row, pr.b.col, clones)
 	})

@@ -6,10 +6,16 @@ import (
 	"github.com/gohtgs/htgs/internal/units"
 )
 
-// defaultDeviceThreads is the number of multiply-task copies per device
-// when Config.Threads is 0 and the kernel runs on devices: two streams per
-// device, so that one product is launched while the other runs.
+// defaultDeviceThreads is Config.Threads when it is 0 and the kernel runs
+// on devices. The offload graph runs one multiply task per device, which
+// queues its products on one stream; Threads only sizes the lookahead of
+// the streamed operand (see lookahead).
 const defaultDeviceThreads = 2
+
+// stagingInBuffers is the number of pinned staging buffers of each
+// device's copy-in task: one being packed while the upload of another
+// runs, and one spare so that packing never waits for the bus.
+const stagingInBuffers = 3
 
 // planOffload plans C = A·B for a kernel that runs on devices devices with
 // devBudget bytes of pool memory each (0: no limit); p holds the shapes.
@@ -18,12 +24,14 @@ const defaultDeviceThreads = 2
 // as a second budget: the resident operand's panel is split among the
 // devices (row panels give device d the panel's block rows i with
 // i mod devices = d, column panels its block columns j), so each device
-// holds ceil(P/devices)·KB resident blocks, plus as many again for the
-// next panel, a few streamed blocks and 2·Threads blocks of C. Among the
-// traversals that fit both budgets the plan takes the one that moves the
-// fewest bytes: those read from the sources plus those copied to the
-// devices (each streamed block goes to every device with rows, or columns,
-// in the panel).
+// holds ceil(P/devices)·KB resident blocks, plus one each for the next
+// panel, a few streamed blocks and its blocks of C: the ceil(P/devices)
+// open ones, into which the products add on the device, plus up to two
+// more being downloaded. Among the traversals that fit both budgets the
+// plan takes the one that moves the fewest bytes: those read from the
+// sources plus those copied to the devices (each streamed block goes to
+// every device with rows, or columns, in the panel). C crosses the bus
+// once whatever the traversal (Plan.DownloadBytes).
 func planOffload(p Plan, cfg Config, devices int, devBudget int64) (Plan, error) {
 	if devices < 1 {
 		return p, fmt.Errorf("%w: kernel %q has no device", ErrConfig, cfg.kernel().Name())
@@ -45,7 +53,8 @@ func planOffload(p Plan, cfg Config, devices int, devBudget int64) (Plan, error)
 		}
 		best = &o
 	}
-	best.apply(&p, pl.devC)
+	best.apply(&p)
+	p.DownloadBytes = 8 * int64(p.M) * int64(p.N)
 	return p, nil
 }
 
@@ -55,7 +64,7 @@ type offloadOption struct {
 	order               Order
 	panel               int
 	capA, capB, capC    int // host, per pool (capC per device)
-	devA, devB          int
+	devA, devB, devC    int
 	hostBytes, devBytes int64
 	reads, uploads      int64
 }
@@ -64,13 +73,12 @@ type offloadOption struct {
 // to the devices.
 func (o *offloadOption) traffic() int64 { return o.reads + o.uploads }
 
-// apply sets p's traversal and pools to the option's; devC is the
-// capacity of each device's pool of C blocks.
-func (o *offloadOption) apply(p *Plan, devC int) {
+// apply sets p's traversal and pools to the option's.
+func (o *offloadOption) apply(p *Plan) {
 	p.setOrder(o.order, o.panel)
 	p.PoolA, p.PoolB, p.PoolC = o.capA, o.capB, o.capC
 	p.PoolBytes, p.ReadBytes = o.hostBytes, o.reads
-	p.DevicePoolA, p.DevicePoolB, p.DevicePoolC = o.devA, o.devB, devC
+	p.DevicePoolA, p.DevicePoolB, p.DevicePoolC = o.devA, o.devB, o.devC
 	p.DevicePoolBytes, p.UploadBytes = o.devBytes, o.uploads
 }
 
@@ -80,7 +88,8 @@ type offloadPlanner struct {
 	devices, threads      int
 	sA, sB, sC            int64 // bytes of the largest blocks
 	hostLook, devLook     int   // streamed blocks held on the host and on each device
-	devC                  int   // blocks of C per device
+	hostC                 int   // blocks of C per device on the host (sinks that are not *Dense)
+	staging               int64 // bytes of pinned staging buffers, all devices
 	hostBudget, devBudget int64 // 0: no limit
 }
 
@@ -89,8 +98,16 @@ func newOffloadPlanner(p *Plan, hostBudget, devBudget int64) *offloadPlanner {
 	pl.sA, pl.sB, pl.sC = p.blockBytes()
 	pl.hostLook = min(lookahead(pl.devices*pl.threads), p.Multiplies)
 	pl.devLook = min(lookahead(pl.threads), p.Multiplies)
-	pl.devC = max(1, min(2*pl.threads, p.Multiplies))
+	pl.hostC = max(1, min(copyOutThreads+2, p.MB*p.NB))
+	pl.staging = int64(pl.devices) * (stagingInBuffers*max(pl.sA, pl.sB) + copyOutThreads*pl.sC)
 	return pl
+}
+
+// devC is the capacity of a device's pool of C blocks when it holds share
+// open blocks at a time: those, and up to two more whose download runs
+// while the next ones start; at most the device's blocks of C.
+func (pl *offloadPlanner) devC(share int) int {
+	return max(1, min(share+min(share, 2), ceilDiv(pl.p.MB*pl.p.NB, pl.devices)))
 }
 
 // fits reports whether o fits both the host and the device budget.
@@ -115,11 +132,11 @@ func (pl *offloadPlanner) panelOption(s panelSide) (offloadOption, bool) {
 // the operands are in memory.
 func (pl *offloadPlanner) panel(s panelSide, P int) offloadOption {
 	share := ceilDiv(P, pl.devices)
-	o := offloadOption{order: s.order, panel: P, capC: capPartials(partialCap(share, pl.threads+pl.devC), pl.p.Multiplies)}
+	o := offloadOption{order: s.order, panel: P, capC: pl.hostC, devC: pl.devC(share)}
 	devRes := s.resident(share, P, pl.p.KB)
-	o.devBytes = int64(devRes)*s.sRes + int64(pl.devLook)*s.sStr + int64(pl.devC)*pl.sC
+	o.devBytes = int64(devRes)*s.sRes + int64(pl.devLook)*s.sStr + int64(o.devC)*pl.sC
 	o.devA, o.devB = s.split(devRes, pl.devLook)
-	o.hostBytes = int64(pl.devices) * int64(o.capC) * pl.sC
+	o.hostBytes = int64(pl.devices)*int64(o.capC)*pl.sC + pl.staging
 	if !pl.p.InMemory {
 		capRes := s.resident(P, P, pl.p.KB)
 		o.hostBytes += int64(capRes)*s.sRes + int64(pl.hostLook)*s.sStr
@@ -147,11 +164,10 @@ func (pl *offloadPlanner) uploads(s panelSide, P int) int64 {
 func (pl *offloadPlanner) streamed() offloadOption {
 	p := pl.p
 	mk, kn := 8*int64(p.M)*int64(p.K), 8*int64(p.K)*int64(p.N)
-	o := offloadOption{order: Streamed, panel: 1, devA: pl.devLook, devB: pl.devLook,
-		capC:    capPartials(partialCap(1, pl.threads+pl.devC), p.Multiplies),
-		uploads: mk*int64(p.NB) + kn*int64(p.MB)}
-	o.devBytes = int64(pl.devLook)*(pl.sA+pl.sB) + int64(pl.devC)*pl.sC
-	o.hostBytes = int64(pl.devices) * int64(o.capC) * pl.sC
+	o := offloadOption{order: Streamed, panel: 1, devA: pl.devLook, devB: pl.devLook, devC: pl.devC(1),
+		capC: pl.hostC, uploads: mk*int64(p.NB) + kn*int64(p.MB)}
+	o.devBytes = int64(pl.devLook)*(pl.sA+pl.sB) + int64(o.devC)*pl.sC
+	o.hostBytes = int64(pl.devices)*int64(o.capC)*pl.sC + pl.staging
 	if !p.InMemory {
 		o.capA, o.capB = pl.hostLook, pl.hostLook
 		o.hostBytes += int64(pl.hostLook) * (pl.sA + pl.sB)

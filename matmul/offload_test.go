@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -18,18 +19,21 @@ import (
 	"github.com/gohtgs/htgs/task"
 )
 
-// fakeGPU is an offload kernel whose "devices" are host memory: it lets
-// the offload graph (routing, copy-in caching, device pools and their
-// release counts, copy-out, CPU accumulation) run and be checked on any
-// machine. Each device counts its live buffers and the bytes copied to it,
-// and every call checks that the buffers it is given live on the device
-// its task copy was initialized for.
+// fakeGPU is an offload kernel whose "devices" are host memory and whose
+// queues are goroutines: it lets the offload graph (routing, copy-in
+// caching, device pools and their release counts, fences between queues,
+// device-side accumulation, copy-out) run and be checked on any machine.
+// Each device counts its live buffers, its products and the downloads of
+// each block of C, and every call checks that the buffers it is given live
+// on the device its task copy was initialized for.
 type fakeGPU struct {
 	devs   []*fakeDevice
 	memory int64
 	// failUpload, when positive, makes the failUpload-th upload fail.
 	failUpload int64
 	uploads    atomic.Int64
+	// gemmDelay is how long each fake product takes on its queue.
+	gemmDelay time.Duration
 }
 
 type fakeDevice struct {
@@ -37,29 +41,49 @@ type fakeDevice struct {
 	live, peak, total atomic.Int64 // buffers allocated
 	products          atomic.Int64
 	mu                sync.Mutex
+	// gemmsQueued counts products queued and not yet run; overlapped
+	// counts uploads queued while some product queued earlier had not run.
+	gemmsQueued, overlapped atomic.Int64
+	downloads               map[*fakeMem]int // downloads of each device buffer since its last gemm
+	twice                   int              // buffers downloaded again with no product in between
 }
 
-func (d *fakeDevice) ID() int             { return d.id }
-func (d *fakeDevice) Kind() device.Kind   { return device.GPU }
-func (d *fakeDevice) Name() string        { return fmt.Sprintf("fake%d", d.id) }
-func (d *fakeDevice) Memory() int64       { return 0 }
-func (d *fakeDevice) String() string      { return d.Name() }
-func (d *fakeDevice) alloc(n int) fakeMem { return fakeMem{data: make([]float64, n), dev: d} }
+func (d *fakeDevice) ID() int           { return d.id }
+func (d *fakeDevice) Kind() device.Kind { return device.GPU }
+func (d *fakeDevice) Name() string      { return fmt.Sprintf("fake%d", d.id) }
+func (d *fakeDevice) Memory() int64     { return 0 }
+func (d *fakeDevice) String() string    { return d.Name() }
 
 func newFakeGPU(devices int) *fakeGPU {
 	k := &fakeGPU{}
 	for i := range devices {
-		k.devs = append(k.devs, &fakeDevice{id: i})
+		k.devs = append(k.devs, &fakeDevice{id: i, downloads: map[*fakeMem]int{}})
 	}
 	return k
 }
 
-type fakeMem struct {
-	data []float64
-	dev  *fakeDevice
+// fakeFence is the fence of a fake buffer: the channel that the queue
+// closes when the work before the last signal is done (nil: passed).
+type fakeFence struct {
+	mu sync.Mutex
+	ch chan struct{}
 }
 
-func (m fakeMem) Len() int { return len(m.data) }
+func (f *fakeFence) current() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ch
+}
+
+type fakeMem struct {
+	fakeFence
+	data    []float64
+	dev     *fakeDevice
+	staging bool
+}
+
+func (m *fakeMem) Len() int          { return len(m.data) }
+func (m *fakeMem) floats() []float64 { return m.data }
 
 func (k *fakeGPU) Name() string { return "fakegpu" }
 
@@ -76,36 +100,62 @@ func (k *fakeGPU) offloadDevices() []device.Device {
 
 func (k *fakeGPU) offloadMemory() int64 { return k.memory }
 
-func (k *fakeGPU) deviceBuffers(n int) memmgr.Allocator[devMem] { return fakeAlloc{n} }
-
-type fakeAlloc struct{ n int }
-
-func (a fakeAlloc) Alloc(dev device.Device) (devMem, error) {
-	d, ok := dev.(*fakeDevice)
-	if !ok {
-		return nil, fmt.Errorf("fake allocator given %v, not a fake device", dev)
-	}
-	live := d.live.Add(1)
-	d.total.Add(1)
-	d.mu.Lock()
-	d.peak.Store(max(d.peak.Load(), live))
-	d.mu.Unlock()
-	return d.alloc(a.n), nil
+func (k *fakeGPU) deviceBuffers(n int) memmgr.Allocator[devMem] {
+	return fakeAlloc[devMem]{n, false}
 }
 
-func (a fakeAlloc) Free(dev device.Device, m devMem) error {
-	fm := m.(fakeMem)
+func (k *fakeGPU) stagingBuffers(n int) memmgr.Allocator[stagingMem] {
+	return fakeAlloc[stagingMem]{n, true}
+}
+
+type fakeAlloc[T fenced] struct {
+	n       int
+	staging bool
+}
+
+func (a fakeAlloc[T]) Alloc(dev device.Device) (T, error) {
+	var zero T
+	d, ok := dev.(*fakeDevice)
+	if !ok {
+		return zero, fmt.Errorf("fake allocator given %v, not a fake device", dev)
+	}
+	if !a.staging {
+		live := d.live.Add(1)
+		d.total.Add(1)
+		d.mu.Lock()
+		d.peak.Store(max(d.peak.Load(), live))
+		d.mu.Unlock()
+	}
+	var m fenced = &fakeMem{data: make([]float64, a.n), dev: d, staging: a.staging}
+	return m.(T), nil
+}
+
+func (a fakeAlloc[T]) Free(dev device.Device, m T) error {
+	var v fenced = m
+	fm := v.(*fakeMem)
 	if fm.dev != dev {
 		return fmt.Errorf("buffer of %v freed on %v", fm.dev, dev)
 	}
-	fm.dev.live.Add(-1)
+	if !a.staging {
+		fm.dev.live.Add(-1)
+	}
 	return nil
 }
 
-// bound is the device a task copy was initialized for.
-type bound struct{ dev *fakeDevice }
+// fakeQueue runs the work queued on it, in order, on a goroutine of its
+// own (from Initialize to Shutdown).
+type fakeQueue struct {
+	k       *fakeGPU
+	dev     *fakeDevice
+	compute bool
+	ops     chan func()
+	done    chan struct{}
+	err     atomic.Pointer[error]
+}
 
-func (b *bound) Initialize(_ context.Context, info task.Info) error {
+func (k *fakeGPU) newQueue(compute bool) devQueue { return &fakeQueue{k: k, compute: compute} }
+
+func (q *fakeQueue) Initialize(_ context.Context, info task.Info) error {
 	d, ok := info.Device.(*fakeDevice)
 	if !ok {
 		return fmt.Errorf("task copy on %v, want a fake device", info.Device)
@@ -113,73 +163,146 @@ func (b *bound) Initialize(_ context.Context, info task.Info) error {
 	if d.id != info.Pipeline {
 		return fmt.Errorf("pipeline clone %d got device %d", info.Pipeline, d.id)
 	}
-	b.dev = d
+	q.dev = d
+	q.ops, q.done = make(chan func(), 64), make(chan struct{})
+	go func() {
+		defer close(q.done)
+		for op := range q.ops {
+			op()
+		}
+	}()
 	return nil
 }
 
-func (b *bound) mem(m devMem) (fakeMem, error) {
-	fm, ok := m.(fakeMem)
-	if !ok || b.dev == nil || fm.dev != b.dev {
-		return fakeMem{}, fmt.Errorf("buffer of %v used by a task copy on %v", fm.dev, b.dev)
+// Shutdown runs the work still queued, as a stream's does.
+func (q *fakeQueue) Shutdown(context.Context) error {
+	if q.ops != nil {
+		close(q.ops)
+		<-q.done
+	}
+	if p := q.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (q *fakeQueue) fail(err error) { q.err.CompareAndSwap(nil, &err) }
+
+func (q *fakeQueue) mem(m fenced, staging bool) (*fakeMem, error) {
+	fm, ok := m.(*fakeMem)
+	if !ok || q.dev == nil || fm.dev != q.dev || fm.staging != staging {
+		return nil, fmt.Errorf("buffer %T (staging %v) used by a queue on %v", m, staging, q.dev)
 	}
 	return fm, nil
 }
 
-type fakeMover struct {
-	bound
-	k *fakeGPU
-	n int
-}
-
-func (k *fakeGPU) newMover(n int) mover { return &fakeMover{k: k, n: n} }
-
-func (m *fakeMover) upload(_ context.Context, dst devMem, src []float64, rows, cols, ld int) error {
-	if m.k.failUpload > 0 && m.k.uploads.Add(1) == m.k.failUpload {
+func (q *fakeQueue) upload(dst devMem, src stagingMem, n int) error {
+	if q.k.failUpload > 0 && q.k.uploads.Add(1) == q.k.failUpload {
 		return errors.New("fake DMA error")
 	}
-	d, err := m.mem(dst)
+	d, err := q.mem(dst, false)
 	if err != nil {
 		return err
 	}
-	if rows*cols > min(len(d.data), m.n) {
-		return fmt.Errorf("upload of %dx%d into %d elements (staging %d)", rows, cols, len(d.data), m.n)
+	s, err := q.mem(src, true)
+	if err != nil {
+		return err
 	}
-	for r := range rows {
-		copy(d.data[r*cols:(r+1)*cols], src[r*ld:r*ld+cols])
+	if n > len(d.data) || n > len(s.data) {
+		return fmt.Errorf("upload of %d into %d elements (staging %d)", n, len(d.data), len(s.data))
+	}
+	if q.dev.gemmsQueued.Load() > 0 {
+		q.dev.overlapped.Add(1)
+	}
+	q.ops <- func() { copy(d.data[:n], s.data[:n]) }
+	return nil
+}
+
+func (q *fakeQueue) download(dst stagingMem, src devMem, n int) error {
+	d, err := q.mem(dst, true)
+	if err != nil {
+		return err
+	}
+	s, err := q.mem(src, false)
+	if err != nil {
+		return err
+	}
+	q.ops <- func() {
+		q.dev.mu.Lock()
+		if q.dev.downloads[s]++; q.dev.downloads[s] > 1 {
+			q.dev.twice++
+		}
+		q.dev.mu.Unlock()
+		copy(d.data[:n], s.data[:n])
 	}
 	return nil
 }
 
-func (m *fakeMover) download(_ context.Context, dst []float64, src devMem, n int) error {
-	s, err := m.mem(src)
+func (q *fakeQueue) gemm(m, n, k int, a, b, c devMem, beta float64) error {
+	if !q.compute {
+		return errors.New("gemm on a copy queue")
+	}
+	da, err := q.mem(a, false)
 	if err != nil {
 		return err
 	}
-	copy(dst[:n], s.data[:n])
+	db, err := q.mem(b, false)
+	if err != nil {
+		return err
+	}
+	dc, err := q.mem(c, false)
+	if err != nil {
+		return err
+	}
+	q.dev.gemmsQueued.Add(1)
+	q.ops <- func() {
+		time.Sleep(q.k.gemmDelay)
+		gonum.Implementation{}.Dgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, da.data, k, db.data, n, beta, dc.data, n)
+		q.dev.mu.Lock()
+		delete(q.dev.downloads, dc)
+		q.dev.mu.Unlock()
+		q.dev.products.Add(1)
+		q.dev.gemmsQueued.Add(-1)
+	}
 	return nil
 }
 
-type fakeMultiplier struct{ bound }
-
-func (k *fakeGPU) newDeviceMultiplier() deviceMultiplier { return &fakeMultiplier{} }
-
-func (f *fakeMultiplier) mul(_ context.Context, m, n, k int, a, b, c devMem) error {
-	da, err := f.mem(a)
-	if err != nil {
-		return err
+func (q *fakeQueue) signal(b fenced) error {
+	f, ok := b.(*fakeMem)
+	if !ok {
+		return fmt.Errorf("signal on %T", b)
 	}
-	db, err := f.mem(b)
-	if err != nil {
-		return err
-	}
-	dc, err := f.mem(c)
-	if err != nil {
-		return err
-	}
-	gonum.Implementation{}.Dgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, da.data, k, db.data, n, 0, dc.data, n)
-	f.dev.products.Add(1)
+	ch := make(chan struct{})
+	f.mu.Lock()
+	f.ch = ch
+	f.mu.Unlock()
+	q.ops <- func() { close(ch) }
 	return nil
 }
+
+func (q *fakeQueue) await(b fenced) error {
+	f, ok := b.(*fakeMem)
+	if !ok {
+		return fmt.Errorf("await on %T", b)
+	}
+	if ch := f.current(); ch != nil {
+		q.ops <- func() { <-ch }
+	}
+	return nil
+}
+
+func (q *fakeQueue) wait(b fenced) error {
+	f, ok := b.(*fakeMem)
+	if !ok {
+		return fmt.Errorf("wait on %T", b)
+	}
+	if ch := f.current(); ch != nil {
+		<-ch
+	}
+	return nil
+}
+
+func (q *fakeQueue) newFence() (fenced, error) { return &fakeMem{dev: q.dev}, nil }
 
 func TestCountMod(t *testing.T) {
 	for lo := range 12 {
@@ -282,10 +405,10 @@ func TestOffloadProducts(t *testing.T) {
 		{m: 100, k: 70, n: 90, bs: 16, devices: 3, order: RowPanels},
 		{m: 16, k: 130, n: 16, bs: 16, devices: 2, order: RowPanels}, // KB = 9, one block of C
 		{m: 40, k: 16, n: 120, bs: 16, devices: 2, devMem: 14 * blk, order: ColumnPanels},
-		{m: 100, k: 70, n: 90, bs: 16, devices: 2, devMem: 12 * blk, order: Streamed},
+		{m: 100, k: 70, n: 90, bs: 16, devices: 2, devMem: 10 * blk, order: Streamed},
 		{m: 100, k: 70, n: 90, bs: 16, devices: 2, devMem: 20 * blk, order: RowPanels},
 		{m: 100, k: 70, n: 90, bs: 16, devices: 3, files: true, hostMem: 120 * blk, order: RowPanels},
-		{m: 100, k: 70, n: 90, bs: 16, devices: 2, files: true, hostMem: 80 * blk, devMem: 12 * blk, order: Streamed},
+		{m: 100, k: 70, n: 90, bs: 16, devices: 2, files: true, hostMem: 80 * blk, devMem: 10 * blk, order: Streamed},
 	}
 	for _, c := range cases {
 		name := fmt.Sprintf("%dx%dx%d/bs%d/dev%d/mem%d/host%d/files%v", c.m, c.k, c.n, c.bs, c.devices, c.devMem, c.hostMem, c.files)
@@ -320,8 +443,15 @@ func TestOffloadProducts(t *testing.T) {
 			if rep.UploadBytes != p.UploadBytes {
 				t.Errorf("uploaded %d bytes, plan says %d (%v)", rep.UploadBytes, p.UploadBytes, p)
 			}
-			if want := 8 * int64(p.Multiplies) * int64(min(c.bs, c.m)*min(c.bs, c.n)); rep.DownloadBytes > want || rep.DownloadBytes == 0 {
-				t.Errorf("downloaded %d bytes, want at most %d", rep.DownloadBytes, want)
+			// C is summed on the devices: it crosses the bus once.
+			if want := 8 * int64(c.m) * int64(c.n); rep.DownloadBytes != want || p.DownloadBytes != want {
+				t.Errorf("downloaded %d bytes, plan %d, want |C| = %d", rep.DownloadBytes, p.DownloadBytes, want)
+			}
+			if moved, least := p.BusBytes(); moved != rep.UploadBytes+rep.DownloadBytes || least != 8*int64(c.m*c.k+c.k*c.n+c.m*c.n) {
+				t.Errorf("bus bytes %d (least %d), run moved %d", moved, least, rep.UploadBytes+rep.DownloadBytes)
+			}
+			if len(rep.DeviceBusy) != c.devices {
+				t.Errorf("busy fractions %v for %d devices", rep.DeviceBusy, c.devices)
 			}
 			var products int64
 			for _, d := range fake.devs {
@@ -330,6 +460,9 @@ func TestOffloadProducts(t *testing.T) {
 				}
 				if peak := d.peak.Load(); peak > int64(p.DevicePoolA+p.DevicePoolB+p.DevicePoolC) {
 					t.Errorf("%v: %d buffers at once, pools hold %d", d, peak, p.DevicePoolA+p.DevicePoolB+p.DevicePoolC)
+				}
+				if d.twice != 0 {
+					t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
 				}
 				if d.products.Load() == 0 && p.MB*p.NB >= c.devices && p.Order != Streamed {
 					t.Errorf("%v computed nothing (%v)", d, p)
@@ -362,6 +495,81 @@ func TestOffloadUploadsEachBlockOnce(t *testing.T) {
 	}
 	if want := 8 * int64(96*64+64*80); rep.UploadBytes != want {
 		t.Fatalf("uploaded %d bytes, want %d (A and B once)", rep.UploadBytes, want)
+	}
+}
+
+// TestOffloadAccumulatesOnDevice checks that each block of C is summed on
+// its device and downloaded once, however long the inner dimension: with
+// KB = 9 products per block, the bytes that come back are |C|, and with
+// room for A on the device the bytes moved are the least possible.
+func TestOffloadAccumulatesOnDevice(t *testing.T) {
+	a, b := Random(48, 144, 1), Random(144, 32, 2)
+	fake := newFakeGPU(1)
+	out, rep, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Kernel: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProduct(t, a, b, out, reference(t, a, b))
+	if want := int64(8 * 48 * 32); rep.DownloadBytes != want {
+		t.Fatalf("downloaded %d bytes, want |C| = %d (one download per block of C)", rep.DownloadBytes, want)
+	}
+	if want := int64(8 * (48*144 + 144*32)); rep.UploadBytes != want {
+		t.Fatalf("uploaded %d bytes, want |A| + |B| = %d", rep.UploadBytes, want)
+	}
+	if moved, least := rep.Plan.BusBytes(); moved != least {
+		t.Fatalf("plan moves %d bytes, the least is %d", moved, least)
+	}
+	for _, d := range fake.devs {
+		if d.twice != 0 {
+			t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
+		}
+	}
+}
+
+// TestOffloadOverlap checks that uploads do not wait for the products
+// queued before them: with products that take a while, some uploads are
+// queued while an earlier product has not run yet, and the result is
+// still right (the fences keep buffers from being overwritten early).
+func TestOffloadOverlap(t *testing.T) {
+	a, b := Random(64, 64, 1), Random(64, 64, 2)
+	fake := newFakeGPU(1)
+	fake.gemmDelay = 2 * time.Millisecond
+	// Room for one panel of two block rows: A is uploaded in turns and
+	// buffers are reused, so fences matter.
+	out, rep, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Kernel: fake, DeviceMemory: 8 * 16 * 16 * 17})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProduct(t, a, b, out, reference(t, a, b))
+	if rep.Plan.Panels < 2 {
+		t.Fatalf("plan %v: want several panels", rep.Plan)
+	}
+	if n := fake.devs[0].overlapped.Load(); n == 0 {
+		t.Fatalf("no upload was queued while a product ran (%d products)", rep.Products)
+	}
+	if busy := rep.DeviceBusy[0]; busy <= 0 || busy > 1.01 {
+		t.Errorf("busy fraction %v, want in (0, 1]", busy)
+	}
+}
+
+// TestParallelCopy checks the banded copy against a plain one.
+func TestParallelCopy(t *testing.T) {
+	for _, tc := range []struct{ rows, cols, lds, ldd, workers int }{
+		{3, 5, 7, 5, 4}, {1024, 300, 301, 300, 4}, {1000, 512, 512, 512, 3}, {600, 700, 900, 701, 8},
+	} {
+		src := make([]float64, tc.rows*tc.lds)
+		for i := range src {
+			src[i] = float64(i)
+		}
+		dst := make([]float64, tc.rows*tc.ldd)
+		parallelCopy(dst, tc.ldd, src, tc.lds, tc.rows, tc.cols, tc.workers)
+		for r := range tc.rows {
+			for c := range tc.cols {
+				if dst[r*tc.ldd+c] != src[r*tc.lds+c] {
+					t.Fatalf("%+v: (%d,%d) = %v, want %v", tc, r, c, dst[r*tc.ldd+c], src[r*tc.lds+c])
+				}
+			}
+		}
 	}
 }
 

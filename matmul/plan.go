@@ -82,14 +82,25 @@ type Plan struct {
 	// UploadBytes is the matrix data the plan copies from the host to the
 	// devices, all devices together.
 	UploadBytes int64
+	// DownloadBytes is the data the plan copies back from the devices: C,
+	// once, for it is summed on the devices.
+	DownloadBytes int64
+}
+
+// BusBytes returns the bytes a device plan moves over the bus, both ways,
+// and the least any plan could: |A| + |B| + |C|.
+func (p Plan) BusBytes() (moved, least int64) {
+	return p.UploadBytes + p.DownloadBytes, 8 * (int64(p.M)*int64(p.K) + int64(p.K)*int64(p.N) + int64(p.M)*int64(p.N))
 }
 
 // String summarizes the plan on one line.
 func (p Plan) String() string {
 	s := fmt.Sprintf("%dx%d · %dx%d, block %d (%dx%dx%d blocks), %d threads", p.M, p.K, p.K, p.N, p.BlockSize, p.MB, p.KB, p.NB, p.Threads)
 	if p.Devices > 0 {
-		s += fmt.Sprintf(" per device on %d devices: %s of %d blocks (%d passes), device pools A %d B %d C %d (%s per device), uploads %s",
-			p.Devices, p.Order, p.Panel, p.Panels, p.DevicePoolA, p.DevicePoolB, p.DevicePoolC, units.FormatBytes(p.DevicePoolBytes), units.FormatBytes(p.UploadBytes))
+		moved, least := p.BusBytes()
+		s += fmt.Sprintf(" per device on %d devices: %s of %d blocks (%d passes), device pools A %d B %d C %d (%s per device), uploads %s, downloads %s (bus %.2fx the minimum %s)",
+			p.Devices, p.Order, p.Panel, p.Panels, p.DevicePoolA, p.DevicePoolB, p.DevicePoolC, units.FormatBytes(p.DevicePoolBytes),
+			units.FormatBytes(p.UploadBytes), units.FormatBytes(p.DownloadBytes), float64(moved)/float64(max(1, least)), units.FormatBytes(least))
 		if p.InMemory {
 			return s + ", operands in memory"
 		}
