@@ -608,10 +608,33 @@ func (o *options) summary(stdout io.Writer, rep *matmul.Report) {
 	if rep.BytesRead > 0 || !p.InMemory {
 		fmt.Fprintf(stdout, ", read %s, wrote %s", units.FormatBytes(rep.BytesRead), units.FormatBytes(rep.BytesWritten))
 	}
-	if rep.UploadBytes > 0 {
-		fmt.Fprintf(stdout, ", to GPUs %s, from GPUs %s", units.FormatBytes(rep.UploadBytes), units.FormatBytes(rep.DownloadBytes))
-	}
 	fmt.Fprintln(stdout)
+	if rep.UploadBytes > 0 || len(rep.DeviceBusy) > 0 {
+		fmt.Fprintln(stdout, gpuLine(rep))
+	}
+}
+
+// gpuLine reports a device run: its rate in TFLOP/s, the bytes each way
+// against the least any plan moves (|A| + |B| + |C|), the rate from disk
+// when the operands were read, and the fraction of the time each GPU had
+// work queued.
+func gpuLine(rep *matmul.Report) string {
+	sec := max(rep.Elapsed.Seconds(), 1e-9)
+	moved, least := rep.Plan.BusBytes()
+	s := fmt.Sprintf("GPUs: %.2f TFLOP/s; to GPUs %s, from GPUs %s (%.1f GB/s together); bus %.2fx the minimum %s",
+		rep.GFLOPS()/1e3, units.FormatBytes(rep.UploadBytes), units.FormatBytes(rep.DownloadBytes),
+		float64(rep.UploadBytes+rep.DownloadBytes)/sec/1e9, float64(moved)/float64(max(1, least)), units.FormatBytes(least))
+	if rep.BytesRead > 0 {
+		s += fmt.Sprintf("; disk %.2f GB/s read", float64(rep.BytesRead)/sec/1e9)
+	}
+	for i, f := range rep.DeviceBusy {
+		sep := ", "
+		if i == 0 {
+			sep = "; busy: "
+		}
+		s += fmt.Sprintf("%sGPU %d %.0f%%", sep, i, 100*f)
+	}
+	return s
 }
 
 func (o *options) check(stdout, stderr io.Writer, a, b, c *matmul.Dense) error {
@@ -673,6 +696,7 @@ type report struct {
 	Products      int64
 	UploadBytes   int64
 	DownloadBytes int64
+	DeviceBusy    []float64 `json:",omitempty"`
 }
 
 // writeProfile writes the profile of the run into o.profile: what
@@ -695,7 +719,7 @@ func (o *options) writeProfile(stdout, stderr io.Writer, rep *matmul.Report, rt 
 	}
 	r := report{Operation: op, Plan: rep.Plan, Kernel: rep.Kernel, ElapsedSec: rep.Elapsed.Seconds(), GFLOPS: rep.GFLOPS(),
 		BytesRead: rep.BytesRead, BytesWritten: rep.BytesWritten, Products: rep.Products,
-		UploadBytes: rep.UploadBytes, DownloadBytes: rep.DownloadBytes}
+		UploadBytes: rep.UploadBytes, DownloadBytes: rep.DownloadBytes, DeviceBusy: rep.DeviceBusy}
 	if err := outfile.WriteFile(filepath.Join(dir, prog+"-report.json"), func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
