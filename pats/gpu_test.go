@@ -1,0 +1,130 @@
+package pats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/gohtgs/htgs/device"
+)
+
+// hostGPU is a device.Device of kind GPU backed by host memory.
+type hostGPU struct{}
+
+func (hostGPU) ID() int           { return 0 }
+func (hostGPU) Kind() device.Kind { return device.GPU }
+func (hostGPU) Name() string      { return "fakegpu0" }
+func (hostGPU) Memory() int64     { return 1 << 20 }
+
+// TestDeviceUnit runs flows on a CPU core and a DeviceUnit whose
+// "device memory" is a map: the GPU implementation reads its input from
+// there, so a missing upload fails the flow, and a missing download leaves
+// the host value stale, which the CPU step that follows would see.
+func TestDeviceUnit(t *testing.T) {
+	for _, prefetch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prefetch=%v", prefetch), func(t *testing.T) {
+			var mu sync.Mutex
+			host := map[string]int{}
+			dev := map[string]int{}
+			binds, unbinds := 0, 0
+			u := DeviceUnit{
+				Device: hostGPU{},
+				Bind: func(context.Context, device.Device) (func(), error) {
+					mu.Lock()
+					binds++
+					mu.Unlock()
+					return func() { mu.Lock(); unbinds++; mu.Unlock() }, nil
+				},
+				Transfer: func(_ context.Context, d Data, toDevice bool) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if toDevice {
+						dev[d.Key] = host[d.Key]
+					} else {
+						host[d.Key] = dev[d.Key]
+					}
+					return nil
+				},
+			}
+			double := &Op[string]{Name: "double", Speedup: 10, Impls: map[device.Kind]Impl[string]{
+				device.GPU: func(_ context.Context, d device.Device, tile string) error {
+					if d.Kind() != device.GPU {
+						return errors.New("not on the GPU")
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					v, ok := dev[tile+"/in"]
+					if !ok {
+						return errors.New("input not uploaded")
+					}
+					dev[tile+"/mid"] = 2 * v
+					return nil
+				}}}
+			inc := &Op[string]{Name: "inc", Impls: map[device.Kind]Impl[string]{
+				device.CPU: func(_ context.Context, _ device.Device, tile string) error {
+					mu.Lock()
+					defer mu.Unlock()
+					host[tile+"/out"] = host[tile+"/mid"] + 1
+					return nil
+				}}}
+			m, err := Start(context.Background(), Config{Policy: PATS, Locality: true, Prefetch: prefetch}, append(CPUUnits(1), u)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hs []*Handle
+			for i := range 5 {
+				tile := fmt.Sprintf("t%d", i)
+				mu.Lock()
+				host[tile+"/in"] = i
+				mu.Unlock()
+				f := NewFlow(tile)
+				Add(f, double, tile, Reads(Data{Key: tile + "/in", Bytes: 8}), Writes(Data{Key: tile + "/mid", Bytes: 8}))
+				Add(f, inc, tile, Reads(Data{Key: tile + "/mid", Bytes: 8}), Writes(Data{Key: tile + "/out", Bytes: 8}))
+				h, err := m.Submit(context.Background(), f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				hs = append(hs, h)
+			}
+			for _, h := range hs {
+				if err := h.Wait(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 5 {
+				if got := host[fmt.Sprintf("t%d/out", i)]; got != 2*i+1 {
+					t.Errorf("tile %d: out = %d, want %d", i, got, 2*i+1)
+				}
+			}
+			if binds == 0 || binds != unbinds {
+				t.Errorf("%d binds, %d unbinds", binds, unbinds)
+			}
+			if o, _ := m.Report().Op("double"); o.GPU != 5 {
+				t.Errorf("double ran %d times on the GPU, want 5", o.GPU)
+			}
+		})
+	}
+}
+
+func TestDeviceUnitErrors(t *testing.T) {
+	ctx := context.Background()
+	if err := (DeviceUnit{Device: hostGPU{}}).Move(ctx, Data{}, true); err == nil {
+		t.Error("Move without Transfer succeeded")
+	}
+	boom := errors.New("boom")
+	u := DeviceUnit{Device: hostGPU{}, Bind: func(context.Context, device.Device) (func(), error) { return nil, boom }}
+	if err := u.Run(ctx, func(context.Context) error { return nil }, Cost{}); !errors.Is(err, boom) {
+		t.Errorf("Run with a failing Bind: %v", err)
+	}
+	if err := (DeviceUnit{}).Run(ctx, func(context.Context) error { return nil }, Cost{}); err == nil {
+		t.Error("Run without a Device succeeded")
+	}
+	if u.Name() != "fakegpu0" || u.Kind() != device.GPU || u.Memory() != 1<<20 || u.ID() != 0 {
+		t.Error("DeviceUnit does not report its Device")
+	}
+}
