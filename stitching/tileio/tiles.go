@@ -103,12 +103,11 @@ func LoadTile(path string) (*image.Gray16, error) {
 // instead of [DefaultMaxTilePixels] (0 means the default, negative no
 // limit).
 func LoadTileLimit(path string, maxPixels int64) (*image.Gray16, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path) // one read, sized from Stat
 	if err != nil {
 		return nil, fmt.Errorf("tileio: load tile: %w", err)
 	}
-	defer f.Close()
-	img, err := DecodeTileLimit(f, maxPixels)
+	img, err := decodeTileBytes(data, maxPixels)
 	if err != nil {
 		return nil, fmt.Errorf("tileio: load tile %s: %w", path, err)
 	}
@@ -141,6 +140,9 @@ func DecodeTileLimit(r io.Reader, maxPixels int64) (img *image.Gray16, err error
 		data, rerr := io.ReadAll(br)
 		if rerr != nil {
 			return nil, rerr
+		}
+		if fast, ok, ferr := decodeFastTIFF(data, maxPixels); ok {
+			return fast, ferr // see fasttiff.go
 		}
 		cfg, cerr := tiff.DecodeConfig(bytes.NewReader(data))
 		if cerr != nil {
