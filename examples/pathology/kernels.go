@@ -116,15 +116,49 @@ func areaThreshold(in, out []uint8, w, h int) {
 	}
 }
 
-// fillHoles sets a pixel whose four neighbours are set.
+// fillHoles fills the holes of a mask: a morphological reconstruction of
+// the outside, the background pixels 4-connected to the image border
+// through background, found breadth-first; every other pixel is set.
 func fillHoles(in, out []uint8, w, h int) {
-	copy(out, in)
-	for y := 1; y < h-1; y++ {
-		for x := 1; x < w-1; x++ {
-			i := y*w + x
-			if in[i-1] != 0 && in[i+1] != 0 && in[i-w] != 0 && in[i+w] != 0 {
-				out[i] = 1
-			}
+	reach := make([]bool, w*h)
+	queue := make([]int32, 0, 2*(w+h))
+	seed := func(x, y int) {
+		i := y*w + x
+		if in[i] == 0 && !reach[i] {
+			reach[i] = true
+			queue = append(queue, int32(i))
+		}
+	}
+	for x := range w {
+		seed(x, 0)
+		seed(x, h-1)
+	}
+	for y := range h {
+		seed(0, y)
+		seed(w-1, y)
+	}
+	for len(queue) > 0 {
+		i := int(queue[len(queue)-1])
+		queue = queue[:len(queue)-1]
+		x, y := i%w, i/w
+		if x > 0 {
+			seed(x-1, y)
+		}
+		if x < w-1 {
+			seed(x+1, y)
+		}
+		if y > 0 {
+			seed(x, y-1)
+		}
+		if y < h-1 {
+			seed(x, y+1)
+		}
+	}
+	for i := range out {
+		if in[i] != 0 || !reach[i] {
+			out[i] = 1
+		} else {
+			out[i] = 0
 		}
 	}
 }

@@ -11,6 +11,7 @@
 //	pathology [flags]                           real run (the default)
 //	pathology -sim [flags]                      discrete-event simulation
 //	pathology -experiment [-quick] [-out DIR]   every experiment of docs/pats
+//	pathology -hardware [-out DIR]              the experiment on this machine's cores and GPUs
 //
 // By default it runs the pipeline for real: tiles are generated into a
 // region storage (in memory or on disk), each tile is a stage instance of a
@@ -32,7 +33,20 @@
 //	go run ./examples/pathology -sim -policy fcfs -locality
 //	go run ./examples/pathology -experiment -out docs/pats
 //
-// The CPU cores and GPUs are simulated, so the transfer counts and volumes
+// With -hardware (in a build with -tags cuda, on a machine with CUDA GPUs)
+// it runs the experiment on real hardware: 4K x 4K tiles, one CPU core
+// unit per core left after one per GPU, and a pats.DeviceUnit per GPU
+// running the CUDA kernels of kernels/pathology.cu for the six operations
+// that have them (the other five run on CPU cores only). It first times
+// every operation on one core and one GPU, checking each GPU output
+// against the CPU's, then runs FCFS, PATS, PATS with locality and
+// prefetch, with learned speedups, and with 50%-wrong estimates, and
+// prints tiles/s, the share of each operation run on the GPU and the
+// simulator's prediction from the measured costs (-out DIR also writes
+// them to DIR/hardware.md). -host-gpus N poses host memory as N GPUs
+// instead, running Go mirrors of the kernels, for machines without one.
+//
+// Elsewhere the CPU cores and GPUs are simulated, so the transfer counts and volumes
 // and the peak host and GPU memory it reports are modelled (from the sizes
 // of 4K tiles and a modelled host-GPU link), not measured. Speedups that
 // are not known, such as a learned speedup of an operation timed on one
@@ -86,6 +100,9 @@ type options struct {
 	dir        string
 	seed       uint64
 	quick      bool
+	hardware   bool
+	hostGPUs   int
+	set        map[string]bool // flags given on the command line
 }
 
 // flagSet declares the flags into o.
@@ -100,19 +117,21 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.sim, "sim", false, "run the configuration in the discrete-event simulator (4K tiles, virtual time)")
 	fs.StringVar(&o.policy, "policy", "pats", "scheduling `policy`: fcfs or pats")
 	fs.IntVar(&o.window, "window", 16, "stage instances (tiles) in progress at a time; 0 = all")
-	fs.IntVar(&o.cpus, "cpus", 9, "simulated CPU cores")
-	fs.IntVar(&o.gpus, "gpus", 3, "simulated GPUs")
+	fs.IntVar(&o.cpus, "cpus", 9, "simulated CPU cores (with -hardware: real ones, default all but one per GPU)")
+	fs.IntVar(&o.gpus, "gpus", 3, "simulated GPUs (with -hardware: at most this many CUDA GPUs, default all)")
 	fs.BoolVar(&o.locality, "locality", false, "data-locality-conscious assignment")
 	fs.Float64Var(&o.ti, "ti", 0.16, "transfer impact for -locality, in [0,1]")
 	fs.BoolVar(&o.prefetch, "prefetch", false, "pipeline GPU transfers and stage inputs ahead")
 	fs.BoolVar(&o.learn, "learn", false, "learn speedups online (time statistics) instead of using the given estimates")
 	fs.BoolVar(&o.depthFirst, "depthfirst", false, "prefer finishing started tiles (depth-first)")
 	fs.IntVar(&o.tiles, "tiles", 48, "number of tiles")
-	fs.IntVar(&o.tileSize, "tile-size", 128, "tile edge in `pixels` for the real run's kernels")
+	fs.IntVar(&o.tileSize, "tile-size", 128, "tile edge in `pixels` for the real run's kernels (with -hardware: default 4096)")
 	fs.Float64Var(&o.scale, "scale", 0.05, "real run: wall time per modelled time (0.05: a modelled second takes 50 ms)")
 	fs.StringVar(&o.storage, "storage", "memory", "real run: region `storage`, memory or disk")
 	fs.StringVar(&o.dir, "dir", "", "real run: `folder` of the disk storage (default: a temporary folder)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic tiles")
+	fs.BoolVar(&o.hardware, "hardware", false, "run the experiment on this machine's CPU cores and CUDA GPUs (4K tiles; needs a -tags cuda build)")
+	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
 }
 
@@ -122,6 +141,7 @@ func usage(w io.Writer) {
   %[1]s [flags]                           real run: kernels on synthetic tiles, simulated units
   %[1]s -sim [flags]                      discrete-event simulation of 4K tiles
   %[1]s -experiment [-quick] [-out DIR]   every experiment: results.md and SVG figures
+  %[1]s -hardware [-out DIR]              the experiment on this machine's cores and CUDA GPUs
 
 The CPU cores and GPUs are simulated: transfer and memory figures are
 modelled from the sizes of 4K tiles, not measured. Unknown speedups
@@ -141,6 +161,7 @@ func parseFlags(args []string) (*options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.set = set
 	if err := cli.CheckHTTP(o.httpAddr, o.httpWait); err != nil {
 		return nil, err
 	}
@@ -150,8 +171,14 @@ func parseFlags(args []string) (*options, error) {
 	switch {
 	case o.experiment && o.sim:
 		return nil, cli.Usagef("-experiment and -sim do not go together")
-	case !o.experiment && (set["out"] || set["quick"]):
-		return nil, cli.Usagef("-out and -quick go with -experiment")
+	case o.hardware && (o.experiment || o.sim || o.profile != "" || o.httpAddr != "" || set["quick"]):
+		return nil, cli.Usagef("-hardware goes with none of -experiment, -sim, -quick, -profile and -http")
+	case o.hostGPUs < 0 || o.hostGPUs > 0 && !o.hardware:
+		return nil, cli.Usagef("-host-gpus %d: want a positive count, with -hardware", o.hostGPUs)
+	case !o.experiment && !o.hardware && set["out"]:
+		return nil, cli.Usagef("-out goes with -experiment or -hardware")
+	case !o.experiment && set["quick"]:
+		return nil, cli.Usagef("-quick goes with -experiment")
 	case set["out"] && o.out == "":
 		return nil, cli.Usagef("-out: empty folder name")
 	case o.profile != "" && (o.experiment || o.sim):
@@ -207,6 +234,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.experiment {
 		return runExperiments(ctx, o, stdout, stderr)
+	}
+	if o.hardware {
+		return runHardware(ctx, o, stdout, stderr)
 	}
 	cfg := o.config()
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

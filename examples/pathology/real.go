@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
@@ -66,6 +65,7 @@ type tileJob struct {
 	u16         map[string]*region.Dense[uint16]
 	feats       map[string]*region.Dense[float64]
 	nuclei      int
+	dev         tileDevice // its data in accelerator memory (real GPUs only)
 }
 
 // newTileJob builds tile i's region template: the RGB input bound lazily to
@@ -73,7 +73,7 @@ type tileJob struct {
 // labels and feature outputs bound to the output storage.
 func (s *slide) newTileJob(i int) (*tileJob, error) {
 	b := s.box(i)
-	tpl, err := region.NewTemplate(fmt.Sprintf("tile%03d", i))
+	tpl, err := region.NewTemplate(tileName(i))
 	if err != nil {
 		return nil, err
 	}
@@ -127,24 +127,28 @@ func (s *slide) newTileJob(i int) (*tileJob, error) {
 
 // data returns the pats datum for key k of the job: regions read from or
 // written to storage carry themselves as Store, intermediates do not. The
-// size is the modelled size of a 4K tile, so that modelled transfer times
-// match the simulator's.
+// key names the tile too (see dataKey). The size is bytes[k], the modelled
+// size of a 4K tile in simulated runs, so that modelled transfer times
+// match the simulator's; with a nil bytes, the region's real size.
 func (j *tileJob) data(k string, bytes map[string]int64) pats.Data {
 	var r region.Region
 	switch {
 	case k == "rgb":
 		r = j.rgb
 	case j.u8[k] != nil:
-		return pats.Data{Key: j.u8[k].ID().String(), Bytes: bytes[k]}
-	case k == "labels":
-		r = j.u16[k]
+		r = j.u8[k]
 	case j.u16[k] != nil:
-		return pats.Data{Key: j.u16[k].ID().String(), Bytes: bytes[k]}
+		r = j.u16[k]
 	default:
 		r = j.feats[k]
 	}
-	d := pats.RegionData(r)
-	d.Bytes = bytes[k]
+	d := pats.Data{Key: dataKey(j.tpl.Name(), k), Bytes: r.Bytes()}
+	if k == "rgb" || k == "labels" || j.feats[k] != nil {
+		d.Store = r
+	}
+	if bytes != nil {
+		d.Bytes = bytes[k]
+	}
 	return d
 }
 
@@ -250,13 +254,33 @@ type tileResult struct {
 // manager's report and the graph's finished runtime (for -profile; start it
 // with graph.WithTrace for a timeline).
 func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units []pats.Unit, est map[string]float64, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Runtime[int, tileResult], error) {
+	run := tileRun{specs: w.specs, ops: kernelOps(est), cost: w.tileCost, bytes: w.bytes, reg: &jobRegistry{}}
+	return run.run(ctx, s, cfg, units, opts...)
+}
+
+// tileRun is what a real run needs besides the slide: the pipeline, its
+// operations, the modelled cost of each instance and the modelled sizes
+// of the data (nil: real sizes), and the registry of the tiles in
+// progress that GPU units find their data in.
+type tileRun struct {
+	specs []opSpec
+	ops   map[string]*pats.Op[*tileJob]
+	cost  func(tile int, o opSpec) pats.Cost
+	bytes map[string]int64
+	reg   *jobRegistry
+}
+
+// run processes the slide on units; see runReal.
+func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pats.Unit, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Runtime[int, tileResult], error) {
 	m, err := pats.Start(ctx, cfg, units...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ops := kernelOps(est)
-	var mu sync.Mutex
-	jobs := map[int]*tileJob{}
+	defer func() {
+		for _, j := range tr.reg.all() { // tiles of a failed run
+			j.dev.release()
+		}
+	}()
 	stage := &pats.Task[int, tileResult]{
 		Manager: m,
 		Expand: func(_ context.Context, i int) (*pats.Flow, error) {
@@ -264,24 +288,27 @@ func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units 
 			if err != nil {
 				return nil, err
 			}
-			mu.Lock()
-			jobs[i] = j
-			mu.Unlock()
+			tr.reg.add(j)
 			f := pats.NewFlow(j.tpl.Name())
-			for _, o := range w.specs {
+			for _, o := range tr.specs {
 				var reads []pats.Data
 				for _, k := range o.reads {
-					reads = append(reads, j.data(k, w.bytes))
+					reads = append(reads, j.data(k, tr.bytes))
 				}
-				pats.Add(f, ops[o.name], j, pats.Reads(reads...), pats.Writes(j.data(o.writes, w.bytes)), pats.WithCost(w.tileCost(i, o)))
+				var cost pats.Cost
+				if tr.cost != nil {
+					cost = tr.cost(i, o)
+				}
+				pats.Add(f, tr.ops[o.name], j, pats.Reads(reads...), pats.Writes(j.data(o.writes, tr.bytes)), pats.WithCost(cost))
 			}
 			return f, f.Err()
 		},
 		Result: func(_ context.Context, i int) (tileResult, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			j := jobs[i]
-			delete(jobs, i)
+			j := tr.reg.remove(tileName(i))
+			if j == nil {
+				return tileResult{}, fmt.Errorf("tile %d: not in progress", i)
+			}
+			j.dev.release()
 			return tileResult{index: i, nuclei: j.nuclei}, nil
 		},
 	}
@@ -323,3 +350,6 @@ func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units 
 	}
 	return results, m.Report(), rt, nil
 }
+
+// tileName is the name of tile i's region template and flow.
+func tileName(i int) string { return fmt.Sprintf("tile%03d", i) }

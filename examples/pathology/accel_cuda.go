@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gohtgs/htgs/cuda"
+	"github.com/gohtgs/htgs/device"
+)
+
+// cudaAccel is a CUDA GPU running the kernels of kernels/pathology.cu. It
+// has a stream per engine: uploads, kernels and downloads, so that a
+// prefetching pats worker overlaps them. Without the cuda build tag
+// cuda.Devices fails, so none is ever made.
+type cudaAccel struct {
+	dev              *cuda.Device
+	mod              *cuda.Module
+	fn               map[string]*cuda.Function
+	up, comp, down   *cuda.Stream
+	pool             bufPool
+	runMu            sync.Mutex     // one kernel sequence at a time (scratch below)
+	flag             cuda.DeviceMem // the iterative kernels' "changed" flag (int32)
+	sums, counts     cuda.DeviceMem // the feature kernels' per-object sums (float64) and counts (uint64)
+	checkFill, check int            // steps of FillHoles and of PreWatershed between looks at the flag
+}
+
+// kernelNames are the kernels of kernels/pathology.cu.
+var kernelNames = []string{"patho_rbc", "patho_dark", "patho_filter3", "patho_fill_init", "patho_fill_step",
+	"patho_fill_final", "patho_dt_init", "patho_dt_step", "patho_feat_accum", "patho_feat_final"}
+
+// cudaAccels opens every CUDA device (at most max, 0: all) as an
+// accelerator. It fails with an error wrapping cuda.ErrNoDevice where
+// there is none.
+func cudaAccels(max int) ([]accel, error) {
+	ds, err := cuda.Devices()
+	if err != nil {
+		return nil, err
+	}
+	var as []accel
+	for i, d := range ds {
+		if max > 0 && i >= max {
+			_ = d.Close()
+			continue
+		}
+		a, err := newCUDAAccel(d)
+		if err != nil {
+			_ = d.Close()
+			for _, d := range ds[i+1:] {
+				_ = d.Close()
+			}
+			return nil, errors.Join(err, closeAccels(as))
+		}
+		as = append(as, a)
+	}
+	return as, nil
+}
+
+// newCUDAAccel loads the kernels on d and makes its streams and scratch
+// memory; on success the accelerator owns d.
+func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
+	a := &cudaAccel{dev: d, fn: map[string]*cuda.Function{}, checkFill: 16, check: 2}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%s: %w", d.Name(), err)
+			a.closeParts()
+		}
+	}()
+	if a.mod, err = d.LoadModule(pathologyPTX()); err != nil {
+		return nil, err
+	}
+	for _, n := range kernelNames {
+		if a.fn[n], err = a.mod.Function(n); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range []**cuda.Stream{&a.up, &a.comp, &a.down} {
+		if *s, err = d.NewStream(); err != nil {
+			return nil, err
+		}
+	}
+	if a.flag, err = d.Alloc(8); err != nil {
+		return nil, err
+	}
+	if a.sums, err = d.Alloc(8 * maxObjects); err != nil {
+		return nil, err
+	}
+	if a.counts, err = d.Alloc(8 * maxObjects); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *cudaAccel) ID() int           { return a.dev.ID() }
+func (a *cudaAccel) Kind() device.Kind { return device.GPU }
+func (a *cudaAccel) Name() string      { return a.dev.Name() }
+func (a *cudaAccel) Memory() int64     { return a.dev.Memory() }
+
+func (a *cudaAccel) bind() func(context.Context, device.Device) (func(), error) {
+	dev := a.dev
+	return func(ctx context.Context, _ device.Device) (func(), error) { return cuda.Bind(ctx, dev) }
+}
+
+func (a *cudaAccel) alloc(size int64) (gpuBuf, error) {
+	if b, ok := a.pool.get(size); ok {
+		return b, nil
+	}
+	m, err := a.dev.Alloc(size)
+	if err != nil {
+		return gpuBuf{}, err
+	}
+	return gpuBuf{size: size, mem: m}, nil
+}
+
+func (a *cudaAccel) release(b gpuBuf) { a.pool.put(b) }
+
+func (a *cudaAccel) upload(ctx context.Context, dst gpuBuf, src []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return cuda.CopyToDevice(a.up, dst.mem, src)
+}
+
+func (a *cudaAccel) download(ctx context.Context, dst []byte, src gpuBuf) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return cuda.CopyFromDevice(a.down, dst, src.mem)
+}
+
+// launch queues kernel name over n elements on the compute stream.
+func (a *cudaAccel) launch(name string, n int64, args ...any) error {
+	const block = 256
+	return a.fn[name].Launch(a.comp, cuda.GridFor(n, block, 8192), block, args...)
+}
+
+// iterate runs step until it changes nothing, looking at the flag every
+// every steps.
+func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) error {
+	flag := make([]int32, 2)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := cuda.Memset(a.comp, a.flag, 0); err != nil {
+			return err
+		}
+		for range every {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		if err := cuda.CopyFromDevice(a.comp, flag, a.flag); err != nil {
+			return err
+		}
+		if flag[0] == 0 {
+			return nil
+		}
+	}
+}
+
+func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int) error {
+	a.runMu.Lock()
+	defer a.runMu.Unlock()
+	W, H, n := int64(w), int64(h), int64(w)*int64(h)
+	m := func(i int) cuda.DeviceMem { return bufs[i].mem }
+	scratch := func() (gpuBuf, error) { return a.alloc(n) }
+	var err error
+	switch op {
+	case "RBCDetection":
+		err = a.launch("patho_rbc", n, m(0), m(1), n)
+	case "MorphOpen":
+		var dark, eroded gpuBuf
+		if dark, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(dark)
+		if eroded, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(eroded)
+		err = errors.Join(a.launch("patho_dark", n, m(0), dark.mem, n),
+			a.launch("patho_filter3", n, dark.mem, eroded.mem, W, H, int64(0)),
+			a.launch("patho_filter3", n, eroded.mem, m(1), W, H, int64(1)))
+	case "FillHoles":
+		var reach gpuBuf
+		if reach, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(reach)
+		if err = a.launch("patho_fill_init", n, m(0), reach.mem, W, H); err == nil {
+			err = a.iterate(ctx, a.checkFill, func() error { return a.launch("patho_fill_step", n, m(0), reach.mem, W, H, a.flag) })
+		}
+		if err == nil {
+			err = a.launch("patho_fill_final", n, m(0), reach.mem, m(1), n)
+		}
+	case "PreWatershed":
+		if err = a.launch("patho_dt_init", n, m(0), m(1), n); err == nil {
+			err = a.iterate(ctx, a.check, func() error { return a.launch("patho_dt_step", n, m(1), W, H, a.flag) })
+		}
+	case "FeatIntensity", "FeatGradient":
+		kind := int64(featKind(op))
+		err = errors.Join(cuda.Memset(a.comp, a.sums, 0), cuda.Memset(a.comp, a.counts, 0), cuda.Memset(a.comp, m(2), 0))
+		if err == nil {
+			err = errors.Join(a.launch("patho_feat_accum", n, m(0), m(1), a.sums, a.counts, W, H, kind),
+				a.launch("patho_feat_final", maxObjects, a.sums, a.counts, m(2), kind))
+		}
+	default:
+		return fmt.Errorf("%s: no GPU implementation of %s", a.Name(), op)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
+	}
+	if err := a.comp.Synchronize(); err != nil {
+		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
+	}
+	return nil
+}
+
+// closeParts frees what newCUDAAccel made, and the device.
+func (a *cudaAccel) closeParts() error {
+	var errs []error
+	for _, b := range a.pool.drain() {
+		errs = append(errs, b.mem.Free())
+	}
+	for _, m := range []cuda.DeviceMem{a.flag, a.sums, a.counts} {
+		if m.Size() > 0 {
+			errs = append(errs, m.Free())
+		}
+	}
+	for _, s := range []*cuda.Stream{a.up, a.comp, a.down} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	if a.mod != nil {
+		errs = append(errs, a.mod.Close())
+	}
+	errs = append(errs, a.dev.Close())
+	return errors.Join(errs...)
+}
+
+func (a *cudaAccel) close() error { return a.closeParts() }

@@ -1,0 +1,496 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/internal/outfile"
+	"github.com/gohtgs/htgs/pats"
+	"github.com/gohtgs/htgs/region"
+)
+
+// This file holds the experiment on real hardware (-hardware): the
+// pipeline's operations run for real on 4K x 4K tiles, on the CPU cores of
+// this machine and on its GPUs (or on host memory posing as GPUs), under
+// FCFS and PATS with its optimizations; the simulator predicts each run
+// from operation costs measured on this machine beforehand.
+
+// hwSetup is the machine and the workload of a hardware experiment.
+type hwSetup struct {
+	cpus      int
+	accels    []accel
+	tiles     int
+	size      int
+	window    int
+	seed      uint64
+	calTiles  int // tiles timed op by op before the runs (the first is a warm-up)
+	gpuKind   string
+	log       io.Writer
+	specs     []opSpec
+	regionBuf map[string]int64 // real size of each datum
+}
+
+// calibration is what the sequential pass measured: mean compute time of
+// each operation per device kind, host-GPU bandwidth, and the check of
+// every GPU output against the CPU one.
+type calibration struct {
+	cpu, gpu  map[string]time.Duration
+	bandwidth float64 // bytes per second, uploads and downloads together
+	mismatch  []string
+	ti        float64 // mean fraction of a GPU operation's time spent moving its data
+}
+
+// speedups returns the measured speedup of each operation with a GPU
+// implementation (CPU-only operations have none).
+func (c *calibration) speedups() map[string]float64 {
+	out := map[string]float64{}
+	for op, g := range c.gpu {
+		if g > 0 {
+			out[op] = float64(c.cpu[op]) / float64(g)
+		}
+	}
+	return out
+}
+
+// hwOps returns the operations of a hardware run: every one with its CPU
+// implementation, those of gpuOpNames also with their GPU one on accels.
+func hwOps(specs []opSpec, est map[string]float64, accels []accel) map[string]*pats.Op[*tileJob] {
+	cpu := kernelOps(nil)
+	ops := map[string]*pats.Op[*tileJob]{}
+	for _, o := range specs {
+		impls := map[device.Kind]pats.Impl[*tileJob]{device.CPU: cpu[o.name].Impls[device.CPU]}
+		if hasGPUImpl(o.name) && len(accels) > 0 {
+			impls[device.GPU] = gpuImpl(o, accels)
+		}
+		ops[o.name] = &pats.Op[*tileJob]{Name: o.name, Speedup: est[o.name], Impls: impls}
+	}
+	return ops
+}
+
+// realBytes returns the size of each datum of a size x size tile.
+func realBytes(size int) map[string]int64 {
+	n := int64(size) * int64(size)
+	out := map[string]int64{"rgb": 3 * n}
+	for _, k := range []string{"rbc", "opened", "candidates", "area", "filled"} {
+		out[k] = n
+	}
+	for _, k := range []string{"distance", "watershed", "labels"} {
+		out[k] = 2 * n
+	}
+	for k := range featIDs() {
+		out[k] = maxObjects * numFeatures * 8
+	}
+	return out
+}
+
+func (h *hwSetup) logf(format string, args ...any) {
+	if h.log != nil {
+		fmt.Fprintf(h.log, format+"\n", args...)
+	}
+}
+
+// calibrate processes calTiles tiles one operation at a time: each on one
+// CPU core and, where it has a GPU implementation, on the first GPU
+// (inputs uploaded, output downloaded and compared with the CPU's).
+func (h *hwSetup) calibrate(ctx context.Context, s *slide) (*calibration, error) {
+	c := &calibration{cpu: map[string]time.Duration{}, gpu: map[string]time.Duration{}}
+	ops := hwOps(h.specs, nil, h.accels)
+	reg := &jobRegistry{}
+	var a accel
+	var xfer func(context.Context, pats.Data, bool) error
+	if len(h.accels) > 0 {
+		a = h.accels[0]
+		xfer = reg.transfer(a)
+	}
+	var xferBytes int64
+	var xferTime time.Duration
+	counted := 0
+	var tiFr []float64
+	for i := range h.calTiles {
+		j, err := s.newTileJob(i % s.tiles)
+		if err != nil {
+			return nil, err
+		}
+		reg.add(j)
+		warm := i == 0 && h.calTiles > 1
+		if !warm {
+			counted++
+		}
+		for _, o := range h.specs {
+			op := ops[o.name]
+			t0 := time.Now()
+			if err := op.Impls[device.CPU](ctx, device.Host{}, j); err != nil {
+				return nil, fmt.Errorf("calibrate %s on cpu: %w", o.name, err)
+			}
+			dc := time.Since(t0)
+			if !warm {
+				c.cpu[o.name] += dc
+			}
+			g := op.Impls[device.GPU]
+			if g == nil {
+				continue
+			}
+			err := func() error {
+				unbind := func() {}
+				if b := a.bind(); b != nil {
+					u, err := b(ctx, a)
+					if err != nil {
+						return err
+					}
+					unbind = u
+				}
+				defer unbind()
+				var moved int64
+				t0 := time.Now()
+				for _, k := range o.reads {
+					d := j.data(k, h.regionBuf)
+					if err := xfer(ctx, d, true); err != nil {
+						return err
+					}
+					moved += d.Bytes
+				}
+				up := time.Since(t0)
+				t1 := time.Now()
+				if err := g(ctx, a, j); err != nil {
+					return err
+				}
+				dg := time.Since(t1)
+				host, err := j.hostBytes(ctx, o.writes)
+				if err != nil {
+					return err
+				}
+				cpuOut := slices.Clone(host)
+				t2 := time.Now()
+				if err := xfer(ctx, j.data(o.writes, h.regionBuf), false); err != nil {
+					return err
+				}
+				down := time.Since(t2)
+				moved += int64(len(host))
+				if !sameOutput(o.writes, cpuOut, host) {
+					c.mismatch = append(c.mismatch, fmt.Sprintf("%s (tile %d)", o.name, i))
+				}
+				copy(host, cpuOut) // the CPU's result feeds the next operations
+				if !warm {
+					c.gpu[o.name] += dg
+					xferBytes += moved
+					xferTime += up + down
+					tiFr = append(tiFr, float64(up+down)/float64(up+down+dg))
+				}
+				return nil
+			}()
+			if err != nil {
+				return nil, fmt.Errorf("calibrate %s on %s: %w", o.name, a.Name(), err)
+			}
+		}
+		reg.remove(j.tpl.Name())
+		j.dev.release()
+	}
+	for op := range c.cpu {
+		c.cpu[op] /= time.Duration(max(counted, 1))
+	}
+	for op := range c.gpu {
+		c.gpu[op] /= time.Duration(max(counted, 1))
+	}
+	if xferTime > 0 {
+		c.bandwidth = float64(xferBytes) / xferTime.Seconds()
+	}
+	if len(tiFr) > 0 {
+		c.ti = math.Round(mean(tiFr)*100) / 100
+	}
+	return c, nil
+}
+
+// sameOutput compares a CPU and a GPU output: exactly, except the feature
+// tables (sums in another order), within a relative 1e-9.
+func sameOutput(key string, cpu, gpu []byte) bool {
+	if _, ok := featIDs()[key]; !ok {
+		return bytes.Equal(cpu, gpu)
+	}
+	a, b := view[float64](cpu), view[float64](gpu)
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-9*max(1, math.Abs(a[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// wrongEstimates returns the measured speedups with an error of pct
+// percent in the manner of seed 001 §IV.F: the operations below the median
+// speedup are overestimated, the others underestimated, which squeezes
+// the order PATS relies on.
+func wrongEstimates(sp map[string]float64, pct int) map[string]float64 {
+	var vs []float64
+	for _, v := range sp {
+		vs = append(vs, v)
+	}
+	sort.Float64s(vs)
+	med := 0.0
+	if len(vs) > 0 {
+		med = vs[len(vs)/2]
+	}
+	e := float64(pct) / 100
+	out := map[string]float64{}
+	for k, v := range sp {
+		if v < med {
+			out[k] = v * (1 + e)
+		} else {
+			out[k] = max(v*(1-e), 1e-9)
+		}
+	}
+	return out
+}
+
+// simFlows returns the hardware workload for the simulator: the same
+// operations (CPU-only where they are) with the measured costs.
+func (h *hwSetup) simFlows(c *calibration, est map[string]float64) []*pats.Flow {
+	ops := map[string]*pats.Op[int]{}
+	for _, o := range h.specs {
+		impls := map[device.Kind]pats.Impl[int]{device.CPU: noop}
+		if _, ok := c.gpu[o.name]; ok && len(h.accels) > 0 {
+			impls[device.GPU] = noop
+		}
+		ops[o.name] = &pats.Op[int]{Name: o.name, Speedup: est[o.name], Impls: impls}
+	}
+	fs := make([]*pats.Flow, h.tiles)
+	for i := range fs {
+		f := pats.NewFlow(tileName(i))
+		for _, o := range h.specs {
+			var reads []pats.Data
+			for _, k := range o.reads {
+				reads = append(reads, pats.Data{Key: k, Bytes: h.regionBuf[k]})
+			}
+			pats.Add(f, ops[o.name], i, pats.Reads(reads...),
+				pats.Writes(pats.Data{Key: o.writes, Bytes: h.regionBuf[o.writes]}),
+				pats.WithCost(pats.Cost{CPU: c.cpu[o.name], GPU: c.gpu[o.name]}))
+		}
+		fs[i] = f
+	}
+	return fs
+}
+
+// hwRun is one configuration's measured and simulated result.
+type hwRun struct {
+	name      string
+	cfg       pats.Config
+	rep       *pats.Report
+	sim       *pats.Report
+	nuclei    []int
+	wall      time.Duration
+	estimates map[string]float64
+}
+
+// hwResults is the outcome of a hardware experiment.
+type hwResults struct {
+	cal  *calibration
+	runs []hwRun
+	same bool // every configuration found the same nuclei in every tile
+}
+
+// run runs the experiment: generation, calibration, then every
+// configuration on a fresh output storage.
+func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
+	h.specs = pipeline()
+	h.regionBuf = realBytes(h.size)
+	t0 := time.Now()
+	in := region.NewMemory()
+	s, err := newSlide(ctx, h.tiles, h.size, h.seed, in, region.NewMemory())
+	if err != nil {
+		return nil, err
+	}
+	h.logf("generated %d tiles of %dx%d px in %v", h.tiles, h.size, h.size, time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	cal, err := h.calibrate(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	h.logf("calibrated on %d tiles in %v", h.calTiles, time.Since(t0).Round(time.Millisecond))
+	sp := cal.speedups()
+	ti := cal.ti
+	configs := []struct {
+		name string
+		cfg  pats.Config
+		est  map[string]float64
+	}{
+		{"FCFS", pats.Config{Policy: pats.FCFS, Window: h.window}, sp},
+		{"PATS", pats.Config{Policy: pats.PATS, Window: h.window}, sp},
+		{"PATS+DL+prefetch", pats.Config{Policy: pats.PATS, Window: h.window, Locality: true, TransferImpact: ti, Prefetch: true}, sp},
+		{"PATS+DL+prefetch, learned", pats.Config{Policy: pats.PATS, Window: h.window, Locality: true, TransferImpact: ti, Prefetch: true, Learn: true}, nil},
+		{"PATS+DL+prefetch, 50% wrong", pats.Config{Policy: pats.PATS, Window: h.window, Locality: true, TransferImpact: ti, Prefetch: true}, wrongEstimates(sp, 50)},
+	}
+	res := &hwResults{cal: cal, same: true}
+	machine := pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth}
+	for _, c := range configs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s.out = region.NewMemory()
+		reg := &jobRegistry{}
+		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels), reg: reg}
+		units := append(pats.CPUUnits(h.cpus), reg.accelUnits(h.accels)...)
+		t0 := time.Now()
+		results, rep, _, err := tr.run(ctx, s, c.cfg, units)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		r := hwRun{name: c.name, cfg: c.cfg, rep: rep, wall: time.Since(t0), estimates: c.est}
+		for _, t := range results {
+			r.nuclei = append(r.nuclei, t.nuclei)
+		}
+		if len(res.runs) > 0 && !slices.Equal(r.nuclei, res.runs[0].nuclei) {
+			res.same = false
+		}
+		if r.sim, err = pats.Simulate(c.cfg, machine, h.simFlows(cal, c.est)); err != nil {
+			return nil, fmt.Errorf("%s: simulate: %w", c.name, err)
+		}
+		h.logf("%s: %.2f tiles/s (simulated %.2f)", c.name, tilesPerSecond(h.tiles, rep), tilesPerSecond(h.tiles, r.sim))
+		res.runs = append(res.runs, r)
+	}
+	return res, nil
+}
+
+// markdown writes the results as the tables of docs/pats.
+func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
+	cal := res.cal
+	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d.\n\n",
+		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window)
+	fmt.Fprintf(w, "Measured op by op on %d tiles (after one warm-up), one CPU core and one GPU, transfers excluded; host-GPU bandwidth %.2f GB/s, transfer impact %.2f.\n\n",
+		max(h.calTiles-1, 1), cal.bandwidth/1e9, cal.ti)
+	fmt.Fprintf(w, "| operation | CPU ms | GPU ms | speedup |\n|---|---:|---:|---:|\n")
+	for _, o := range h.specs {
+		g, sp := "CPU only", "-"
+		if d, ok := cal.gpu[o.name]; ok {
+			g = fmt.Sprintf("%.2f", d.Seconds()*1e3)
+			sp = fmtSpeedup(cal.speedups()[o.name])
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %s | %s |\n", o.name, cal.cpu[o.name].Seconds()*1e3, g, sp)
+	}
+	check := "every GPU output equals the CPU's"
+	if len(cal.mismatch) > 0 {
+		check = "GPU outputs DIFFER from the CPU's: " + strings.Join(cal.mismatch, ", ")
+	}
+	fmt.Fprintf(w, "\nCheck: %s.", check)
+	if res.same {
+		fmt.Fprintf(w, " Every configuration found the same nuclei in every tile.\n\n")
+	} else {
+		fmt.Fprintf(w, " The configurations found DIFFERENT nuclei.\n\n")
+	}
+	fcfs := res.runs[0].rep.Makespan
+	fmt.Fprintf(w, "| configuration | makespan s | tiles/s | vs FCFS | simulated s | simulator error |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range res.runs {
+		m := r.rep.Makespan
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2fx | %.2f | %+.1f%% |\n", r.name, m.Seconds(), tilesPerSecond(h.tiles, r.rep),
+			fcfs.Seconds()/m.Seconds(), r.sim.Makespan.Seconds(), 100*(r.sim.Makespan.Seconds()/m.Seconds()-1))
+	}
+	fmt.Fprintf(w, "\nShare of each operation's instances run on the GPU (measured; simulated in brackets):\n\n| operation |")
+	for _, r := range res.runs {
+		fmt.Fprintf(w, " %s |", r.name)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(res.runs)))
+	for _, o := range h.specs {
+		fmt.Fprintf(w, "| %s |", o.name)
+		for _, r := range res.runs {
+			fmt.Fprintf(w, " %s (%s) |", gpuShare(r.rep, o.name), gpuShare(r.sim, o.name))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(res.runs) >= 5 {
+		p, dl, learn, wrong := res.runs[1].rep.Makespan, res.runs[2].rep.Makespan, res.runs[3].rep.Makespan, res.runs[4].rep.Makespan
+		fmt.Fprintf(w, "\nPATS over FCFS %.2fx (PATS+DL+prefetch %.2fx); learned speedups %+.1f%% and 50%%-wrong estimates %+.1f%% makespan against PATS+DL+prefetch with measured speedups.\n",
+			fcfs.Seconds()/p.Seconds(), fcfs.Seconds()/dl.Seconds(), 100*(learn.Seconds()/dl.Seconds()-1), 100*(wrong.Seconds()/dl.Seconds()-1))
+	}
+}
+
+// gpuShare formats the GPU share of op in r, or "-" when it did not run.
+func gpuShare(r *pats.Report, op string) string {
+	for _, o := range r.Ops {
+		if o.Name == op && o.CPU+o.GPU > 0 {
+			return fmt.Sprintf("%.0f%%", 100*o.GPUShare())
+		}
+	}
+	return "-"
+}
+
+// runHardware runs the experiment on this machine (-hardware) and writes
+// its tables to stdout, and to hardware.md in -out if given.
+func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err error) {
+	var accels []accel
+	kind := "host accelerators (host memory posing as GPUs)"
+	command := "pathology -hardware"
+	if o.hostGPUs > 0 {
+		accels = hostAccels(o.hostGPUs)
+		command += fmt.Sprintf(" -host-gpus %d", o.hostGPUs)
+	} else {
+		limit := 0
+		if o.set["gpus"] {
+			limit = o.gpus
+		}
+		if accels, err = cudaAccels(limit); err != nil {
+			return fmt.Errorf("-hardware: %w (build with -tags cuda and run on a machine with a GPU, or pose host memory as GPUs with -host-gpus N)", err)
+		}
+		var names []string
+		for _, a := range accels {
+			names = append(names, a.Name())
+		}
+		kind = "GPU (" + strings.Join(names, ", ") + ")"
+	}
+	defer func() {
+		if cerr := closeAccels(accels); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if o.out != "" {
+		if err := outfile.CheckDir(o.out); err != nil {
+			return err
+		}
+	}
+	h := &hwSetup{cpus: o.cpus, accels: accels, tiles: o.tiles, size: o.tileSize, window: o.window,
+		seed: o.seed, calTiles: 3, gpuKind: kind, log: stderr}
+	if !o.set["cpus"] {
+		h.cpus = max(1, runtime.NumCPU()-len(accels)) // a core per GPU manager thread, as in seed 001
+	}
+	if !o.set["tile-size"] {
+		h.size = 4096
+	}
+	if !o.set["window"] {
+		h.window = 2 * (h.cpus + len(accels))
+	}
+	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed"} {
+		if o.set[f] {
+			command += fmt.Sprintf(" -%s %s", f, map[string]string{"cpus": fmt.Sprint(h.cpus), "tiles": fmt.Sprint(h.tiles),
+				"tile-size": fmt.Sprint(h.size), "window": fmt.Sprint(h.window), "seed": fmt.Sprint(h.seed)}[f])
+		}
+	}
+	res, err := h.run(ctx)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	h.markdown(&b, res, command)
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
+		return err
+	}
+	if o.out != "" {
+		if err := writeString(filepath.Join(o.out, "hardware.md"), b.String()); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwritten to %s\n", filepath.Join(o.out, "hardware.md"))
+	}
+	if len(res.cal.mismatch) > 0 || !res.same {
+		return fmt.Errorf("-hardware: results differ (GPU vs CPU: %v; same nuclei in every configuration: %v)", res.cal.mismatch, res.same)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+//go:build cuda
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gohtgs/htgs/region"
+)
+
+// These tests need a GPU: they skip, with the reason, where none is
+// usable. Build them with go test -c -tags cuda and run the binary there.
+
+func cudaOrSkip(t *testing.T) []accel {
+	t.Helper()
+	as, err := cudaAccels(1)
+	if err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := closeAccels(as); err != nil {
+			t.Error(err)
+		}
+	})
+	return as
+}
+
+// TestCUDAKernelsMatchCPU runs every GPU operation on the GPU, on tiles of
+// awkward and large sizes, and compares the outputs with the CPU's.
+func TestCUDAKernelsMatchCPU(t *testing.T) {
+	as := cudaOrSkip(t)
+	ctx := context.Background()
+	for _, size := range []int{1, 17, 333, 2048} {
+		s, err := newSlide(ctx, 2, size, 11, region.NewMemory(), region.NewMemory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &hwSetup{cpus: 1, accels: as, tiles: 2, size: size, calTiles: 2, specs: pipeline(), regionBuf: realBytes(size)}
+		c, err := h.calibrate(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.mismatch) > 0 {
+			t.Errorf("size %d: the GPU differs from the CPU in %v", size, c.mismatch)
+		}
+		for _, op := range gpuOpNames {
+			t.Logf("size %d: %-14s cpu %v gpu %v speedup %.1f", size, op, c.cpu[op], c.gpu[op], c.speedups()[op])
+		}
+		t.Logf("size %d: bandwidth %.2f GB/s", size, c.bandwidth/1e9)
+	}
+}
+
+// TestCUDAHardwareRun runs a small hardware experiment on the GPU.
+func TestCUDAHardwareRun(t *testing.T) {
+	cudaOrSkip(t) // skip early; the run opens its own
+	var out, errOut bytes.Buffer
+	args := []string{"-hardware", "-gpus", "1", "-cpus", "4", "-tiles", "8", "-tile-size", "512"}
+	if code := realMain(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "every GPU output equals the CPU's") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	t.Log(out.String())
+}

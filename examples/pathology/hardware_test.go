@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gohtgs/htgs/region"
+)
+
+// TestFillHoles checks the reconstruction on a ring (its hole is filled)
+// and an open ring (its inside reaches the border: not filled).
+func TestFillHoles(t *testing.T) {
+	const w, h = 9, 7
+	ring := func(open bool) []uint8 {
+		m := make([]uint8, w*h)
+		for y := 1; y <= 5; y++ {
+			for x := 1; x <= 5; x++ {
+				if x == 1 || x == 5 || y == 1 || y == 5 {
+					m[y*w+x] = 1
+				}
+			}
+		}
+		if open {
+			m[3*w+5] = 0
+		}
+		return m
+	}
+	for _, open := range []bool{false, true} {
+		in, out := ring(open), make([]uint8, w*h)
+		fillHoles(in, out, w, h)
+		if got := out[3*w+3]; got != map[bool]uint8{false: 1, true: 0}[open] {
+			t.Errorf("open=%v: centre = %d", open, got)
+		}
+		if out[0] != 0 || out[3*w+7] != 0 {
+			t.Errorf("open=%v: the outside was filled", open)
+		}
+	}
+}
+
+// TestGPUMirrorsMatchCPU runs every operation with a GPU implementation on
+// generated tiles, on the CPU and through the Go mirrors of the CUDA
+// kernels (a host accelerator, with uploads and downloads), and compares
+// the outputs: exactly, the feature tables within 1e-9.
+func TestGPUMirrorsMatchCPU(t *testing.T) {
+	ctx := context.Background()
+	for _, size := range []int{1, 17, 96} {
+		s, err := newSlide(ctx, 3, size, 7, region.NewMemory(), region.NewMemory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &hwSetup{cpus: 1, accels: hostAccels(1), tiles: 3, size: size, calTiles: 3, specs: pipeline(), regionBuf: realBytes(size)}
+		c, err := h.calibrate(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.mismatch) > 0 {
+			t.Errorf("size %d: GPU mirrors differ from the CPU in %v", size, c.mismatch)
+		}
+		if len(c.gpu) != len(gpuOpNames) {
+			t.Errorf("size %d: timed %d operations on the GPU, want %d", size, len(c.gpu), len(gpuOpNames))
+		}
+	}
+}
+
+// TestDistanceMirror compares the iterated relaxation of the GPU with the
+// CPU's two-pass distance transform on random masks.
+func TestDistanceMirror(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		w, h := 1+r.IntN(40), 1+r.IntN(40)
+		mask := make([]uint8, w*h)
+		for i := range mask {
+			if r.IntN(5) > 0 {
+				mask[i] = 1
+			}
+		}
+		want, got := make([]uint16, w*h), make([]uint16, w*h)
+		distanceTransform(mask, want, w, h)
+		refDTInit(mask, got)
+		for refDTStep(got, w, h) {
+		}
+		if !bytes.Equal(bytesOf(want), bytesOf(got)) {
+			t.Fatalf("%dx%d: relaxation %v, two passes %v", w, h, got, want)
+		}
+	}
+}
+
+// TestHardwareHostGPUs runs the hardware experiment with host memory
+// posing as a GPU.
+func TestHardwareHostGPUs(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	args := []string{"-hardware", "-host-gpus", "1", "-cpus", "2", "-tiles", "5", "-tile-size", "48", "-out", dir}
+	if code := realMain(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "hardware.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"every GPU output equals the CPU's", "same nuclei in every tile", "| FCFS |",
+		"PATS+DL+prefetch, 50% wrong", "| FillHoles |", "CPU only", "simulator error"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("hardware.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestHardwareFlags(t *testing.T) {
+	for _, args := range [][]string{{"-hardware", "-sim"}, {"-host-gpus", "1"}, {"-hardware", "-host-gpus", "-1"}, {"-hardware", "-quick"}} {
+		var out, errOut bytes.Buffer
+		if code := realMain(context.Background(), args, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestHardwareWithoutCUDA: without the cuda tag (or a GPU), -hardware
+// without -host-gpus fails and says what to do.
+func TestHardwareWithoutCUDA(t *testing.T) {
+	if as, err := cudaAccels(0); err == nil {
+		_ = closeAccels(as)
+		t.Skip("a CUDA device is present")
+	}
+	var out, errOut bytes.Buffer
+	if code := realMain(context.Background(), []string{"-hardware", "-tiles", "1"}, &out, &errOut); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(errOut.String(), "-host-gpus") {
+		t.Errorf("error does not mention -host-gpus: %s", errOut.String())
+	}
+}
