@@ -1,0 +1,431 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gohtgs/htgs/task"
+)
+
+// Client is the graph's side of a cluster: it publishes the inputs of its
+// [Remote] tasks to the work stream and receives their results on its own
+// result subject, which it consumes for as long as it is open. One Client
+// serves any number of Remote tasks and graph runs; it is safe for
+// concurrent use.
+type Client struct {
+	st   *stores
+	id   string
+	cons jetstream.ConsumeContext
+	name string // the result consumer's name
+
+	mu      sync.Mutex
+	waiting map[string]chan *nats.Msg
+	closed  bool
+	seq     atomic.Uint64
+
+	stats clientStats
+}
+
+type clientStats struct {
+	mu          sync.Mutex
+	sent        int64
+	results     int64
+	duplicates  int64
+	redelivered int64
+	byWorker    map[string]int64
+}
+
+// NewClient sets up the namespace's streams on nc's JetStream (creating
+// them if no one has) and starts consuming this client's results. Close
+// stops it; nc stays open and remains the caller's.
+func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: client: %w", err)
+	}
+	st, err := setup(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("cluster: client id: %w", err)
+	}
+	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]chan *nats.Msg{}}
+	c.stats.byWorker = map[string]int64{}
+	c.name = "client-" + c.id
+	cons, err := js.CreateOrUpdateConsumer(ctx, st.n.resultStream(), jetstream.ConsumerConfig{
+		Name:              c.name,
+		Description:       "htgs cluster: results of one client",
+		FilterSubject:     st.n.result(c.id),
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		InactiveThreshold: time.Minute,
+		MaxAckPending:     -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: client %s: result consumer: %w", c.id, err)
+	}
+	c.cons, err = cons.Consume(c.deliver, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		cfg.log.Debug("cluster: result consumer", "client", c.id, "err", err)
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: client %s: consume results: %w", c.id, err)
+	}
+	return c, nil
+}
+
+// deliver hands one result to the Execute waiting for it; a result nobody
+// waits for (a duplicate from a redelivered input, or one for a cancelled
+// run) is dropped.
+func (c *Client) deliver(m jetstream.Msg) {
+	_ = m.Ack()
+	id := m.Headers().Get(hID)
+	c.mu.Lock()
+	ch, ok := c.waiting[id]
+	delete(c.waiting, id)
+	c.mu.Unlock()
+	c.stats.mu.Lock()
+	if ok {
+		c.stats.results++
+		c.stats.byWorker[m.Headers().Get(hWorker)]++
+		if m.Headers().Get(hDelivered) != "" {
+			c.stats.redelivered++
+		}
+	} else {
+		c.stats.duplicates++
+	}
+	c.stats.mu.Unlock()
+	if ok {
+		ch <- &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+	}
+}
+
+// Close stops consuming results and deletes this client's consumer;
+// Executes still waiting fail with [ErrClosed]. The NATS connection stays
+// open.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	for id, ch := range c.waiting {
+		close(ch)
+		delete(c.waiting, id)
+	}
+	c.mu.Unlock()
+	c.cons.Stop()
+	<-c.cons.Closed()
+	if !c.st.js.Conn().IsConnected() {
+		return nil // the consumer goes away by itself once inactive
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.st.js.DeleteConsumer(ctx, c.st.n.resultStream(), c.name)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("cluster: client %s: close: %w", c.id, err)
+	}
+	return nil
+}
+
+// ClientStats counts what a client received.
+type ClientStats struct {
+	Sent        int64            // inputs published
+	Results     int64            // results delivered to a waiting Execute
+	Duplicates  int64            // results dropped: already delivered, or for a cancelled Execute
+	Redelivered int64            // delivered results whose input had been delivered to a worker before
+	ByWorker    map[string]int64 // delivered results per worker name
+}
+
+// Stats returns the client's counters so far.
+func (c *Client) Stats() ClientStats {
+	c.stats.mu.Lock()
+	defer c.stats.mu.Unlock()
+	s := ClientStats{Sent: c.stats.sent, Results: c.stats.results, Duplicates: c.stats.duplicates, Redelivered: c.stats.redelivered, ByWorker: map[string]int64{}}
+	for k, v := range c.stats.byWorker {
+		s.ByWorker[k] = v
+	}
+	return s
+}
+
+// WorkerInfo describes a live worker, as it registers itself.
+type WorkerInfo struct {
+	Name  string            `json:"name"`
+	Host  string            `json:"host"`
+	PID   int               `json:"pid"`
+	Tasks map[string]string `json:"tasks"` // task name → version
+}
+
+// Workers lists the live workers of the namespace, sorted by name.
+func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	return listWorkers(ctx, c.st.dir)
+}
+
+func listWorkers(ctx context.Context, kv jetstream.KeyValue) ([]WorkerInfo, error) {
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: list workers: %w", err)
+	}
+	var ws []WorkerInfo
+	for k := range lister.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue // expired meanwhile
+		}
+		var w WorkerInfo
+		if json.Unmarshal(e.Value(), &w) == nil {
+			ws = append(ws, w)
+		}
+	}
+	slices.SortFunc(ws, func(a, b WorkerInfo) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return ws, nil
+}
+
+// Remote is a task whose copies run on worker processes: each input is
+// encoded, published to the work stream under the task's name, executed by
+// whichever worker pulls it, and its outputs come back to the Execute that
+// sent it, which emits them downstream. It sits in a graph like any task:
+//
+//	r, err := cluster.NewRemote[Tile, Features](client, "features")
+//	feats := graph.AddTask(g, "features", 64, r.Task)
+//
+// The graph-side copies only wait, so give the node as many threads as the
+// number of inputs the graph should keep in flight across all workers; each
+// worker's own window (its Threads) bounds what it takes at a time.
+type Remote[In, Out any] struct {
+	c       *Client
+	name    string
+	version string
+	codec   Codec
+}
+
+// TaskOption configures a [Remote] or a task a [Worker] handles.
+type TaskOption interface{ applyTask(*taskConfig) }
+
+type taskOption func(*taskConfig)
+
+func (f taskOption) applyTask(c *taskConfig) { f(c) }
+
+type taskConfig struct {
+	version       string
+	codec         Codec
+	threads       int
+	ackWait       time.Duration
+	maxAckPending int
+}
+
+func newTaskConfig(opts []TaskOption) taskConfig {
+	c := taskConfig{version: "v0", codec: Gob(), threads: 1, ackWait: 30 * time.Second, maxAckPending: 1000}
+	for _, o := range opts {
+		o.applyTask(&c)
+	}
+	return c
+}
+
+// Version sets the version of a task's implementation. A Remote and the
+// workers serving it must agree, or the worker refuses the input and both
+// sides report [ErrMismatch]. Default "v0".
+func Version(v string) TaskOption { return taskOption(func(c *taskConfig) { c.version = v }) }
+
+// WithCodec sets a task's codec (default [Gob]); a Remote and its workers
+// must agree.
+func WithCodec(codec Codec) TaskOption { return taskOption(func(c *taskConfig) { c.codec = codec }) }
+
+// Threads sets how many copies of a task a worker runs, which is also how
+// many of its inputs the worker takes at a time: its window. Default 1.
+// Remotes ignore it.
+func Threads(n int) TaskOption { return taskOption(func(c *taskConfig) { c.threads = n }) }
+
+// AckWait sets how long an input taken by a worker stays invisible to
+// other workers; if the worker neither finishes nor reports progress in
+// that time (it was killed), the input is delivered again. Workers report
+// progress every third of it while a task runs, so long tasks are safe.
+// Default 30 s; the workers' setting wins. Remotes ignore it.
+func AckWait(d time.Duration) TaskOption { return taskOption(func(c *taskConfig) { c.ackWait = d }) }
+
+// MaxAckPending bounds the inputs of a task taken by all workers together
+// and not yet finished (JetStream's MaxAckPending). Default 1000; the
+// workers' setting wins. Remotes ignore it.
+func MaxAckPending(n int) TaskOption {
+	return taskOption(func(c *taskConfig) { c.maxAckPending = n })
+}
+
+// NewRemote returns the graph side of the task registered as name by the
+// workers. Its Task method is the factory to pass to graph.AddTask.
+func NewRemote[In, Out any](c *Client, name string, opts ...TaskOption) (*Remote[In, Out], error) {
+	if err := checkName("task", name); err != nil {
+		return nil, err
+	}
+	tc := newTaskConfig(opts)
+	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec}, nil
+}
+
+// Name returns the task name the workers registered.
+func (r *Remote[In, Out]) Name() string { return r.name }
+
+// Task returns a new graph-side copy of the task, for graph.AddTask.
+func (r *Remote[In, Out]) Task() task.Task[In, Out] { return &remoteCopy[In, Out]{r: r} }
+
+type remoteCopy[In, Out any] struct{ r *Remote[In, Out] }
+
+func (rc *remoteCopy[In, Out]) Execute(ctx context.Context, in In, out task.Emitter[Out]) error {
+	outs, err := rc.r.Call(ctx, in)
+	if err != nil {
+		return err
+	}
+	for _, v := range outs {
+		if err := out.Emit(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Call runs the task on a worker for one input and returns its outputs, in
+// the order the worker's Execute emitted them. Call is what each graph-side
+// copy's Execute does; it is also usable outside graphs.
+func (r *Remote[In, Out]) Call(ctx context.Context, in In) ([]Out, error) {
+	c := r.c
+	st := c.st
+	data, err := r.codec.Marshal(&in)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: task %q: encode input: %w", r.name, err)
+	}
+	id := c.id + "-" + strconv.FormatUint(c.seq.Add(1), 36)
+	msg := nats.NewMsg(st.n.work(r.name))
+	msg.Header.Set(hProto, protoVersion)
+	msg.Header.Set(hTask, r.name)
+	msg.Header.Set(hVersion, r.version)
+	msg.Header.Set(hCodec, r.codec.Name())
+	msg.Header.Set(hReply, st.n.result(c.id))
+	if len(data) > st.cfg.inlineLimit {
+		ref := id + ".in"
+		if _, err := st.obj.PutBytes(ctx, ref, data); err != nil {
+			return nil, fmt.Errorf("cluster: task %q: store input: %w", r.name, err)
+		}
+		defer st.obj.Delete(context.WithoutCancel(ctx), ref)
+		msg.Header.Set(hRef, ref)
+		data = nil
+	}
+	msg.Data = data
+
+	ch := make(chan *nats.Msg, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
+	}
+	c.waiting[id] = ch
+	c.mu.Unlock()
+	forget := func() {
+		c.mu.Lock()
+		delete(c.waiting, id)
+		c.mu.Unlock()
+	}
+	ack, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
+	if err != nil {
+		forget()
+		return nil, fmt.Errorf("cluster: task %q: publish input: %w", r.name, err)
+	}
+	c.stats.mu.Lock()
+	c.stats.sent++
+	c.stats.mu.Unlock()
+
+	probe := time.NewTimer(st.cfg.probe)
+	defer probe.Stop()
+	ackOK, ackErr := ack.Ok(), ack.Err()
+	for {
+		select {
+		case res, ok := <-ch:
+			if !ok {
+				return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
+			}
+			return r.decode(ctx, res)
+		case <-ackOK:
+			ackOK, ackErr = nil, nil
+		case err := <-ackErr:
+			forget()
+			return nil, fmt.Errorf("cluster: task %q: publish input: %w", r.name, err)
+		case <-probe.C:
+			if err := r.checkServed(ctx); err != nil {
+				forget()
+				return nil, err
+			}
+			probe.Reset(st.cfg.probe)
+		case <-ctx.Done():
+			forget()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// checkServed fails with ErrNoWorker when workers are registered but none
+// of them serves r's task.
+func (r *Remote[In, Out]) checkServed(ctx context.Context) error {
+	ws, err := listWorkers(ctx, r.c.st.dir)
+	if err != nil || len(ws) == 0 {
+		return nil // no worker yet: keep waiting for one
+	}
+	var seen []string
+	for _, w := range ws {
+		if _, ok := w.Tasks[r.name]; ok {
+			return nil
+		}
+		for t, v := range w.Tasks {
+			seen = append(seen, w.Name+":"+t+"@"+v)
+		}
+	}
+	slices.Sort(seen)
+	return fmt.Errorf("cluster: task %q: %w (live workers serve %v)", r.name, ErrNoWorker, seen)
+}
+
+func (r *Remote[In, Out]) decode(ctx context.Context, res *nats.Msg) ([]Out, error) {
+	h := res.Header
+	if msg := h.Get(hErr); msg != "" {
+		return nil, &RemoteError{Task: r.name, Worker: h.Get(hWorker), Host: h.Get(hHost), Msg: msg, kind: h.Get(hKind)}
+	}
+	data := res.Data
+	if ref := h.Get(hRef); ref != "" {
+		var err error
+		data, err = r.c.st.obj.GetBytes(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: task %q: result from worker %s: load %s: %w", r.name, h.Get(hWorker), ref, err)
+		}
+		_ = r.c.st.obj.Delete(context.WithoutCancel(ctx), ref)
+	}
+	var outs []Out
+	if n, _ := strconv.Atoi(h.Get(hCount)); n > 0 {
+		if err := r.codec.Unmarshal(data, &outs); err != nil {
+			return nil, fmt.Errorf("cluster: task %q: result from worker %s: %w: %w", r.name, h.Get(hWorker), ErrMalformed, err)
+		}
+		if len(outs) != n {
+			return nil, fmt.Errorf("cluster: task %q: result from worker %s: %w: %d outputs, header says %d", r.name, h.Get(hWorker), ErrMalformed, len(outs), n)
+		}
+	}
+	return outs, nil
+}

@@ -1,0 +1,151 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gohtgs/htgs/graph"
+)
+
+// runAsync runs the inputs through a graph with the remote square task and
+// returns a channel that yields the sorted outputs (or fails the test).
+func runAsync(t *testing.T, r *Remote[job, answer], in []job) <-chan []answer {
+	t.Helper()
+	g := graph.New[job, answer]("squares")
+	sq := graph.AddTask(g, "square", 32, r.Task)
+	graph.Connect(g.Input(), sq)
+	graph.Connect(sq, g.Output())
+	res := make(chan []answer, 1)
+	go func() {
+		var out []answer
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := g.Run(ctx, slices.Values(in), func(a answer) error {
+			out = append(out, a)
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		slices.SortFunc(out, func(a, b answer) int { return a.N - b.N })
+		res <- out
+	}()
+	return res
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A worker process killed with SIGKILL while it holds inputs loses none:
+// they are delivered again after the ack wait (1 s) to another worker, and
+// every input is counted once.
+func TestWorkerKilledMidTask(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	c := newClient(t, nc)
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	in := jobs(40, 150*time.Millisecond)
+	want := runSquares(t, squareTask, 4, jobs(40, 0))
+
+	a := startProc(t, s, "A", 4)
+	done := runAsync(t, r, in)
+	waitFor(t, "worker A's first results", func() bool { return c.Stats().ByWorker["A"] >= 4 })
+	a.kill(t) // A holds 4 unacknowledged inputs, mid-sleep
+	killedAt := c.Stats().Results
+	startProc(t, s, "B", 4)
+	got := <-done
+
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the kill: %d results, want %d:\n got %v\nwant %v", len(got), len(want), got, want)
+	}
+	st := c.Stats()
+	if st.Results != 40 || st.ByWorker["A"]+st.ByWorker["B"] != 40 || st.ByWorker["A"] != killedAt {
+		t.Errorf("stats %+v (A had %d results when killed)", st, killedAt)
+	}
+	if st.Redelivered < 1 {
+		t.Errorf("no input was delivered again: %+v", st)
+	}
+	t.Logf("A answered %d before SIGKILL, B %d; %d inputs delivered again", st.ByWorker["A"], st.ByWorker["B"], st.Redelivered)
+}
+
+// A worker that dies after its result is stored but before its input is
+// acknowledged makes another worker run the input again; the second result
+// has the same message ID and is dropped, so the input counts once.
+func TestResultBeforeAckCountedOnce(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	c := newClient(t, nc)
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	in := jobs(20, 20*time.Millisecond)
+	want := runSquares(t, squareTask, 4, jobs(20, 0))
+
+	a := startProc(t, s, "A", 1, envExitAt+"=3")
+	done := runAsync(t, r, in)
+	err := <-a.done
+	a.done <- err
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("worker A ended with %v, want exit status 3", err)
+	}
+	startProc(t, s, "B", 2)
+	got := <-done
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	st := c.Stats()
+	if st.Results != 20 || st.ByWorker["A"] != 3 || st.ByWorker["B"] != 17 {
+		t.Errorf("stats %+v, want 3 results from A and 17 from B", st)
+	}
+	t.Logf("stats %+v", st)
+}
+
+// Goroutines of the client, the worker and the server are all gone after
+// the server shuts down first, under their feet.
+func TestNoLeakAfterServerShutdown(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	s, err := StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := s.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWorker(WorkerName("w"))
+	if err := registerV1(w); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- w.Serve(ctx, nc) }()
+	c, err := NewClient(context.Background(), nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	if outs, err := r.Call(context.Background(), job{N: 5}); err != nil || outs[0].Square != 25 {
+		t.Fatalf("%v %v", outs, err)
+	}
+	s.Shutdown()
+	cancel()
+	if err := <-served; err != nil {
+		t.Error(err)
+	}
+	_ = c.Close() // its consumer cannot be deleted any more
+	nc.Close()
+	goleak.VerifyNone(t, before)
+}

@@ -1,0 +1,236 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/gohtgs/htgs/task"
+)
+
+// The test binary doubles as a worker process: with envWorker set, TestMain
+// runs a worker instead of the tests (the re-exec pattern).
+const (
+	envWorker  = "HTGS_CLUSTER_TEST_WORKER"  // the worker's name
+	envThreads = "HTGS_CLUSTER_TEST_THREADS" // copies per task
+	envExitAt  = "HTGS_CLUSTER_TEST_EXIT_AT" // exit after storing this many results, before acking the last
+)
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(envWorker); name != "" {
+		os.Exit(workerMain(name))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// job is the input of the test tasks.
+type job struct {
+	N     int
+	Sleep time.Duration
+}
+
+// answer is the output of the "square" task.
+type answer struct {
+	N, Square int
+}
+
+func squareTask() task.Task[job, answer] {
+	return task.Func[job, answer](func(ctx context.Context, j job, out task.Emitter[answer]) error {
+		if j.Sleep > 0 {
+			select {
+			case <-time.After(j.Sleep):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		switch {
+		case j.N < 0:
+			return fmt.Errorf("negative input %d", j.N)
+		case j.N == 13:
+			panic("unlucky 13")
+		}
+		return out.Emit(answer{j.N, j.N * j.N})
+	})
+}
+
+// multiTask emits N outputs, 0..N-1.
+func multiTask() task.Task[int, int] {
+	return task.Func[int, int](func(_ context.Context, n int, out task.Emitter[int]) error {
+		for i := range n {
+			if err := out.Emit(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// reverseTask reverses a byte slice (large payloads).
+func reverseTask() task.Task[[]byte, []byte] {
+	return task.Map(func(_ context.Context, b []byte) ([]byte, error) {
+		r := make([]byte, len(b))
+		for i, v := range b {
+			r[len(b)-1-i] = v
+		}
+		return r, nil
+	})
+}
+
+// register adds the test tasks to w.
+func register(w *Worker, threads int, ackWait time.Duration) error {
+	opts := []TaskOption{Threads(threads), AckWait(ackWait), Version("v1")}
+	return errors.Join(
+		Handle(w, "square", squareTask, opts...),
+		Handle(w, "multi", multiTask, opts...),
+		Handle(w, "reverse", reverseTask, opts...),
+	)
+}
+
+// workerMain is a worker process: it joins the server named by EnvURL and
+// serves the test tasks until SIGTERM.
+func workerMain(name string) int {
+	nc, err := nats.Connect(os.Getenv(EnvURL))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	defer nc.Close()
+	threads, _ := strconv.Atoi(os.Getenv(envThreads))
+	w := NewWorker(WorkerName(name), Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if at, _ := strconv.Atoi(os.Getenv(envExitAt)); at > 0 {
+		var mu sync.Mutex
+		answered := 0
+		w.afterAnswer = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if answered++; answered == at {
+				os.Exit(3) // dies with a stored but unacknowledged result
+			}
+		}
+	}
+	if err := register(w, max(threads, 1), time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := w.Serve(ctx, nc); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// startServer starts an embedded server shut down at the end of the test.
+func startServer(t testing.TB, opts ...ServerOption) *Server {
+	t.Helper()
+	s, err := StartServer(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func connect(t testing.TB, s *Server) *nats.Conn {
+	t.Helper()
+	nc, err := s.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// fastProbe makes a Remote look for a serving worker after 100 ms.
+func fastProbe() Option {
+	return option(func(c *config) { c.probe = 100 * time.Millisecond; c.heartbeat = 200 * time.Millisecond })
+}
+
+func newClient(t testing.TB, nc *nats.Conn, opts ...Option) *Client {
+	t.Helper()
+	c, err := NewClient(context.Background(), nc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+// serveInProcess runs a worker in this process until the test ends.
+func serveInProcess(t testing.TB, nc *nats.Conn, name string, reg func(*Worker) error, opts ...Option) *Worker {
+	t.Helper()
+	w := NewWorker(append([]Option{WorkerName(name)}, opts...)...)
+	if err := reg(w); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Serve(ctx, nc) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return w
+}
+
+// workerProc is a worker process started from the test binary.
+type workerProc struct {
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	done   chan error
+}
+
+func startProc(t testing.TB, s *Server, name string, threads int, env ...string) *workerProc {
+	t.Helper()
+	p := &workerProc{cmd: exec.Command(os.Args[0], "-test.run=^$"), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), envWorker+"="+name, envThreads+"="+strconv.Itoa(threads), EnvURL+"="+s.AuthURL())
+	p.cmd.Env = append(p.cmd.Env, env...)
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() && p.stderr.Len() > 0 {
+			t.Logf("worker %s stderr:\n%s", name, p.stderr.String())
+		}
+	})
+	return p
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *workerProc) kill(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	p.done <- nil // for Cleanup
+}

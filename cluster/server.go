@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Server is an embedded NATS server with JetStream enabled, running in this
+// process. It listens on the loopback interface only, on a port chosen by
+// the system, and accepts only clients that present its token, which is
+// generated from crypto/rand at start.
+//
+// An embedded server is the default for one machine: the manager process
+// starts one and its local worker processes connect to it. The same client
+// and worker code runs against a real NATS cluster: connect with
+// nats.Connect and the cluster's credentials instead.
+type Server struct {
+	ns      *server.Server
+	token   string
+	dir     string // the JetStream store directory
+	tempDir bool   // dir was made by StartServer and is removed on Shutdown
+}
+
+// ServerOption configures [StartServer].
+type ServerOption interface{ applyServer(*serverConfig) }
+
+type serverConfig struct {
+	dir     string
+	token   string
+	port    int
+	maxWait time.Duration
+}
+
+type serverOption func(*serverConfig)
+
+func (f serverOption) applyServer(c *serverConfig) { f(c) }
+
+// StoreDir keeps the server's JetStream files (file-backed streams and
+// object stores) in dir, which outlives the server: a server started again
+// on the same directory finds its streams. Without it the server uses a
+// fresh temporary directory, removed by Shutdown.
+func StoreDir(dir string) ServerOption {
+	return serverOption(func(c *serverConfig) { c.dir = dir })
+}
+
+// ServerToken sets the token clients must present instead of a generated
+// one (for a server restarted on the same StoreDir and port, whose clients
+// reconnect with the token they know).
+func ServerToken(token string) ServerOption {
+	return serverOption(func(c *serverConfig) { c.token = token })
+}
+
+// ServerPort makes the server listen on a fixed loopback port instead of one
+// chosen by the system.
+func ServerPort(port int) ServerOption {
+	return serverOption(func(c *serverConfig) { c.port = port })
+}
+
+// StartServer starts an embedded NATS server with JetStream on 127.0.0.1
+// and waits until it accepts connections.
+func StartServer(opts ...ServerOption) (*Server, error) {
+	cfg := serverConfig{port: -1, maxWait: 10 * time.Second}
+	for _, o := range opts {
+		o.applyServer(&cfg)
+	}
+	s := &Server{dir: cfg.dir, token: cfg.token}
+	if s.token == "" {
+		var b [24]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("cluster: server token: %w", err)
+		}
+		s.token = hex.EncodeToString(b[:])
+	}
+	if s.dir == "" {
+		d, err := os.MkdirTemp("", "htgs-nats-*")
+		if err != nil {
+			return nil, fmt.Errorf("cluster: server store: %w", err)
+		}
+		s.dir, s.tempDir = d, true
+	}
+	ns, err := server.NewServer(&server.Options{
+		ServerName:    "htgs-embedded",
+		Host:          "127.0.0.1",
+		Port:          cfg.port,
+		Authorization: s.token,
+		JetStream:     true,
+		StoreDir:      s.dir,
+		NoSigs:        true,
+		NoLog:         true,
+		MaxPayload:    8 << 20,
+	})
+	if err != nil {
+		s.removeDir()
+		return nil, fmt.Errorf("cluster: server: %w", err)
+	}
+	s.ns = ns
+	ns.Start()
+	if !ns.ReadyForConnections(cfg.maxWait) {
+		s.Shutdown()
+		return nil, errors.New("cluster: server: not ready for connections")
+	}
+	return s, nil
+}
+
+// URL returns the server's client URL without credentials, such as
+// nats://127.0.0.1:4222.
+func (s *Server) URL() string { return s.ns.ClientURL() }
+
+// Token returns the token clients must present.
+func (s *Server) Token() string { return s.token }
+
+// AuthURL returns the client URL with the token in it
+// (nats://TOKEN@127.0.0.1:PORT), the one string a local worker process
+// needs to join. It is a secret: hand it to children through the
+// environment (see [EnvURL]) rather than the command line, which other
+// users of the machine can read.
+func (s *Server) AuthURL() string {
+	u, err := url.Parse(s.URL())
+	if err != nil {
+		return s.URL()
+	}
+	u.User = url.User(s.token)
+	return u.String()
+}
+
+// Connect opens a client connection to the server with its token; opts are
+// passed on to nats.Connect.
+func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect(s.URL(), append([]nats.Option{nats.Token(s.token), nats.Name("htgs")}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: connect to embedded server: %w", err)
+	}
+	return nc, nil
+}
+
+// StoreDir returns the directory of the server's JetStream files.
+func (s *Server) StoreDir() string { return s.dir }
+
+// Shutdown stops the server, waits until all its goroutines have returned,
+// and removes its store directory if StartServer made it.
+func (s *Server) Shutdown() {
+	if s.ns != nil {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+	}
+	s.removeDir()
+}
+
+func (s *Server) removeDir() {
+	if s.tempDir {
+		os.RemoveAll(s.dir)
+		s.tempDir = false
+	}
+}
+
+// EnvURL is the environment variable through which [Server.AuthURL] is
+// handed to local worker processes.
+const EnvURL = "HTGS_NATS_URL"

@@ -1,0 +1,470 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gohtgs/htgs/task"
+)
+
+// Worker runs registered task implementations for the clients of a
+// namespace. A worker process is a normal Go program:
+//
+//	w := cluster.NewWorker()
+//	cluster.Handle(w, "features", newFeatures, cluster.Threads(4), cluster.Version("v2"))
+//	err := w.Serve(ctx, nc)
+//
+// Each handled task has one durable JetStream consumer shared by every
+// worker serving it, so the stream hands each input to one worker; a worker
+// pulls an input only when one of its copies is free.
+type Worker struct {
+	cfg      config
+	opts     []Option
+	host     string
+	handlers map[string]handler
+	order    []string
+
+	executed atomic.Int64
+	refused  atomic.Int64
+	serving  atomic.Bool
+
+	// afterAnswer, if set (by tests), runs after a result is stored and
+	// before its input is acknowledged.
+	afterAnswer func()
+}
+
+// handler is one registered task, with its types erased.
+type handler struct {
+	name string
+	tc   taskConfig
+	// newCopy makes one copy: init runs its Initialize, exec runs one input
+	// (the decoded payload) and returns the encoded outputs, shut its
+	// Shutdown.
+	newCopy func() workerCopy
+}
+
+type workerCopy struct {
+	init func(ctx context.Context, info task.Info) error
+	exec func(ctx context.Context, data []byte) (out []byte, n int, malformed bool, err error)
+	shut func(ctx context.Context) error
+}
+
+// NewWorker returns a worker with no tasks yet. Options must match its
+// clients' (Namespace); WorkerName names it in results and in the worker
+// directory.
+func NewWorker(opts ...Option) *Worker {
+	host, _ := os.Hostname()
+	return &Worker{opts: opts, host: host, handlers: map[string]handler{}}
+}
+
+// Handle registers newTask as the implementation of the task name on w.
+// It must be called before Serve; registering a name twice, or an invalid
+// name, is an error.
+func Handle[In, Out any](w *Worker, name string, newTask func() task.Task[In, Out], opts ...TaskOption) error {
+	if err := checkName("task", name); err != nil {
+		return err
+	}
+	if w.serving.Load() {
+		return fmt.Errorf("cluster: task %q: Handle after Serve", name)
+	}
+	if _, dup := w.handlers[name]; dup {
+		return fmt.Errorf("cluster: task %q registered twice", name)
+	}
+	tc := newTaskConfig(opts)
+	if tc.threads < 1 {
+		return fmt.Errorf("cluster: task %q: %d threads", name, tc.threads)
+	}
+	codec := tc.codec
+	w.handlers[name] = handler{name: name, tc: tc, newCopy: func() workerCopy {
+		t := newTask()
+		var wc workerCopy
+		wc.init = func(ctx context.Context, info task.Info) error {
+			if i, ok := t.(task.Initializer); ok {
+				return i.Initialize(ctx, info)
+			}
+			return nil
+		}
+		wc.shut = func(ctx context.Context) error {
+			if s, ok := t.(task.Shutdowner); ok {
+				return s.Shutdown(ctx)
+			}
+			return nil
+		}
+		wc.exec = func(ctx context.Context, data []byte) ([]byte, int, bool, error) {
+			var in In
+			if err := codec.Unmarshal(data, &in); err != nil {
+				return nil, 0, true, fmt.Errorf("decode input: %w", err)
+			}
+			em := &collector[Out]{}
+			err := t.Execute(ctx, in, em)
+			em.mu.Lock()
+			em.done = true
+			outs := em.outs
+			em.mu.Unlock()
+			if err != nil {
+				return nil, 0, false, err
+			}
+			if len(outs) == 0 {
+				return nil, 0, false, nil
+			}
+			b, err := codec.Marshal(&outs)
+			if err != nil {
+				return nil, 0, false, fmt.Errorf("encode outputs: %w", err)
+			}
+			return b, len(outs), false, nil
+		}
+		return wc
+	}}
+	w.order = append(w.order, name)
+	return nil
+}
+
+// collector is the Emitter of a worker-side copy: it keeps the outputs,
+// sent back together when Execute returns.
+type collector[T any] struct {
+	mu   sync.Mutex
+	outs []T
+	done bool
+}
+
+func (c *collector[T]) Emit(v T) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return task.ErrEmitClosed
+	}
+	c.outs = append(c.outs, v)
+	return nil
+}
+
+// WorkerStats counts what a worker did.
+type WorkerStats struct {
+	Executed int64 // inputs executed, successfully or not
+	Refused  int64 // messages refused: foreign, malformed or mismatched
+}
+
+// Stats returns the worker's counters so far.
+func (w *Worker) Stats() WorkerStats {
+	return WorkerStats{Executed: w.executed.Load(), Refused: w.refused.Load()}
+}
+
+// Name returns the worker's name (valid once Serve has started).
+func (w *Worker) Name() string { return w.cfg.workerName }
+
+// Serve runs the registered tasks on nc until ctx is cancelled, then lets
+// the running Executes finish (their inputs are answered and acknowledged),
+// runs every copy's Shutdown and returns nil. An input taken but not
+// finished when the worker dies is delivered again to another worker after
+// the task's AckWait. Serve returns an error if the streams or consumers
+// cannot be set up, or if a copy's Initialize fails.
+func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
+	if !w.serving.CompareAndSwap(false, true) {
+		return errors.New("cluster: worker: Serve called twice")
+	}
+	cfg, err := newConfig(w.opts)
+	if err != nil {
+		return err
+	}
+	if cfg.workerName == "" {
+		cfg.workerName = w.host + "-" + strconv.Itoa(os.Getpid())
+	}
+	w.cfg = cfg
+	if len(w.handlers) == 0 {
+		return fmt.Errorf("cluster: worker %s: no task registered", cfg.workerName)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
+	}
+	st, err := setup(ctx, js, cfg)
+	if err != nil {
+		return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
+	}
+	type run struct {
+		h    handler
+		cons jetstream.Consumer
+	}
+	var runs []run
+	for _, name := range w.order {
+		h := w.handlers[name]
+		cons, err := js.CreateOrUpdateConsumer(ctx, st.n.workStream(), jetstream.ConsumerConfig{
+			Durable:       name,
+			Description:   "htgs cluster: workers of task " + name,
+			FilterSubject: st.n.work(name),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       h.tc.ackWait,
+			MaxAckPending: h.tc.maxAckPending,
+			MaxDeliver:    -1,
+		})
+		if err != nil {
+			return fmt.Errorf("cluster: worker %s: task %q: consumer: %w", cfg.workerName, name, err)
+		}
+		runs = append(runs, run{h, cons})
+	}
+
+	// Register in the directory until Serve returns.
+	info := WorkerInfo{Name: cfg.workerName, Host: w.host, PID: os.Getpid(), Tasks: map[string]string{}}
+	for _, name := range w.order {
+		info.Tasks[name] = w.handlers[name].tc.version
+	}
+	entry, _ := json.Marshal(info)
+	key := cfg.workerName
+	if !validName.MatchString(key) {
+		key = "w" + strconv.Itoa(os.Getpid())
+	}
+	if _, err := st.dir.Put(ctx, key, entry); err != nil {
+		return fmt.Errorf("cluster: worker %s: register: %w", cfg.workerName, err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	fail := func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+		stop()
+	}
+	wg.Add(1)
+	go func() { // heartbeat in the directory
+		defer wg.Done()
+		t := time.NewTicker(cfg.heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				if !nc.IsConnected() {
+					return // the entry expires by itself
+				}
+				dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_ = st.dir.Delete(dctx, key)
+				cancel()
+				return
+			case <-t.C:
+				_, _ = st.dir.Put(runCtx, key, entry)
+			}
+		}
+	}()
+	for _, r := range runs {
+		for i := range r.h.tc.threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.runCopy(runCtx, st, r.h, r.cons, i); err != nil {
+					fail(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// runCopy is one copy of a task: it pulls one input at a time while ctx
+// lasts.
+func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, cons jetstream.Consumer, thread int) error {
+	wc := h.newCopy()
+	info := task.Info{Task: h.name, Thread: thread, Threads: h.tc.threads, Pipelines: 1}
+	if err := guard(func() error { return wc.init(task.WithInfo(ctx, info), info) }); err != nil {
+		return fmt.Errorf("cluster: worker %s: task %q (thread %d) initialize: %w", w.cfg.workerName, h.name, thread, err)
+	}
+	defer func() {
+		if err := guard(func() error { return wc.shut(context.WithoutCancel(ctx)) }); err != nil {
+			w.cfg.log.Error("cluster: shutdown", "worker", w.cfg.workerName, "task", h.name, "thread", thread, "err", err)
+		}
+	}()
+	ectx := task.WithInfo(ctx, info)
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			w.cfg.log.Warn("cluster: fetch", "worker", w.cfg.workerName, "task", h.name, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		for m := range batch.Messages() {
+			w.handle(ectx, st, h, wc, m)
+		}
+	}
+	return nil
+}
+
+// guard runs f and turns a panic into a *task.PanicError.
+func guard(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &task.PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
+}
+
+// handle answers one work message: it checks the headers, runs the task
+// (reporting progress while it runs) and publishes the result, then
+// acknowledges the input. A message it cannot accept is answered with an
+// error if it names a reply subject of this namespace, and terminated so
+// that it is not delivered again.
+func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCopy, m jetstream.Msg) {
+	hd := m.Headers()
+	id := hd.Get(hMsgID)
+	reply := hd.Get(hReply)
+	var delivered uint64
+	if md, err := m.Metadata(); err == nil {
+		delivered = md.NumDelivered
+	}
+	if !strings.HasPrefix(reply, st.n.ns+".res.") || strings.ContainsAny(reply[len(st.n.ns)+5:], ".*> ") || len(reply) == len(st.n.ns)+5 {
+		reply = ""
+	}
+	refuse := func(kind string, err error) {
+		w.refused.Add(1)
+		w.cfg.log.Error("cluster: refused message", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
+		if reply != "" && id != "" {
+			w.answer(ctx, st, h, reply, id, delivered, nil, 0, kind, err.Error())
+		}
+		_ = m.Term()
+	}
+	switch {
+	case id == "" || reply == "" || hd.Get(hProto) == "":
+		refuse(kindMalformed, fmt.Errorf("%w: not a request of namespace %s (missing message id, reply or protocol header)", ErrMalformed, st.n.ns))
+		return
+	case hd.Get(hProto) != protoVersion:
+		refuse(kindMismatch, fmt.Errorf("%w: protocol %q, worker %s speaks %q", ErrMismatch, hd.Get(hProto), w.cfg.workerName, protoVersion))
+		return
+	case hd.Get(hTask) != h.name:
+		refuse(kindMalformed, fmt.Errorf("%w: message for task %q on the subject of task %q", ErrMalformed, hd.Get(hTask), h.name))
+		return
+	case hd.Get(hVersion) != h.tc.version:
+		refuse(kindMismatch, fmt.Errorf("%w: client wants task %q version %q, worker %s has version %q", ErrMismatch, h.name, hd.Get(hVersion), w.cfg.workerName, h.tc.version))
+		return
+	case hd.Get(hCodec) != h.tc.codec.Name():
+		refuse(kindMismatch, fmt.Errorf("%w: client encodes task %q with codec %q, worker %s decodes %q", ErrMismatch, h.name, hd.Get(hCodec), w.cfg.workerName, h.tc.codec.Name()))
+		return
+	}
+	data := m.Data()
+	if ref := hd.Get(hRef); ref != "" {
+		var err error
+		data, err = st.obj.GetBytes(ctx, ref)
+		if err != nil {
+			if ctx.Err() != nil {
+				_ = m.Nak()
+				return
+			}
+			refuse(kindMalformed, fmt.Errorf("%w: input object %s: %v", ErrMalformed, ref, err))
+			return
+		}
+	}
+
+	// Report progress while the task runs, so that a long task keeps its
+	// input; a killed worker stops reporting and the input goes elsewhere.
+	progress := make(chan struct{})
+	var pwg sync.WaitGroup
+	pwg.Add(1)
+	go func() {
+		defer pwg.Done()
+		t := time.NewTicker(max(h.tc.ackWait/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-progress:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	var (
+		out       []byte
+		n         int
+		malformed bool
+	)
+	err := guard(func() error {
+		var err error
+		out, n, malformed, err = wc.exec(ctx, data)
+		return err
+	})
+	close(progress)
+	pwg.Wait()
+	if ctx.Err() != nil && err != nil {
+		_ = m.Nak() // stopped by Serve's end: another worker will run it
+		return
+	}
+	if !malformed {
+		w.executed.Add(1)
+	}
+	switch {
+	case malformed:
+		refuse(kindMalformed, fmt.Errorf("%w: %v", ErrMalformed, err))
+		return
+	case err != nil:
+		w.cfg.log.Warn("cluster: task failed", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
+		w.answer(ctx, st, h, reply, id, delivered, nil, 0, kindTask, err.Error())
+	default:
+		if !w.answer(ctx, st, h, reply, id, delivered, out, n, "", "") {
+			_ = m.Nak()
+			return
+		}
+		if w.afterAnswer != nil {
+			w.afterAnswer()
+		}
+	}
+	_ = m.Ack()
+}
+
+// answer publishes a result (or an error, if errMsg is set) and waits for
+// the stream to store it; false means it was not stored.
+func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id string, delivered uint64, out []byte, n int, kind, errMsg string) bool {
+	msg := nats.NewMsg(reply)
+	msg.Header.Set(hID, id)
+	msg.Header.Set(hWorker, w.cfg.workerName)
+	msg.Header.Set(hHost, w.host)
+	msg.Header.Set(hCount, strconv.Itoa(n))
+	if delivered > 1 {
+		msg.Header.Set(hDelivered, strconv.FormatUint(delivered, 10))
+	}
+	if errMsg != "" {
+		msg.Header.Set(hErr, errMsg)
+		msg.Header.Set(hKind, kind)
+	}
+	pctx := context.WithoutCancel(ctx)
+	if len(out) > st.cfg.inlineLimit {
+		ref := id + ".out"
+		if _, err := st.obj.PutBytes(pctx, ref, out); err != nil {
+			w.cfg.log.Error("cluster: store result", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
+			return false
+		}
+		msg.Header.Set(hRef, ref)
+		out = nil
+	}
+	msg.Data = out
+	pctx, cancel := context.WithTimeout(pctx, 10*time.Second)
+	defer cancel()
+	if _, err := st.js.PublishMsg(pctx, msg, jetstream.WithMsgID(id)); err != nil {
+		w.cfg.log.Error("cluster: publish result", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
+		return false
+	}
+	return true
+}
