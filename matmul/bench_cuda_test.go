@@ -23,7 +23,8 @@ import (
 // ("call") and against that call's DGEMM alone with the operands already on
 // the device ("resident", the ceiling). "budget" limits the device pools to
 // the size of one matrix, so that the graph re-streams B panel by panel.
-// Every case runs each of the three once untimed (allocations, cuBLAS
+// n=16384 runs with blocks of 4096 and of 2048 (finer pipelining, smaller
+// GEMMs). Every case runs each of the three once untimed (allocations, cuBLAS
 // start-up), then b.N times. Targets (issue 14, one H100): graph >= 25
 // TFLOP/s at n=8192, >= 40 at n=16384, >= 30 at n=16384 with the budget.
 // Built only with -tags cuda; skipped without a GPU:
@@ -40,7 +41,7 @@ func BenchmarkMatmulCUDA(b *testing.B) {
 	for _, tc := range []struct {
 		n, bs  int
 		budget bool
-	}{{8192, 2048, false}, {16384, 4096, false}, {16384, 2048, true}} {
+	}{{8192, 2048, false}, {16384, 4096, false}, {16384, 2048, false}, {16384, 2048, true}} {
 		name := fmt.Sprintf("n=%d/bs=%d", tc.n, tc.bs)
 		if tc.budget {
 			name += "/budget"

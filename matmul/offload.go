@@ -230,7 +230,7 @@ func parallelCopy(dst []float64, ldd int, src []float64, lds, rows, cols, worker
 type offloadShared struct {
 	plan     *Plan
 	counters *offloadCounters
-	workers  int // goroutines per staging copy
+	workers  int // goroutines per staging copy: the cores, shared by the devices
 }
 
 // copyIn is the copy-in task of a device (one copy, so that device
@@ -339,7 +339,7 @@ type openC struct {
 
 // inFlight is the number of products the multiply task queues ahead of
 // those known to be finished (see busyMeter).
-const inFlight = 4
+const inFlight = 8
 
 // devMultiply is the multiply task of a device (one copy: the products of
 // a block of C are queued in order on one compute queue, so they can add
@@ -592,7 +592,7 @@ func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, 
 	toDevices := addPairs(g, plan, cfg, a, b)
 	devs := off.offloadDevices()
 	counters.busy = make([]atomic.Int64, len(devs))
-	shared := &offloadShared{plan: plan, counters: counters, workers: max(1, runtime.GOMAXPROCS(0)/(2*len(devs)))}
+	shared := &offloadShared{plan: plan, counters: counters, workers: max(1, runtime.GOMAXPROCS(0)/len(devs))}
 	home, _ := c.(*Dense)
 
 	// One device's subgraph, cloned per device: its pools allocate on the

@@ -105,9 +105,15 @@ func newOffloadPlanner(p *Plan, hostBudget, devBudget int64) *offloadPlanner {
 
 // devC is the capacity of a device's pool of C blocks when it holds share
 // open blocks at a time: those, and up to two more whose download runs
-// while the next ones start; at most the device's blocks of C.
-func (pl *offloadPlanner) devC(share int) int {
-	return max(1, min(share+min(share, 2), ceilDiv(pl.p.MB*pl.p.NB, pl.devices)))
+// while the next ones start (roomy: share more, so that the products of
+// the next blocks never wait for a download); at most the device's blocks
+// of C.
+func (pl *offloadPlanner) devC(share int, roomy bool) int {
+	c := share + min(share, 2)
+	if roomy {
+		c = 2 * share
+	}
+	return max(1, min(c, ceilDiv(pl.p.MB*pl.p.NB, pl.devices)))
 }
 
 // fits reports whether o fits both the host and the device budget.
@@ -117,10 +123,15 @@ func (pl *offloadPlanner) fits(o *offloadOption) bool {
 
 // panelOption returns the largest panel of side s that fits, evened out to
 // the smallest panel with the same number of passes; false if none fits.
+// Each panel size is tried roomy first (twice the streamed blocks and the
+// blocks of C on the devices, which lets the copies run further ahead),
+// then lean.
 func (pl *offloadPlanner) panelOption(s panelSide) (offloadOption, bool) {
 	for P := s.blocks; P >= 1; P-- {
-		if o := pl.panel(s, P); pl.fits(&o) {
-			return pl.panel(s, s.evened(P)), true
+		for _, roomy := range []bool{true, false} {
+			if o := pl.panel(s, P, roomy); pl.fits(&o) {
+				return pl.panel(s, s.evened(P), roomy), true
+			}
 		}
 	}
 	return offloadOption{}, false
@@ -130,12 +141,16 @@ func (pl *offloadPlanner) panelOption(s panelSide) (offloadOption, bool) {
 // holds its share of the panel, a few streamed blocks and its blocks of C;
 // the host holds the whole panel and the streamed blocks in flight unless
 // the operands are in memory.
-func (pl *offloadPlanner) panel(s panelSide, P int) offloadOption {
+func (pl *offloadPlanner) panel(s panelSide, P int, roomy bool) offloadOption {
 	share := ceilDiv(P, pl.devices)
-	o := offloadOption{order: s.order, panel: P, capC: pl.hostC, devC: pl.devC(share)}
+	o := offloadOption{order: s.order, panel: P, capC: pl.hostC, devC: pl.devC(share, roomy)}
 	devRes := s.resident(share, P, pl.p.KB)
-	o.devBytes = int64(devRes)*s.sRes + int64(pl.devLook)*s.sStr + int64(o.devC)*pl.sC
-	o.devA, o.devB = s.split(devRes, pl.devLook)
+	look := pl.devLook
+	if roomy {
+		look = min(2*look, pl.p.Multiplies)
+	}
+	o.devBytes = int64(devRes)*s.sRes + int64(look)*s.sStr + int64(o.devC)*pl.sC
+	o.devA, o.devB = s.split(devRes, look)
 	o.hostBytes = int64(pl.devices)*int64(o.capC)*pl.sC + pl.staging
 	if !pl.p.InMemory {
 		capRes := s.resident(P, P, pl.p.KB)
@@ -164,7 +179,7 @@ func (pl *offloadPlanner) uploads(s panelSide, P int) int64 {
 func (pl *offloadPlanner) streamed() offloadOption {
 	p := pl.p
 	mk, kn := 8*int64(p.M)*int64(p.K), 8*int64(p.K)*int64(p.N)
-	o := offloadOption{order: Streamed, panel: 1, devA: pl.devLook, devB: pl.devLook, devC: pl.devC(1),
+	o := offloadOption{order: Streamed, panel: 1, devA: pl.devLook, devB: pl.devLook, devC: pl.devC(1, false),
 		capC: pl.hostC, uploads: mk*int64(p.NB) + kn*int64(p.MB)}
 	o.devBytes = int64(pl.devLook)*(pl.sA+pl.sB) + int64(o.devC)*pl.sC
 	o.hostBytes = int64(pl.devices)*int64(o.capC)*pl.sC + pl.staging
