@@ -82,3 +82,48 @@ func TestCUDAOffloadWithinDeviceBudget(t *testing.T) {
 		}
 	}
 }
+
+// The offload graph on the GPUs sums C on the devices: with KB = 16
+// products per block of C, C still comes back once, and the result is
+// cuBLAS's to rounding; in memory and out of core (.npy files).
+func TestCUDAOffloadSumsOnDevice(t *testing.T) {
+	k := cudaKernelOrSkip(t)
+	a, b := Random(300, 2000, 5), Random(2000, 310, 6)
+	want := NewDense(300, 310)
+	if err := Gonum().(Gemmer).Gemm(1, a, b, want); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{BlockSize: 128, Kernel: k}
+	got, rep, err := MultiplyDense(context.Background(), a, b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v; busy %v", rep.Plan, rep.DeviceBusy)
+	if cmp, err := Compare(a, b, got, want); err != nil || !cmp.OK {
+		t.Fatalf("in memory: %+v, %v", cmp, err)
+	}
+	if c := int64(8 * 300 * 310); rep.DownloadBytes != c {
+		t.Errorf("downloaded %d bytes, want |C| = %d", rep.DownloadBytes, c)
+	}
+	if rep.UploadBytes != rep.Plan.UploadBytes {
+		t.Errorf("uploaded %d bytes, plan %d", rep.UploadBytes, rep.Plan.UploadBytes)
+	}
+	if len(rep.DeviceBusy) == 0 {
+		t.Errorf("no busy fractions")
+	}
+
+	dir := t.TempDir()
+	pa, pb, pc := writeNpy(t, dir, "a.npy", a), writeNpy(t, dir, "b.npy", b), dir+"/c.npy"
+	cfg.MemoryBudget = 40 * 8 * 128 * 128
+	rep, err = MultiplyFiles(context.Background(), pa, pb, pc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("out of core: %v", rep.Plan)
+	if cmp, err := Compare(a, b, readNpy(t, pc), want); err != nil || !cmp.OK {
+		t.Fatalf("out of core: %+v, %v", cmp, err)
+	}
+	if c := int64(8 * 300 * 310); rep.DownloadBytes != c {
+		t.Errorf("out of core: downloaded %d bytes, want |C| = %d", rep.DownloadBytes, c)
+	}
+}
