@@ -12,6 +12,16 @@ package cuda
 #cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "shim.h"
+
+// htgs_cu_copy_go is htgs_cu_copy for Go memory, whose address comes as an
+// integer so that cgo's pointer check does not inspect the object around
+// it (a Go slice inside a struct that also holds pointers would otherwise
+// make the call panic); the caller pins the memory for the call.
+static int htgs_cu_copy_go(uintptr_t ctx, int dir, unsigned long long dst, uintptr_t hdst,
+			   unsigned long long src, uintptr_t hsrc, unsigned long long bytes,
+			   uintptr_t stream, int sync) {
+	return htgs_cu_copy(ctx, dir, dst, (void *)hdst, src, (const void *)hsrc, bytes, stream, sync);
+}
 */
 import "C"
 
@@ -266,6 +276,20 @@ func drvCopyHtoD(ctx uintptr, dst DevicePtr, src unsafe.Pointer, n int64, s uint
 // Go slice with wait true).
 func drvCopyDtoH(ctx uintptr, dst unsafe.Pointer, src DevicePtr, n int64, s uintptr, wait bool) error {
 	r := C.htgs_cu_copy(C.uintptr_t(ctx), C.HTGS_DTOH, 0, dst, C.ulonglong(src), nil, C.ulonglong(n), C.uintptr_t(s), cbool(wait))
+	return cuError("cuMemcpyDtoHAsync", r)
+}
+
+// drvCopyGoHtoD copies n bytes of Go memory at addr, which the caller has
+// pinned, to dst and waits for the copy to finish.
+func drvCopyGoHtoD(ctx uintptr, dst DevicePtr, addr uintptr, n int64, s uintptr) error {
+	r := C.htgs_cu_copy_go(C.uintptr_t(ctx), C.HTGS_HTOD, C.ulonglong(dst), 0, 0, C.uintptr_t(addr), C.ulonglong(n), C.uintptr_t(s), 1)
+	return cuError("cuMemcpyHtoDAsync", r)
+}
+
+// drvCopyGoDtoH copies n bytes from src to Go memory at addr, which the
+// caller has pinned, and waits for the copy to finish.
+func drvCopyGoDtoH(ctx uintptr, addr uintptr, src DevicePtr, n int64, s uintptr) error {
+	r := C.htgs_cu_copy_go(C.uintptr_t(ctx), C.HTGS_DTOH, 0, C.uintptr_t(addr), C.ulonglong(src), 0, C.ulonglong(n), C.uintptr_t(s), 1)
 	return cuError("cuMemcpyDtoHAsync", r)
 }
 

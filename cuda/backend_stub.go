@@ -60,6 +60,8 @@ func drvCopyHtoD(uintptr, DevicePtr, unsafe.Pointer, int64, uintptr, bool) error
 func drvCopyDtoH(uintptr, unsafe.Pointer, DevicePtr, int64, uintptr, bool) error {
 	return noCUDAError{}
 }
+func drvCopyGoHtoD(uintptr, DevicePtr, uintptr, int64, uintptr) error           { return noCUDAError{} }
+func drvCopyGoDtoH(uintptr, uintptr, DevicePtr, int64, uintptr) error           { return noCUDAError{} }
 func drvCopyDtoD(uintptr, DevicePtr, DevicePtr, int64, uintptr, bool) error     { return noCUDAError{} }
 func drvMemset(uintptr, DevicePtr, byte, int64, uintptr, bool) error            { return noCUDAError{} }
 func drvLaunch(uintptr, uintptr, uint32, uint32, uintptr, []uint64, bool) error { return noCUDAError{} }

@@ -20,7 +20,6 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/dsp/fourier"
 
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
@@ -575,44 +574,6 @@ func TestDgemm(t *testing.T) {
 	}
 }
 
-// fft2 is the CPU reference: the unnormalized 2-D DFT of a rows x cols
-// row-major array (rows then columns, with gonum's 1-D transforms).
-func fft2(x []complex128, rows, cols int, inverse bool) []complex128 {
-	out := make([]complex128, len(x))
-	rowFFT, colFFT := fourier.NewCmplxFFT(cols), fourier.NewCmplxFFT(rows)
-	for y := range rows {
-		row := out[y*cols : (y+1)*cols]
-		if inverse {
-			rowFFT.Sequence(row, x[y*cols:(y+1)*cols])
-		} else {
-			rowFFT.Coefficients(row, x[y*cols:(y+1)*cols])
-		}
-	}
-	col := make([]complex128, rows)
-	for c := range cols {
-		for y := range rows {
-			col[y] = out[y*cols+c]
-		}
-		if inverse {
-			colFFT.Sequence(col, col)
-		} else {
-			colFFT.Coefficients(col, col)
-		}
-		for y := range rows {
-			out[y*cols+c] = col[y]
-		}
-	}
-	return out
-}
-
-func maxAbs(v []complex128) float64 {
-	m := 0.0
-	for _, z := range v {
-		m = max(m, cmplx.Abs(z))
-	}
-	return m
-}
-
 func TestFFT2DComplex(t *testing.T) {
 	d := gpu(t)
 	r := rand.New(rand.NewPCG(5, 6))
@@ -1066,58 +1027,105 @@ func TestLocalMax(t *testing.T) {
 	}
 }
 
-// SubtractSmooth on the spectrum of a smooth ramp (all of whose content is
-// the border jump) leaves (nearly) only the DC term.
-func TestSubtractSmoothRemovesBorderJumps(t *testing.T) {
+// SubtractSmooth on the GPU computes the CPU reference's spectrum (the same
+// formula and indexing, subtractSmoothRef), and so the spectrum of the
+// periodic component by Moisan's definition (TestSubtractSmoothReference
+// checks the reference against it on every machine), for a ramp, whose
+// border jumps are large, and for noise.
+func TestSubtractSmoothMatchesReference(t *testing.T) {
 	d := gpu(t)
 	const w, h = 64, 48
 	hw := w/2 + 1
-	img := make([]float64, w*h)
-	for y := range h {
-		for x := range w {
-			img[y*w+x] = float64(3*x + 2*y)
-		}
-	}
+	r := rand.New(rand.NewPCG(7, 8))
 	p, err := d.NewFFT2D(h, w, Real)
 	must(t, err)
 	defer p.Close()
-	spec := alloc(t, d, p.SpectrumBytes())
-	must(t, p.Forward(spec, upload(t, d, img)))
-	edge := make([]float64, w)
-	for x := range w {
-		edge[x] = img[(h-1)*w+x] - img[x]
+	for _, name := range []string{"ramp", "noise"} {
+		img := make([]float64, w*h)
+		for y := range h {
+			for x := range w {
+				img[y*w+x] = float64(3*x + 2*y)
+				if name == "noise" {
+					img[y*w+x] = r.Float64() * 1000
+				}
+			}
+		}
+		spec := alloc(t, d, p.SpectrumBytes())
+		must(t, p.Forward(spec, upload(t, d, img)))
+		plain := download[complex128](t, spec)
+		a, b := borderSpectraRef(img, w, h)
+		phX, phY, lapX, lapY := smoothTablesRef(w, h)
+		tb := &SmoothTables{W: w, H: h, PhX: upload(t, d, phX), PhY: upload(t, d, phY), LapX: upload(t, d, lapX), LapY: upload(t, d, lapY)}
+		must(t, SubtractSmooth(nil, spec, upload(t, d, a), upload(t, d, b), tb))
+		got := download[complex128](t, spec)
+		want := append([]complex128(nil), plain...)
+		subtractSmoothRef(want, a, b, w, h)
+		if got[0] != plain[0] {
+			t.Fatalf("%s: DC changed: %v -> %v", name, plain[0], got[0])
+		}
+		scale := maxAbs(want)
+		for i := range got {
+			if d := cmplx.Abs(got[i] - want[i]); d > 1e-12*scale {
+				t.Fatalf("%s: coefficient (q %d, r %d): GPU %v, reference %v", name, i%hw, i/hw, got[i], want[i])
+			}
+		}
 	}
-	bcol := make([]complex128, h)
-	for y := range h {
-		bcol[y] = complex(img[y*w+w-1]-img[y*w], 0)
+}
+
+// CopyToDevice and CopyFromDevice accept Go memory inside a struct that
+// also holds pointers: cgo's pointer check once made such a copy panic
+// ("argument of cgo function has Go pointer to unpinned Go pointer").
+func TestCopyGoMemoryInsideStruct(t *testing.T) {
+	d := gpu(t)
+	type holder struct {
+		name *string
+		vals [4]float64
+		next *holder
 	}
-	a := fourier.NewFFT(w).Coefficients(nil, edge)
-	b := fourier.NewCmplxFFT(h).Coefficients(nil, bcol)
-	phX, lapX := make([]complex128, hw), make([]float64, hw)
-	for q := range hw {
-		ang := 2 * math.Pi * float64(q) / w
-		phX[q], lapX[q] = 1-cmplx.Exp(complex(0, ang)), 2*math.Cos(ang)-2
+	name := "x"
+	h := &holder{name: &name, vals: [4]float64{1, 2, 3, math.Inf(-1)}}
+	h.next = h
+	m := alloc(t, d, 32)
+	must(t, CopyToDevice(nil, m, h.vals[:]))
+	back := &holder{name: &name}
+	must(t, CopyFromDevice(nil, back.vals[:], m))
+	if back.vals != h.vals {
+		t.Fatalf("round trip through a struct field: %v, want %v", back.vals, h.vals)
 	}
-	phY, lapY := make([]complex128, h), make([]float64, h)
-	for r := range h {
-		ang := 2 * math.Pi * float64(r) / h
-		phY[r], lapY[r] = 1-cmplx.Exp(complex(0, ang)), 2*math.Cos(ang)-2
+}
+
+// Gray16ToFloat reads big-endian 16-bit pixels; NCCSums gives the CPU
+// reference's exact sums for offsets of every sign, the full overlap,
+// a one-pixel overlap and none.
+func TestGray16AndNCCSums(t *testing.T) {
+	d := gpu(t)
+	const w, h = 67, 41
+	r := rand.New(rand.NewPCG(9, 10))
+	t1, t2 := make([]byte, 2*w*h), make([]byte, 2*w*h)
+	for i := range t1 {
+		t1[i], t2[i] = byte(r.Uint32()), byte(r.Uint32())
 	}
-	tb := &SmoothTables{W: w, H: h, PhX: upload(t, d, phX), PhY: upload(t, d, phY), LapX: upload(t, d, lapX), LapY: upload(t, d, lapY)}
-	before := download[complex128](t, spec)
-	must(t, SubtractSmooth(nil, spec, upload(t, d, a), upload(t, d, b), tb))
-	after := download[complex128](t, spec)
-	var eBefore, eAfter float64
-	for i := 1; i < len(after); i++ {
-		eBefore += cmplx.Abs(before[i])
-		eAfter += cmplx.Abs(after[i])
+	d1, d2 := upload(t, d, t1), upload(t, d, t2)
+	f := alloc(t, d, 8*w*h)
+	must(t, Gray16ToFloat(nil, f, d1))
+	got := download[float64](t, f)
+	for i, v := range got {
+		if want := float64(uint16(t1[2*i])<<8 | uint16(t1[2*i+1])); v != want {
+			t.Fatalf("pixel %d: %v, want %v", i, v, want)
+		}
 	}
-	if after[0] != before[0] {
-		t.Fatalf("DC changed: %v -> %v", before[0], after[0])
+	offs := []int64{0, 0, 5, -3, -60, 40, 66, 40, -66, -40, 67, 0, 30, 12, -1, 39}
+	n := len(offs) / 2
+	do := upload(t, d, offs)
+	sums := alloc(t, d, 8*NCCSumsLen*int64(n))
+	for range 2 { // twice: the sums must be zeroed first
+		must(t, NCCSums(nil, sums, d1, d2, w, h, do, n))
 	}
-	// A ramp's periodic component is a ramp without the wrap-around jump:
-	// its spectrum off DC is much smaller than the leakage cross.
-	if eAfter > 1e-8*eBefore {
-		t.Fatalf("off-DC spectrum %g before, %g after: the border jumps were not removed", eBefore, eAfter)
+	res := download[uint64](t, sums)
+	for c := range n {
+		want := nccSumsRef(t1, t2, w, h, int(offs[2*c]), int(offs[2*c+1]))
+		if g := [NCCSumsLen]uint64(res[NCCSumsLen*c:]); g != want {
+			t.Fatalf("offset (%d, %d): sums %v, want %v", offs[2*c], offs[2*c+1], g, want)
+		}
 	}
 }

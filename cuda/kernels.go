@@ -29,6 +29,8 @@ type kernelFunc struct {
 	localMax   uintptr
 	maxBlocks  uintptr
 	maxFinal   uintptr
+	toF64      uintptr
+	nccSums    uintptr
 }
 
 // kernels returns the device's kernels, JIT-loading the embedded PTX on
@@ -58,6 +60,8 @@ func (d *Device) kernels() (*kernelFunc, uintptr, error) {
 		{"htgs_local_max", &k.localMax},
 		{"htgs_max_blocks", &k.maxBlocks},
 		{"htgs_max_final", &k.maxFinal},
+		{"htgs_gray16_to_f64", &k.toF64},
+		{"htgs_ncc_sums", &k.nccSums},
 	} {
 		if *f.dst, err = drvModuleFunction(c, mod, f.name); err != nil {
 			_ = drvModuleUnload(c, mod) // the lookup error is the one to report
@@ -355,4 +359,68 @@ func LocalMax(s *Stream, dst, m DeviceMem, w, h int) error {
 	}
 	return launch("LocalMax", s, d, func(k *kernelFunc) uintptr { return k.localMax }, n,
 		[]uint64{uint64(dst.ptr), uint64(m.ptr), uint64(w), uint64(h)})
+}
+
+// Gray16ToFloat queues, on s, the conversion of n = src.Size()/2 big-endian
+// 16-bit values (the pixel layout of Go's image.Gray16) into the n float64
+// values of dst, so that a tile crosses the bus at 2 bytes a pixel rather
+// than 8.
+func Gray16ToFloat(s *Stream, dst, src DeviceMem) error {
+	n := src.size / 2
+	if src.size%2 != 0 || dst.size != 8*n {
+		return fmt.Errorf("%w: Gray16ToFloat: %d bytes of pixels into %d bytes", ErrSize, src.size, dst.size)
+	}
+	d, err := sameDeviceMem("Gray16ToFloat", dst, src)
+	if err != nil {
+		return err
+	}
+	return launch("Gray16ToFloat", s, d, func(k *kernelFunc) uintptr { return k.toF64 }, n,
+		[]uint64{uint64(dst.ptr), uint64(src.ptr), uint64(n)})
+}
+
+// NCCSumsLen is the number of uint64 values [NCCSums] writes per offset.
+const NCCSumsLen = 5
+
+// nccBlocks is the number of blocks that share one offset of NCCSums.
+const nccBlocks = 48
+
+// NCCSums queues, on s, the exact integer sums from which the normalized
+// cross-correlation of two w x h images of big-endian 16-bit pixels (Go's
+// image.Gray16 layout) is computed at each of n offsets. offs holds n
+// int64 pairs (x, y), the position of t2's origin in t1's coordinates; for
+// offset c, sums[5c:5c+5] (uint64) receive the sums over the overlap of a,
+// b, a², b² and ab, with a t1's pixel and b t2's. The sums are exact (no
+// rounding), so the correlation computed from them on the host is the one
+// a CPU computes from the same sums. sums is zeroed first, on s.
+func NCCSums(s *Stream, sums, t1, t2 DeviceMem, w, h int, offs DeviceMem, n int) error {
+	px := 2 * int64(w) * int64(h)
+	switch {
+	case w < 1 || h < 1 || t1.size < px || t2.size < px:
+		return fmt.Errorf("%w: NCCSums: images of %d and %d bytes for %dx%d pixels", ErrSize, t1.size, t2.size, w, h)
+	case n < 1 || offs.size < 16*int64(n) || sums.size < 8*NCCSumsLen*int64(n):
+		return fmt.Errorf("%w: NCCSums: %d offsets with %d bytes of offsets and %d of sums", ErrSize, n, offs.size, sums.size)
+	case int64(n)*nccBlocks > maxGrid:
+		return fmt.Errorf("%w: NCCSums: %d offsets, at most %d", ErrSize, n, maxGrid/nccBlocks)
+	}
+	d, err := sameDeviceMem("NCCSums", sums, t1, t2, offs)
+	if err != nil {
+		return err
+	}
+	sh, wait, err := streamHandle(s, d)
+	if err != nil {
+		return err
+	}
+	k, c, err := d.kernels()
+	if err != nil {
+		return err
+	}
+	out := sums.Slice(0, 8*NCCSumsLen*int64(n))
+	if err := drvMemset(c, out.ptr, 0, out.size, sh, false); err != nil {
+		return fmt.Errorf("cuda: device %d: NCCSums: %w", d.ordinal, err)
+	}
+	args := []uint64{uint64(t1.ptr), uint64(t2.ptr), uint64(w), uint64(h), uint64(offs.ptr), uint64(n), nccBlocks, uint64(out.ptr)}
+	if err := drvLaunch(c, k.nccSums, uint32(n*nccBlocks), blockThreads, sh, args, wait); err != nil {
+		return fmt.Errorf("cuda: device %d: NCCSums: %w", d.ordinal, err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/gohtgs/htgs/device"
@@ -369,7 +370,8 @@ func Memset(s *Stream, dst DeviceMem, value byte) error {
 // already queued there) and the call waits for it, so src may be reused
 // when it returns. Ordinary Go memory is pageable, so the copy is staged by
 // the driver and cannot overlap other work; use [HostMem] and [CopyHtoD]
-// for that.
+// for that. src may be any Go memory, a field of a struct included: it is
+// pinned for the call.
 func CopyToDevice[T Elem](s *Stream, dst DeviceMem, src []T) error {
 	n := int64(len(src)) * elemSize[T]()
 	if err := checkCopy("CopyToDevice", dst.size, n); err != nil {
@@ -379,7 +381,10 @@ func CopyToDevice[T Elem](s *Stream, dst DeviceMem, src []T) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	if err := drvCopyHtoD(ctx, dst.ptr, unsafe.Pointer(&src[0]), n, st, true); err != nil {
+	var pin runtime.Pinner
+	pin.Pin(&src[0])
+	defer pin.Unpin()
+	if err := drvCopyGoHtoD(ctx, dst.ptr, uintptr(unsafe.Pointer(&src[0])), n, st); err != nil {
 		return fmt.Errorf("cuda: device %d: copy to device: %w", dst.dev.ordinal, err)
 	}
 	return nil
@@ -397,7 +402,10 @@ func CopyFromDevice[T Elem](s *Stream, dst []T, src DeviceMem) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	if err := drvCopyDtoH(ctx, unsafe.Pointer(&dst[0]), src.ptr, n, st, true); err != nil {
+	var pin runtime.Pinner
+	pin.Pin(&dst[0])
+	defer pin.Unpin()
+	if err := drvCopyGoDtoH(ctx, uintptr(unsafe.Pointer(&dst[0])), src.ptr, n, st); err != nil {
 		return fmt.Errorf("cuda: device %d: copy from device: %w", src.dev.ordinal, err)
 	}
 	return nil

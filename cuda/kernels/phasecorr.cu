@@ -217,3 +217,67 @@ extern "C" __global__ void htgs_local_max(double *out, const double *m, long lon
 		out[i] = best ? v : -1.0 / 0.0;
 	}
 }
+
+// htgs_gray16_to_f64 writes dst[i] = the big-endian 16-bit value at
+// src[2i], src[2i+1] (the layout of Go's image.Gray16 pixels) for i < n.
+extern "C" __global__ void htgs_gray16_to_f64(double *dst, const unsigned char *src, long long n)
+{
+	long long stride = (long long)blockDim.x * gridDim.x;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+		dst[i] = (double)(((unsigned int)src[2 * i] << 8) | (unsigned int)src[2 * i + 1]);
+	}
+}
+
+// htgs_ncc_sums computes, for each of ncand offsets (x, y) (offs[2c],
+// offs[2c+1]) of image t2 relative to image t1 (both w x h, big-endian
+// 16-bit pixels), the exact sums over the overlap of a, b, a*a, b*b and
+// a*b, where a is t1's pixel and b t2's at the same place, into sums[5c..].
+// sums must be zero on entry. Launch with per*ncand blocks of HTGS_BLOCK
+// threads: blocks c*per .. c*per+per-1 share candidate c.
+extern "C" __global__ void htgs_ncc_sums(const unsigned char *t1, const unsigned char *t2,
+					 long long w, long long h, const long long *offs,
+					 long long ncand, long long per, unsigned long long *sums)
+{
+	__shared__ unsigned long long red[5][HTGS_BLOCK];
+	long long c = blockIdx.x / per;
+	long long part = blockIdx.x % per;
+	unsigned long long sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
+	if (c < ncand) {
+		long long x = offs[2 * c], y = offs[2 * c + 1];
+		long long x0 = x > 0 ? x : 0, x1 = x + w < w ? x + w : w;
+		long long y0 = y > 0 ? y : 0, y1 = y + h < h ? y + h : h;
+		long long nx = x1 - x0, ny = y1 - y0;
+		if (nx > 0 && ny > 0) {
+			long long n = nx * ny;
+			for (long long i = part * HTGS_BLOCK + threadIdx.x; i < n; i += per * HTGS_BLOCK) {
+				long long r = i / nx, q = i - r * nx;
+				long long p1 = 2 * ((y0 + r) * w + x0 + q);
+				long long p2 = 2 * ((y0 + r - y) * w + x0 + q - x);
+				unsigned long long a = ((unsigned long long)t1[p1] << 8) | t1[p1 + 1];
+				unsigned long long b = ((unsigned long long)t2[p2] << 8) | t2[p2 + 1];
+				sa += a;
+				sb += b;
+				saa += a * a;
+				sbb += b * b;
+				sab += a * b;
+			}
+		}
+	}
+	red[0][threadIdx.x] = sa;
+	red[1][threadIdx.x] = sb;
+	red[2][threadIdx.x] = saa;
+	red[3][threadIdx.x] = sbb;
+	red[4][threadIdx.x] = sab;
+	__syncthreads();
+	for (int s = HTGS_BLOCK / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s) {
+			for (int k = 0; k < 5; k++) {
+				red[k][threadIdx.x] += red[k][threadIdx.x + s];
+			}
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x < 5 && c < ncand) {
+		atomicAdd(&sums[5 * c + threadIdx.x], red[threadIdx.x][0]);
+	}
+}
