@@ -33,8 +33,27 @@ func newCUDABackend() (gpuBackend, error) {
 
 func (b *cudaBackend) devices() []device.Device { return cuda.AsDevices(b.devs) }
 
+// A tile's slot on a GPU holds its half spectrum (specBytes) and, from
+// pixOffset on, its pixels as image.Gray16 stores them (2 bytes each, big
+// endian), which the CCF reads on the GPU.
 func (b *cudaBackend) spectra(w, h int) memmgr.Allocator[devSpectrum] {
-	return specAlloc{cuda.DeviceBuffers(16 * int64(w/2+1) * int64(h))}
+	return specAlloc{cuda.DeviceBuffers(pixOffset(w, h) + pixBytes(w, h))}
+}
+
+func specBytes(w, h int) int64 { return 16 * int64(w/2+1) * int64(h) }
+func pixOffset(w, h int) int64 { return (specBytes(w, h) + 255) &^ 255 }
+func pixBytes(w, h int) int64  { return 2 * int64(w) * int64(h) }
+
+// slotParts returns the spectrum and the pixels of a tile's slot.
+func slotParts(v devSpectrum, w, h int) (spec, pix cuda.DeviceMem, err error) {
+	m, err := gpuMem(v)
+	if err != nil {
+		return spec, pix, err
+	}
+	if m.Size() < pixOffset(w, h)+pixBytes(w, h) {
+		return spec, pix, fmt.Errorf("stitching: GPU slot of %d bytes, want %d", m.Size(), pixOffset(w, h)+pixBytes(w, h))
+	}
+	return m.Slice(0, specBytes(w, h)), m.Slice(pixOffset(w, h), pixBytes(w, h)), nil
 }
 
 type specAlloc struct {
@@ -124,38 +143,39 @@ func (k *worker) stop() error {
 // for the periodic component, subtracts the smooth component's spectrum on
 // the GPU; the two 1-D transforms of the border differences it needs are
 // computed on the CPU by [align.FFT2.BorderSpectra] (O(W+H) values), with
-// the tables of [align.FFT2.SmoothTables].
+// the tables of [align.FFT2.SmoothTables]. The tile crosses the bus as its
+// 16-bit pixels, into the slot (where the CCF reads them later), and is
+// converted to float64 on the GPU.
 type cudaTransformer struct {
 	worker
 	periodic bool
-	staging  cuda.HostMem
-	host     []float64 // the tile, then a (w/2+1 complex), then b (h complex)
-	scratch  cuda.DeviceMem
-	offA     int // float64 index of a in host and scratch (16-byte aligned)
-	offB     int
+	staging  cuda.HostMem // pixels, then a and b (float64) from hostOff
+	hostOff  int64
+	host     []float64      // a (w/2+1 complex), then b (h complex)
+	scratch  cuda.DeviceMem // the tile as float64, then a and b
 	tables   cuda.SmoothTables
 	cpu      *align.FFT2 // border transforms and smooth-component tables
 }
 
 func (be *cudaBackend) newTransformer(w, h int, opt align.Options) transformer {
-	t := &cudaTransformer{worker: worker{w: w, h: h}, periodic: !opt.NoPeriodicDecomposition}
-	t.offA = (w*h + 1) &^ 1
-	t.offB = t.offA + 2*(w/2+1)
-	return t
+	return &cudaTransformer{worker: worker{w: w, h: h}, periodic: !opt.NoPeriodicDecomposition}
 }
+
+// borderFloats is the number of float64 values of a and b.
+func (t *cudaTransformer) borderFloats() int { return 2*(t.w/2+1) + 2*t.h }
 
 func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error {
 	if err := t.start(ctx, info); err != nil {
 		return err
 	}
-	n := int64(t.offB + 2*t.h)
+	t.hostOff = (pixBytes(t.w, t.h) + 15) &^ 15
 	var err error
-	if t.staging, err = t.dev.AllocHost(8 * n); err != nil {
+	if t.staging, err = t.dev.AllocHost(t.hostOff + 8*int64(t.borderFloats())); err != nil {
 		return err
 	}
 	t.frees = append(t.frees, t.staging.Free)
-	t.host = cuda.HostSlice[float64](t.staging)
-	if t.scratch, err = t.alloc(8 * n); err != nil {
+	t.host = cuda.HostSlice[float64](t.staging.Slice(t.hostOff, 8*int64(t.borderFloats())))
+	if t.scratch, err = t.alloc(8*int64(t.w*t.h) + 8*int64(t.borderFloats())); err != nil {
 		return err
 	}
 	if !t.periodic {
@@ -188,46 +208,52 @@ func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error 
 func (t *cudaTransformer) Shutdown(context.Context) error { return t.stop() }
 
 func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst devSpectrum) error {
-	d, err := gpuMem(dst)
+	spec, pix, err := slotParts(dst, t.w, t.h)
 	if err != nil {
 		return err
 	}
 	w, h := t.w, t.h
 	b := tile.Bounds()
-	px := t.host[:w*h]
-	for y := range h {
-		row := tile.Pix[tile.PixOffset(b.Min.X, b.Min.Y+y):]
-		out := px[y*w : (y+1)*w]
-		for x := range out {
-			out[x] = float64(uint16(row[2*x])<<8 | uint16(row[2*x+1]))
+	stg := t.staging.Bytes()
+	if tile.Stride == 2*w && b.Min == (image.Point{}) {
+		copy(stg[:2*w*h], tile.Pix[:2*w*h])
+	} else {
+		for y := range h {
+			copy(stg[2*w*y:2*w*(y+1)], tile.Pix[tile.PixOffset(b.Min.X, b.Min.Y+y):])
 		}
 	}
-	n := w * h
+	if err := cuda.CopyHtoD(t.stream, pix, t.staging.Slice(0, pixBytes(w, h))); err != nil {
+		return err
+	}
+	img := t.scratch.Slice(0, 8*int64(w*h))
 	if t.periodic {
 		a, bb := t.cpu.BorderSpectra(tile)
+		offB := 2 * (w/2 + 1)
 		for q, v := range a {
-			t.host[t.offA+2*q], t.host[t.offA+2*q+1] = real(v), imag(v)
+			t.host[2*q], t.host[2*q+1] = real(v), imag(v)
 		}
 		for r, v := range bb {
-			t.host[t.offB+2*r], t.host[t.offB+2*r+1] = real(v), imag(v)
+			t.host[offB+2*r], t.host[offB+2*r+1] = real(v), imag(v)
 		}
-		n = t.offB + 2*h
-	}
-	bytes := 8 * int64(n)
-	if err := cuda.CopyHtoD(t.stream, t.scratch.Slice(0, bytes), t.staging.Slice(0, bytes)); err != nil {
-		return err
-	}
-	if err := t.plan.Forward(d, t.scratch.Slice(0, 8*int64(w*h))); err != nil {
-		return err
-	}
-	if t.periodic {
-		a := t.scratch.Slice(8*int64(t.offA), 16*int64(w/2+1))
-		bb := t.scratch.Slice(8*int64(t.offB), 16*int64(h))
-		if err := cuda.SubtractSmooth(t.stream, d, a, bb, &t.tables); err != nil {
+		n := 8 * int64(t.borderFloats())
+		if err := cuda.CopyHtoD(t.stream, t.scratch.Slice(8*int64(w*h), n), t.staging.Slice(t.hostOff, n)); err != nil {
 			return err
 		}
 	}
-	// The staging buffer is refilled by the next call: wait for the copy
+	if err := cuda.Gray16ToFloat(t.stream, img, pix); err != nil {
+		return err
+	}
+	if err := t.plan.Forward(spec, img); err != nil {
+		return err
+	}
+	if t.periodic {
+		a := t.scratch.Slice(8*int64(w*h), 16*int64(w/2+1))
+		bb := t.scratch.Slice(8*int64(w*h)+16*int64(w/2+1), 16*int64(h))
+		if err := cuda.SubtractSmooth(t.stream, spec, a, bb, &t.tables); err != nil {
+			return err
+		}
+	}
+	// The staging buffer is refilled by the next call: wait for the copies
 	// (and the transform, which later tasks read on other streams).
 	return t.stream.Synchronize()
 }
@@ -235,19 +261,27 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 // cudaCorrelator computes the phase-correlation matrix of a pair on the
 // GPU (normalized cross-power spectrum, inverse Z2D transform), marks its
 // local maxima and reduces them to the n highest: only n (value, index)
-// pairs come back to the host.
+// pairs come back to the host. It then scores the CCF's candidate offsets
+// on the GPU, from the pixels in the tiles' slots: only the exact integer
+// sums of each offset come back.
 type cudaCorrelator struct {
 	worker
 	beta    float64
 	cross   cuda.DeviceMem
 	pcm, lm cuda.DeviceMem
 	red     *cuda.MaxReducer
-	negInf  [1]float64
+	negInf  cuda.HostMem // one float64, -Inf
 	out     []align.Peak
+	stage   cuda.HostMem   // offsets (int64 pairs), then sums (uint64)
+	offs    cuda.DeviceMem // maxOffsets offsets
+	sums    cuda.DeviceMem // maxOffsets * NCCSumsLen sums
 }
 
+// maxOffsets is the number of offsets scored in one NCCSums launch.
+const maxOffsets = 256
+
 func (be *cudaBackend) newCorrelator(w, h int, opt align.Options) correlator {
-	return &cudaCorrelator{worker: worker{w: w, h: h}, beta: opt.EffectiveWhitening(), negInf: [1]float64{math.Inf(-1)}}
+	return &cudaCorrelator{worker: worker{w: w, h: h}, beta: opt.EffectiveWhitening()}
 }
 
 func (c *cudaCorrelator) Initialize(ctx context.Context, info task.Info) error {
@@ -264,10 +298,25 @@ func (c *cudaCorrelator) Initialize(ctx context.Context, info task.Info) error {
 	if c.lm, err = c.alloc(c.plan.SpatialBytes()); err != nil {
 		return err
 	}
+	if c.offs, err = c.alloc(16 * maxOffsets); err != nil {
+		return err
+	}
+	if c.sums, err = c.alloc(8 * cuda.NCCSumsLen * maxOffsets); err != nil {
+		return err
+	}
 	if c.red, err = c.dev.NewMaxReducer(); err != nil {
 		return err
 	}
 	c.frees = append(c.frees, c.red.Close)
+	if c.negInf, err = c.dev.AllocHost(8); err != nil {
+		return err
+	}
+	c.frees = append(c.frees, c.negInf.Free)
+	cuda.HostSlice[float64](c.negInf)[0] = math.Inf(-1)
+	if c.stage, err = c.dev.AllocHost(16*maxOffsets + 8*cuda.NCCSumsLen*maxOffsets); err != nil {
+		return err
+	}
+	c.frees = append(c.frees, c.stage.Free)
 	return nil
 }
 
@@ -277,11 +326,11 @@ func (c *cudaCorrelator) Shutdown(context.Context) error { return c.stop() }
 // Value is the PCM value divided by W·H, not by the sum of the normalized
 // magnitudes as on the CPU: only their order matters to the CCF.
 func (c *cudaCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, dc1, dc2 float64, n int) ([]align.Peak, error) {
-	a, err := gpuMem(f1)
+	a, _, err := slotParts(f1, c.w, c.h)
 	if err != nil {
 		return nil, err
 	}
-	b, err := gpuMem(f2)
+	b, _, err := slotParts(f2, c.w, c.h)
 	if err != nil {
 		return nil, err
 	}
@@ -307,9 +356,57 @@ func (c *cudaCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, dc1, dc2 f
 			break
 		}
 		c.out = append(c.out, align.Peak{X: i % c.w, Y: i / c.w, Value: v * scale})
-		if err := cuda.CopyToDevice(c.stream, c.lm.Slice(8*int64(i), 8), c.negInf[:]); err != nil {
+		// Knock the peak out for the next round (queued: the next
+		// reduction's result download waits for it).
+		if err := cuda.CopyHtoD(c.stream, c.lm.Slice(8*int64(i), 8), c.negInf); err != nil {
 			return nil, err
 		}
 	}
 	return c.out, nil
+}
+
+// score computes the NCC of the tiles of slots f1 and f2 at each offset,
+// from exact sums computed on the GPU.
+func (c *cudaCorrelator) score(_ context.Context, f1, f2 devSpectrum, offs [][2]int, corr []float64) error {
+	_, p1, err := slotParts(f1, c.w, c.h)
+	if err != nil {
+		return err
+	}
+	_, p2, err := slotParts(f2, c.w, c.h)
+	if err != nil {
+		return err
+	}
+	ho := cuda.HostSlice[int64](c.stage.Slice(0, 16*maxOffsets))
+	hs := cuda.HostSlice[uint64](c.stage.Slice(16*maxOffsets, 8*cuda.NCCSumsLen*maxOffsets))
+	for lo := 0; lo < len(offs); lo += maxOffsets {
+		batch := offs[lo:min(len(offs), lo+maxOffsets)]
+		k := int64(len(batch))
+		for i, o := range batch {
+			ho[2*i], ho[2*i+1] = int64(o[0]), int64(o[1])
+		}
+		if err := cuda.CopyHtoD(c.stream, c.offs.Slice(0, 16*k), c.stage.Slice(0, 16*k)); err != nil {
+			return err
+		}
+		if err := cuda.NCCSums(c.stream, c.sums, p1, p2, c.w, c.h, c.offs, len(batch)); err != nil {
+			return err
+		}
+		sb := 8 * cuda.NCCSumsLen * k
+		if err := cuda.CopyDtoH(c.stream, c.stage.Slice(16*maxOffsets, sb), c.sums.Slice(0, sb)); err != nil {
+			return err
+		}
+		if err := c.stream.Synchronize(); err != nil {
+			return err
+		}
+		for i, o := range batch {
+			nx := min(c.w, o[0]+c.w) - max(0, o[0])
+			ny := min(c.h, o[1]+c.h) - max(0, o[1])
+			var n uint64
+			if nx > 0 && ny > 0 {
+				n = uint64(nx) * uint64(ny)
+			}
+			s := hs[cuda.NCCSumsLen*i:]
+			corr[lo+i] = align.Pearson(n, s[0], s[1], s[2], s[3], s[4])
+		}
+	}
+	return nil
 }

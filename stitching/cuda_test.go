@@ -3,6 +3,7 @@
 package stitching
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"image"
@@ -89,18 +90,37 @@ func TestCUDATransformAndPeaks(t *testing.T) {
 				if err := tr.forward(context.Background(), x.img, x.dst); err != nil {
 					t.Fatal(err)
 				}
-				got := make([]complex128, hw*h)
-				if err := cuda.CopyFromDevice(nil, got, x.dst.(cuda.DeviceMem)); err != nil {
+				spec, pix, err := slotParts(x.dst, w, h)
+				if err != nil {
 					t.Fatal(err)
+				}
+				got := make([]complex128, hw*h)
+				if err := cuda.CopyFromDevice(nil, got, spec); err != nil {
+					t.Fatal(err)
+				}
+				px := make([]byte, 2*w*h)
+				if err := cuda.CopyFromDevice(nil, px, pix); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(px, x.img.Pix[:2*w*h]) {
+					t.Fatalf("periodic %v: the slot's pixels are not the tile's", periodic)
 				}
 				// GPU layout: row-major ky*hw + kx; CPU: column-major kx*h + ky.
 				scale := cmplx.Abs(x.want[0])
+				bad, worst, wx, wy := 0, 0.0, 0, 0
 				for ky := range h {
 					for kx := range hw {
 						if d := cmplx.Abs(got[ky*hw+kx] - x.want[kx*h+ky]); d > 1e-9*scale {
-							t.Fatalf("periodic %v: coefficient (%d, %d): GPU %v, CPU %v", periodic, kx, ky, got[ky*hw+kx], x.want[kx*h+ky])
+							bad++
+							if d > worst {
+								worst, wx, wy = d, kx, ky
+							}
 						}
 					}
+				}
+				if bad > 0 {
+					t.Fatalf("periodic %v: %d of %d coefficients differ; worst (%d, %d): GPU %v, CPU %v (DC %v)",
+						periodic, bad, hw*h, wx, wy, got[wy*hw+wx], x.want[wx*h+wy], x.want[0])
 				}
 			}
 		})
@@ -112,11 +132,33 @@ func TestCUDATransformAndPeaks(t *testing.T) {
 			}
 			want := align.NewAligner(w, h, opt).Peaks(want1, want2, n)
 			if len(got) != len(want) {
-				t.Fatalf("periodic %v: %d GPU peaks, %d CPU peaks", periodic, len(got), len(want))
+				t.Fatalf("periodic %v: %d GPU peaks %+v, %d CPU peaks %+v", periodic, len(got), got, len(want), want)
+			}
+			// The CCF on the GPU: exactly align.NCC at every offset, and
+			// so ChoosePeak's translation.
+			offs := [][2]int{{0, 0}, {w / 2, 3}, {-5, h - 20}, {w - 1, -(h - 1)}, {w, 0}, {-w - 3, 0}, {17, -h / 3}}
+			corr := make([]float64, len(offs))
+			if err := co.(scorer).score(context.Background(), s1, s2, offs, corr); err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range offs {
+				if want := align.NCC(t1, t2, o[0], o[1]); corr[i] != want {
+					t.Fatalf("NCC at %v: GPU %v, CPU %v", o, corr[i], want)
+				}
+			}
+			sc := func(offs [][2]int, corr []float64) error {
+				return co.(scorer).score(context.Background(), s1, s2, offs, corr)
+			}
+			gotTr, err := align.ChoosePeakScored(w, h, align.West, got, opt, sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantTr := align.ChoosePeak(t1, t2, align.West, want, opt); gotTr != wantTr {
+				t.Fatalf("periodic %v: GPU CCF %+v, CPU %+v", periodic, gotTr, wantTr)
 			}
 			for i := range got {
 				if got[i].X != want[i].X || got[i].Y != want[i].Y {
-					t.Fatalf("periodic %v: peak %d: GPU %+v, CPU %+v", periodic, i, got[i], want[i])
+					t.Fatalf("periodic %v: peak %d: GPU %+v, CPU %+v (all: GPU %+v, CPU %+v)", periodic, i, got[i], want[i], got, want)
 				}
 			}
 		})

@@ -67,6 +67,17 @@ type correlator interface {
 	peaks(ctx context.Context, f1, f2 devSpectrum, dc1, dc2 float64, n int) ([]align.Peak, error)
 }
 
+// A scorer is a correlator that also does the CCF on its device: its
+// backend's transformer leaves each tile's pixels in the tile's slot, next
+// to the spectrum, and score returns the normalized cross-correlation of
+// the pair's tiles at each offset (exactly, as [align.NCC] does). The GPU
+// graph then chooses each pair's translation in the PCIAM task, and a
+// tile's host copy is dropped as soon as it is on the device.
+type scorer interface {
+	correlator
+	score(ctx context.Context, f1, f2 devSpectrum, offs [][2]int, corr []float64) error
+}
+
 // band is the part of the grid one GPU clone registers: the pairs whose
 // tile 2 (Pair.Row, Pair.Col) lies in rows [lo, hi). It needs the tiles of
 // those rows and of the row above them, the halo, which the clone above
@@ -153,7 +164,7 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		return nil, ErrNoGPU
 	}
 	if streams <= 0 {
-		streams = 2
+		streams = 4
 	}
 
 	g := graph.New[tileRef, pairDone]("registration")
@@ -184,8 +195,9 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		l.img, l.dc = img, pixelSum(img)
 		return out.Emit(l)
 	})
+	_, dropHost := be.newCorrelator(w, h, opt).(scorer)
 	fft := graph.AddTask(cg, "fft", streams, func() task.Task[*loaded, *loaded] {
-		return &fftTask{tr: be.newTransformer(w, h, opt)}
+		return &fftTask{tr: be.newTransformer(w, h, opt), dropHost: dropHost}
 	})
 	bk := bookkeeper.New[*loaded](cg, "pairs")
 	pairs := bookkeeper.AddRule(bk, "both tiles ready", func() bookkeeper.Rule[*loaded, pairJob] {
@@ -193,23 +205,37 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		r.Join = newPairRule(rows, cols, func(p align.Pair) bool { return r.band.has(p) })
 		return r
 	})
-	pciam := graph.AddTask(cg, "pciam", streams, func() task.Task[pairJob, peaksJob] {
-		return &pciamTask{c: be.newCorrelator(w, h, opt), n: opt.EffectiveMaxPeakCount()}
-	})
-	ccfTask := graph.AddFunc(cg, "ccf", workers, func(_ context.Context, j peaksJob, out task.Emitter[pairDone]) error {
-		tr := align.ChoosePeak(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, opt)
-		if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
-			return err
-		}
-		return out.Emit(pairDone{pair: j.pair, tr: tr})
-	})
-	graph.Connect(cg.Input(), acquire)
-	graph.Connect(acquire, read)
-	graph.Connect(read, fft)
-	graph.Connect(fft, bk)
-	graph.Connect(pairs, pciam)
-	graph.Connect(pciam, ccfTask)
-	graph.Connect(ccfTask, cg.Output())
+	_, onDevice := be.newCorrelator(w, h, opt).(scorer)
+	if onDevice {
+		// PCIAM and CCF on the device: the pair's translation comes back.
+		pciam := graph.AddTask(cg, "pciam+ccf", streams, func() task.Task[pairJob, pairDone] {
+			return &pciamTask{c: be.newCorrelator(w, h, opt), n: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt}
+		})
+		graph.Connect(cg.Input(), acquire)
+		graph.Connect(acquire, read)
+		graph.Connect(read, fft)
+		graph.Connect(fft, bk)
+		graph.Connect(pairs, pciam)
+		graph.Connect(pciam, cg.Output())
+	} else {
+		pciam := graph.AddTask(cg, "pciam", streams, func() task.Task[pairJob, peaksJob] {
+			return &peaksTask{c: be.newCorrelator(w, h, opt), n: opt.EffectiveMaxPeakCount()}
+		})
+		ccfTask := graph.AddFunc(cg, "ccf", workers, func(_ context.Context, j peaksJob, out task.Emitter[pairDone]) error {
+			tr := align.ChoosePeak(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, opt)
+			if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
+				return err
+			}
+			return out.Emit(pairDone{pair: j.pair, tr: tr})
+		})
+		graph.Connect(cg.Input(), acquire)
+		graph.Connect(acquire, read)
+		graph.Connect(read, fft)
+		graph.Connect(fft, bk)
+		graph.Connect(pairs, pciam)
+		graph.Connect(pciam, ccfTask)
+		graph.Connect(ccfTask, cg.Output())
+	}
 
 	gpus := pipeline.NewSubset(g, "gpus", cg, devs, bandsOf(rows, cols))
 	graph.Connect(g.Input(), gpus)
@@ -231,8 +257,13 @@ func pixelSum(img *image.Gray16) float64 {
 	return float64(s)
 }
 
-// fftTask is one copy of a GPU clone's FFT task.
-type fftTask struct{ tr transformer }
+// fftTask is one copy of a GPU clone's FFT task. With dropHost (the
+// device keeps the pixels) the tile's host copy is dropped after the
+// transform.
+type fftTask struct {
+	tr       transformer
+	dropHost bool
+}
 
 func (t *fftTask) Initialize(ctx context.Context, info task.Info) error {
 	return phase.Initialize(ctx, t.tr, info)
@@ -244,13 +275,40 @@ func (t *fftTask) Execute(ctx context.Context, l *loaded, out task.Emitter[*load
 	if err := t.tr.forward(ctx, l.img, l.dev.Data); err != nil {
 		return fmt.Errorf("stitching: FFT of tile (%d, %d) on the GPU: %w", l.row, l.col, err)
 	}
+	if t.dropHost {
+		l.img = nil
+	}
 	return out.Emit(l)
 }
 
-// pciamTask is one copy of a GPU clone's PCIAM task.
-type pciamTask struct {
+// peaksTask is one copy of a GPU clone's PCIAM task when the CCF runs on
+// the CPU.
+type peaksTask struct {
 	c correlator
 	n int
+}
+
+func (t *peaksTask) Initialize(ctx context.Context, info task.Info) error {
+	return phase.Initialize(ctx, t.c, info)
+}
+
+func (t *peaksTask) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.c) }
+
+func (t *peaksTask) Execute(ctx context.Context, j pairJob, out task.Emitter[peaksJob]) error {
+	ps, err := t.c.peaks(ctx, j.t1.dev.Data, j.t2.dev.Data, j.t1.dc, j.t2.dc, t.n)
+	if err != nil {
+		return fmt.Errorf("stitching: PCIAM of %v on the GPU: %w", j.pair, err)
+	}
+	return out.Emit(peaksJob{pairJob: j, peaks: append([]align.Peak(nil), ps...)})
+}
+
+// pciamTask is one copy of a GPU clone's PCIAM+CCF task: peaks, then the
+// CCF of their candidates, on the device.
+type pciamTask struct {
+	c    correlator
+	n    int
+	w, h int
+	opt  align.Options
 }
 
 func (t *pciamTask) Initialize(ctx context.Context, info task.Info) error {
@@ -259,12 +317,23 @@ func (t *pciamTask) Initialize(ctx context.Context, info task.Info) error {
 
 func (t *pciamTask) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.c) }
 
-func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[peaksJob]) error {
-	ps, err := t.c.peaks(ctx, j.t1.dev.Data, j.t2.dev.Data, j.t1.dc, j.t2.dc, t.n)
+func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pairDone]) error {
+	sc := t.c.(scorer)
+	f1, f2 := j.t1.dev.Data, j.t2.dev.Data
+	ps, err := sc.peaks(ctx, f1, f2, j.t1.dc, j.t2.dc, t.n)
 	if err != nil {
 		return fmt.Errorf("stitching: PCIAM of %v on the GPU: %w", j.pair, err)
 	}
-	return out.Emit(peaksJob{pairJob: j, peaks: append([]align.Peak(nil), ps...)})
+	tr, err := align.ChoosePeakScored(t.w, t.h, j.pair.Dir, ps, t.opt, func(offs [][2]int, corr []float64) error {
+		return sc.score(ctx, f1, f2, offs, corr)
+	})
+	if err != nil {
+		return fmt.Errorf("stitching: CCF of %v on the GPU: %w", j.pair, err)
+	}
+	if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
+		return err
+	}
+	return out.Emit(pairDone{pair: j.pair, tr: tr})
 }
 
 // CheckGPU reports whether GraphOptions.GPU can work in this program on

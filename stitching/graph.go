@@ -21,7 +21,9 @@ type GraphOptions struct {
 	// Workers is the number of copies of the FFT, PCIAM+CCF and refinement
 	// tasks. 0 means runtime.GOMAXPROCS(0).
 	Workers int
-	// Readers is the number of copies of the task that loads tiles. 0 means 2.
+	// Readers is the number of copies of the task that loads tiles. 0 means
+	// half the Workers (at least 2), and with GPU all the Workers for the
+	// registration, whose other CPU work is light.
 	Readers int
 	// PoolSize is the number of tile slots (a tile and its spectrum) alive
 	// at once. 0 means MIST's choice, min(rows, cols) + 2 + Workers. The
@@ -36,15 +38,17 @@ type GraphOptions struct {
 	// Progress, if set, is called as pairs complete: done of total pairs
 	// in the given phase.
 	Progress func(phase string, done, total int)
-	// GPU runs the registration's FFTs and phase correlations (PCIAM) on
-	// every GPU of the machine, and the cross-correlation factors (CCF) on
-	// the CPU (see package cuda; needs a build with -tags cuda, and fails
-	// with a clear error otherwise). The grid's rows are split into one
-	// band per GPU, each stitched by an execution-pipeline clone bound to
-	// its GPU; refinement runs on the CPU.
+	// GPU runs the registration's FFTs, phase correlations (PCIAM) and
+	// cross-correlation factors (CCF) on every GPU of the machine (see
+	// package cuda; needs a build with -tags cuda, and fails with a clear
+	// error otherwise). Each tile crosses the bus once, as its 16-bit
+	// pixels, and stays in device memory, with its spectrum, until its
+	// last pair is registered. The grid's rows are split into one band per
+	// GPU, each stitched by an execution-pipeline clone bound to its GPU;
+	// refinement runs on the CPU.
 	GPU bool
 	// GPUStreams is the number of copies, each with a stream of its own,
-	// of the FFT and of the PCIAM task per GPU. 0 means 2.
+	// of the FFT and of the PCIAM+CCF task per GPU. 0 means 4.
 	GPUStreams int
 
 	// gpu replaces the cuda backend in tests.
@@ -147,7 +151,7 @@ func pairsOf(rows, cols, row, col int, keep func(align.Pair) bool, dst []align.P
 
 // sizes returns the task copies, tile readers and pool slots of a run on a
 // rows x cols grid, with the defaults for zero fields: one worker per CPU,
-// 2 readers, and MIST's pool of min(rows, cols)+2+workers slots, at least
+// half as many readers (at least 2), and MIST's pool of min(rows, cols)+2+workers slots, at least
 // one line of the traversal plus one.
 func (gopt GraphOptions) sizes(rows, cols int) (workers, readers, slots int) {
 	workers, readers, slots = gopt.Workers, gopt.Readers, gopt.PoolSize
@@ -155,7 +159,7 @@ func (gopt GraphOptions) sizes(rows, cols int) (workers, readers, slots int) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	if readers <= 0 {
-		readers = 2
+		readers = max(2, workers/2)
 	}
 	if slots <= 0 {
 		slots = max(min(rows, cols)+2+workers, newWalker(rows, cols).lineLen()+1)
@@ -333,7 +337,11 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 	// Phase 1: registration.
 	var rel *align.Translations
 	if be != nil {
-		g, err := gpuPairGraph(be, src, opt, slots, readers, workers, gopt.GPUStreams)
+		gpuReaders := readers
+		if gopt.Readers <= 0 {
+			gpuReaders = max(2, workers)
+		}
+		g, err := gpuPairGraph(be, src, opt, slots, gpuReaders, workers, gopt.GPUStreams)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package align
 
 import (
+	"encoding/binary"
 	"image"
 	"math"
 	"math/bits"
@@ -208,15 +209,54 @@ func ChoosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, opt Options) 
 
 func choosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, o options) Translation {
 	b := t1.Bounds()
-	mx, my := o.minOverlap(b.Dx(), b.Dy())
+	tr, _ := choosePeakScored(b.Dx(), b.Dy(), dir, peaks, o, cpuScorer(t1, t2))
+	return tr
+}
+
+// cpuScorer scores offsets with [NCC] of t1 and t2.
+func cpuScorer(t1, t2 *image.Gray16) Scorer {
+	return func(offs [][2]int, corr []float64) error {
+		for i, o := range offs {
+			corr[i] = NCC(t1, t2, o[0], o[1])
+		}
+		return nil
+	}
+}
+
+// A Scorer computes the normalized cross-correlation ([NCC]) of a pair's
+// two tiles at a batch of offsets of the second tile relative to the
+// first: corr[i] for offs[i] (len(corr) == len(offs)).
+type Scorer func(offs [][2]int, corr []float64) error
+
+// ChoosePeakScored is [ChoosePeak] for pipelines that compute the
+// correlations elsewhere, such as a GPU that holds the tiles: it examines
+// the same candidates of the same peaks of a pair of w x h tiles and
+// chooses among them by the same rules, with the correlations that score
+// gives, which it asks for in at most two batches (the candidates of the
+// first PeakCount peaks, then, if none is confident, the others). With a
+// score that computes [NCC] exactly (such as one built on [Pearson] of
+// exact sums) the result is ChoosePeak's. Errors are score's.
+func ChoosePeakScored(w, h int, dir Direction, peaks []Peak, opt Options, score Scorer) (Translation, error) {
+	return choosePeakScored(w, h, dir, peaks, opt.resolve(), score)
+}
+
+func choosePeakScored(w, h int, dir Direction, peaks []Peak, o options, score Scorer) (Translation, error) {
+	mx, my := o.minOverlap(w, h)
 	n := min(o.peaks, len(peaks))
-	best := ccf(t1, t2, dir, peaks[:n], mx, my)
+	best, err := ccf(w, h, dir, peaks[:n], mx, my, score)
+	if err != nil {
+		return best, err
+	}
 	if n < len(peaks) && !(best.Corr >= ConfidentCorr) {
-		if more := ccf(t1, t2, dir, peaks[n:], mx, my); more.Corr > best.Corr {
+		more, err := ccf(w, h, dir, peaks[n:], mx, my, score)
+		if err != nil {
+			return best, err
+		}
+		if more.Corr > best.Corr {
 			best = more
 		}
 	}
-	return best
+	return best, nil
 }
 
 // EffectiveMaxPeakCount returns the number of phase-correlation peaks
@@ -250,36 +290,41 @@ func MinOverlap(w, h int, opt Options) (mx, my int) {
 // first). If no candidate is admissible the result is the first candidate
 // with Corr = -1. mx and my are usually taken from [MinOverlap].
 func CCF(t1, t2 *image.Gray16, dir Direction, peaks []Peak, mx, my int) Translation {
-	return ccf(t1, t2, dir, peaks, max(mx, 1), max(my, 1))
+	b := t1.Bounds()
+	tr, _ := ccf(b.Dx(), b.Dy(), dir, peaks, max(mx, 1), max(my, 1), cpuScorer(t1, t2))
+	return tr
 }
 
-func ccf(t1, t2 *image.Gray16, dir Direction, peaks []Peak, mx, my int) Translation {
-	b := t1.Bounds()
-	w, h := b.Dx(), b.Dy()
-	best := Translation{Corr: math.Inf(-1)}
-	found := false
+// ccf is CCF on w x h tiles with the correlations of score.
+func ccf(w, h int, dir Direction, peaks []Peak, mx, my int, score Scorer) (Translation, error) {
 	var first Translation
 	var seen [16][2]int
+	offs := make([][2]int, 0, 8*len(peaks))
 	for pi, pk := range peaks {
 		cands := candidates(pk.X, pk.Y, w, h, dir, seen[:0])
 		for ci, c := range cands {
 			if pi == 0 && ci == 0 {
 				first = Translation{X: c[0], Y: c[1], Corr: -1}
 			}
-			if !admissible(c[0], c[1], w, h, mx, my) {
-				continue
-			}
-			v := NCC(t1, t2, c[0], c[1])
-			if !found || v > best.Corr {
-				best = Translation{X: c[0], Y: c[1], Corr: v}
-				found = true
+			if admissible(c[0], c[1], w, h, mx, my) {
+				offs = append(offs, c)
 			}
 		}
 	}
-	if !found {
-		return first
+	if len(offs) == 0 {
+		return first, nil
 	}
-	return best
+	corr := make([]float64, len(offs))
+	if err := score(offs, corr); err != nil {
+		return first, err
+	}
+	best := Translation{X: offs[0][0], Y: offs[0][1], Corr: corr[0]}
+	for i, c := range offs[1:] {
+		if v := corr[i+1]; v > best.Corr {
+			best = Translation{X: c[0], Y: c[1], Corr: v}
+		}
+	}
+	return best, nil
 }
 
 // candidates appends the distinct aliasing interpretations of a PCM peak.
@@ -342,18 +387,7 @@ func NCC(t1, t2 *image.Gray16, x, y int) float64 {
 	for v := y0; v < y1; v++ {
 		p1 := t1.Pix[t1.PixOffset(b1.Min.X+x0, b1.Min.Y+v):]
 		p2 := t2.Pix[t2.PixOffset(b2.Min.X+x0-x, b2.Min.Y+v-y):]
-		p1 = p1[:2*nx]
-		p2 = p2[:2*nx]
-		var ra, rb, raa, rbb, rab uint64
-		for i := 0; i < len(p1); i += 2 {
-			a := uint64(p1[i])<<8 | uint64(p1[i+1])
-			c := uint64(p2[i])<<8 | uint64(p2[i+1])
-			ra += a
-			rb += c
-			raa += a * a
-			rbb += c * c
-			rab += a * c
-		}
+		ra, rb, raa, rbb, rab := nccRow(p1[:2*nx], p2[:2*nx])
 		sa += ra
 		sb += rb
 		saa += raa
@@ -361,6 +395,53 @@ func NCC(t1, t2 *image.Gray16, x, y int) float64 {
 		sab += rab
 	}
 	n := uint64(nx) * uint64(y1-y0)
+	return pearson(n, sa, sb, saa, sbb, sab)
+}
+
+// nccRow returns the sums of a, b, a², b² and ab over the big-endian
+// 16-bit pixels a of p1 and b of p2 (equal even lengths). The sums are
+// exact: a row of up to 2^32 pixels cannot overflow them. Four pixels at
+// a time are loaded as one 64-bit word each, with the two halves summed
+// separately so that the additions do not wait on one another.
+func nccRow(p1, p2 []byte) (ra, rb, raa, rbb, rab uint64) {
+	var sa2, sb2, saa2, sbb2, sab2 uint64
+	i := 0
+	for ; i+8 <= len(p1); i += 8 {
+		u := binary.BigEndian.Uint64(p1[i:])
+		v := binary.BigEndian.Uint64(p2[i:])
+		a0, a1, a2, a3 := u>>48, u>>32&0xffff, u>>16&0xffff, u&0xffff
+		b0, b1, b2, b3 := v>>48, v>>32&0xffff, v>>16&0xffff, v&0xffff
+		ra += a0 + a1
+		sa2 += a2 + a3
+		rb += b0 + b1
+		sb2 += b2 + b3
+		raa += a0*a0 + a1*a1
+		saa2 += a2*a2 + a3*a3
+		rbb += b0*b0 + b1*b1
+		sbb2 += b2*b2 + b3*b3
+		rab += a0*b0 + a1*b1
+		sab2 += a2*b2 + a3*b3
+	}
+	for ; i+1 < len(p1); i += 2 {
+		a := uint64(p1[i])<<8 | uint64(p1[i+1])
+		c := uint64(p2[i])<<8 | uint64(p2[i+1])
+		ra += a
+		rb += c
+		raa += a * a
+		rbb += c * c
+		rab += a * c
+	}
+	return ra + sa2, rb + sb2, raa + saa2, rbb + sbb2, rab + sab2
+}
+
+// Pearson returns the correlation coefficient of n pairs (a, b) from the
+// exact sums of a, b, a², b² and ab, as [NCC] computes it (0 when either
+// side is constant). It serves pipelines that compute the sums elsewhere
+// (see [ChoosePeakScored]).
+func Pearson(n, sa, sb, saa, sbb, sab uint64) float64 {
+	if n == 0 {
+		return -1
+	}
 	return pearson(n, sa, sb, saa, sbb, sab)
 }
 
