@@ -23,8 +23,10 @@ import (
 // (WhiteIsZero, inverted as x/image/tiff does) or 1, one BitsPerSample
 // of 8 or 16, SamplesPerPixel and PlanarConfiguration absent or 1,
 // Compression absent, 0 or 1, Predictor absent or 1, SampleFormat absent
-// or 1, no ColorMap, no tile tags, and every strip inside the file and
-// long enough for its rows. Anything else, corrupt files included, is left
+// or 1, no ColorMap, in strips or in tiles of 8 x 8 to 65536 x 65536
+// pixels (8-bit images only when the tiles divide the width), and every
+// strip or tile inside the file and long enough for the pixels
+// x/image/tiff reads from it. Anything else, corrupt files included, is left
 // to the x/image/tiff path, so that errors and unusual files behave as
 // they always did.
 
@@ -77,10 +79,14 @@ func (v tiffValues) get(i int) uint64 {
 type fastTIFF struct {
 	order           binary.ByteOrder
 	width, height   int
-	bits            int  // 8 or 16
-	invert          bool // WhiteIsZero
-	rowsPerStrip    int  // 0: one strip
-	offsets, counts tiffValues
+	bits            int        // 8 or 16
+	invert          bool       // WhiteIsZero
+	rowsPerStrip    int        // 0: one strip
+	offsets, counts tiffValues // of the strips
+
+	tiled                   bool // a TileWidth tag
+	tileWidth, tileLength   int
+	tileOffsets, tileCounts tiffValues
 }
 
 // parseFastTIFF reads the first directory of data; ok is false when the
@@ -110,6 +116,8 @@ func parseFastTIFF(data []byte) (t fastTIFF, ok bool) {
 	}
 	var (
 		haveBits, haveOffsets, haveCounts bool
+		haveTileLength, haveTileOffsets   bool
+		haveTileCounts                    bool
 		photometric, compression          uint64
 	)
 	prev := -1
@@ -188,13 +196,34 @@ func parseFastTIFF(data []byte) (t fastTIFF, ok bool) {
 					return t, false
 				}
 			}
-		case tagColorMap, tagTileWidth, tagTileLength, tagTileOffsets, tagTileByteCounts:
+		case tagTileWidth:
+			t.tiled, t.tileWidth = true, int(first)
+		case tagTileLength:
+			t.tileLength, haveTileLength = int(first), true
+		case tagTileOffsets:
+			t.tileOffsets, haveTileOffsets = v, true
+		case tagTileByteCounts:
+			t.tileCounts, haveTileCounts = v, true
+		case tagColorMap:
 			return t, false
 		}
 	}
 	// Width and height are LONG or SHORT values, below 2^32.
-	if !haveBits || !haveOffsets || !haveCounts || t.width <= 0 || t.height <= 0 ||
-		compression > 1 || photometric > 1 {
+	if !haveBits || t.width <= 0 || t.height <= 0 || compression > 1 || photometric > 1 {
+		return t, false
+	}
+	if t.tiled {
+		// x/image/tiff refuses tiles below 8 x 8 and reads a TileWidth
+		// of 0 as strips: left to it, like huge tiles (bounding them
+		// keeps the arithmetic below far from overflow) and 8-bit
+		// images with partial tiles at the right edge, whose padding
+		// x/image/tiff does not skip.
+		if !haveTileLength || !haveTileOffsets || !haveTileCounts ||
+			t.tileWidth < 8 || t.tileLength < 8 || t.tileWidth > 1<<16 || t.tileLength > 1<<16 ||
+			(t.bits == 8 && t.width%t.tileWidth != 0) {
+			return t, false
+		}
+	} else if !haveOffsets || !haveCounts {
 		return t, false
 	}
 	// A missing PhotometricInterpretation reads as 0 (WhiteIsZero), as in
@@ -223,42 +252,67 @@ func decodeFastTIFF(data []byte, maxPixels int64) (img *image.Gray16, ok bool, e
 	if uint64(t.width)*uint64(t.height) > math.MaxInt/4 {
 		return nil, false, nil
 	}
+	// The image is read in blocks: strips of the full width, or tiles.
 	bpp := t.bits / 8
-	rowBytes := t.width * bpp
-	rows := t.height
-	if t.rowsPerStrip > 0 && t.rowsPerStrip < rows {
-		rows = t.rowsPerStrip
+	bw, bh := t.width, t.height
+	offsets, counts := t.offsets, t.counts
+	if t.tiled {
+		bw, bh = t.tileWidth, t.tileLength
+		offsets, counts = t.tileOffsets, t.tileCounts
+	} else if t.rowsPerStrip > 0 && t.rowsPerStrip < bh {
+		bh = t.rowsPerStrip
 	}
-	strips := (t.height + rows - 1) / rows
-	if t.offsets.n < strips || t.counts.n < strips {
+	across, down := (t.width+bw-1)/bw, (t.height+bh-1)/bh
+	if offsets.n/across < down || counts.n/across < down {
 		return nil, false, nil
 	}
-	// Every strip must lie inside the file and hold its rows; checked
-	// before the image is allocated.
+	// Rows of a block follow each other bw pixels apart: strips and
+	// tiles are padded to whole tiles on the right (8-bit images with
+	// partial tiles there are not taken).
+	stride := bw * bpp
+	// Every block must lie inside the file and hold the pixels
+	// x/image/tiff reads from it; checked before the image is allocated.
 	size := uint64(len(data))
-	for j := 0; j < strips; j++ {
-		off, n := t.offsets.get(j), t.counts.get(j)
-		need := uint64(min(rows, t.height-j*rows) * rowBytes)
-		if off+n > size || n < need {
+	for k := 0; k < across*down; k++ {
+		cols := min(bw, t.width-k%across*bw)
+		rows := min(bh, t.height-k/across*bh)
+		off, n := offsets.get(k), counts.get(k)
+		if need := uint64((rows-1)*stride + cols*bpp); off+n > size || n < need {
 			return nil, false, nil
 		}
 	}
 	img = image.NewGray16(image.Rect(0, 0, t.width, t.height))
-	for j := 0; j < strips; j++ {
-		y0, y1 := j*rows, min((j+1)*rows, t.height)
-		off := int(t.offsets.get(j))
-		src := data[off : off+(y1-y0)*rowBytes]
-		dst := img.Pix[y0*img.Stride : y1*img.Stride]
-		switch {
-		case t.bits == 8:
-			widen8(dst, src, t.invert)
-		case t.order == binary.ByteOrder(binary.BigEndian):
-			copy16(dst, src, t.invert)
-		default:
-			swap16(dst, src, t.invert)
+	for k := 0; k < across*down; k++ {
+		x0, y0 := k%across*bw, k/across*bh
+		cols := min(bw, t.width-x0)
+		rows := min(bh, t.height-y0)
+		src := data[int(offsets.get(k)):]
+		if cols == t.width && cols == bw {
+			// Whole unpadded rows: one run of pixels.
+			src = src[:rows*stride]
+			dst := img.Pix[y0*img.Stride : (y0+rows)*img.Stride]
+			t.convert(dst, src)
+			continue
+		}
+		for y := 0; y < rows; y++ {
+			o := (y0+y)*img.Stride + 2*x0
+			t.convert(img.Pix[o:o+2*cols], src[y*stride:y*stride+cols*bpp])
 		}
 	}
 	return img, true, nil
+}
+
+// convert writes the pixels of src, a run of t's pixels, big-endian into
+// dst.
+func (t *fastTIFF) convert(dst, src []byte) {
+	switch {
+	case t.bits == 8:
+		widen8(dst, src, t.invert)
+	case t.order == binary.ByteOrder(binary.BigEndian):
+		copy16(dst, src, t.invert)
+	default:
+		swap16(dst, src, t.invert)
+	}
 }
 
 // widen8 writes the 8-bit pixels of src as big-endian 16-bit values into

@@ -56,6 +56,7 @@ type testTIFF struct {
 	longOffsets  bool  // StripOffsets and StripByteCounts as LONG, else SHORT
 	reverse      bool  // strips stored last first, with gaps
 	extraCount   int   // added to every StripByteCounts
+	tileW, tileH int   // tiles instead of strips when tileW > 0
 	extraTags    []tag // more entries (sorted in with the others)
 }
 
@@ -74,7 +75,12 @@ func writeTestTIFF(t testing.TB, c testTIFF, pix []uint16) []byte {
 	if rps <= 0 || rps > c.h {
 		rps = c.h
 	}
-	strips := (c.h + rps - 1) / rps
+	bw, bh := c.w, rps
+	if c.tileW > 0 {
+		bw, bh = c.tileW, c.tileH
+	}
+	across, down := (c.w+bw-1)/bw, (c.h+bh-1)/bh
+	strips := across * down
 	var out bytes.Buffer
 	if bo == byteOrder(binary.LittleEndian) {
 		out.WriteString("II*\x00")
@@ -97,10 +103,18 @@ func writeTestTIFF(t testing.TB, c testTIFF, pix []uint16) []byte {
 			out.Write([]byte{0xde, 0xad, 0xbe}) // a gap
 		}
 		offsets[j] = uint32(out.Len())
-		y1 := min((j+1)*rps, c.h)
-		for y := j * rps; y < y1; y++ {
-			for x := 0; x < c.w; x++ {
-				v := pix[y*c.w+x]
+		x0, y0 := j%across*bw, j/across*bh
+		x1, y1 := x0+bw, y0+bh
+		if c.tileW == 0 {
+			x1, y1 = c.w, min(y1, c.h) // strips are not padded
+		}
+		start := out.Len()
+		for y := y0; y < y1; y++ {
+			for x := x0; x < x1; x++ {
+				v := uint16(0xabcd) // tile padding
+				if x < c.w && y < c.h {
+					v = pix[y*c.w+x]
+				}
 				if bpp == 1 {
 					out.WriteByte(byte(v))
 				} else {
@@ -108,7 +122,7 @@ func writeTestTIFF(t testing.TB, c testTIFF, pix []uint16) []byte {
 				}
 			}
 		}
-		counts[j] = uint32((y1-j*rps)*c.w*bpp + c.extraCount)
+		counts[j] = uint32(out.Len() - start + c.extraCount)
 		if c.extraCount > 0 {
 			out.Write(make([]byte, c.extraCount))
 		}
@@ -122,10 +136,14 @@ func writeTestTIFF(t testing.TB, c testTIFF, pix []uint16) []byte {
 		{257, 3, []uint32{uint32(c.h)}},
 		{258, 3, []uint32{uint32(c.bits)}},
 		{259, 3, []uint32{1}},
-		{273, offType, offsets},
 		{277, 3, []uint32{1}},
-		{279, offType, counts},
 		{284, 3, []uint32{1}},
+	}
+	if c.tileW > 0 {
+		tags = append(tags, tag{322, 3, []uint32{uint32(c.tileW)}}, tag{323, 4, []uint32{uint32(c.tileH)}},
+			tag{324, offType, offsets}, tag{325, offType, counts})
+	} else {
+		tags = append(tags, tag{273, offType, offsets}, tag{279, offType, counts})
 	}
 	if c.photometric >= 0 {
 		tags = append(tags, tag{262, 3, []uint32{uint32(c.photometric)}})
@@ -252,6 +270,9 @@ func fastTIFFFiles(t testing.TB) map[string][]byte {
 				{w: 13, h: 9, photometric: 1, rowsPerStrip: 2, longOffsets: true},
 				{w: 13, h: 9, photometric: 1, rowsPerStrip: 4, reverse: true, extraCount: 3},
 				{w: 5, h: 11, photometric: 1, rowsPerStrip: 1},
+				{w: 48, h: 20, photometric: 1, tileW: 16, tileH: 8},                     // tiles divide the width
+				{w: 48, h: 20, photometric: 0, tileW: 16, tileH: 16, longOffsets: true}, // WhiteIsZero
+				{w: 40, h: 8, photometric: 1, tileW: 40, tileH: 8, reverse: true},
 				{w: 5, h: 11, photometric: 1, rowsPerStrip: 100}, // more than the height
 				{w: 9, h: 6, photometric: 0, rowsPerStrip: 4},    // WhiteIsZero
 				{w: 9, h: 6, photometric: -1, rowsPerStrip: 5},   // no tag: WhiteIsZero
@@ -266,6 +287,17 @@ func fastTIFFFiles(t testing.TB) map[string][]byte {
 				name := fmt.Sprintf("hand-%v-%d-%dx%d-rps%d-ph%d-rev%v-%d", order, bits, c.w, c.h, c.rowsPerStrip, c.photometric, c.reverse, len(c.extraTags))
 				files[name] = writeTestTIFF(t, c, randomPix(r, c.w*c.h, bits))
 			}
+		}
+	}
+	for _, order := range []byteOrder{binary.LittleEndian, binary.BigEndian} {
+		for _, c := range []testTIFF{
+			{w: 37, h: 21, tileW: 16, tileH: 8},  // partial tiles right and bottom
+			{w: 13, h: 30, tileW: 16, tileH: 16}, // one tile across, wider than the image
+			{w: 33, h: 9, tileW: 8, tileH: 24, extraCount: 5, reverse: true},
+		} {
+			c.order, c.bits, c.photometric = order, 16, 1
+			name := fmt.Sprintf("tiled-%v-%dx%d-%dx%d", order, c.w, c.h, c.tileW, c.tileH)
+			files[name] = writeTestTIFF(t, c, randomPix(r, c.w*c.h, 16))
 		}
 	}
 	return files
@@ -356,11 +388,15 @@ func TestFastTIFFFallback(t *testing.T) {
 		return writeTestTIFF(t, c, pix)
 	}
 	cases := map[string][]byte{
-		"deflate":         deflate.Bytes(),
-		"rgb":             rgb.Bytes(),
-		"predictor":       with(tag{317, 3, []uint32{2}}),
-		"sample format":   with(tag{339, 3, []uint32{3}}),
-		"tiled":           with(tag{322, 3, []uint32{16}}, tag{323, 3, []uint32{16}}),
+		"deflate":                   deflate.Bytes(),
+		"rgb":                       rgb.Bytes(),
+		"predictor":                 with(tag{317, 3, []uint32{2}}),
+		"sample format":             with(tag{339, 3, []uint32{3}}),
+		"tile tags without offsets": with(tag{322, 3, []uint32{16}}, tag{323, 3, []uint32{16}}),
+		"8-bit partial tiles": writeTestTIFF(t, testTIFF{order: binary.LittleEndian, w: 20, h: 16, bits: 8,
+			photometric: 1, tileW: 16, tileH: 16}, randomPix(r, 320, 8)),
+		"tiles below 8": writeTestTIFF(t, testTIFF{order: binary.LittleEndian, w: 20, h: 16, bits: 16,
+			photometric: 1, tileW: 4, tileH: 16}, randomPix(r, 320, 16)),
 		"colormap":        with(tag{320, 3, make([]uint32, 3*256)}),
 		"fill order type": with(tag{266, 5, []uint32{1, 1}}),
 		"truncated":       good[:len(good)/2],
