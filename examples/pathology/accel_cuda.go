@@ -30,17 +30,17 @@ type cudaAccel struct {
 var kernelNames = []string{"patho_rbc", "patho_dark", "patho_filter3", "patho_fill_init", "patho_fill_step",
 	"patho_fill_final", "patho_dt_init", "patho_dt_step", "patho_feat_accum", "patho_feat_final"}
 
-// cudaAccels opens every CUDA device (at most max, 0: all) as an
+// cudaAccels opens every CUDA device (at most limit, 0: all) as an
 // accelerator. It fails with an error wrapping cuda.ErrNoDevice where
 // there is none.
-func cudaAccels(max int) ([]accel, error) {
+func cudaAccels(limit int) ([]accel, error) {
 	ds, err := cuda.Devices()
 	if err != nil {
 		return nil, err
 	}
 	var as []accel
 	for i, d := range ds {
-		if max > 0 && i >= max {
+		if limit > 0 && i >= limit {
 			_ = d.Close()
 			continue
 		}
