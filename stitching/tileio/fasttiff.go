@@ -10,7 +10,7 @@ import (
 )
 
 // The fast TIFF path decodes the common microscope tile, an uncompressed
-// single-channel 8- or 16-bit grayscale classic TIFF stored in strips,
+// single-channel 8- or 16-bit grayscale classic TIFF in strips or tiles,
 // with bulk copies instead of golang.org/x/image/tiff's pixel-by-pixel
 // loop (about 25 ms for a 1392 x 1040 16-bit tile).
 //
