@@ -23,6 +23,9 @@ import (
 // given live on the device its task copy was initialized for.
 type fakeGPUs struct {
 	devs []*fakeGPU
+	// ccfOnDevice makes the correlators scorers: the CCF then runs in
+	// the PCIAM task, from pixels the transformer kept in the slot.
+	ccfOnDevice bool
 	// failFFT, when positive, makes the failFFT-th transform fail.
 	failFFT int64
 	ffts    atomic.Int64
@@ -32,6 +35,7 @@ type fakeGPU struct {
 	id               int
 	live, total      atomic.Int64
 	transforms, pcms atomic.Int64
+	scores           atomic.Int64
 }
 
 func (d *fakeGPU) ID() int           { return d.id }
@@ -49,6 +53,7 @@ func newFakeGPUs(n int) *fakeGPUs {
 
 type fakeSpec struct {
 	data []complex128
+	pix  []byte // the tile's pixels (ccfOnDevice)
 	dev  *fakeGPU
 }
 
@@ -63,10 +68,10 @@ func (f *fakeGPUs) devices() []device.Device {
 }
 
 func (f *fakeGPUs) spectra(w, h int) memmgr.Allocator[devSpectrum] {
-	return fakeSpecAlloc{n: (w/2 + 1) * h}
+	return fakeSpecAlloc{n: (w/2 + 1) * h, pix: 2 * w * h}
 }
 
-type fakeSpecAlloc struct{ n int }
+type fakeSpecAlloc struct{ n, pix int }
 
 func (a fakeSpecAlloc) Alloc(dev device.Device) (devSpectrum, error) {
 	d, ok := dev.(*fakeGPU)
@@ -75,7 +80,7 @@ func (a fakeSpecAlloc) Alloc(dev device.Device) (devSpectrum, error) {
 	}
 	d.live.Add(1)
 	d.total.Add(1)
-	return fakeSpec{data: make([]complex128, a.n), dev: d}, nil
+	return fakeSpec{data: make([]complex128, a.n), pix: make([]byte, a.pix), dev: d}, nil
 }
 
 func (a fakeSpecAlloc) Free(dev device.Device, s devSpectrum) error {
@@ -125,6 +130,11 @@ func (t *fakeTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 		return err
 	}
 	t.tfft.Forward(tile, d)
+	b := tile.Bounds()
+	pix, w := dst.(fakeSpec).pix, b.Dx()
+	for y := range b.Dy() {
+		copy(pix[2*w*y:2*w*(y+1)], tile.Pix[tile.PixOffset(b.Min.X, b.Min.Y+y):])
+	}
 	t.dev.transforms.Add(1)
 	return nil
 }
@@ -135,7 +145,35 @@ type fakeCorrelator struct {
 }
 
 func (f *fakeGPUs) newCorrelator(w, h int, opt align.Options) correlator {
-	return &fakeCorrelator{a: align.NewAligner(w, h, opt)}
+	c := &fakeCorrelator{a: align.NewAligner(w, h, opt)}
+	if f.ccfOnDevice {
+		return &fakeScorer{fakeCorrelator: c, w: w, h: h}
+	}
+	return c
+}
+
+// fakeScorer does the CCF "on the device", from the slots' pixels only.
+type fakeScorer struct {
+	*fakeCorrelator
+	w, h int
+}
+
+func (c *fakeScorer) score(_ context.Context, f1, f2 devSpectrum, offs [][2]int, corr []float64) error {
+	if _, err := c.spec(f1); err != nil {
+		return err
+	}
+	if _, err := c.spec(f2); err != nil {
+		return err
+	}
+	img := func(s devSpectrum) *image.Gray16 {
+		return &image.Gray16{Pix: s.(fakeSpec).pix, Stride: 2 * c.w, Rect: image.Rect(0, 0, c.w, c.h)}
+	}
+	t1, t2 := img(f1), img(f2)
+	for i, o := range offs {
+		corr[i] = align.NCC(t1, t2, o[0], o[1])
+	}
+	c.dev.scores.Add(1)
+	return nil
 }
 
 func (c *fakeCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, _, _ float64, n int) ([]align.Peak, error) {
@@ -198,8 +236,10 @@ func TestBands(t *testing.T) {
 	}
 }
 
-// The GPU graph, on 1 to 3 fake GPUs, gives exactly the CPU graph's result,
-// spreads the work over the GPUs and frees every device spectrum.
+// The GPU graph, on 1 to 3 fake GPUs, with the CCF on the CPU or on the
+// devices (from the pixels in the slots, the tiles' host copies dropped),
+// gives exactly the CPU graph's result, spreads the work over the GPUs and
+// frees every device spectrum.
 func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 	g := smallSynth(t, 5, 4, 11)
 	src := g.source(t)
@@ -207,8 +247,13 @@ func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{1, 2, 3} {
+	for _, c := range []struct {
+		n        int
+		onDevice bool
+	}{{1, false}, {2, false}, {3, false}, {1, true}, {3, true}} {
+		n := c.n
 		fake := newFakeGPUs(n)
+		fake.ccfOnDevice = c.onDevice
 		var pools int
 		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake,
 			Observe: func(phase string, r *graph.Execution) {
@@ -260,6 +305,13 @@ func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 		}
 		if want := int64(len(align.Pairs(5, 4))); pcms != want {
 			t.Errorf("%d GPUs: %d phase correlations, want %d (each pair once)", n, pcms, want)
+		}
+		var scores int64
+		for _, d := range fake.devs {
+			scores += d.scores.Load()
+		}
+		if c.onDevice && scores < pcms || !c.onDevice && scores != 0 {
+			t.Errorf("%d GPUs, CCF on the device %v: %d CCF batches scored on the devices for %d pairs", n, c.onDevice, scores, pcms)
 		}
 	}
 }
