@@ -104,7 +104,7 @@ func TestHardwareHostGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"every GPU output equals the CPU's", "same nuclei in every tile", "| FCFS |",
-		"PATS+DL+prefetch, 50% wrong", "| FillHoles |", "CPU only", "simulator error"} {
+		"PATS+DL+prefetch, 50% wrong", "| FillHoles |", "CPU only", "simulated, run's op times"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("hardware.md lacks %q:\n%s", want, md)
 		}
