@@ -17,8 +17,14 @@ import (
 	"github.com/gohtgs/htgs/task"
 )
 
-// DefaultBlockSize is the block size used when Config.BlockSize is 0.
+// DefaultBlockSize is the block size used when Config.BlockSize is 0 and
+// the kernel runs on the CPU.
 const DefaultBlockSize = 512
+
+// DefaultDeviceBlockSize is the block size used when Config.BlockSize is 0
+// and the kernel runs on devices (the cuda kernel): a GPU needs large
+// products to reach its peak, and every product costs a few driver calls.
+const DefaultDeviceBlockSize = 2048
 
 // Errors of bad arguments, wrapped by the errors of this package's
 // functions; test for them with errors.Is.
@@ -36,7 +42,8 @@ var (
 // DefaultBlockSize, one multiply thread per CPU, the gonum kernel, no memory
 // limit.
 type Config struct {
-	// BlockSize is the side of the square blocks (0: DefaultBlockSize).
+	// BlockSize is the side of the square blocks (0: DefaultBlockSize, or
+	// DefaultDeviceBlockSize for a product on devices).
 	BlockSize int
 	// Threads is the number of copies of the multiply task (0:
 	// runtime.GOMAXPROCS). With a kernel that runs on devices (the cuda

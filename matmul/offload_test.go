@@ -624,3 +624,16 @@ func TestOffloadCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestOffloadDefaultBlockSize: products on devices default to large
+// blocks, CPU products keep theirs.
+func TestOffloadDefaultBlockSize(t *testing.T) {
+	p, err := newPlan(5000, 5000, 5000, true, Config{Kernel: newFakeGPU(1)})
+	if err != nil || p.BlockSize != DefaultDeviceBlockSize {
+		t.Fatalf("device plan: block %d, %v; want %d", p.BlockSize, err, DefaultDeviceBlockSize)
+	}
+	p, err = newPlan(5000, 5000, 5000, true, Config{Kernel: Gonum()})
+	if err != nil || p.BlockSize != DefaultBlockSize {
+		t.Fatalf("CPU plan: block %d, %v; want %d", p.BlockSize, err, DefaultBlockSize)
+	}
+}

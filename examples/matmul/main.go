@@ -8,7 +8,7 @@
 //
 // Flags:
 //
-//	-block B      block size (default 512)
+//	-block B      block size (default 512, with -kernel cuda 2048)
 //	-threads T    copies of the multiply task (default: the number of CPUs)
 //	-mem SIZE     RAM budget for matrix blocks, such as 64MiB or 2GiB; when the
 //	              matrices (A, B and C) do not fit in it, or in the memory the
@@ -108,7 +108,7 @@ func flagSet(o *options, raw *rawFlags) *flag.FlagSet {
 	fs.IntVar(&o.n, "n", 0, "multiply random `N` x N matrices")
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` of the random matrices")
 	fs.BoolVar(&o.verify, "verify", false, "check the result against one gonum Dgemm call")
-	fs.IntVar(&o.block, "block", matmul.DefaultBlockSize, "block `size`")
+	fs.IntVar(&o.block, "block", 0, fmt.Sprintf("block `size` (default %d, with -kernel cuda %d)", matmul.DefaultBlockSize, matmul.DefaultDeviceBlockSize))
 	fs.IntVar(&o.threads, "threads", 0, "multiply-task `copies` (0: one per CPU)")
 	fs.StringVar(&raw.mem, "mem", "", "RAM `budget` for blocks, e.g. 64MiB; out of core when A, B and C do not fit (default: no limit)")
 	fs.StringVar(&raw.gpuMem, "gpumem", "", "GPU memory `budget` per device for blocks with -kernel cuda (default: 3/4 of the free memory)")
@@ -146,6 +146,8 @@ func parse(args []string) (*options, error) {
 		return nil, err
 	}
 	files := o.a != "" || o.b != ""
+	blockSet := false // -block 0 is refused; left out, the kernel's default
+	fs.Visit(func(f *flag.Flag) { blockSet = blockSet || f.Name == "block" })
 	switch {
 	case files && o.n != 0:
 		return nil, cli.Usagef("give either -a/-b files or -n, not both")
@@ -157,7 +159,7 @@ func parse(args []string) (*options, error) {
 		return nil, cli.Usagef("-o C.npy is required with -a and -b")
 	case o.n < 0:
 		return nil, cli.Usagef("-n %d: want a positive size", o.n)
-	case o.block <= 0:
+	case o.block < 0 || blockSet && o.block == 0:
 		return nil, cli.Usagef("-block %d: want a positive block size", o.block)
 	case o.threads < 0:
 		return nil, cli.Usagef("-threads %d: want a positive count (or 0 for one per CPU)", o.threads)
