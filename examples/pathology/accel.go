@@ -18,16 +18,18 @@ import (
 // (a CUDA GPU, or host memory posing as one), the data regions of each tile
 // held in their memory, and the GPU implementations of the operations.
 
-// gpuOpNames lists the operations with a GPU implementation (the others
+// gpuOpNames returns the operations with a GPU implementation (the others
 // run on CPU cores only), with the kernels of kernels/pathology.cu:
 // thresholding (RBCDetection), 3x3 opening (MorphOpen), reconstruction of
 // the background from the border (FillHoles, iterative), distance
 // transform (PreWatershed, iterative) and per-object reductions
 // (FeatIntensity, FeatGradient).
-var gpuOpNames = []string{"RBCDetection", "MorphOpen", "FillHoles", "PreWatershed", "FeatIntensity", "FeatGradient"}
+func gpuOpNames() []string {
+	return []string{"RBCDetection", "MorphOpen", "FillHoles", "PreWatershed", "FeatIntensity", "FeatGradient"}
+}
 
 // hasGPUImpl reports whether op has a GPU implementation.
-func hasGPUImpl(op string) bool { return slices.Contains(gpuOpNames, op) }
+func hasGPUImpl(op string) bool { return slices.Contains(gpuOpNames(), op) }
 
 // gpuBuf is a buffer in an accelerator's memory: device memory on a CUDA
 // GPU, a host slice on a host accelerator.

@@ -26,9 +26,11 @@ type cudaAccel struct {
 	checkFill, check int            // steps of FillHoles and of PreWatershed between looks at the flag
 }
 
-// kernelNames are the kernels of kernels/pathology.cu.
-var kernelNames = []string{"patho_rbc", "patho_dark", "patho_filter3", "patho_fill_init", "patho_fill_step",
-	"patho_fill_final", "patho_dt_init", "patho_dt_step", "patho_feat_accum", "patho_feat_final"}
+// kernelNames returns the kernels of kernels/pathology.cu.
+func kernelNames() []string {
+	return []string{"patho_rbc", "patho_dark", "patho_filter3", "patho_fill_init", "patho_fill_step",
+		"patho_fill_final", "patho_dt_init", "patho_dt_step", "patho_feat_accum", "patho_feat_final"}
+}
 
 // cudaAccels opens every CUDA device (at most limit, 0: all) as an
 // accelerator. It fails with an error wrapping cuda.ErrNoDevice where
@@ -70,7 +72,7 @@ func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
 	if a.mod, err = d.LoadModule(pathologyPTX()); err != nil {
 		return nil, err
 	}
-	for _, n := range kernelNames {
+	for _, n := range kernelNames() {
 		if a.fn[n], err = a.mod.Function(n); err != nil {
 			return nil, err
 		}

@@ -64,7 +64,7 @@ func (c *calibration) speedups() map[string]float64 {
 }
 
 // hwOps returns the operations of a hardware run: every one with its CPU
-// implementation, those of gpuOpNames also with their GPU one on accels.
+// implementation, those of gpuOpNames() also with their GPU one on accels.
 func hwOps(specs []opSpec, est map[string]float64, accels []accel) map[string]*pats.Op[*tileJob] {
 	cpu := kernelOps(nil)
 	ops := map[string]*pats.Op[*tileJob]{}

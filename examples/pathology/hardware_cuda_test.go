@@ -46,7 +46,7 @@ func TestCUDAKernelsMatchCPU(t *testing.T) {
 		if len(c.mismatch) > 0 {
 			t.Errorf("size %d: the GPU differs from the CPU in %v", size, c.mismatch)
 		}
-		for _, op := range gpuOpNames {
+		for _, op := range gpuOpNames() {
 			t.Logf("size %d: %-14s cpu %v gpu %v speedup %.1f", size, op, c.cpu[op], c.gpu[op], c.speedups()[op])
 		}
 		t.Logf("size %d: bandwidth %.2f GB/s", size, c.bandwidth/1e9)
