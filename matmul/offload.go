@@ -230,7 +230,7 @@ func parallelCopy(dst []float64, ldd int, src []float64, lds, rows, cols, worker
 type offloadShared struct {
 	plan     *Plan
 	counters *offloadCounters
-	workers  int // goroutines per staging copy: the cores, shared by the devices
+	workers  int // goroutines per staging copy: the cores, shared by the devices, at most maxCopyWorkers
 }
 
 // copyIn is the copy-in task of a device (one copy, so that device
@@ -573,6 +573,11 @@ type offloadCounters struct {
 	busy                           []atomic.Int64 // nanoseconds per device
 }
 
+// maxCopyWorkers bounds the goroutines of one staging copy: eight cores
+// saturate the memory bandwidth of a server socket, and the threads that
+// wait for the GPU (they spin) need cores too.
+const maxCopyWorkers = 8
+
 // Copies per device of the copy-out task: one downloads while the other
 // unpacks.
 const copyOutThreads = 2
@@ -592,7 +597,7 @@ func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, 
 	toDevices := addPairs(g, plan, cfg, a, b)
 	devs := off.offloadDevices()
 	counters.busy = make([]atomic.Int64, len(devs))
-	shared := &offloadShared{plan: plan, counters: counters, workers: max(1, runtime.GOMAXPROCS(0)/len(devs))}
+	shared := &offloadShared{plan: plan, counters: counters, workers: max(1, min(maxCopyWorkers, runtime.GOMAXPROCS(0)/len(devs)))}
 	home, _ := c.(*Dense)
 
 	// One device's subgraph, cloned per device: its pools allocate on the
