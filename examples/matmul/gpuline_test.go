@@ -26,3 +26,16 @@ func TestGPULine(t *testing.T) {
 		}
 	}
 }
+
+// touchPages writes zeros on every page, in bands, and nothing else.
+func TestTouchPages(t *testing.T) {
+	for _, n := range []int{0, 1, 511, 512, 513, 100000} {
+		d := make([]float64, n)
+		touchPages(d)
+		for i, v := range d {
+			if v != 0 {
+				t.Fatalf("n=%d: d[%d] = %v", n, i, v)
+			}
+		}
+	}
+}
