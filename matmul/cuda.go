@@ -25,6 +25,36 @@ import (
 type cudaKernel struct {
 	devices []*cuda.Device
 	pinned  *pinnedCache
+	handles *blasCache
+}
+
+// blasCache keeps the cuBLAS handles of finished products' compute queues
+// for later ones, one list per GPU: making a handle takes milliseconds,
+// which a product of n = 8192 on an H100 cannot spare.
+type blasCache struct {
+	mu   sync.Mutex
+	free map[int][]*cuda.BLAS
+}
+
+// get returns a kept handle of d, or makes one.
+func (c *blasCache) get(d *cuda.Device) (*cuda.BLAS, error) {
+	c.mu.Lock()
+	l := c.free[d.ID()]
+	if n := len(l); n > 0 {
+		h := l[n-1]
+		c.free[d.ID()] = l[:n-1]
+		c.mu.Unlock()
+		return h, nil
+	}
+	c.mu.Unlock()
+	return d.NewBLAS()
+}
+
+// put keeps h, whose work has completed, for a later product on d.
+func (c *blasCache) put(d *cuda.Device, h *cuda.BLAS) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.free[d.ID()] = append(c.free[d.ID()], h)
 }
 
 // pinnedCache keeps the pinned staging buffers of finished products for
@@ -76,7 +106,8 @@ func newCUDA() (Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("matmul: kernel \"cuda\": %w: %w", ErrUnavailable, err)
 	}
-	return &cudaKernel{devices: ds, pinned: &pinnedCache{free: map[pinnedKey][]*cudaStaging{}}}, nil
+	return &cudaKernel{devices: ds, pinned: &pinnedCache{free: map[pinnedKey][]*cudaStaging{}},
+		handles: &blasCache{free: map[int][]*cuda.BLAS{}}}, nil
 }
 
 // Name returns "cuda".
@@ -433,11 +464,14 @@ func (w *gpuWorker) stop() error {
 type cudaQueue struct {
 	gpuWorker
 	compute bool
+	handles *blasCache
 	blas    *cuda.BLAS
 	fences  []*cuda.Event // made by newFence
 }
 
-func (k *cudaKernel) newQueue(compute bool) devQueue { return &cudaQueue{compute: compute} }
+func (k *cudaKernel) newQueue(compute bool) devQueue {
+	return &cudaQueue{compute: compute, handles: k.handles}
+}
 
 func (q *cudaQueue) Initialize(ctx context.Context, info task.Info) error {
 	if err := q.start(ctx, info); err != nil {
@@ -447,12 +481,15 @@ func (q *cudaQueue) Initialize(ctx context.Context, info task.Info) error {
 		return nil
 	}
 	var err error
-	if q.blas, err = q.dev.NewBLAS(); err != nil {
+	if q.blas, err = q.handles.get(q.dev); err != nil {
 		return err
 	}
 	return q.blas.SetStream(q.stream)
 }
 
+// Shutdown waits for the queue's work, frees its fences and stream, and
+// gives its cuBLAS handle back to the kernel (or closes it after a
+// failure).
 func (q *cudaQueue) Shutdown(context.Context) error {
 	var errs []error
 	if q.stream != nil {
@@ -463,7 +500,14 @@ func (q *cudaQueue) Shutdown(context.Context) error {
 	}
 	q.fences = nil
 	if q.blas != nil {
-		errs = append(errs, q.blas.Close())
+		// Off the stream that is about to go: the handle's next user sets
+		// its own.
+		if err := errors.Join(append(errs, q.blas.SetStream(nil))...); err == nil {
+			q.handles.put(q.dev, q.blas)
+		} else {
+			errs = append(errs, q.blas.Close())
+		}
+		q.blas = nil
 	}
 	return errors.Join(append(errs, q.stop())...)
 }
