@@ -261,10 +261,24 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	}()
 	for _, r := range runs {
 		for i := range r.h.tc.threads {
-			wg.Add(1)
+			// One pull iterator per copy, asking for one input at a time
+			// when the copy is free: the worker holds at most Threads
+			// inputs of the task.
+			it, err := r.cons.Messages(jetstream.PullMaxMessages(1))
+			if err != nil {
+				stop()
+				wg.Wait()
+				return fmt.Errorf("cluster: worker %s: task %q: pull: %w", cfg.workerName, r.h.name, err)
+			}
+			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				if err := w.runCopy(runCtx, st, r.h, r.cons, i); err != nil {
+				<-runCtx.Done()
+				it.Stop()
+			}()
+			go func() {
+				defer wg.Done()
+				if err := w.runCopy(runCtx, st, r.h, it, i); err != nil {
 					fail(err)
 				}
 			}()
@@ -279,9 +293,9 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	}
 }
 
-// runCopy is one copy of a task: it pulls one input at a time while ctx
-// lasts.
-func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, cons jetstream.Consumer, thread int) error {
+// runCopy is one copy of a task: it takes one input at a time from it
+// until it is stopped.
+func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, it jetstream.MessagesContext, thread int) error {
 	wc := h.newCopy()
 	info := task.Info{Task: h.name, Thread: thread, Threads: h.tc.threads, Pipelines: 1}
 	if err := guard(func() error { return wc.init(task.WithInfo(ctx, info), info) }); err != nil {
@@ -293,24 +307,23 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, cons jetstr
 		}
 	}()
 	ectx := task.WithInfo(ctx, info)
-	for ctx.Err() == nil {
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+	for {
+		m, err := it.Next()
+		if ctx.Err() != nil {
+			if m != nil {
+				_ = m.Nak() // taken as the worker stops: give it back at once
+			}
+			return nil
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				break
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
 			}
-			w.cfg.log.Warn("cluster: fetch", "worker", w.cfg.workerName, "task", h.name, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
+			w.cfg.log.Warn("cluster: pull", "worker", w.cfg.workerName, "task", h.name, "err", err)
 			continue
 		}
-		for m := range batch.Messages() {
-			w.handle(ectx, st, h, wc, m)
-		}
+		w.handle(ectx, st, h, wc, m)
 	}
-	return nil
 }
 
 // guard runs f and turns a panic into a *task.PanicError.
@@ -380,22 +393,7 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 
 	// Report progress while the task runs, so that a long task keeps its
 	// input; a killed worker stops reporting and the input goes elsewhere.
-	progress := make(chan struct{})
-	var pwg sync.WaitGroup
-	pwg.Add(1)
-	go func() {
-		defer pwg.Done()
-		t := time.NewTicker(max(h.tc.ackWait/3, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-progress:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
+	stopProgress := progressReporter(m, h.tc.ackWait)
 	var (
 		out       []byte
 		n         int
@@ -406,8 +404,7 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		out, n, malformed, err = wc.exec(ctx, data)
 		return err
 	})
-	close(progress)
-	pwg.Wait()
+	stopProgress()
 	if ctx.Err() != nil && err != nil {
 		_ = m.Nak() // stopped by Serve's end: another worker will run it
 		return
@@ -467,4 +464,31 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 		return false
 	}
 	return true
+}
+
+// progressReporter tells the server every third of ackWait that m is still
+// being worked on, until the returned function is called.
+func progressReporter(m jetstream.Msg, ackWait time.Duration) (stop func()) {
+	every := max(ackWait/3, 10*time.Millisecond)
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		_ = m.InProgress()
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(every)
+		}
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
+	}
 }

@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/task"
+)
+
+// latency sends one input at a time through a one-task graph and reports
+// the median and 90th percentile time from Send to the result.
+func latency(b *testing.B, newTask func() task.Task[job, answer]) {
+	g := graph.New[job, answer]("latency")
+	sq := graph.AddTask(g, "square", 1, newTask)
+	graph.Connect(g.Input(), sq)
+	graph.Connect(sq, g.Output())
+	rt, err := g.Start(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	one := func(i int) time.Duration {
+		t0 := time.Now()
+		if err := rt.Send(job{N: i + 20}); err != nil {
+			b.Fatal(err)
+		}
+		for a := range rt.Results() {
+			if a.Square != (i+20)*(i+20) {
+				b.Fatalf("square(%d) = %d", i+20, a.Square)
+			}
+			break
+		}
+		return time.Since(t0)
+	}
+	for i := range 50 { // warm up: connections, gob types, consumers
+		one(i)
+	}
+	d := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		d = append(d, one(i))
+	}
+	b.StopTimer()
+	rt.Close()
+	if err := rt.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(d[len(d)*9/10].Nanoseconds())/1e3, "p90-µs")
+}
+
+// BenchmarkItemLatency compares one small input's round trip through an
+// in-process task and through a remote one served by a worker process on
+// loopback (gob codec, memory streams). The difference of the medians is
+// the overhead per remote item.
+func BenchmarkItemLatency(b *testing.B) {
+	b.Run("in-process", func(b *testing.B) { latency(b, squareTask) })
+	b.Run("remote", func(b *testing.B) {
+		s := startServer(b)
+		c := newClient(b, connect(b, s))
+		startProc(b, s, "W", 1)
+		r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+		latency(b, r.Task)
+	})
+}
+
+// BenchmarkRemoteThroughputSmall keeps 64 small inputs in flight through a
+// remote task served by one worker process with 4 copies: the cost per
+// item when round trips overlap.
+func BenchmarkRemoteThroughputSmall(b *testing.B) {
+	s := startServer(b)
+	c := newClient(b, connect(b, s))
+	startProc(b, s, "W", 4)
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	run := func(n int) {
+		g := graph.New[job, answer]("small")
+		sq := graph.AddTask(g, "square", 64, r.Task)
+		graph.Connect(g.Input(), sq)
+		graph.Connect(sq, g.Output())
+		if err := g.Run(context.Background(), slices.Values(jobs(n, 0)), func(answer) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run(100)
+	b.ResetTimer()
+	run(b.N)
+}
+
+// BenchmarkSleepThroughput runs 10 ms sleeping tasks on 1, 2 and 4 worker
+// processes of 4 copies each (a window of 4 per worker), with 64 inputs in
+// flight on the graph's side. The ideal rate is workers × 4 / 10 ms.
+func BenchmarkSleepThroughput(b *testing.B) {
+	for _, workers := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			s := startServer(b)
+			c := newClient(b, connect(b, s))
+			for i := range workers {
+				startProc(b, s, fmt.Sprintf("W%d", i), 4)
+			}
+			r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+			run := func(n int) {
+				g := graph.New[job, answer]("sleep")
+				sq := graph.AddTask(g, "square", 64, r.Task)
+				graph.Connect(g.Input(), sq)
+				graph.Connect(sq, g.Output())
+				if err := g.Run(context.Background(), slices.Values(jobs(n, 10*time.Millisecond)), func(answer) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Warm up until every worker has answered.
+			for len(c.Stats().ByWorker) < workers {
+				run(8 * workers)
+			}
+			b.ResetTimer()
+			t0 := time.Now()
+			run(b.N)
+			el := time.Since(t0)
+			rate := float64(b.N) / el.Seconds()
+			b.ReportMetric(rate, "items/s")
+			b.ReportMetric(rate/(float64(workers)*4/0.010)*100, "%ideal")
+		})
+	}
+}

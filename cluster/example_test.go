@@ -1,0 +1,138 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/task"
+)
+
+// newUpper is the task a worker serves: it upper-cases words.
+func newUpper() task.Task[string, string] {
+	return task.Map(func(_ context.Context, s string) (string, error) { return strings.ToUpper(s), nil })
+}
+
+// A graph with a remote task, served by a worker. Here the worker runs in
+// the same process for brevity; a worker process runs the same Handle and
+// Serve calls after connecting to the server's AuthURL.
+func Example() {
+	srv, err := cluster.StartServer()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+
+	// The worker's side.
+	wconn, err := srv.Connect()
+	if err != nil {
+		panic(err)
+	}
+	defer wconn.Close()
+	w := cluster.NewWorker(cluster.WorkerName("worker-1"))
+	if err := cluster.Handle(w, "upper", newUpper, cluster.Threads(2), cluster.Version("v1")); err != nil {
+		panic(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- w.Serve(ctx, wconn) }()
+	defer func() { stop(); <-served }()
+
+	// The graph's side.
+	conn, err := srv.Connect()
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+	client, err := cluster.NewClient(context.Background(), conn)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	upper, err := cluster.NewRemote[string, string](client, "upper", cluster.Version("v1"))
+	if err != nil {
+		panic(err)
+	}
+	g := graph.New[string, string]("shout")
+	node := graph.AddTask(g, "upper", 8, upper.Task) // 8 inputs in flight
+	graph.Connect(g.Input(), node)
+	graph.Connect(node, g.Output())
+
+	var out []string
+	err = g.Run(context.Background(), slices.Values([]string{"tiles", "regions", "nodes"}), func(s string) error {
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	slices.Sort(out)
+	fmt.Println(out, client.Stats().ByWorker["worker-1"])
+	// Output: [NODES REGIONS TILES] 3
+}
+
+// The embedded server listens on loopback only and refuses clients without
+// its token.
+func ExampleStartServer() {
+	srv, err := cluster.StartServer()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	fmt.Println(strings.HasPrefix(srv.URL(), "nats://127.0.0.1:"), len(srv.Token()) > 0)
+	conn, err := srv.Connect() // with the token
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+	// Output: true true
+}
+
+// Call runs one input on a worker outside any graph.
+func ExampleRemote_Call() {
+	srv, err := cluster.StartServer()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	conn, err := srv.Connect()
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+
+	w := cluster.NewWorker()
+	split := func() task.Task[string, string] {
+		return task.Func[string, string](func(_ context.Context, s string, out task.Emitter[string]) error {
+			for _, f := range strings.Fields(s) {
+				if err := out.Emit(f); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := cluster.Handle(w, "split", split, cluster.WithCodec(cluster.JSON())); err != nil {
+		panic(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- w.Serve(ctx, conn) }()
+	defer func() { stop(); <-served }()
+
+	client, err := cluster.NewClient(context.Background(), conn)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	r, err := cluster.NewRemote[string, string](client, "split", cluster.WithCodec(cluster.JSON()))
+	if err != nil {
+		panic(err)
+	}
+	words, err := r.Call(context.Background(), "one worker, many outputs")
+	fmt.Println(words, err)
+	// Output: [one worker, many outputs] <nil>
+}
