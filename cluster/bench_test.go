@@ -68,26 +68,37 @@ func BenchmarkItemLatency(b *testing.B) {
 	})
 }
 
-// BenchmarkRemoteThroughputSmall keeps 64 small inputs in flight through a
-// remote task served by one worker process with 4 copies: the cost per
-// item when round trips overlap.
+// BenchmarkRemoteThroughputSmall keeps 256 small inputs in flight through
+// a remote task served by 1 or 4 worker processes of 8 copies each: the
+// cost per item when round trips overlap, and the rate the graph's process
+// (client and embedded server) sustains.
 func BenchmarkRemoteThroughputSmall(b *testing.B) {
-	s := startServer(b)
-	c := newClient(b, connect(b, s))
-	startProc(b, s, "W", 4)
-	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
-	run := func(n int) {
-		g := graph.New[job, answer]("small")
-		sq := graph.AddTask(g, "square", 64, r.Task)
-		graph.Connect(g.Input(), sq)
-		graph.Connect(sq, g.Output())
-		if err := g.Run(context.Background(), slices.Values(jobs(n, 0)), func(answer) error { return nil }); err != nil {
-			b.Fatal(err)
-		}
+	for _, workers := range []int{1, 4} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			s := startServer(b)
+			c := newClient(b, connect(b, s))
+			for i := range workers {
+				startProc(b, s, fmt.Sprintf("W%d", i), 8)
+			}
+			r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+			run := func(n int) {
+				g := graph.New[job, answer]("small")
+				sq := graph.AddTask(g, "square", 256, r.Task)
+				graph.Connect(g.Input(), sq)
+				graph.Connect(sq, g.Output())
+				if err := g.Run(context.Background(), slices.Values(jobs(n, 0)), func(answer) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for len(c.Stats().ByWorker) < workers {
+				run(100 * workers)
+			}
+			b.ResetTimer()
+			t0 := time.Now()
+			run(b.N)
+			b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "items/s")
+		})
 	}
-	run(100)
-	b.ResetTimer()
-	run(b.N)
 }
 
 // BenchmarkSleepThroughput runs 10 ms sleeping tasks on 1, 2 and 4 worker
@@ -123,5 +134,29 @@ func BenchmarkSleepThroughput(b *testing.B) {
 			b.ReportMetric(rate, "items/s")
 			b.ReportMetric(rate/(float64(workers)*4/0.010)*100, "%ideal")
 		})
+	}
+}
+
+// BenchmarkObjectStoreRead reads a 16 MiB object from the namespace's
+// object store through a client connection: the rate at which a worker
+// pulls large payloads (and ROIs) by reference on loopback.
+func BenchmarkObjectStoreRead(b *testing.B) {
+	s := startServer(b)
+	c := newClient(b, connect(b, s))
+	data := make([]byte, 16<<20)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	ctx := context.Background()
+	if _, err := c.st.obj.PutBytes(ctx, "bench", data); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for range b.N {
+		got, err := c.st.obj.GetBytes(ctx, "bench")
+		if err != nil || len(got) != len(data) {
+			b.Fatal(len(got), err)
+		}
 	}
 }

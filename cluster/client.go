@@ -257,8 +257,8 @@ func Version(v string) TaskOption { return taskOption(func(c *taskConfig) { c.ve
 func WithCodec(codec Codec) TaskOption { return taskOption(func(c *taskConfig) { c.codec = codec }) }
 
 // Threads sets how many copies of a task a worker runs, which is also how
-// many of its inputs the worker takes at a time: its window. Default 1.
-// Remotes ignore it.
+// many of its inputs the worker executes at a time: its window. A copy
+// pulls its next input only when it is free. Default 1. Remotes ignore it.
 func Threads(n int) TaskOption { return taskOption(func(c *taskConfig) { c.threads = n }) }
 
 // AckWait sets how long an input taken by a worker stays invisible to

@@ -39,6 +39,7 @@ type Worker struct {
 	executed atomic.Int64
 	refused  atomic.Int64
 	serving  atomic.Bool
+	acks     sync.WaitGroup // answers waiting for the result stream
 
 	// afterAnswer, if set (by tests), runs after a result is stored and
 	// before its input is acknowledged.
@@ -206,6 +207,9 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       h.tc.ackWait,
 			MaxAckPending: h.tc.maxAckPending,
+			// Every free copy of every worker has one pull request
+			// waiting; the server's default (512) would refuse the rest.
+			MaxWaiting: max(512, h.tc.maxAckPending),
 			MaxDeliver:    -1,
 		})
 		if err != nil {
@@ -285,6 +289,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		}
 	}
 	wg.Wait()
+	w.acks.Wait()
 	select {
 	case err := <-errs:
 		return err
@@ -356,7 +361,8 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		w.refused.Add(1)
 		w.cfg.log.Error("cluster: refused message", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
 		if reply != "" && id != "" {
-			w.answer(ctx, st, h, reply, id, delivered, nil, 0, kind, err.Error())
+			w.answer(ctx, st, h, reply, id, delivered, nil, 0, kind, err.Error(), func(bool) { _ = m.Term() })
+			return
 		}
 		_ = m.Term()
 	}
@@ -418,22 +424,22 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		return
 	case err != nil:
 		w.cfg.log.Warn("cluster: task failed", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
-		w.answer(ctx, st, h, reply, id, delivered, nil, 0, kindTask, err.Error())
+		w.answer(ctx, st, h, reply, id, delivered, nil, 0, kindTask, err.Error(), func(stored bool) { ackOrNak(m, stored) })
 	default:
-		if !w.answer(ctx, st, h, reply, id, delivered, out, n, "", "") {
-			_ = m.Nak()
-			return
-		}
-		if w.afterAnswer != nil {
-			w.afterAnswer()
-		}
+		w.answer(ctx, st, h, reply, id, delivered, out, n, "", "", func(stored bool) {
+			if stored && w.afterAnswer != nil {
+				w.afterAnswer()
+			}
+			ackOrNak(m, stored)
+		})
 	}
-	_ = m.Ack()
 }
 
-// answer publishes a result (or an error, if errMsg is set) and waits for
-// the stream to store it; false means it was not stored.
-func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id string, delivered uint64, out []byte, n int, kind, errMsg string) bool {
+// answer publishes a result (or an error, if errMsg is set) and, once the
+// result stream has stored it or failed to, calls then on another goroutine
+// (Serve waits for it) with whether it was stored. The copy that called
+// answer is free meanwhile to take its next input.
+func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id string, delivered uint64, out []byte, n int, kind, errMsg string, then func(stored bool)) {
 	msg := nats.NewMsg(reply)
 	msg.Header.Set(hID, id)
 	msg.Header.Set(hWorker, w.cfg.workerName)
@@ -446,24 +452,39 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 		msg.Header.Set(hErr, errMsg)
 		msg.Header.Set(hKind, kind)
 	}
-	pctx := context.WithoutCancel(ctx)
+	failed := func(what string, err error) {
+		w.cfg.log.Error("cluster: "+what, "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
+		then(false)
+	}
 	if len(out) > st.cfg.inlineLimit {
 		ref := id + ".out"
-		if _, err := st.obj.PutBytes(pctx, ref, out); err != nil {
-			w.cfg.log.Error("cluster: store result", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
-			return false
+		if _, err := st.obj.PutBytes(context.WithoutCancel(ctx), ref, out); err != nil {
+			failed("store result", err)
+			return
 		}
 		msg.Header.Set(hRef, ref)
 		out = nil
 	}
 	msg.Data = out
-	pctx, cancel := context.WithTimeout(pctx, 10*time.Second)
-	defer cancel()
-	if _, err := st.js.PublishMsg(pctx, msg, jetstream.WithMsgID(id)); err != nil {
-		w.cfg.log.Error("cluster: publish result", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
-		return false
+	f, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
+	if err != nil {
+		failed("publish result", err)
+		return
 	}
-	return true
+	w.acks.Add(1)
+	go func() {
+		defer w.acks.Done()
+		t := time.NewTimer(10 * time.Second)
+		defer t.Stop()
+		select {
+		case <-f.Ok():
+			then(true)
+		case err := <-f.Err():
+			failed("publish result", err)
+		case <-t.C:
+			failed("publish result", errors.New("no acknowledgement from the result stream in 10s"))
+		}
+	}()
 }
 
 // progressReporter tells the server every third of ackWait that m is still
@@ -490,5 +511,15 @@ func progressReporter(m jetstream.Msg, ackWait time.Duration) (stop func()) {
 		stopped = true
 		mu.Unlock()
 		t.Stop()
+	}
+}
+
+// ackOrNak acknowledges m if its result was stored, and gives it back for
+// another delivery if not.
+func ackOrNak(m jetstream.Msg, stored bool) {
+	if stored {
+		_ = m.Ack()
+	} else {
+		_ = m.Nak()
 	}
 }
