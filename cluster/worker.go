@@ -210,7 +210,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			// Every free copy of every worker has one pull request
 			// waiting; the server's default (512) would refuse the rest.
 			MaxWaiting: max(512, h.tc.maxAckPending),
-			MaxDeliver:    -1,
+			MaxDeliver: -1,
 		})
 		if err != nil {
 			return fmt.Errorf("cluster: worker %s: task %q: consumer: %w", cfg.workerName, name, err)
