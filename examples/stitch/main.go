@@ -175,7 +175,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bars even when stderr is not a terminal")
 	fs.BoolVar(&c.mosaic, "mosaic", true, "compose the mosaic (PREFIXstitched-T.tif) and its preview")
 	fs.StringVar(&c.mem, "mem", "", "memory `size` for the mosaic, such as 512MiB: a larger mosaic is composed out of core into a tiled pyramidal BigTIFF (default: 1/4 of the available memory, 1GiB when unknown)")
-	fs.BoolVar(&c.gpu, "gpu", false, "run FFT and PCIAM on the GPUs, CCF on the CPU (needs a build with -tags cuda)")
+	fs.BoolVar(&c.gpu, "gpu", false, "run the registration (FFT, PCIAM, CCF) on the GPUs, refinement on the CPU (needs a build with -tags cuda)")
 	fs.StringVar(&c.fft, "fft", "auto", "FFT `kernel`: auto (FFTW when libfftw3.so.3 is installed, else gonum), fftw or gonum")
 	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", tileio.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
 	fs.BoolVar(&c.keep, "keep", false, "demo only: keep the generated tiles and the outputs, and print where they are")
@@ -611,7 +611,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 			w, h := src.TileSize()
 			where := ""
 			if c.gpu {
-				where = ", FFT and PCIAM on the GPUs"
+				where = ", FFT, PCIAM and CCF on the GPUs"
 			}
 			fmt.Fprintf(stdout, "stitching %d x %d tiles of %d x %d from %s with %d workers%s\n", c.rows, c.cols, w, h, c.dir, c.workers, where)
 			if !c.gpu && k == 0 {
@@ -627,6 +627,11 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "stitched in %v (%.1f tiles/s); overlap %s horizontal, %s vertical; repeatability %d px\n",
 				elapsed.Round(time.Millisecond), float64(c.rows*c.cols)/elapsed.Seconds(),
 				overlapText(res.Model.West), overlapText(res.Model.North), res.Model.Repeatability)
+			if peak := cli.PeakMemory(); peak > 0 {
+				w, h := src.TileSize()
+				fmt.Fprintf(stdout, "peak memory so far %s (estimate for the stitching %s)\n", gib(peak),
+					gib(stitching.MemoryEstimate(c.rows, c.cols, w, h, opt, gopt)))
+			}
 			warnings := res.Warnings()
 			for _, w := range warnings {
 				warn(stderr, "%s", w)

@@ -100,4 +100,10 @@ func TestParseMemAvailable(t *testing.T) {
 	if AvailableMemory() < 0 {
 		t.Fatal("negative memory")
 	}
+	if got := parseKB([]byte("Name: x\nVmPeak:  9 kB\nVmHWM:\t  1234 kB\n"), "VmHWM:"); got != 1234*1024 {
+		t.Fatalf("VmHWM: got %d", got)
+	}
+	if _, err := os.Stat("/proc/self/status"); err == nil && PeakMemory() <= 0 {
+		t.Fatal("no peak memory on a machine with /proc/self/status")
+	}
 }
