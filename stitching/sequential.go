@@ -209,6 +209,11 @@ func (c correctedSource) Load(row, col int) (*image.Gray16, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, fresh := c.TileSource.(*tileio.TileSet); fresh {
+		// A tile set's images are new at each Load: correct in place.
+		c.ff.ApplyInPlace(t)
+		return t, nil
+	}
 	return c.ff.Apply(t), nil
 }
 

@@ -314,14 +314,25 @@ func (f *FlatField) Identity() bool { return f.identity }
 // and clamped to 16 bits). It panics if the tile size differs from the
 // flat field's. Apply is safe for concurrent use.
 func (f *FlatField) Apply(tile *image.Gray16) *image.Gray16 {
+	out := image.NewGray16(image.Rect(0, 0, f.w, f.h))
+	f.apply(out, tile, "Apply")
+	return out
+}
+
+// ApplyInPlace corrects tile itself, as [FlatField.Apply] would into a new
+// image, for callers that own the tile. It panics if the tile's size is
+// not the flat field's.
+func (f *FlatField) ApplyInPlace(tile *image.Gray16) { f.apply(tile, tile, "ApplyInPlace") }
+
+func (f *FlatField) apply(out, tile *image.Gray16, op string) {
 	b := tile.Bounds()
 	if b.Dx() != f.w || b.Dy() != f.h {
-		panic(fmt.Sprintf("align: FlatField.Apply: tile is %dx%d, flat field %dx%d", b.Dx(), b.Dy(), f.w, f.h))
+		panic(fmt.Sprintf("align: FlatField.%s: tile is %dx%d, flat field %dx%d", op, b.Dx(), b.Dy(), f.w, f.h))
 	}
-	out := image.NewGray16(image.Rect(0, 0, f.w, f.h))
+	ob := out.Bounds()
 	for y := 0; y < f.h; y++ {
 		src := tile.Pix[tile.PixOffset(b.Min.X, b.Min.Y+y):]
-		dst := out.Pix[y*out.Stride:]
+		dst := out.Pix[out.PixOffset(ob.Min.X, ob.Min.Y+y):]
 		g := f.gain[y*f.w : (y+1)*f.w]
 		for x, gv := range g {
 			v := float32(uint16(src[2*x])<<8|uint16(src[2*x+1]))*gv + 0.5
@@ -336,7 +347,6 @@ func (f *FlatField) Apply(tile *image.Gray16) *image.Gray16 {
 			dst[2*x+1] = uint8(u)
 		}
 	}
-	return out
 }
 
 // legendre fills p with the Legendre polynomials P_0..P_{len(p)-1} at u.

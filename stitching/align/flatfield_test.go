@@ -24,8 +24,21 @@ func TestEstimateFlatField(t *testing.T) {
 	if ff.Identity() || ff.Falloff() > 0.8 {
 		t.Errorf("hard vignetting: identity %v, falloff %.2f, significance %.1f", ff.Identity(), ff.Falloff(), ff.Significance())
 	}
-	if got := ff.Apply(g.tiles[0]); bytes.Equal(got.Pix, g.tiles[0].Pix) {
+	got := ff.Apply(g.tiles[0])
+	if bytes.Equal(got.Pix, g.tiles[0].Pix) {
 		t.Error("significant flat field left a tile unchanged")
+	}
+	// In place gives Apply's pixels, also for a tile whose bounds do not
+	// start at the origin.
+	own := image.NewGray16(image.Rect(5, 7, 5+256, 7+192))
+	for y := range 192 {
+		copy(own.Pix[own.PixOffset(5, 7+y):own.PixOffset(5+256, 7+y)], g.tiles[0].Pix[g.tiles[0].PixOffset(0, y):])
+	}
+	ff.ApplyInPlace(own)
+	for y := range 192 {
+		if !bytes.Equal(own.Pix[own.PixOffset(5, 7+y):own.PixOffset(5+256, 7+y)], got.Pix[got.PixOffset(0, y):got.PixOffset(256, y)]) {
+			t.Fatalf("ApplyInPlace row %d differs from Apply", y)
+		}
 	}
 
 	// Even illumination (cutTiles has no vignetting): identity.

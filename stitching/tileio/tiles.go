@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/image/tiff"
 )
@@ -264,6 +265,7 @@ type TileSet struct {
 	rows, cols int
 	w, h       int
 	maxPixels  int64
+	files      sync.Pool // *[]byte: file buffers reused by Load
 }
 
 // OpenTileSet checks a rows x cols grid of tile files in dir named by
@@ -323,9 +325,13 @@ func (ts *TileSet) Path(row, col int) string { return filepath.Join(ts.dir, ts.N
 
 // Load reads tile (row, col) with [LoadTileLimit] (the limit the set was
 // opened with) and checks its size.
+//
+// Each call returns a new image, which the caller owns. The file's bytes
+// are read into a buffer the set reuses across calls (and goroutines), so
+// that loading a grid allocates little more than its images.
 func (ts *TileSet) Load(row, col int) (*image.Gray16, error) {
 	p := ts.Path(row, col)
-	img, err := LoadTileLimit(p, ts.maxPixels)
+	img, err := ts.loadFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +340,50 @@ func (ts *TileSet) Load(row, col int) (*image.Gray16, error) {
 	}
 	return img, nil
 }
+
+// loadFile is LoadTileLimit with a reused file buffer.
+func (ts *TileSet) loadFile(path string) (*image.Gray16, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tileio: load tile: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("tileio: load tile: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxTileFileBytes {
+		// Not a plain file of a sane size: the general path decides.
+		return LoadTileLimit(path, ts.maxPixels)
+	}
+	bp, _ := ts.files.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer ts.files.Put(bp)
+	n := int(fi.Size())
+	if cap(*bp) < n+1 {
+		*bp = make([]byte, n+1)
+	}
+	// One byte more than the size: a file that grew since Stat is read
+	// by the general path rather than cut short.
+	buf := (*bp)[:n+1]
+	got, err := io.ReadFull(f, buf)
+	if err != io.ErrUnexpectedEOF && err != io.EOF {
+		if err == nil {
+			return LoadTileLimit(path, ts.maxPixels)
+		}
+		return nil, fmt.Errorf("tileio: load tile %s: %w", path, err)
+	}
+	img, err := decodeTileBytes(buf[:got], ts.maxPixels)
+	if err != nil {
+		return nil, fmt.Errorf("tileio: load tile %s: %w", path, err)
+	}
+	return img, nil
+}
+
+// maxTileFileBytes bounds the file buffers TileSet.Load keeps for reuse.
+const maxTileFileBytes = 1 << 30
 
 // MemoryTiles is an in-memory [TileSource] (tests, synthetic grids).
 type MemoryTiles struct {

@@ -3,12 +3,14 @@ package tileio
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/image/tiff"
@@ -206,5 +208,68 @@ func BenchmarkLoadTile(b *testing.B) {
 		if _, err := LoadTile(path); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TileSet.Load reads each tile with a reused buffer and gives what
+// LoadTile gives, for several files in turn and from several
+// goroutines; an empty file is an error naming it.
+func TestTileSetLoadReusesBuffers(t *testing.T) {
+	dir := t.TempDir()
+	sizes := [][2]int{{40, 30}, {40, 30}, {40, 30}, {40, 30}}
+	for i, sz := range sizes {
+		img := image.NewGray16(image.Rect(0, 0, sz[0], sz[1]))
+		for j := range img.Pix {
+			img.Pix[j] = byte(j*7 + i)
+		}
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("t_%d.tif", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tiff.Encode(f, img, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pat, err := ParsePattern("t_{i}.tif", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := OpenTileSet(dir, pat, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 20 {
+				r, c := (g+k)/2%2, (g+k)%2
+				got, err := ts.Load(r, c)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				want, err := LoadTile(ts.Path(r, c))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !bytes.Equal(got.Pix, want.Pix) {
+					t.Errorf("tile (%d, %d): Load and LoadTile differ", r, c)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := os.WriteFile(ts.Path(1, 1), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.Load(1, 1); err == nil || !strings.Contains(err.Error(), "t_3.tif") {
+		t.Fatalf("empty file: %v, want an error naming it", err)
 	}
 }
