@@ -67,6 +67,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -618,7 +619,9 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stdout, "FFT: %s\n", fftDesc)
 			}
 			t0 := time.Now()
+			restore := softMemoryLimit(src, c, opt, gopt)
 			res, err := stitching.Stitch(ctx, src, opt, gopt)
+			restore()
 			if err != nil {
 				return err
 			}
@@ -783,6 +786,22 @@ func mosaicMemory(slots []compose.Slot, blend compose.Blend) int64 {
 // checkMemory refuses a run that cannot fit in the memory the machine has
 // available (when it can tell): stitching (tile slots, spectra, scratch)
 // and, with -mosaic, the mosaic at its smallest (the overlap given, or 50%).
+// softMemoryLimit sets the Go runtime's soft memory limit for the
+// stitching to its estimate plus a quarter and 256 MiB, so that the
+// garbage collector keeps the heap near what the pools hold instead of
+// letting it double (GOGC's default) on a large grid. It leaves a limit
+// the user set (GOMEMLIMIT) alone, and returns the function that puts the
+// previous limit back (the mosaic has a budget of its own).
+func softMemoryLimit(src *tileio.TileSet, c *config, opt align.Options, gopt stitching.GraphOptions) (restore func()) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	w, h := src.TileSize()
+	est := stitching.MemoryEstimate(c.rows, c.cols, w, h, opt, gopt)
+	prev := debug.SetMemoryLimit(est + est/4 + 256<<20)
+	return func() { debug.SetMemoryLimit(prev) }
+}
+
 func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitching.GraphOptions) error {
 	avail := availableMemory()
 	if c.memBudget == 0 {
