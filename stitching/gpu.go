@@ -151,11 +151,14 @@ type peaksJob struct {
 // two for a halo tile: see bandsOf), and each clone
 //
 //	acquire (its band's tiles) -> read (readers) -> fft (GPU, streams copies)
-//	-> pairs bookkeeper -> pciam (GPU, streams copies) -> ccf (CPU, workers copies)
+//	-> pairs bookkeeper -> pciam+ccf (GPU, streams copies)
 //
 // registers the pairs of its band of rows. A tile's slot holds its
-// spectrum in the clone's device memory and returns after the last of the
-// band's pairs that use it.
+// spectrum (and its pixels, for the CCF) in the clone's device memory and
+// returns after the last of the band's pairs that use it. A backend whose
+// correlators cannot score offsets (no scorer) gets the CCF on the CPU
+// instead: pciam (GPU) -> ccf (CPU, workers copies), with the tiles' host
+// copies kept until then.
 func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots, readers, workers, streams int) (*graph.Graph[tileRef, pairDone], error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()

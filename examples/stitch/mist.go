@@ -302,7 +302,7 @@ func writeStatistics(w io.Writer, c *config, fftDesc string, total time.Duration
 	p("CPU threads used: %d", c.workers)
 	exec := "htgs task graphs, FFT " + fftDesc
 	if c.gpu {
-		exec = "htgs task graphs, FFT and PCIAM on the GPUs"
+		exec = "htgs task graphs, FFT, PCIAM and CCF on the GPUs"
 	}
 	p("Execution type: %s", exec)
 	p("")
