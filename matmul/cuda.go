@@ -26,6 +26,77 @@ type cudaKernel struct {
 	devices []*cuda.Device
 	pinned  *pinnedCache
 	handles *blasCache
+	blocks  *deviceCache
+	pins    hostPins
+}
+
+// deviceCache keeps the device blocks of finished products for later ones
+// (cuMemAlloc and cuMemFree of hundreds of MiB take milliseconds each, and
+// cuMemFree synchronizes the device): at most deviceKeepFraction of each
+// GPU's memory. An allocation that finds the GPU full empties the GPU's
+// cache and tries again.
+type deviceCache struct {
+	mu    sync.Mutex
+	free  map[pinnedKey][]*cudaBlock
+	bytes map[int]int64 // kept per GPU
+}
+
+// deviceKeepFraction bounds the device memory kept between products.
+const deviceKeepFraction = 0.6
+
+func (c *deviceCache) get(d *cuda.Device, bytes int64) *cudaBlock {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := pinnedKey{d.ID(), bytes}
+	l := c.free[k]
+	if len(l) == 0 {
+		return nil
+	}
+	b := l[len(l)-1]
+	c.free[k] = l[:len(l)-1]
+	c.bytes[d.ID()] -= bytes
+	return b
+}
+
+// put keeps b (whose work has completed), or reports false when the GPU's
+// share is full.
+func (c *deviceCache) put(d *cuda.Device, b *cudaBlock) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := b.mem.Size()
+	if float64(c.bytes[d.ID()]+n) > deviceKeepFraction*float64(d.Memory()) {
+		return false
+	}
+	k := pinnedKey{d.ID(), n}
+	c.free[k] = append(c.free[k], b)
+	c.bytes[d.ID()] += n
+	return true
+}
+
+// kept returns the bytes kept on d.
+func (c *deviceCache) kept(d *cuda.Device) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes[d.ID()]
+}
+
+// purge frees every block kept on d.
+func (c *deviceCache) purge(d *cuda.Device) error {
+	c.mu.Lock()
+	var all []*cudaBlock
+	for k, l := range c.free {
+		if k.dev == d.ID() {
+			all = append(all, l...)
+			delete(c.free, k)
+		}
+	}
+	c.bytes[d.ID()] = 0
+	c.mu.Unlock()
+	var errs []error
+	for _, b := range all {
+		errs = append(errs, b.mem.Free(), b.ev.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // blasCache keeps the cuBLAS handles of finished products' compute queues
@@ -107,7 +178,8 @@ func newCUDA() (Kernel, error) {
 		return nil, fmt.Errorf("matmul: kernel \"cuda\": %w: %w", ErrUnavailable, err)
 	}
 	return &cudaKernel{devices: ds, pinned: &pinnedCache{free: map[pinnedKey][]*cudaStaging{}},
-		handles: &blasCache{free: map[int][]*cuda.BLAS{}}}, nil
+		handles: &blasCache{free: map[int][]*cuda.BLAS{}},
+		blocks:  &deviceCache{free: map[pinnedKey][]*cudaBlock{}, bytes: map[int]int64{}}}, nil
 }
 
 // Name returns "cuda".
@@ -286,7 +358,8 @@ func (k *cudaKernel) String() string {
 func (k *cudaKernel) offloadDevices() []device.Device { return cuda.AsDevices(k.devices) }
 
 // offloadMemory is three quarters of the free memory of the GPU with the
-// least (cuBLAS and the CUDA context need some of the rest).
+// least (cuBLAS and the CUDA context need some of the rest), counting the
+// blocks the kernel keeps as free.
 func (k *cudaKernel) offloadMemory() int64 {
 	least := int64(-1)
 	for _, d := range k.devices {
@@ -294,6 +367,7 @@ func (k *cudaKernel) offloadMemory() int64 {
 		if err != nil {
 			free = d.Memory() / 2
 		}
+		free += k.blocks.kept(d)
 		if least < 0 || free < least {
 			least = free
 		}
@@ -303,7 +377,36 @@ func (k *cudaKernel) offloadMemory() int64 {
 
 // cudaFence is the fence of a buffer: an event recorded where the buffer
 // is next free (or filled). An event never recorded has passed.
-type cudaFence struct{ ev *cuda.Event }
+type cudaFence struct {
+	ev       *cuda.Event
+	blocking bool // ev sleeps instead of spinning (HTGS_MATMUL_BLOCKSYNC)
+}
+
+// newFenceEvent makes the event of a fence on d: one whose Synchronize
+// sleeps when HTGS_MATMUL_BLOCKSYNC=1, else a default one (it spins).
+func newFenceEvent(d *cuda.Device) (cudaFence, error) {
+	if envBool("HTGS_MATMUL_BLOCKSYNC", false) {
+		ev, err := d.NewBlockingEvent()
+		return cudaFence{ev, true}, err
+	}
+	ev, err := d.NewEvent()
+	return cudaFence{ev: ev}, err
+}
+
+// refresh remakes f's event (whose work has completed) when the wanted
+// kind of event has changed since it was made.
+func (f *cudaFence) refresh(d *cuda.Device) error {
+	if f.blocking == envBool("HTGS_MATMUL_BLOCKSYNC", false) {
+		return nil
+	}
+	nf, err := newFenceEvent(d)
+	if err != nil {
+		return err
+	}
+	old := f.ev
+	*f = nf
+	return old.Close()
+}
 
 // cudaBlock is a block of float64s in GPU memory, with its fence.
 type cudaBlock struct {
@@ -340,9 +443,24 @@ func fenceOf(b fenced) (*cudaFence, error) {
 	return nil, fmt.Errorf("matmul: %T is not a GPU buffer", b)
 }
 
-func (k *cudaKernel) deviceBuffers(n int) memmgr.Allocator[devMem] {
-	return cudaAlloc[devMem]{bytes: 8 * int64(n)}
+func (k *cudaKernel) deviceBuffers(n int, keep bool) memmgr.Allocator[devMem] {
+	a := cudaAlloc[devMem]{bytes: 8 * int64(n), blocks: k.blocks}
+	if !keep {
+		a.noKeep = true
+	}
+	return a
 }
+
+// registerHost page-locks data (portable: for every GPU).
+func (k *cudaKernel) registerHost(data []float64) (func() error, error) {
+	r, err := cuda.RegisterHost(k.devices[0], data)
+	if err != nil {
+		return nil, err
+	}
+	return r.Unregister, nil
+}
+
+func (k *cudaKernel) hostPins() *hostPins { return &k.pins }
 
 // stagingBuffers allocates through the kernel's pinnedCache.
 
@@ -354,8 +472,10 @@ func (k *cudaKernel) stagingBuffers(n int) memmgr.Allocator[stagingMem] {
 // event each on the pool's GPU; staging buffers (cache set) go back to
 // the cache.
 type cudaAlloc[T fenced] struct {
-	bytes int64
-	cache *pinnedCache
+	bytes  int64
+	cache  *pinnedCache
+	blocks *deviceCache // device blocks: where freed ones are kept
+	noKeep bool         // free device blocks instead of keeping them
 }
 
 func (a cudaAlloc[T]) Alloc(dev device.Device) (T, error) {
@@ -366,26 +486,43 @@ func (a cudaAlloc[T]) Alloc(dev device.Device) (T, error) {
 	}
 	if a.cache != nil {
 		if b := a.cache.get(d, a.bytes); b != nil {
+			if err := b.refresh(d); err != nil {
+				return zero, errors.Join(err, b.mem.Free())
+			}
+			return fenced(b).(T), nil
+		}
+	} else if a.blocks != nil {
+		if b := a.blocks.get(d, a.bytes); b != nil {
+			if err := b.refresh(d); err != nil {
+				return zero, errors.Join(err, b.mem.Free())
+			}
 			return fenced(b).(T), nil
 		}
 	}
-	ev, err := d.NewEvent()
+	fence, err := newFenceEvent(d)
 	if err != nil {
 		return zero, err
 	}
+	ev := fence.ev
 	var b fenced
 	if a.cache != nil {
 		h, err := d.AllocHost(a.bytes)
 		if err != nil {
 			return zero, errors.Join(err, ev.Close())
 		}
-		b = &cudaStaging{cudaFence: cudaFence{ev}, mem: h, host: cuda.HostSlice[float64](h)}
+		b = &cudaStaging{cudaFence: fence, mem: h, host: cuda.HostSlice[float64](h)}
 	} else {
 		m, err := d.Alloc(a.bytes)
+		if err != nil && a.blocks != nil && a.blocks.kept(d) > 0 {
+			// The GPU may be full of kept blocks of other sizes.
+			if perr := a.blocks.purge(d); perr == nil {
+				m, err = d.Alloc(a.bytes)
+			}
+		}
 		if err != nil {
 			return zero, errors.Join(err, ev.Close())
 		}
-		b = &cudaBlock{cudaFence: cudaFence{ev}, mem: m}
+		b = &cudaBlock{cudaFence: fence, mem: m}
 	}
 	return b.(T), nil
 }
@@ -394,7 +531,13 @@ func (a cudaAlloc[T]) Free(dev device.Device, m T) error {
 	switch b := fenced(m).(type) {
 	case *cudaBlock:
 		// Freeing waits for the work that uses the buffer.
-		return errors.Join(b.ev.Synchronize(), b.mem.Free(), b.ev.Close())
+		if err := b.ev.Synchronize(); err != nil {
+			return errors.Join(err, b.mem.Free(), b.ev.Close())
+		}
+		if d, ok := dev.(*cuda.Device); ok && a.blocks != nil && !a.noKeep && a.blocks.put(d, b) {
+			return nil
+		}
+		return errors.Join(b.mem.Free(), b.ev.Close())
 	case *cudaStaging:
 		if err := b.ev.Synchronize(); err != nil {
 			return errors.Join(err, b.mem.Free(), b.ev.Close())
@@ -524,6 +667,22 @@ func (q *cudaQueue) upload(dst devMem, src stagingMem, n int) error {
 	return cuda.CopyHtoD(q.stream, d.mem.Slice(0, 8*int64(n)), s.mem.Slice(0, 8*int64(n)))
 }
 
+func (q *cudaQueue) uploadFrom(dst devMem, src []float64, lds, rows, cols int) error {
+	d, err := gpuBlock(dst)
+	if err != nil {
+		return err
+	}
+	return cuda.CopyToDevice2D(q.stream, d.mem, cols, src, lds, rows, cols)
+}
+
+func (q *cudaQueue) downloadTo(dst []float64, ldd int, src devMem, rows, cols int) error {
+	s, err := gpuBlock(src)
+	if err != nil {
+		return err
+	}
+	return cuda.CopyFromDevice2D(q.stream, dst, ldd, s.mem, cols, rows, cols)
+}
+
 func (q *cudaQueue) download(dst stagingMem, src devMem, n int) error {
 	d, err := pinnedBuffer(dst)
 	if err != nil {
@@ -581,10 +740,10 @@ func (q *cudaQueue) wait(b fenced) error {
 }
 
 func (q *cudaQueue) newFence() (fenced, error) {
-	ev, err := q.dev.NewEvent()
+	f, err := newFenceEvent(q.dev)
 	if err != nil {
 		return nil, err
 	}
-	q.fences = append(q.fences, ev)
-	return &cudaEventFence{cudaFence{ev}}, nil
+	q.fences = append(q.fences, f.ev)
+	return &cudaEventFence{f}, nil
 }

@@ -17,7 +17,7 @@ import (
 type Report struct {
 	Plan    Plan
 	Kernel  string        // Describe(kernel)
-	Elapsed time.Duration // from the start of the graph to its end
+	Elapsed time.Duration // from the start of the graph to its end, plus HostPin
 	// BytesRead and BytesWritten count the matrix data actually read from
 	// the sources and written to the sink (headers excluded).
 	BytesRead, BytesWritten int64
@@ -31,6 +31,10 @@ type Report struct {
 	// running (an upper bound on the time it computed; nil for CPU
 	// kernels).
 	DeviceBusy []float64
+	// HostPin is the part of Elapsed spent page-locking the operands for
+	// the run and unlocking them afterwards (HTGS_MATMUL_REGISTER=1 with
+	// a device kernel; 0 otherwise, and for matrices pinned by PinHost).
+	HostPin time.Duration
 	// Stats are the graph's counters at the end of the run.
 	Stats graph.Stats
 }
@@ -102,12 +106,27 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 	var written, products atomic.Int64
 	var g *graph.Graph[blockRequest, blockDone]
 	var moved offloadCounters
+	var unpin func() error
+	pinStart := time.Now()
 	if off, ok := kernel.(offloader); ok {
-		g = buildOffload(&plan, cfg, off, oa, ob, c, &written, &moved)
+		tune := tuningFor(len(off.offloadDevices()))
+		var direct [3]bool
+		direct, unpin, err = pinOperands(off, tune, a, b, c)
+		if err != nil {
+			return rep, err
+		}
+		rep.HostPin = time.Since(pinStart)
+		g = buildOffload(&plan, cfg, off, tune, direct, oa, ob, c, &written, &moved)
 	} else {
 		g = build(&plan, cfg, oa, ob, c, &written, &products)
 	}
 	err = runGraph(ctx, g, plan.requests, plan.MB*plan.NB, cfg, rep)
+	if unpin != nil {
+		t0 := time.Now()
+		err = errors.Join(err, unpin())
+		rep.HostPin += time.Since(t0)
+		rep.Elapsed += rep.HostPin
+	}
 	rep.UploadBytes, rep.DownloadBytes = moved.uploaded.Load(), moved.downloaded.Load()
 	products.Add(moved.products.Load())
 	for i := range moved.busy {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +50,9 @@ type offloader interface {
 	// hold when Config.DeviceMemory is 0 (0: no limit).
 	offloadMemory() int64
 	// deviceBuffers returns the allocator of device buffers of n float64s
-	// (on the device the allocator is given).
-	deviceBuffers(n int) memmgr.Allocator[devMem]
+	// (on the device the allocator is given); with keep, freed buffers are
+	// kept by the kernel for later products.
+	deviceBuffers(n int, keep bool) memmgr.Allocator[devMem]
 	// stagingBuffers returns the allocator of pinned host buffers of n
 	// float64s, for copies to and from the device the allocator is given.
 	stagingBuffers(n int) memmgr.Allocator[stagingMem]
@@ -61,6 +61,11 @@ type offloader interface {
 	// goroutine of every later call and receives the clone's device;
 	// Shutdown waits for the work queued. Only a compute queue runs gemm.
 	newQueue(compute bool) devQueue
+	// registerHost page-locks data for copies with every device (see
+	// PinHost); release undoes it.
+	registerHost(data []float64) (release func() error, err error)
+	// hostPins is the record of the memory PinHost registered.
+	hostPins() *hostPins
 }
 
 // A fenced buffer carries a fence: the point, in some queue's work, after
@@ -88,6 +93,12 @@ type devQueue interface {
 	upload(dst devMem, src stagingMem, n int) error
 	// download queues the copy of the first n float64s of src into dst.
 	download(dst stagingMem, src devMem, n int) error
+	// uploadFrom queues the copy of the rows x cols matrix src (stride
+	// lds), which lies in registered host memory, into dst (stride cols).
+	uploadFrom(dst devMem, src []float64, lds, rows, cols int) error
+	// downloadTo queues the copy of the rows x cols matrix src (stride
+	// cols) into dst (stride ldd), which lies in registered host memory.
+	downloadTo(dst []float64, ldd int, src devMem, rows, cols int) error
 	// gemm queues c = a·b + beta·c for an m x k block a and a k x n block
 	// b, all dense row-major.
 	gemm(m, n, k int, a, b, c devMem, beta float64) error
@@ -231,6 +242,9 @@ type offloadShared struct {
 	plan     *Plan
 	counters *offloadCounters
 	workers  int // goroutines per staging copy: the cores, shared by the devices, at most maxCopyWorkers
+	// directA, directB and directOut: the blocks of A, of B and of C are
+	// copied straight between registered host memory and the devices.
+	directA, directB, directOut bool
 }
 
 // copyIn is the copy-in task of a device (one copy, so that device
@@ -268,6 +282,12 @@ func (c *copyIn) Shutdown(ctx context.Context) error {
 // packs b into it, and queues the upload after the last product that read
 // dst. dst's fence then marks the upload.
 func (c *copyIn) upload(ctx context.Context, dst devMem, b *block) error {
+	if (b.op == OperandA && c.directA) || (b.op == OperandB && c.directB) {
+		if b.rows*b.cols > dst.Len() {
+			return fmt.Errorf("%dx%d block larger than the device buffer (%d)", b.rows, b.cols, dst.Len())
+		}
+		return errors.Join(c.q.await(dst), c.q.uploadFrom(dst, b.data, b.stride, b.rows, b.cols), c.q.signal(dst))
+	}
 	st, err := c.staging.Get(ctx, 1)
 	if err != nil {
 		return err
@@ -466,6 +486,13 @@ func (c *copyOut) Execute(ctx context.Context, dr devResult, out task.Emitter[*p
 
 // download copies the device block of dr into p through a staging buffer.
 func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error {
+	if c.directOut && p.buf == nil {
+		err := errors.Join(c.q.await(dr.buf.Data), c.q.downloadTo(p.data, p.stride, dr.buf.Data, dr.rows, dr.cols), c.q.signal(dr.buf.Data))
+		if err == nil {
+			err = c.q.wait(dr.buf.Data)
+		}
+		return err
+	}
 	st, err := c.staging.Get(ctx, 1)
 	if err != nil {
 		return err
@@ -590,24 +617,25 @@ const copyOutThreads = 2
 //
 // The accumulate bookkeeper only passes the finished blocks on: they come
 // from the devices complete.
-func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, written *atomic.Int64, counters *offloadCounters) *graph.Graph[blockRequest, blockDone] {
+func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, direct [3]bool, a, b *operand, c Sink, written *atomic.Int64, counters *offloadCounters) *graph.Graph[blockRequest, blockDone] {
 	g := graph.New[blockRequest, blockDone]("matmul")
 	bs := plan.BlockSize
 	sizeA, sizeB, sizeC := min(bs, plan.M)*min(bs, plan.K), min(bs, plan.K)*min(bs, plan.N), min(bs, plan.M)*min(bs, plan.N)
 	toDevices := addPairs(g, plan, cfg, a, b)
 	devs := off.offloadDevices()
 	counters.busy = make([]atomic.Int64, len(devs))
-	shared := &offloadShared{plan: plan, counters: counters, workers: max(1, min(maxCopyWorkers, runtime.GOMAXPROCS(0)/len(devs)))}
+	shared := &offloadShared{plan: plan, counters: counters, workers: tune.packWorkers,
+		directA: direct[0], directB: direct[1], directOut: direct[2]}
 	home, _ := c.(*Dense)
 
 	// One device's subgraph, cloned per device: its pools allocate on the
 	// clone's device.
 	dg := graph.New[product, *partial]("device")
-	devA := memmgr.New(dg, "A on device", plan.DevicePoolA, off.deviceBuffers(sizeA), memmgr.Dynamic(), memmgr.Reclaim())
-	devB := memmgr.New(dg, "B on device", plan.DevicePoolB, off.deviceBuffers(sizeB), memmgr.Dynamic(), memmgr.Reclaim())
-	devC := memmgr.New(dg, "C on device", plan.DevicePoolC, off.deviceBuffers(sizeC), memmgr.Dynamic(), memmgr.Reclaim())
-	stIn := memmgr.New(dg, "staging in", stagingInBuffers, off.stagingBuffers(max(sizeA, sizeB)), memmgr.Dynamic(), memmgr.Reclaim())
-	stOut := memmgr.New(dg, "staging out", copyOutThreads, off.stagingBuffers(sizeC), memmgr.Dynamic(), memmgr.Reclaim())
+	devA := memmgr.New(dg, "A on device", plan.DevicePoolA, off.deviceBuffers(sizeA, tune.devCache), memmgr.Dynamic(), memmgr.Reclaim())
+	devB := memmgr.New(dg, "B on device", plan.DevicePoolB, off.deviceBuffers(sizeB, tune.devCache), memmgr.Dynamic(), memmgr.Reclaim())
+	devC := memmgr.New(dg, "C on device", plan.DevicePoolC, off.deviceBuffers(sizeC, tune.devCache), memmgr.Dynamic(), memmgr.Reclaim())
+	stIn := memmgr.New(dg, "staging in", tune.stagingIn, off.stagingBuffers(max(sizeA, sizeB)), memmgr.Dynamic(), memmgr.Reclaim())
+	stOut := memmgr.New(dg, "staging out", tune.copyOut, off.stagingBuffers(sizeC), memmgr.Dynamic(), memmgr.Reclaim())
 	in := graph.AddTask(dg, "copy in", 1, func() task.Task[product, devProduct] {
 		return &copyIn{offloadShared: shared, q: off.newQueue(false), poolA: devA, poolB: devB, staging: stIn, cache: map[blockKey]*cachedBlock{}}
 	})
@@ -622,7 +650,7 @@ func buildOffload(plan *Plan, cfg Config, off offloader, a, b *operand, c Sink, 
 	if home == nil {
 		partials = memmgr.New(dg, "C blocks", plan.PoolC, blockBuffers(sizeC, cfg.Buffers), memmgr.Dynamic())
 	}
-	out := graph.AddTask(dg, "copy out", copyOutThreads, func() task.Task[devResult, *partial] {
+	out := graph.AddTask(dg, "copy out", tune.copyOut, func() task.Task[devResult, *partial] {
 		return &copyOut{offloadShared: shared, q: off.newQueue(false), staging: stOut, partials: partials, home: home, kb: plan.KB}
 	})
 	memmgr.Use(stOut, out)

@@ -37,7 +37,7 @@ func planOffload(p Plan, cfg Config, devices int, devBudget int64) (Plan, error)
 		return p, fmt.Errorf("%w: kernel %q has no device", ErrConfig, cfg.kernel().Name())
 	}
 	p.Devices = devices
-	pl := newOffloadPlanner(&p, cfg.MemoryBudget, devBudget)
+	pl := newOffloadPlanner(&p, tuningFor(devices), cfg.MemoryBudget, devBudget)
 	var best *offloadOption
 	for _, s := range p.panelSides() {
 		if o, ok := pl.panelOption(s); ok && (best == nil || o.traffic() < best.traffic()) {
@@ -93,13 +93,13 @@ type offloadPlanner struct {
 	hostBudget, devBudget int64 // 0: no limit
 }
 
-func newOffloadPlanner(p *Plan, hostBudget, devBudget int64) *offloadPlanner {
+func newOffloadPlanner(p *Plan, tune offloadTuning, hostBudget, devBudget int64) *offloadPlanner {
 	pl := &offloadPlanner{p: p, devices: p.Devices, threads: p.Threads, hostBudget: hostBudget, devBudget: devBudget}
 	pl.sA, pl.sB, pl.sC = p.blockBytes()
 	pl.hostLook = min(lookahead(pl.devices*pl.threads), p.Multiplies)
 	pl.devLook = min(lookahead(pl.threads), p.Multiplies)
-	pl.hostC = max(1, min(copyOutThreads+2, p.MB*p.NB))
-	pl.staging = int64(pl.devices) * (stagingInBuffers*max(pl.sA, pl.sB) + copyOutThreads*pl.sC)
+	pl.hostC = max(1, min(tune.copyOut+2, p.MB*p.NB))
+	pl.staging = int64(pl.devices) * (int64(tune.stagingIn)*max(pl.sA, pl.sB) + int64(tune.copyOut)*pl.sC)
 	return pl
 }
 

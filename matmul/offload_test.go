@@ -34,6 +34,12 @@ type fakeGPU struct {
 	uploads    atomic.Int64
 	// gemmDelay is how long each fake product takes on its queue.
 	gemmDelay time.Duration
+	// registered is the host memory registerHost page-locked ("pinned"
+	// by PinHost too); direct counts the copies made straight from or to
+	// it, registrations the calls of registerHost.
+	registered            hostPins
+	pinned                hostPins
+	direct, registrations atomic.Int64
 }
 
 type fakeDevice struct {
@@ -100,7 +106,18 @@ func (k *fakeGPU) offloadDevices() []device.Device {
 
 func (k *fakeGPU) offloadMemory() int64 { return k.memory }
 
-func (k *fakeGPU) deviceBuffers(n int) memmgr.Allocator[devMem] {
+func (k *fakeGPU) registerHost(data []float64) (func() error, error) {
+	if k.registered.covers(data) {
+		return nil, errors.New("fake: memory already registered")
+	}
+	k.registrations.Add(1)
+	k.registered.add(data)
+	return func() error { k.registered.remove(data); return nil }, nil
+}
+
+func (k *fakeGPU) hostPins() *hostPins { return &k.pinned }
+
+func (k *fakeGPU) deviceBuffers(n int, _ bool) memmgr.Allocator[devMem] {
 	return fakeAlloc[devMem]{n, false}
 }
 
@@ -215,6 +232,51 @@ func (q *fakeQueue) upload(dst devMem, src stagingMem, n int) error {
 		q.dev.overlapped.Add(1)
 	}
 	q.ops <- func() { copy(d.data[:n], s.data[:n]) }
+	return nil
+}
+
+func (q *fakeQueue) uploadFrom(dst devMem, src []float64, lds, rows, cols int) error {
+	d, err := q.mem(dst, false)
+	if err != nil {
+		return err
+	}
+	if !q.k.registered.covers(src) {
+		return errors.New("fake: direct upload from memory not registered")
+	}
+	if rows*cols > len(d.data) || (rows-1)*lds+cols > len(src) {
+		return fmt.Errorf("direct upload of %dx%d (stride %d) into %d elements from %d", rows, cols, lds, len(d.data), len(src))
+	}
+	if q.dev.gemmsQueued.Load() > 0 {
+		q.dev.overlapped.Add(1)
+	}
+	q.k.direct.Add(1)
+	q.ops <- func() {
+		for r := range rows {
+			copy(d.data[r*cols:(r+1)*cols], src[r*lds:r*lds+cols])
+		}
+	}
+	return nil
+}
+
+func (q *fakeQueue) downloadTo(dst []float64, ldd int, src devMem, rows, cols int) error {
+	s, err := q.mem(src, false)
+	if err != nil {
+		return err
+	}
+	if !q.k.registered.covers(dst) {
+		return errors.New("fake: direct download into memory not registered")
+	}
+	q.k.direct.Add(1)
+	q.ops <- func() {
+		q.dev.mu.Lock()
+		if q.dev.downloads[s]++; q.dev.downloads[s] > 1 {
+			q.dev.twice++
+		}
+		q.dev.mu.Unlock()
+		for r := range rows {
+			copy(dst[r*ldd:r*ldd+cols], s.data[r*cols:(r+1)*cols])
+		}
+	}
 	return nil
 }
 
@@ -635,5 +697,105 @@ func TestOffloadDefaultBlockSize(t *testing.T) {
 	p, err = newPlan(5000, 5000, 5000, true, Config{Kernel: Gonum()})
 	if err != nil || p.BlockSize != DefaultBlockSize {
 		t.Fatalf("CPU plan: block %d, %v; want %d", p.BlockSize, err, DefaultBlockSize)
+	}
+}
+
+// TestOffloadDirect runs the offload graph with the operands page-locked
+// for the run (HTGS_MATMUL_REGISTER=1) and pinned by PinHost: blocks go
+// straight between the matrices and the devices (the fake refuses direct
+// copies from memory not registered), the product is right, the bytes
+// moved are those of the staged graph, and the registrations are undone.
+func TestOffloadDirect(t *testing.T) {
+	a, b := Random(100, 70, 1), Random(70, 90, 2)
+	want := reference(t, a, b)
+	for _, mode := range []string{"register", "pinhost"} {
+		t.Run(mode, func(t *testing.T) {
+			fake := newFakeGPU(2)
+			cfg := Config{BlockSize: 16, Threads: 2, Kernel: fake}
+			c := NewDense(100, 90)
+			if mode == "register" {
+				t.Setenv("HTGS_MATMUL_REGISTER", "1")
+			} else {
+				unpin, err := PinHost(fake, a, b, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					if err := unpin(); err != nil {
+						t.Error(err)
+					}
+					if len(fake.pinned.pins) != 0 || len(fake.registered.pins) != 0 {
+						t.Errorf("pins left after unpin: %v %v", fake.pinned.pins, fake.registered.pins)
+					}
+				}()
+			}
+			rep, err := Multiply(context.Background(), a, b, c, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkProduct(t, a, b, c, want)
+			p := rep.Plan
+			if rep.UploadBytes != p.UploadBytes || rep.DownloadBytes != 8*100*90 {
+				t.Errorf("moved %d up, %d down; plan %d up, |C| %d", rep.UploadBytes, rep.DownloadBytes, p.UploadBytes, 8*100*90)
+			}
+			// Every upload and download was direct: one per load and
+			// device, one per block of C.
+			blocksUp := rep.UploadBytes / (8 * 16 * 16) // at least; edge blocks are smaller
+			if n := fake.direct.Load(); n < int64(p.MB*p.NB) || n > blocksUp+int64(p.MB*p.NB)+int64(p.MB*p.KB+p.KB*p.NB)*2 {
+				t.Errorf("%d direct copies for %v", n, p)
+			}
+			if mode == "register" {
+				if r := fake.registrations.Load(); r != 3 {
+					t.Errorf("%d registrations, want 3 (A, B, C)", r)
+				}
+				if len(fake.registered.pins) != 0 {
+					t.Errorf("registrations left after the run: %v", fake.registered.pins)
+				}
+			}
+			for _, d := range fake.devs {
+				if d.twice != 0 {
+					t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
+				}
+			}
+		})
+	}
+	// A and B one matrix: registered once; a source that is not *Dense
+	// (out of core) goes through staging.
+	t.Run("same", func(t *testing.T) {
+		t.Setenv("HTGS_MATMUL_REGISTER", "1")
+		fake := newFakeGPU(1)
+		x := Random(48, 48, 3)
+		out, _, err := MultiplyDense(context.Background(), x, x, Config{BlockSize: 16, Kernel: fake})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProduct(t, x, x, out, reference(t, x, x))
+		if r := fake.registrations.Load(); r != 2 {
+			t.Errorf("%d registrations, want 2 (A = B, and C)", r)
+		}
+	})
+}
+
+// TestOffloadTuning checks the environment overrides of the offload knobs
+// and that the graph runs right with unusual values.
+func TestOffloadTuning(t *testing.T) {
+	t.Setenv("HTGS_MATMUL_PACK", "3")
+	t.Setenv("HTGS_MATMUL_STAGING", "5")
+	t.Setenv("HTGS_MATMUL_COPYOUT", "1")
+	t.Setenv("HTGS_MATMUL_DEVCACHE", "0")
+	tune := tuningFor(1)
+	if tune.packWorkers != 3 || tune.stagingIn != 5 || tune.copyOut != 1 || tune.register || tune.devCache {
+		t.Fatalf("tuning %+v", tune)
+	}
+	a, b := Random(64, 80, 1), Random(80, 48, 2)
+	out, _, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Kernel: newFakeGPU(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProduct(t, a, b, out, reference(t, a, b))
+	t.Setenv("HTGS_MATMUL_PACK", "x")
+	t.Setenv("HTGS_MATMUL_DEVCACHE", "")
+	if tune := tuningFor(1); tune.packWorkers < 1 || !tune.devCache {
+		t.Fatalf("defaults %+v", tune)
 	}
 }

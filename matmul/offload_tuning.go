@@ -1,0 +1,211 @@
+package matmul
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// offloadTuning holds the knobs of the offload graph that measurements on
+// a GPU decide. Each has a default and an environment variable that
+// overrides it for a run (read when Multiply plans the product), so that
+// one session on a GPU machine can compare them:
+//
+//	HTGS_MATMUL_PACK=N      goroutines per staging copy (pack and unpack);
+//	                        default min(8, GOMAXPROCS/devices)
+//	HTGS_MATMUL_STAGING=N   pinned staging buffers of each copy-in task
+//	                        (default 3)
+//	HTGS_MATMUL_COPYOUT=N   copies of each device's copy-out task, and
+//	                        staging buffers for downloads (default 2)
+//	HTGS_MATMUL_REGISTER=1  page-lock (cuMemHostRegister) the *Dense A, B
+//	                        and C for the run and copy blocks straight
+//	                        between them and the device with 2-D copies: no
+//	                        packing, no staging (default 0). Matrices pinned
+//	                        with PinHost are copied that way whatever it says.
+//	HTGS_MATMUL_BLOCKSYNC=1 host threads waiting for the GPU (for a
+//	                        staging buffer, a download, the busy meter)
+//	                        sleep instead of spinning on a core (cuda
+//	                        kernel; default 0)
+//	HTGS_MATMUL_DEVCACHE=0  free device blocks at the end of each product
+//	                        instead of keeping them for the next (the cuda
+//	                        kernel keeps them by default)
+type offloadTuning struct {
+	packWorkers int
+	stagingIn   int
+	copyOut     int
+	register    bool
+	devCache    bool
+}
+
+// envInt returns the positive integer in $name, or def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(strings.TrimSpace(os.Getenv(name))); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// envBool returns $name as a boolean (1, true, yes, on), or def when unset.
+func envBool(name string, def bool) bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(name))) {
+	case "":
+		return def
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
+// tuningFor returns the knobs for a product on devices devices.
+func tuningFor(devices int) offloadTuning {
+	return offloadTuning{
+		packWorkers: envInt("HTGS_MATMUL_PACK", max(1, min(maxCopyWorkers, runtime.GOMAXPROCS(0)/max(1, devices)))),
+		stagingIn:   envInt("HTGS_MATMUL_STAGING", stagingInBuffers),
+		copyOut:     envInt("HTGS_MATMUL_COPYOUT", copyOutThreads),
+		register:    envBool("HTGS_MATMUL_REGISTER", false),
+		devCache:    envBool("HTGS_MATMUL_DEVCACHE", true),
+	}
+}
+
+// hostPins records the host memory that PinHost registered with an
+// offload kernel's devices, by address and length of the slice.
+type hostPins struct {
+	mu   sync.Mutex
+	pins map[pinSpan]int // registrations of each span
+}
+
+type pinSpan struct {
+	addr uintptr
+	n    int
+}
+
+func spanOf(d []float64) pinSpan {
+	if len(d) == 0 {
+		return pinSpan{}
+	}
+	return pinSpan{uintptr(unsafe.Pointer(&d[0])), len(d)}
+}
+
+func (h *hostPins) add(d []float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pins == nil {
+		h.pins = map[pinSpan]int{}
+	}
+	h.pins[spanOf(d)]++
+}
+
+func (h *hostPins) remove(d []float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := spanOf(d)
+	if h.pins[s]--; h.pins[s] <= 0 {
+		delete(h.pins, s)
+	}
+}
+
+// covers reports whether d lies within a pinned span.
+func (h *hostPins) covers(d []float64) bool {
+	if len(d) == 0 {
+		return false
+	}
+	s := spanOf(d)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p := range h.pins {
+		if s.addr >= p.addr && s.addr+uintptr(8*s.n) <= p.addr+uintptr(8*p.n) {
+			return true
+		}
+	}
+	return false
+}
+
+// PinHost page-locks the memory of the given matrices for the devices of
+// an offload kernel (the cuda kernel: cuMemHostRegister), so that products
+// on them copy blocks straight between the matrices and the devices, by
+// DMA, without packing them into staging buffers. Pinning takes time (the
+// operating system locks every page), which a caller multiplying the same
+// matrices several times pays once. The matrices must stay alive and
+// unchanged in place (same Data) until unpin is called, after the
+// products using them have returned. Kernels that do not run on devices
+// need no pinning: PinHost does nothing for them.
+func PinHost(k Kernel, ms ...*Dense) (unpin func() error, err error) {
+	off, ok := k.(offloader)
+	if !ok {
+		return func() error { return nil }, nil
+	}
+	var undo []func() error
+	unpin = func() error {
+		var first error
+		for i := len(undo) - 1; i >= 0; i-- {
+			if err := undo[i](); err != nil && first == nil {
+				first = err
+			}
+		}
+		undo = nil
+		return first
+	}
+	for _, m := range ms {
+		if m == nil || len(m.Data) == 0 {
+			continue
+		}
+		release, err := off.registerHost(m.Data)
+		if err != nil {
+			_ = unpin()
+			return nil, err
+		}
+		data := m.Data
+		off.hostPins().add(data)
+		undo = append(undo, func() error {
+			off.hostPins().remove(data)
+			return release()
+		})
+	}
+	return unpin, nil
+}
+
+// pinOperands decides which operands are copied straight between host
+// memory and the devices: the *Dense ones pinned with PinHost, and, with
+// tune.register, the others, which it registers for the run (unpin
+// releases them; those it cannot register go through staging). It
+// returns the choice for A, B and C.
+func pinOperands(off offloader, tune offloadTuning, a, b Source, c Sink) (direct [3]bool, unpin func() error, err error) {
+	var undo []func() error
+	unpin = func() error {
+		var errs []error
+		for _, u := range undo {
+			errs = append(errs, u())
+		}
+		undo = nil
+		return errors.Join(errs...)
+	}
+	var mine hostPins // registered here (A and B may be one matrix)
+	for i, m := range []any{a, b, c} {
+		d, ok := m.(*Dense)
+		if !ok || d.R == 0 || d.C == 0 {
+			continue
+		}
+		data := d.view(0, 0, d.R, d.C)
+		if off.hostPins().covers(data) || mine.covers(data) {
+			direct[i] = true
+			continue
+		}
+		if !tune.register {
+			continue
+		}
+		release, err := off.registerHost(data)
+		if err != nil {
+			// Memory that cannot be registered (say, overlapping memory
+			// registered by someone else) goes through staging.
+			continue
+		}
+		undo = append(undo, release)
+		mine.add(data)
+		direct[i] = true
+	}
+	return direct, unpin, nil
+}

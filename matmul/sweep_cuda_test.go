@@ -1,0 +1,192 @@
+//go:build cuda
+
+package matmul_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/matmul"
+)
+
+// sweepVariant is one setting of the offload knobs (environment variables
+// read by each product, see matmul's offload_tuning.go); pin pins A, B and
+// C with matmul.PinHost before the timed runs (not counted in their time).
+type sweepVariant struct {
+	name string
+	env  map[string]string
+	pin  bool
+}
+
+var sweepVariants = []sweepVariant{
+	{name: "base"},
+	{name: "pack4", env: map[string]string{"HTGS_MATMUL_PACK": "4"}},
+	{name: "pack16", env: map[string]string{"HTGS_MATMUL_PACK": "16"}},
+	{name: "stage6", env: map[string]string{"HTGS_MATMUL_STAGING": "6", "HTGS_MATMUL_COPYOUT": "3"}},
+	{name: "nocache", env: map[string]string{"HTGS_MATMUL_DEVCACHE": "0"}},
+	{name: "register", env: map[string]string{"HTGS_MATMUL_REGISTER": "1"}},
+	{name: "pinhost", pin: true},
+	{name: "pinhost-co3", pin: true, env: map[string]string{"HTGS_MATMUL_COPYOUT": "3"}},
+	{name: "blocksync", env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
+	{name: "pinhost-bs", pin: true, env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
+}
+
+// TestCUDASweep compares the offload knobs on one GPU in one process, for
+// choosing their defaults: for each size (HTGS_SWEEP_N, default
+// 8192,16384,16384b where b limits the device pools to one matrix), block
+// size (HTGS_SWEEP_BS8192, HTGS_SWEEP_BS16384: default 1024,2048 and
+// 2048,4096) and variant (HTGS_SWEEP_VARIANTS, default all), one untimed
+// product and HTGS_SWEEP_RUNS (default 2) timed ones; it prints the best
+// rate, the busy fraction, the bus rate and the time spent pinning, and
+// checks every result against the first. Skipped unless HTGS_SWEEP=1:
+//
+//	HTGS_SWEEP=1 go test -tags cuda -run CUDASweep -v ./matmul
+func TestCUDASweep(t *testing.T) {
+	if os.Getenv("HTGS_SWEEP") == "" {
+		t.Skip("set HTGS_SWEEP=1 to run the sweep of offload knobs")
+	}
+	k, err := matmul.LookupKernel("cuda")
+	if errors.Is(err, matmul.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 2
+	if v, err := strconv.Atoi(os.Getenv("HTGS_SWEEP_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	want := map[string]bool{}
+	for _, v := range strings.Split(os.Getenv("HTGS_SWEEP_VARIANTS"), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			want[v] = true
+		}
+	}
+	sizes := envList("HTGS_SWEEP_N", "8192,16384,16384b")
+	var a, b, c, ref *matmul.Dense
+	ctx := context.Background()
+	for _, size := range sizes {
+		budget := strings.HasSuffix(size, "b")
+		n, err := strconv.Atoi(strings.TrimSuffix(size, "b"))
+		if err != nil {
+			t.Fatalf("HTGS_SWEEP_N: %v", err)
+		}
+		if a == nil || a.R != n {
+			t0 := time.Now()
+			a, b, c, ref = nil, nil, nil, nil
+			a, b, c = matmul.Random(n, n, 1), matmul.Random(n, n, 2), matmul.NewDense(n, n)
+			t.Logf("n=%d: random A and B in %.1f s", n, time.Since(t0).Seconds())
+		}
+		def := "2048,4096"
+		if n <= 8192 {
+			def = "1024,2048"
+		}
+		for _, bsS := range envList(fmt.Sprintf("HTGS_SWEEP_BS%d", n), def) {
+			bs, err := strconv.Atoi(bsS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := matmul.Config{BlockSize: bs, Kernel: k}
+			if budget {
+				cfg.DeviceMemory = 8 * int64(n) * int64(n)
+			}
+			for _, v := range sweepVariants {
+				if len(want) > 0 && !want[v.name] {
+					continue
+				}
+				line, err := sweepOne(ctx, v, a, b, c, cfg, runs)
+				if err != nil {
+					t.Errorf("n=%s bs=%d %s: %v", size, bs, v.name, err)
+					continue
+				}
+				if ref == nil {
+					ref = matmul.NewDense(n, n)
+					copy(ref.Data, c.Data)
+				} else if d := maxDiff(c, ref); d > 1e-8*float64(n) {
+					t.Errorf("n=%s bs=%d %s: result differs from the first by %g", size, bs, v.name, d)
+				}
+				fmt.Printf("SWEEP n=%-6s bs=%-5d %-12s %s\n", size, bs, v.name, line)
+			}
+		}
+	}
+}
+
+func sweepOne(ctx context.Context, v sweepVariant, a, b, c *matmul.Dense, cfg matmul.Config, runs int) (string, error) {
+	for name, val := range v.env {
+		old, had := os.LookupEnv(name)
+		os.Setenv(name, val)
+		if had {
+			defer os.Setenv(name, old)
+		} else {
+			defer os.Unsetenv(name)
+		}
+	}
+	pinTime := 0.0
+	if v.pin {
+		t0 := time.Now()
+		unpin, err := matmul.PinHost(cfg.Kernel, a, b, c)
+		if err != nil {
+			return "", err
+		}
+		pinTime = time.Since(t0).Seconds()
+		defer unpin()
+	}
+	if _, err := matmul.Multiply(ctx, a, b, c, cfg); err != nil { // warm-up
+		return "", err
+	}
+	best, sum := math.Inf(1), 0.0
+	var rep *matmul.Report
+	for range runs {
+		time.Sleep(100 * time.Millisecond)
+		t0 := time.Now()
+		r, err := matmul.Multiply(ctx, a, b, c, cfg)
+		if err != nil {
+			return "", err
+		}
+		s := time.Since(t0).Seconds()
+		sum += s
+		if s < best {
+			best, rep = s, r
+		}
+	}
+	n := float64(a.R)
+	busy := 0.0
+	if len(rep.DeviceBusy) > 0 {
+		busy = rep.DeviceBusy[0]
+	}
+	moved, least := rep.Plan.BusBytes()
+	return fmt.Sprintf("%6.2f TFLOP/s  best %.3f s  mean %.3f s  busy %.2f  bus %5.1f GB/s (%.2fx min)  run-pin %.3f s  PinHost %.3f s  pools A%d B%d C%d",
+		2*n*n*n/best/1e12, best, sum/float64(runs), busy, float64(rep.UploadBytes+rep.DownloadBytes)/best/1e9,
+		float64(moved)/float64(least), rep.HostPin.Seconds(), pinTime, rep.Plan.DevicePoolA, rep.Plan.DevicePoolB, rep.Plan.DevicePoolC), nil
+}
+
+func envList(name, def string) []string {
+	v := os.Getenv(name)
+	if v == "" {
+		v = def
+	}
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func maxDiff(x, y *matmul.Dense) float64 {
+	d := 0.0
+	for i := range x.Data {
+		if e := math.Abs(x.Data[i] - y.Data[i]); e > d || e != e {
+			d = e
+		}
+	}
+	return d
+}
