@@ -183,29 +183,51 @@ func pinOperands(off offloader, tune offloadTuning, a, b Source, c Sink) (direct
 		undo = nil
 		return errors.Join(errs...)
 	}
-	var mine hostPins // registered here (A and B may be one matrix)
+	var views [3][]float64
+	var todo [][]float64 // to register, each once (A and B may be one matrix)
+	var planned hostPins
 	for i, m := range []any{a, b, c} {
 		d, ok := m.(*Dense)
 		if !ok || d.R == 0 || d.C == 0 {
 			continue
 		}
-		data := d.view(0, 0, d.R, d.C)
-		if off.hostPins().covers(data) || mine.covers(data) {
+		views[i] = d.view(0, 0, d.R, d.C)
+		if off.hostPins().covers(views[i]) {
 			direct[i] = true
 			continue
 		}
-		if !tune.register {
-			continue
+		if tune.register && !planned.covers(views[i]) {
+			todo = append(todo, views[i])
+			planned.add(views[i])
 		}
-		release, err := off.registerHost(data)
-		if err != nil {
+	}
+	// The registrations run at once: pinning pages takes the operating
+	// system time, which may overlap.
+	releases := make([]func() error, len(todo))
+	var wg sync.WaitGroup
+	for i, data := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := off.registerHost(data); err == nil {
+				releases[i] = r
+			}
 			// Memory that cannot be registered (say, overlapping memory
 			// registered by someone else) goes through staging.
-			continue
+		}()
+	}
+	wg.Wait()
+	var mine hostPins
+	for i, r := range releases {
+		if r != nil {
+			undo = append(undo, r)
+			mine.add(todo[i])
 		}
-		undo = append(undo, release)
-		mine.add(data)
-		direct[i] = true
+	}
+	for i, v := range views {
+		if v != nil && mine.covers(v) {
+			direct[i] = true
+		}
 	}
 	return direct, unpin, nil
 }
