@@ -343,6 +343,10 @@ func ParseBigTIFF(r io.ReaderAt, size int64) (*TIFF, error) {
 	t := &TIFF{r: r}
 	off := le.Uint64(h[8:])
 	seen := map[uint64]bool{}
+	// The tag values read may not add up to more than a few times the
+	// file: repeated entries pointing at the same bytes would otherwise
+	// multiply the work and memory of one parse.
+	budget := 8*size + 1<<16
 	for off != 0 {
 		if len(t.Levels) >= 64 || seen[off] {
 			return nil, formatErr("too many or looping IFDs")
@@ -368,6 +372,18 @@ func ParseBigTIFF(r io.ReaderAt, size int64) (*TIFF, error) {
 		for i := uint64(0); i < n; i++ {
 			e := ifd[i*20:]
 			tag, typ, cnt := le.Uint16(e), le.Uint16(e[2:]), le.Uint64(e[4:])
+			switch tag {
+			case tagNewSubfileType, tagImageWidth, tagImageLength, tagBitsPerSample, tagCompression,
+				tagSamplesPerPixel, tagTileWidth, tagTileLength, tagTileOffsets, tagTileByteCounts:
+			default:
+				// Values this reader does not use are not read: a crafted
+				// file could otherwise make every one of thousands of
+				// entries read most of the file.
+				continue
+			}
+			if budget -= int64(min(cnt, uint64(size)+1)) * 8; budget < 0 {
+				return nil, formatErr("tag values add up to more than the file can hold")
+			}
 			vals, err := readVals(r, size, typ, cnt, e[12:20])
 			if err != nil {
 				return nil, err
