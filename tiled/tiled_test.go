@@ -2,6 +2,8 @@ package tiled
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -209,4 +211,29 @@ func FuzzParseBigTIFF(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A crafted IFD of 4000 entries that all point at the same large array of
+// tile offsets is refused for the bytes it would make the parser read,
+// instead of reading the array 4000 times.
+func TestParseBigTIFFBoundsRepeatedValues(t *testing.T) {
+	const n, cnt = 4000, 2000 // entries; LONG8 values each
+	le := binary.LittleEndian
+	size := 16 + 8 + n*20 + 8 + cnt*8
+	b := make([]byte, size)
+	copy(b, "II+\x00\x08\x00\x00\x00")
+	le.PutUint64(b[8:], 16)
+	le.PutUint64(b[16:], n)
+	vals := uint64(16 + 8 + n*20 + 8)
+	for i := range n {
+		e := b[24+20*i:]
+		le.PutUint16(e, 324) // TileOffsets
+		le.PutUint16(e[2:], 16)
+		le.PutUint64(e[4:], cnt)
+		le.PutUint64(e[12:], vals)
+	}
+	_, err := ParseBigTIFF(bytes.NewReader(b), int64(len(b)))
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "more than the file") {
+		t.Fatalf("got %v, want the tag-value bound", err)
+	}
 }
