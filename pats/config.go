@@ -75,6 +75,19 @@ type Config struct {
 	// Until an operation has been timed on both kinds, idle workers try it
 	// first (one at a time per kind) to obtain a first sample.
 	Learn bool
+	// FinishAware makes a CPU core leave an operation to the GPUs when they
+	// would finish it sooner than the core: the core's time for it is
+	// compared with the GPU time, transfers included, of the ready
+	// operations the GPUs would take before it (higher estimates), itself
+	// included, shared among the GPUs. With speedups in the hundreds, plain
+	// PATS lets an idle core take an operation that a GPU would clear in
+	// milliseconds, and the tile waits seconds for it. Times come from the
+	// time statistics (the mean compute time of each operation on each
+	// kind, and the rate of the transfers so far); the speedup estimate
+	// converts a time on one kind into one on the other, so estimates still
+	// matter. Before an operation has been timed, its modelled CPU cost
+	// ([WithCost]) stands in for the mean; without one it is never left.
+	FinishAware bool
 	// DepthFirst breaks ties between equally ranked operations in favour of
 	// the oldest flow, pushing each stage instance through before starting
 	// the next (HyperFlow's depth-first preference), which reduces the
@@ -109,6 +122,9 @@ func (c Config) String() string {
 	b.WriteString(c.Policy.String())
 	if c.Learn {
 		b.WriteString("+learn")
+	}
+	if c.FinishAware {
+		b.WriteString("+finish")
 	}
 	if c.Locality {
 		fmt.Fprintf(&b, "+dl(%.2g)", c.TransferImpact)

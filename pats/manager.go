@@ -385,18 +385,29 @@ func (m *Manager) prepare(w *worker, u Unit, a action) (skip bool, err error) {
 	}
 	for _, d := range a.n.reads {
 		if d.external && d.store != nil {
+			m.mu.Lock()
+			was := d.staged
+			m.mu.Unlock()
+			t0 := time.Now()
 			if err := d.stage.do(m.ctx, d.store); err != nil {
 				return false, m.nodeErr(w, a.n, fmt.Errorf("stage %q: %w", d.key, err))
 			}
 			m.mu.Lock()
+			if !was {
+				m.sched.stagedIn(d.bytes, time.Since(t0))
+			}
 			d.staged = true
 			m.mu.Unlock()
 		}
 	}
 	for _, d := range a.upload {
+		t0 := time.Now()
 		if err := u.Move(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, true); err != nil {
 			return false, m.nodeErr(w, a.n, fmt.Errorf("upload %q: %w", d.key, err))
 		}
+		m.mu.Lock()
+		m.sched.moved(d.bytes, time.Since(t0))
+		m.mu.Unlock()
 	}
 	return false, nil
 }
@@ -436,11 +447,15 @@ func (m *Manager) finish(w *worker, n *node, dur time.Duration, err error) []*da
 // download moves data from GPU unit u back to host memory.
 func (m *Manager) download(u Unit, ds []*datum) {
 	for _, d := range ds {
+		t0 := time.Now()
 		err := u.Move(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, false)
 		if err != nil {
 			err = fmt.Errorf("pats: flow %q: download %q from %s: %w", d.fl.f.name, d.key, u.Name(), err)
 		}
 		m.mu.Lock()
+		if err == nil {
+			m.sched.moved(d.bytes, time.Since(t0))
+		}
 		m.sched.downloaded(d, err)
 		m.changed()
 		m.mu.Unlock()

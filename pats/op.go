@@ -38,7 +38,9 @@ type Op[A any] struct {
 // Cost is the modelled compute time of one operation instance: on one CPU
 // core and on one GPU, transfers excluded. The discrete-event simulator
 // ([Simulate]) uses it as the instance's execution time, and simulated
-// units ([Sim]) sleep for it; real units ignore it.
+// units ([Sim]) sleep for it; real units ignore it. With
+// Config.FinishAware the scheduler also uses the CPU cost as the
+// operation's time until it has been timed.
 type Cost struct {
 	CPU time.Duration // on one CPU core
 	GPU time.Duration // on one GPU, transfers excluded

@@ -3,6 +3,7 @@ package pats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -437,5 +438,77 @@ func TestSimulateDeterministic(t *testing.T) {
 	}
 	if a.Flows != 20 || a.Failed != 0 {
 		t.Errorf("flows %d failed %d", a.Flows, a.Failed)
+	}
+}
+
+// finishFlows returns n flows of two hybrid operations: b (speedup 2, 40
+// and 20 ms) then a (speedup 50, 1 s on a CPU core, 20 ms on a GPU).
+func finishFlows(n int) []*Flow {
+	a, b := hybrid("a", 50), hybrid("b", 2)
+	var fs []*Flow
+	for i := range n {
+		f := NewFlow(string(rune('A' + i)))
+		Add(f, b, 0, Writes(d("x", 1)), cost(40000, 20000))
+		Add(f, a, 0, Reads(d("x", 1)), cost(1000000, 20000))
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// With speedups this large, plain PATS lets an idle core take an a that
+// the GPU would finish in 20 ms, and the flow waits a second for it;
+// FinishAware leaves it to the GPU once a's GPU time is known.
+func TestFinishAware(t *testing.T) {
+	m := Machine{CPUs: 1, GPUs: 1}
+	plain := mustSim(t, Config{Policy: PATS}, m, finishFlows(10)...)
+	aware := mustSim(t, Config{Policy: PATS, FinishAware: true}, m, finishFlows(10)...)
+	oa, _ := aware.Op("a")
+	op, _ := plain.Op("a")
+	if op.CPU == 0 {
+		t.Fatalf("plain PATS ran no a on the CPU core; the test does not exercise the rule")
+	}
+	if oa.CPU != 0 {
+		t.Errorf("FinishAware ran %d a on the CPU core, want 0", oa.CPU)
+	}
+	if aware.Makespan >= plain.Makespan {
+		t.Errorf("makespan %v with FinishAware, %v without", aware.Makespan, plain.Makespan)
+	}
+	if !strings.Contains(aware.Config, "+finish") {
+		t.Errorf("config %q does not name FinishAware", aware.Config)
+	}
+	// A backlog longer than a core's time is shared: with 200 a ready at
+	// once, the GPU has seconds of work ahead, so the core takes some a
+	// besides the one it takes before any is timed.
+	a := hybrid("a", 50)
+	var fs []*Flow
+	for i := range 200 {
+		f := NewFlow(fmt.Sprint(i))
+		Add(f, a, 0, cost(1000000, 20000))
+		fs = append(fs, f)
+	}
+	big := mustSim(t, Config{Policy: PATS, FinishAware: true}, m, fs...)
+	if o, _ := big.Op("a"); o.CPU < 2 {
+		t.Errorf("FinishAware ran %d a on the core with a backlog of seconds on the GPU", o.CPU)
+	}
+}
+
+// The simulator models staging: without Prefetch the worker taking the
+// first reader stages the input; with it the flow's inputs are staged in
+// the background from admission.
+func TestSimStaging(t *testing.T) {
+	mk := func() []*Flow {
+		f := NewFlow("s")
+		Add(f, only("r", device.CPU), 0, Reads(Data{Key: "in", Bytes: 1e6, Store: nopStore{}}), cost(1000, 0))
+		return []*Flow{f}
+	}
+	m := Machine{CPUs: 1, StageBandwidth: 1e9} // 1 ms for the input
+	for _, pf := range []bool{false, true} {
+		r := mustSim(t, Config{Prefetch: pf}, m, mk()...)
+		if r.Makespan != 2*time.Millisecond {
+			t.Errorf("prefetch %v: makespan %v, want 2ms", pf, r.Makespan)
+		}
+	}
+	if r := mustSim(t, Config{}, Machine{CPUs: 1}, mk()...); r.Makespan != time.Millisecond {
+		t.Errorf("without a staging rate: makespan %v, want 1ms", r.Makespan)
 	}
 }

@@ -126,6 +126,11 @@ type scheduler struct {
 	devLive, peakDev   int64
 	uploads, downloads int
 	upBytes, downBytes int64
+	movedBytes         int64         // bytes of the transfers timed so far
+	movedTime          time.Duration // their total time
+	stagedBytes        int64         // bytes of the inputs staged by workers so far
+	stagedTime         time.Duration // their total staging time
+	gpus               int
 	ops                map[string]*opCount
 	opOrder            []string
 	flowsDone          int
@@ -143,6 +148,7 @@ func newScheduler(cfg Config, devs []device.Device) *scheduler {
 		}
 		sc.workers = append(sc.workers, w)
 	}
+	sc.gpus = gpus
 	return sc
 }
 
@@ -322,13 +328,164 @@ func (sc *scheduler) pick(w *worker) *node {
 	if w.gpu >= 0 && sc.cfg.Locality && len(w.resident) > 0 {
 		return sc.pickLocal(w)
 	}
+	var q *gpuQueue
+	if w.gpu < 0 && sc.cfg.FinishAware && sc.gpus > 0 {
+		q = sc.gpuQueue()
+	}
 	var best *node
 	for _, n := range sc.ready {
-		if sc.eligible(w, n) && (best == nil || sc.better(w, n, best)) {
+		if sc.eligible(w, n) && (best == nil || sc.better(w, n, best)) && !q.leave(sc, n) {
 			best = n
 		}
 	}
 	return best
+}
+
+// times returns the estimated compute times of n on a CPU core and on a
+// GPU from the time statistics, the speedup estimate converting one into
+// the other: anchored on the GPU mean when there is one, else on the CPU
+// mean, else on the step's modelled CPU cost. ok is false if n's
+// operation has not been timed yet and has no modelled cost.
+func (sc *scheduler) times(n *node) (cpu, gpu time.Duration, ok bool) {
+	s := sc.estimate(n)
+	if s <= 0 || math.IsInf(s, 0) || math.IsNaN(s) {
+		return 0, 0, false
+	}
+	if g, ok := sc.stats.mean(n.step.op, device.GPU); ok {
+		return time.Duration(float64(g) * s), g, true
+	}
+	if c, ok := sc.stats.mean(n.step.op, device.CPU); ok {
+		return c, time.Duration(float64(c) / s), true
+	}
+	if c := n.step.cost.CPU; c > 0 { // not timed yet: the modelled cost
+		return c, time.Duration(float64(c) / s), true
+	}
+	return 0, 0, false
+}
+
+// transferTime estimates the time to move b bytes between host and GPU
+// memory at the rate observed so far (0 before any transfer was timed).
+func (sc *scheduler) transferTime(b int64) time.Duration {
+	if sc.movedBytes <= 0 || sc.movedTime <= 0 {
+		return 0
+	}
+	return time.Duration(float64(b) / float64(sc.movedBytes) * float64(sc.movedTime))
+}
+
+// stageTime estimates the time a worker spends staging the inputs of n
+// that are still in storage, at the rate observed so far (0 with
+// Prefetch, which stages them in the background).
+func (sc *scheduler) stageTime(n *node) time.Duration {
+	if sc.cfg.Prefetch || sc.stagedBytes <= 0 {
+		return 0
+	}
+	var b int64
+	for _, d := range n.reads {
+		if d.external && !d.staged {
+			b += d.bytes
+		}
+	}
+	return time.Duration(float64(b) / float64(sc.stagedBytes) * float64(sc.stagedTime))
+}
+
+// stagedIn records that a worker staged b bytes of inputs in d.
+func (sc *scheduler) stagedIn(b int64, d time.Duration) {
+	if b > 0 && d > 0 {
+		sc.stagedBytes += b
+		sc.stagedTime += d
+	}
+}
+
+// moved records a timed transfer of b bytes.
+func (sc *scheduler) moved(b int64, d time.Duration) {
+	if b > 0 && d > 0 {
+		sc.movedBytes += b
+		sc.movedTime += d
+	}
+}
+
+// gpuQueue is the work ready for the GPUs, for FinishAware: the ready
+// operations with a GPU implementation and known times, by decreasing
+// speedup estimate (the order in which the GPUs take them), with the
+// running total of their GPU times, transfers included.
+type gpuQueue struct {
+	est []float64       // decreasing
+	sum []time.Duration // sum[i]: GPU time of entries 0..i, per GPU
+}
+
+func (sc *scheduler) gpuQueue() *gpuQueue {
+	type entry struct {
+		est float64
+		t   time.Duration
+	}
+	var es []entry
+	for _, n := range sc.ready {
+		if n.step.run[device.GPU] == nil {
+			continue
+		}
+		_, g, ok := sc.times(n)
+		if !ok {
+			continue
+		}
+		es = append(es, entry{sc.estimate(n), g + sc.transferTime(sc.nodeBytes(n)) + sc.stageTime(n)})
+	}
+	slices.SortStableFunc(es, func(a, b entry) int {
+		switch {
+		case a.est > b.est:
+			return -1
+		case a.est < b.est:
+			return 1
+		}
+		return 0
+	})
+	q := &gpuQueue{est: make([]float64, len(es)), sum: make([]time.Duration, len(es))}
+	var total time.Duration
+	for i, e := range es {
+		total += e.t
+		q.est[i], q.sum[i] = e.est, total/time.Duration(sc.gpus)
+	}
+	return q
+}
+
+// nodeBytes returns the bytes n would move to and from a GPU: its inputs
+// held by no GPU, and its outputs.
+func (sc *scheduler) nodeBytes(n *node) int64 {
+	var b int64
+	for _, d := range n.reads {
+		if d.gpus == 0 {
+			b += d.bytes
+		}
+	}
+	for _, d := range n.writes {
+		b += d.bytes
+	}
+	return b
+}
+
+// leave reports whether a CPU core should leave n to the GPUs: they would
+// finish it, after the ready work they take before it, sooner than the
+// core. A nil q leaves nothing.
+func (q *gpuQueue) leave(sc *scheduler, n *node) bool {
+	if q == nil || !hasBoth(n) {
+		return false
+	}
+	c, _, ok := sc.times(n)
+	if !ok {
+		return false
+	}
+	s := sc.estimate(n)
+	// The last entry whose estimate is >= s: the GPUs take it, and all
+	// before it, no later than n.
+	i, _ := slices.BinarySearchFunc(q.est, s, func(e, t float64) int {
+		if e >= t {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 {
+		return false
+	}
+	return q.sum[i-1] < c
 }
 
 // pickUntimed returns the oldest ready node w can run whose operation has

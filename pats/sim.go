@@ -37,7 +37,7 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	for i, s := range sims {
 		devs[i] = s
 	}
-	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows}
+	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth}
 	kinds := s.sched.kinds()
 	seen := map[*Flow]bool{}
 	for _, f := range flows {
@@ -120,6 +120,30 @@ type simulator struct {
 	seq       int64
 	cpus      []*simCPU
 	gpus      []*simGPU
+	stageBW   float64 // Machine.StageBandwidth
+}
+
+// stageDur returns the modelled time to stage b bytes from storage.
+func (s *simulator) stageDur(b int64) time.Duration {
+	if s.stageBW <= 0 {
+		return 0
+	}
+	return time.Duration(float64(b) / s.stageBW * float64(time.Second))
+}
+
+// stage returns the time the worker taking n spends staging its inputs
+// still in storage (without Prefetch), and marks them staged.
+func (s *simulator) stage(n *node) time.Duration {
+	var t time.Duration
+	for _, d := range n.reads {
+		if d.external && !d.staged {
+			dt := s.stageDur(d.bytes)
+			s.sched.stagedIn(d.bytes, dt)
+			t += dt
+			d.staged = true
+		}
+	}
+	return t
 }
 
 type simCPU struct {
@@ -143,6 +167,7 @@ func (g *simGPU) busy() bool { return g.upBusy || g.compBusy || g.downBusy }
 
 type simPrep struct {
 	a         action
+	stage     time.Duration // staging its inputs before the upload
 	uploading bool
 	uploaded  bool
 }
@@ -157,11 +182,20 @@ func (s *simulator) admit() {
 		fs := s.sched.admit(s.flows[s.next])
 		s.next++
 		for _, d := range fs.data {
-			if d.external {
-				d.staged = true // the simulator does not touch storage
+			if !d.external {
+				continue
+			}
+			switch {
+			case d.store == nil || s.stageBW <= 0:
+				d.staged = true
 				if s.sched.cfg.Prefetch {
 					s.sched.addHost(d) // staged ahead of computation
 				}
+			case s.sched.cfg.Prefetch: // staged in the background from now
+				s.at(s.stageDur(d.bytes), func() {
+					d.staged = true
+					s.sched.addHost(d)
+				})
 			}
 		}
 	}
@@ -184,11 +218,12 @@ func (s *simulator) dispatch() {
 			if n == nil {
 				continue
 			}
+			st := s.stage(n)
 			s.sched.take(cp.w, n)
 			cp.busy = true
 			progress = true
 			dur := cp.sim.compute(n.step.cost)
-			s.at(dur, func() {
+			s.at(st+dur, func() {
 				cp.busy = false
 				s.sched.computed(cp.w, n, dur, nil)
 			})
@@ -237,8 +272,10 @@ func (s *simulator) startDownload(g *simGPU) {
 	d := g.downQ[0]
 	g.downQ = g.downQ[1:]
 	g.downBusy = true
-	s.at(g.sim.transfer(d.bytes), func() {
+	t := g.sim.transfer(d.bytes)
+	s.at(t, func() {
 		g.downBusy = false
+		s.sched.moved(d.bytes, t)
 		s.sched.downloaded(d, nil)
 	})
 }
@@ -246,14 +283,17 @@ func (s *simulator) startDownload(g *simGPU) {
 // startUpload starts uploading the inputs of g's next prepared node.
 func (s *simulator) startUpload(g *simGPU) {
 	p := g.prepared[0]
-	var t time.Duration
+	t := p.stage
+	var b int64
 	for _, d := range p.a.upload {
 		t += g.sim.transfer(d.bytes)
+		b += d.bytes
 	}
 	p.uploading = true
 	g.upBusy = true
 	s.at(t, func() {
 		g.upBusy = false
+		s.sched.moved(b, t-p.stage)
 		p.uploaded = true
 	})
 }
@@ -277,9 +317,10 @@ func (s *simulator) startCompute(g *simGPU) {
 // did either.
 func (s *simulator) takeOrFlush(g *simGPU, idle bool) bool {
 	if n := s.sched.pick(g.w); n != nil {
+		st := s.stage(n)
 		a := s.sched.take(g.w, n)
 		g.downQ = append(g.downQ, a.evict...)
-		g.prepared = append(g.prepared, &simPrep{a: a})
+		g.prepared = append(g.prepared, &simPrep{a: a, stage: st})
 		return true
 	}
 	if !idle || g.w.inflight != 0 {

@@ -181,6 +181,13 @@ type Machine struct {
 	GPUSpeed   float64       // divides the modelled GPU compute times (0 means 1)
 	Bandwidth  float64       // bytes per second between host and a GPU (0: free)
 	Latency    time.Duration // fixed cost per transfer (only with a Bandwidth)
+	// StageBandwidth is the rate, in bytes per second, at which a flow's
+	// input with a Store is staged from storage into host memory (0:
+	// instantly). Only the simulator uses it: without Prefetch the worker
+	// that takes the first reader stages the input before computing (a GPU
+	// before uploading); with Prefetch each flow's inputs are staged in the
+	// background from its admission.
+	StageBandwidth float64
 }
 
 // Units returns the machine's units for the real-time manager, CPUs first,
@@ -213,7 +220,7 @@ func (m Machine) validate() error {
 	if m.GPUs > 64 {
 		return fmt.Errorf("pats: at most 64 GPUs, have %d", m.GPUs)
 	}
-	if m.GPUSpeed < 0 || m.Bandwidth < 0 || m.Latency < 0 {
+	if m.GPUSpeed < 0 || m.Bandwidth < 0 || m.Latency < 0 || m.StageBandwidth < 0 {
 		return fmt.Errorf("pats: negative machine parameter in %+v", m)
 	}
 	return nil
