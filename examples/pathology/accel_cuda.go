@@ -19,6 +19,8 @@ type cudaAccel struct {
 	mod              *cuda.Module
 	fn               map[string]*cuda.Function
 	up, comp, down   *cuda.Stream
+	toDev, fromDev   *pinnedRing // staging of uploads (on up) and downloads (on down)
+	compDone         *cuda.Event // blocking: run waits for its kernels without spinning on a core
 	pool             bufPool
 	runMu            sync.Mutex     // one kernel sequence at a time (scratch below)
 	flag             cuda.DeviceMem // the iterative kernels' "changed" flag (int32)
@@ -82,6 +84,15 @@ func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
 			return nil, err
 		}
 	}
+	if a.toDev, err = newPinnedRing(d, a.up); err != nil {
+		return nil, err
+	}
+	if a.fromDev, err = newPinnedRing(d, a.down); err != nil {
+		return nil, err
+	}
+	if a.compDone, err = d.NewBlockingEvent(); err != nil {
+		return nil, err
+	}
 	if a.flag, err = d.Alloc(8); err != nil {
 		return nil, err
 	}
@@ -121,14 +132,158 @@ func (a *cudaAccel) upload(ctx context.Context, dst gpuBuf, src []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return cuda.CopyToDevice(a.up, dst.mem, src)
+	if int64(len(src)) != dst.size {
+		return fmt.Errorf("%s: upload %d bytes into %d", a.Name(), len(src), dst.size)
+	}
+	return a.toDev.upload(dst.mem, src)
 }
 
 func (a *cudaAccel) download(ctx context.Context, dst []byte, src gpuBuf) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return cuda.CopyFromDevice(a.down, dst, src.mem)
+	if int64(len(dst)) != src.size {
+		return fmt.Errorf("%s: download %d bytes into %d", a.Name(), src.size, len(dst))
+	}
+	return a.fromDev.download(dst, src.mem)
+}
+
+// Staging of the transfers: a tile's regions are ordinary (pageable) Go
+// memory, which the driver copies through a staging buffer of its own,
+// synchronously, at a fraction of the bus speed. A pinnedRing moves them
+// through a few chunks of pinned memory instead: the copy of one chunk
+// between Go memory and pinned memory overlaps the DMA of the others,
+// which runs on the direction's own stream at full bus speed, concurrently
+// with the kernels on the compute stream. Its waits are on blocking
+// events, so the waiting goroutine sleeps instead of spinning on a core
+// that a CPU worker needs.
+const (
+	ringChunk = 4 << 20 // bytes per chunk
+	ringSlots = 4       // chunks in flight
+)
+
+type pinnedRing struct {
+	mu   sync.Mutex // one transfer at a time per direction
+	s    *cuda.Stream
+	bufs []cuda.HostMem
+	evs  []*cuda.Event // evs[k] completes when the DMA through bufs[k] has
+}
+
+func newPinnedRing(d *cuda.Device, s *cuda.Stream) (r *pinnedRing, err error) {
+	r = &pinnedRing{s: s}
+	defer func() {
+		if err != nil {
+			_ = r.close()
+		}
+	}()
+	for range ringSlots {
+		b, err := d.AllocHost(ringChunk)
+		if err != nil {
+			return nil, err
+		}
+		r.bufs = append(r.bufs, b)
+		e, err := d.NewBlockingEvent()
+		if err != nil {
+			return nil, err
+		}
+		r.evs = append(r.evs, e)
+	}
+	return r, nil
+}
+
+// chunk returns the offset and length of chunk i of n bytes.
+func chunk(i int, n int64) (off, m int64) {
+	off = int64(i) * ringChunk
+	return off, min(ringChunk, n-off)
+}
+
+// upload copies src into dst and waits for the copy.
+func (r *pinnedRing) upload(dst cuda.DeviceMem, src []byte) (err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer r.drainOnError(&err)
+	n := int64(len(src))
+	chunks := int((n + ringChunk - 1) / ringChunk)
+	for i := range chunks {
+		k := i % len(r.bufs)
+		if i >= len(r.bufs) { // the slot's previous DMA must be done
+			if err := r.evs[k].Synchronize(); err != nil {
+				return err
+			}
+		}
+		off, m := chunk(i, n)
+		h := r.bufs[k].Slice(0, m)
+		copy(h.Bytes(), src[off:off+m])
+		if err := cuda.CopyHtoD(r.s, dst.Slice(off, m), h); err != nil {
+			return err
+		}
+		if err := r.evs[k].Record(r.s); err != nil {
+			return err
+		}
+	}
+	if chunks == 0 {
+		return nil
+	}
+	return r.evs[(chunks-1)%len(r.bufs)].Synchronize() // the stream runs the chunks in order
+}
+
+// download copies src into dst and waits for the copy.
+func (r *pinnedRing) download(dst []byte, src cuda.DeviceMem) (err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer r.drainOnError(&err)
+	n := int64(len(dst))
+	chunks := int((n + ringChunk - 1) / ringChunk)
+	queue := func(i int) error {
+		off, m := chunk(i, n)
+		k := i % len(r.bufs)
+		if err := cuda.CopyDtoH(r.s, r.bufs[k].Slice(0, m), src.Slice(off, m)); err != nil {
+			return err
+		}
+		return r.evs[k].Record(r.s)
+	}
+	for i := range min(len(r.bufs), chunks) {
+		if err := queue(i); err != nil {
+			return err
+		}
+	}
+	for i := range chunks {
+		k := i % len(r.bufs)
+		if err := r.evs[k].Synchronize(); err != nil {
+			return err
+		}
+		off, m := chunk(i, n)
+		copy(dst[off:off+m], r.bufs[k].Bytes()[:m])
+		if next := i + len(r.bufs); next < chunks { // the slot is free again
+			if err := queue(next); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// drainOnError waits for the DMAs still queued when a transfer failed, so
+// that the next one finds its buffers free.
+func (r *pinnedRing) drainOnError(err *error) {
+	if *err != nil {
+		_ = r.s.Synchronize()
+	}
+}
+
+func (r *pinnedRing) close() error {
+	if r == nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range r.evs {
+		errs = append(errs, e.Close())
+	}
+	for _, b := range r.bufs {
+		errs = append(errs, b.Free())
+	}
+	r.evs, r.bufs = nil, nil
+	return errors.Join(errs...)
 }
 
 // launch queues kernel name over n elements on the compute stream.
@@ -152,6 +307,13 @@ func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) e
 			if err := step(); err != nil {
 				return err
 			}
+		}
+		// Sleep until the steps are done, then read the flag (a short wait).
+		if err := a.compDone.Record(a.comp); err != nil {
+			return err
+		}
+		if err := a.compDone.Synchronize(); err != nil {
+			return err
 		}
 		if err := cuda.CopyFromDevice(a.comp, flag, a.flag); err != nil {
 			return err
@@ -214,7 +376,10 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
 	}
-	if err := a.comp.Synchronize(); err != nil {
+	if err := a.compDone.Record(a.comp); err != nil {
+		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
+	}
+	if err := a.compDone.Synchronize(); err != nil {
 		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
 	}
 	return nil
@@ -230,6 +395,16 @@ func (a *cudaAccel) closeParts() error {
 		if m.Size() > 0 {
 			errs = append(errs, m.Free())
 		}
+	}
+	if a.up != nil {
+		errs = append(errs, a.up.Synchronize())
+	}
+	if a.down != nil {
+		errs = append(errs, a.down.Synchronize())
+	}
+	errs = append(errs, a.toDev.close(), a.fromDev.close())
+	if a.compDone != nil {
+		errs = append(errs, a.compDone.Close())
 	}
 	for _, s := range []*cuda.Stream{a.up, a.comp, a.down} {
 		if s != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gohtgs/htgs/device"
@@ -46,7 +48,10 @@ type hwSetup struct {
 // every GPU output against the CPU one.
 type calibration struct {
 	cpu, gpu  map[string]time.Duration
-	bandwidth float64 // bytes per second, uploads and downloads together
+	cpuAlone  map[string]time.Duration // on one core with the others idle
+	loaded    int                      // tiles timed concurrently for cpu (0: cpu is cpuAlone)
+	bandwidth float64                  // bytes per second, uploads and downloads together
+	stageBW   float64                  // bytes per second staging a tile's RGB from storage
 	mismatch  []string
 	ti        float64 // mean fraction of a GPU operation's time spent moving its data
 }
@@ -103,9 +108,76 @@ func (h *hwSetup) logf(format string, args ...any) {
 // calibrate processes calTiles tiles one operation at a time: each on one
 // CPU core and, where it has a GPU implementation, on the first GPU
 // (inputs uploaded, output downloaded and compared with the CPU's).
+//
+// The CPU costs the simulator uses are then measured again under the load
+// of a run (cpuUnderLoad): with every core busy, a core is slower than
+// alone (a lower clock, shared memory bandwidth and caches, the garbage
+// collector).
 func (h *hwSetup) calibrate(ctx context.Context, s *slide) (*calibration, error) {
+	c, err := h.calibrateAlone(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	c.cpuAlone = c.cpu
+	if h.cpus > 1 {
+		if c.cpu, err = h.cpuUnderLoad(ctx, s); err != nil {
+			return nil, err
+		}
+		c.loaded = h.cpus
+	}
+	return c, nil
+}
+
+// cpuUnderLoad runs one tile per CPU core at once, each through the whole
+// pipeline on its core, and returns the mean time of each operation.
+func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *slide) (map[string]time.Duration, error) {
+	ops := hwOps(h.specs, nil, nil)
+	times := make([]map[string]time.Duration, h.cpus)
+	errs := make([]error, h.cpus)
+	var wg sync.WaitGroup
+	for k := range h.cpus {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = func() error {
+				j, err := s.newTileJob(k % s.tiles)
+				if err != nil {
+					return err
+				}
+				if err := j.rgb.Stage(ctx); err != nil {
+					return err
+				}
+				times[k] = map[string]time.Duration{}
+				for _, o := range h.specs {
+					t0 := time.Now()
+					if err := ops[o.name].Impls[device.CPU](ctx, device.Host{}, j); err != nil {
+						return fmt.Errorf("calibrate %s on cpu: %w", o.name, err)
+					}
+					times[k][o.name] = time.Since(t0)
+				}
+				return nil
+			}()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := map[string]time.Duration{}
+	for _, m := range times {
+		for op, d := range m {
+			out[op] += d / time.Duration(h.cpus)
+		}
+	}
+	return out, nil
+}
+
+// calibrateAlone is the sequential pass of calibrate.
+func (h *hwSetup) calibrateAlone(ctx context.Context, s *slide) (*calibration, error) {
 	c := &calibration{cpu: map[string]time.Duration{}, gpu: map[string]time.Duration{}}
 	ops := hwOps(h.specs, nil, h.accels)
+	var stagedBytes int64
+	var stageTime time.Duration
 	reg := &jobRegistry{}
 	var a accel
 	var xfer func(context.Context, pats.Data, bool) error
@@ -126,6 +198,14 @@ func (h *hwSetup) calibrate(ctx context.Context, s *slide) (*calibration, error)
 		warm := i == 0 && h.calTiles > 1
 		if !warm {
 			counted++
+		}
+		t0 := time.Now()
+		if err := j.rgb.Stage(ctx); err != nil { // as a worker does before the first reader
+			return nil, err
+		}
+		if !warm {
+			stagedBytes += j.rgb.Bytes()
+			stageTime += time.Since(t0)
 		}
 		for _, o := range h.specs {
 			op := ops[o.name]
@@ -208,6 +288,9 @@ func (h *hwSetup) calibrate(ctx context.Context, s *slide) (*calibration, error)
 	if len(tiFr) > 0 {
 		c.ti = math.Round(mean(tiFr)*100) / 100
 	}
+	if stageTime > 0 {
+		c.stageBW = float64(stagedBytes) / stageTime.Seconds()
+	}
 	return c, nil
 }
 
@@ -272,7 +355,11 @@ func (h *hwSetup) simFlows(c *calibration, est map[string]float64) []*pats.Flow 
 		for _, o := range h.specs {
 			var reads []pats.Data
 			for _, k := range o.reads {
-				reads = append(reads, pats.Data{Key: k, Bytes: h.regionBuf[k]})
+				d := pats.Data{Key: k, Bytes: h.regionBuf[k]}
+				if k == "rgb" {
+					d.Store = noStore{} // staged from storage, as in the run
+				}
+				reads = append(reads, d)
 			}
 			pats.Add(f, ops[o.name], i, pats.Reads(reads...),
 				pats.Writes(pats.Data{Key: o.writes, Bytes: h.regionBuf[o.writes]}),
@@ -283,11 +370,19 @@ func (h *hwSetup) simFlows(c *calibration, est map[string]float64) []*pats.Flow 
 	return fs
 }
 
+// noStore is the storage of a simulated input: the simulator models its
+// staging time (pats.Machine.StageBandwidth) and never calls it.
+type noStore struct{}
+
+func (noStore) Stage(context.Context) error  { return nil }
+func (noStore) Commit(context.Context) error { return nil }
+
 // observed returns cal with the mean compute times of rep where it has
 // them: the costs an operation really had in a run (with every core busy),
 // which separates the simulator's scheduling error from the calibration's.
 func observed(cal *calibration, rep *pats.Report) *calibration {
-	o := &calibration{cpu: maps.Clone(cal.cpu), gpu: maps.Clone(cal.gpu), bandwidth: cal.bandwidth, ti: cal.ti}
+	o := &calibration{cpu: maps.Clone(cal.cpu), gpu: maps.Clone(cal.gpu), cpuAlone: cal.cpuAlone, loaded: cal.loaded,
+		bandwidth: cal.bandwidth, stageBW: cal.stageBW, ti: cal.ti}
 	for _, op := range rep.Ops {
 		if op.CPU > 0 {
 			o.cpu[op.Name] = op.CPUTime / time.Duration(op.CPU)
@@ -344,13 +439,14 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		est  map[string]float64
 	}{
 		{"FCFS", pats.Config{Policy: pats.FCFS, Window: h.window}, sp},
-		{"PATS", pats.Config{Policy: pats.PATS, Window: h.window}, sp},
-		{"PATS+DL+prefetch", pats.Config{Policy: pats.PATS, Window: h.window, Locality: true, TransferImpact: ti, Prefetch: true}, sp},
-		{"PATS+DL+prefetch, learned", pats.Config{Policy: pats.PATS, Window: h.window, Locality: true, TransferImpact: ti, Prefetch: true, Learn: true}, nil},
-		{"PATS+DL+prefetch, 50% wrong", pats.Config{Policy: pats.PATS, Window: h.window, Locality: true, TransferImpact: ti, Prefetch: true}, wrongEstimates(sp, 50)},
+		{"PATS", pats.Config{Policy: pats.PATS, Window: h.window, FinishAware: true}, sp},
+		{"PATS+DL+prefetch", pats.Config{Policy: pats.PATS, Window: h.window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}, sp},
+		{"PATS+DL+prefetch, learned", pats.Config{Policy: pats.PATS, Window: h.window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true, Learn: true}, nil},
+		{"PATS+DL+prefetch, 50% wrong", pats.Config{Policy: pats.PATS, Window: h.window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}, wrongEstimates(sp, 50)},
+		{"PATS, speedup order only", pats.Config{Policy: pats.PATS, Window: h.window}, sp},
 	}
 	res := &hwResults{cal: cal, same: true}
-	machine := pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth}
+	machine := pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW}
 	for _, c := range configs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -358,6 +454,9 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		s.out = region.NewMemory()
 		reg := &jobRegistry{}
 		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels), reg: reg}
+		if c.est != nil { // the calibrated costs, FinishAware's times until the run has its own
+			tr.cost = func(_ int, o opSpec) pats.Cost { return pats.Cost{CPU: cal.cpu[o.name], GPU: cal.gpu[o.name]} }
+		}
 		units := append(pats.CPUUnits(h.cpus), reg.accelUnits(h.accels)...)
 		t0 := time.Now()
 		results, rep, _, err := tr.run(ctx, s, c.cfg, units)
@@ -388,16 +487,20 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	cal := res.cal
 	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d.\n\n",
 		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window)
-	fmt.Fprintf(w, "Measured op by op on %d tiles (after one warm-up), one CPU core and one GPU, transfers excluded; host-GPU bandwidth %.2f GB/s, transfer impact %.2f.\n\n",
-		max(h.calTiles-1, 1), cal.bandwidth/1e9, cal.ti)
-	fmt.Fprintf(w, "| operation | CPU ms | GPU ms | speedup |\n|---|---:|---:|---:|\n")
+	load := "not measured (one core): as alone"
+	if cal.loaded > 0 {
+		load = fmt.Sprintf("the mean over %d tiles run at once, one per core", cal.loaded)
+	}
+	fmt.Fprintf(w, "Measured op by op on %d tiles (after one warm-up), one CPU core alone and one GPU, transfers excluded; host-GPU bandwidth %.2f GB/s, transfer impact %.2f, staging from storage %.2f GB/s. CPU under load: %s (the costs the simulator and the speedups use).\n\n",
+		max(h.calTiles-1, 1), cal.bandwidth/1e9, cal.ti, cal.stageBW/1e9, load)
+	fmt.Fprintf(w, "| operation | CPU ms alone | CPU ms under load | GPU ms | speedup |\n|---|---:|---:|---:|---:|\n")
 	for _, o := range h.specs {
 		g, sp := "CPU only", "-"
 		if d, ok := cal.gpu[o.name]; ok {
 			g = fmt.Sprintf("%.2f", d.Seconds()*1e3)
 			sp = fmtSpeedup(cal.speedups()[o.name])
 		}
-		fmt.Fprintf(w, "| %s | %.1f | %s | %s |\n", o.name, cal.cpu[o.name].Seconds()*1e3, g, sp)
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %s |\n", o.name, cal.cpuAlone[o.name].Seconds()*1e3, cal.cpu[o.name].Seconds()*1e3, g, sp)
 	}
 	check := "every GPU output equals the CPU's"
 	if len(cal.mismatch) > 0 {
@@ -430,11 +533,61 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 		}
 		fmt.Fprintln(w)
 	}
+	fmt.Fprintf(w, "\nMean compute time of each operation in each run, CPU ms / GPU ms (- where it did not run there):\n\n| operation |")
+	for _, r := range res.runs {
+		fmt.Fprintf(w, " %s |", r.name)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(res.runs)))
+	for _, o := range h.specs {
+		fmt.Fprintf(w, "| %s |", o.name)
+		for _, r := range res.runs {
+			fmt.Fprintf(w, " %s |", opTimes(r.rep, o.name))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\n| configuration | uploads MiB | downloads MiB | GPU busy |\n|---|---:|---:|---:|\n")
+	for _, r := range res.runs {
+		var busy time.Duration
+		for _, u := range r.rep.Units {
+			if u.Kind == device.GPU {
+				busy += u.Busy
+			}
+		}
+		share := 0.0
+		if g := len(h.accels); g > 0 && r.rep.Makespan > 0 {
+			share = busy.Seconds() / float64(g) / r.rep.Makespan.Seconds()
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f%% |\n", r.name, float64(r.rep.UploadBytes)/(1<<20), float64(r.rep.DownloadBytes)/(1<<20), 100*share)
+	}
 	if len(res.runs) >= 5 {
 		p, dl, learn, wrong := res.runs[1].rep.Makespan, res.runs[2].rep.Makespan, res.runs[3].rep.Makespan, res.runs[4].rep.Makespan
 		fmt.Fprintf(w, "\nPATS over FCFS %.2fx (PATS+DL+prefetch %.2fx); learned speedups %+.1f%% and 50%%-wrong estimates %+.1f%% makespan against PATS+DL+prefetch with measured speedups.\n",
 			fcfs.Seconds()/p.Seconds(), fcfs.Seconds()/dl.Seconds(), 100*(learn.Seconds()/dl.Seconds()-1), 100*(wrong.Seconds()/dl.Seconds()-1))
 	}
+	if len(res.runs) >= 6 {
+		fmt.Fprintf(w, "PATS by speedup order only (cores take any operation when nothing ranks lower) over FCFS %.2fx.\n",
+			fcfs.Seconds()/res.runs[5].rep.Makespan.Seconds())
+	}
+	worst := 0.0
+	for _, r := range res.runs {
+		worst = max(worst, math.Abs(r.sim.Makespan.Seconds()/r.rep.Makespan.Seconds()-1))
+	}
+	fmt.Fprintf(w, "Largest simulator error: %.1f%%.\n", 100*worst)
+}
+
+// opTimes formats the mean CPU and GPU compute times of op in r.
+func opTimes(r *pats.Report, op string) string {
+	o, ok := r.Op(op)
+	if !ok {
+		return "-"
+	}
+	f := func(n int, t time.Duration) string {
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", t.Seconds()*1e3/float64(n))
+	}
+	return f(o.CPU, o.CPUTime) + " / " + f(o.GPU, o.GPUTime)
 }
 
 // gpuShare formats the GPU share of op in r, or "-" when it did not run.
@@ -487,6 +640,9 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 	}
 	if !o.set["tile-size"] {
 		h.size = 4096
+	}
+	if !o.set["tiles"] {
+		h.tiles = 96 // makespans of seconds to tens of seconds: start-up and the last tiles do not dominate
 	}
 	if !o.set["window"] {
 		h.window = 2 * (h.cpus + len(accels))

@@ -66,3 +66,31 @@ func TestCUDAHardwareRun(t *testing.T) {
 	}
 	t.Log(out.String())
 }
+
+// TestCUDAPinnedRing round-trips buffers of sizes around the chunk size,
+// and more chunks than the ring has slots, through the pinned staging.
+func TestCUDAPinnedRing(t *testing.T) {
+	as := cudaOrSkip(t)
+	a := as[0].(*cudaAccel)
+	for _, n := range []int64{1, ringChunk - 1, ringChunk, ringChunk + 1, (ringSlots+2)*ringChunk + 3} {
+		b, err := a.alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, dst := make([]byte, n), make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*7 + int(n))
+		}
+		ctx := context.Background()
+		if err := a.upload(ctx, b, src); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.download(ctx, dst, b); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(src, dst) {
+			t.Errorf("%d bytes: the round trip changed the data", n)
+		}
+		a.release(b)
+	}
+}

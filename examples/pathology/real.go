@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
@@ -39,13 +42,36 @@ func newSlide(ctx context.Context, tiles, size int, seed uint64, in, out region.
 	cols := int(math.Ceil(math.Sqrt(float64(tiles))))
 	s := &slide{tiles: tiles, cols: cols, rows: (tiles + cols - 1) / cols, size: size, seed: seed, in: in, out: out}
 	meta := region.Meta{ID: rgbID(), Elem: region.Uint8, Bounds: region.Cube(0, 0, 0, s.cols*size, s.rows*size, 3)}
-	buf := make([]uint8, 3*size*size)
+	// Tiles are generated in parallel (deterministically: each from its
+	// own seed) and written as they are made.
+	workers := min(tiles, runtime.GOMAXPROCS(0))
+	next := make(chan int)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for k := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]uint8, 3*size*size)
+			for i := range next {
+				if errs[k] != nil {
+					continue
+				}
+				genTile(buf, size, size, seed, i)
+				b := s.box(i)
+				if err := in.Write(ctx, meta, region.Cube(b.Lo[0], b.Lo[1], 0, b.Hi[0], b.Hi[1], 3), buf); err != nil {
+					errs[k] = fmt.Errorf("write tile %d: %w", i, err)
+				}
+			}
+		}()
+	}
 	for i := range tiles {
-		genTile(buf, size, size, seed, i)
-		b := s.box(i)
-		if err := in.Write(ctx, meta, region.Cube(b.Lo[0], b.Lo[1], 0, b.Hi[0], b.Hi[1], 3), buf); err != nil {
-			return nil, fmt.Errorf("write tile %d: %w", i, err)
-		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
