@@ -255,6 +255,11 @@ func sameDeviceMem(op string, ms ...DeviceMem) (*Device, error) {
 
 // launch queues kernel f of device d on s with n elements' worth of blocks.
 func launch(op string, s *Stream, d *Device, f func(*kernelFunc) uintptr, n int64, args []uint64) error {
+	return launchGrid(op, s, d, f, gridFor(n, maxGrid), args)
+}
+
+// launchGrid queues kernel f of device d on s with grid blocks.
+func launchGrid(op string, s *Stream, d *Device, f func(*kernelFunc) uintptr, grid uint32, args []uint64) error {
 	sh, wait, err := streamHandle(s, d)
 	if err != nil {
 		return err
@@ -263,7 +268,7 @@ func launch(op string, s *Stream, d *Device, f func(*kernelFunc) uintptr, n int6
 	if err != nil {
 		return err
 	}
-	if err := drvLaunch(c, f(k), gridFor(n, maxGrid), blockThreads, sh, args, wait); err != nil {
+	if err := drvLaunch(c, f(k), grid, blockThreads, sh, args, wait); err != nil {
 		return fmt.Errorf("cuda: device %d: %s: %w", d.ordinal, op, err)
 	}
 	return nil
@@ -402,25 +407,13 @@ func NCCSums(s *Stream, sums, t1, t2 DeviceMem, w, h int, offs DeviceMem, n int)
 	case int64(n)*nccBlocks > maxGrid:
 		return fmt.Errorf("%w: NCCSums: %d offsets, at most %d", ErrSize, n, maxGrid/nccBlocks)
 	}
-	d, err := sameDeviceMem("NCCSums", sums, t1, t2, offs)
-	if err != nil {
-		return err
-	}
-	sh, wait, err := streamHandle(s, d)
-	if err != nil {
-		return err
-	}
-	k, c, err := d.kernels()
-	if err != nil {
+	if _, err := sameDeviceMem("NCCSums", sums, t1, t2, offs); err != nil {
 		return err
 	}
 	out := sums.Slice(0, 8*NCCSumsLen*int64(n))
-	if err := drvMemset(c, out.ptr, 0, out.size, sh, false); err != nil {
-		return fmt.Errorf("cuda: device %d: NCCSums: %w", d.ordinal, err)
+	if err := Memset(s, out, 0); err != nil {
+		return fmt.Errorf("NCCSums: %w", err)
 	}
 	args := []uint64{uint64(t1.ptr), uint64(t2.ptr), uint64(w), uint64(h), uint64(offs.ptr), uint64(n), nccBlocks, uint64(out.ptr)}
-	if err := drvLaunch(c, k.nccSums, uint32(n*nccBlocks), blockThreads, sh, args, wait); err != nil {
-		return fmt.Errorf("cuda: device %d: NCCSums: %w", d.ordinal, err)
-	}
-	return nil
+	return launchGrid("NCCSums", s, sums.dev, func(k *kernelFunc) uintptr { return k.nccSums }, uint32(n*nccBlocks), args)
 }
