@@ -37,10 +37,12 @@
 // it runs the experiment on real hardware: 4K x 4K tiles, one CPU core
 // unit per core left after one per GPU, and a pats.DeviceUnit per GPU
 // running the CUDA kernels of kernels/pathology.cu for the six operations
-// that have them (the other five run on CPU cores only). It first times
-// every operation on one core and one GPU, checking each GPU output
-// against the CPU's, then runs FCFS, PATS, PATS with locality and
-// prefetch, with learned speedups, and with 50%-wrong estimates, and
+// that have them (the other five run on CPU cores only), on 96 tiles
+// unless -tiles says otherwise. It first times every operation on one
+// core and one GPU, checking each GPU output against the CPU's, and on
+// every core at once (the CPU costs under load), then runs FCFS, PATS
+// (FinishAware), PATS with locality and prefetch, with learned speedups,
+// with 50%-wrong estimates, and PATS by speedup order only, and
 // prints tiles/s, the share of each operation run on the GPU and the
 // simulator's prediction from the measured costs (-out DIR also writes
 // them to DIR/hardware.md). -host-gpus N poses host memory as N GPUs
