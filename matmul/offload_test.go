@@ -799,3 +799,32 @@ func TestOffloadTuning(t *testing.T) {
 		t.Fatalf("defaults %+v", tune)
 	}
 }
+
+// TestPinHost checks that PinHost registers each matrix once, however
+// often it is given, refuses nothing for CPU kernels, and that unpin
+// undoes everything.
+func TestPinHost(t *testing.T) {
+	fake := newFakeGPU(1)
+	x, y := Random(20, 30, 1), Random(30, 10, 2)
+	unpin, err := PinHost(fake, x, x, y, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := fake.registrations.Load(); r != 2 {
+		t.Errorf("%d registrations, want 2", r)
+	}
+	again, err := PinHost(fake, x) // pinned already: nothing to do
+	if err != nil || fake.registrations.Load() != 2 {
+		t.Fatalf("pinning again: %v, %d registrations", err, fake.registrations.Load())
+	}
+	if err := errors.Join(again(), unpin()); err != nil {
+		t.Fatal(err)
+	}
+	if len(fake.pinned.pins) != 0 || len(fake.registered.pins) != 0 {
+		t.Errorf("pins left: %v %v", fake.pinned.pins, fake.registered.pins)
+	}
+	cpu, err := PinHost(Gonum(), x)
+	if err != nil || cpu() != nil {
+		t.Fatalf("PinHost with a CPU kernel: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package matmul
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -149,21 +150,41 @@ func PinHost(k Kernel, ms ...*Dense) (unpin func() error, err error) {
 		undo = nil
 		return first
 	}
+	// Each matrix once (a matrix may be given twice, or be pinned
+	// already); the registrations run at once.
+	var todo [][]float64
+	var seen hostPins
 	for _, m := range ms {
-		if m == nil || len(m.Data) == 0 {
+		if m == nil || len(m.Data) == 0 || off.hostPins().covers(m.Data) || seen.covers(m.Data) {
 			continue
 		}
-		release, err := off.registerHost(m.Data)
-		if err != nil {
-			_ = unpin()
-			return nil, err
+		todo = append(todo, m.Data)
+		seen.add(m.Data)
+	}
+	releases := make([]func() error, len(todo))
+	errs := make([]error, len(todo))
+	var wg sync.WaitGroup
+	for i, data := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			releases[i], errs[i] = off.registerHost(data)
+		}()
+	}
+	wg.Wait()
+	for i, data := range todo {
+		if errs[i] != nil {
+			continue
 		}
-		data := m.Data
 		off.hostPins().add(data)
+		release := releases[i]
 		undo = append(undo, func() error {
 			off.hostPins().remove(data)
 			return release()
 		})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(fmt.Errorf("matmul: PinHost: %w", err), unpin())
 	}
 	return unpin, nil
 }
