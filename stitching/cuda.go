@@ -270,8 +270,9 @@ type cudaCorrelator struct {
 	cross   cuda.DeviceMem
 	pcm, lm cuda.DeviceMem
 	red     *cuda.MaxReducer
-	negInf  cuda.HostMem // one float64, -Inf
-	out     []align.Peak
+	negInf  cuda.HostMem   // one float64, -Inf
+	out     []align.Peak   // the peaks taken so far from lm, best first
+	done    bool           // lm has no local maximum left
 	stage   cuda.HostMem   // offsets (int64 pairs), then sums (uint64)
 	offs    cuda.DeviceMem // maxOffsets offsets
 	sums    cuda.DeviceMem // maxOffsets * NCCSumsLen sums
@@ -346,13 +347,21 @@ func (c *cudaCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, dc1, dc2 f
 		return nil, err
 	}
 	c.out = c.out[:0]
+	c.done = false
+	return c.more(context.Background(), n)
+}
+
+// more extends the peaks of the last call of peaks to the n highest: the
+// local maxima already taken are -Inf in lm.
+func (c *cudaCorrelator) more(_ context.Context, n int) ([]align.Peak, error) {
 	scale := 1 / float64(c.w*c.h)
-	for range max(1, n) {
+	for len(c.out) < max(1, n) && !c.done {
 		v, i, err := c.red.Max(c.stream, c.lm)
 		if err != nil {
 			return nil, err
 		}
 		if i < 0 || math.IsInf(v, -1) {
+			c.done = true // no local maximum left
 			break
 		}
 		c.out = append(c.out, align.Peak{X: i % c.w, Y: i / c.w, Value: v * scale})

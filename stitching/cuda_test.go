@@ -156,6 +156,21 @@ func TestCUDATransformAndPeaks(t *testing.T) {
 			if wantTr := align.ChoosePeak(t1, t2, align.West, want, opt); gotTr != wantTr {
 				t.Fatalf("periodic %v: GPU CCF %+v, CPU %+v", periodic, gotTr, wantTr)
 			}
+			// The peaks extended afterwards are the first max peaks.
+			nmax := opt.EffectiveMaxPeakCount()
+			all, err := co.(scorer).more(context.Background(), nmax)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantAll := align.NewAligner(w, h, opt).Peaks(want1, want2, nmax)
+			if len(all) != len(wantAll) {
+				t.Fatalf("periodic %v: %d GPU peaks after more, %d CPU peaks", periodic, len(all), len(wantAll))
+			}
+			for i := range all {
+				if all[i].X != wantAll[i].X || all[i].Y != wantAll[i].Y {
+					t.Fatalf("periodic %v: extended peak %d: GPU %+v, CPU %+v", periodic, i, all[i], wantAll[i])
+				}
+			}
 			for i := range got {
 				if got[i].X != want[i].X || got[i].Y != want[i].Y {
 					t.Fatalf("periodic %v: peak %d: GPU %+v, CPU %+v (all: GPU %+v, CPU %+v)", periodic, i, got[i], want[i], got, want)

@@ -76,6 +76,10 @@ type correlator interface {
 type scorer interface {
 	correlator
 	score(ctx context.Context, f1, f2 devSpectrum, offs [][2]int, corr []float64) error
+	// more extends the peaks of the last call of peaks to the n highest
+	// (the same list peaks would have returned for n), for when the first
+	// ones do not give a confident match.
+	more(ctx context.Context, n int) ([]align.Peak, error)
 }
 
 // band is the part of the grid one GPU clone registers: the pairs whose
@@ -212,7 +216,7 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	if onDevice {
 		// PCIAM and CCF on the device: the pair's translation comes back.
 		pciam := graph.AddTask(cg, "pciam+ccf", streams, func() task.Task[pairJob, pairDone] {
-			return &pciamTask{c: be.newCorrelator(w, h, opt), n: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt}
+			return &pciamTask{c: be.newCorrelator(w, h, opt), n: opt.EffectivePeakCount(), max: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt}
 		})
 		graph.Connect(cg.Input(), acquire)
 		graph.Connect(acquire, read)
@@ -306,12 +310,14 @@ func (t *peaksTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pea
 }
 
 // pciamTask is one copy of a GPU clone's PCIAM+CCF task: peaks, then the
-// CCF of their candidates, on the device.
+// CCF of their candidates, on the device. It extracts the first n peaks,
+// and the others up to max only when those give no confident match: the
+// translation is the one align.ChoosePeak gives for all max peaks.
 type pciamTask struct {
-	c    correlator
-	n    int
-	w, h int
-	opt  align.Options
+	c      correlator
+	n, max int
+	w, h   int
+	opt    align.Options
 }
 
 func (t *pciamTask) Initialize(ctx context.Context, info task.Info) error {
@@ -327,9 +333,16 @@ func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pai
 	if err != nil {
 		return fmt.Errorf("stitching: PCIAM of %v on the GPU: %w", j.pair, err)
 	}
-	tr, err := align.ChoosePeakScored(t.w, t.h, j.pair.Dir, ps, t.opt, func(offs [][2]int, corr []float64) error {
-		return sc.score(ctx, f1, f2, offs, corr)
-	})
+	score := func(offs [][2]int, corr []float64) error { return sc.score(ctx, f1, f2, offs, corr) }
+	tr, err := align.ChoosePeakScored(t.w, t.h, j.pair.Dir, ps, t.opt, score)
+	if err == nil && !(tr.Corr >= align.ConfidentCorr) && len(ps) == t.n && t.max > t.n {
+		// Not confident: ChoosePeak would go on to the next peaks. With
+		// all of them it chooses as it does (the first ones score again).
+		if ps, err = sc.more(ctx, t.max); err != nil {
+			return fmt.Errorf("stitching: PCIAM of %v on the GPU: %w", j.pair, err)
+		}
+		tr, err = align.ChoosePeakScored(t.w, t.h, j.pair.Dir, ps, t.opt, score)
+	}
 	if err != nil {
 		return fmt.Errorf("stitching: CCF of %v on the GPU: %w", j.pair, err)
 	}

@@ -35,7 +35,7 @@ type fakeGPU struct {
 	id               int
 	live, total      atomic.Int64
 	transforms, pcms atomic.Int64
-	scores           atomic.Int64
+	scores, mores    atomic.Int64
 }
 
 func (d *fakeGPU) ID() int           { return d.id }
@@ -156,6 +156,12 @@ func (f *fakeGPUs) newCorrelator(w, h int, opt align.Options) correlator {
 type fakeScorer struct {
 	*fakeCorrelator
 	w, h int
+	last [2]devSpectrum // the spectra of the last peaks call
+}
+
+func (c *fakeScorer) peaks(ctx context.Context, f1, f2 devSpectrum, dc1, dc2 float64, n int) ([]align.Peak, error) {
+	c.last = [2]devSpectrum{f1, f2}
+	return c.fakeCorrelator.peaks(ctx, f1, f2, dc1, dc2, n)
 }
 
 func (c *fakeScorer) score(_ context.Context, f1, f2 devSpectrum, offs [][2]int, corr []float64) error {
@@ -174,6 +180,23 @@ func (c *fakeScorer) score(_ context.Context, f1, f2 devSpectrum, offs [][2]int,
 	}
 	c.dev.scores.Add(1)
 	return nil
+}
+
+// more recomputes the peaks (the fake keeps no state between calls).
+func (c *fakeScorer) more(_ context.Context, n int) ([]align.Peak, error) {
+	if c.last[0] == nil {
+		return nil, errors.New("more before peaks")
+	}
+	s1, err := c.spec(c.last[0])
+	if err != nil {
+		return nil, err
+	}
+	s2, err := c.spec(c.last[1])
+	if err != nil {
+		return nil, err
+	}
+	c.dev.mores.Add(1)
+	return c.a.Peaks(s1, s2, n), nil
 }
 
 func (c *fakeCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, _, _ float64, n int) ([]align.Peak, error) {
@@ -306,12 +329,18 @@ func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 		if want := int64(len(align.Pairs(5, 4))); pcms != want {
 			t.Errorf("%d GPUs: %d phase correlations, want %d (each pair once)", n, pcms, want)
 		}
-		var scores int64
+		var scores, mores int64
 		for _, d := range fake.devs {
 			scores += d.scores.Load()
+			mores += d.mores.Load()
 		}
 		if c.onDevice && scores < pcms || !c.onDevice && scores != 0 {
 			t.Errorf("%d GPUs, CCF on the device %v: %d CCF batches scored on the devices for %d pairs", n, c.onDevice, scores, pcms)
+		}
+		// On the device the peaks past PeakCount are taken only for pairs
+		// without a confident match: some here, never all.
+		if c.onDevice && (mores == 0 || mores >= pcms) {
+			t.Errorf("%d GPUs: peaks extended for %d of %d pairs, want some but not all", n, mores, pcms)
 		}
 	}
 }
