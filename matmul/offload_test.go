@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/matmul/npy"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/task"
 )
@@ -826,5 +827,29 @@ func TestPinHost(t *testing.T) {
 	cpu, err := PinHost(Gonum(), x)
 	if err != nil || cpu() != nil {
 		t.Fatalf("PinHost with a CPU kernel: %v", err)
+	}
+}
+
+// TestOffloadDirectMixed: with A in memory and B in a file, A's blocks go
+// straight from the registered matrix and B's through staging.
+func TestOffloadDirectMixed(t *testing.T) {
+	t.Setenv("HTGS_MATMUL_REGISTER", "1")
+	a, b := Random(64, 48, 1), Random(48, 40, 2)
+	fb, err := npy.Open(writeNpy(t, t.TempDir(), "b.npy", b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	fake := newFakeGPU(1)
+	c := NewDense(64, 40)
+	if _, err := Multiply(context.Background(), a, fb, c, Config{BlockSize: 16, Kernel: fake}); err != nil {
+		t.Fatal(err)
+	}
+	checkProduct(t, a, b, c, reference(t, a, b))
+	if r := fake.registrations.Load(); r != 2 {
+		t.Errorf("%d registrations, want 2 (A and C)", r)
+	}
+	if fake.direct.Load() == 0 {
+		t.Errorf("no direct copy")
 	}
 }
