@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ import (
 // GEMMs). Every case runs each of the three once untimed (allocations, cuBLAS
 // start-up), then b.N times. Targets (issue 14, one H100): graph >= 25
 // TFLOP/s at n=8192, >= 40 at n=16384, >= 30 at n=16384 with the budget.
+// With HTGS_MATMUL_BENCH_PIN=1 the graph runs on A, B and C pinned once
+// with matmul.PinHost (the pinning time is logged, not counted); the
+// knobs of matmul's offload_tuning.go (HTGS_MATMUL_*) apply as set.
 // Built only with -tags cuda; skipped without a GPU:
 //
 //	go test -tags cuda -run '^$' -bench MatmulCUDA -benchtime 3x ./matmul
@@ -54,6 +58,15 @@ func BenchmarkMatmulCUDA(b *testing.B) {
 				cfg.DeviceMemory = 8 * int64(n) * int64(n)
 			}
 			ctx := context.Background()
+			if os.Getenv("HTGS_MATMUL_BENCH_PIN") == "1" {
+				t0 := time.Now()
+				unpin, err := matmul.PinHost(k, a, bm, c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer unpin()
+				b.Logf("A, B and C pinned with PinHost in %.3f s (not counted)", time.Since(t0).Seconds())
+			}
 			var rep *matmul.Report
 			graph := func() error {
 				r, err := matmul.Multiply(ctx, a, bm, c, cfg)
