@@ -55,7 +55,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(5*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: client: %w", err)
 	}
@@ -347,10 +347,35 @@ func (r *Remote[In, Out]) Call(ctx context.Context, in In) ([]Out, error) {
 		delete(c.waiting, id)
 		c.mu.Unlock()
 	}
-	ack, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
-	if err != nil {
-		forget()
-		return nil, fmt.Errorf("cluster: task %q: publish input: %w", r.name, err)
+	// A publish that fails (the server restarting, a lost connection) is
+	// retried with the same message ID: the stream stores the input once.
+	var (
+		ackOK    <-chan *jetstream.PubAck
+		ackErr   <-chan error
+		retry    <-chan time.Time
+		attempts int
+	)
+	publish := func() error {
+		attempts++
+		ack, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
+		if err == nil {
+			ackOK, ackErr = ack.Ok(), ack.Err()
+		}
+		return err
+	}
+	failed := func(err error) error {
+		if attempts >= maxPublishAttempts || ctx.Err() != nil {
+			forget()
+			return fmt.Errorf("cluster: task %q: publish input (%d attempts): %w", r.name, attempts, err)
+		}
+		ackOK, ackErr = nil, nil
+		retry = time.After(time.Duration(attempts) * 100 * time.Millisecond)
+		return nil
+	}
+	if err := publish(); err != nil {
+		if err := failed(err); err != nil {
+			return nil, err
+		}
 	}
 	c.stats.mu.Lock()
 	c.stats.sent++
@@ -358,7 +383,6 @@ func (r *Remote[In, Out]) Call(ctx context.Context, in In) ([]Out, error) {
 
 	probe := time.NewTimer(st.cfg.probe)
 	defer probe.Stop()
-	ackOK, ackErr := ack.Ok(), ack.Err()
 	for {
 		select {
 		case res, ok := <-ch:
@@ -369,8 +393,16 @@ func (r *Remote[In, Out]) Call(ctx context.Context, in In) ([]Out, error) {
 		case <-ackOK:
 			ackOK, ackErr = nil, nil
 		case err := <-ackErr:
-			forget()
-			return nil, fmt.Errorf("cluster: task %q: publish input: %w", r.name, err)
+			if err := failed(err); err != nil {
+				return nil, err
+			}
+		case <-retry:
+			retry = nil
+			if err := publish(); err != nil {
+				if err := failed(err); err != nil {
+					return nil, err
+				}
+			}
 		case <-probe.C:
 			if err := r.checkServed(ctx); err != nil {
 				forget()
@@ -383,6 +415,10 @@ func (r *Remote[In, Out]) Call(ctx context.Context, in In) ([]Out, error) {
 		}
 	}
 }
+
+// maxPublishAttempts bounds the publishes of one input (about 20 s of
+// retries in all).
+const maxPublishAttempts = 20
 
 // checkServed fails with ErrNoWorker when workers are registered but none
 // of them serves r's task.

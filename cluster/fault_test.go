@@ -3,11 +3,13 @@ package cluster
 import (
 	"context"
 	"errors"
+	"net"
 	"os/exec"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
 	"github.com/gohtgs/htgs/graph"
@@ -148,4 +150,62 @@ func TestNoLeakAfterServerShutdown(t *testing.T) {
 	_ = c.Close() // its consumer cannot be deleted any more
 	nc.Close()
 	goleak.VerifyNone(t, before)
+}
+
+// freePort returns a loopback port nobody listens on (now).
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// With file storage, a server shut down and restarted mid-run (same store
+// directory, port and token) loses nothing: clients and workers reconnect,
+// and every input is counted once.
+func TestServerRestartWithFileStorage(t *testing.T) {
+	dir, port := t.TempDir(), freePort(t)
+	s1, err := StartServer(StoreDir(dir), ServerPort(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := s1.Token()
+	reconnect := []nats.Option{nats.ReconnectWait(50 * time.Millisecond), nats.MaxReconnects(-1)}
+	nc, err := s1.Connect(reconnect...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	wnc, err := s1.Connect(reconnect...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wnc.Close()
+	serveInProcess(t, wnc, "w", func(w *Worker) error {
+		return Handle(w, "square", squareTask, Threads(4), AckWait(time.Second), Version("v1"))
+	}, FileStorage())
+	c := newClient(t, nc, FileStorage())
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	want := runSquares(t, squareTask, 4, jobs(60, 0))
+
+	done := runAsync(t, r, jobs(60, 40*time.Millisecond))
+	waitFor(t, "the first results", func() bool { return c.Stats().Results >= 12 })
+	s1.Shutdown()
+	if n := c.Stats().Results; n >= 60 {
+		t.Fatalf("the run ended (%d results) before the restart", n)
+	}
+	time.Sleep(300 * time.Millisecond)
+	s2, err := StartServer(StoreDir(dir), ServerPort(port), ServerToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s2.Shutdown)
+	got := <-done
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the restart: %d results\n got %v\nwant %v", len(got), got, want)
+	}
+	t.Logf("stats %+v", c.Stats())
 }

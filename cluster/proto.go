@@ -118,6 +118,7 @@ type config struct {
 	workerName  string
 	heartbeat   time.Duration
 	probe       time.Duration
+	chunk       [3]int // region chunk shape (Regions only)
 }
 
 func newConfig(opts []Option) (config, error) {
