@@ -87,6 +87,8 @@ type Config struct {
 	// converts a time on one kind into one on the other, so estimates still
 	// matter. Before an operation has been timed, its modelled CPU cost
 	// ([WithCost]) stands in for the mean; without one it is never left.
+	// With Learn, an operation whose first CPU sample is being taken is
+	// left to the GPUs until the sample is in.
 	FinishAware bool
 	// DepthFirst breaks ties between equally ranked operations in favour of
 	// the oldest flow, pushing each stage instance through before starting

@@ -512,3 +512,20 @@ func TestSimStaging(t *testing.T) {
 		t.Errorf("without a staging rate: makespan %v, want 1ms", r.Makespan)
 	}
 }
+
+// With Learn and no estimates, FinishAware lets one core take the first
+// CPU sample of an operation and leaves the others' copies to the GPU
+// until the sample is in.
+func TestFinishAwareLearn(t *testing.T) {
+	a := hybrid("a", 0)
+	var fs []*Flow
+	for i := range 20 {
+		f := NewFlow(fmt.Sprint(i))
+		Add(f, a, 0, cost(1000000, 20000))
+		fs = append(fs, f)
+	}
+	r := mustSim(t, Config{Policy: PATS, Learn: true, FinishAware: true}, Machine{CPUs: 4, GPUs: 1}, fs...)
+	if o, _ := r.Op("a"); o.CPU != 1 {
+		t.Errorf("%d a on CPU cores, want 1 (the first sample)", o.CPU)
+	}
+}

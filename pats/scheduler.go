@@ -469,6 +469,9 @@ func (q *gpuQueue) leave(sc *scheduler, n *node) bool {
 	if q == nil || !hasBoth(n) {
 		return false
 	}
+	if sc.cfg.Learn && !sc.stats.has(n.step.op, device.CPU) && sc.exploring[opKind{n.step.op, device.CPU}] > 0 {
+		return true // its first CPU sample is being taken: wait for it
+	}
 	c, _, ok := sc.times(n)
 	if !ok {
 		return false
