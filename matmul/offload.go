@@ -31,6 +31,11 @@ import (
 //   - a copy-out task downloads each finished block of C once, through
 //     pinned staging, straight into the result when it is a *Dense.
 //
+// When the *Dense operands are page-locked (PinHost, or
+// HTGS_MATMUL_REGISTER=1 for one run: see offload_tuning.go), blocks skip
+// the staging buffers: 2-D copies move them straight between the matrices
+// and the devices, and the host copies no data at all.
+//
 // Queues are asynchronous (CUDA streams) and ordered by fences (CUDA
 // events) that every buffer carries: the compute queue waits for a block's
 // upload, and the copy queue for the last product reading a buffer before
