@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"image"
+	"runtime"
+	"sync"
 
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/tileio"
@@ -183,10 +185,61 @@ func estimateFlatField(ctx context.Context, src tileio.TileSource, maxTiles int)
 	if maxTiles > 0 && maxTiles < n {
 		k = maxTiles
 	}
-	return align.EstimateFlatField(ctx, w, h, k, func(j int) (*image.Gray16, error) {
+	get, stop := prefetch(ctx, k, min(8, runtime.GOMAXPROCS(0)), func(j int) (*image.Gray16, error) {
 		i := j * n / k
 		return loadChecked(src, i/cols, i%cols, w, h)
 	})
+	defer stop()
+	return align.EstimateFlatField(ctx, w, h, k, get)
+}
+
+// prefetch loads items 0..k-1 with load, up to par at once and at most par
+// ahead of the consumer, which takes them in order with get (each index
+// once). stop ends the loading and waits for the loaders; call it when
+// done, also after an error.
+func prefetch(ctx context.Context, k, par int, load func(j int) (*image.Gray16, error)) (get func(j int) (*image.Gray16, error), stop func()) {
+	type result struct {
+		img *image.Gray16
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	results := make([]chan result, k)
+	for j := range results {
+		results[j] = make(chan result, 1)
+	}
+	slots := make(chan struct{}, max(1, par))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for j := range k {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				img, err := load(j)
+				results[j] <- result{img, err}
+			}()
+		}
+	}()
+	get = func(j int) (*image.Gray16, error) {
+		select {
+		case r := <-results[j]:
+			<-slots
+			return r.img, r.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	stop = func() {
+		cancel()
+		wg.Wait()
+	}
+	return get, stop
 }
 
 // correctedSource is a TileSource whose tiles are flat-field corrected.

@@ -278,3 +278,40 @@ func BenchmarkStitch(b *testing.B) {
 		})
 	}
 }
+
+// prefetch gives the items in order, loads at most par ahead of the
+// consumer, and stops cleanly when the consumer gives up early.
+func TestPrefetch(t *testing.T) {
+	var mu sync.Mutex
+	loaded, taken, ahead := 0, 0, 0
+	load := func(j int) (*image.Gray16, error) {
+		mu.Lock()
+		loaded++
+		ahead = max(ahead, loaded-taken)
+		mu.Unlock()
+		if j == 7 {
+			return nil, errors.New("tile 7 unreadable")
+		}
+		return image.NewGray16(image.Rect(0, 0, j+1, 1)), nil
+	}
+	get, stop := prefetch(context.Background(), 20, 3, load)
+	for j := range 7 {
+		img, err := get(j)
+		if err != nil || img.Bounds().Dx() != j+1 {
+			t.Fatalf("item %d: %v, %v", j, img.Bounds(), err)
+		}
+		mu.Lock()
+		taken++
+		mu.Unlock()
+	}
+	if _, err := get(7); err == nil {
+		t.Fatal("item 7: no error")
+	}
+	stop()
+	if ahead > 3 {
+		t.Fatalf("loaded %d items ahead of the consumer, want at most 3", ahead)
+	}
+	if loaded > 7+3 {
+		t.Fatalf("%d items loaded after giving up at 7, want at most 10", loaded)
+	}
+}
