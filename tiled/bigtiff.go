@@ -101,13 +101,19 @@ func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int6
 			}
 			// Zero the padding of edge tiles so the file is deterministic.
 			_, _, cw, ch := level.Rect(c)
-			for y := 0; y < level.TH; y++ {
-				for x := 0; x < level.TW; x++ {
-					v := buf[y*level.TW+x]
-					if x >= cw || y >= ch {
-						v = 0
-					}
-					binary.LittleEndian.PutUint16(raw[2*(y*level.TW+x):], v)
+			for y := range level.TH {
+				row := buf[y*level.TW : (y+1)*level.TW]
+				if y >= ch {
+					clear(row)
+				} else {
+					clear(row[cw:])
+				}
+			}
+			if hostLE {
+				raw = asBytes(buf)
+			} else {
+				for i, v := range buf {
+					binary.LittleEndian.PutUint16(raw[2*i:], v)
 				}
 			}
 			offs[i] = uint64(w.pos)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"unsafe"
 )
 
 // Coord names one tile: its column and row in the tile grid.
@@ -149,6 +150,9 @@ func (im *Image) ReadRect(x, y, w, h int, dst []uint16, edge Edge) error {
 	if len(dst) < w*h {
 		return errors.New("tiled: ReadRect buffer too small")
 	}
+	if w <= 0 || h <= 0 {
+		return nil
+	}
 	// Clamped source coordinates of the requested area.
 	cx := func(v int) int { return min(max(v, 0), im.W-1) }
 	cy := func(v int) int { return min(max(v, 0), im.H-1) }
@@ -157,30 +161,50 @@ func (im *Image) ReadRect(x, y, w, h int, dst []uint16, edge Edge) error {
 	if edge == Zero {
 		clear(dst[:w*h])
 	}
+	// Output rows [oy0, oy1) read image rows inside the image; with Clamp
+	// the rows above and below repeat the edge rows.
+	oy0, oy1 := max(0, -y), min(h, im.H-y)
+	if edge == Clamp {
+		oy0, oy1 = 0, h
+	}
 	for ty := sy0 / im.TH; ty <= sy1/im.TH; ty++ {
 		for tx := sx0 / im.TW; tx <= sx1/im.TW; tx++ {
+			tx0, ty0 := tx*im.TW, ty*im.TH
+			// Output columns [a, b) copy image columns inside this tile;
+			// with Clamp, [0, left) repeat column 0 and [right, w) column
+			// W-1 when this tile holds them.
+			a, b := max(0, tx0-x), min(w, min(tx0+im.TW, im.W)-x)
+			left, right := 0, w
+			if edge == Clamp {
+				if tx0 == 0 {
+					left = min(w, max(0, -x))
+				}
+				if tx0+im.TW >= im.W {
+					right = max(0, im.W-x)
+				}
+			}
 			err := im.cache.do(Coord{tx, ty}, func(t []uint16) bool {
-				tx0, ty0 := tx*im.TW, ty*im.TH
-				for oy := 0; oy < h; oy++ {
-					py := y + oy
-					if edge == Zero && (py < 0 || py >= im.H) {
-						continue
-					}
-					py = cy(py)
+				for oy := oy0; oy < oy1; oy++ {
+					py := cy(y + oy)
 					if py < ty0 || py >= ty0+im.TH {
 						continue
 					}
-					row := t[(py-ty0)*im.TW:]
-					for ox := 0; ox < w; ox++ {
-						px := x + ox
-						if edge == Zero && (px < 0 || px >= im.W) {
-							continue
+					row := t[(py-ty0)*im.TW : (py-ty0+1)*im.TW]
+					d := dst[oy*w : (oy+1)*w]
+					if a < b {
+						copy(d[a:b], row[x+a-tx0:])
+					}
+					if left > 0 {
+						v := row[0]
+						for i := range d[:left] {
+							d[i] = v
 						}
-						px = cx(px)
-						if px < tx0 || px >= tx0+im.TW {
-							continue
+					}
+					if right < w {
+						v := row[im.W-1-tx0]
+						for i := right; i < w; i++ {
+							d[i] = v
 						}
-						dst[oy*w+ox] = row[px-tx0]
 					}
 				}
 				return false
@@ -251,101 +275,257 @@ type CacheStats struct {
 	Hits, Misses  int
 }
 
-// cache is an LRU of decoded tiles with write-back of dirty tiles. All
-// access happens under mu, in do's callback, so callers never hold cache
-// memory: resident tiles are bounded by capacity at all times.
+// cache is an LRU of decoded tiles with write-back of dirty tiles. Its
+// mutex guards only the bookkeeping (map, LRU list, pins, states); tile
+// file reads and writes happen without it, so one goroutine's miss does
+// not stall the others' hits. Each entry has its own mutex, held while a
+// caller's callback runs on the tile, so callers never hold cache memory
+// and resident tiles (including one being evicted or loaded) never exceed
+// capacity.
 type cache struct {
 	im       *Image
 	mu       sync.Mutex
+	cond     *sync.Cond // signalled when an entry becomes ready, unpinned or leaves
 	capacity int
-	lru      *list.List // front = most recent; values *entry
-	byCoord  map[Coord]*list.Element
-	raw      []byte
+	resident int        // tiles holding memory: ready, loading or evicting
+	lru      *list.List // ready tiles, front = most recent; values *entry
+	byCoord  map[Coord]*entry
+	raws     sync.Pool // *[]byte tile encodings (big-endian hosts only)
 	st       CacheStats
 }
 
+// Entry states.
+const (
+	ready    = iota
+	loading  // being read from the tile file
+	evicting // being written back; its coordinate cannot be reloaded yet
+)
+
 type entry struct {
 	c     Coord
+	state int
+	pins  int           // callers using or waiting for the tile (under cache.mu)
+	el    *list.Element // in lru when ready
+	mu    sync.Mutex    // held while a callback runs on px
 	px    []uint16
-	dirty bool
+	dirty bool // under mu, or with pins == 0 under cache.mu
 }
 
 func newCache(im *Image, capacity int) *cache {
-	return &cache{im: im, capacity: capacity, lru: list.New(), byCoord: map[Coord]*list.Element{},
-		raw: make([]byte, im.TileBytes()), st: CacheStats{Capacity: capacity}}
+	c := &cache{im: im, capacity: capacity, lru: list.New(), byCoord: map[Coord]*entry{},
+		st: CacheStats{Capacity: capacity}}
+	c.cond = sync.NewCond(&c.mu)
+	return c
 }
 
 func (c *cache) offset(t Coord) int64 {
 	return int64(t.Y*c.im.TilesX()+t.X) * c.im.TileBytes()
 }
 
+// do runs f on tile t, loading it (and evicting the least recently used
+// unpinned tile) on a miss.
 func (c *cache) do(t Coord, f func(px []uint16) (dirty bool)) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.byCoord[t]; ok {
-		c.st.Hits++
-		c.lru.MoveToFront(el)
-		e := el.Value.(*entry)
-		if f(e.px) {
-			e.dirty = true
-		}
-		return nil
+	e, err := c.pin(t)
+	if err != nil {
+		return err
 	}
-	c.st.Misses++
-	var px []uint16
-	if c.lru.Len() >= c.capacity {
-		el := c.lru.Back()
-		e := el.Value.(*entry)
-		if err := c.writeBack(e); err != nil {
+	e.mu.Lock()
+	if f(e.px) {
+		e.dirty = true
+	}
+	e.mu.Unlock()
+	c.mu.Lock()
+	e.pins--
+	if e.pins == 0 {
+		c.cond.Broadcast()
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// pin returns tile t, ready and pinned (so it is not evicted until
+// unpinned).
+func (c *cache) pin(t Coord) (*entry, error) {
+	c.mu.Lock()
+	for {
+		if e, ok := c.byCoord[t]; ok {
+			if e.state != ready {
+				c.cond.Wait() // loading, or evicting and about to leave
+				continue
+			}
+			c.st.Hits++
+			c.lru.MoveToFront(e.el)
+			e.pins++
+			c.mu.Unlock()
+			return e, nil
+		}
+		var victim *entry
+		var px []uint16
+		if c.resident < c.capacity {
+			c.resident++
+		} else {
+			for el := c.lru.Back(); el != nil; el = el.Prev() {
+				if v := el.Value.(*entry); v.pins == 0 {
+					victim = v
+					break
+				}
+			}
+			if victim == nil {
+				c.cond.Wait() // every resident tile is in use
+				continue
+			}
+			victim.state = evicting
+			c.lru.Remove(victim.el)
+			victim.el = nil
+			px = victim.px
+		}
+		c.st.Misses++
+		e := &entry{c: t, state: loading, pins: 1}
+		c.byCoord[t] = e
+		if c.resident > c.st.Peak {
+			c.st.Peak = c.resident
+			c.st.PeakBytes = int64(c.resident) * c.im.TileBytes()
+		}
+		c.mu.Unlock()
+		return e, c.load(e, victim, px)
+	}
+}
+
+// load writes victim back (when dirty) and reads e's tile into its memory
+// (or new memory without a victim), without the cache lock.
+func (c *cache) load(e, victim *entry, px []uint16) error {
+	var err error
+	if victim != nil && victim.dirty {
+		err = c.write(victim.c, victim.px)
+	}
+	c.mu.Lock()
+	if victim != nil {
+		if err != nil { // keep the unwritten tile; give up on e
+			victim.state = ready
+			victim.el = c.lru.PushBack(victim)
+			c.drop(e)
+			c.mu.Unlock()
 			return err
 		}
-		c.lru.Remove(el)
-		delete(c.byCoord, e.c)
-		px = e.px // reuse the evicted tile's memory
-	} else {
+		if victim.dirty {
+			c.st.Writes++
+			victim.dirty = false
+		}
+		delete(c.byCoord, victim.c)
+		c.cond.Broadcast()
+	}
+	c.mu.Unlock()
+	if px == nil {
 		px = make([]uint16, c.im.TW*c.im.TH)
 	}
-	if _, err := c.im.f.ReadAt(c.raw, c.offset(t)); err != nil {
-		return fmt.Errorf("tiled: reading tile %v: %w", t, err)
-	}
-	c.st.Reads++
-	for i := range px {
-		px[i] = binary.LittleEndian.Uint16(c.raw[2*i:])
-	}
-	e := &entry{c: t, px: px}
-	c.byCoord[t] = c.lru.PushFront(e)
-	if n := c.lru.Len(); n > c.st.Peak {
-		c.st.Peak = n
-		c.st.PeakBytes = int64(n) * c.im.TileBytes()
-	}
-	e.dirty = f(px)
-	return nil
-}
-
-func (c *cache) writeBack(e *entry) error {
-	if !e.dirty {
-		return nil
-	}
-	for i, v := range e.px {
-		binary.LittleEndian.PutUint16(c.raw[2*i:], v)
-	}
-	if _, err := c.im.f.WriteAt(c.raw, c.offset(e.c)); err != nil {
-		return fmt.Errorf("tiled: writing tile %v: %w", e.c, err)
-	}
-	c.st.Writes++
-	e.dirty = false
-	return nil
-}
-
-func (c *cache) flush() error {
+	err = c.read(e.c, px)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for el := c.lru.Front(); el != nil; el = el.Next() {
-		if err := c.writeBack(el.Value.(*entry)); err != nil {
-			return err
+	if err != nil {
+		c.resident--
+		c.drop(e)
+		return err
+	}
+	c.st.Reads++
+	e.px = px
+	e.state = ready
+	e.el = c.lru.PushFront(e)
+	c.cond.Broadcast()
+	return nil
+}
+
+// drop forgets the entry e that failed to load (under c.mu).
+func (c *cache) drop(e *entry) {
+	delete(c.byCoord, e.c)
+	c.cond.Broadcast()
+}
+
+// hostLE reports whether this machine stores uint16 little-endian, as the
+// tile file does: tiles then go to and from disk without conversion.
+var hostLE = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
+
+// asBytes views px as its bytes in memory.
+func asBytes(px []uint16) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(px))), 2*len(px))
+}
+
+func (c *cache) rawBuf() *[]byte {
+	if b, ok := c.raws.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, c.im.TileBytes())
+	return &b
+}
+
+func (c *cache) read(t Coord, px []uint16) error {
+	var err error
+	if hostLE {
+		_, err = c.im.f.ReadAt(asBytes(px), c.offset(t))
+	} else {
+		b := c.rawBuf()
+		if _, err = c.im.f.ReadAt(*b, c.offset(t)); err == nil {
+			for i := range px {
+				px[i] = binary.LittleEndian.Uint16((*b)[2*i:])
+			}
 		}
+		c.raws.Put(b)
+	}
+	if err != nil {
+		return fmt.Errorf("tiled: reading tile %v: %w", t, err)
 	}
 	return nil
+}
+
+func (c *cache) write(t Coord, px []uint16) error {
+	var err error
+	if hostLE {
+		_, err = c.im.f.WriteAt(asBytes(px), c.offset(t))
+	} else {
+		b := c.rawBuf()
+		for i, v := range px {
+			binary.LittleEndian.PutUint16((*b)[2*i:], v)
+		}
+		_, err = c.im.f.WriteAt(*b, c.offset(t))
+		c.raws.Put(b)
+	}
+	if err != nil {
+		return fmt.Errorf("tiled: writing tile %v: %w", t, err)
+	}
+	return nil
+}
+
+// flush writes every dirty resident tile to the tile file; the tiles stay
+// cached. Tiles are pinned while written, so a concurrent evictor does not
+// write them too.
+func (c *cache) flush() error {
+	c.mu.Lock()
+	var es []*entry
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*entry)
+		e.pins++
+		es = append(es, e)
+	}
+	c.mu.Unlock()
+	var err error
+	for _, e := range es {
+		e.mu.Lock()
+		if err == nil && e.dirty {
+			if err = c.write(e.c, e.px); err == nil {
+				e.dirty = false
+				c.mu.Lock()
+				c.st.Writes++
+				c.mu.Unlock()
+			}
+		}
+		e.mu.Unlock()
+	}
+	c.mu.Lock()
+	for _, e := range es {
+		e.pins--
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	return err
 }
 
 func (c *cache) stats() CacheStats {

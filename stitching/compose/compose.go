@@ -311,6 +311,24 @@ func (sw *sweep) dropAbove(y1 int) {
 type rowAcc struct {
 	sum []uint64 // Average: sum of values; Linear: sum of weight*value
 	wt  []uint64 // Average: count; Linear: sum of weights
+	wx  []uint64 // Linear: column weights min(i+1, w-i) of a tile w wide
+
+	// blendRow's scratch, reused from row to row.
+	cov   []cover
+	edges []edge
+	multi [][2]int // column ranges [x0, x1) two or more tiles cover
+}
+
+// columnWeights returns the linear-blend column weights of a tile w
+// pixels wide, computed once per width.
+func (a *rowAcc) columnWeights(w int) []uint64 {
+	if len(a.wx) != w {
+		a.wx = make([]uint64, w)
+		for i := range a.wx {
+			a.wx[i] = uint64(min(i+1, w-i))
+		}
+	}
+	return a.wx
 }
 
 func newRowAcc(w int, mode Blend) *rowAcc {
@@ -338,16 +356,70 @@ func (a *rowAcc) rows(ctx context.Context, out *image.Gray16, active []span, mod
 			}
 			continue
 		}
-		lo, hi := len(a.sum), 0
-		for _, s := range active {
-			j := y - s.slot.Y
-			if j < 0 || j >= s.slot.Height {
+		a.blendRow(orow, active, mode, y)
+	}
+}
+
+// cover is one tile's part in a mosaic row: columns [x0, x1), its
+// big-endian pixels and, for Linear, its row weight.
+type cover struct {
+	x0, x1 int
+	src    []byte
+	wy     uint64
+}
+
+// edge is a tile's left (+1) or right (-1) edge in a mosaic row.
+type edge struct{ x, d, k int }
+
+// blendRow composes mosaic row y for Average and Linear. Columns that one
+// tile alone covers take its pixels as they are (the rounded mean of one
+// value is that value); only columns where tiles overlap are accumulated
+// and divided.
+func (a *rowAcc) blendRow(orow []byte, active []span, mode Blend, y int) {
+	a.cov, a.edges, a.multi = a.cov[:0], a.edges[:0], a.multi[:0]
+	for _, s := range active {
+		j := y - s.slot.Y
+		if j < 0 || j >= s.slot.Height {
+			continue
+		}
+		k := len(a.cov)
+		a.cov = append(a.cov, cover{x0: s.slot.X, x1: s.slot.X + s.slot.Width, src: tileRow(s.img, j, s.slot.Width),
+			wy: uint64(min(j+1, s.slot.Height-j))})
+		a.edges = append(a.edges, edge{s.slot.X, 1, k}, edge{s.slot.X + s.slot.Width, -1, k})
+	}
+	slices.SortFunc(a.edges, func(p, q edge) int { return p.x - q.x })
+	// Sweep the edges: n tiles cover [prev, e.x), ksum is their indices'
+	// sum (the index itself when n == 1).
+	n, ksum, prev := 0, 0, 0
+	for _, e := range a.edges {
+		if e.x > prev {
+			switch {
+			case n == 1:
+				c := a.cov[ksum]
+				copy(orow[2*prev:2*e.x], c.src[2*(prev-c.x0):])
+			case n > 1:
+				if m := len(a.multi); m > 0 && a.multi[m-1][1] == prev {
+					a.multi[m-1][1] = e.x
+				} else {
+					a.multi = append(a.multi, [2]int{prev, e.x})
+				}
+			}
+			prev = e.x
+		}
+		n += e.d
+		ksum += e.d * e.k
+	}
+	if len(a.multi) == 0 {
+		return
+	}
+	for _, c := range a.cov {
+		for _, m := range a.multi {
+			lo, hi := max(m[0], c.x0), min(m[1], c.x1)
+			if lo >= hi {
 				continue
 			}
-			src := tileRow(s.img, j, s.slot.Width)
-			x0, w := s.slot.X, s.slot.Width
-			lo, hi = min(lo, x0), max(hi, x0+w)
-			sum, wt := a.sum[x0:x0+w], a.wt[x0:x0+w]
+			sum, wt := a.sum[lo:hi], a.wt[lo:hi]
+			src := c.src[2*(lo-c.x0) : 2*(hi-c.x0)]
 			if mode == Average {
 				for i := range sum {
 					sum[i] += uint64(src[2*i])<<8 | uint64(src[2*i+1])
@@ -355,18 +427,17 @@ func (a *rowAcc) rows(ctx context.Context, out *image.Gray16, active []span, mod
 				}
 				continue
 			}
-			wy := uint64(min(j+1, s.slot.Height-j))
+			wx := a.columnWeights(c.x1 - c.x0)[lo-c.x0 : hi-c.x0]
 			for i := range sum {
-				wgt := wy * uint64(min(i+1, w-i))
+				wgt := c.wy * wx[i]
 				sum[i] += wgt * (uint64(src[2*i])<<8 | uint64(src[2*i+1]))
 				wt[i] += wgt
 			}
 		}
-		for x := lo; x < hi; x++ {
+	}
+	for _, m := range a.multi {
+		for x := m[0]; x < m[1]; x++ {
 			n := a.wt[x]
-			if n == 0 {
-				continue
-			}
 			v := (2*a.sum[x] + n) / (2 * n) // round half up
 			orow[2*x], orow[2*x+1] = byte(v>>8), byte(v)
 			a.sum[x], a.wt[x] = 0, 0
