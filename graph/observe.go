@@ -62,7 +62,10 @@ func WithProgress(interval time.Duration, fn func(Stats)) StartOption {
 }
 
 // String formats the snapshot as a diagnosis: one block per task with each
-// copy's state, the queue length, and the pools' levels.
+// copy's state, the queue length, and the pools' levels. Values sent to a
+// task are either in its queue ("queue"), in a batch a copy took from the
+// queue and has not finished ("held", and per copy "batch of"), or done;
+// "in" counts those taken from the queue, held ones included.
 func (r Stats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "graph %q after %v", r.Graph, r.Elapsed.Round(time.Millisecond))
@@ -74,11 +77,14 @@ func (r Stats) String() string {
 		fmt.Fprintf(&b, "  cyclic graph: %d values queued or executing (input open counts 1)\n", r.Pending)
 	}
 	for _, t := range r.Tasks {
-		fmt.Fprintf(&b, "  %s %q: queue %d (max %d), in %d, out %d\n", t.Kind, t.Name, t.Queue, t.MaxQueue, t.ItemsIn, t.ItemsOut)
+		fmt.Fprintf(&b, "  %s %q: queue %d (max %d), held %d, in %d, out %d\n", t.Kind, t.Name, t.Queue, t.MaxQueue, t.Held, t.ItemsIn, t.ItemsOut)
 		for _, c := range t.Copies {
 			fmt.Fprintf(&b, "    copy %d: %s", c.Thread, c.State)
 			if c.MemoryPool != "" {
 				fmt.Fprintf(&b, " from pool %q", c.MemoryPool)
+			}
+			if c.Batch > 0 {
+				fmt.Fprintf(&b, " (batch of %d taken from the queue)", c.Batch)
 			}
 			b.WriteString("\n")
 		}

@@ -27,9 +27,11 @@ type Stats struct {
 // TaskStats sums the counters of a task's copies (a bookkeeper is a task
 // with one copy).
 type TaskStats struct {
-	Name       string // full name: enclosing graphs and pipeline clones, then the task
-	Kind       TaskKind
-	Pipeline   int // clone index of the innermost enclosing pipeline
+	Name     string // full name: enclosing graphs and pipeline clones, then the task
+	Kind     TaskKind
+	Pipeline int // clone index of the innermost enclosing pipeline
+	// ItemsIn counts the values the copies took from the queue: those
+	// executed and those held in the batches being executed (Held).
 	ItemsIn    int64
 	ItemsOut   int64         // values emitted (by all copies, or all rules)
 	Compute    time.Duration // total time inside Execute, all copies
@@ -37,7 +39,11 @@ type TaskStats struct {
 	MemoryWait time.Duration // total time waiting for pool memory
 	Queue      int           // values queued now
 	MaxQueue   int           // most values ever queued
-	Copies     []CopyStats
+	// Held is the sum of the copies' Batch: values taken from the queue by
+	// copies that have not finished executing them. Every value sent to a
+	// task is either queued, held, or done.
+	Held   int
+	Copies []CopyStats
 }
 
 // TaskKind tells a task from a bookkeeper in [TaskStats].
@@ -54,6 +60,12 @@ type CopyStats struct {
 	Thread     int
 	State      string // "executing", "waiting for input", "waiting for memory", ...
 	MemoryPool string // the pool waited on, in the "waiting for memory" state
+	// Batch is the number of values the copy took from the queue at once
+	// and is executing, or is blocked in (waiting for memory, or for room
+	// in a full queue it emits to): they are no longer queued. A copy of a
+	// task with one copy takes up to 64 values at a time; 0 while waiting
+	// for input.
+	Batch      int
 	ItemsIn    int64
 	Compute    time.Duration
 	Wait       time.Duration
@@ -99,11 +111,12 @@ func snapshot(r *core.Run) Stats {
 		for _, c := range n.Copies {
 			cs := CopyStats{
 				Thread: c.Thread, State: c.State().String(), MemoryPool: c.MemoryPool(),
-				ItemsIn: c.ItemsIn.Load(),
+				Batch: c.Batch(), ItemsIn: c.ItemsIn.Load(),
 				Compute: time.Duration(c.Compute.Load()), Wait: time.Duration(c.Wait.Load()),
 				MemoryWait: time.Duration(c.MemWait.Load()),
 			}
 			ts.ItemsIn += cs.ItemsIn
+			ts.Held += cs.Batch
 			ts.Compute += cs.Compute
 			ts.Wait += cs.Wait
 			ts.MemoryWait += cs.MemoryWait

@@ -382,7 +382,10 @@ func (n *node[In]) next(c *copyRT[In], b *batchState[In]) bool {
 		q.Add(time.Since(r.Epoch), n.inbox.Len())
 	}
 	if b.counting {
-		cs.SetState(StateExecuting)
+		// Counted when taken, so that a copy blocked in the middle of a
+		// batch shows where the values are (ItemsIn and Batch).
+		cs.ItemsIn.Add(int64(len(b.batch)))
+		cs.setExecuting(len(b.batch))
 	}
 	b.done = 0
 	return true
@@ -409,7 +412,9 @@ func (n *node[In]) batchDone(cs *CopyStats, b *batchState[In]) {
 		now := time.Since(n.run.Epoch)
 		cs.Compute.Add(int64(now - b.last))
 		b.last = now
-		cs.ItemsIn.Add(b.done)
+		if k := int64(len(b.batch)) - b.done; k > 0 {
+			cs.ItemsIn.Add(-k) // cut short: not executed, dropped
+		}
 	}
 	clear(b.batch)
 	n.run.Done(int64(len(b.batch)))

@@ -30,28 +30,52 @@ func (s State) String() string {
 // CopyStats are the always-on counters of one task copy. They are written by
 // the copy's goroutine (and by Emit) and may be read at any time.
 type CopyStats struct {
-	Thread  int
+	Thread int
+	// ItemsIn counts the values the copy took from its queue: those
+	// executed, and those of the batch it is executing (see Batch). The
+	// values of a batch cut short (CanTerminate, an error) that were not
+	// executed are taken off again.
 	ItemsIn atomic.Int64
 	Compute atomic.Int64 // nanoseconds inside Execute
 	Wait    atomic.Int64 // nanoseconds waiting for input
 	MemWait atomic.Int64 // nanoseconds waiting for memory
+	// state holds the State in its low stateBits bits and, while the copy
+	// executes a batch, the batch's size above them: one store per batch
+	// says both.
 	state   atomic.Int32
 	memPool atomic.Pointer[string] // pool waited on, while in StateMemoryWait
 	track   *Track                 // set when the run is traced
 	epoch   *time.Time             // the run's
 }
 
-// State returns what the copy is doing now.
-func (c *CopyStats) State() State { return State(c.state.Load()) }
+// stateBits is the number of low bits of CopyStats.state that hold the
+// State; the batch size is above them.
+const stateBits = 8
 
-// SetState records what the copy is doing.
+// State returns what the copy is doing now.
+func (c *CopyStats) State() State { return State(c.state.Load() & (1<<stateBits - 1)) }
+
+// Batch returns the number of values of the batch the copy took from its
+// queue and is executing (or is blocked in, getting memory): values no
+// longer queued and not yet done. It is 0 while the copy waits for input.
+func (c *CopyStats) Batch() int { return int(c.state.Load() >> stateBits) }
+
+// SetState records what the copy is doing (outside a batch).
 func (c *CopyStats) SetState(s State) { c.state.Store(int32(s)) }
 
-// BeginMemoryWait marks the copy as blocked on pool and returns the start time.
+// setExecuting records that the copy executes a batch of k values.
+func (c *CopyStats) setExecuting(k int) {
+	c.state.Store(int32(StateExecuting) | int32(min(k, 1<<(31-stateBits)-1))<<stateBits)
+}
+
+// BeginMemoryWait marks the copy as blocked on pool and returns the start
+// time, and the state to give back to EndMemoryWait (the batch the copy
+// executes included).
 func (c *CopyStats) BeginMemoryWait(pool string) (prev State, start time.Time) {
 	c.memPool.Store(&pool)
-	prev = c.State()
-	c.SetState(StateMemoryWait)
+	raw := c.state.Load()
+	prev = State(raw)
+	c.state.Store(raw&^(1<<stateBits-1) | int32(StateMemoryWait))
 	return prev, time.Now()
 }
 

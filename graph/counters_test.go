@@ -1,0 +1,127 @@
+package graph_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/task"
+)
+
+// waitFor polls cond until it holds or a few seconds have passed.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// taskStats returns the stats of the task named name.
+func taskStats(s graph.Stats, name string) graph.TaskStats {
+	for _, ts := range s.Tasks {
+		if ts.Name == name {
+			return ts
+		}
+	}
+	return graph.TaskStats{}
+}
+
+// A single-copy task blocked in the middle of a batch shows the batch:
+// the values it took from the queue are counted in, and held, not lost
+// between the queue and the output (issue 22, item 12).
+func TestCountersOfTaskBlockedInBatch(t *testing.T) {
+	started, release, block := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	g := graph.New[int, int]("batch")
+	tk := graph.AddFunc(g, "slow", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		switch v {
+		case 0:
+			close(started)
+			<-release
+		case 5:
+			select {
+			case <-block:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return out.Emit(v)
+	})
+	graph.Connect(g.Input(), tk)
+	graph.Connect(tk, g.Output())
+	rt, err := g.Start(context.Background(), graph.WithoutStallReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rt.Send(0)
+	<-started
+	for i := 1; i < 10; i++ {
+		_ = rt.Send(i)
+	}
+	close(release) // the copy takes 1..9 as one batch and blocks at 5
+	waitFor(t, "5 outputs", func() bool { return taskStats(rt.Stats(), "slow").ItemsOut == 5 })
+	s := rt.Stats()
+	ts := taskStats(s, "slow")
+	if ts.Queue != 0 || ts.ItemsIn != 10 || ts.Held != 9 || ts.Copies[0].Batch != 9 || ts.Copies[0].State != "executing" {
+		t.Errorf("queue %d, in %d, held %d, copy %+v; want queue 0, in 10, held 9, executing a batch of 9", ts.Queue, ts.ItemsIn, ts.Held, ts.Copies[0])
+	}
+	if text := s.String(); !strings.Contains(text, `queue 0 (max 9), held 9, in 10, out 5`) ||
+		!strings.Contains(text, "copy 0: executing (batch of 9 taken from the queue)") {
+		t.Errorf("report does not show the batch:\n%s", text)
+	}
+	close(block)
+	rt.Close()
+	n := 0
+	for range rt.Results() {
+		n++
+	}
+	if err := rt.Wait(); err != nil || n != 10 {
+		t.Fatalf("%d results, %v", n, err)
+	}
+	ts = taskStats(rt.Stats(), "slow")
+	if ts.ItemsIn != 10 || ts.Held != 0 || ts.ItemsOut != 10 {
+		t.Errorf("after the run: in %d, held %d, out %d; want 10, 0, 10", ts.ItemsIn, ts.Held, ts.ItemsOut)
+	}
+}
+
+// A task blocked getting memory shows the value it holds.
+func TestCountersOfTaskWaitingForMemory(t *testing.T) {
+	g := graph.New[int, int]("mem")
+	pool := memmgr.New(g, "frames", 1, memmgr.Slices[byte](8))
+	hog := graph.AddFunc(g, "hoarder", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		if _, err := pool.Get(ctx, 1); err != nil { // never released
+			return err
+		}
+		return out.Emit(v)
+	})
+	graph.Connect(g.Input(), hog)
+	graph.Connect(hog, g.Output())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := g.Start(ctx, graph.WithoutStallReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		_ = rt.Send(i)
+	}
+	waitFor(t, "a memory wait", func() bool {
+		return taskStats(rt.Stats(), "hoarder").Copies[0].State == "waiting for memory"
+	})
+	s := rt.Stats()
+	ts := taskStats(s, "hoarder")
+	c := ts.Copies[0]
+	if ts.ItemsOut != 1 || int64(ts.Queue)+ts.ItemsIn != 3 || ts.Held < 1 || c.Batch < 1 || ts.ItemsIn < 2 {
+		t.Errorf("queue %d, in %d, held %d, out %d, copy %+v: the value waiting for memory is not shown", ts.Queue, ts.ItemsIn, ts.Held, ts.ItemsOut, c)
+	}
+	if text := s.String(); !strings.Contains(text, `waiting for memory from pool "frames" (batch of `) {
+		t.Errorf("report does not show the batch:\n%s", text)
+	}
+	cancel()
+	_ = rt.Wait()
+}
