@@ -308,10 +308,12 @@ func TestPrefetch(t *testing.T) {
 		t.Fatal("item 7: no error")
 	}
 	stop()
-	if ahead > 3 {
-		t.Fatalf("loaded %d items ahead of the consumer, want at most 3", ahead)
+	// get frees its slot just before it returns, before the test counts
+	// the item taken: par + 1 ahead at most, as the test sees it.
+	if ahead > 4 {
+		t.Fatalf("loaded %d items ahead of the consumer, want at most 3 (+1)", ahead)
 	}
-	if loaded > 7+3 {
-		t.Fatalf("%d items loaded after giving up at 7, want at most 10", loaded)
+	if loaded > 8+3 {
+		t.Fatalf("%d items loaded after giving up at 7, want at most 11", loaded)
 	}
 }
