@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"math/rand/v2"
+
 	"context"
 	"fmt"
+	"github.com/gohtgs/htgs/region"
 	"slices"
 	"testing"
 	"time"
@@ -157,6 +160,32 @@ func BenchmarkObjectStoreRead(b *testing.B) {
 		got, err := c.st.obj.GetBytes(ctx, "bench")
 		if err != nil || len(got) != len(data) {
 			b.Fatal(len(got), err)
+		}
+	}
+}
+
+// BenchmarkRegionsROIRead reads 512×512 ROIs at random from a 4096×4096
+// uint8 region kept in 256×256 chunks in the JetStream region storage: the
+// rate at which a worker reads only the ROI it needs.
+func BenchmarkRegionsROIRead(b *testing.B) {
+	s := startServer(b)
+	st := newRegions(b, s)
+	ctx := context.Background()
+	m := region.Meta{ID: region.ID{Name: "slide::gray", Type: region.Dense2D}, Elem: region.Uint8, Bounds: region.Rect(0, 0, 4096, 4096)}
+	row := make([]byte, 4096*256)
+	for y := 0; y < 4096; y += 256 {
+		if err := st.Write(ctx, m, region.Rect(0, y, 4096, y+256), row); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 512*512)
+	b.SetBytes(int64(len(buf)))
+	b.ResetTimer()
+	for range b.N {
+		x, y := rng.IntN(4096-512), rng.IntN(4096-512)
+		if err := st.Read(ctx, m.ID, region.Rect(x, y, x+512, y+512), buf); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -149,7 +149,7 @@ func TestNoLeakAfterServerShutdown(t *testing.T) {
 	}
 	_ = c.Close() // its consumer cannot be deleted any more
 	nc.Close()
-	goleak.VerifyNone(t, before)
+	goleak.VerifyNone(t, before, natsLeak)
 }
 
 // freePort returns a loopback port nobody listens on (now).

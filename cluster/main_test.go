@@ -33,8 +33,16 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv(envWorker); name != "" {
 		os.Exit(workerMain(name))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, natsLeak)
 }
+
+// natsLeak ignores a goroutine that nats.go v1.48.0 (and v1.49.0) leaks now
+// and then from an object store Put: the Put's private JetStream context
+// starts resetPendingAcksOnReconnect, and if the Put is over before that
+// goroutine first takes its lock, it reads the status channel the clean-up
+// has just set to nil and blocks on it forever. It is not ours to fix here;
+// every other goroutine is checked.
+var natsLeak = goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect")
 
 // job is the input of the test tasks.
 type job struct {

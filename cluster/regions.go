@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -84,7 +85,21 @@ func NewRegions(ctx context.Context, nc *nats.Conn, opts ...Option) (*Regions, e
 	if err != nil {
 		return nil, fmt.Errorf("cluster: regions: bucket %s: %w", bucket, err)
 	}
-	return &Regions{kv: kv, obj: st.obj, chunk: cfg.chunk, ns: cfg.ns}, nil
+	_ = st
+	objBucket := strings.ToUpper(cfg.ns) + "_REGION_OBJECTS"
+	obj, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      objBucket,
+		Description: "htgs cluster: sparse regions and polygon sets",
+		Storage:     cfg.storage,
+		Replicas:    cfg.replicas,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		obj, err = js.ObjectStore(ctx, objBucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: regions: bucket %s: %w", objBucket, err)
+	}
+	return &Regions{kv: kv, obj: obj, chunk: cfg.chunk, ns: cfg.ns}, nil
 }
 
 // idKey encodes an identifier for a key ("::" and the kind are not key
@@ -262,8 +277,11 @@ func isWrongSequence(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
+// readParallel bounds the chunks one Read fetches at once.
+const readParallel = 8
+
 // Read implements region.Storage. Only the chunks box overlaps are
-// fetched; chunks never written read as zeros.
+// fetched, several at a time; chunks never written read as zeros.
 func (s *Regions) Read(ctx context.Context, id region.ID, box region.Box, data []byte) error {
 	m, err := s.stat(ctx, id)
 	if err != nil {
@@ -273,22 +291,57 @@ func (s *Regions) Read(ctx context.Context, id region.ID, box region.Box, data [
 		return err
 	}
 	es := m.Elem.Size()
-	return s.chunks(m.Bounds, box, func(idx [3]int, cbox, part region.Box) error {
-		e, err := s.kv.Get(ctx, chunkKey(id, idx))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			zero := make([]byte, cbox.Len()*es)
-			copyBox(data, box, zero, cbox, part, es)
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("cluster: region %v: read chunk %v: %w", id, idx, err)
-		}
-		if len(e.Value()) != cbox.Len()*es {
-			return fmt.Errorf("cluster: region %v: chunk %v has %d bytes, want %d: %w", id, idx, len(e.Value()), cbox.Len()*es, region.ErrCorrupt)
-		}
-		copyBox(data, box, e.Value(), cbox, part, es)
+	type chunk struct {
+		idx        [3]int
+		cbox, part region.Box
+	}
+	var cs []chunk
+	_ = s.chunks(m.Bounds, box, func(idx [3]int, cbox, part region.Box) error {
+		cs = append(cs, chunk{idx, cbox, part})
 		return nil
 	})
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		sem   = make(chan struct{}, readParallel)
+	)
+	for _, c := range cs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := s.readChunk(ctx, id, c.idx, c.cbox, c.part, box, data, es)
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// readChunk copies the part of chunk idx that box needs into data (parts
+// of different chunks are disjoint, so chunks are read concurrently).
+func (s *Regions) readChunk(ctx context.Context, id region.ID, idx [3]int, cbox, part, box region.Box, data []byte, es int) error {
+	e, err := s.kv.Get(ctx, chunkKey(id, idx))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		zero := make([]byte, cbox.Len()*es)
+		copyBox(data, box, zero, cbox, part, es)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: region %v: read chunk %v: %w", id, idx, err)
+	}
+	if len(e.Value()) != cbox.Len()*es {
+		return fmt.Errorf("cluster: region %v: chunk %v has %d bytes, want %d: %w", id, idx, len(e.Value()), cbox.Len()*es, region.ErrCorrupt)
+	}
+	copyBox(data, box, e.Value(), cbox, part, es)
+	return nil
 }
 
 // Delete implements region.Storage.
@@ -345,45 +398,72 @@ func (s *Regions) List(ctx context.Context) ([]region.ID, error) {
 	return ids, nil
 }
 
-// ReadObject implements region.ObjectStorage.
-func (s *Regions) ReadObject(ctx context.Context, id region.ID) ([]byte, error) {
+// objPtr is the value of an object's pointer key: the object store names
+// of the current body and of the one before it. A body is deleted only when
+// it is two updates old, so that a reader that took the pointer just before
+// an update still finds its body.
+type objPtr struct {
+	Cur  string `json:"cur"`
+	Prev string `json:"prev,omitempty"`
+}
+
+// pointer returns an object's pointer and its revision (0 if absent).
+func (s *Regions) pointer(ctx context.Context, id region.ID) (objPtr, uint64, error) {
 	e, err := s.kv.Get(ctx, ptrKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return objPtr{}, 0, nil
+	}
+	if err != nil {
+		return objPtr{}, 0, fmt.Errorf("cluster: object %v: %w", id, err)
+	}
+	var p objPtr
+	if err := json.Unmarshal(e.Value(), &p); err != nil || p.Cur == "" {
+		return objPtr{}, 0, fmt.Errorf("cluster: object %v: pointer %q: %w", id, e.Value(), region.ErrCorrupt)
+	}
+	return p, e.Revision(), nil
+}
+
+// body reads the current body of an object (nil, 0 if there is none),
+// retrying if an update replaced it while it was read.
+func (s *Regions) body(ctx context.Context, id region.ID) ([]byte, objPtr, uint64, error) {
+	for {
+		p, rev, err := s.pointer(ctx, id)
+		if err != nil || rev == 0 {
+			return nil, p, rev, err
+		}
+		b, err := s.obj.GetBytes(ctx, p.Cur)
+		if err == nil {
+			return b, p, rev, nil
+		}
+		if _, rev2, err2 := s.pointer(ctx, id); err2 != nil || rev2 == rev {
+			return nil, p, rev, fmt.Errorf("cluster: object %v: %w", id, err)
+		}
+	}
+}
+
+// ReadObject implements region.ObjectStorage.
+func (s *Regions) ReadObject(ctx context.Context, id region.ID) ([]byte, error) {
+	b, _, rev, err := s.body(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rev == 0 {
 		return nil, fmt.Errorf("cluster: object %v: %w", id, region.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cluster: object %v: %w", id, err)
-	}
-	b, err := s.obj.GetBytes(ctx, string(e.Value()))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: object %v: %w", id, err)
 	}
 	return b, nil
 }
 
 // UpdateObject implements region.ObjectStorage: f's result is stored as a
-// new object, and the pointer to it is swapped only if no other update
-// came first; otherwise f runs again on the newer object.
+// new body, and the pointer to it is swapped only if no other update came
+// first; otherwise f runs again on the newer body.
 func (s *Regions) UpdateObject(ctx context.Context, id region.ID, f func(old []byte) ([]byte, error)) error {
 	if err := id.Validate(); err != nil {
 		return err
 	}
 	for {
-		var (
-			old     []byte
-			oldName string
-			rev     uint64
-		)
-		e, err := s.kv.Get(ctx, ptrKey(id))
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("cluster: object %v: %w", id, err)
-		default:
-			oldName, rev = string(e.Value()), e.Revision()
-			if old, err = s.obj.GetBytes(ctx, oldName); err != nil {
-				return fmt.Errorf("cluster: object %v: %w", id, err)
-			}
+		old, p, rev, err := s.body(ctx, id)
+		if err != nil {
+			return err
 		}
 		nb, err := f(old)
 		if err != nil {
@@ -393,18 +473,19 @@ func (s *Regions) UpdateObject(ctx context.Context, id region.ID, f func(old []b
 		if _, err := rand.Read(r[:]); err != nil {
 			return fmt.Errorf("cluster: object %v: %w", id, err)
 		}
-		name := "region." + idKey(id) + "." + hex.EncodeToString(r[:])
+		name := idKey(id) + "." + hex.EncodeToString(r[:])
 		if _, err := s.obj.PutBytes(ctx, name, nb); err != nil {
 			return fmt.Errorf("cluster: object %v: store: %w", id, err)
 		}
+		ptr, _ := json.Marshal(objPtr{Cur: name, Prev: p.Cur})
 		if rev == 0 {
-			_, err = s.kv.Create(ctx, ptrKey(id), []byte(name))
+			_, err = s.kv.Create(ctx, ptrKey(id), ptr)
 		} else {
-			_, err = s.kv.Update(ctx, ptrKey(id), []byte(name), rev)
+			_, err = s.kv.Update(ctx, ptrKey(id), ptr, rev)
 		}
 		if err == nil {
-			if oldName != "" {
-				_ = s.obj.Delete(ctx, oldName)
+			if p.Prev != "" {
+				_ = s.obj.Delete(ctx, p.Prev)
 			}
 			return nil
 		}
