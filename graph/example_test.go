@@ -86,3 +86,36 @@ func ExampleAddGraph() {
 	fmt.Println()
 	// Output: 2 4 6
 }
+
+// A priority queue: of the values waiting, the task takes the largest
+// first. The task is held on its first value until the others are queued.
+func ExamplePriority() {
+	g := graph.New[int, int]("largest first")
+	started, release := make(chan struct{}), make(chan struct{})
+	work := graph.AddFunc(g, "work", 1, func(_ context.Context, v int, out task.Emitter[int]) error {
+		if v == 0 {
+			close(started)
+			<-release
+		}
+		return out.Emit(v)
+	}, graph.Priority(func(a, b int) bool { return a > b }))
+	graph.Connect(g.Input(), work)
+	graph.Connect(work, g.Output())
+
+	rt, _ := g.Start(context.Background())
+	_ = rt.Send(0)
+	<-started
+	for _, v := range []int{2, 7, 1, 8} {
+		_ = rt.Send(v)
+	}
+	close(release)
+	rt.Close()
+	for v := range rt.Results() {
+		fmt.Print(v, " ")
+	}
+	fmt.Println()
+	if err := rt.Wait(); err != nil {
+		fmt.Println(err)
+	}
+	// Output: 0 8 7 2 1
+}

@@ -180,7 +180,7 @@ func newNode[In, Out any](bp *core.Blueprint, s *core.Spec) *Node[In, Out] {
 	return &Node[In, Out]{portHandle: core.NewPortHandle(core.PortRef{BP: bp, Spec: s}), name: s.Name}
 }
 
-// Option adjusts a node: [QueueCap], [DiscardOutput].
+// Option adjusts a node: [QueueCap], [DiscardOutput], [Priority].
 type Option interface{ applyNode(*core.TaskOptions) }
 
 // nodeOption is an Option made of a function.
@@ -201,6 +201,27 @@ func QueueCap(n int) Option { return nodeOption(func(o *core.TaskOptions) { o.Qu
 // Output unconnected (see [Graph.NoOutput]).
 func DiscardOutput() Option { return nodeOption(func(o *core.TaskOptions) { o.DiscardOutput = true }) }
 
+// Priority makes the node's input queue a priority queue: of the values
+// queued, the copies take first the v for which first(v, w) holds against
+// every other w, and values equal in priority (neither first of the
+// other) in the order they arrived. T must be the node's input type, or
+// Start fails with an error naming the node. Without it the queue is FIFO.
+//
+// A priority queue is taken one value at a time, also by a task with one
+// copy (a FIFO queue is taken in batches of up to 64), so that a value
+// that arrives while the copies are busy overtakes those queued before
+// it; first runs under the queue's lock, on the goroutine of whoever sends
+// or takes a value, and must be quick. A panic in first fails the run
+// with an error naming the node.
+func Priority[T any](first func(a, b T) bool) Option {
+	return nodeOption(func(o *core.TaskOptions) {
+		o.Priority = nil
+		if first != nil {
+			o.Priority = first
+		}
+	})
+}
+
 // AddTask adds a task named name with threads copies, each made by a call
 // of newTask. Copies run concurrently and share one input queue.
 func AddTask[In, Out any](b Builder, name string, threads int, newTask func() task.Task[In, Out], opts ...Option) *Node[In, Out] {
@@ -213,6 +234,11 @@ func AddTask[In, Out any](b Builder, name string, threads int, newTask func() ta
 		o = *p
 	}
 	bp := core.BlueprintOf(b)
+	if o.Priority != nil {
+		if _, ok := o.Priority.(func(a, b In) bool); !ok {
+			bp.Errorf("%w", core.PriorityTypeError[In](name, o.Priority))
+		}
+	}
 	n := newNode[In, Out](bp, core.TaskSpec(name, o, newTask))
 	if o.DiscardOutput {
 		bp.Discard(core.RefOf(n))

@@ -2,11 +2,15 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gohtgs/htgs/task"
 )
 
 // ErrClosed is returned by a push from the graph's input that was waiting
@@ -43,6 +47,8 @@ type Inbox[T any] struct {
 	pushed    int64
 	dropped   int64
 	succ      successors // the outlets of the consuming node
+	// pri, when set, makes the inbox a priority queue (see SetPriority).
+	pri *priority[T]
 }
 
 // successors lists where values go from a sink, for cycle detection.
@@ -191,15 +197,15 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool) error {
 	if q.counted && q.run.counting {
 		q.run.pending.Add(1)
 	}
-	if q.n == len(q.buf) {
-		q.grow()
+	if q.pri != nil {
+		if err := q.pri.push(q, v); err != nil {
+			q.mu.Unlock()
+			q.run.Fail(err)
+			return err
+		}
+	} else {
+		q.pushRing(v)
 	}
-	i := q.head + q.n
-	if i >= len(q.buf) {
-		i -= len(q.buf)
-	}
-	q.buf[i] = v
-	q.n++
 	q.pushed++
 	if count != nil {
 		*count++
@@ -212,6 +218,19 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool) error {
 	}
 	q.mu.Unlock()
 	return nil
+}
+
+// pushRing appends v to the ring; q.mu is held.
+func (q *Inbox[T]) pushRing(v T) {
+	if q.n == len(q.buf) {
+		q.grow()
+	}
+	i := q.head + q.n
+	if i >= len(q.buf) {
+		i -= len(q.buf)
+	}
+	q.buf[i] = v
+	q.n++
 }
 
 func (q *Inbox[T]) grow() {
@@ -245,6 +264,20 @@ func (q *Inbox[T]) Pop(dst []T, max int) (out []T, blocked, ok bool) {
 		q.mu.Unlock()
 		return dst, blocked, false
 	}
+	if q.pri != nil {
+		v, err := q.pri.pop(q)
+		if err != nil {
+			q.mu.Unlock()
+			q.run.Fail(err)
+			return dst, blocked, false
+		}
+		dst = append(dst, v)
+		if q.pwaiting > 0 && q.notFull != nil {
+			q.notFull.Broadcast()
+		}
+		q.mu.Unlock()
+		return dst, blocked, true
+	}
 	k := min(q.n, max)
 	if cap(dst)-len(dst) < k {
 		// Grow once to the largest batch rather than step by step.
@@ -277,9 +310,9 @@ func (q *Inbox[T]) Abandon() {
 	}
 	q.gone = true
 	k := q.n
-	var zero T
-	for i := range q.buf {
-		q.buf[i] = zero
+	clear(q.buf)
+	if q.pri != nil {
+		q.pri.seq = q.pri.seq[:0]
 	}
 	q.n, q.head = 0, 0
 	q.dropped += int64(k)
@@ -380,4 +413,100 @@ func (q *Inbox[T]) forceClose() {
 		q.notFull.Broadcast()
 	}
 	q.mu.Unlock()
+}
+
+// priority is the state of an inbox that is a priority queue: a binary
+// heap in the inbox's buf[0:n], with the arrival number of each value in
+// seq, so that values equal in priority keep their order.
+type priority[T any] struct {
+	first func(a, b T) bool
+	seq   []uint64
+	next  uint64
+	node  string // the consuming node, for errors
+}
+
+// SetPriority makes q, before any value is pushed, a priority queue: Pop
+// returns the value v for which first(v, w) holds against every other
+// queued w, one value per Pop, and values equal in priority (neither
+// first of the other) in their order of arrival. A panic in first fails
+// the run with an error naming node.
+func (q *Inbox[T]) SetPriority(first func(a, b T) bool, node string) {
+	q.pri = &priority[T]{first: first, node: node}
+}
+
+// before reports whether the value at i leaves the heap before the one
+// at j.
+func (p *priority[T]) before(q *Inbox[T], i, j int) bool {
+	if p.first(q.buf[i], q.buf[j]) {
+		return true
+	}
+	if p.first(q.buf[j], q.buf[i]) {
+		return false
+	}
+	return p.seq[i] < p.seq[j]
+}
+
+func (p *priority[T]) swap(q *Inbox[T], i, j int) {
+	q.buf[i], q.buf[j] = q.buf[j], q.buf[i]
+	p.seq[i], p.seq[j] = p.seq[j], p.seq[i]
+}
+
+// push adds v to the heap; q.mu is held.
+func (p *priority[T]) push(q *Inbox[T], v T) (err error) {
+	defer p.recover(q, &err)
+	if q.n == len(q.buf) {
+		nb := make([]T, max(16, 2*len(q.buf)))
+		copy(nb, q.buf[:q.n])
+		q.buf = nb
+	}
+	q.buf[q.n] = v
+	p.seq = append(p.seq[:q.n], p.next)
+	p.next++
+	q.n++
+	for i := q.n - 1; i > 0; {
+		up := (i - 1) / 2
+		if !p.before(q, i, up) {
+			break
+		}
+		p.swap(q, i, up)
+		i = up
+	}
+	return nil
+}
+
+// pop removes the first value of the heap, which is not empty; q.mu is
+// held.
+func (p *priority[T]) pop(q *Inbox[T]) (v T, err error) {
+	defer p.recover(q, &err)
+	v = q.buf[0]
+	last := q.n - 1
+	p.swap(q, 0, last)
+	var zero T
+	q.buf[last] = zero
+	p.seq = p.seq[:last]
+	q.n = last
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < q.n && p.before(q, l, m) {
+			m = l
+		}
+		if r := l + 1; r < q.n && p.before(q, r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		p.swap(q, i, m)
+		i = m
+	}
+	return v, nil
+}
+
+// recover turns a panic of the priority function into an error naming
+// the node; the caller fails the run with it once q.mu is released.
+func (p *priority[T]) recover(q *Inbox[T], err *error) {
+	if r := recover(); r != nil {
+		*err = &task.Error{Task: p.node, Phase: task.PhaseExecute,
+			Err: fmt.Errorf("priority function: %w", &task.PanicError{Value: r, Stack: debug.Stack()})}
+	}
 }

@@ -530,6 +530,9 @@ type TaskOptions struct {
 	QueueCap int // 0: unbounded
 	// DiscardOutput allows the task's output to be connected to nothing.
 	DiscardOutput bool
+	// Priority, when set, is a func(a, b In) bool ordering the input
+	// queue (Inbox.SetPriority); nil keeps it FIFO.
+	Priority any
 }
 
 // taskSpec is the specification of a task node.
@@ -573,6 +576,13 @@ func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 	}
 	t.node.init(sc, &ts.Spec, name, labelTask, opt.QueueCap, len(tasks), t)
 	t.inbox.succ = t
+	if opt.Priority != nil {
+		first, ok := opt.Priority.(func(a, b In) bool)
+		if !ok {
+			return nil, PriorityTypeError[In](full, opt.Priority)
+		}
+		t.inbox.SetPriority(first, full)
+	}
 	for i, tk := range tasks {
 		x := &execs[i]
 		x.t = tk
@@ -630,4 +640,10 @@ func isNillable(k reflect.Kind) bool {
 		return true
 	}
 	return false
+}
+
+// PriorityTypeError is the error of a priority function f that does not
+// order the input type In of the task named name.
+func PriorityTypeError[In any](name string, f any) error {
+	return fmt.Errorf("htgs: task %q: the priority function is a %T, but the task's input is %v: give a func(a, b %v) bool", name, f, reflect.TypeFor[In](), reflect.TypeFor[In]())
 }
