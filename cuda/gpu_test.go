@@ -1094,7 +1094,8 @@ func TestCopyGoMemoryInsideStruct(t *testing.T) {
 	}
 }
 
-// Gray16ToFloat reads big-endian 16-bit pixels; NCCSums gives the CPU
+// Gray16ToFloat reads big-endian 16-bit pixels, corrects them as the CPU
+// reference does and sums them; NCCSums gives the CPU
 // reference's exact sums for offsets of every sign, the full overlap,
 // a one-pixel overlap and none.
 func TestGray16AndNCCSums(t *testing.T) {
@@ -1107,12 +1108,42 @@ func TestGray16AndNCCSums(t *testing.T) {
 	}
 	d1, d2 := upload(t, d, t1), upload(t, d, t2)
 	f := alloc(t, d, 8*w*h)
-	must(t, Gray16ToFloat(nil, f, d1))
+	sum := alloc(t, d, 8)
+	must(t, Memset(nil, sum, 0))
+	must(t, Gray16ToFloat(nil, f, d1, DeviceMem{}, sum))
 	got := download[float64](t, f)
+	var want uint64
 	for i, v := range got {
-		if want := float64(uint16(t1[2*i])<<8 | uint16(t1[2*i+1])); v != want {
-			t.Fatalf("pixel %d: %v, want %v", i, v, want)
+		px := uint16(t1[2*i])<<8 | uint16(t1[2*i+1])
+		if v != float64(px) {
+			t.Fatalf("pixel %d: %v, want %v", i, v, px)
 		}
+		want += uint64(px)
+	}
+	if s := download[uint64](t, sum)[0]; s != want {
+		t.Fatalf("pixel sum %d, want %d", s, want)
+	}
+	// Flat-field correction: the CPU reference's pixels, written back, and
+	// their sum; gains around 1, some far out, and special values.
+	gains := make([]float32, w*h)
+	for i := range gains {
+		gains[i] = float32(0.5 + r.Float64())
+	}
+	gains[0], gains[1], gains[2], gains[3] = float32(math.NaN()), float32(math.Inf(1)), -1, 1e6
+	pix := upload(t, d, t2)
+	must(t, Memset(nil, sum, 0))
+	must(t, Gray16ToFloat(nil, f, pix, upload(t, d, gains), sum))
+	got, back := download[float64](t, f), download[byte](t, pix)
+	want = 0
+	for i, v := range got {
+		c := correctRef(uint16(t2[2*i])<<8|uint16(t2[2*i+1]), gains[i])
+		if v != float64(c) || uint16(back[2*i])<<8|uint16(back[2*i+1]) != c {
+			t.Fatalf("corrected pixel %d (gain %v): %v and %d written back, want %d", i, gains[i], v, uint16(back[2*i])<<8|uint16(back[2*i+1]), c)
+		}
+		want += uint64(c)
+	}
+	if s := download[uint64](t, sum)[0]; s != want {
+		t.Fatalf("corrected pixel sum %d, want %d", s, want)
 	}
 	offs := []int64{0, 0, 5, -3, -60, 40, 66, 40, -66, -40, 67, 0, 30, 12, -1, 39}
 	n := len(offs) / 2

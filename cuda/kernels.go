@@ -366,21 +366,37 @@ func LocalMax(s *Stream, dst, m DeviceMem, w, h int) error {
 		[]uint64{uint64(dst.ptr), uint64(m.ptr), uint64(w), uint64(h)})
 }
 
-// Gray16ToFloat queues, on s, the conversion of n = src.Size()/2 big-endian
-// 16-bit values (the pixel layout of Go's image.Gray16) into the n float64
-// values of dst, so that a tile crosses the bus at 2 bytes a pixel rather
-// than 8.
-func Gray16ToFloat(s *Stream, dst, src DeviceMem) error {
-	n := src.size / 2
-	if src.size%2 != 0 || dst.size != 8*n {
-		return fmt.Errorf("%w: Gray16ToFloat: %d bytes of pixels into %d bytes", ErrSize, src.size, dst.size)
+// Gray16ToFloat queues, on s, the conversion of the n = pix.Size()/2
+// big-endian 16-bit pixels of pix (the layout of Go's image.Gray16) into
+// the n float64 values of dst, so that a tile crosses the bus at 2 bytes a
+// pixel rather than 8. gain and sum are optional (a zero DeviceMem for
+// none). With gain (n float32 values), each pixel is first flat-field
+// corrected exactly as stitching/align.FlatField corrects it (v·gain
+// rounded half up and clamped to 16 bits in float32, the product rounded
+// before the addition) and written back to pix. With sum (one uint64), the
+// pixels' sum, after correction, is added to it.
+func Gray16ToFloat(s *Stream, dst, pix, gain, sum DeviceMem) error {
+	n := pix.size / 2
+	switch {
+	case pix.size%2 != 0 || dst.size != 8*n:
+		return fmt.Errorf("%w: Gray16ToFloat: %d bytes of pixels into %d bytes", ErrSize, pix.size, dst.size)
+	case gain.dev != nil && gain.size < 4*n:
+		return fmt.Errorf("%w: Gray16ToFloat: %d bytes of gains for %d pixels", ErrSize, gain.size, n)
+	case sum.dev != nil && sum.size < 8:
+		return fmt.Errorf("%w: Gray16ToFloat: %d bytes for the sum", ErrSize, sum.size)
 	}
-	d, err := sameDeviceMem("Gray16ToFloat", dst, src)
+	mems := []DeviceMem{dst, pix}
+	for _, m := range []DeviceMem{gain, sum} {
+		if m.dev != nil {
+			mems = append(mems, m)
+		}
+	}
+	d, err := sameDeviceMem("Gray16ToFloat", mems...)
 	if err != nil {
 		return err
 	}
 	return launch("Gray16ToFloat", s, d, func(k *kernelFunc) uintptr { return k.toF64 }, n,
-		[]uint64{uint64(dst.ptr), uint64(src.ptr), uint64(n)})
+		[]uint64{uint64(dst.ptr), uint64(pix.ptr), uint64(gain.ptr), uint64(n), uint64(sum.ptr)})
 }
 
 // NCCSumsLen is the number of uint64 values [NCCSums] writes per offset.

@@ -216,3 +216,29 @@ func TestNCCSumsReference(t *testing.T) {
 		t.Fatalf("no overlap: sums %v, want zeros", got)
 	}
 }
+
+// correctRef is the flat-field correction of htgs_gray16_to_f64 (and of
+// stitching/align.FlatField) on the CPU.
+func correctRef(v uint16, gain float32) uint16 {
+	r := float32(float32(v)*gain) + 0.5
+	switch {
+	case r >= 65535:
+		return 65535
+	case r > 0:
+		return uint16(r)
+	}
+	return 0
+}
+
+// The reference rounds half up, clamps, and maps NaN to 0.
+func TestCorrectReference(t *testing.T) {
+	for _, c := range []struct {
+		v    uint16
+		g    float32
+		want uint16
+	}{{100, 1.5, 150}, {3, 0.5, 2}, {1, 0.49, 0}, {60000, 2, 65535}, {7, float32(math.NaN()), 0}, {7, -2, 0}, {65535, 1, 65535}} {
+		if got := correctRef(c.v, c.g); got != c.want {
+			t.Errorf("correct(%d, %v) = %d, want %d", c.v, c.g, got, c.want)
+		}
+	}
+}

@@ -149,16 +149,22 @@ func (k *worker) stop() error {
 type cudaTransformer struct {
 	worker
 	periodic bool
-	staging  cuda.HostMem // pixels, then a and b (float64) from hostOff
+	staging  cuda.HostMem // pixels, then a and b (float64) from hostOff, then the pixel sum
 	hostOff  int64
 	host     []float64      // a (w/2+1 complex), then b (h complex)
-	scratch  cuda.DeviceMem // the tile as float64, then a and b
+	scratch  cuda.DeviceMem // the tile as float64, then a and b, then the pixel sum
 	tables   cuda.SmoothTables
 	cpu      *align.FFT2 // border transforms and smooth-component tables
+	// With a flat field: its gains on the device, and a scratch tile
+	// whose border pixels only are the corrected tile's (the border
+	// transforms read nothing else).
+	ff     *align.FlatField
+	gain   cuda.DeviceMem
+	border *image.Gray16
 }
 
-func (be *cudaBackend) newTransformer(w, h int, opt align.Options) transformer {
-	return &cudaTransformer{worker: worker{w: w, h: h}, periodic: !opt.NoPeriodicDecomposition}
+func (be *cudaBackend) newTransformer(w, h int, opt align.Options, ff *align.FlatField) transformer {
+	return &cudaTransformer{worker: worker{w: w, h: h}, periodic: !opt.NoPeriodicDecomposition, ff: ff}
 }
 
 // borderFloats is the number of float64 values of a and b.
@@ -170,13 +176,22 @@ func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error 
 	}
 	t.hostOff = (pixBytes(t.w, t.h) + 15) &^ 15
 	var err error
-	if t.staging, err = t.dev.AllocHost(t.hostOff + 8*int64(t.borderFloats())); err != nil {
+	if t.staging, err = t.dev.AllocHost(t.hostOff + 8*int64(t.borderFloats()) + 8); err != nil {
 		return err
 	}
 	t.frees = append(t.frees, t.staging.Free)
 	t.host = cuda.HostSlice[float64](t.staging.Slice(t.hostOff, 8*int64(t.borderFloats())))
-	if t.scratch, err = t.alloc(8*int64(t.w*t.h) + 8*int64(t.borderFloats())); err != nil {
+	if t.scratch, err = t.alloc(8*int64(t.w*t.h) + 8*int64(t.borderFloats()) + 8); err != nil {
 		return err
+	}
+	if t.ff != nil {
+		if t.gain, err = t.alloc(4 * int64(t.w*t.h)); err != nil {
+			return err
+		}
+		if err := cuda.CopyToDevice(t.stream, t.gain, t.ff.Gains()); err != nil {
+			return err
+		}
+		t.border = image.NewGray16(image.Rect(0, 0, t.w, t.h))
 	}
 	if !t.periodic {
 		return nil
@@ -207,10 +222,10 @@ func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error 
 
 func (t *cudaTransformer) Shutdown(context.Context) error { return t.stop() }
 
-func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst devSpectrum) error {
+func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst devSpectrum) (float64, error) {
 	spec, pix, err := slotParts(dst, t.w, t.h)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	w, h := t.w, t.h
 	b := tile.Bounds()
@@ -223,11 +238,14 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 		}
 	}
 	if err := cuda.CopyHtoD(t.stream, pix, t.staging.Slice(0, pixBytes(w, h))); err != nil {
-		return err
+		return 0, err
 	}
+	nb := 8 * int64(t.borderFloats())
 	img := t.scratch.Slice(0, 8*int64(w*h))
+	sumDev := t.scratch.Slice(8*int64(w*h)+nb, 8)
+	sumHost := t.staging.Slice(t.hostOff+nb, 8)
 	if t.periodic {
-		a, bb := t.cpu.BorderSpectra(tile)
+		a, bb := t.cpu.BorderSpectra(t.borders(tile))
 		offB := 2 * (w/2 + 1)
 		for q, v := range a {
 			t.host[2*q], t.host[2*q+1] = real(v), imag(v)
@@ -235,27 +253,61 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 		for r, v := range bb {
 			t.host[offB+2*r], t.host[offB+2*r+1] = real(v), imag(v)
 		}
-		n := 8 * int64(t.borderFloats())
-		if err := cuda.CopyHtoD(t.stream, t.scratch.Slice(8*int64(w*h), n), t.staging.Slice(t.hostOff, n)); err != nil {
-			return err
+		if err := cuda.CopyHtoD(t.stream, t.scratch.Slice(8*int64(w*h), nb), t.staging.Slice(t.hostOff, nb)); err != nil {
+			return 0, err
 		}
 	}
-	if err := cuda.Gray16ToFloat(t.stream, img, pix); err != nil {
-		return err
+	if err := cuda.Memset(t.stream, sumDev, 0); err != nil {
+		return 0, err
+	}
+	// Correct (with a flat field) and sum the pixels in the slot, and
+	// convert them for the transform.
+	if err := cuda.Gray16ToFloat(t.stream, img, pix, t.gain, sumDev); err != nil {
+		return 0, err
+	}
+	if err := cuda.CopyDtoH(t.stream, sumHost, sumDev); err != nil {
+		return 0, err
 	}
 	if err := t.plan.Forward(spec, img); err != nil {
-		return err
+		return 0, err
 	}
 	if t.periodic {
 		a := t.scratch.Slice(8*int64(w*h), 16*int64(w/2+1))
 		bb := t.scratch.Slice(8*int64(w*h)+16*int64(w/2+1), 16*int64(h))
 		if err := cuda.SubtractSmooth(t.stream, spec, a, bb, &t.tables); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	// The staging buffer is refilled by the next call: wait for the copies
 	// (and the transform, which later tasks read on other streams).
-	return t.stream.Synchronize()
+	if err := t.stream.Synchronize(); err != nil {
+		return 0, err
+	}
+	return float64(cuda.HostSlice[uint64](sumHost)[0]), nil
+}
+
+// borders returns tile, or with a flat field a tile whose border rows and
+// columns are tile's corrected (its inside is not written).
+func (t *cudaTransformer) borders(tile *image.Gray16) *image.Gray16 {
+	if t.ff == nil {
+		return tile
+	}
+	b := tile.Bounds()
+	at := func(x, y int) {
+		i := tile.PixOffset(b.Min.X+x, b.Min.Y+y)
+		u := t.ff.CorrectPixel(x, y, uint16(tile.Pix[i])<<8|uint16(tile.Pix[i+1]))
+		j := t.border.PixOffset(x, y)
+		t.border.Pix[j], t.border.Pix[j+1] = uint8(u>>8), uint8(u)
+	}
+	for x := range t.w {
+		at(x, 0)
+		at(x, t.h-1)
+	}
+	for y := range t.h {
+		at(0, y)
+		at(t.w-1, y)
+	}
+	return t.border
 }
 
 // cudaCorrelator computes the phase-correlation matrix of a pair on the

@@ -80,15 +80,19 @@ func TestCUDATransformAndPeaks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := be.newTransformer(w, h, opt)
+		tr := be.newTransformer(w, h, opt, nil)
 		bound(t, be, tr, func() {
 			for _, x := range []struct {
 				img  *image.Gray16
 				dst  devSpectrum
 				want []complex128
 			}{{t1, s1, want1}, {t2, s2, want2}} {
-				if err := tr.forward(context.Background(), x.img, x.dst); err != nil {
+				dc, err := tr.forward(context.Background(), x.img, x.dst)
+				if err != nil {
 					t.Fatal(err)
+				}
+				if want := pixelSum(x.img); dc != want {
+					t.Fatalf("periodic %v: pixel sum %v, want %v", periodic, dc, want)
 				}
 				spec, pix, err := slotParts(x.dst, w, h)
 				if err != nil {
@@ -183,6 +187,79 @@ func TestCUDATransformAndPeaks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// With a flat field the GPU corrects the tile as FlatField.Apply does: the
+// slot's pixels, the pixel sum and the spectrum are those of the corrected
+// tile on the CPU; and a whole grid with strong vignetting stitches to the
+// CPU's translations.
+func TestCUDAFlatField(t *testing.T) {
+	be := cudaOrSkip(t)
+	cfg := synth.ConfigFor(synth.Hard)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 3, 4, 256, 192, 1
+	cfg.Overlap = 0.25
+	g := synthGrid(t, cfg)
+	src := g.source(t)
+	w, h := src.TileSize()
+	cpu, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff := cpu.FlatField
+	if ff == nil || ff.Identity() {
+		t.Fatal("the hard grid's flat field is not significant: the test needs one")
+	}
+	tile := g.tiles[5]
+	want := ff.Apply(tile)
+	opt := align.Options{}
+	ref := align.NewTileFFT(w, h, opt)
+	wantSpec := make([]complex128, ref.SpectrumLen())
+	ref.Forward(want, wantSpec)
+	alloc := be.spectra(w, h)
+	slot, err := alloc.Alloc(be.devs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alloc.Free(be.devs[0], slot)
+	tr := be.newTransformer(w, h, opt, ff)
+	bound(t, be, tr, func() {
+		dc, err := tr.forward(context.Background(), tile, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := pixelSum(want); dc != s {
+			t.Fatalf("pixel sum %v, want the corrected tile's %v", dc, s)
+		}
+		spec, pix, err := slotParts(slot, w, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		px := make([]byte, 2*w*h)
+		if err := cuda.CopyFromDevice(nil, px, pix); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(px, want.Pix[:2*w*h]) {
+			t.Fatal("the slot's pixels are not the corrected tile's")
+		}
+		got := make([]complex128, (w/2+1)*h)
+		if err := cuda.CopyFromDevice(nil, got, spec); err != nil {
+			t.Fatal(err)
+		}
+		scale := cmplx.Abs(wantSpec[0])
+		for ky := range h {
+			for kx := range w/2 + 1 {
+				if d := cmplx.Abs(got[ky*(w/2+1)+kx] - wantSpec[kx*h+ky]); d > 1e-9*scale {
+					t.Fatalf("coefficient (%d, %d): GPU %v, CPU %v", kx, ky, got[ky*(w/2+1)+kx], wantSpec[kx*h+ky])
+				}
+			}
+		}
+	})
+	res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, GPU: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTranslations(t, "relative", res.Relative, cpu.Relative)
+	sameTranslations(t, "optimized", res.Optimized, cpu.Optimized)
 }
 
 // Stitching with -gpu gives the CPU's translations on a small grid (a

@@ -35,8 +35,10 @@ type gpuBackend interface {
 	devices() []device.Device
 	// spectra returns the allocator of device spectra of w x h tiles.
 	spectra(w, h int) memmgr.Allocator[devSpectrum]
-	// newTransformer returns the tile FFT of one task copy.
-	newTransformer(w, h int, opt align.Options) transformer
+	// newTransformer returns the tile FFT of one task copy. With a flat
+	// field ff (nil for none) the transformer corrects the tiles it is
+	// given, as ff.Apply would, before the transform.
+	newTransformer(w, h int, opt align.Options, ff *align.FlatField) transformer
 	// newCorrelator returns the PCIAM of one task copy.
 	newCorrelator(w, h int, opt align.Options) correlator
 }
@@ -52,8 +54,9 @@ type devSpectrum interface {
 // goroutine of every later call and receives the clone's device).
 type transformer interface {
 	// forward computes the spectrum that [align.Aligner.Peaks] expects (of the
-	// periodic component unless the options say otherwise) into dst.
-	forward(ctx context.Context, tile *image.Gray16, dst devSpectrum) error
+	// periodic component unless the options say otherwise) into dst, and
+	// returns the sum of the (corrected) tile's pixels, its DC coefficient.
+	forward(ctx context.Context, tile *image.Gray16, dst devSpectrum) (dc float64, err error)
 }
 
 // A correlator finds the phase-correlation peaks of a pair on its task
@@ -163,9 +166,18 @@ type peaksJob struct {
 // correlators cannot score offsets (no scorer) gets the CCF on the CPU
 // instead: pciam (GPU) -> ccf (CPU, workers copies), with the tiles' host
 // copies kept until then.
+//
+// When the CCF runs on the devices and src corrects its tiles with a flat
+// field (CorrectedSource), the graph reads them uncorrected and the
+// transformers correct them on the devices, which also sum them.
 func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots, readers, workers, streams int) (*graph.Graph[tileRef, pairDone], error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
+	_, onDevice := be.newCorrelator(w, h, opt).(scorer)
+	var ff *align.FlatField
+	if cs, ok := src.(correctedSource); ok && onDevice {
+		src, ff = cs.TileSource, cs.ff
+	}
 	devs := be.devices()
 	if len(devs) == 0 {
 		return nil, ErrNoGPU
@@ -199,12 +211,11 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		if err != nil {
 			return err
 		}
-		l.img, l.dc = img, pixelSum(img)
+		l.img = img
 		return out.Emit(l)
 	})
-	_, dropHost := be.newCorrelator(w, h, opt).(scorer)
 	fft := graph.AddTask(cg, "fft", streams, func() task.Task[*loaded, *loaded] {
-		return &fftTask{tr: be.newTransformer(w, h, opt), dropHost: dropHost}
+		return &fftTask{tr: be.newTransformer(w, h, opt, ff), dropHost: onDevice}
 	})
 	bk := bookkeeper.New[*loaded](cg, "pairs")
 	pairs := bookkeeper.AddRule(bk, "both tiles ready", func() bookkeeper.Rule[*loaded, pairJob] {
@@ -212,7 +223,6 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		r.Join = newPairRule(rows, cols, func(p align.Pair) bool { return r.band.has(p) })
 		return r
 	})
-	_, onDevice := be.newCorrelator(w, h, opt).(scorer)
 	if onDevice {
 		// PCIAM and CCF on the device: the pair's translation comes back.
 		pciam := graph.AddTask(cg, "pciam+ccf", streams, func() task.Task[pairJob, pairDone] {
@@ -279,9 +289,11 @@ func (t *fftTask) Initialize(ctx context.Context, info task.Info) error {
 func (t *fftTask) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.tr) }
 
 func (t *fftTask) Execute(ctx context.Context, l *loaded, out task.Emitter[*loaded]) error {
-	if err := t.tr.forward(ctx, l.img, l.dev.Data); err != nil {
+	dc, err := t.tr.forward(ctx, l.img, l.dev.Data)
+	if err != nil {
 		return fmt.Errorf("stitching: FFT of tile (%d, %d) on the GPU: %w", l.row, l.col, err)
 	}
+	l.dc = dc
 	if t.dropHost {
 		l.img = nil
 	}

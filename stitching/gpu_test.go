@@ -13,6 +13,7 @@ import (
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -26,6 +27,8 @@ type fakeGPUs struct {
 	// ccfOnDevice makes the correlators scorers: the CCF then runs in
 	// the PCIAM task, from pixels the transformer kept in the slot.
 	ccfOnDevice bool
+	// corrected records that a transformer was given a flat field.
+	corrected atomic.Bool
 	// failFFT, when positive, makes the failFFT-th transform fail.
 	failFFT int64
 	ffts    atomic.Int64
@@ -115,19 +118,26 @@ type fakeTransformer struct {
 	onGPU
 	f    *fakeGPUs
 	tfft *align.TileFFT
+	ff   *align.FlatField
 }
 
-func (f *fakeGPUs) newTransformer(w, h int, opt align.Options) transformer {
-	return &fakeTransformer{f: f, tfft: align.NewTileFFT(w, h, opt)}
+func (f *fakeGPUs) newTransformer(w, h int, opt align.Options, ff *align.FlatField) transformer {
+	if ff != nil {
+		f.corrected.Store(true)
+	}
+	return &fakeTransformer{f: f, tfft: align.NewTileFFT(w, h, opt), ff: ff}
 }
 
-func (t *fakeTransformer) forward(_ context.Context, tile *image.Gray16, dst devSpectrum) error {
+func (t *fakeTransformer) forward(_ context.Context, tile *image.Gray16, dst devSpectrum) (float64, error) {
 	if t.f.failFFT > 0 && t.f.ffts.Add(1) == t.f.failFFT {
-		return errors.New("fake cuFFT failure")
+		return 0, errors.New("fake cuFFT failure")
 	}
 	d, err := t.spec(dst)
 	if err != nil {
-		return err
+		return 0, err
+	}
+	if t.ff != nil { // "on the device"
+		tile = t.ff.Apply(tile)
 	}
 	t.tfft.Forward(tile, d)
 	b := tile.Bounds()
@@ -136,7 +146,7 @@ func (t *fakeTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 		copy(pix[2*w*y:2*w*(y+1)], tile.Pix[tile.PixOffset(b.Min.X, b.Min.Y+y):])
 	}
 	t.dev.transforms.Add(1)
-	return nil
+	return pixelSum(tile), nil
 }
 
 type fakeCorrelator struct {
@@ -365,5 +375,38 @@ func TestStitchGPUErrors(t *testing.T) {
 		if _, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{GPU: true}); !errors.Is(err, ErrNoGPUBuild) {
 			t.Fatalf("GPU without the cuda tag: %v, want ErrNoGPUBuild", err)
 		}
+	}
+}
+
+// With a significant flat field and the CCF on the devices, the GPU graph
+// reads the tiles uncorrected and the devices correct them; either way the
+// translations are the CPU graph's.
+func TestStitchGPUFlatFieldOnDevice(t *testing.T) {
+	cfg := synth.ConfigFor(synth.Hard)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 3, 4, 256, 192, 1
+	cfg.Overlap = 0.25
+	g := synthGrid(t, cfg)
+	src := g.source(t)
+	cpu, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu.FlatField == nil || cpu.FlatField.Identity() {
+		t.Fatal("the hard grid's flat field is not significant: the test needs one")
+	}
+	for _, onDevice := range []bool{false, true} {
+		fake := newFakeGPUs(2)
+		fake.ccfOnDevice = onDevice
+		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The devices correct the tiles when they also do the CCF; else
+		// the CPU does, for the CCF's host copies.
+		if fake.corrected.Load() != onDevice {
+			t.Fatalf("CCF on the device %v: flat field given to the transformers %v", onDevice, fake.corrected.Load())
+		}
+		sameTranslations(t, "relative", res.Relative, cpu.Relative)
+		sameTranslations(t, "optimized", res.Optimized, cpu.Optimized)
 	}
 }

@@ -218,13 +218,49 @@ extern "C" __global__ void htgs_local_max(double *out, const double *m, long lon
 	}
 }
 
-// htgs_gray16_to_f64 writes dst[i] = the big-endian 16-bit value at
-// src[2i], src[2i+1] (the layout of Go's image.Gray16 pixels) for i < n.
-extern "C" __global__ void htgs_gray16_to_f64(double *dst, const unsigned char *src, long long n)
+// htgs_gray16_to_f64 converts the n big-endian 16-bit pixels of pix (the
+// layout of Go's image.Gray16) to double in dst. With a non-null gain (n
+// floats) each pixel is first flat-field corrected, v*gain[i] rounded half
+// up and clamped to [0, 65535] in float arithmetic with the product rounded
+// before the addition (as Go's stitching/align.FlatField computes it), and
+// written back to pix. With a non-null sum the pixels' sum (after
+// correction) is added to *sum. Launch with HTGS_BLOCK threads per block.
+extern "C" __global__ void htgs_gray16_to_f64(double *dst, unsigned char *pix, const float *gain,
+					      long long n, unsigned long long *sum)
 {
+	__shared__ unsigned long long red[HTGS_BLOCK];
+	unsigned long long s = 0;
 	long long stride = (long long)blockDim.x * gridDim.x;
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		dst[i] = (double)(((unsigned int)src[2 * i] << 8) | (unsigned int)src[2 * i + 1]);
+		unsigned int v = ((unsigned int)pix[2 * i] << 8) | (unsigned int)pix[2 * i + 1];
+		if (gain) {
+			float r = __fadd_rn(__fmul_rn((float)v, gain[i]), 0.5f);
+			unsigned int u = 0;
+			if (r >= 65535.0f) {
+				u = 65535;
+			} else if (r > 0.0f) {
+				u = (unsigned int)r;
+			}
+			v = u;
+			pix[2 * i] = (unsigned char)(v >> 8);
+			pix[2 * i + 1] = (unsigned char)v;
+		}
+		dst[i] = (double)v;
+		s += v;
+	}
+	if (!sum) {
+		return;
+	}
+	red[threadIdx.x] = s;
+	__syncthreads();
+	for (int k = HTGS_BLOCK / 2; k > 0; k >>= 1) {
+		if (threadIdx.x < k) {
+			red[threadIdx.x] += red[threadIdx.x + k];
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) {
+		atomicAdd(sum, red[0]);
 	}
 }
 

@@ -335,19 +335,41 @@ func (f *FlatField) apply(out, tile *image.Gray16, op string) {
 		dst := out.Pix[out.PixOffset(ob.Min.X, ob.Min.Y+y):]
 		g := f.gain[y*f.w : (y+1)*f.w]
 		for x, gv := range g {
-			v := float32(uint16(src[2*x])<<8|uint16(src[2*x+1]))*gv + 0.5
-			var u uint16
-			switch {
-			case v >= 65535:
-				u = 65535
-			case v > 0:
-				u = uint16(v)
-			}
+			u := correct(uint16(src[2*x])<<8|uint16(src[2*x+1]), gv)
 			dst[2*x] = uint8(u >> 8)
 			dst[2*x+1] = uint8(u)
 		}
 	}
 }
+
+// correct is the correction of one pixel: v·gain rounded to the nearest
+// integer (half up) and clamped to [0, 65535], in float32 arithmetic, the
+// product rounded before the addition (no fused multiply-add). A GPU
+// implementation computes the same with __fmul_rn and __fadd_rn.
+func correct(v uint16, gain float32) uint16 {
+	// The conversion rounds the product: without it Go may fuse the
+	// multiply and add (it does on arm64), and results would differ by
+	// platform.
+	r := float32(float32(v)*gain) + 0.5
+	switch {
+	case r >= 65535:
+		return 65535
+	case r > 0:
+		return uint16(r)
+	}
+	return 0
+}
+
+// Gains returns the per-pixel correction factors, row-major (W·H values):
+// a pixel v at (x, y) becomes v·Gains()[y·W+x], rounded half up and
+// clamped to 16 bits, computed in float32. They belong to the flat field
+// and must not be modified. Implementations of [FlatField.Apply] elsewhere
+// (a GPU) use them.
+func (f *FlatField) Gains() []float32 { return f.gain }
+
+// CorrectPixel returns pixel value v at (x, y) corrected as
+// [FlatField.Apply] corrects it.
+func (f *FlatField) CorrectPixel(x, y int, v uint16) uint16 { return correct(v, f.gain[y*f.w+x]) }
 
 // legendre fills p with the Legendre polynomials P_0..P_{len(p)-1} at u.
 func legendre(u float64, p []float64) {
