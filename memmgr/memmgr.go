@@ -81,6 +81,7 @@ type Pool[T any] struct {
 	name     string
 	capacity int
 	alloc    Allocator[T]
+	sized    SizedAllocator[T] // set instead of alloc for a SizedPool
 	cfg      config
 	spec     *core.Spec
 	bp       *core.Blueprint
@@ -105,17 +106,27 @@ func (p *Pool[T]) Name() string { return p.name }
 // Capacity returns the number of buffers of each pool instance.
 func (p *Pool[T]) Capacity() int { return p.capacity }
 
-// Use declares that the given tasks get memory from p (the memory edges of
-// HTGS). Pools work without it; it shapes the graph's picture, and a
-// declared getter must belong to the pool's graph.
-func Use[T any](p *Pool[T], getters ...graph.Vertex) {
+// Declared is a pool declared in a graph: a [*Pool] or a [*SizedPool],
+// for [Use]. Only this package's pools implement it.
+type Declared interface {
+	Name() string
+	declared() (*core.Spec, *core.Blueprint)
+}
+
+func (p *Pool[T]) declared() (*core.Spec, *core.Blueprint) { return p.spec, p.bp }
+
+// Use declares that the given tasks get memory from pool (the memory
+// edges of HTGS). Pools work without it; it shapes the graph's picture,
+// and a declared getter must belong to the pool's graph.
+func Use(pool Declared, getters ...graph.Vertex) {
+	spec, bp := pool.declared()
 	for _, g := range getters {
 		s := core.SpecOf(g)
-		if s == nil || s.BP != p.bp {
-			p.bp.Errorf("htgs/memmgr: pool %q: memory edge to a node of another graph", p.name)
+		if s == nil || s.BP != bp {
+			bp.Errorf("htgs/memmgr: pool %q: memory edge to a node of another graph", pool.Name())
 			continue
 		}
-		p.bp.MemEdges = append(p.bp.MemEdges, core.MemEdge{Pool: p.spec, Getter: s})
+		bp.MemEdges = append(bp.MemEdges, core.MemEdge{Pool: spec, Getter: s})
 	}
 }
 
@@ -129,7 +140,7 @@ func (p *Pool[T]) Get(ctx context.Context, releases int) (*Buffer[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return in.get(ctx, releases)
+	return in.get(ctx, releases, 0)
 }
 
 func (p *Pool[T]) instance(ctx context.Context) (*instance[T], error) {
@@ -182,6 +193,7 @@ type instance[T any] struct {
 	name     string
 	capacity int
 	alloc    Allocator[T]
+	sized    SizedAllocator[T] // a SizedPool's: buffers made per Get, freed per release
 	dev      device.Device
 	log      *slog.Logger
 	reclaim  bool
@@ -205,18 +217,18 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 	if p.capacity < 1 {
 		return nil, fmt.Errorf("htgs/memmgr: pool %q: capacity %d, want at least 1", full, p.capacity)
 	}
-	if p.alloc == nil {
+	if p.alloc == nil && p.sized == nil {
 		return nil, fmt.Errorf("htgs/memmgr: pool %q: nil allocator", full)
 	}
 	dev := sc.Device
 	if dev == nil {
 		dev = device.Host{}
 	}
-	in := &instance[T]{name: full, capacity: p.capacity, alloc: p.alloc, dev: dev, log: sc.Run.Log, reclaim: p.cfg.reclaim,
+	in := &instance[T]{name: full, capacity: p.capacity, alloc: p.alloc, sized: p.sized, dev: dev, log: sc.Run.Log, reclaim: p.cfg.reclaim,
 		free: make([]*slot[T], 0, p.capacity), wake: make(chan struct{}, p.capacity), stop: make(chan struct{})}
-	if !p.cfg.dynamic {
+	if !p.cfg.dynamic && p.sized == nil {
 		for range p.capacity {
-			s, err := in.newSlot()
+			s, err := in.newSlot(0)
 			if err != nil {
 				return nil, errors.Join(err, in.close(err))
 			}
@@ -237,13 +249,23 @@ func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 	return poolInst{}, nil
 }
 
-// newSlot allocates a buffer; in.mu is held (or the pool is being built).
-// A panicking allocator is an error naming the pool, so the lock is
-// released and the run can end.
-func (in *instance[T]) newSlot() (*slot[T], error) {
+// newSlot allocates a buffer (of n elements in a sized pool); in.mu is
+// held (or the pool is being built). A panicking allocator is an error
+// naming the pool, so the lock is released and the run can end.
+func (in *instance[T]) newSlot(n int) (*slot[T], error) {
 	var v T
-	err := protect(func() (err error) { v, err = in.alloc.Alloc(in.dev); return err })
+	err := protect(func() (err error) {
+		if in.sized != nil {
+			v, err = in.sized.AllocSize(in.dev, n)
+		} else {
+			v, err = in.alloc.Alloc(in.dev)
+		}
+		return err
+	})
 	if err != nil {
+		if in.sized != nil {
+			return nil, fmt.Errorf("htgs/memmgr: pool %q: allocating %d elements on %s: %w", in.name, n, in.dev.Name(), err)
+		}
 		return nil, fmt.Errorf("htgs/memmgr: pool %q: allocating on %s: %w", in.name, in.dev.Name(), err)
 	}
 	in.allocated++
@@ -260,15 +282,15 @@ func protect(f func() error) (err error) {
 	return f()
 }
 
-func (in *instance[T]) get(ctx context.Context, releases int) (*Buffer[T], error) {
-	s, err := in.take(ctx)
+func (in *instance[T]) get(ctx context.Context, releases, n int) (*Buffer[T], error) {
+	s, err := in.take(ctx, n)
 	if err != nil {
 		return nil, err
 	}
-	n := in.inUse.Add(1)
+	out := in.inUse.Add(1)
 	for {
 		p := in.peak.Load()
-		if n <= p || in.peak.CompareAndSwap(p, n) {
+		if out <= p || in.peak.CompareAndSwap(p, out) {
 			break
 		}
 	}
@@ -277,7 +299,9 @@ func (in *instance[T]) get(ctx context.Context, releases int) (*Buffer[T], error
 	return b, nil
 }
 
-func (in *instance[T]) take(ctx context.Context) (*slot[T], error) {
+// take hands out a free buffer, or allocates one (of n elements in a sized
+// pool), waiting while the pool's capacity is out.
+func (in *instance[T]) take(ctx context.Context, n int) (*slot[T], error) {
 	var waited bool
 	var prev core.State
 	var t0 time.Time
@@ -301,7 +325,7 @@ func (in *instance[T]) take(ctx context.Context) (*slot[T], error) {
 			return s, nil
 		}
 		if in.allocated < in.capacity {
-			s, err := in.newSlot()
+			s, err := in.newSlot(n)
 			if err == nil {
 				in.markOut(s)
 			}
@@ -356,21 +380,32 @@ func (in *instance[T]) put(s *slot[T]) error {
 		// The run has ended: free late releases at once.
 		return in.freeSlot(s)
 	}
-	in.free = append(in.free, s)
+	var err error
+	if in.sized != nil {
+		err = in.freeSlot(s) // sized buffers are made per Get
+	} else {
+		in.free = append(in.free, s)
+	}
 	if in.waiters > 0 {
 		select {
 		case in.wake <- struct{}{}:
 		default: // enough tokens are pending already
 		}
 	}
-	return nil
+	return err
 }
 
 // freeSlot frees a buffer; in.mu is held. A failing or panicking Free is
 // returned as an error naming the pool.
 func (in *instance[T]) freeSlot(s *slot[T]) error {
 	in.allocated--
-	if err := protect(func() error { return in.alloc.Free(in.dev, s.data) }); err != nil {
+	free := func() error {
+		if in.sized != nil {
+			return in.sized.Free(in.dev, s.data)
+		}
+		return in.alloc.Free(in.dev, s.data)
+	}
+	if err := protect(free); err != nil {
 		return fmt.Errorf("htgs/memmgr: pool %q: freeing a buffer on %s: %w", in.name, in.dev.Name(), err)
 	}
 	return nil
