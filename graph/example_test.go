@@ -119,3 +119,40 @@ func ExamplePriority() {
 	}
 	// Output: 0 8 7 2 1
 }
+
+// describer is the state of a task of two input types, one method each.
+type describer struct{ seen int }
+
+func (d *describer) Number(_ context.Context, v int, out task.Emitter[string]) error {
+	d.seen++
+	return out.Emit(fmt.Sprintf("number %d", v))
+}
+
+func (d *describer) Word(_ context.Context, w string, out task.Emitter[string]) error {
+	d.seen++
+	return out.Emit("word " + w)
+}
+
+// A task with an input of ints and one of strings, each executed by its
+// own method on the copy's state; the edges to them are typed like any
+// other, and the task has one queue and no goroutine per input.
+func ExampleAddMultiTask() {
+	g := graph.New[int, string]("describe")
+	spell := graph.AddFunc(g, "spell", 1, func(_ context.Context, v int, out task.Emitter[string]) error {
+		return out.Emit([]string{"zero", "one", "two"}[v])
+	})
+	describe := graph.AddMultiTask[*describer, string](g, "describe", 1, func() *describer { return &describer{} })
+	graph.Connect(g.Input(), graph.AddInput(describe, (*describer).Number))
+	graph.Connect(g.Input(), spell)
+	graph.Connect(spell, graph.AddInput(describe, (*describer).Word))
+	graph.Connect(describe, g.Output())
+
+	var got []string
+	err := g.Run(context.Background(), slices.Values([]int{1, 2}), func(s string) error {
+		got = append(got, s)
+		return nil
+	})
+	slices.Sort(got) // the two inputs interleave in any order
+	fmt.Println(got, err)
+	// Output: [number 1 number 2 word one word two] <nil>
+}

@@ -107,7 +107,14 @@ type Spec struct {
 	}
 	// index is the spec's position in BP.Specs.
 	index int
+	// multiIn tells that the node has several inputs: its Instance
+	// implements inputs, and an edge's To.Index picks one.
+	multiIn bool
 }
+
+// inputs is implemented by the instances of nodes with several inputs:
+// InAt(i) is the Sink of input i.
+type inputs interface{ InAt(i int) any }
 
 func (s *Spec) build(sc *Scope) (Instance, error) {
 	if s.builder != nil {
@@ -571,7 +578,11 @@ func Instantiate(b *Blueprint, sc *Scope, input, output any) ([]Instance, error)
 		if e.To.Spec == nil {
 			dst = output
 		} else if in := instOf(e.To.Spec); in != nil {
-			dst = in.In()
+			if e.To.Spec.multiIn {
+				dst = in.(inputs).InAt(e.To.Index)
+			} else {
+				dst = in.In()
+			}
 		}
 		if src == nil || dst == nil {
 			return nil, fmt.Errorf("htgs: graph %q: edge %s -> %s has no port", b.Name, e.From.label(), e.To.label())
