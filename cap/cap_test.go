@@ -7,7 +7,11 @@ import (
 	"testing"
 
 	"github.com/gohtgs/htgs/tiled"
+	"go.uber.org/goleak"
 )
+
+// The constructs' graphs start goroutines; none may outlive a run.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func image(t *testing.T, w, h, tw, th int, budgetTiles int64) (*tiled.Image, []uint16) {
 	t.Helper()

@@ -11,28 +11,35 @@ import (
 // (2r+1) x (2r+1) median, edge pixels repeated, through Exchange with a
 // halo of r. The result equals MedianInMemory on the whole image.
 func Median(ctx context.Context, src, dst *tiled.Image, r int, o Options) error {
-	g := Exchange(src, dst, r, o, func(_ context.Context, t *Tile, out []uint16) error {
+	g := Exchange(src, dst, r, o, MedianFunc(r))
+	if err := Run(ctx, g, src.Tiles()); err != nil {
+		return err
+	}
+	return dst.Flush()
+}
+
+// MedianFunc is Median's process function: the (2r+1) x (2r+1) median of
+// a tile read with a halo of r, into an output tile of the same size.
+func MedianFunc(r int) ProcessFunc {
+	return func(_ context.Context, t *Tile, out []uint16) error {
 		win := make([]uint16, (2*r+1)*(2*r+1))
+		ow := t.Stride - 2*t.Halo
 		for y := 0; y < t.H; y++ {
 			for x := 0; x < t.W; x++ {
 				k := 0
 				for dy := -r; dy <= r; dy++ {
-					row := t.In[(y+r+dy)*t.Stride+x:]
+					row := t.In[(y+t.Halo+dy)*t.Stride+x+t.Halo-r:]
 					for dx := -r; dx <= r; dx++ {
 						win[k] = row[dx+r]
 						k++
 					}
 				}
 				slices.Sort(win)
-				out[y*src.TW+x] = win[len(win)/2]
+				out[y*ow+x] = win[len(win)/2]
 			}
 		}
 		return nil
-	})
-	if err := Run(ctx, g, src.Tiles()); err != nil {
-		return err
 	}
-	return dst.Flush()
 }
 
 // MedianInMemory is the reference (2r+1) x (2r+1) median of a w x h image

@@ -72,7 +72,8 @@ func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int6
 			os.Remove(path)
 		}
 	}()
-	w := &posWriter{w: bufio.NewWriterSize(f, 1<<20)}
+	// A buffer smaller than a tile: tile data goes straight to the file.
+	w := &posWriter{w: bufio.NewWriterSize(f, 64<<10)}
 	// Header: II, 43, offset size 8, 0, first IFD offset (patched).
 	w.bytes([]byte{'I', 'I', 43, 0, 8, 0, 0, 0})
 	nextPtr := w.pos
@@ -96,11 +97,23 @@ func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int6
 		tiles := level.Tiles()
 		offs := make([]uint64, len(tiles))
 		for i, c := range tiles {
+			_, _, cw, ch := level.Rect(c)
+			if hostLE && cw == level.TW && ch == level.TH {
+				// A whole tile goes from the cache to the file uncopied.
+				err := level.cache.do(c, func(t []uint16) bool {
+					offs[i] = uint64(w.pos)
+					w.bytes(asBytes(t))
+					return false
+				})
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			if err := level.ReadTile(c, buf); err != nil {
 				return err
 			}
 			// Zero the padding of edge tiles so the file is deterministic.
-			_, _, cw, ch := level.Rect(c)
 			for y := range level.TH {
 				row := buf[y*level.TW : (y+1)*level.TW]
 				if y >= ch {

@@ -60,6 +60,35 @@ func Create(path string, w, h, tw, th int, budget int64) (*Image, error) {
 	return im, nil
 }
 
+// Open opens an existing tile file written by an Image of w x h pixels in
+// tw x th tiles (after Flush or Close), with a fresh, empty tile cache of
+// at most budget bytes. The file must have the size such an image's tile
+// file has.
+func Open(path string, w, h, tw, th int, budget int64) (*Image, error) {
+	if w <= 0 || h <= 0 || tw <= 0 || th <= 0 {
+		return nil, fmt.Errorf("tiled: bad size %dx%d in %dx%d tiles", w, h, tw, th)
+	}
+	tb := int64(tw) * int64(th) * 2
+	if budget < tb {
+		return nil, fmt.Errorf("tiled: cache budget %d bytes is less than one %dx%d tile (%d bytes)", budget, tw, th, tb)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	im := &Image{W: w, H: h, TW: tw, TH: th, path: path, f: f}
+	st, err := f.Stat()
+	if err == nil && st.Size() != int64(im.TilesX()*im.TilesY())*tb {
+		err = fmt.Errorf("tiled: %s holds %d bytes, a %dx%d image in %dx%d tiles needs %d", path, st.Size(), w, h, tw, th, int64(im.TilesX()*im.TilesY())*tb)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	im.cache = newCache(im, int(budget/tb))
+	return im, nil
+}
+
 // CreateTemp is Create with a fresh file in dir (os.TempDir when empty)
 // that Close removes.
 func CreateTemp(dir string, w, h, tw, th int, budget int64) (*Image, error) {

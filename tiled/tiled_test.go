@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -336,5 +337,37 @@ func TestCacheConcurrent(t *testing.T) {
 	tile := binary.LittleEndian.Uint16(raw[2*(16*16*5+3*16+2):]) // tile (1,1), pixel (2,3)
 	if want := ref[(16+3)*64+16+2]; tile != want {
 		t.Fatalf("tile file pixel %d, want %d", tile, want)
+	}
+}
+
+// Open reads back a closed image's tile file with a cold cache, and
+// refuses a file of the wrong size.
+func TestOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.raw")
+	im, err := Create(path, 40, 30, 16, 16, 2*16*16*2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := fill(t, im, 4)
+	if err := im.Close(); err != nil {
+		t.Fatal(err)
+	}
+	im, err = Open(path, 40, 30, 16, 16, 2*16*16*2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	got := make([]uint16, 40*30)
+	if err := im.ReadRect(0, 0, 40, 30, got, Zero); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, ref) {
+		t.Fatal("reopened image differs")
+	}
+	if st := im.CacheStats(); st.Reads != 6 || st.Hits != 0 {
+		t.Fatalf("cold cache expected: %+v", st)
+	}
+	if _, err := Open(path, 49, 30, 16, 16, 1<<20); err == nil {
+		t.Fatal("wrong size accepted")
 	}
 }

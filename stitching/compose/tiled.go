@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"runtime"
+	"sync"
 
 	"github.com/gohtgs/htgs/tiled"
 )
@@ -44,14 +46,45 @@ func ComposeTiled(ctx context.Context, slots []Slot, load func(i int) (*image.Gr
 		clear(pix) // rows no tile covers stay 0, as in ComposeFunc
 		return &image.Gray16{Pix: pix[:2*mw*(y1-y0)], Stride: 2 * mw, Rect: image.Rect(0, y0, mw, y1)}
 	}, func(y0, y1 int) error {
-		n := mw * (y1 - y0)
-		for i := range n {
-			vals[i] = uint16(pix[2*i])<<8 | uint16(pix[2*i+1])
-		}
-		return dst.WriteRect(0, y0, mw, y1-y0, vals[:n])
+		return writeBand(dst, pix, vals, mw, y0, y1)
 	})
 	if err != nil {
 		return err
 	}
 	return dst.Flush()
+}
+
+// writeBand converts mosaic rows [y0, y1) (big-endian pixels in pix, row
+// stride 2*mw) and writes them to dst in vertical strips of whole tile
+// columns, one goroutine per strip: the strips touch disjoint tiles, so
+// their cache misses and write-backs proceed in parallel. vals (mw values
+// per row) holds the strips, strip after strip.
+func writeBand(dst *tiled.Image, pix []byte, vals []uint16, mw, y0, y1 int) error {
+	rows := y1 - y0
+	cols := dst.TilesX()
+	nw := min(runtime.GOMAXPROCS(0), cols)
+	errs := make([]error, nw)
+	var wg sync.WaitGroup
+	for k := range nw {
+		a, b := k*cols/nw*dst.TW, min(mw, (k+1)*cols/nw*dst.TW)
+		if a >= b {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := b - a
+			strip := vals[a*rows : a*rows+w*rows]
+			for y := range rows {
+				src := pix[2*(y*mw+a) : 2*(y*mw+b)]
+				row := strip[y*w : (y+1)*w]
+				for i := range row {
+					row[i] = uint16(src[2*i])<<8 | uint16(src[2*i+1])
+				}
+			}
+			errs[k] = dst.WriteRect(a, y0, w, rows, strip)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

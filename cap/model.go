@@ -1,0 +1,134 @@
+package cap
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/task"
+	"github.com/gohtgs/htgs/tiled"
+)
+
+// Terms are the per-tile times of CAP's performance model (Gennart et al.,
+// section 3.3) for one construct, operation and tile size.
+type Terms struct {
+	// Td reads one tile (with its halo) from the source's tile file
+	// through a cold tile cache: CAP's disk access t_d.
+	Td time.Duration
+	// Tp processes one tile: t_p.
+	Tp time.Duration
+	// Tn hands one tile through the graph's three stages with no work
+	// done: the queues that replace CAP's network transfer t_n in one
+	// address space.
+	Tn time.Duration
+	// Tm writes one tile into the output image, flush included: CAP's
+	// merge (or store) t_m.
+	Tm time.Duration
+	// Ts builds, starts and stops the construct's graph with its pools
+	// (see MeasureStart): a fixed cost CAP's equation leaves out, which
+	// PredictShared adds.
+	Ts time.Duration
+}
+
+// Predict is CAP's equation (1) for n tiles on p workers:
+// T = t_d + ceil(n/p)·t_p + p·t_n + t_m. CAP assumes every worker has a
+// processor of its own and that disk and network work by DMA, so the
+// single-tile read, hand-off and write are all that shows besides the
+// processing; p may be fractional (workers times the processors' share).
+func (m Terms) Predict(n int, p float64) time.Duration {
+	if p <= 0 {
+		p = 1
+	}
+	return m.Td + time.Duration(math.Ceil(float64(n)/p))*m.Tp + time.Duration(p*float64(m.Tn)) + m.Tm
+}
+
+// PredictShared adapts equation (1) to one machine with c processors
+// (possibly fractional: the share a loaded machine gives) shared by all
+// stages, where reading and writing a tile cost processor time instead of
+// DMA: the larger of equation (1) with min(p, c) workers, the one-thread
+// read or write stage's n tiles (CAP's condition t_d < t_p failing), and
+// all the work of all stages spread over c processors.
+func (m Terms) PredictShared(n int, p, c float64) time.Duration {
+	eq1 := m.Predict(n, min(p, c))
+	stage := time.Duration(n)*max(m.Td, m.Tm) + m.Tp
+	cpu := time.Duration(float64(n) * float64(m.Td+m.Tp+m.Tm+3*m.Tn) / c)
+	return m.Ts + max(eq1, stage, cpu)
+}
+
+// MeasureStart is the time to build a Pipeline (halo 0) or Exchange of f
+// from src to dst with options o, and run it over no tiles: graph and
+// pool set-up and tear-down, the Ts of Terms.
+func MeasureStart(ctx context.Context, src, dst *tiled.Image, halo int, o Options, f ProcessFunc) (time.Duration, error) {
+	t0 := time.Now()
+	err := Run(ctx, store("start", src, dst, halo, o, f), nil)
+	return time.Since(t0), err
+}
+
+// MeasureTerms measures Terms for a Pipeline (halo 0) or Exchange (halo >
+// 0) of f over every tile of the images open returns (called twice; the
+// images must start with cold caches: fresh from tiled.Open or Create),
+// doing each stage of each tile in turn in one goroutine, as the model's
+// terms are times of one stage alone. It closes what open returns.
+func MeasureTerms(ctx context.Context, open func() (src, dst *tiled.Image, err error), halo int, f ProcessFunc) (Terms, error) {
+	src, dst, err := open()
+	if err != nil {
+		return Terms{}, err
+	}
+	defer src.Close()
+	defer dst.Close()
+	stride := src.TW + 2*halo
+	in := make([]uint16, stride*(src.TH+2*halo))
+	out := make([]uint16, dst.TW*dst.TH)
+	tiles := src.Tiles()
+	var td, tp, tm time.Duration
+	for _, c := range tiles {
+		x0, y0, w, h := src.Rect(c)
+		t0 := time.Now()
+		if err := src.ReadRect(x0-halo, y0-halo, stride, src.TH+2*halo, in, tiled.Clamp); err != nil {
+			return Terms{}, err
+		}
+		t1 := time.Now()
+		t := &Tile{C: c, X0: x0, Y0: y0, W: w, H: h, Halo: halo, Stride: stride, In: in}
+		if err := f(ctx, t, out); err != nil {
+			return Terms{}, err
+		}
+		t2 := time.Now()
+		if err := dst.WriteTile(c, out); err != nil {
+			return Terms{}, err
+		}
+		td, tp, tm = td+t1.Sub(t0), tp+t2.Sub(t1), tm+time.Since(t2)
+	}
+	t0 := time.Now()
+	if err := dst.Flush(); err != nil {
+		return Terms{}, err
+	}
+	tm += time.Since(t0)
+	n := time.Duration(len(tiles))
+	tn, err := handOff(ctx, len(tiles))
+	if err != nil {
+		return Terms{}, err
+	}
+	return Terms{Td: td / n, Tp: tp / n, Tn: tn, Tm: tm / n}, nil
+}
+
+// handOff is the time per item of a graph shaped like Pipeline's (read,
+// one process copy, write) whose tasks do nothing, over n items.
+func handOff(ctx context.Context, n int) (time.Duration, error) {
+	g := graph.New[tiled.Coord, tiled.Coord]("hand-off")
+	pass := func(_ context.Context, t *Tile, out task.Emitter[*Tile]) error { return out.Emit(t) }
+	read := graph.AddFunc(g, "read", 1, func(_ context.Context, c tiled.Coord, out task.Emitter[*Tile]) error {
+		return out.Emit(&Tile{C: c})
+	})
+	proc := graph.AddFunc(g, "process", 1, pass)
+	write := graph.AddFunc(g, "write", 1, func(_ context.Context, t *Tile, out task.Emitter[tiled.Coord]) error {
+		return out.Emit(t.C)
+	})
+	chain(g, read, proc, write)
+	cs := make([]tiled.Coord, max(n, 1))
+	t0 := time.Now()
+	if err := Run(ctx, g, cs); err != nil {
+		return 0, err
+	}
+	return time.Since(t0) / time.Duration(len(cs)), nil
+}

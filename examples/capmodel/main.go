@@ -1,0 +1,525 @@
+// Command capmodel measures CAP's performance model on this machine
+// (docs/cap.md), and the out-of-core mosaic's throughput against the
+// disk's.
+//
+// Model mode (the default) measures the terms t_d, t_p, t_n and t_m of
+// CAP's equation (1), T = t_d + ceil(T/P)·t_p + P·t_n + t_m, for two
+// constructs over a -w x -h image (a 3 x 3 median through Exchange, an
+// inversion through Pipeline) at each tile size, then times the
+// constructs with each number of workers, in -rounds interleaved rounds,
+// and prints a markdown table of predicted against measured times; with
+// -svg FILE it also draws them.
+//
+//	go run ./examples/capmodel -rounds 5 -svg docs/img/cap-model.svg
+//
+// Throughput mode (-mosaic 16x20) composes a grid of 1392 x 1040 tiles
+// (linear blending) out of core with compose.ComposeTiled into 512 x 512
+// tiles, writes the pyramidal BigTIFF, and times dd's direct sequential
+// write of as many bytes into the same folder, alternately, -rounds times.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"image"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gohtgs/htgs/cap"
+	"github.com/gohtgs/htgs/stitching/compose"
+	"github.com/gohtgs/htgs/tiled"
+)
+
+func main() {
+	w := flag.Int("w", 4096, "image width (model mode)")
+	h := flag.Int("h", 4096, "image height (model mode)")
+	sizes := flag.String("sizes", "128,256,512", "tile sizes (model mode)")
+	workers := flag.String("workers", "1,2,4", "numbers of process workers (model mode)")
+	rounds := flag.Int("rounds", 5, "interleaved rounds")
+	svg := flag.String("svg", "", "write the model figure to this SVG file")
+	mosaic := flag.String("mosaic", "", "throughput mode: compose a GXxGY grid of 1392x1040 tiles (e.g. 16x20)")
+	mem := flag.Int64("mem", 256, "throughput mode: tile-cache budget in MiB")
+	dir := flag.String("dir", "", "folder for the tile files (default a new temporary folder)")
+	flag.Parse()
+	if err := run(*w, *h, ints(*sizes), ints(*workers), *rounds, *svg, *mosaic, *mem<<20, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "capmodel:", err)
+		os.Exit(1)
+	}
+}
+
+func ints(s string) []int {
+	var r []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			fmt.Fprintf(os.Stderr, "capmodel: bad number %q\n", f)
+			os.Exit(2)
+		}
+		r = append(r, v)
+	}
+	return r
+}
+
+func run(w, h int, sizes, workers []int, rounds int, svg, mosaic string, mem int64, dir string) error {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "capmodel-*")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	fmt.Printf("GOMAXPROCS %d, load at start: %s\n", runtime.GOMAXPROCS(0), load())
+	if mosaic != "" {
+		var gx, gy int
+		if _, err := fmt.Sscanf(mosaic, "%dx%d", &gx, &gy); err != nil || gx <= 0 || gy <= 0 {
+			return fmt.Errorf("bad -mosaic %q (want GXxGY)", mosaic)
+		}
+		return throughput(gx, gy, rounds, mem, dir)
+	}
+	return model(w, h, sizes, workers, rounds, svg, dir)
+}
+
+// load is the first line of /proc/loadavg.
+func load() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// op is one construct and operation to model.
+type op struct {
+	name string
+	halo int
+	f    cap.ProcessFunc
+}
+
+var ops = []op{
+	{"median 3x3 (Exchange)", 1, cap.MedianFunc(1)},
+	{"invert (Pipeline)", 0, func(_ context.Context, t *cap.Tile, out []uint16) error {
+		for y := 0; y < t.H; y++ {
+			in := t.In[y*t.Stride : y*t.Stride+t.W]
+			o := out[y*(t.Stride-2*t.Halo):]
+			for x, v := range in {
+				o[x] = ^v
+			}
+		}
+		return nil
+	}},
+}
+
+// sample is one configuration's terms and times over the rounds.
+type sample struct {
+	op, size, workers int
+	n                 int
+	terms             []cap.Terms
+	ceff              []float64
+	times             []time.Duration
+}
+
+func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(1, 2))
+	px := make([]uint16, w*h)
+	for i := range px {
+		px[i] = uint16(r.UintN(4096))
+	}
+	// One source tile file per tile size; the cache holds three rows of
+	// tiles, as the halo exchange needs.
+	budget := func(s int) int64 { return int64(3*((w+s-1)/s)+3) * int64(s*s*2) }
+	srcPath := func(s int) string { return filepath.Join(dir, fmt.Sprintf("src-%d.raw", s)) }
+	for _, s := range sizes {
+		im, err := tiled.Create(srcPath(s), w, h, s, s, 64<<20)
+		if err != nil {
+			return err
+		}
+		if err := im.WriteRect(0, 0, w, h, px); err != nil {
+			return err
+		}
+		if err := im.Close(); err != nil {
+			return err
+		}
+	}
+	open := func(s int) (*tiled.Image, *tiled.Image, error) {
+		src, err := tiled.Open(srcPath(s), w, h, s, s, budget(s))
+		if err != nil {
+			return nil, nil, err
+		}
+		dst, err := tiled.Create(filepath.Join(dir, "dst.raw"), w, h, s, s, 4*int64(s*s*2))
+		if err != nil {
+			src.Close()
+			return nil, nil, err
+		}
+		return src, dst, nil
+	}
+	var samples []*sample
+	get := func(o, s, p int) *sample {
+		for _, x := range samples {
+			if x.op == o && x.size == s && x.workers == p {
+				return x
+			}
+		}
+		x := &sample{op: o, size: s, workers: p}
+		samples = append(samples, x)
+		return x
+	}
+	for round := range rounds {
+		fmt.Printf("round %d/%d, load %s\n", round+1, rounds, load())
+		for oi, o := range ops {
+			for _, s := range sizes {
+				terms, err := cap.MeasureTerms(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, o.halo, o.f)
+				if err != nil {
+					return err
+				}
+				for _, p := range workers {
+					c := parallelism()
+					opts := cap.Options{Workers: p}
+					src, dst, err := open(s)
+					if err != nil {
+						return err
+					}
+					ts, err := cap.MeasureStart(ctx, src, dst, o.halo, opts, o.f)
+					src.Close()
+					dst.Close()
+					if err != nil {
+						return err
+					}
+					src, dst, err = open(s)
+					if err != nil {
+						return err
+					}
+					t0 := time.Now()
+					if o.halo > 0 {
+						err = cap.Run(ctx, cap.Exchange(src, dst, o.halo, opts, o.f), src.Tiles())
+					} else {
+						err = cap.Run(ctx, cap.Pipeline(src, dst, opts, o.f), src.Tiles())
+					}
+					if err == nil {
+						err = dst.Flush()
+					}
+					d := time.Since(t0)
+					src.Close()
+					dst.Close()
+					if err != nil {
+						return err
+					}
+					x := get(oi, s, p)
+					x.n = len(src.Tiles())
+					t := terms
+					t.Ts = ts
+					x.terms = append(x.terms, t)
+					x.ceff = append(x.ceff, c)
+					x.times = append(x.times, d)
+				}
+			}
+		}
+	}
+	fmt.Printf("load at end: %s\n\n", load())
+	report(samples)
+	if svg != "" {
+		return os.WriteFile(svg, []byte(figure(samples, sizes, workers)), 0o644)
+	}
+	return nil
+}
+
+// parallelism measures how many processors this process gets now: the
+// speedup of a fixed spin loop run in GOMAXPROCS goroutines at once over
+// one goroutine (between 1 and GOMAXPROCS).
+func parallelism() float64 {
+	spin := func() {
+		x := uint64(1)
+		for i := range 100_000_000 {
+			x = x*6364136223846793005 + uint64(i)
+		}
+		sink.Store(x)
+	}
+	t0 := time.Now()
+	spin()
+	one := time.Since(t0)
+	n := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	t0 = time.Now()
+	for range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); spin() }()
+	}
+	wg.Wait()
+	all := time.Since(t0)
+	return min(float64(n), max(1, float64(n)*float64(one)/float64(all)))
+}
+
+var sink atomic.Uint64
+
+func median[T int64 | float64](v []T) T {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }
+
+// summary is one configuration's terms, times and predictions.
+type summary struct {
+	best       cap.Terms // each term's minimum over the rounds
+	cmax       float64   // most processors measured free before a run
+	min, med   time.Duration
+	eq1        time.Duration // equation (1) as written: best terms, P processors
+	bestPred   time.Duration // shared model, best terms, cmax processors
+	typPred    time.Duration // median of each run's shared prediction (its round's terms and share)
+	errBest    float64       // bestPred against the fastest run
+	errTypical float64       // typPred against the median run
+}
+
+func summarize(x *sample) summary {
+	f := func(g func(cap.Terms) time.Duration) time.Duration {
+		v := make([]int64, len(x.terms))
+		for i, t := range x.terms {
+			v[i] = int64(g(t))
+		}
+		return time.Duration(slices.Min(v))
+	}
+	m := cap.Terms{Td: f(func(t cap.Terms) time.Duration { return t.Td }), Tp: f(func(t cap.Terms) time.Duration { return t.Tp }),
+		Tn: f(func(t cap.Terms) time.Duration { return t.Tn }), Tm: f(func(t cap.Terms) time.Duration { return t.Tm }),
+		Ts: f(func(t cap.Terms) time.Duration { return t.Ts })}
+	ts := make([]int64, len(x.times))
+	for i, t := range x.times {
+		ts[i] = int64(t)
+	}
+	s := summary{best: m, cmax: slices.Max(x.ceff), med: time.Duration(median(ts)), min: time.Duration(slices.Min(ts))}
+	s.eq1 = m.Predict(x.n, float64(x.workers))
+	s.bestPred = m.PredictShared(x.n, float64(x.workers), s.cmax)
+	// Each run predicted from its own round's terms and the processor
+	// share measured just before it.
+	sh := make([]int64, len(x.times))
+	for i, t := range x.terms {
+		sh[i] = int64(t.PredictShared(x.n, float64(x.workers), x.ceff[i]))
+	}
+	s.typPred = time.Duration(median(sh))
+	s.errBest = 100 * (float64(s.bestPred) - float64(s.min)) / float64(s.min)
+	s.errTypical = 100 * (float64(s.typPred) - float64(s.med)) / float64(s.med)
+	return s
+}
+
+func report(samples []*sample) {
+	fmt.Println("| operation | tile | N | t_d ms | t_p ms | t_n ms | t_m ms | t_s ms | P | eq. (1) s | c | model s | fastest s | err | typical model s | median s | err |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	var worstB, worstT float64
+	for _, x := range samples {
+		s := summarize(x)
+		fmt.Printf("| %s | %d | %d | %s | %s | %s | %s | %s | %d | %.3f | %.2f | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n",
+			ops[x.op].name, x.size, x.n, ms(s.best.Td), ms(s.best.Tp), ms(s.best.Tn), ms(s.best.Tm), ms(s.best.Ts), x.workers,
+			s.eq1.Seconds(), s.cmax, s.bestPred.Seconds(), s.min.Seconds(), s.errBest, s.typPred.Seconds(), s.med.Seconds(), s.errTypical)
+		worstB, worstT = max(worstB, math.Abs(s.errBest)), max(worstT, math.Abs(s.errTypical))
+	}
+	fmt.Printf("\nworst |error|: fastest runs %.0f%%, median runs %.0f%%\n", worstB, worstT)
+}
+
+func color(i int) string {
+	p := [...]string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1"}
+	return p[i%len(p)]
+}
+
+// figure draws, for each operation, measured times (fastest run a dot,
+// bars to the slowest) and predictions (solid: shared-processor model, dotted: equation
+// (1) as written) against the number of workers, one colour per tile size.
+func figure(samples []*sample, sizes, workers []int) string {
+	const pw, ph, left, top, gap = 330.0, 260.0, 60.0, 50.0, 70.0
+	W := left + float64(len(ops))*(pw+gap)
+	H := top + ph + 90
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", W, H, W, H)
+	fmt.Fprintf(&b, `<rect width="%.0f" height="%.0f" fill="white"/>`+"\n", W, H)
+	fmt.Fprintf(&b, `<text x="%.0f" y="20" text-anchor="middle" font-size="14">CAP model on this machine: predicted (lines) vs fastest run (dots; bars: fastest to slowest)</text>`+"\n", W/2)
+	for oi, o := range ops {
+		x0 := left + float64(oi)*(pw+gap)
+		var ymax float64
+		for _, x := range samples {
+			if x.op != oi {
+				continue
+			}
+			s := summarize(x)
+			for _, t := range x.times {
+				ymax = max(ymax, t.Seconds())
+			}
+			ymax = max(ymax, s.eq1.Seconds(), s.bestPred.Seconds())
+		}
+		ymax = niceMax(ymax)
+		px := func(i int) float64 { return x0 + (float64(i)+0.5)*pw/float64(len(workers)) }
+		py := func(v float64) float64 { return top + ph - v/ymax*ph }
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="13">%s</text>`+"\n", x0+pw/2, top-12, o.name)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", x0, top, x0, top+ph)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", x0, top+ph, x0+pw, top+ph)
+		for k := 0; k <= 4; k++ {
+			v := ymax * float64(k) / 4
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x0, py(v), x0+pw, py(v))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", x0-5, py(v)+4, strconv.FormatFloat(v, 'g', 3, 64))
+		}
+		for i, p := range workers {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%d</text>`+"\n", px(i), top+ph+16, p)
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">workers P</text>`+"\n", x0+pw/2, top+ph+34)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" transform="rotate(-90 %.1f %.1f)">time (s)</text>`+"\n", x0-42, top+ph/2, x0-42, top+ph/2)
+		for si, sz := range sizes {
+			var shared, eq1 []string
+			for i, p := range workers {
+				for _, x := range samples {
+					if x.op != oi || x.size != sz || x.workers != p {
+						continue
+					}
+					s := summarize(x)
+					off := float64(si-len(sizes)/2) * 6
+					shared = append(shared, fmt.Sprintf("%.1f,%.1f", px(i), py(s.bestPred.Seconds())))
+					eq1 = append(eq1, fmt.Sprintf("%.1f,%.1f", px(i), py(s.eq1.Seconds())))
+					lo, hi := slices.Min(x.times), slices.Max(x.times)
+					fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`+"\n", px(i)+off, py(lo.Seconds()), px(i)+off, py(hi.Seconds()), color(si))
+					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%d px tiles, P=%d: fastest %.3f s, predicted %.3f s, median %.3f s</title></circle>`+"\n",
+						px(i)+off, py(s.min.Seconds()), color(si), sz, p, s.min.Seconds(), s.bestPred.Seconds(), s.med.Seconds())
+				}
+			}
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="1.5"/>`+"\n", strings.Join(shared, " "), color(si))
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="1" stroke-dasharray="2,3"/>`+"\n", strings.Join(eq1, " "), color(si))
+		}
+	}
+	ly := top + ph + 60
+	for si, sz := range sizes {
+		lx := left + float64(si)*120
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/><text x="%.1f" y="%.1f">%d x %d tiles</text>`+"\n", lx, ly, color(si), lx+8, ly+4, sz, sz)
+	}
+	lx := left + float64(len(sizes))*120
+	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black" stroke-width="1.5"/><text x="%.1f" y="%.1f">shared-processor model</text>`+"\n", lx, ly, lx+20, ly, lx+24, ly+4)
+	lx += 170
+	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black" stroke-dasharray="2,3"/><text x="%.1f" y="%.1f">CAP eq. (1), P processors</text>`+"\n", lx, ly, lx+20, ly, lx+24, ly+4)
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// niceMax rounds v up to 1, 2 or 5 times a power of ten.
+func niceMax(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	m := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, k := range []float64{1, 2, 5, 10} {
+		if k*m >= v {
+			return k * m
+		}
+	}
+	return 10 * m
+}
+
+// throughput composes a gx x gy grid of 1392 x 1040 tiles out of core and
+// writes its pyramidal BigTIFF, alternating with dd's direct write of as
+// many bytes, rounds times.
+func throughput(gx, gy, rounds int, mem int64, dir string) error {
+	const tw, th = 1392, 1040
+	r := rand.New(rand.NewPCG(3, 4))
+	var distinct []*image.Gray16
+	for range 8 {
+		img := image.NewGray16(image.Rect(0, 0, tw, th))
+		for i := range img.Pix {
+			img.Pix[i] = byte(r.UintN(256))
+		}
+		distinct = append(distinct, img)
+	}
+	var slots []compose.Slot
+	for y := range gy {
+		for x := range gx {
+			slots = append(slots, compose.Slot{X: x*tw*9/10 + int(r.UintN(9)), Y: y*th*9/10 + int(r.UintN(9)), Width: tw, Height: th})
+		}
+	}
+	mw, mh, err := compose.MosaicSize(slots)
+	if err != nil {
+		return err
+	}
+	full := int64(2 * mw * mh)
+	fmt.Printf("mosaic %d x %d (%d MB of pixels), %d tiles, cache %d MiB\n", mw, mh, full/1e6, len(slots), mem>>20)
+	load := func(i int) (*image.Gray16, error) { return distinct[i%len(distinct)], nil }
+	for round := range rounds {
+		ddRate, err := dd(dir, full)
+		if err != nil {
+			return err
+		}
+		dst, err := tiled.CreateTemp(dir, mw, mh, 512, 512, mem)
+		if err != nil {
+			return err
+		}
+		tif := filepath.Join(dir, "mosaic.tif")
+		t0 := time.Now()
+		err = compose.ComposeTiled(context.Background(), slots, load, compose.Linear, dst)
+		t1 := time.Now()
+		if err == nil {
+			err = tiled.WriteBigTIFF(tif, dst, 0, dir, mem/4)
+		}
+		t2 := time.Now()
+		dst.Close()
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(tif)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		st, _ := f.Stat()
+		f.Close()
+		t3 := time.Now()
+		if err != nil {
+			return err
+		}
+		os.Remove(tif)
+		tot := t2.Sub(t0).Seconds()
+		fmt.Printf("round %d: load %s | dd %.0f MB/s | compose %.2f s + BigTIFF %.2f s = %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF (%d MB); with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx\n",
+			round+1, strings.TrimSpace(loadString()), ddRate/1e6, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), tot,
+			float64(full)/tot/1e6, float64(st.Size())/tot/1e6, st.Size()/1e6, t3.Sub(t0).Seconds(), float64(full)/t3.Sub(t0).Seconds()/1e6,
+			ddRate/(float64(full)/tot))
+	}
+	fmt.Printf("peak RSS %s\n", vmHWM())
+	return nil
+}
+
+func loadString() string { return load() }
+
+var ddRate = regexp.MustCompile(`copied, ([0-9.]+) s`)
+
+// dd writes n bytes (rounded up to MiB) with dd's direct sequential
+// write into dir and returns its rate in bytes per second.
+func dd(dir string, n int64) (float64, error) {
+	path := filepath.Join(dir, "dd.bin")
+	defer os.Remove(path)
+	mib := (n + 1<<20 - 1) >> 20
+	out, err := exec.Command("dd", "if=/dev/zero", "of="+path, "bs=1M", fmt.Sprint("count=", mib), "oflag=direct").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("dd: %v: %s", err, out)
+	}
+	m := ddRate.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("dd: no time in %q", out)
+	}
+	s, _ := strconv.ParseFloat(string(m[1]), 64)
+	return float64(mib<<20) / s, nil
+}
+
+// vmHWM is the process's peak resident set size.
+func vmHWM() string {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			return strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:"))
+		}
+	}
+	return "unknown"
+}
