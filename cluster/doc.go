@@ -56,6 +56,19 @@
 // before acknowledging), and the client drops any result nobody waits for,
 // so each input counts once downstream.
 //
+// A server restart loses nothing with [FileStorage]: clients and workers
+// reconnect, a client publishes an unacknowledged input again under the
+// same message ID, and a worker gives back an input whose result it could
+// not store. With three servers ([ServerCluster] on one machine, or a real
+// cluster) and [Replicas](3), losing one server does not stop a run.
+//
+// # Global data regions
+//
+// [Regions] is a region storage on JetStream (dense regions in chunks,
+// sparse regions and polygon sets as objects), which every worker opens to
+// read only the ROI it needs and write its outputs back; stages use it as
+// they use region.Memory or region.Disk.
+//
 // # Errors and security
 //
 // A task's error or panic on a worker comes back as a [*RemoteError] naming

@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,6 +208,88 @@ func TestServerRestartWithFileStorage(t *testing.T) {
 	got := <-done
 	if !slices.Equal(got, want) {
 		t.Fatalf("after the restart: %d results\n got %v\nwant %v", len(got), got, want)
+	}
+	t.Logf("stats %+v", c.Stats())
+}
+
+// With three servers in a JetStream cluster and replicated (R3) streams,
+// shutting one server down mid-run does not stop the run.
+func TestClusterLosesOneServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-server cluster")
+	}
+	const n = 3
+	var ports, cports [n]int
+	for i := range n {
+		ports[i], cports[i] = freePort(t), freePort(t)
+	}
+	var servers [n]*Server
+	token := ""
+	for i := range n {
+		var routes []string
+		for j := range n {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cports[j]))
+			}
+		}
+		opts := []ServerOption{ServerName(fmt.Sprintf("n%d", i)), ServerPort(ports[i]), ServerCluster("htgs-test", cports[i], routes...)}
+		if token != "" {
+			opts = append(opts, ServerToken(token))
+		}
+		s, err := StartServer(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token = s.Token()
+		servers[i] = s
+		t.Cleanup(s.Shutdown)
+	}
+	var urls []string
+	for i := range n {
+		urls = append(urls, servers[i].URL())
+	}
+	dial := func() *nats.Conn {
+		nc, err := nats.Connect(strings.Join(urls, ","), nats.Token(token), nats.ReconnectWait(50*time.Millisecond), nats.MaxReconnects(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	nc, wnc := dial(), dial()
+	// Wait for the cluster to elect its JetStream meta leader.
+	var c *Client
+	waitFor(t, "a JetStream meta leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var err error
+		c, err = NewClient(ctx, nc, Replicas(3), FileStorage())
+		return err == nil
+	})
+	t.Cleanup(func() { c.Close() })
+	serveInProcess(t, wnc, "w", func(w *Worker) error {
+		return Handle(w, "square", squareTask, Threads(4), AckWait(2*time.Second), Version("v1"))
+	}, Replicas(3), FileStorage())
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	want := runSquares(t, squareTask, 4, jobs(60, 0))
+
+	done := runAsync(t, r, jobs(60, 40*time.Millisecond))
+	waitFor(t, "the first results", func() bool { return c.Stats().Results >= 12 })
+	// Shut down the leader of the work stream, the hardest member to lose.
+	victim := 0
+	if str, err := c.st.js.Stream(context.Background(), c.st.n.workStream()); err == nil {
+		if ci := str.CachedInfo().Cluster; ci != nil {
+			fmt.Sscanf(ci.Leader, "n%d", &victim)
+		}
+	}
+	servers[victim].Shutdown()
+	if got := c.Stats().Results; got >= 60 {
+		t.Fatalf("the run ended (%d results) before the server went down", got)
+	}
+	t.Logf("shut down n%d, the work stream's leader", victim)
+	got := <-done
+	if !slices.Equal(got, want) {
+		t.Fatalf("after losing a server: %d results\n got %v\nwant %v", len(got), got, want)
 	}
 	t.Logf("stats %+v", c.Stats())
 }

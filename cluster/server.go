@@ -33,10 +33,14 @@ type Server struct {
 type ServerOption interface{ applyServer(*serverConfig) }
 
 type serverConfig struct {
-	dir     string
-	token   string
-	port    int
-	maxWait time.Duration
+	dir         string
+	token       string
+	port        int
+	maxWait     time.Duration
+	name        string
+	clusterName string
+	clusterPort int
+	routes      []string
 }
 
 type serverOption func(*serverConfig)
@@ -64,6 +68,24 @@ func ServerPort(port int) ServerOption {
 	return serverOption(func(c *serverConfig) { c.port = port })
 }
 
+// ServerName names the server (default "htgs-embedded"); the servers of a
+// cluster need distinct names.
+func ServerName(name string) ServerOption {
+	return serverOption(func(c *serverConfig) { c.name = name })
+}
+
+// ServerCluster makes the server a member of the JetStream cluster name:
+// it listens for routes on 127.0.0.1:port and connects to the other
+// members' route URLs (nats://127.0.0.1:PORT). Three such servers on one
+// machine give replicated (R3) streams for tests and demonstrations; a
+// production cluster is configured and run as NATS documents, not
+// embedded.
+func ServerCluster(name string, port int, routes ...string) ServerOption {
+	return serverOption(func(c *serverConfig) {
+		c.clusterName, c.clusterPort, c.routes = name, port, routes
+	})
+}
+
 // StartServer starts an embedded NATS server with JetStream on 127.0.0.1
 // and waits until it accepts connections.
 func StartServer(opts ...ServerOption) (*Server, error) {
@@ -86,8 +108,11 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 		}
 		s.dir, s.tempDir = d, true
 	}
-	ns, err := server.NewServer(&server.Options{
-		ServerName:    "htgs-embedded",
+	if cfg.name == "" {
+		cfg.name = "htgs-embedded"
+	}
+	sopts := &server.Options{
+		ServerName:    cfg.name,
 		Host:          "127.0.0.1",
 		Port:          cfg.port,
 		Authorization: s.token,
@@ -96,7 +121,19 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 		NoSigs:        true,
 		NoLog:         true,
 		MaxPayload:    8 << 20,
-	})
+	}
+	if cfg.clusterName != "" {
+		sopts.Cluster = server.ClusterOpts{Name: cfg.clusterName, Host: "127.0.0.1", Port: cfg.clusterPort}
+		for _, r := range cfg.routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				s.removeDir()
+				return nil, fmt.Errorf("cluster: server route %q: %w", r, err)
+			}
+			sopts.Routes = append(sopts.Routes, u)
+		}
+	}
+	ns, err := server.NewServer(sopts)
 	if err != nil {
 		s.removeDir()
 		return nil, fmt.Errorf("cluster: server: %w", err)

@@ -190,33 +190,56 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
 	}
-	st, err := setup(ctx, js, cfg)
-	if err != nil {
-		return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
-	}
 	type run struct {
 		h    handler
 		cons jetstream.Consumer
 	}
-	var runs []run
-	for _, name := range w.order {
-		h := w.handlers[name]
-		cons, err := js.CreateOrUpdateConsumer(ctx, st.n.workStream(), jetstream.ConsumerConfig{
-			Durable:       name,
-			Description:   "htgs cluster: workers of task " + name,
-			FilterSubject: st.n.work(name),
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       h.tc.ackWait,
-			MaxAckPending: h.tc.maxAckPending,
-			// Every free copy of every worker has one pull request
-			// waiting; the server's default (512) would refuse the rest.
-			MaxWaiting: max(512, h.tc.maxAckPending),
-			MaxDeliver: -1,
-		})
-		if err != nil {
-			return fmt.Errorf("cluster: worker %s: task %q: consumer: %w", cfg.workerName, name, err)
+	var (
+		st   *stores
+		runs []run
+	)
+	// A worker may start before its cluster is ready (no JetStream leader
+	// yet): it retries the set-up for a while before giving up.
+	deadline := time.Now().Add(setupPatience)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		st, runs, err = func() (*stores, []run, error) {
+			st, err := setup(ctx, js, cfg)
+			if err != nil {
+				return nil, nil, err
+			}
+			var runs []run
+			for _, name := range w.order {
+				h := w.handlers[name]
+				cons, err := js.CreateOrUpdateConsumer(ctx, st.n.workStream(), jetstream.ConsumerConfig{
+					Durable:       name,
+					Description:   "htgs cluster: workers of task " + name,
+					FilterSubject: st.n.work(name),
+					AckPolicy:     jetstream.AckExplicitPolicy,
+					AckWait:       h.tc.ackWait,
+					MaxAckPending: h.tc.maxAckPending,
+					// Every free copy of every worker has one pull request
+					// waiting; the server's default (512) would refuse the rest.
+					MaxWaiting: max(512, h.tc.maxAckPending),
+					MaxDeliver: -1,
+				})
+				if err != nil {
+					return nil, nil, fmt.Errorf("task %q: consumer: %w", name, err)
+				}
+				runs = append(runs, run{h, cons})
+			}
+			return st, runs, nil
+		}()
+		if err == nil {
+			break
 		}
-		runs = append(runs, run{h, cons})
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
+		}
+		cfg.log.Warn("cluster: worker set-up, retrying", "worker", cfg.workerName, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
 	}
 
 	// Register in the directory until Serve returns.
@@ -284,6 +307,10 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		return nil
 	}
 }
+
+// setupPatience is how long Serve retries setting up its streams and
+// consumers.
+const setupPatience = 30 * time.Second
 
 // pullWait bounds how long a copy's pull request waits for an input. A
 // pull request now and then goes unanswered although an input is waiting
