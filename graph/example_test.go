@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/task"
 )
@@ -155,4 +156,44 @@ func ExampleAddMultiTask() {
 	slices.Sort(got) // the two inputs interleave in any order
 	fmt.Println(got, err)
 	// Output: [number 1 number 2 word one word two] <nil>
+}
+
+// A task with two implementations, each bound to a device: here two CPU
+// devices stand in for a CPU and a GPU. Each value goes to the one
+// expected to finish it first, from the times measured so far; each
+// implementation is a task named after its device.
+func ExampleAddVariants() {
+	square := func() task.Task[int, int] {
+		return task.Map(func(ctx context.Context, v int) (int, error) {
+			info, _ := task.InfoFrom(ctx) // info.Device is the implementation's
+			_ = info.Device
+			return v * v, nil
+		})
+	}
+	g := graph.New[int, int]("hybrid")
+	sq := graph.AddVariants(g, "square", []graph.Variant[int, int]{
+		{Device: device.Host{Index: 0}, Threads: 2, New: square},
+		{Device: device.Host{Index: 1}, New: square},
+	})
+	graph.Connect(g.Input(), sq)
+	graph.Connect(sq, g.Output())
+
+	rt, _ := g.Start(context.Background())
+	for i := 1; i <= 4; i++ {
+		_ = rt.Send(i)
+	}
+	rt.Close()
+	var got []int
+	for v := range rt.Results() {
+		got = append(got, v)
+	}
+	slices.Sort(got)
+	fmt.Println(got, rt.Wait())
+	for _, ts := range rt.Stats().Tasks {
+		fmt.Println(ts.Name)
+	}
+	// Output:
+	// [1 4 9 16] <nil>
+	// square/cpu0
+	// square/cpu1
 }

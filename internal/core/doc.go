@@ -18,9 +18,14 @@
 //     bookkeepers (copies, the worker loop, Initialize/Execute/Shutdown,
 //     panics, task.Error), MakeCopies.
 //   - bookkeeper.go: BookkeeperSpec, AddRule and the rule runtime.
+//   - multi.go: MultiSpec, tasks of several input types: one queue of
+//     (input, value) items, a sink per input, one set of copies.
+//   - variants.go: VariantsSpec, tasks with several implementations bound
+//     to devices, and the chooser that gives each value to one of them
+//     from the execution times it learnt (per implementation).
 //   - pipeline.go: PipelineSpec, the router (decomposition rule) and clones.
 //   - inbox.go: Inbox, the FIFO queue of a node (bounded or not, counted
-//     producers, close and wake-up).
+//     producers, close and wake-up), or a priority queue (SetPriority).
 //   - outlet.go: Outlet, the fan-out of a producer port to its consumers.
 //   - run.go: Run, one execution: context, first error, quiescence of
 //     cyclic graphs, OnFinish hooks, Watcher, Wait.

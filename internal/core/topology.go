@@ -61,7 +61,7 @@ func srcID(sc *Scope, p PortRef) string {
 		return full + "." + p.Name
 	case KindGraph:
 		return full + "/output"
-	case KindPipeline:
+	case KindPipeline, KindVariants:
 		return full + ":merge"
 	}
 	return full
@@ -76,7 +76,7 @@ func dstID(sc *Scope, p PortRef) string {
 	switch p.Spec.Kind {
 	case KindGraph:
 		return full + "/input"
-	case KindPipeline:
+	case KindPipeline, KindVariants:
 		return full + ":route"
 	}
 	return full

@@ -1,0 +1,316 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/task"
+)
+
+// KindVariants is the kind of a task with several implementations, each
+// bound to a device (VariantsSpec).
+const KindVariants Kind = "variants"
+
+// Variant is one implementation of a task with several: its device, its
+// number of copies and their factory.
+type Variant[In, Out any] struct {
+	Device  device.Device
+	Threads int
+	New     func() task.Task[In, Out]
+}
+
+// VariantsSpec returns the specification of a task named name with the
+// implementations vs. Each implementation runs as a task of its own,
+// named name/<device name>, with its copies bound to its device (in
+// their task.Info); a chooser sends each input to the implementation
+// expected to finish it first, from the times its copies took so far
+// (learnt per implementation, so per device), and their outputs merge.
+func VariantsSpec[In, Out any](name string, opt TaskOptions, vs []Variant[In, Out]) *Spec {
+	vs = append([]Variant[In, Out](nil), vs...)
+	threads := 0
+	for _, v := range vs {
+		threads += max(v.Threads, 1)
+	}
+	s := &Spec{Name: name, Kind: KindVariants, Threads: threads, Ports: []string{""}}
+	s.Build = func(sc *Scope) (Instance, error) { return buildVariants(sc, name, opt, vs) }
+	return s
+}
+
+func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Variant[In, Out]) (Instance, error) {
+	full := sc.FullName(name)
+	switch {
+	case len(vs) == 0:
+		return nil, fmt.Errorf("htgs: task %q: no implementations given", full)
+	case opt.QueueCap != 0 || opt.Priority != nil:
+		return nil, fmt.Errorf("htgs: task %q: a task with several implementations takes neither QueueCap nor Priority", full)
+	}
+	r := sc.Run
+	out := &Outlet[Out]{}
+	out.init(r, label{kind: labelTaskOutput, s: full})
+	ch := &chooser[In]{run: r, name: full}
+	r.register(ch)
+	sub := sc.Child(name)
+	r.AddTopoNode(TopoNode{ID: full + ":route", Label: fmt.Sprintf("%s: choose among %d", name, len(vs)), Kind: KindRoute, Path: sc.Path})
+	r.AddTopoNode(TopoNode{ID: full + ":merge", Label: name + ": merge", Kind: KindMerge, Path: sc.Path})
+	g := &Group{InPort: ch, OutPorts: []any{out}}
+	used := map[string]bool{}
+	for i, v := range vs {
+		switch {
+		case v.Device == nil:
+			return nil, fmt.Errorf("htgs: task %q: implementation %d has no device", full, i)
+		case v.New == nil:
+			return nil, fmt.Errorf("htgs: task %q: implementation %d (%s) has a nil factory", full, i, v.Device.Name())
+		case v.Threads < 0:
+			return nil, fmt.Errorf("htgs: task %q: implementation %d (%s): thread count %d", full, i, v.Device.Name(), v.Threads)
+		}
+		vname := v.Device.Name()
+		if used[vname] {
+			vname = fmt.Sprintf("%s#%d", vname, i)
+		}
+		used[vname] = true
+		vsc := new(Scope)
+		*vsc = *sub
+		vsc.Parent, vsc.Device, vsc.Values = sub, v.Device, nil
+		st := &variantStats{threads: max(v.Threads, 1)}
+		copies, err := MakeCopies(vsc.FullName(vname), st.threads, v.New)
+		if err != nil {
+			return nil, err
+		}
+		k := 0
+		factory := func() task.Task[In, Out] {
+			t := &timedTask[In, Out]{t: copies[k], st: st, ch: ch}
+			t.init, _ = t.t.(task.Initializer)
+			t.term, _ = t.t.(task.Terminator)
+			t.shut, _ = t.t.(task.Shutdowner)
+			k++
+			return t
+		}
+		ts := TaskSpec(vname, TaskOptions{Threads: st.threads}, factory)
+		inst, err := ts.build(vsc)
+		if err != nil {
+			return nil, err
+		}
+		ti := inst.(*taskInst[In, Out])
+		ti.out.Connect(out)
+		ti.inbox.AddProducer() // the chooser
+		ch.targets = append(ch.targets, &ti.inbox)
+		ch.stats = append(ch.stats, st)
+		g.Members = append(g.Members, inst)
+		id := vsc.FullName(vname)
+		r.AddTopoEdge(TopoEdge{From: full + ":route", To: id})
+		r.AddTopoEdge(TopoEdge{From: id, To: full + ":merge"})
+	}
+	return g, nil
+}
+
+// variantStats are what the chooser knows of one implementation.
+type variantStats struct {
+	threads     int
+	outstanding int   // values given to it and not yet executed; chooser.mu
+	samples     int64 // values executed; chooser.mu
+	mean        int64 // moving average of the execution time, in ns; chooser.mu
+}
+
+// chooser is the input of a task with several implementations. It holds
+// the values in a queue of its own and gives one to an implementation
+// only when one of that implementation's copies is free and no other
+// implementation would finish it sooner (late binding, as in HyperFlow:
+// a device takes work when it asks for it, so that what the chooser
+// learnt by then decides). Values are given out when they arrive and
+// when an implementation finishes one, on those goroutines: the chooser
+// has none of its own.
+type chooser[In any] struct {
+	run     *Run
+	name    string
+	targets []*Inbox[In]
+	stats   []*variantStats
+
+	mu        sync.Mutex
+	hold      []In // values not given out yet, oldest first
+	head      int
+	closed    bool // no producer left: targets close once hold is empty
+	producers int
+	color     uint8
+}
+
+// pick returns the implementation the oldest held value should go to
+// now, or -1 to keep it for later. Of the implementations with a free
+// copy, an idle one not measured yet is tried first; else the fastest
+// free one, f, takes the value unless some busy implementation j,
+// measured, would finish the whole held line sooner than f finishes
+// this one: ceil((outstanding_j + held) / threads_j) × mean_j < mean_f.
+// c.mu is held.
+func (c *chooser[In]) pick() int {
+	f := -1
+	for i, s := range c.stats {
+		if s.outstanding >= s.threads {
+			continue
+		}
+		if s.samples == 0 {
+			if s.outstanding == 0 {
+				return i
+			}
+			continue // being measured
+		}
+		if f < 0 || s.mean < c.stats[f].mean {
+			f = i
+		}
+	}
+	if f < 0 {
+		return -1
+	}
+	held := int64(len(c.hold) - c.head)
+	mf := c.stats[f].mean
+	for j, s := range c.stats {
+		if j == f || s.samples == 0 {
+			continue
+		}
+		th := int64(s.threads)
+		if (int64(s.outstanding)+held+th-1)/th*s.mean < mf {
+			return -1
+		}
+	}
+	return f
+}
+
+// dispatch gives out held values while pick says so, and closes the
+// targets once the producers are done and nothing is held.
+func (c *chooser[In]) dispatch() {
+	c.mu.Lock()
+	var zero In
+	for c.head < len(c.hold) {
+		i := c.pick()
+		if i < 0 {
+			break
+		}
+		v := c.hold[c.head]
+		c.hold[c.head] = zero
+		c.head++
+		c.stats[i].outstanding++
+		if err := c.targets[i].push(v, nil, nil); err != nil {
+			c.stats[i].outstanding--
+		}
+		c.run.Done(1) // the value is counted by the target's queue now
+	}
+	if c.head == len(c.hold) {
+		c.hold, c.head = c.hold[:0], 0
+	} else if c.head > 64 && c.head*2 > len(c.hold) {
+		n := copy(c.hold, c.hold[c.head:])
+		clear(c.hold[n:])
+		c.hold, c.head = c.hold[:n], 0
+	}
+	done := c.closed && c.head == len(c.hold)
+	if done {
+		c.closed = false // propagated once
+	}
+	c.mu.Unlock()
+	if done {
+		for _, t := range c.targets {
+			t.ProducerDone()
+		}
+	}
+}
+
+// finished records that implementation s executed a value in d, and gives
+// out what that allows.
+func (c *chooser[In]) finished(s *variantStats, d time.Duration) {
+	c.mu.Lock()
+	s.outstanding--
+	s.samples++
+	if s.samples == 1 {
+		s.mean = int64(d)
+	} else {
+		s.mean += (int64(d) - s.mean) / 4
+	}
+	c.mu.Unlock()
+	c.dispatch()
+}
+
+func (c *chooser[In]) Push(v In) error { return c.push(v, nil) }
+
+func (c *chooser[In]) pushAbort(v In, abort *atomic.Bool) error { return c.push(v, abort) }
+
+func (c *chooser[In]) push(v In, _ *atomic.Bool) error {
+	if c.run.Stopped() {
+		return c.run.StopErr()
+	}
+	if c.run.counting {
+		c.run.pending.Add(1) // held: the run is not quiescent
+	}
+	c.mu.Lock()
+	c.hold = append(c.hold, v)
+	c.mu.Unlock()
+	c.dispatch()
+	return nil
+}
+
+func (c *chooser[In]) AddProducer() {
+	c.mu.Lock()
+	c.producers++
+	c.mu.Unlock()
+}
+
+func (c *chooser[In]) ProducerDone() {
+	c.mu.Lock()
+	c.producers--
+	if c.producers <= 0 {
+		c.closed = true
+	}
+	c.mu.Unlock()
+	c.dispatch()
+}
+
+// Producers returns the producers not yet done.
+func (c *chooser[In]) Producers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.producers
+}
+
+func (c *chooser[In]) Targets() int            { return len(c.targets) }
+func (c *chooser[In]) sinkName() string        { return fmt.Sprintf("input of task %q", c.name) }
+func (c *chooser[In]) isCounted() bool         { return false }
+func (c *chooser[In]) wake()                   {}
+func (c *chooser[In]) forceClose()             {}
+func (c *chooser[In]) nextN() int              { return len(c.targets) }
+func (c *chooser[In]) nextAt(i int) registered { return c.targets[i] }
+func (c *chooser[In]) mark() *uint8            { return &c.color }
+
+// timedTask is a copy of an implementation: it times each Execute for
+// the chooser, and passes the optional phases on.
+type timedTask[In, Out any] struct {
+	t  task.Task[In, Out]
+	st *variantStats
+	ch interface {
+		finished(*variantStats, time.Duration)
+	}
+	init task.Initializer
+	term task.Terminator
+	shut task.Shutdowner
+}
+
+func (t *timedTask[In, Out]) Execute(ctx context.Context, in In, out task.Emitter[Out]) error {
+	t0 := time.Now()
+	defer func() { t.ch.finished(t.st, time.Since(t0)) }()
+	return t.t.Execute(ctx, in, out)
+}
+
+func (t *timedTask[In, Out]) Initialize(ctx context.Context, info task.Info) error {
+	if t.init == nil {
+		return nil
+	}
+	return t.init.Initialize(ctx, info)
+}
+
+func (t *timedTask[In, Out]) CanTerminate() bool { return t.term != nil && t.term.CanTerminate() }
+
+func (t *timedTask[In, Out]) Shutdown(ctx context.Context) error {
+	if t.shut == nil {
+		return nil
+	}
+	return t.shut.Shutdown(ctx)
+}

@@ -1,0 +1,43 @@
+package core
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The chooser's decisions, from given statistics: idle unmeasured
+// implementations first, then the fastest free one unless a busy one
+// would finish the held line sooner.
+func TestChooserPick(t *testing.T) {
+	r := NewRun(context.Background(), "t", nil)
+	ms := int64(time.Millisecond)
+	c := &chooser[int]{run: r, name: "t", stats: []*variantStats{
+		{threads: 1}, {threads: 1}, {threads: 2},
+	}}
+	if i := c.pick(); i != 0 {
+		t.Errorf("nothing measured: picked %d, want 0", i)
+	}
+	c.stats[0].outstanding = 1
+	if i := c.pick(); i != 1 {
+		t.Errorf("0 being measured: picked %d, want 1", i)
+	}
+	// Measured: 0 fast (1 ms) and busy, 1 slow (20 ms) and free, 2 medium
+	// (4 ms, 2 copies) and full.
+	c.stats[0].samples, c.stats[0].mean = 1, ms
+	c.stats[1].samples, c.stats[1].mean = 1, 20*ms
+	c.stats[2].samples, c.stats[2].mean, c.stats[2].outstanding = 1, 4*ms, 2
+	c.hold = make([]int, 3)
+	if i := c.pick(); i != -1 {
+		t.Errorf("3 held, fast one busy: picked %d, want to wait for it", i)
+	}
+	c.hold = make([]int, 40) // the fast one needs 41 ms for the line
+	if i := c.pick(); i != 1 {
+		t.Errorf("40 held: picked %d, want the slow free one", i)
+	}
+	c.stats[0].outstanding = 0
+	c.hold = make([]int, 1)
+	if i := c.pick(); i != 0 {
+		t.Errorf("fast one free: picked %d, want it", i)
+	}
+}
