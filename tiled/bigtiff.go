@@ -232,10 +232,12 @@ func Downsample(im *Image, tmpDir string, budget int64) (*Image, error) {
 		}
 		sw := 2 * im.TW
 		for y := 0; y < im.TH; y++ {
-			for x := 0; x < im.TW; x++ {
-				s := uint32(src[2*y*sw+2*x]) + uint32(src[2*y*sw+2*x+1]) +
-					uint32(src[(2*y+1)*sw+2*x]) + uint32(src[(2*y+1)*sw+2*x+1])
-				dst[y*im.TW+x] = uint16((s + 2) / 4)
+			r0 := src[2*y*sw : 2*y*sw+sw]
+			r1 := src[(2*y+1)*sw : (2*y+1)*sw+sw]
+			d := dst[y*im.TW : (y+1)*im.TW]
+			for x := range d {
+				s := uint32(r0[2*x]) + uint32(r0[2*x+1]) + uint32(r1[2*x]) + uint32(r1[2*x+1])
+				d[x] = uint16((s + 2) / 4)
 			}
 		}
 		if err := out.WriteTile(c, dst); err != nil {

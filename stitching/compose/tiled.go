@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -79,7 +80,7 @@ func writeBand(dst *tiled.Image, pix []byte, vals []uint16, mw, y0, y1 int) erro
 				src := pix[2*(y*mw+a) : 2*(y*mw+b)]
 				row := strip[y*w : (y+1)*w]
 				for i := range row {
-					row[i] = uint16(src[2*i])<<8 | uint16(src[2*i+1])
+					row[i] = binary.BigEndian.Uint16(src[2*i:])
 				}
 			}
 			errs[k] = dst.WriteRect(a, y0, w, rows, strip)
