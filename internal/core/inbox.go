@@ -198,14 +198,17 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool) error {
 		q.run.pending.Add(1)
 	}
 	if q.pri != nil {
-		if err := q.pri.push(q, v); err != nil {
-			q.mu.Unlock()
-			q.run.Fail(err)
-			return err
-		}
-	} else {
-		q.pushRing(v)
+		return q.pushPriority(v, count)
 	}
+	if q.n == len(q.buf) {
+		q.grow()
+	}
+	i := q.head + q.n
+	if i >= len(q.buf) {
+		i -= len(q.buf)
+	}
+	q.buf[i] = v
+	q.n++
 	q.pushed++
 	if count != nil {
 		*count++
@@ -220,17 +223,26 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool) error {
 	return nil
 }
 
-// pushRing appends v to the ring; q.mu is held.
-func (q *Inbox[T]) pushRing(v T) {
-	if q.n == len(q.buf) {
-		q.grow()
+// pushPriority is the end of push for a priority queue: q.mu is held, and
+// released.
+func (q *Inbox[T]) pushPriority(v T, count *int64) error {
+	if err := q.pri.push(q, v); err != nil {
+		q.mu.Unlock()
+		q.run.Fail(err)
+		return err
 	}
-	i := q.head + q.n
-	if i >= len(q.buf) {
-		i -= len(q.buf)
+	q.pushed++
+	if count != nil {
+		*count++
 	}
-	q.buf[i] = v
-	q.n++
+	if q.n > int(q.maxLen) {
+		q.maxLen = int32(min(q.n, math.MaxInt32))
+	}
+	if q.waiting > 0 {
+		q.notEmpty.Signal()
+	}
+	q.mu.Unlock()
+	return nil
 }
 
 func (q *Inbox[T]) grow() {
@@ -265,18 +277,8 @@ func (q *Inbox[T]) Pop(dst []T, max int) (out []T, blocked, ok bool) {
 		return dst, blocked, false
 	}
 	if q.pri != nil {
-		v, err := q.pri.pop(q)
-		if err != nil {
-			q.mu.Unlock()
-			q.run.Fail(err)
-			return dst, blocked, false
-		}
-		dst = append(dst, v)
-		if q.pwaiting > 0 && q.notFull != nil {
-			q.notFull.Broadcast()
-		}
-		q.mu.Unlock()
-		return dst, blocked, true
+		out, ok = q.popPriority(dst)
+		return out, blocked, ok
 	}
 	k := min(q.n, max)
 	if cap(dst)-len(dst) < k {
@@ -298,6 +300,23 @@ func (q *Inbox[T]) Pop(dst []T, max int) (out []T, blocked, ok bool) {
 	}
 	q.mu.Unlock()
 	return dst, blocked, true
+}
+
+// popPriority is the end of Pop for a priority queue, which is not empty:
+// it takes one value. q.mu is held, and released.
+func (q *Inbox[T]) popPriority(dst []T) ([]T, bool) {
+	v, err := q.pri.pop(q)
+	if err != nil {
+		q.mu.Unlock()
+		q.run.Fail(err)
+		return dst, false
+	}
+	dst = append(dst, v)
+	if q.pwaiting > 0 && q.notFull != nil {
+		q.notFull.Broadcast()
+	}
+	q.mu.Unlock()
+	return dst, true
 }
 
 // Abandon is called when every consumer has stopped: queued values are
