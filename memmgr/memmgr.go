@@ -18,6 +18,10 @@
 //	// in each consumer, when done with it:
 //	err := buf.Release()
 //
+// A [SizedPool] ([NewSized]) sizes each buffer per request instead, as
+// HTGS's dynamic memory does: its Get takes an element count, and the
+// buffer is freed on its last release.
+//
 // A pool declared in a graph is instantiated with the graph: every run, and
 // every execution-pipeline clone, has its own buffers (allocated with the
 // clone's device). When the run ends the pool frees its buffers; buffers
