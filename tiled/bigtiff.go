@@ -79,20 +79,9 @@ func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int6
 	nextPtr := w.pos
 	w.u64(0)
 	var patches [][2]int64 // (where, value)
-	level := im
 	buf := make([]uint16, im.TW*im.TH)
 	raw := make([]byte, 2*im.TW*im.TH)
-	for l := 0; l < levels; l++ {
-		if l > 0 {
-			next, err := Downsample(level, tmpDir, budget)
-			if level != im {
-				level.Close()
-			}
-			if err != nil {
-				return err
-			}
-			level = next
-		}
+	err = eachLevel(im, levels, tmpDir, budget, func(l int, level *Image) error {
 		// Tile data.
 		tiles := level.Tiles()
 		offs := make([]uint64, len(tiles))
@@ -194,9 +183,10 @@ func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int6
 				w.u64(x) // only LONG8 arrays go out of line
 			}
 		}
-	}
-	if level != im {
-		level.Close()
+		return w.err
+	})
+	if err != nil {
+		return err
 	}
 	if w.err != nil {
 		return w.err
