@@ -12,7 +12,13 @@
 //
 // Memory is bounded by memmgr pools: at most Options.Slots input and Slots
 // output tile buffers are out at once, plus each image's tile cache (whose
-// budget is in bytes), whatever the image size. See docs/cap.md.
+// budget is in bytes), whatever the image size.
+//
+// Terms, MeasureTerms and Predict are CAP's analytic model of a
+// construct's time, T = t_d + ceil(T/P)·t_p + P·t_n + t_m, measured on the
+// machine; PredictShared adapts it to stages sharing a few processors. See
+// docs/cap.md for the constructs, the model against measurements, and a
+// picture.
 package cap
 
 import (

@@ -3,7 +3,8 @@
 // time through an LRU tile cache whose budget is in bytes (never more than
 // budget bytes of tiles are resident). It also writes and reads tiled,
 // pyramidal, uncompressed BigTIFF files tile by tile (see WriteBigTIFF and
-// OpenBigTIFF), so images of any size go to and from disk within a fixed
+// OpenBigTIFF), and the same pyramid as OME-Zarr v0.4 (WriteOMEZarr,
+// OpenOMEZarr), so images of any size go to and from disk within a fixed
 // amount of memory.
 //
 // This is the storage half of CAP's tile pipelines (Gennart et al.); the
