@@ -48,7 +48,7 @@ func variantsGraph() *graph.Graph[int, string] {
 	work := graph.AddVariants(g, "work", []graph.Variant[int, string]{
 		{Device: device.Host{}, New: newTask},
 		{Device: fakeGPU{id: 0, delay: time.Millisecond}, New: newTask},
-		{Device: fakeGPU{id: 1, delay: 25 * time.Millisecond}, New: newTask},
+		{Device: fakeGPU{id: 1, delay: 40 * time.Millisecond}, New: newTask},
 	})
 	graph.Connect(g.Input(), work)
 	graph.Connect(work, g.Output())
