@@ -81,7 +81,10 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 	if err != nil {
 		return nil, fmt.Errorf("cluster: client %s: result consumer: %w", c.id, err)
 	}
-	c.cons, err = cons.Consume(c.deliver, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	// A short expiry makes the consumer notice soon (a missed heartbeat,
+	// half the expiry) that its pull request was lost, after a server
+	// restart for one.
+	c.cons, err = cons.Consume(c.deliver, jetstream.PullExpiry(4*time.Second), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		cfg.log.Debug("cluster: result consumer", "client", c.id, "err", err)
 	}))
 	if err != nil {
@@ -218,10 +221,11 @@ func listWorkers(ctx context.Context, kv jetstream.KeyValue) ([]WorkerInfo, erro
 // number of inputs the graph should keep in flight across all workers; each
 // worker's own window (its Threads) bounds what it takes at a time.
 type Remote[In, Out any] struct {
-	c       *Client
-	name    string
-	version string
-	codec   Codec
+	c        *Client
+	name     string
+	version  string
+	codec    Codec
+	perClone bool
 }
 
 // TaskOption configures a [Remote] or a task a [Worker] handles.
@@ -237,10 +241,12 @@ type taskConfig struct {
 	threads       int
 	ackWait       time.Duration
 	maxAckPending int
+	perClone      bool
+	clone         int // -1: all inputs
 }
 
 func newTaskConfig(opts []TaskOption) taskConfig {
-	c := taskConfig{version: "v0", codec: Gob(), threads: 1, ackWait: 30 * time.Second, maxAckPending: 1000}
+	c := taskConfig{version: "v0", codec: Gob(), threads: 1, ackWait: 30 * time.Second, maxAckPending: 1000, clone: -1}
 	for _, o := range opts {
 		o.applyTask(&c)
 	}
@@ -275,6 +281,26 @@ func MaxAckPending(n int) TaskOption {
 	return taskOption(func(c *taskConfig) { c.maxAckPending = n })
 }
 
+// PerClone makes a Remote inside an execution pipeline send each input to
+// the workers serving its pipeline clone (task.Info.Pipeline), registered
+// with [Clone]: the clone, with its state, runs on those workers, the way a
+// clone runs on its own GPU. Workers ignore it.
+func PerClone() TaskOption { return taskOption(func(c *taskConfig) { c.perClone = true }) }
+
+// Clone makes a worker serve only clone k of a task whose Remote is
+// [PerClone]: the inputs the pipeline's decomposition rule routes to clone
+// k. Its copies see Pipeline = k in their task.Info. Remotes ignore it.
+func Clone(k int) TaskOption { return taskOption(func(c *taskConfig) { c.clone = k }) }
+
+// cloneKey is the name under which clone k of a task is served: its
+// subject token, consumer name and directory entry.
+func cloneKey(name string, k int) string {
+	if k < 0 {
+		return name
+	}
+	return name + "_c" + strconv.Itoa(k)
+}
+
 // NewRemote returns the graph side of the task registered as name by the
 // workers. Its Task method is the factory to pass to graph.AddTask.
 func NewRemote[In, Out any](c *Client, name string, opts ...TaskOption) (*Remote[In, Out], error) {
@@ -282,7 +308,7 @@ func NewRemote[In, Out any](c *Client, name string, opts ...TaskOption) (*Remote
 		return nil, err
 	}
 	tc := newTaskConfig(opts)
-	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec}, nil
+	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec, perClone: tc.perClone}, nil
 }
 
 // Name returns the task name the workers registered.
@@ -294,7 +320,15 @@ func (r *Remote[In, Out]) Task() task.Task[In, Out] { return &remoteCopy[In, Out
 type remoteCopy[In, Out any] struct{ r *Remote[In, Out] }
 
 func (rc *remoteCopy[In, Out]) Execute(ctx context.Context, in In, out task.Emitter[Out]) error {
-	outs, err := rc.r.Call(ctx, in)
+	clone := -1
+	if rc.r.perClone {
+		info, ok := task.InfoFrom(ctx)
+		if !ok {
+			return fmt.Errorf("cluster: task %q: PerClone outside a graph", rc.r.name)
+		}
+		clone = info.Pipeline
+	}
+	outs, err := rc.r.call(ctx, clone, in)
 	if err != nil {
 		return err
 	}
@@ -309,7 +343,24 @@ func (rc *remoteCopy[In, Out]) Execute(ctx context.Context, in In, out task.Emit
 // Call runs the task on a worker for one input and returns its outputs, in
 // the order the worker's Execute emitted them. Call is what each graph-side
 // copy's Execute does; it is also usable outside graphs.
+// For a PerClone Remote use CallClone.
 func (r *Remote[In, Out]) Call(ctx context.Context, in In) ([]Out, error) {
+	if r.perClone {
+		return nil, fmt.Errorf("cluster: task %q: Call on a PerClone task: use CallClone", r.name)
+	}
+	return r.call(ctx, -1, in)
+}
+
+// CallClone runs the input on the workers serving clone k of a PerClone
+// task.
+func (r *Remote[In, Out]) CallClone(ctx context.Context, k int, in In) ([]Out, error) {
+	if k < 0 {
+		return nil, fmt.Errorf("cluster: task %q: clone %d", r.name, k)
+	}
+	return r.call(ctx, k, in)
+}
+
+func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In) ([]Out, error) {
 	c := r.c
 	st := c.st
 	data, err := r.codec.Marshal(&in)
@@ -317,7 +368,8 @@ func (r *Remote[In, Out]) Call(ctx context.Context, in In) ([]Out, error) {
 		return nil, fmt.Errorf("cluster: task %q: encode input: %w", r.name, err)
 	}
 	id := c.id + "-" + strconv.FormatUint(c.seq.Add(1), 36)
-	msg := nats.NewMsg(st.n.work(r.name))
+	key := cloneKey(r.name, clone)
+	msg := nats.NewMsg(st.n.work(key))
 	msg.Header.Set(hProto, protoVersion)
 	msg.Header.Set(hTask, r.name)
 	msg.Header.Set(hVersion, r.version)
@@ -404,7 +456,7 @@ func (r *Remote[In, Out]) Call(ctx context.Context, in In) ([]Out, error) {
 				}
 			}
 		case <-probe.C:
-			if err := r.checkServed(ctx); err != nil {
+			if err := r.checkServed(ctx, key); err != nil {
 				forget()
 				return nil, err
 			}
@@ -422,14 +474,14 @@ const maxPublishAttempts = 20
 
 // checkServed fails with ErrNoWorker when workers are registered but none
 // of them serves r's task.
-func (r *Remote[In, Out]) checkServed(ctx context.Context) error {
+func (r *Remote[In, Out]) checkServed(ctx context.Context, key string) error {
 	ws, err := listWorkers(ctx, r.c.st.dir)
 	if err != nil || len(ws) == 0 {
 		return nil // no worker yet: keep waiting for one
 	}
 	var seen []string
 	for _, w := range ws {
-		if _, ok := w.Tasks[r.name]; ok {
+		if _, ok := w.Tasks[key]; ok {
 			return nil
 		}
 		for t, v := range w.Tasks {
@@ -437,7 +489,7 @@ func (r *Remote[In, Out]) checkServed(ctx context.Context) error {
 		}
 	}
 	slices.Sort(seen)
-	return fmt.Errorf("cluster: task %q: %w (live workers serve %v)", r.name, ErrNoWorker, seen)
+	return fmt.Errorf("cluster: task %q: %w (live workers serve %v)", key, ErrNoWorker, seen)
 }
 
 func (r *Remote[In, Out]) decode(ctx context.Context, res *nats.Msg) ([]Out, error) {

@@ -37,6 +37,14 @@
 // once per copy, Execute once per input, and the outputs a copy emits go
 // back together when its Execute returns.
 //
+// # Pipeline clones on workers
+//
+// Inside an execution pipeline, a Remote made with [PerClone] sends each
+// input to the workers serving its clone (task.Info.Pipeline), registered
+// with [Clone]: the decomposition rule routes inputs to clones as usual,
+// and each clone, with the state its worker copies keep, runs on its own
+// workers — a band of rows per node instead of per GPU.
+//
 // # Large payloads
 //
 // A payload (input or outputs) larger than [InlineLimit] is put in the

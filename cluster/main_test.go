@@ -185,7 +185,7 @@ func newClient(t testing.TB, nc *nats.Conn, opts ...Option) *Client {
 // serveInProcess runs a worker in this process until the test ends.
 func serveInProcess(t testing.TB, nc *nats.Conn, name string, reg func(*Worker) error, opts ...Option) *Worker {
 	t.Helper()
-	w := NewWorker(append([]Option{WorkerName(name)}, opts...)...)
+	w := NewWorker(append([]Option{WorkerName(name), PullWait(100 * time.Millisecond)}, opts...)...)
 	if err := reg(w); err != nil {
 		t.Fatal(err)
 	}

@@ -119,6 +119,7 @@ type config struct {
 	heartbeat   time.Duration
 	probe       time.Duration
 	chunk       [3]int // region chunk shape (Regions only)
+	pullWait    time.Duration
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -131,6 +132,7 @@ func newConfig(opts []Option) (config, error) {
 		objTTL:      time.Hour,
 		heartbeat:   2 * time.Second,
 		probe:       3 * time.Second,
+		pullWait:    time.Second,
 	}
 	for _, o := range opts {
 		o.apply(&c)
@@ -168,6 +170,15 @@ func InlineLimit(bytes int) Option { return option(func(c *config) { c.inlineLim
 // WorkerName sets a worker's name, reported with its results (default: the
 // host name and process id). Clients ignore it.
 func WorkerName(name string) Option { return option(func(c *config) { c.workerName = name }) }
+
+// PullWait sets how long a worker copy's pull request waits for an input
+// before the copy asks again (default 1 s). It bounds two waits: a stall
+// when the server leaves a pull request unanswered although an input is
+// pending (see docs/cluster.md), and how long Serve takes to stop, since it
+// lets its last pulls expire rather than cancel them. Clients ignore it.
+func PullWait(d time.Duration) Option {
+	return option(func(c *config) { c.pullWait = max(d, 10*time.Millisecond) })
+}
 
 // names of the streams, subjects and buckets of one namespace.
 type names struct{ ns string }

@@ -399,13 +399,16 @@ func (s *Regions) List(ctx context.Context) ([]region.ID, error) {
 }
 
 // objPtr is the value of an object's pointer key: the object store names
-// of the current body and of the one before it. A body is deleted only when
-// it is two updates old, so that a reader that took the pointer just before
-// an update still finds its body.
+// of the current body and of the keepBodies-1 before it. A body is deleted
+// only when it is keepBodies updates old, so that a reader that took the
+// pointer just before some updates still finds its body.
 type objPtr struct {
-	Cur  string `json:"cur"`
-	Prev string `json:"prev,omitempty"`
+	Cur  string   `json:"cur"`
+	Prev []string `json:"prev,omitempty"`
 }
+
+// keepBodies is how many bodies of an object are kept.
+const keepBodies = 4
 
 // pointer returns an object's pointer and its revision (0 if absent).
 func (s *Regions) pointer(ctx context.Context, id region.ID) (objPtr, uint64, error) {
@@ -477,15 +480,23 @@ func (s *Regions) UpdateObject(ctx context.Context, id region.ID, f func(old []b
 		if _, err := s.obj.PutBytes(ctx, name, nb); err != nil {
 			return fmt.Errorf("cluster: object %v: store: %w", id, err)
 		}
-		ptr, _ := json.Marshal(objPtr{Cur: name, Prev: p.Cur})
+		np := objPtr{Cur: name}
+		var drop []string
+		if p.Cur != "" {
+			np.Prev = append([]string{p.Cur}, p.Prev...)
+			if len(np.Prev) > keepBodies-1 {
+				np.Prev, drop = np.Prev[:keepBodies-1], np.Prev[keepBodies-1:]
+			}
+		}
+		ptr, _ := json.Marshal(np)
 		if rev == 0 {
 			_, err = s.kv.Create(ctx, ptrKey(id), ptr)
 		} else {
 			_, err = s.kv.Update(ctx, ptrKey(id), ptr, rev)
 		}
 		if err == nil {
-			if p.Prev != "" {
-				_ = s.obj.Delete(ctx, p.Prev)
+			for _, old := range drop {
+				_ = s.obj.Delete(ctx, old)
 			}
 			return nil
 		}

@@ -40,6 +40,7 @@ type Worker struct {
 	refused  atomic.Int64
 	serving  atomic.Bool
 	acks     sync.WaitGroup // answers waiting for the result stream
+	quit     chan struct{}  // closed when Serve's copies have stopped
 
 	// afterAnswer, if set (by tests), runs after a result is stored and
 	// before its input is acknowledged.
@@ -49,7 +50,8 @@ type Worker struct {
 
 // handler is one registered task, with its types erased.
 type handler struct {
-	name string
+	name string // the task's name
+	key  string // the name it is served under: name, or name_cK for clone K
 	tc   taskConfig
 	// newCopy makes one copy: init runs its Initialize, exec runs one input
 	// (the decoded payload) and returns the encoded outputs, shut its
@@ -81,15 +83,16 @@ func Handle[In, Out any](w *Worker, name string, newTask func() task.Task[In, Ou
 	if w.serving.Load() {
 		return fmt.Errorf("cluster: task %q: Handle after Serve", name)
 	}
-	if _, dup := w.handlers[name]; dup {
-		return fmt.Errorf("cluster: task %q registered twice", name)
-	}
 	tc := newTaskConfig(opts)
+	key := cloneKey(name, tc.clone)
+	if _, dup := w.handlers[key]; dup {
+		return fmt.Errorf("cluster: task %q registered twice", key)
+	}
 	if tc.threads < 1 {
 		return fmt.Errorf("cluster: task %q: %d threads", name, tc.threads)
 	}
 	codec := tc.codec
-	w.handlers[name] = handler{name: name, tc: tc, newCopy: func() workerCopy {
+	w.handlers[key] = handler{name: name, key: key, tc: tc, newCopy: func() workerCopy {
 		t := newTask()
 		var wc workerCopy
 		wc.init = func(ctx context.Context, info task.Info) error {
@@ -129,7 +132,7 @@ func Handle[In, Out any](w *Worker, name string, newTask func() task.Task[In, Ou
 		}
 		return wc
 	}}
-	w.order = append(w.order, name)
+	w.order = append(w.order, key)
 	return nil
 }
 
@@ -186,7 +189,8 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	if len(w.handlers) == 0 {
 		return fmt.Errorf("cluster: worker %s: no task registered", cfg.workerName)
 	}
-	js, err := jetstream.New(nc)
+	w.quit = make(chan struct{})
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
 	}
@@ -208,12 +212,12 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 				return nil, nil, err
 			}
 			var runs []run
-			for _, name := range w.order {
-				h := w.handlers[name]
+			for _, key := range w.order {
+				h := w.handlers[key]
 				cons, err := js.CreateOrUpdateConsumer(ctx, st.n.workStream(), jetstream.ConsumerConfig{
-					Durable:       name,
-					Description:   "htgs cluster: workers of task " + name,
-					FilterSubject: st.n.work(name),
+					Durable:       key,
+					Description:   "htgs cluster: workers of task " + key,
+					FilterSubject: st.n.work(key),
 					AckPolicy:     jetstream.AckExplicitPolicy,
 					AckWait:       h.tc.ackWait,
 					MaxAckPending: h.tc.maxAckPending,
@@ -223,7 +227,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 					MaxDeliver: -1,
 				})
 				if err != nil {
-					return nil, nil, fmt.Errorf("task %q: consumer: %w", name, err)
+					return nil, nil, fmt.Errorf("task %q: consumer: %w", key, err)
 				}
 				runs = append(runs, run{h, cons})
 			}
@@ -244,8 +248,8 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 
 	// Register in the directory until Serve returns.
 	info := WorkerInfo{Name: cfg.workerName, Host: w.host, PID: os.Getpid(), Tasks: map[string]string{}}
-	for _, name := range w.order {
-		info.Tasks[name] = w.handlers[name].tc.version
+	for _, key := range w.order {
+		info.Tasks[key] = w.handlers[key].tc.version
 	}
 	entry, _ := json.Marshal(info)
 	key := cfg.workerName
@@ -299,6 +303,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		}
 	}
 	wg.Wait()
+	close(w.quit)
 	w.acks.Wait()
 	select {
 	case err := <-errs:
@@ -312,18 +317,14 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 // consumers.
 const setupPatience = 30 * time.Second
 
-// pullWait bounds how long a copy's pull request waits for an input. A
-// pull request now and then goes unanswered although an input is waiting
-// (seen with nats-server 2.11 and 2.12 and a plain nats.go Fetch, about
-// once in 10,000 round trips on a loaded machine); the copy then asks again
-// after pullWait.
-const pullWait = time.Second
-
 // runCopy is one copy of a task: it pulls one input at a time, only when
 // it is free, until ctx is cancelled.
 func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, cons jetstream.Consumer, thread int) error {
 	wc := h.newCopy()
 	info := task.Info{Task: h.name, Thread: thread, Threads: h.tc.threads, Pipelines: 1}
+	if h.tc.clone >= 0 {
+		info.Pipeline, info.Pipelines = h.tc.clone, 0 // the clone count is the graph's
+	}
 	if err := guard(func() error { return wc.init(task.WithInfo(ctx, info), info) }); err != nil {
 		return fmt.Errorf("cluster: worker %s: task %q (thread %d) initialize: %w", w.cfg.workerName, h.name, thread, err)
 	}
@@ -337,7 +338,7 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, cons jetstr
 		// The pull is not cancelled with ctx: an input delivered to a
 		// cancelled pull would wait for its ack wait. Serve's end waits
 		// for the pull to expire instead, and gives back what it got.
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(pullWait))
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(w.cfg.pullWait))
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -505,13 +506,21 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 		defer w.acks.Done()
 		t := time.NewTimer(10 * time.Second)
 		defer t.Stop()
-		select {
-		case <-f.Ok():
-			then(true)
-		case err := <-f.Err():
-			failed("publish result", err)
-		case <-t.C:
-			failed("publish result", errors.New("no acknowledgement from the result stream in 10s"))
+		quit := w.quit
+		for {
+			select {
+			case <-f.Ok():
+				then(true)
+			case err := <-f.Err():
+				failed("publish result", err)
+			case <-t.C:
+				failed("publish result", errors.New("no acknowledgement from the result stream"))
+			case <-quit: // Serve is ending: wait a little more, not 10 s
+				quit = nil
+				t.Reset(500 * time.Millisecond)
+				continue
+			}
+			return
 		}
 	}
 	if w.syncAck {
