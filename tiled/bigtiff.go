@@ -50,7 +50,7 @@ func Levels(w, h, tw, th int) int {
 // 16). Reduced levels are built tile by tile in temporary tiled images in
 // tmpDir (os.TempDir when empty), each with a cache of budget bytes, so
 // memory stays bounded whatever the image size.
-func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int64) (err error) {
+func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int64) error {
 	if im.TW%16 != 0 || im.TH%16 != 0 {
 		return fmt.Errorf("tiled: TIFF tiles must be multiples of 16, have %dx%d", im.TW, im.TH)
 	}
@@ -60,148 +60,182 @@ func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int6
 	if err := im.Flush(); err != nil {
 		return err
 	}
+	t, err := newTIFFWriter(path, im.TW, im.TH)
+	if err != nil {
+		return err
+	}
+	err = eachLevel(im, levels, tmpDir, budget, func(l int, level *Image) error {
+		return t.level(l, level)
+	})
+	return t.finish(err)
+}
+
+// tiffWriter writes a tiled BigTIFF: the header, then for each level its
+// tile data followed by its IFD, each IFD's offset patched into the
+// previous one's next pointer at the end.
+type tiffWriter struct {
+	f       *os.File
+	w       *posWriter
+	nextPtr int64
+	patches [][2]int64 // (where, value)
+	buf     []uint16
+	raw     []byte
+}
+
+func newTIFFWriter(path string, tw, th int) (*tiffWriter, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(path)
-		}
-	}()
 	// A buffer smaller than a tile: tile data goes straight to the file.
-	w := &posWriter{w: bufio.NewWriterSize(f, 64<<10)}
+	t := &tiffWriter{f: f, w: &posWriter{w: bufio.NewWriterSize(f, 64<<10)},
+		buf: make([]uint16, tw*th), raw: make([]byte, 2*tw*th)}
 	// Header: II, 43, offset size 8, 0, first IFD offset (patched).
-	w.bytes([]byte{'I', 'I', 43, 0, 8, 0, 0, 0})
-	nextPtr := w.pos
-	w.u64(0)
-	var patches [][2]int64 // (where, value)
-	buf := make([]uint16, im.TW*im.TH)
-	raw := make([]byte, 2*im.TW*im.TH)
-	err = eachLevel(im, levels, tmpDir, budget, func(l int, level *Image) error {
-		// Tile data.
-		tiles := level.Tiles()
-		offs := make([]uint64, len(tiles))
-		for i, c := range tiles {
-			_, _, cw, ch := level.Rect(c)
-			if hostLE && cw == level.TW && ch == level.TH {
-				// A whole tile goes from the cache to the file uncopied.
-				err := level.cache.do(c, func(t []uint16) bool {
-					offs[i] = uint64(w.pos)
-					w.bytes(asBytes(t))
-					return false
-				})
-				if err != nil {
-					return err
-				}
-				continue
-			}
-			if err := level.ReadTile(c, buf); err != nil {
+	t.w.bytes([]byte{'I', 'I', 43, 0, 8, 0, 0, 0})
+	t.nextPtr = t.w.pos
+	t.w.u64(0)
+	return t, nil
+}
+
+// tile writes one tile's pixels (tw*th values, row stride tw) of which
+// the top-left cw x ch are the image's, the rest zeroed so the file is
+// deterministic, and returns its offset. px is modified.
+func (t *tiffWriter) tile(px []uint16, tw, th, cw, ch int) uint64 {
+	for y := range th {
+		row := px[y*tw : (y+1)*tw]
+		if y >= ch {
+			clear(row)
+		} else {
+			clear(row[cw:])
+		}
+	}
+	off := uint64(t.w.pos)
+	if hostLE {
+		t.w.bytes(asBytes(px))
+	} else {
+		for i, v := range px {
+			binary.LittleEndian.PutUint16(t.raw[2*i:], v)
+		}
+		t.w.bytes(t.raw[:2*len(px)])
+	}
+	return off
+}
+
+// level writes level l's tile data and IFD.
+func (t *tiffWriter) level(l int, level *Image) error {
+	tiles := level.Tiles()
+	offs := make([]uint64, len(tiles))
+	for i, c := range tiles {
+		_, _, cw, ch := level.Rect(c)
+		if hostLE && cw == level.TW && ch == level.TH {
+			// A whole tile goes from the cache to the file uncopied.
+			err := level.cache.do(c, func(px []uint16) bool {
+				offs[i] = uint64(t.w.pos)
+				t.w.bytes(asBytes(px))
+				return false
+			})
+			if err != nil {
 				return err
 			}
-			// Zero the padding of edge tiles so the file is deterministic.
-			for y := range level.TH {
-				row := buf[y*level.TW : (y+1)*level.TW]
-				if y >= ch {
-					clear(row)
-				} else {
-					clear(row[cw:])
-				}
-			}
-			if hostLE {
-				raw = asBytes(buf)
-			} else {
-				for i, v := range buf {
-					binary.LittleEndian.PutUint16(raw[2*i:], v)
-				}
-			}
-			offs[i] = uint64(w.pos)
-			w.bytes(raw)
+			continue
 		}
-		if w.pos%2 == 1 {
-			w.bytes([]byte{0})
-		}
-		// IFD.
-		ifdPos := w.pos
-		patches = append(patches, [2]int64{nextPtr, ifdPos})
-		subfile := uint64(0)
-		if l > 0 {
-			subfile = 1
-		}
-		type ent struct {
-			tag, typ uint16
-			vals     []uint64
-		}
-		ents := []ent{
-			{tagNewSubfileType, typeLong, []uint64{subfile}},
-			{tagImageWidth, typeLong, []uint64{uint64(level.W)}},
-			{tagImageLength, typeLong, []uint64{uint64(level.H)}},
-			{tagBitsPerSample, typeShort, []uint64{16}},
-			{tagCompression, typeShort, []uint64{1}},
-			{tagPhotometric, typeShort, []uint64{1}},
-			{tagSamplesPerPixel, typeShort, []uint64{1}},
-			{tagPlanarConfig, typeShort, []uint64{1}},
-			{tagTileWidth, typeLong, []uint64{uint64(level.TW)}},
-			{tagTileLength, typeLong, []uint64{uint64(level.TH)}},
-			{tagTileOffsets, typeLong8, offs},
-			{tagTileByteCounts, typeLong8, nil},
-			{tagSampleFormat, typeShort, []uint64{1}},
-		}
-		counts := make([]uint64, len(tiles))
-		for i := range counts {
-			counts[i] = uint64(level.TileBytes())
-		}
-		ents[11].vals = counts
-		ifdSize := int64(8 + 20*len(ents) + 8)
-		extra := ifdPos + ifdSize // out-of-line values follow the IFD
-		w.u64(uint64(len(ents)))
-		var outOfLine [][]uint64
-		for _, e := range ents {
-			w.u16(e.tag)
-			w.u16(e.typ)
-			w.u64(uint64(len(e.vals)))
-			size := int64(len(e.vals)) * typeSize(e.typ)
-			if size <= 8 {
-				var v [8]byte
-				for i, x := range e.vals {
-					putVal(v[int64(i)*typeSize(e.typ):], e.typ, x)
-				}
-				w.bytes(v[:])
-			} else {
-				w.u64(uint64(extra))
-				extra += size
-				outOfLine = append(outOfLine, e.vals)
-			}
-		}
-		nextPtr = w.pos
-		w.u64(0)
-		for _, vals := range outOfLine {
-			for _, x := range vals {
-				w.u64(x) // only LONG8 arrays go out of line
-			}
-		}
-		return w.err
-	})
-	if err != nil {
-		return err
-	}
-	if w.err != nil {
-		return w.err
-	}
-	if err := w.w.Flush(); err != nil {
-		return err
-	}
-	for _, p := range patches {
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(p[1]))
-		if _, err := f.WriteAt(b[:], p[0]); err != nil {
+		if err := level.ReadTile(c, t.buf); err != nil {
 			return err
 		}
+		offs[i] = t.tile(t.buf, level.TW, level.TH, cw, ch)
 	}
-	return nil
+	t.ifd(l, level.W, level.H, level.TW, level.TH, offs)
+	return t.w.err
+}
+
+// ifd writes the IFD of level l (w x h in tw x th tiles at offs).
+func (t *tiffWriter) ifd(l, w, h, tw, th int, offs []uint64) {
+	if t.w.pos%2 == 1 {
+		t.w.bytes([]byte{0})
+	}
+	ifdPos := t.w.pos
+	t.patches = append(t.patches, [2]int64{t.nextPtr, ifdPos})
+	subfile := uint64(0)
+	if l > 0 {
+		subfile = 1
+	}
+	counts := make([]uint64, len(offs))
+	for i := range counts {
+		counts[i] = uint64(tw) * uint64(th) * 2
+	}
+	type ent struct {
+		tag, typ uint16
+		vals     []uint64
+	}
+	ents := []ent{
+		{tagNewSubfileType, typeLong, []uint64{subfile}},
+		{tagImageWidth, typeLong, []uint64{uint64(w)}},
+		{tagImageLength, typeLong, []uint64{uint64(h)}},
+		{tagBitsPerSample, typeShort, []uint64{16}},
+		{tagCompression, typeShort, []uint64{1}},
+		{tagPhotometric, typeShort, []uint64{1}},
+		{tagSamplesPerPixel, typeShort, []uint64{1}},
+		{tagPlanarConfig, typeShort, []uint64{1}},
+		{tagTileWidth, typeLong, []uint64{uint64(tw)}},
+		{tagTileLength, typeLong, []uint64{uint64(th)}},
+		{tagTileOffsets, typeLong8, offs},
+		{tagTileByteCounts, typeLong8, counts},
+		{tagSampleFormat, typeShort, []uint64{1}},
+	}
+	ifdSize := int64(8 + 20*len(ents) + 8)
+	extra := ifdPos + ifdSize // out-of-line values follow the IFD
+	t.w.u64(uint64(len(ents)))
+	var outOfLine [][]uint64
+	for _, e := range ents {
+		t.w.u16(e.tag)
+		t.w.u16(e.typ)
+		t.w.u64(uint64(len(e.vals)))
+		size := int64(len(e.vals)) * typeSize(e.typ)
+		if size <= 8 {
+			var v [8]byte
+			for i, x := range e.vals {
+				putVal(v[int64(i)*typeSize(e.typ):], e.typ, x)
+			}
+			t.w.bytes(v[:])
+		} else {
+			t.w.u64(uint64(extra))
+			extra += size
+			outOfLine = append(outOfLine, e.vals)
+		}
+	}
+	t.nextPtr = t.w.pos
+	t.w.u64(0)
+	for _, vals := range outOfLine {
+		for _, x := range vals {
+			t.w.u64(x) // only LONG8 arrays go out of line
+		}
+	}
+}
+
+// finish flushes, patches the IFD pointers and closes the file, or (err
+// not nil, or any failure) removes it; it returns the first error.
+func (t *tiffWriter) finish(err error) error {
+	if err == nil {
+		err = t.w.err
+	}
+	if err == nil {
+		err = t.w.w.Flush()
+	}
+	for _, p := range t.patches {
+		if err != nil {
+			break
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(p[1]))
+		_, err = t.f.WriteAt(b[:], p[0])
+	}
+	if cerr := t.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(t.f.Name())
+	}
+	return err
 }
 
 // Downsample returns a new temporary image of half im's size (rounded up),
