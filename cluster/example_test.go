@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gohtgs/htgs/cluster"
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/region"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -135,4 +138,49 @@ func ExampleRemote_Call() {
 	words, err := r.Call(context.Background(), "one worker, many outputs")
 	fmt.Println(words, err)
 	// Output: [one worker, many outputs] <nil>
+}
+
+// A region written by one process and read back, ROI only, by another
+// (here: two connections).
+func ExampleNewRegions() {
+	srv, err := cluster.StartServer()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	ctx := context.Background()
+	var conns []*nats.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	open := func() *cluster.Regions {
+		conn, err := srv.Connect()
+		if err != nil {
+			panic(err)
+		}
+		conns = append(conns, conn)
+		r, err := cluster.NewRegions(ctx, conn, cluster.RegionChunk(64, 64, 1))
+		if err != nil {
+			panic(err)
+		}
+		return r
+	}
+	manager, worker := open(), open()
+
+	m := region.Meta{ID: region.ID{Name: "slide::mask", Type: region.Dense2D}, Elem: region.Uint8, Bounds: region.Rect(0, 0, 256, 256)}
+	tile := make([]byte, 64*64)
+	for i := range tile {
+		tile[i] = 7
+	}
+	if err := manager.Write(ctx, m, region.Rect(64, 64, 128, 128), tile); err != nil {
+		panic(err)
+	}
+	roi := make([]byte, 4) // a 2×2 ROI across the tile's corner
+	if err := worker.Read(ctx, m.ID, region.Rect(63, 63, 65, 65), roi); err != nil {
+		panic(err)
+	}
+	fmt.Println(roi)
+	// Output: [0 0 0 7]
 }

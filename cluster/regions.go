@@ -51,7 +51,8 @@ func RegionChunk(x, y, z int) Option {
 
 // NewRegions opens (creating it if needed) the region storage of the
 // namespace on nc. opts are the namespace's options (Namespace,
-// FileStorage, Replicas) and RegionChunk.
+// FileStorage, Replicas) and RegionChunk. A Regions starts no goroutine
+// and needs no closing; nc stays the caller's.
 func NewRegions(ctx context.Context, nc *nats.Conn, opts ...Option) (*Regions, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
