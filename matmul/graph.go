@@ -24,7 +24,24 @@ const DefaultBlockSize = 512
 // DefaultDeviceBlockSize is the block size used when Config.BlockSize is 0
 // and the kernel runs on devices (the cuda kernel): a GPU needs large
 // products to reach its peak, and every product costs a few driver calls.
+// Matrices of at least LargeDeviceBlockSize*4 in every dimension, without a
+// device-memory budget, get LargeDeviceBlockSize blocks instead (on an
+// H100 at n = 16384 from page-locked memory: 48 TFLOP/s with 4096-blocks,
+// 39 with 2048).
 const DefaultDeviceBlockSize = 2048
+
+// LargeDeviceBlockSize is the device block size for large products (see
+// [DefaultDeviceBlockSize]).
+const LargeDeviceBlockSize = 4096
+
+// deviceBlockSize is the default device block size of an m x k by k x n
+// product with the given device budget (0: none).
+func deviceBlockSize(m, k, n int, budget int64) int {
+	if budget == 0 && min(m, k, n) >= 4*LargeDeviceBlockSize {
+		return LargeDeviceBlockSize
+	}
+	return DefaultDeviceBlockSize
+}
 
 // Errors of bad arguments, wrapped by the errors of this package's
 // functions; test for them with errors.Is.

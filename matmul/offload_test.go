@@ -699,6 +699,17 @@ func TestOffloadDefaultBlockSize(t *testing.T) {
 	if err != nil || p.BlockSize != DefaultBlockSize {
 		t.Fatalf("CPU plan: block %d, %v; want %d", p.BlockSize, err, DefaultBlockSize)
 	}
+	// Large products get larger blocks, unless the device memory is bounded.
+	for _, c := range []struct {
+		n      int
+		budget int64
+		want   int
+	}{{16384, 0, LargeDeviceBlockSize}, {16384, 8 << 30, DefaultDeviceBlockSize}, {16383, 0, DefaultDeviceBlockSize}} {
+		p, err = newPlan(c.n, c.n, c.n, true, Config{Kernel: newFakeGPU(1), DeviceMemory: c.budget})
+		if err != nil || p.BlockSize != c.want {
+			t.Fatalf("n=%d, budget %d: block %d, %v; want %d", c.n, c.budget, p.BlockSize, err, c.want)
+		}
+	}
 }
 
 // TestOffloadDirect runs the offload graph with the operands page-locked

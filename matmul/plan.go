@@ -141,7 +141,7 @@ func capPartials(c, multiplies int) int { return max(1, min(c, multiplies)) }
 func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
 	bs, threads := cfg.blockSize(), cfg.threads()
 	if _, ok := offloadOf(cfg); ok && cfg.BlockSize == 0 {
-		bs = DefaultDeviceBlockSize
+		bs = deviceBlockSize(m, k, n, cfg.DeviceMemory)
 	}
 	p := Plan{M: m, K: k, N: n, BlockSize: bs, Threads: threads, InMemory: inMemory,
 		MB: ceilDiv(m, bs), KB: ceilDiv(k, bs), NB: ceilDiv(n, bs)}

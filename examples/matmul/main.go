@@ -114,7 +114,7 @@ func flagSet(o *options, raw *rawFlags) *flag.FlagSet {
 	fs.IntVar(&o.n, "n", 0, "multiply random `N` x N matrices")
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` of the random matrices")
 	fs.BoolVar(&o.verify, "verify", false, "check the result against one gonum Dgemm call")
-	fs.IntVar(&o.block, "block", 0, fmt.Sprintf("block `size` (default %d, with -kernel cuda %d)", matmul.DefaultBlockSize, matmul.DefaultDeviceBlockSize))
+	fs.IntVar(&o.block, "block", 0, fmt.Sprintf("block `size` (default %d; with -kernel cuda %d, or %d for matrices of %d and more without -gpumem)", matmul.DefaultBlockSize, matmul.DefaultDeviceBlockSize, matmul.LargeDeviceBlockSize, 4*matmul.LargeDeviceBlockSize))
 	fs.IntVar(&o.threads, "threads", 0, "multiply-task `copies` (0: one per CPU)")
 	fs.StringVar(&raw.mem, "mem", "", "RAM `budget` for blocks, e.g. 64MiB; out of core when A, B and C do not fit (default: no limit)")
 	fs.StringVar(&raw.gpuMem, "gpumem", "", "GPU memory `budget` per device for blocks with -kernel cuda (default: 3/4 of the free memory)")
