@@ -1,16 +1,18 @@
 package cluster
 
 import (
-	"math/rand/v2"
-
 	"context"
 	"fmt"
-	"github.com/gohtgs/htgs/region"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/region"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -187,5 +189,112 @@ func BenchmarkRegionsROIRead(b *testing.B) {
 		if err := st.Read(ctx, m.ID, region.Rect(x, y, x+512, y+512), buf); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// reportP50 reports the median of d in µs.
+func reportP50(b *testing.B, d []time.Duration) {
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1e3, "p50-µs")
+}
+
+// BenchmarkBrokerFloor measures what a remote item cannot go below on this
+// machine, with no code of this package in the way: a core NATS
+// request/reply between two connections (two crossings of the server), and
+// a JetStream publish followed by a pull of the same message.
+func BenchmarkBrokerFloor(b *testing.B) {
+	b.Run("core-request", func(b *testing.B) {
+		s := startServer(b)
+		nc, nc2 := connect(b, s), connect(b, s)
+		sub, err := nc2.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := nc2.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		d := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for range b.N {
+			t0 := time.Now()
+			if _, err := nc.Request("echo", []byte("x"), time.Second); err != nil {
+				b.Fatal(err)
+			}
+			d = append(d, time.Since(t0))
+		}
+		reportP50(b, d)
+	})
+	b.Run("js-publish-pull", func(b *testing.B) {
+		s := startServer(b)
+		js, _ := jetstream.New(connect(b, s))
+		js2, _ := jetstream.New(connect(b, s))
+		ctx := context.Background()
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FLOOR", Subjects: []string{"floor"}, Storage: jetstream.MemoryStorage, Retention: jetstream.WorkQueuePolicy}); err != nil {
+			b.Fatal(err)
+		}
+		cons, err := js2.CreateOrUpdateConsumer(ctx, "FLOOR", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for range b.N {
+			t0 := time.Now()
+			if _, err := js.PublishAsync("floor", []byte("x")); err != nil {
+				b.Fatal(err)
+			}
+			m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = m.Ack()
+			d = append(d, time.Since(t0))
+		}
+		reportP50(b, d)
+	})
+	for _, codec := range []Codec{Gob(), JSON()} {
+		b.Run("call-in-process-worker-"+codec.Name(), func(b *testing.B) {
+			s := startServer(b)
+			serveInProcess(b, connect(b, s), "w", func(w *Worker) error {
+				return Handle(w, "square", squareTask, Version("v1"), WithCodec(codec))
+			})
+			c := newClient(b, connect(b, s))
+			r, _ := NewRemote[job, answer](c, "square", Version("v1"), WithCodec(codec))
+			for range 50 {
+				if _, err := r.Call(context.Background(), job{N: 2}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			d := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				if _, err := r.Call(context.Background(), job{N: 2}); err != nil {
+					b.Fatal(err)
+				}
+				d = append(d, time.Since(t0))
+			}
+			reportP50(b, d)
+		})
+	}
+}
+
+// BenchmarkCodec encodes and decodes one small input and its one output,
+// as a remote item does (four codec calls).
+func BenchmarkCodec(b *testing.B) {
+	for _, codec := range []Codec{Gob(), JSON()} {
+		b.Run(codec.Name(), func(b *testing.B) {
+			for range b.N {
+				in := job{N: 5}
+				data, _ := codec.Marshal(&in)
+				var back job
+				_ = codec.Unmarshal(data, &back)
+				outs := []answer{{5, 25}}
+				data, _ = codec.Marshal(&outs)
+				var outsBack []answer
+				_ = codec.Unmarshal(data, &outsBack)
+			}
+		})
 	}
 }
