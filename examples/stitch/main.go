@@ -795,12 +795,19 @@ func mosaicMemory(slots []compose.Slot, blend compose.Blend) int64 {
 // the user set (GOMEMLIMIT) alone, and returns the function that puts the
 // previous limit back (the mosaic has a budget of its own).
 func softMemoryLimit(src *tileio.TileSet, c *config, opt align.Options, gopt stitching.GraphOptions) (restore func()) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
-	}
 	w, h := src.TileSize()
 	est := stitching.MemoryEstimate(c.rows, c.cols, w, h, opt, gopt)
-	prev := debug.SetMemoryLimit(est + est/2 + 300e6)
+	return heapLimit(est + est/2 + 300e6)
+}
+
+// heapLimit sets the Go runtime's soft memory limit to bytes, unless the
+// user set one (GOMEMLIMIT), and returns the function that puts the
+// previous limit back.
+func heapLimit(bytes int64) (restore func()) {
+	if os.Getenv("GOMEMLIMIT") != "" || bytes <= 0 {
+		return func() {}
+	}
+	prev := debug.SetMemoryLimit(bytes)
 	return func() { debug.SetMemoryLimit(prev) }
 }
 
@@ -940,7 +947,12 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 	if plan.tiled {
 		fmt.Fprintf(stdout, "mosaic %d x %d: out of core into a tiled pyramidal BigTIFF (in memory it needs about %s; -mem %s; tile cache %s)\n",
 			plan.w, plan.h, gib(plan.inMemory), gib(mem), gib(plan.cache))
-		if err := writeTiledMosaic(ctx, c, slots, load, plan, names, outs); err != nil {
+		// Keep the heap within -mem: without a limit the garbage
+		// collector lets it grow to twice what is live.
+		restore := heapLimit(mem)
+		err := writeTiledMosaic(ctx, c, slots, load, plan, names, outs)
+		restore()
+		if err != nil {
 			return err
 		}
 	} else {
