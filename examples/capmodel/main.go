@@ -13,9 +13,11 @@
 //	go run ./examples/capmodel -rounds 5 -svg docs/img/cap-model.svg
 //
 // Throughput mode (-mosaic 16x20) composes a grid of 1392 x 1040 tiles
-// (linear blending) out of core with compose.ComposeTiled into 512 x 512
-// tiles, writes the pyramidal BigTIFF, and times dd's direct sequential
-// write of as many bytes into the same folder, alternately, -rounds times.
+// (linear blending) out of core into a pyramidal BigTIFF of 512 x 512
+// tiles, once through a tile file (compose.ComposeTiled, then
+// tiled.WriteBigTIFF) and once streamed (compose.ComposeBigTIFF), and
+// times dd's direct sequential write of as many bytes into the same
+// folder, alternately, -rounds times.
 package main
 
 import (
@@ -52,12 +54,16 @@ func main() {
 	mosaic := flag.String("mosaic", "", "throughput mode: compose a GXxGY grid of 1392x1040 tiles (e.g. 16x20)")
 	mem := flag.Int64("mem", 256, "throughput mode: tile-cache budget in MiB")
 	dir := flag.String("dir", "", "folder for the tile files (default a new temporary folder)")
+	flag.StringVar(&paths, "paths", "tiled,stream", "throughput mode: which paths to time (tiled, stream)")
 	flag.Parse()
 	if err := run(*w, *h, ints(*sizes), ints(*workers), *rounds, *svg, *mosaic, *mem<<20, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "capmodel:", err)
 		os.Exit(1)
 	}
 }
+
+// paths are the mosaic paths throughput mode times.
+var paths = "tiled,stream"
 
 func ints(s string) []int {
 	var r []int
@@ -450,51 +456,97 @@ func throughput(gx, gy, rounds int, mem int64, dir string) error {
 	}
 	full := int64(2 * mw * mh)
 	fmt.Printf("mosaic %d x %d (%d MB of pixels), %d tiles, cache %d MiB\n", mw, mh, full/1e6, len(slots), mem>>20)
-	load := func(i int) (*image.Gray16, error) { return distinct[i%len(distinct)], nil }
+	loadTile := func(i int) (*image.Gray16, error) { return distinct[i%len(distinct)], nil }
 	for round := range rounds {
 		ddRate, err := dd(dir, full)
 		if err != nil { // tmpfs refuses O_DIRECT, for one
 			fmt.Println("dd:", err)
 		}
-		dst, err := tiled.CreateTemp(dir, mw, mh, 512, 512, mem)
-		if err != nil {
-			return err
-		}
+		fmt.Printf("round %d: load %s | dd %.0f MB/s\n", round+1, load(), ddRate/1e6)
 		tif := filepath.Join(dir, "mosaic.tif")
+		if strings.Contains(paths, "tiled") {
+			if err := viaTileFile(slots, loadTile, mw, mh, full, mem, dir, tif, ddRate); err != nil {
+				return err
+			}
+		}
+		if !strings.Contains(paths, "stream") {
+			continue
+		}
+		// The streamed path: ComposeBigTIFF, no tile file.
 		t0 := time.Now()
-		err = compose.ComposeTiled(context.Background(), slots, load, compose.Linear, dst)
-		t1 := time.Now()
-		if err == nil {
-			err = tiled.WriteBigTIFF(tif, dst, 0, dir, mem/4)
-		}
-		t2 := time.Now()
-		dst.Close()
+		out, err := tiled.CreateBigTIFF(tif, mw, mh, 512, 512, 0, dir, mem/4)
 		if err != nil {
 			return err
 		}
-		f, err := os.Open(tif)
+		err = compose.ComposeBigTIFF(context.Background(), slots, loadTile, compose.Linear, out)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			return err
 		}
-		err = f.Sync()
-		st, _ := f.Stat()
-		f.Close()
-		t3 := time.Now()
+		tot := time.Since(t0).Seconds()
+		size, tsync, err := syncRemove(tif)
 		if err != nil {
 			return err
 		}
-		os.Remove(tif)
-		tot := t2.Sub(t0).Seconds()
-		fmt.Printf("round %d: load %s | dd %.0f MB/s | compose %.2f s + BigTIFF %.2f s = %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF (%d MB); with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx\n",
-			round+1, strings.TrimSpace(loadString()), ddRate/1e6, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), tot,
-			float64(full)/tot/1e6, float64(st.Size())/tot/1e6, st.Size()/1e6, t3.Sub(t0).Seconds(), float64(full)/t3.Sub(t0).Seconds()/1e6,
-			ddRate/(float64(full)/tot))
+		fmt.Printf("  stream: compose + BigTIFF %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF; with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx\n",
+			tot, float64(full)/tot/1e6, float64(size)/tot/1e6, tot+tsync.Seconds(), float64(full)/(tot+tsync.Seconds())/1e6, ddRate/(float64(full)/tot))
 	}
 	fmt.Printf("peak RSS %s\n", vmHWM())
 	return nil
 }
 
-func loadString() string { return load() }
+// viaTileFile composes the mosaic into a tile file (ComposeTiled), writes
+// the BigTIFF from it and reports the rates.
+func viaTileFile(slots []compose.Slot, loadTile func(int) (*image.Gray16, error), mw, mh int, full, mem int64, dir, tif string, ddRate float64) error {
+	dst, err := tiled.CreateTemp(dir, mw, mh, 512, 512, mem)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	err = compose.ComposeTiled(context.Background(), slots, loadTile, compose.Linear, dst)
+	t1 := time.Now()
+	if err == nil {
+		err = tiled.WriteBigTIFF(tif, dst, 0, dir, mem/4)
+	}
+	t2 := time.Now()
+	dst.Close()
+	if err != nil {
+		return err
+	}
+	size, tsync, err := syncRemove(tif)
+	if err != nil {
+		return err
+	}
+	tot := t2.Sub(t0).Seconds()
+	fmt.Printf("  tiled:  compose %.2f s + BigTIFF %.2f s = %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF (%d MB); with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx\n",
+		t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), tot, float64(full)/tot/1e6, float64(size)/tot/1e6, size/1e6,
+		tot+tsync.Seconds(), float64(full)/(tot+tsync.Seconds())/1e6, ddRate/(float64(full)/tot))
+	return nil
+}
+
+// syncRemove fsyncs the file at path, removes it and returns its size
+// and the fsync's time.
+func syncRemove(path string) (int64, time.Duration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	err = f.Sync()
+	d := time.Since(t0)
+	st, serr := f.Stat()
+	f.Close()
+	os.Remove(path)
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.Size(), d, nil
+}
 
 var ddRate = regexp.MustCompile(`copied, ([0-9.]+) s`)
 

@@ -27,32 +27,74 @@ func MosaicSize(slots []Slot) (w, h int, err error) {
 // cache are in memory whatever the mosaic's size. The pixels equal
 // ComposeFunc's.
 func ComposeTiled(ctx context.Context, slots []Slot, load func(i int) (*image.Gray16, error), mode Blend, dst *tiled.Image) error {
-	if load == nil {
-		return errors.New("compose: nil loader")
-	}
-	if mode < Overlay || mode > Linear {
-		return fmt.Errorf("compose: unknown blend mode %d", int(mode))
-	}
-	mw, mh, err := MosaicSize(slots)
+	mw, _, err := checkOutput(slots, load, mode, "tiled output", dst.W, dst.H)
 	if err != nil {
 		return err
-	}
-	if dst.W != mw || dst.H != mh {
-		return fmt.Errorf("compose: tiled output is %d x %d, mosaic is %d x %d", dst.W, dst.H, mw, mh)
 	}
 	band := dst.TH * max(1, (bandHeight+dst.TH-1)/dst.TH)
 	pix := make([]byte, 2*mw*band)
 	vals := make([]uint16, mw*band)
-	err = sweepBands(ctx, slots, load, mode, mw, mh, band, func(y0, y1 int) *image.Gray16 {
-		clear(pix) // rows no tile covers stay 0, as in ComposeFunc
-		return &image.Gray16{Pix: pix[:2*mw*(y1-y0)], Stride: 2 * mw, Rect: image.Rect(0, y0, mw, y1)}
-	}, func(y0, y1 int) error {
+	err = sweepBands(ctx, slots, load, mode, mw, dst.H, band, bandImage(pix, mw), func(y0, y1 int) error {
 		return writeBand(dst, pix, vals, mw, y0, y1)
 	})
 	if err != nil {
 		return err
 	}
 	return dst.Flush()
+}
+
+// ComposeBigTIFF builds the mosaic like ComposeTiled, but streams it into
+// out, a BigTIFF of the mosaic's size (see MosaicSize): each band's rows
+// of tiles go straight into the file and only its first reduced level
+// passes through a temporary tiled image, so the full-resolution mosaic is
+// never stored anywhere else. Memory is one band (a multiple of out's tile
+// height, at least 256 rows), the tiles meeting it and the reduced levels'
+// caches. The caller closes out; the file then equals WriteBigTIFF of
+// ComposeTiled's image.
+func ComposeBigTIFF(ctx context.Context, slots []Slot, load func(i int) (*image.Gray16, error), mode Blend, out *tiled.BigTIFFStream) error {
+	mw, _, err := checkOutput(slots, load, mode, "BigTIFF", out.W, out.H)
+	if err != nil {
+		return err
+	}
+	band := out.TH * max(1, (bandHeight+out.TH-1)/out.TH)
+	pix := make([]byte, 2*mw*band)
+	vals := make([]uint16, mw*band)
+	return sweepBands(ctx, slots, load, mode, mw, out.H, band, bandImage(pix, mw), func(y0, y1 int) error {
+		n := mw * (y1 - y0)
+		for i := range n {
+			vals[i] = binary.BigEndian.Uint16(pix[2*i:])
+		}
+		return out.WriteRows(y0, y1-y0, vals[:n])
+	})
+}
+
+// checkOutput checks ComposeTiled's or ComposeBigTIFF's arguments and that
+// the output (what) is w x h, the mosaic's size, which it returns.
+func checkOutput(slots []Slot, load func(i int) (*image.Gray16, error), mode Blend, what string, w, h int) (mw, mh int, err error) {
+	if load == nil {
+		return 0, 0, errors.New("compose: nil loader")
+	}
+	if mode < Overlay || mode > Linear {
+		return 0, 0, fmt.Errorf("compose: unknown blend mode %d", int(mode))
+	}
+	mw, mh, err = MosaicSize(slots)
+	if err != nil {
+		return 0, 0, err
+	}
+	if w != mw || h != mh {
+		return 0, 0, fmt.Errorf("compose: %s is %d x %d, mosaic is %d x %d", what, w, h, mw, mh)
+	}
+	return mw, mh, nil
+}
+
+// bandImage returns sweepBands' dst for bands held in pix: rows [y0, y1)
+// of a mw-wide mosaic, cleared (rows no tile covers stay 0, as in
+// ComposeFunc).
+func bandImage(pix []byte, mw int) func(y0, y1 int) *image.Gray16 {
+	return func(y0, y1 int) *image.Gray16 {
+		clear(pix)
+		return &image.Gray16{Pix: pix[:2*mw*(y1-y0)], Stride: 2 * mw, Rect: image.Rect(0, y0, mw, y1)}
+	}
 }
 
 // writeBand converts mosaic rows [y0, y1) (big-endian pixels in pix, row

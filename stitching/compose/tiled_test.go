@@ -1,9 +1,12 @@
 package compose
 
 import (
+	"bytes"
 	"context"
 	"image"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gohtgs/htgs/tiled"
@@ -98,5 +101,75 @@ func BenchmarkComposeTiled(b *testing.B) {
 			b.Fatal(err)
 		}
 		dst.Close()
+	}
+}
+
+// ComposeBigTIFF's streamed file is byte for byte WriteBigTIFF of
+// ComposeTiled's image, in every blend mode.
+func TestComposeBigTIFFEqualsComposeTiled(t *testing.T) {
+	slots, imgs := benchGrid(4, 3, 150, 130)
+	load := func(i int) (*image.Gray16, error) { return imgs[i], nil }
+	mw, mh, _ := MosaicSize(slots)
+	for _, mode := range []Blend{Overlay, Average, Linear} {
+		dir := t.TempDir()
+		dst, err := tiled.CreateTemp(dir, mw, mh, 64, 64, 12*64*64*2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ComposeTiled(context.Background(), slots, load, mode, dst); err != nil {
+			t.Fatal(err)
+		}
+		want := filepath.Join(dir, "want.tif")
+		if err := tiled.WriteBigTIFF(want, dst, 0, dir, 8*64*64*2); err != nil {
+			t.Fatal(err)
+		}
+		dst.Close()
+		got := filepath.Join(dir, "got.tif")
+		out, err := tiled.CreateBigTIFF(got, mw, mh, 64, 64, 0, dir, 8*64*64*2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ComposeBigTIFF(context.Background(), slots, load, mode, out); err != nil {
+			t.Fatal(err)
+		}
+		if err := out.Close(); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := os.ReadFile(want)
+		b, _ := os.ReadFile(got)
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Fatalf("%v: streamed BigTIFF differs (%d vs %d bytes)", mode, len(b), len(a))
+		}
+	}
+	out, err := tiled.CreateBigTIFF(filepath.Join(t.TempDir(), "x.tif"), mw+1, mh, 64, 64, 0, t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ComposeBigTIFF(context.Background(), slots, load, Linear, out); err == nil {
+		t.Fatal("wrong-size output accepted")
+	}
+	if err := out.Close(); err == nil {
+		t.Fatal("incomplete stream closed without error")
+	}
+}
+
+// BenchmarkComposeBigTIFF is BenchmarkComposeTiled streamed: no tile file.
+func BenchmarkComposeBigTIFF(b *testing.B) {
+	slots, imgs := benchGrid(4, 3, 1392, 1040)
+	mw, mh, _ := MosaicSize(slots)
+	dir := b.TempDir()
+	load := func(i int) (*image.Gray16, error) { return imgs[i], nil }
+	b.SetBytes(int64(2 * mw * mh))
+	for b.Loop() {
+		out, err := tiled.CreateBigTIFF(dir+"/m.tif", mw, mh, 512, 512, 0, dir, 16<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ComposeBigTIFF(context.Background(), slots, load, Linear, out); err != nil {
+			b.Fatal(err)
+		}
+		if err := out.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
