@@ -5,7 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// The constructs' graphs and the parallelism probe start goroutines; none
+// may outlive a run.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A small model run writes a well-formed figure; a small throughput run
 // completes.
