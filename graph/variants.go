@@ -24,23 +24,23 @@ type Variant[In, Out any] struct {
 //
 // Each implementation runs as a task of its own, named name/<device name>
 // (with #i added to a device name that comes twice), with its own queue
-// and copies, whose task.Info names its device. A value sent to the node
-// goes to the implementation expected to finish it first: each one not
-// yet measured is tried once, then the fastest by its average Execute
-// time, unless it is busy and a slower one that is free finishes the
-// value before the fast one would reach it. The averages are learnt per implementation, that is per device,
-// not per kind of device: of two GPUs the slower one gets only the values
-// that it finishes sooner than the faster one would, given the faster's
-// queue. The outputs of all implementations merge into the node's output.
-// The time measured is the whole Execute, waits for memory and for room
-// in a full queue included.
+// and copies, whose task.Info names its device. The outputs of all
+// implementations merge into the node's output.
 //
 // Values wait in the node's own queue, FIFO and unbounded, until an
 // implementation should take one: when one of its copies is free and no
-// busy implementation would finish the values waiting sooner. So the
-// choice of each value uses what was learnt up to the moment it starts.
-// The chooser runs on the goroutines that send values and that finish
-// executions: it has none of its own.
+// busy implementation would finish the values waiting sooner. Each
+// implementation not yet measured is tried once; then the fastest free
+// one takes the oldest value, unless a faster busy one would reach it
+// first. An idle implementation that saw 16 values in a row go to others
+// is given the next one, to measure it again. The times (the minimum of
+// the first four, then a moving average of the whole Execute, waits for
+// memory included) are learnt per implementation, that is per device, not
+// per kind of device: of two GPUs the slower one gets only the values that
+// it finishes sooner than the faster one would. The chooser runs on the
+// goroutines that send values and that finish executions: it has none of
+// its own. An implementation whose copies all stop ([task.Terminator]) is
+// left out of the choice.
 //
 // Of the options of [AddTask], [DiscardOutput] applies; [QueueCap] and
 // [Priority] are refused by Start, as are an empty list and an

@@ -76,6 +76,7 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 		*vsc = *sub
 		vsc.Parent, vsc.Device, vsc.Values = sub, v.Device, nil
 		st := &variantStats{threads: max(v.Threads, 1)}
+		st.live = st.threads
 		copies, err := MakeCopies(vsc.FullName(vname), st.threads, v.New)
 		if err != nil {
 			return nil, err
@@ -110,10 +111,23 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 // variantStats are what the chooser knows of one implementation.
 type variantStats struct {
 	threads     int
+	live        int   // copies not yet shut down; chooser.mu
 	outstanding int   // values given to it and not yet executed; chooser.mu
 	samples     int64 // values executed; chooser.mu
 	mean        int64 // moving average of the execution time, in ns; chooser.mu
+	since       int   // values given to others since its last one; chooser.mu
 }
+
+// probeEvery is how many values in a row an idle implementation may see
+// go to others before it is given one to measure it again, so that one
+// unlucky time (the machine was busy) or a device that became faster is
+// not held against it for ever.
+const probeEvery = 16
+
+// robustSamples is the number of first samples whose minimum is the
+// estimate (times only grow with interference); the moving average takes
+// over after them.
+const robustSamples = 4
 
 // chooser is the input of a task with several implementations. It holds
 // the values in a queue of its own and gives one to an implementation
@@ -147,14 +161,16 @@ type chooser[In any] struct {
 func (c *chooser[In]) pick() int {
 	f := -1
 	for i, s := range c.stats {
-		if s.outstanding >= s.threads {
+		if s.outstanding >= s.threads || s.live == 0 {
 			continue
 		}
-		if s.samples == 0 {
+		if s.samples == 0 || s.since >= probeEvery {
 			if s.outstanding == 0 {
-				return i
+				return i // to measure it (again)
 			}
-			continue // being measured
+			if s.samples == 0 {
+				continue // being measured
+			}
 		}
 		if f < 0 || s.mean < c.stats[f].mean {
 			f = i
@@ -166,7 +182,7 @@ func (c *chooser[In]) pick() int {
 	held := int64(len(c.hold) - c.head)
 	mf := c.stats[f].mean
 	for j, s := range c.stats {
-		if j == f || s.samples == 0 {
+		if j == f || s.samples == 0 || s.live == 0 {
 			continue
 		}
 		th := int64(s.threads)
@@ -190,11 +206,26 @@ func (c *chooser[In]) dispatch() {
 		v := c.hold[c.head]
 		c.hold[c.head] = zero
 		c.head++
+		for j, s := range c.stats {
+			if j == i {
+				s.since = 0
+			} else {
+				s.since++
+			}
+		}
 		c.stats[i].outstanding++
 		if err := c.targets[i].push(v, nil, nil); err != nil {
 			c.stats[i].outstanding--
 		}
 		c.run.Done(1) // the value is counted by the target's queue now
+	}
+	if c.head < len(c.hold) && c.allGone() {
+		// Every implementation has stopped (Terminator): nobody will
+		// take these values.
+		n := len(c.hold) - c.head
+		clear(c.hold)
+		c.hold, c.head = c.hold[:0], 0
+		c.run.Done(int64(n))
 	}
 	if c.head == len(c.hold) {
 		c.hold, c.head = c.hold[:0], 0
@@ -215,15 +246,41 @@ func (c *chooser[In]) dispatch() {
 	}
 }
 
-// finished records that implementation s executed a value in d, and gives
-// out what that allows.
-func (c *chooser[In]) finished(s *variantStats, d time.Duration) {
+// allGone reports whether every implementation's copies have stopped;
+// c.mu is held.
+func (c *chooser[In]) allGone() bool {
+	for _, s := range c.stats {
+		if s.live > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// copyDone records that a copy of implementation s has stopped: once all
+// have, the implementation is left out of the choice.
+func (c *chooser[In]) copyDone(s *variantStats) {
 	c.mu.Lock()
+	s.live--
+	c.mu.Unlock()
+	c.dispatch()
+}
+
+// finished records that implementation s executed a value in d, and that
+// the copy stops if stop is set; then it gives out what that allows.
+func (c *chooser[In]) finished(s *variantStats, d time.Duration, stop bool) {
+	c.mu.Lock()
+	if stop {
+		s.live--
+	}
 	s.outstanding--
 	s.samples++
-	if s.samples == 1 {
+	switch {
+	case s.samples == 1:
 		s.mean = int64(d)
-	} else {
+	case s.samples <= robustSamples:
+		s.mean = min(s.mean, int64(d))
+	default:
 		s.mean += (int64(d) - s.mean) / 4
 	}
 	c.mu.Unlock()
@@ -286,16 +343,24 @@ type timedTask[In, Out any] struct {
 	t  task.Task[In, Out]
 	st *variantStats
 	ch interface {
-		finished(*variantStats, time.Duration)
+		finished(*variantStats, time.Duration, bool)
+		copyDone(*variantStats)
 	}
 	init task.Initializer
 	term task.Terminator
 	shut task.Shutdowner
+	// stopped is set when the copy said, after an Execute, that it stops.
+	stopped bool
 }
 
 func (t *timedTask[In, Out]) Execute(ctx context.Context, in In, out task.Emitter[Out]) error {
 	t0 := time.Now()
-	defer func() { t.ch.finished(t.st, time.Since(t0)) }()
+	defer func() {
+		// A copy about to stop (Terminator) must not be given another
+		// value: ask now, before the chooser gives out the next one.
+		t.stopped = t.term != nil && t.term.CanTerminate()
+		t.ch.finished(t.st, time.Since(t0), t.stopped)
+	}()
 	return t.t.Execute(ctx, in, out)
 }
 
@@ -309,6 +374,9 @@ func (t *timedTask[In, Out]) Initialize(ctx context.Context, info task.Info) err
 func (t *timedTask[In, Out]) CanTerminate() bool { return t.term != nil && t.term.CanTerminate() }
 
 func (t *timedTask[In, Out]) Shutdown(ctx context.Context) error {
+	if !t.stopped {
+		defer t.ch.copyDone(t.st)
+	}
 	if t.shut == nil {
 		return nil
 	}

@@ -13,7 +13,7 @@ func TestChooserPick(t *testing.T) {
 	r := NewRun(context.Background(), "t", nil)
 	ms := int64(time.Millisecond)
 	c := &chooser[int]{run: r, name: "t", stats: []*variantStats{
-		{threads: 1}, {threads: 1}, {threads: 2},
+		{threads: 1, live: 1}, {threads: 1, live: 1}, {threads: 2, live: 2},
 	}}
 	if i := c.pick(); i != 0 {
 		t.Errorf("nothing measured: picked %d, want 0", i)
@@ -39,5 +39,14 @@ func TestChooserPick(t *testing.T) {
 	c.hold = make([]int, 1)
 	if i := c.pick(); i != 0 {
 		t.Errorf("fast one free: picked %d, want it", i)
+	}
+	// The fast one busy but stopped (Terminator): it no longer counts.
+	c.hold = make([]int, 10) // the fast one would need 11 ms, the medium one 24
+	if i := c.pick(); i != 0 {
+		t.Errorf("10 held: picked %d, want the fast one", i)
+	}
+	c.stats[0].outstanding, c.stats[0].live = 1, 0
+	if i := c.pick(); i != 1 {
+		t.Errorf("fast one stopped: picked %d, want the slow free one", i)
 	}
 }
