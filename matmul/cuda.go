@@ -47,15 +47,22 @@ const deviceKeepFraction = 0.6
 func (c *deviceCache) get(d *cuda.Device, bytes int64) *cudaBlock {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := pinnedKey{d.ID(), bytes}
-	l := c.free[k]
-	if len(l) == 0 {
-		return nil
+	b, ok := pop(c.free, pinnedKey{d.ID(), bytes})
+	if ok {
+		c.bytes[d.ID()] -= bytes
 	}
-	b := l[len(l)-1]
-	c.free[k] = l[:len(l)-1]
-	c.bytes[d.ID()] -= bytes
 	return b
+}
+
+// pop takes the last value kept under k, if any.
+func pop[K comparable, V any](free map[K][]V, k K) (v V, ok bool) {
+	l := free[k]
+	if len(l) == 0 {
+		return v, false
+	}
+	v = l[len(l)-1]
+	free[k] = l[:len(l)-1]
+	return v, true
 }
 
 // put keeps b (whose work has completed), or reports false when the GPU's
@@ -110,14 +117,11 @@ type blasCache struct {
 // get returns a kept handle of d, or makes one.
 func (c *blasCache) get(d *cuda.Device) (*cuda.BLAS, error) {
 	c.mu.Lock()
-	l := c.free[d.ID()]
-	if n := len(l); n > 0 {
-		h := l[n-1]
-		c.free[d.ID()] = l[:n-1]
-		c.mu.Unlock()
+	h, ok := pop(c.free, d.ID())
+	c.mu.Unlock()
+	if ok {
 		return h, nil
 	}
-	c.mu.Unlock()
 	return d.NewBLAS()
 }
 
@@ -147,13 +151,7 @@ const pinnedKeep = 8
 func (c *pinnedCache) get(d *cuda.Device, bytes int64) *cudaStaging {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := pinnedKey{d.ID(), bytes}
-	l := c.free[k]
-	if len(l) == 0 {
-		return nil
-	}
-	b := l[len(l)-1]
-	c.free[k] = l[:len(l)-1]
+	b, _ := pop(c.free, pinnedKey{d.ID(), bytes})
 	return b
 }
 
