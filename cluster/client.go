@@ -32,7 +32,10 @@ type Client struct {
 
 	mu      sync.Mutex
 	waiting map[string]chan *nats.Msg
+	seqs    map[uint64]string // work stream sequence → request, while waiting
 	closed  bool
+	adv     *nats.Subscription // max-deliveries advisories of the work stream
+	bg      sync.WaitGroup     // deletions of given-up inputs
 	seq     atomic.Uint64
 
 	stats clientStats
@@ -67,7 +70,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("cluster: client id: %w", err)
 	}
-	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]chan *nats.Msg{}}
+	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]chan *nats.Msg{}, seqs: map[uint64]string{}}
 	c.stats.byWorker = map[string]int64{}
 	c.name = "client-" + c.id
 	cons, err := js.CreateOrUpdateConsumer(ctx, st.n.resultStream(), jetstream.ConsumerConfig{
@@ -90,7 +93,47 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 	if err != nil {
 		return nil, fmt.Errorf("cluster: client %s: consume results: %w", c.id, err)
 	}
+	c.adv, err = nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+st.n.workStream()+".*", c.maxDelivered)
+	if err != nil {
+		c.cons.Stop()
+		return nil, fmt.Errorf("cluster: client %s: advisories: %w", c.id, err)
+	}
 	return c, nil
+}
+
+// maxDelivered fails the Execute whose input the work stream gave up on:
+// delivered MaxDeliver times and never acknowledged (each worker that took
+// it died or stopped: a poison input). The input is removed from the
+// stream.
+func (c *Client) maxDelivered(m *nats.Msg) {
+	var adv struct {
+		Consumer   string `json:"consumer"`
+		StreamSeq  uint64 `json:"stream_seq"`
+		Deliveries uint64 `json:"deliveries"`
+	}
+	if json.Unmarshal(m.Data, &adv) != nil {
+		return
+	}
+	c.mu.Lock()
+	id, ok := c.seqs[adv.StreamSeq]
+	c.mu.Unlock()
+	if !ok {
+		return // another client's input
+	}
+	res := nats.NewMsg("")
+	res.Header.Set(hID, id)
+	res.Header.Set(hKind, kindPoison)
+	res.Header.Set(hErr, fmt.Sprintf("input delivered %d times to workers of %s, never answered (each worker died or stopped): given up", adv.Deliveries, adv.Consumer))
+	c.hand(id, res)
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if str, err := c.st.js.Stream(ctx, c.st.n.workStream()); err == nil {
+			_ = str.DeleteMsg(ctx, adv.StreamSeq)
+		}
+	}()
 }
 
 // deliver hands one result to the Execute waiting for it; a result nobody
@@ -98,7 +141,11 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 // run) is dropped.
 func (c *Client) deliver(m jetstream.Msg) {
 	_ = m.Ack()
-	id := m.Headers().Get(hID)
+	c.hand(m.Headers().Get(hID), &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+}
+
+// hand gives res to the Execute waiting for request id, if any.
+func (c *Client) hand(id string, res *nats.Msg) {
 	c.mu.Lock()
 	ch, ok := c.waiting[id]
 	delete(c.waiting, id)
@@ -106,8 +153,10 @@ func (c *Client) deliver(m jetstream.Msg) {
 	c.stats.mu.Lock()
 	if ok {
 		c.stats.results++
-		c.stats.byWorker[m.Headers().Get(hWorker)]++
-		if m.Headers().Get(hDelivered) != "" {
+		if w := res.Header.Get(hWorker); w != "" {
+			c.stats.byWorker[w]++
+		}
+		if res.Header.Get(hDelivered) != "" {
 			c.stats.redelivered++
 		}
 	} else {
@@ -115,7 +164,7 @@ func (c *Client) deliver(m jetstream.Msg) {
 	}
 	c.stats.mu.Unlock()
 	if ok {
-		ch <- &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+		ch <- res
 	}
 }
 
@@ -134,8 +183,10 @@ func (c *Client) Close() error {
 		delete(c.waiting, id)
 	}
 	c.mu.Unlock()
+	_ = c.adv.Unsubscribe()
 	c.cons.Stop()
 	<-c.cons.Closed()
+	c.bg.Wait()
 	if !c.st.js.Conn().IsConnected() {
 		return nil // the consumer goes away by itself once inactive
 	}
@@ -243,6 +294,7 @@ type taskConfig struct {
 	maxAckPending int
 	perClone      bool
 	clone         int // -1: all inputs
+	maxDeliver    int // 0: no limit
 }
 
 func newTaskConfig(opts []TaskOption) taskConfig {
@@ -273,6 +325,13 @@ func Threads(n int) TaskOption { return taskOption(func(c *taskConfig) { c.threa
 // progress every third of it while a task runs, so long tasks are safe.
 // Default 30 s; the workers' setting wins. Remotes ignore it.
 func AckWait(d time.Duration) TaskOption { return taskOption(func(c *taskConfig) { c.ackWait = d }) }
+
+// MaxDeliver sets how many times an input of a task is delivered to
+// workers before JetStream gives up on it (default: no limit). An input
+// that kills every worker that takes it (a poison input) then fails its
+// Execute with [ErrPoison] instead of going round the workers forever. The
+// workers' setting wins. Remotes ignore it.
+func MaxDeliver(n int) TaskOption { return taskOption(func(c *taskConfig) { c.maxDeliver = n }) }
 
 // MaxAckPending bounds the inputs of a task taken by all workers together
 // and not yet finished (JetStream's MaxAckPending). Default 1000; the
@@ -394,11 +453,19 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In) ([]Out, er
 	}
 	c.waiting[id] = ch
 	c.mu.Unlock()
+	var seq uint64 // the input's sequence in the work stream, once stored
 	forget := func() {
 		c.mu.Lock()
 		delete(c.waiting, id)
 		c.mu.Unlock()
 	}
+	defer func() {
+		if seq != 0 {
+			c.mu.Lock()
+			delete(c.seqs, seq)
+			c.mu.Unlock()
+		}
+	}()
 	// A publish that fails (the server restarting, a lost connection) is
 	// retried with the same message ID: the stream stores the input once.
 	var (
@@ -442,8 +509,14 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In) ([]Out, er
 				return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
 			}
 			return r.decode(ctx, res)
-		case <-ackOK:
+		case pa := <-ackOK:
 			ackOK, ackErr = nil, nil
+			if pa != nil {
+				seq = pa.Sequence
+				c.mu.Lock()
+				c.seqs[seq] = id
+				c.mu.Unlock()
+			}
 		case err := <-ackErr:
 			if err := failed(err); err != nil {
 				return nil, err

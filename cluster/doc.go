@@ -62,7 +62,9 @@
 // published with the input's message ID: the stream drops a second result
 // for the same input (from a worker that died after storing its result,
 // before acknowledging), and the client drops any result nobody waits for,
-// so each input counts once downstream.
+// so each input counts once downstream. An input that kills every worker
+// that takes it is given up after [MaxDeliver] deliveries, and its Execute
+// fails with [ErrPoison].
 //
 // A server restart loses nothing with [FileStorage]: clients and workers
 // reconnect, a client publishes an unacknowledged input again under the

@@ -293,3 +293,40 @@ func TestClusterLosesOneServer(t *testing.T) {
 	}
 	t.Logf("stats %+v", c.Stats())
 }
+
+// An input that kills every worker that takes it is given up after
+// MaxDeliver deliveries: its Execute fails with ErrPoison, the input is
+// removed, and the workers go on with the next inputs.
+func TestPoisonInputGivenUp(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, connect(t, s))
+	r, _ := NewRemote[int, int](c, "poison")
+	res := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := r.Call(ctx, 666)
+		res <- err
+	}()
+	for _, name := range []string{"A", "B"} { // each dies on the poison
+		p := startProc(t, s, name, 1)
+		err := <-p.done
+		p.done <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+			t.Fatalf("worker %s ended with %v, want exit status 4", name, err)
+		}
+	}
+	startProc(t, s, "C", 1) // its pull makes the server give up the input
+	select {
+	case err := <-res:
+		if !errors.Is(err, ErrPoison) || !strings.Contains(err.Error(), "delivered 2 times") {
+			t.Fatalf("poison input: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the poison input was not given up")
+	}
+	if outs, err := r.Call(context.Background(), 5); err != nil || len(outs) != 1 || outs[0] != 5 {
+		t.Fatalf("after the poison: %v, %v", outs, err)
+	}
+}

@@ -129,7 +129,16 @@ func workerMain(name string) int {
 			}
 		}
 	}
-	if err := register(w, max(threads, 1), time.Second); err != nil {
+	poison := func() task.Task[int, int] {
+		return task.Map(func(_ context.Context, n int) (int, error) {
+			if n == 666 {
+				os.Exit(4) // kills every worker that takes it
+			}
+			return n, nil
+		})
+	}
+	if err := errors.Join(register(w, max(threads, 1), time.Second),
+		Handle(w, "poison", poison, AckWait(time.Second), MaxDeliver(2))); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2
 	}

@@ -44,6 +44,7 @@ const (
 	kindTask      = "task"      // the task's Execute failed or panicked
 	kindMismatch  = "mismatch"  // protocol, version or codec mismatch
 	kindMalformed = "malformed" // the message does not decode
+	kindPoison    = "poison"    // delivered MaxDeliver times, never answered
 )
 
 // Errors a [Remote] and a [Worker] report; test for them with errors.Is.
@@ -58,6 +59,10 @@ var (
 	// workers are registered (a name mismatch between the graph's side and
 	// the workers).
 	ErrNoWorker = errors.New("cluster: no worker serves the task")
+	// ErrPoison reports an input that JetStream delivered to workers
+	// MaxDeliver times without an answer: each worker that took it died
+	// or stopped.
+	ErrPoison = errors.New("cluster: input given up after its maximum deliveries")
 	// ErrClosed is returned by a Remote whose Client is closed.
 	ErrClosed = errors.New("cluster: client closed")
 )
@@ -77,14 +82,16 @@ func (e *RemoteError) Error() string {
 	return fmt.Sprintf("cluster: task %q on worker %s (%s): %s", e.Task, e.Worker, e.Host, e.Msg)
 }
 
-// Unwrap returns [ErrMismatch] or [ErrMalformed] for those refusals, nil
-// for a failure of the task itself.
+// Unwrap returns [ErrMismatch], [ErrMalformed] or [ErrPoison] for those
+// failures, nil for a failure of the task itself.
 func (e *RemoteError) Unwrap() error {
 	switch e.kind {
 	case kindMismatch:
 		return ErrMismatch
 	case kindMalformed:
 		return ErrMalformed
+	case kindPoison:
+		return ErrPoison
 	}
 	return nil
 }

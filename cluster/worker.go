@@ -224,7 +224,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 					// Every free copy of every worker has one pull request
 					// waiting; the server's default (512) would refuse the rest.
 					MaxWaiting: max(512, h.tc.maxAckPending),
-					MaxDeliver: -1,
+					MaxDeliver: maxDeliver(h.tc.maxDeliver),
 				})
 				if err != nil {
 					return nil, nil, fmt.Errorf("task %q: consumer: %w", key, err)
@@ -565,4 +565,12 @@ func ackOrNak(m jetstream.Msg, stored bool) {
 	} else {
 		_ = m.Nak()
 	}
+}
+
+// maxDeliver is the consumer's MaxDeliver for a task option's n.
+func maxDeliver(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
