@@ -65,8 +65,15 @@ func MeasureStart(ctx context.Context, src, dst *tiled.Image, halo int, o Option
 	return time.Since(t0), err
 }
 
+// MeasureGatherStart is MeasureStart for a Gather.
+func MeasureGatherStart[A any](ctx context.Context, src *tiled.Image, o Options, process func(context.Context, *Tile) (A, error), merge func(A) error) (time.Duration, error) {
+	t0 := time.Now()
+	err := Run(ctx, Gather(src, o, process, merge), nil)
+	return time.Since(t0), err
+}
+
 // MeasureTerms measures Terms for a Pipeline (halo 0) or Exchange (halo >
-// 0) of f over every tile of the images open returns (called twice; the
+// 0) of f over every tile of the images open returns (called once; the
 // images must start with cold caches: fresh from tiled.Open or Create),
 // doing each stage of each tile in turn in one goroutine, as the model's
 // terms are times of one stage alone. It closes what open returns.
@@ -77,9 +84,55 @@ func MeasureTerms(ctx context.Context, open func() (src, dst *tiled.Image, err e
 	}
 	defer src.Close()
 	defer dst.Close()
+	out := make([]uint16, dst.TW*dst.TH)
+	m, err := measureTiles(ctx, src, halo, func(t *Tile) (time.Duration, time.Duration, error) {
+		t0 := time.Now()
+		if err := f(ctx, t, out); err != nil {
+			return 0, 0, err
+		}
+		t1 := time.Now()
+		err := dst.WriteTile(t.C, out)
+		return t1.Sub(t0), time.Since(t1), err
+	})
+	if err != nil {
+		return Terms{}, err
+	}
+	t0 := time.Now()
+	if err := dst.Flush(); err != nil {
+		return Terms{}, err
+	}
+	m.Tm += time.Since(t0) / time.Duration(len(src.Tiles()))
+	return m, nil
+}
+
+// MeasureGatherTerms measures Terms for a Gather of process and merge
+// over every tile of the image open returns (cold cache), as MeasureTerms
+// does; Tm is merging one partial result. It closes the image.
+func MeasureGatherTerms[A any](ctx context.Context, open func() (*tiled.Image, error), process func(context.Context, *Tile) (A, error), merge func(A) error) (Terms, error) {
+	src, err := open()
+	if err != nil {
+		return Terms{}, err
+	}
+	defer src.Close()
+	return measureTiles(ctx, src, 0, func(t *Tile) (time.Duration, time.Duration, error) {
+		t0 := time.Now()
+		a, err := process(ctx, t)
+		if err != nil {
+			return 0, 0, err
+		}
+		t1 := time.Now()
+		err = merge(a)
+		return t1.Sub(t0), time.Since(t1), err
+	})
+}
+
+// measureTiles reads every tile of src with its halo as the constructs'
+// reader does, timing it (Td), hands it to step, which returns its
+// process and merge-or-write times (Tp, Tm), and measures Tn; the terms
+// are per tile.
+func measureTiles(ctx context.Context, src *tiled.Image, halo int, step func(t *Tile) (tp, tm time.Duration, err error)) (Terms, error) {
 	stride := src.TW + 2*halo
 	in := make([]uint16, stride*(src.TH+2*halo))
-	out := make([]uint16, dst.TW*dst.TH)
 	tiles := src.Tiles()
 	var td, tp, tm time.Duration
 	for _, c := range tiles {
@@ -88,22 +141,13 @@ func MeasureTerms(ctx context.Context, open func() (src, dst *tiled.Image, err e
 		if err := src.ReadRect(x0-halo, y0-halo, stride, src.TH+2*halo, in, tiled.Clamp); err != nil {
 			return Terms{}, err
 		}
-		t1 := time.Now()
-		t := &Tile{C: c, X0: x0, Y0: y0, W: w, H: h, Halo: halo, Stride: stride, In: in}
-		if err := f(ctx, t, out); err != nil {
+		td += time.Since(t0)
+		p, m, err := step(&Tile{C: c, X0: x0, Y0: y0, W: w, H: h, Halo: halo, Stride: stride, In: in})
+		if err != nil {
 			return Terms{}, err
 		}
-		t2 := time.Now()
-		if err := dst.WriteTile(c, out); err != nil {
-			return Terms{}, err
-		}
-		td, tp, tm = td+t1.Sub(t0), tp+t2.Sub(t1), tm+time.Since(t2)
+		tp, tm = tp+p, tm+m
 	}
-	t0 := time.Now()
-	if err := dst.Flush(); err != nil {
-		return Terms{}, err
-	}
-	tm += time.Since(t0)
 	n := time.Duration(len(tiles))
 	tn, err := handOff(ctx, len(tiles))
 	if err != nil {

@@ -77,3 +77,34 @@ func TestMeasureTerms(t *testing.T) {
 		t.Fatal("MeasureTerms' output differs from the in-memory median")
 	}
 }
+
+// MeasureGatherTerms gives positive terms and merges every tile once.
+func TestMeasureGatherTerms(t *testing.T) {
+	src, _ := image(t, 70, 50, 16, 16, 64)
+	if err := src.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var merged uint64
+	open := func() (*tiled.Image, error) { return tiled.Open(src.Path(), 70, 50, 16, 16, 64*16*16*2) }
+	merge := func(part []uint64) error {
+		for _, n := range part {
+			merged += n
+		}
+		return nil
+	}
+	m, err := MeasureGatherTerms(context.Background(), open, HistogramTile, merge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Td <= 0 || m.Tp <= 0 || m.Tm <= 0 || merged != 70*50 {
+		t.Fatalf("terms %+v, %d pixels merged", m, merged)
+	}
+	s, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ts, err := MeasureGatherStart(context.Background(), s, Options{Workers: 2}, HistogramTile, merge); err != nil || ts <= 0 || merged != 70*50 {
+		t.Fatalf("MeasureGatherStart = %v, %v (%d merged)", ts, err, merged)
+	}
+}

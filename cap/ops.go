@@ -68,15 +68,7 @@ func MedianInMemory(px []uint16, w, h, r int) []uint16 {
 // a partial histogram, merged in one thread.
 func Histogram(ctx context.Context, src *tiled.Image, o Options) ([]uint64, error) {
 	hist := make([]uint64, 65536)
-	g := Gather(src, o, func(_ context.Context, t *Tile) ([]uint64, error) {
-		part := make([]uint64, 65536)
-		for y := 0; y < t.H; y++ {
-			for _, v := range t.In[y*t.Stride : y*t.Stride+t.W] {
-				part[v]++
-			}
-		}
-		return part, nil
-	}, func(part []uint64) error {
+	g := Gather(src, o, HistogramTile, func(part []uint64) error {
 		for i, n := range part {
 			hist[i] += n
 		}
@@ -86,6 +78,18 @@ func Histogram(ctx context.Context, src *tiled.Image, o Options) ([]uint64, erro
 		return nil, err
 	}
 	return hist, nil
+}
+
+// HistogramTile is Histogram's process function: the 65536-bin histogram
+// of one tile's pixels.
+func HistogramTile(_ context.Context, t *Tile) ([]uint64, error) {
+	part := make([]uint64, 65536)
+	for y := 0; y < t.H; y++ {
+		for _, v := range t.In[y*t.Stride : y*t.Stride+t.W] {
+			part[v]++
+		}
+	}
+	return part, nil
 }
 
 // Percentile is the smallest value v with at least p (0..1) of the

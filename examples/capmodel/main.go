@@ -109,13 +109,14 @@ func load() string {
 
 // op is one construct and operation to model.
 type op struct {
-	name string
-	halo int
-	f    cap.ProcessFunc
+	name   string
+	halo   int
+	f      cap.ProcessFunc
+	gather bool // a histogram through Gather instead (f unused)
 }
 
 var ops = []op{
-	{"median 3x3 (Exchange)", 1, cap.MedianFunc(1)},
+	{"median 3x3 (Exchange)", 1, cap.MedianFunc(1), false},
 	{"invert (Pipeline)", 0, func(_ context.Context, t *cap.Tile, out []uint16) error {
 		for y := 0; y < t.H; y++ {
 			in := t.In[y*t.Stride : y*t.Stride+t.W]
@@ -125,7 +126,8 @@ var ops = []op{
 			}
 		}
 		return nil
-	}},
+	}, false},
+	{"histogram (Gather)", 0, nil, true},
 }
 
 // sample is one configuration's terms and times over the rounds.
@@ -187,7 +189,26 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 		fmt.Printf("round %d/%d, load %s\n", round+1, rounds, load())
 		for oi, o := range ops {
 			for _, s := range sizes {
-				terms, err := cap.MeasureTerms(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, o.halo, o.f)
+				hist := make([]uint64, 65536)
+				merge := func(part []uint64) error {
+					for i, n := range part {
+						hist[i] += n
+					}
+					return nil
+				}
+				var terms cap.Terms
+				var err error
+				if o.gather {
+					terms, err = cap.MeasureGatherTerms(ctx, func() (*tiled.Image, error) {
+						src, dst, err := open(s)
+						if err == nil {
+							dst.Close()
+						}
+						return src, err
+					}, cap.HistogramTile, merge)
+				} else {
+					terms, err = cap.MeasureTerms(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, o.halo, o.f)
+				}
 				if err != nil {
 					return err
 				}
@@ -198,7 +219,12 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 					if err != nil {
 						return err
 					}
-					ts, err := cap.MeasureStart(ctx, src, dst, o.halo, opts, o.f)
+					var ts time.Duration
+					if o.gather {
+						ts, err = cap.MeasureGatherStart(ctx, src, opts, cap.HistogramTile, merge)
+					} else {
+						ts, err = cap.MeasureStart(ctx, src, dst, o.halo, opts, o.f)
+					}
 					src.Close()
 					dst.Close()
 					if err != nil {
@@ -209,9 +235,12 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 						return err
 					}
 					t0 := time.Now()
-					if o.halo > 0 {
+					switch {
+					case o.gather:
+						err = cap.Run(ctx, cap.Gather(src, opts, cap.HistogramTile, merge), src.Tiles())
+					case o.halo > 0:
 						err = cap.Run(ctx, cap.Exchange(src, dst, o.halo, opts, o.f), src.Tiles())
-					} else {
+					default:
 						err = cap.Run(ctx, cap.Pipeline(src, dst, opts, o.f), src.Tiles())
 					}
 					if err == nil {
