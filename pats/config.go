@@ -48,6 +48,14 @@ func ParsePolicy(s string) (Policy, error) {
 type Config struct {
 	// Policy is FCFS or PATS.
 	Policy Policy
+	// Chooser, if not nil, replaces Policy: a user-supplied scheduling
+	// policy choosing among the ready operations an idle unit can run (see
+	// [Chooser]). Learn still has each operation timed once per kind
+	// first, FinishAware still withholds from a CPU core what the GPUs
+	// would finish sooner, DepthFirst orders the candidates, and Locality
+	// keeps data on a GPU between operations, marking the candidates that
+	// reuse it (Candidate.Local) instead of applying its rule.
+	Chooser Chooser
 	// Window bounds the number of flows (stage instances) in progress at a
 	// time; further submissions wait. 0 means no bound. A larger window
 	// gives PATS more operations to choose from.
@@ -118,10 +126,18 @@ func (c Config) validate() (Config, error) {
 	return c, nil
 }
 
-// String summarizes the configuration, as "pats+dl+prefetch w=16".
+// String summarizes the configuration, as "pats+dl+prefetch w=16". A
+// Chooser is named by its String method if it has one, else "custom".
 func (c Config) String() string {
 	var b strings.Builder
-	b.WriteString(c.Policy.String())
+	switch ch := c.Chooser.(type) {
+	case nil:
+		b.WriteString(c.Policy.String())
+	case fmt.Stringer:
+		b.WriteString(ch.String())
+	default:
+		b.WriteString("custom")
+	}
 	if c.Learn {
 		b.WriteString("+learn")
 	}

@@ -38,6 +38,10 @@
 //   - Window: at most this many flows are in progress; a larger window gives
 //     PATS more choice.
 //
+// An application can also supply its own policy, a [Chooser] set as
+// Config.Chooser: given an idle unit and the ready operations it can run,
+// it returns the one to run. FCFS and PATS implement Chooser as well.
+//
 // A [Task] plugs the manager into a task graph: each copy of the task
 // expands its input into a flow and waits for it, so the number of copies
 // is the window of stage instances in progress.

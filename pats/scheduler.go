@@ -121,6 +121,8 @@ type scheduler struct {
 	stats     timeStats
 	exploring map[opKind]int
 	onDone    func(*flowState)
+	offer     []*node     // pickChooser's buffers
+	cands     []Candidate // (reused between picks)
 
 	hostLive, peakHost int64
 	devLive, peakDev   int64
@@ -324,6 +326,9 @@ func (sc *scheduler) pick(w *worker) *node {
 			n.explore = true
 			return n
 		}
+	}
+	if sc.cfg.Chooser != nil {
+		return sc.pickChooser(w)
 	}
 	if w.gpu >= 0 && sc.cfg.Locality && len(w.resident) > 0 {
 		return sc.pickLocal(w)
