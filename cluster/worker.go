@@ -165,7 +165,8 @@ func (w *Worker) Stats() WorkerStats {
 	return WorkerStats{Executed: w.executed.Load(), Refused: w.refused.Load()}
 }
 
-// Name returns the worker's name (valid once Serve has started).
+// Name returns the worker's name. Call it once Serve has started (it is
+// set there), not concurrently with the start.
 func (w *Worker) Name() string { return w.cfg.workerName }
 
 // Serve runs the registered tasks on nc until ctx is cancelled, then lets
@@ -252,10 +253,14 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		info.Tasks[key] = w.handlers[key].tc.version
 	}
 	entry, _ := json.Marshal(info)
-	key := cfg.workerName
-	if !validName.MatchString(key) {
-		key = "w" + strconv.Itoa(os.Getpid())
-	}
+	// The directory key is the name with characters keys do not allow
+	// replaced (host names have dots).
+	key := strings.Map(func(r rune) rune {
+		if r < 128 && (r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, cfg.workerName)
 	if _, err := st.dir.Put(ctx, key, entry); err != nil {
 		return fmt.Errorf("cluster: worker %s: register: %w", cfg.workerName, err)
 	}
