@@ -42,6 +42,13 @@
 // Config.Chooser: given an idle unit and the ready operations it can run,
 // it returns the one to run. FCFS and PATS implement Chooser as well.
 //
+// A stage instance can create further instances at run time, depending on
+// its results: [Flow.Spawn] gives a flow a function called when it has
+// completed, which returns the flows to run next (features only for the
+// tiles where nuclei were found, say). They count in the window, are
+// admitted before later submissions, and the submitted flow's [Handle]
+// covers them.
+//
 // A [Task] plugs the manager into a task graph: each copy of the task
 // expands its input into a flow and waits for it, so the number of copies
 // is the window of stage instances in progress.

@@ -26,6 +26,7 @@ type Flow struct {
 	last  map[string]*dataVer
 	err   error
 	used  bool
+	spawn func(ctx context.Context) ([]*Flow, error)
 }
 
 // Step is one operation instance in a flow.
@@ -69,6 +70,28 @@ func (f *Flow) fail(err error) {
 	if f.err == nil {
 		f.err = fmt.Errorf("pats: flow %q: %w", f.name, err)
 	}
+}
+
+// Spawn makes the flow a stage instance that creates further instances at
+// run time, depending on its results: fn is called once the flow has
+// completed (every step run, outputs in host memory and committed) and
+// returns the flows to run next, none if there is nothing more to do (say,
+// features are computed only for the tiles where segmentation found
+// nuclei). The returned flows may call Spawn in turn.
+//
+// The flows spawned belong to the submitted flow's stage instance: its
+// [Handle] is done once they too have completed, fails if one of them or fn
+// fails, and Cancel drops them. They count in Config.Window like submitted
+// flows and are admitted before flows submitted later, so a stage instance
+// is finished before new ones start; while fn runs, the flow keeps its
+// place in the window.
+//
+// The manager calls fn on a goroutine of its own, with the manager's
+// context; [Simulate] calls it at the flow's completion in virtual time,
+// with no implementation having run, so there fn decides from the modelled
+// workload. A later call of Spawn replaces fn; call it before submission.
+func (f *Flow) Spawn(fn func(ctx context.Context) ([]*Flow, error)) {
+	f.spawn = fn
 }
 
 // Op returns the name of the step's operation.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,40 +33,91 @@ type Manager struct {
 	quitMu sync.Once
 	watch  chan struct{} // closed when the watcher has exited
 
-	mu     sync.Mutex
-	cond   *sync.Cond
-	sched  *scheduler
-	live   []*flowState
-	closed bool
-	start  time.Time
-	last   time.Time
+	mu       sync.Mutex
+	cond     *sync.Cond
+	sched    *scheduler
+	live     []*flowState
+	queue    []queued // spawned flows waiting for room in the window
+	spawning int      // completed flows whose Spawn function is running
+	closed   bool
+	start    time.Time
+	last     time.Time
 }
 
-// Handle follows one submitted flow.
+// Handle follows one submitted flow and the flows spawned from it (see
+// Flow.Spawn).
 type Handle struct {
 	name string
 	done chan struct{}
 	err  error
 	m    *Manager
-	fs   *flowState
+	t    *tree
 }
 
-// Cancel fails the flow unless it has already completed: its operations
-// that have not started are dropped, those running finish, and the flow's
-// error wraps context.Canceled.
+// tree is a stage instance: a submitted flow and the flows spawned from it.
+type tree struct {
+	h         *Handle
+	left      int // its flows admitted, queued or spawning, not finished
+	spawning  int // its flows whose Spawn function is running
+	errs      []error
+	cancelled bool
+}
+
+// fail records an error of the tree (none after Cancel, whose error
+// stands for all).
+func (t *tree) fail(err error) {
+	if !t.cancelled {
+		t.errs = append(t.errs, err)
+	}
+}
+
+// queued is a spawned flow waiting for room in the window.
+type queued struct {
+	f *Flow
+	t *tree
+}
+
+// Cancel fails the flow unless it has already completed, with the flows
+// spawned from it: their operations that have not started are dropped,
+// those running finish, spawned flows not yet admitted are dropped, and
+// the error wraps context.Canceled.
 func (h *Handle) Cancel() {
 	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if h.fs.done {
+	t := h.t
+	if t.left == 0 || t.cancelled {
 		return
 	}
-	m.sched.failFlow(h.fs, fmt.Errorf("pats: flow %q: %w", h.name, context.Canceled))
-	m.sched.maybeComplete(h.fs)
+	if t.spawning == 0 && !slices.ContainsFunc(m.live, func(fs *flowState) bool { return fs.tree == t }) &&
+		!slices.ContainsFunc(m.queue, func(q queued) bool { return q.t == t }) {
+		return // only commits are left: they decide
+	}
+	err := fmt.Errorf("pats: flow %q: %w", h.name, context.Canceled)
+	t.errs = []error{err}
+	t.cancelled = true
+	for _, fs := range slices.Clone(m.live) {
+		if fs.tree == t {
+			m.sched.failFlow(fs, err)
+			m.sched.maybeComplete(fs)
+		}
+	}
+	dropped := 0
+	m.queue = slices.DeleteFunc(m.queue, func(q queued) bool {
+		if q.t == t {
+			dropped++
+			return true
+		}
+		return false
+	})
+	for range dropped {
+		m.flowFinished(t)
+	}
 	m.changed()
 }
 
-// Done is closed when the flow has completed (outputs committed) or failed.
+// Done is closed when the flow and the flows spawned from it have completed
+// (outputs committed), or when one of them failed and the rest stopped.
 func (h *Handle) Done() <-chan struct{} { return h.done }
 
 // Err returns the flow's error once Done is closed (nil before).
@@ -169,7 +221,7 @@ func (m *Manager) Submit(ctx context.Context, f *Flow) (*Handle, error) {
 	}
 	stop := context.AfterFunc(ctx, m.broadcast)
 	defer stop()
-	for m.cfg.Window > 0 && m.sched.active >= m.cfg.Window {
+	for m.cfg.Window > 0 && m.sched.active+m.spawning+len(m.queue) >= m.cfg.Window {
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("pats: submit %q: %w", f.name, ctx.Err())
@@ -184,16 +236,56 @@ func (m *Manager) Submit(ctx context.Context, f *Flow) (*Handle, error) {
 		return nil, fmt.Errorf("pats: submit %q: %w", f.name, err)
 	}
 	h := &Handle{name: f.name, done: make(chan struct{}), m: m}
-	fs := &flowState{handle: h}
-	h.fs = fs
+	h.t = &tree{h: h, left: 1}
+	m.admit(f, h.t, false)
+	m.changed()
+	return h, nil
+}
+
+// admit admits f, a flow of stage instance t (m.mu held).
+func (m *Manager) admit(f *Flow, t *tree, spawned bool) {
+	fs := &flowState{tree: t, spawned: spawned}
 	m.live = append(m.live, fs)
 	m.sched.admitInto(fs, f)
 	if m.cfg.Prefetch && !fs.done {
 		m.wg.Add(1)
 		go m.stageFlow(fs)
 	}
-	m.changed()
-	return h, nil
+}
+
+// admitQueued admits spawned flows while the window has room, or drops
+// them once the manager's context has ended (m.mu held).
+func (m *Manager) admitQueued() {
+	for len(m.queue) > 0 {
+		err := m.ctx.Err()
+		if err == nil && m.cfg.Window > 0 && m.sched.active+m.spawning >= m.cfg.Window {
+			return
+		}
+		q := m.queue[0]
+		m.queue = m.queue[1:]
+		if err != nil {
+			q.t.fail(fmt.Errorf("pats: flow %q: %w", q.f.name, err))
+			m.flowFinished(q.t)
+			continue
+		}
+		m.admit(q.f, q.t, true)
+	}
+}
+
+// flowFinished records that one flow of t is finished, and completes t's
+// handle after the last (m.mu held).
+func (m *Manager) flowFinished(t *tree) {
+	if t.left--; t.left > 0 {
+		return
+	}
+	switch len(t.errs) {
+	case 0:
+	case 1:
+		t.h.err = t.errs[0]
+	default:
+		t.h.err = errors.Join(t.errs...)
+	}
+	close(t.h.done)
 }
 
 // Close waits for the flows in progress to complete, stops the workers and
@@ -245,23 +337,24 @@ func (m *Manager) abort() {
 		m.sched.failFlow(fs, fmt.Errorf("pats: flow %q: %w", fs.f.name, m.ctx.Err()))
 		m.sched.maybeComplete(fs)
 	}
+	m.admitQueued() // drops them
 	m.cond.Broadcast()
 }
 
 // flowDone is the scheduler's completion callback (called with m.mu held).
+// A completed flow's outputs are committed and its Spawn function called
+// on a goroutine; the flow is finished after those.
 func (m *Manager) flowDone(fs *flowState) {
 	m.last = time.Now()
-	for i, o := range m.live {
-		if o == fs {
-			m.live = append(m.live[:i], m.live[i+1:]...)
-			break
-		}
+	if i := slices.Index(m.live, fs); i >= 0 {
+		m.live = slices.Delete(m.live, i, i+1)
 	}
-	h := fs.handle
+	t := fs.tree
 	if fs.err != nil {
 		m.cfg.Logger.Debug("pats: flow failed", "flow", fs.f.name, "err", fs.err)
-		h.err = fs.err
-		close(h.done)
+		t.fail(fs.err)
+		m.flowFinished(t)
+		m.admitQueued()
 		return
 	}
 	var commits []Stager
@@ -270,9 +363,18 @@ func (m *Manager) flowDone(fs *flowState) {
 			commits = append(commits, d.store)
 		}
 	}
-	if len(commits) == 0 {
-		close(h.done)
+	spawn := fs.f.spawn
+	if t.cancelled {
+		spawn = nil
+	}
+	if len(commits) == 0 && spawn == nil {
+		m.flowFinished(t)
+		m.admitQueued()
 		return
+	}
+	if spawn != nil {
+		m.spawning++ // keeps the flow's place in the window
+		t.spawning++
 	}
 	m.wg.Add(1)
 	go func() {
@@ -283,11 +385,67 @@ func (m *Manager) flowDone(fs *flowState) {
 				errs = append(errs, err)
 			}
 		}
-		if err := errors.Join(errs...); err != nil {
-			h.err = fmt.Errorf("pats: flow %q: commit outputs: %w", fs.f.name, err)
+		err := errors.Join(errs...)
+		if err != nil {
+			err = fmt.Errorf("pats: flow %q: commit outputs: %w", fs.f.name, err)
 		}
-		close(h.done)
+		var kids []*Flow
+		if err == nil && spawn != nil {
+			kids, err = m.callSpawn(fs.f, spawn)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if spawn != nil {
+			m.spawning--
+			t.spawning--
+		}
+		if err != nil {
+			t.fail(err)
+		} else if !t.cancelled {
+			m.enqueue(fs.f, t, kids)
+		}
+		m.flowFinished(t)
+		m.admitQueued()
+		m.changed()
 	}()
+}
+
+// callSpawn calls a completed flow's Spawn function, turning a panic into
+// an error.
+func (m *Manager) callSpawn(f *Flow, fn func(context.Context) ([]*Flow, error)) (kids []*Flow, err error) {
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = &task.PanicError{Value: p, Stack: debug.Stack()}
+			}
+		}()
+		kids, err = fn(m.ctx)
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("pats: flow %q: spawn: %w", f.name, err)
+	}
+	return kids, nil
+}
+
+// enqueue queues the flows spawned by parent, of stage instance t, for
+// admission; a malformed one fails t instead (m.mu held).
+func (m *Manager) enqueue(parent *Flow, t *tree, kids []*Flow) {
+	kinds := m.sched.kinds()
+	for _, k := range kids {
+		var err error
+		if k == nil {
+			err = errors.New("nil flow")
+		} else {
+			err = k.check(kinds)
+		}
+		if err != nil {
+			t.fail(fmt.Errorf("pats: flow %q: spawn: %w", parent.name, err))
+			continue
+		}
+		k.used = true // a flow returned twice is refused
+		t.left++
+		m.queue = append(m.queue, queued{f: k, t: t})
+	}
 }
 
 // stageFlow reads a flow's storage inputs in the background (Prefetch).
@@ -316,7 +474,7 @@ func (m *Manager) stageFlow(fs *flowState) {
 
 // exiting reports whether workers should stop (m.mu held).
 func (m *Manager) exiting() bool {
-	return m.ctx.Err() != nil || m.closed && m.sched.active == 0
+	return m.ctx.Err() != nil || m.closed && m.sched.active == 0 && m.spawning == 0 && len(m.queue) == 0
 }
 
 // dispatch hands work to the waiting workers, GPUs first (so that, as in

@@ -15,8 +15,15 @@ type Report struct {
 	// Makespan is the time from the start to the completion of the last
 	// flow: virtual time for the simulator, wall time for the manager.
 	Makespan time.Duration
-	// Flows and Failed count the flows completed and failed.
+	// Flows and Failed count the flows completed and failed, spawned ones
+	// included.
 	Flows, Failed int
+	// Spawned counts the flows created at run time (see Flow.Spawn) and
+	// admitted.
+	Spawned int
+	// PeakFlows is the most flows in progress at once; with a Window it is
+	// at most the window.
+	PeakFlows int
 	// Ops holds one entry per operation, in order of first completion.
 	Ops []OpReport
 	// Units holds one entry per processing unit, in configuration order.
@@ -70,7 +77,11 @@ func (r *Report) Op(name string) (OpReport, bool) {
 // String formats the report as a small table.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d flows (%d failed) in %v\n", r.Config, r.Flows, r.Failed, r.Makespan)
+	fmt.Fprintf(&b, "%s: %d flows (%d failed", r.Config, r.Flows, r.Failed)
+	if r.Spawned > 0 {
+		fmt.Fprintf(&b, ", %d spawned", r.Spawned)
+	}
+	fmt.Fprintf(&b, ") in %v\n", r.Makespan)
 	fmt.Fprintf(&b, "transfers: %d up (%.1f MiB), %d down (%.1f MiB); peak memory: host %.1f MiB, GPUs %.1f MiB\n",
 		r.Uploads, float64(r.UploadBytes)/(1<<20), r.Downloads, float64(r.DownloadBytes)/(1<<20),
 		float64(r.PeakHostBytes)/(1<<20), float64(r.PeakDeviceBytes)/(1<<20))
@@ -88,6 +99,8 @@ func (sc *scheduler) report(makespan time.Duration) *Report {
 		Makespan:        makespan,
 		Flows:           sc.flowsDone,
 		Failed:          sc.flowsFailed,
+		Spawned:         sc.flowsSpawned,
+		PeakFlows:       sc.peakActive,
 		Uploads:         sc.uploads,
 		Downloads:       sc.downloads,
 		UploadBytes:     sc.upBytes,

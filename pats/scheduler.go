@@ -66,7 +66,8 @@ type flowState struct {
 	started bool // a node has been taken
 	err     error
 	done    bool
-	handle  *Handle // real-time manager only
+	spawned bool  // created at run time by the Spawn function of another flow
+	tree    *tree // real-time manager only: the stage instance it belongs to
 }
 
 // worker is the scheduling state of one processing unit.
@@ -137,6 +138,8 @@ type scheduler struct {
 	opOrder            []string
 	flowsDone          int
 	flowsFailed        int
+	flowsSpawned       int
+	peakActive         int
 }
 
 func newScheduler(cfg Config, devs []device.Device) *scheduler {
@@ -215,6 +218,10 @@ func (sc *scheduler) admitInto(fs *flowState, f *Flow) {
 	}
 	fs.left = len(fs.nodes)
 	sc.active++
+	sc.peakActive = max(sc.peakActive, sc.active)
+	if fs.spawned {
+		sc.flowsSpawned++
+	}
 	for _, n := range fs.nodes {
 		if n.pending == 0 {
 			sc.makeReady(n)

@@ -2,6 +2,7 @@ package pats
 
 import (
 	"container/heap"
+	"context"
 	"fmt"
 	"time"
 
@@ -37,18 +38,14 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	for i, s := range sims {
 		devs[i] = s
 	}
-	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth}
-	kinds := s.sched.kinds()
-	seen := map[*Flow]bool{}
+	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth, seen: map[*Flow]bool{}}
+	s.kinds = s.sched.kinds()
 	for _, f := range flows {
-		if seen[f] {
-			return nil, fmt.Errorf("pats: flow %q given twice", f.name)
-		}
-		seen[f] = true
-		if err := f.check(kinds); err != nil {
+		if err := s.accept(f); err != nil {
 			return nil, err
 		}
 	}
+	s.total = len(flows)
 	for _, w := range s.sched.workers {
 		if w.gpu >= 0 {
 			s.gpus = append(s.gpus, &simGPU{w: w, sim: sims[w.idx]})
@@ -56,21 +53,20 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 			s.cpus = append(s.cpus, &simCPU{w: w, sim: sims[w.idx]})
 		}
 	}
-	s.sched.onDone = func(*flowState) {
-		s.completed++
-		s.last = s.now
-		s.admit()
-	}
+	s.sched.onDone = s.flowDone
 	s.admit()
 	s.dispatch()
-	for s.q.Len() > 0 {
+	for s.q.Len() > 0 && s.err == nil {
 		e := heap.Pop(&s.q).(simEvent)
 		s.now = e.t
 		e.fn()
 		s.dispatch()
 	}
-	if s.completed != len(flows) {
-		return nil, fmt.Errorf("pats: simulation stalled with %d of %d flows complete", s.completed, len(flows))
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.completed != s.total {
+		return nil, fmt.Errorf("pats: simulation stalled with %d of %d flows complete", s.completed, s.total)
 	}
 	return s.sched.report(s.last), nil
 }
@@ -121,6 +117,48 @@ type simulator struct {
 	cpus      []*simCPU
 	gpus      []*simGPU
 	stageBW   float64 // Machine.StageBandwidth
+	kinds     []device.Kind
+	seen      map[*Flow]bool
+	spawned   []*Flow // flows spawned at run time, waiting for the window
+	total     int     // flows given and spawned
+	err       error   // a Spawn function failed: the simulation stops
+}
+
+// accept checks a flow given to the simulator or spawned in it.
+func (s *simulator) accept(f *Flow) error {
+	if s.seen[f] {
+		return fmt.Errorf("pats: flow %q given twice", f.name)
+	}
+	s.seen[f] = true
+	return f.check(s.kinds)
+}
+
+// flowDone is the scheduler's completion callback: it calls the flow's
+// Spawn function, queues the flows it returns, and admits flows into the
+// window.
+func (s *simulator) flowDone(fs *flowState) {
+	s.completed++
+	s.last = s.now
+	if fn := fs.f.spawn; fn != nil && fs.err == nil && s.err == nil {
+		kids, err := fn(context.Background())
+		if err != nil {
+			s.err = fmt.Errorf("pats: flow %q: spawn: %w", fs.f.name, err)
+			return
+		}
+		for _, k := range kids {
+			if k == nil {
+				s.err = fmt.Errorf("pats: flow %q: spawn returned a nil flow", fs.f.name)
+				return
+			}
+			if err := s.accept(k); err != nil {
+				s.err = fmt.Errorf("pats: flow %q: spawn: %w", fs.f.name, err)
+				return
+			}
+		}
+		s.spawned = append(s.spawned, kids...)
+		s.total += len(kids)
+	}
+	s.admit()
 }
 
 // stageDur returns the modelled time to stage b bytes from storage.
@@ -177,10 +215,20 @@ func (s *simulator) at(d time.Duration, fn func()) {
 	s.seq++
 }
 
+// admit admits flows while the window has room: spawned flows first, then
+// the given ones in order.
 func (s *simulator) admit() {
-	for s.next < len(s.flows) && (s.sched.cfg.Window == 0 || s.sched.active < s.sched.cfg.Window) {
-		fs := s.sched.admit(s.flows[s.next])
-		s.next++
+	for (len(s.spawned) > 0 || s.next < len(s.flows)) && (s.sched.cfg.Window == 0 || s.sched.active < s.sched.cfg.Window) {
+		fs := &flowState{}
+		if len(s.spawned) > 0 {
+			fs.spawned = true
+			f := s.spawned[0]
+			s.spawned = s.spawned[1:]
+			s.sched.admitInto(fs, f)
+		} else {
+			s.sched.admitInto(fs, s.flows[s.next])
+			s.next++
+		}
 		for _, d := range fs.data {
 			if !d.external {
 				continue

@@ -15,10 +15,11 @@ import (
 // (and by other tasks), and once it completes Result makes the task's
 // output.
 //
-// Execute waits for its flow, so a node with N copies of the task keeps up
-// to N stage instances in progress: N is the window of stage instances the
-// manager chooses operations from. A Task keeps no state of its own beyond
-// its fields.
+// Execute waits for its flow, and for the flows spawned from it (see
+// Flow.Spawn), so a node with N copies of the task keeps up to N stage
+// instances in progress: N is the window of stage instances the manager
+// chooses operations from. A Task keeps no state of its own beyond its
+// fields.
 type Task[In, Out any] struct {
 	// Manager runs the flows; it must outlive the graph run.
 	Manager *Manager
