@@ -125,3 +125,53 @@ func TestCountersOfTaskWaitingForMemory(t *testing.T) {
 	cancel()
 	_ = rt.Wait()
 }
+
+// A copy blocked in Emit because its consumer's bounded queue is full
+// says so, naming the consumer; the values are in its batch, in the
+// consumer's queue, or held by the consumer.
+func TestCountersOfTaskBlockedEmitting(t *testing.T) {
+	release := make(chan struct{})
+	g := graph.New[int, int]("full")
+	a := graph.AddFunc(g, "a", 1, func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v) })
+	b := graph.AddFunc(g, "b", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		if v == 0 {
+			<-release
+		}
+		return out.Emit(v)
+	}, graph.QueueCap(2))
+	graph.Connect(g.Input(), a)
+	graph.Connect(a, b)
+	graph.Connect(b, g.Output())
+	rt, err := g.Start(context.Background(), graph.WithoutStallReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		_ = rt.Send(i)
+	}
+	// Steady: b holds the batch it took (blocked on 0), its queue is full,
+	// and a waits to emit.
+	var s graph.Stats
+	waitFor(t, "a blocked emitting", func() bool {
+		s = rt.Stats()
+		tb := taskStats(s, "b")
+		return taskStats(s, "a").Copies[0].State == "waiting for room in a full queue" && tb.Queue == 2 && tb.Held > 0
+	})
+	ta, tb := taskStats(s, "a"), taskStats(s, "b")
+	if ta.Copies[0].FullQueue != `task "b"` || int64(ta.Queue)+ta.ItemsIn != 10 || ta.ItemsOut != int64(tb.Queue+tb.Held) {
+		t.Errorf("a: %+v\nb: %+v", ta, tb)
+	}
+	if text := s.String(); !strings.Contains(text, `copy 0: waiting for room in a full queue of task "b" (batch of `) {
+		t.Errorf("report does not show the blocked emit:\n%s", text)
+	}
+	close(release)
+	rt.Close()
+	for range rt.Results() {
+	}
+	if err := rt.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if st := taskStats(rt.Stats(), "a").Copies[0]; st.FullQueue != "" || st.State != "terminated" {
+		t.Errorf("after the run: %+v", st)
+	}
+}

@@ -83,6 +83,9 @@ func (r Stats) String() string {
 			if c.MemoryPool != "" {
 				fmt.Fprintf(&b, " from pool %q", c.MemoryPool)
 			}
+			if c.FullQueue != "" {
+				fmt.Fprintf(&b, " of %s", c.FullQueue)
+			}
 			if c.Batch > 0 {
 				fmt.Fprintf(&b, " (batch of %d taken from the queue)", c.Batch)
 			}

@@ -60,6 +60,10 @@ type CopyStats struct {
 	Thread     int
 	State      string // "executing", "waiting for input", "waiting for memory", ...
 	MemoryPool string // the pool waited on, in the "waiting for memory" state
+	// FullQueue names the consumer whose bounded queue (see [QueueCap])
+	// the copy waits to emit into, in the "waiting for room in a full
+	// queue" state (a task's copy emitting to its first consumer).
+	FullQueue string
 	// Batch is the number of values the copy took from the queue at once
 	// and is executing, or is blocked in (waiting for memory, or for room
 	// in a full queue it emits to): they are no longer queued. A copy of a
@@ -110,7 +114,7 @@ func snapshot(r *core.Run) Stats {
 		}
 		for _, c := range n.Copies {
 			cs := CopyStats{
-				Thread: c.Thread, State: c.State().String(), MemoryPool: c.MemoryPool(),
+				Thread: c.Thread, State: c.State().String(), MemoryPool: c.MemoryPool(), FullQueue: c.FullQueue(),
 				Batch: c.Batch(), ItemsIn: c.ItemsIn.Load(),
 				Compute: time.Duration(c.Compute.Load()), Wait: time.Duration(c.Wait.Load()),
 				MemoryWait: time.Duration(c.MemWait.Load()),

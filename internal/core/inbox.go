@@ -161,24 +161,21 @@ func (q *Inbox[T]) ProducerDone() {
 
 // Push appends v. It blocks only when the inbox is bounded and full. A value
 // pushed to an inbox whose consumers have all stopped is dropped.
-func (q *Inbox[T]) Push(v T) error { return q.push(v, nil, nil) }
+func (q *Inbox[T]) Push(v T) error { return q.push(v, nil, nil, nil) }
 
-func (q *Inbox[T]) pushAbort(v T, abort *atomic.Bool) error { return q.push(v, nil, abort) }
+func (q *Inbox[T]) pushAbort(v T, abort *atomic.Bool) error { return q.push(v, nil, abort, nil) }
 
 // push is Push that also increments *count, under the inbox's lock, when v
 // is accepted: an outlet counts its values this way for free. A push that
 // would wait for room gives up with ErrClosed once *abort is set (abort may
-// be nil); whoever sets it then calls Run.WakeAll.
-func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool) error {
+// be nil); whoever sets it then calls Run.WakeAll. cs, when not nil, is
+// the emitting copy's: it is marked as waiting while the queue is full.
+func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool, cs *CopyStats) error {
 	q.mu.Lock()
-	for q.limit > 0 && q.n >= int(q.limit) && !q.gone && !q.run.Stopped() {
-		if abort != nil && abort.Load() {
-			q.mu.Unlock()
-			return ErrClosed
+	if q.limit > 0 && q.n >= int(q.limit) {
+		if err := q.waitRoom(abort, cs); err != nil {
+			return err
 		}
-		q.pwaiting++
-		q.notFull.Wait()
-		q.pwaiting--
 	}
 	if q.run.Stopped() {
 		q.mu.Unlock()
@@ -220,6 +217,27 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool) error {
 		q.notEmpty.Signal()
 	}
 	q.mu.Unlock()
+	return nil
+}
+
+// waitRoom waits, q.mu held, until the bounded queue has room, the run
+// stops or the consumers are gone; it returns ErrClosed, with q.mu
+// released, once *abort is set.
+func (q *Inbox[T]) waitRoom(abort *atomic.Bool, cs *CopyStats) error {
+	var prev int32
+	if cs != nil {
+		prev = cs.beginEmitWait(&q.name)
+		defer cs.endEmitWait(prev)
+	}
+	for q.limit > 0 && q.n >= int(q.limit) && !q.gone && !q.run.Stopped() {
+		if abort != nil && abort.Load() {
+			q.mu.Unlock()
+			return ErrClosed
+		}
+		q.pwaiting++
+		q.notFull.Wait()
+		q.pwaiting--
+	}
 	return nil
 }
 

@@ -72,9 +72,9 @@ type multiSink[In any] struct {
 	port int
 }
 
-func (s *multiSink[In]) Push(v In) error { return s.q.push(multiItem{s.port, v}, nil, nil) }
+func (s *multiSink[In]) Push(v In) error { return s.q.push(multiItem{s.port, v}, nil, nil, nil) }
 func (s *multiSink[In]) pushAbort(v In, abort *atomic.Bool) error {
-	return s.q.push(multiItem{s.port, v}, nil, abort)
+	return s.q.push(multiItem{s.port, v}, nil, abort, nil)
 }
 func (s *multiSink[In]) AddProducer()            { s.q.AddProducer() }
 func (s *multiSink[In]) ProducerDone()           { s.q.ProducerDone() }
@@ -184,7 +184,7 @@ func (m *MultiSpec[S, Out]) build(sc *Scope) (Instance, error) {
 		x := &execs[i]
 		x.s, x.ports = s, ports
 		x.term, _ = any(s).(task.Terminator)
-		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.inbox.name.s}
+		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.inbox.name.s, stats: &t.copies[i].stats}
 		t.copies[i].ex = x
 	}
 	return t, nil

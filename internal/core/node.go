@@ -440,15 +440,16 @@ func (n *node[In]) recoverBatch(c *copyRT[In], i int, b *batchState[In]) {
 type emitter[T any] struct {
 	out    *Outlet[T]
 	active *atomic.Bool
-	name   *string // the task's or rule's full name
-	rule   bool    // a bookkeeper rule's, not a task's
+	name   *string    // the task's or rule's full name
+	rule   bool       // a bookkeeper rule's, not a task's
+	stats  *CopyStats // the copy's, marked while Emit waits for room
 }
 
 func (e *emitter[T]) Emit(v T) error {
 	if !e.active.Load() {
 		return e.closed()
 	}
-	return e.out.push(v, nil)
+	return e.out.push(v, nil, e.stats)
 }
 
 // closed is the error of an Emit outside Execute; apart from Emit to keep
@@ -587,7 +588,7 @@ func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 		x := &execs[i]
 		x.t = tk
 		x.term, _ = tk.(task.Terminator)
-		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.inbox.name.s}
+		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.inbox.name.s, stats: &t.copies[i].stats}
 		t.copies[i].ex = x
 	}
 	return t, nil

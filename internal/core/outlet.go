@@ -69,24 +69,26 @@ func (o *Outlet[T]) Connect(s Sink[T]) {
 }
 
 // Push sends v to every target.
-func (o *Outlet[T]) Push(v T) error { return o.push(v, nil) }
+func (o *Outlet[T]) Push(v T) error { return o.push(v, nil, nil) }
 
 // PushAbort is Push that gives up with ErrClosed, instead of waiting for
 // room in a full queue, once *abort is set; whoever sets it must then call
 // Run.WakeAll. v may then have reached some targets and not others.
-func (o *Outlet[T]) PushAbort(v T, abort *atomic.Bool) error { return o.push(v, abort) }
+func (o *Outlet[T]) PushAbort(v T, abort *atomic.Bool) error { return o.push(v, abort, nil) }
 
-func (o *Outlet[T]) pushAbort(v T, abort *atomic.Bool) error { return o.push(v, abort) }
+func (o *Outlet[T]) pushAbort(v T, abort *atomic.Bool) error { return o.push(v, abort, nil) }
 
-func (o *Outlet[T]) push(v T, abort *atomic.Bool) error {
+// push sends v; cs, when not nil, is the stats of the emitting copy, marked
+// while it waits for room in its first consumer's full queue.
+func (o *Outlet[T]) push(v T, abort *atomic.Bool, cs *CopyStats) error {
 	if o.first != nil && len(o.targets) == 1 {
-		return o.first.push(v, &o.pushed, abort)
+		return o.first.push(v, &o.pushed, abort, cs)
 	}
-	return o.pushAll(v, abort)
+	return o.pushAll(v, abort, cs)
 }
 
 // pushAll is push to several targets, or to one that is not an inbox.
-func (o *Outlet[T]) pushAll(v T, abort *atomic.Bool) error {
+func (o *Outlet[T]) pushAll(v T, abort *atomic.Bool, cs *CopyStats) error {
 	if o.first == nil {
 		atomic.AddInt64(&o.pushed, 1)
 	}
@@ -94,7 +96,7 @@ func (o *Outlet[T]) pushAll(v T, abort *atomic.Bool) error {
 		var err error
 		switch {
 		case i == 0 && o.first != nil:
-			err = o.first.push(v, &o.pushed, abort)
+			err = o.first.push(v, &o.pushed, abort, cs)
 		case abort != nil:
 			if a, ok := t.(abortSink[T]); ok {
 				err = a.pushAbort(v, abort)

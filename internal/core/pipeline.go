@@ -92,7 +92,7 @@ func (r *routerSink[In]) push(v In, abort *atomic.Bool) error {
 	switch {
 	case i == AllClones:
 		for _, c := range r.clones {
-			if err := c.push(v, abort); err != nil {
+			if err := c.push(v, abort, nil); err != nil {
 				return err
 			}
 		}
@@ -103,7 +103,7 @@ func (r *routerSink[In]) push(v In, abort *atomic.Bool) error {
 		r.run.Fail(err)
 		return err
 	}
-	return r.clones[i].push(v, abort)
+	return r.clones[i].push(v, abort, nil)
 }
 
 // pick applies the decomposition rule. It runs on the goroutine of whoever
@@ -142,7 +142,7 @@ func (c *subsetCall[In]) send(i int) {
 		r.run.Fail(c.err)
 	case !c.sent[i]:
 		c.sent[i] = true
-		c.err = r.clones[i].push(c.v, c.abort)
+		c.err = r.clones[i].push(c.v, c.abort, nil)
 	}
 }
 

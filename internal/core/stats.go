@@ -15,9 +15,11 @@ const (
 	StateExecuting               // inside Execute
 	StateMemoryWait              // blocked getting memory from a pool
 	StateDone                    // terminated
+	StateEmitWait                // blocked in Emit: the consumer's bounded queue is full
 )
 
-var stateNames = [...]string{"starting", "waiting for input", "executing", "waiting for memory", "terminated"}
+var stateNames = [...]string{"starting", "waiting for input", "executing", "waiting for memory", "terminated",
+	"waiting for room in a full queue"}
 
 // String names the state.
 func (s State) String() string {
@@ -44,6 +46,7 @@ type CopyStats struct {
 	// says both.
 	state   atomic.Int32
 	memPool atomic.Pointer[string] // pool waited on, while in StateMemoryWait
+	full    atomic.Pointer[label]  // queue waited on, while in StateEmitWait
 	track   *Track                 // set when the run is traced
 	epoch   *time.Time             // the run's
 }
@@ -88,6 +91,29 @@ func (c *CopyStats) EndMemoryWait(prev State, start time.Time) {
 	}
 	c.SetState(prev)
 	c.memPool.Store(nil)
+}
+
+// beginEmitWait marks the copy as blocked emitting into the full queue q
+// and returns the state to give back to endEmitWait.
+func (c *CopyStats) beginEmitWait(q *label) int32 {
+	c.full.Store(q)
+	raw := c.state.Load()
+	c.state.Store(raw&^(1<<stateBits-1) | int32(StateEmitWait))
+	return raw
+}
+
+// endEmitWait restores the state prev.
+func (c *CopyStats) endEmitWait(prev int32) {
+	c.state.Store(prev)
+	c.full.Store(nil)
+}
+
+// FullQueue names the queue the copy waits to emit into, or "".
+func (c *CopyStats) FullQueue() string {
+	if q := c.full.Load(); q != nil {
+		return q.String()
+	}
+	return ""
 }
 
 // MemoryPool returns the pool the copy waits on, or "".

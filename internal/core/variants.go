@@ -214,7 +214,7 @@ func (c *chooser[In]) dispatch() {
 			}
 		}
 		c.stats[i].outstanding++
-		if err := c.targets[i].push(v, nil, nil); err != nil {
+		if err := c.targets[i].push(v, nil, nil, nil); err != nil {
 			c.stats[i].outstanding--
 		}
 		c.run.Done(1) // the value is counted by the target's queue now
