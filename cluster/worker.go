@@ -301,7 +301,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := w.runCopy(runCtx, st, r.h, r.cons, i); err != nil {
+				if err := w.runCopy(runCtx, st, r.h, nc, i); err != nil {
 					fail(err)
 				}
 			}()
@@ -323,8 +323,11 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 const setupPatience = 30 * time.Second
 
 // runCopy is one copy of a task: it pulls one input at a time, only when
-// it is free, until ctx is cancelled.
-func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, cons jetstream.Consumer, thread int) error {
+// it is free, until ctx is cancelled. It speaks JetStream's pull protocol
+// on a subscription of its own that lives as long as the copy: a pull
+// request for one message, then the message or a status (408: the request
+// expired).
+func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Conn, thread int) error {
 	wc := h.newCopy()
 	info := task.Info{Task: h.name, Thread: thread, Threads: h.tc.threads, Pipelines: 1}
 	if h.tc.clone >= 0 {
@@ -338,32 +341,65 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, cons jetstr
 			w.cfg.log.Error("cluster: shutdown", "worker", w.cfg.workerName, "task", h.name, "thread", thread, "err", err)
 		}
 	}()
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return fmt.Errorf("cluster: worker %s: task %q (thread %d): %w", w.cfg.workerName, h.name, thread, err)
+	}
+	defer sub.Unsubscribe()
+	next := "$JS.API.CONSUMER.MSG.NEXT." + st.n.workStream() + "." + h.key
+	req := []byte(`{"batch":1,"expires":` + strconv.FormatInt(w.cfg.pullWait.Nanoseconds(), 10) + `}`)
 	ectx := task.WithInfo(ctx, info)
-	for ctx.Err() == nil {
+	waiting := false // a pull request is out
+	for ctx.Err() == nil || waiting {
+		if !waiting {
+			if err := nc.PublishRequest(next, inbox, req); err != nil {
+				w.cfg.log.Warn("cluster: pull", "worker", w.cfg.workerName, "task", h.name, "err", err)
+				sleep(ctx, 100*time.Millisecond)
+				continue
+			}
+			waiting = true
+		}
 		// The pull is not cancelled with ctx: an input delivered to a
 		// cancelled pull would wait for its ack wait. Serve's end waits
-		// for the pull to expire instead, and gives back what it got.
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(w.cfg.pullWait))
-		if err != nil {
+		// for the request to expire instead, and gives back what it got.
+		m, err := sub.NextMsg(w.cfg.pullWait + 500*time.Millisecond)
+		switch {
+		case errors.Is(err, nats.ErrTimeout):
+			waiting = false // no answer at all: the request was lost
+			continue
+		case err != nil:
+			waiting = false
 			if ctx.Err() != nil {
-				break
+				return nil
 			}
 			w.cfg.log.Warn("cluster: pull", "worker", w.cfg.workerName, "task", h.name, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		case m.Reply == "": // a status: 408 expired, 409 refused...
+			waiting = false
+			if code := m.Header.Get("Status"); code != "408" && code != "404" && code != "100" {
+				w.cfg.log.Warn("cluster: pull", "worker", w.cfg.workerName, "task", h.name, "status", code, "description", m.Header.Get("Description"))
+				sleep(ctx, 100*time.Millisecond)
 			}
 			continue
 		}
-		for m := range batch.Messages() {
-			if ctx.Err() != nil {
-				_ = m.Nak() // taken as the worker stops: give it back at once
-				continue
-			}
-			w.handle(ectx, st, h, wc, m)
+		waiting = false
+		if ctx.Err() != nil {
+			_ = m.Nak() // taken as the worker stops: give it back at once
+			continue
 		}
+		w.handle(ectx, st, h, wc, m)
 	}
 	return nil
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }
 
 // guard runs f and turns a panic into a *task.PanicError.
@@ -381,8 +417,8 @@ func guard(f func() error) (err error) {
 // acknowledges the input. A message it cannot accept is answered with an
 // error if it names a reply subject of this namespace, and terminated so
 // that it is not delivered again.
-func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCopy, m jetstream.Msg) {
-	hd := m.Headers()
+func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCopy, m *nats.Msg) {
+	hd := m.Header
 	id := hd.Get(hMsgID)
 	reply := hd.Get(hReply)
 	var delivered uint64
@@ -418,7 +454,7 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		refuse(kindMismatch, fmt.Errorf("%w: client encodes task %q with codec %q, worker %s decodes %q", ErrMismatch, h.name, hd.Get(hCodec), w.cfg.workerName, h.tc.codec.Name()))
 		return
 	}
-	data := m.Data()
+	data := m.Data
 	if ref := hd.Get(hRef); ref != "" {
 		var err error
 		data, err = st.obj.GetBytes(ctx, ref)
@@ -537,7 +573,7 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 
 // progressReporter tells the server every third of ackWait that m is still
 // being worked on, until the returned function is called.
-func progressReporter(m jetstream.Msg, ackWait time.Duration) (stop func()) {
+func progressReporter(m *nats.Msg, ackWait time.Duration) (stop func()) {
 	every := max(ackWait/3, 10*time.Millisecond)
 	var (
 		mu      sync.Mutex
@@ -564,7 +600,7 @@ func progressReporter(m jetstream.Msg, ackWait time.Duration) (stop func()) {
 
 // ackOrNak acknowledges m if its result was stored, and gives it back for
 // another delivery if not.
-func ackOrNak(m jetstream.Msg, stored bool) {
+func ackOrNak(m *nats.Msg, stored bool) {
 	if stored {
 		_ = m.Ack()
 	} else {
