@@ -86,8 +86,10 @@ func TestMeasureGatherTerms(t *testing.T) {
 	}
 	var merged uint64
 	open := func() (*tiled.Image, error) { return tiled.Open(src.Path(), 70, 50, 16, 16, 64*16*16*2) }
-	merge := func(part []uint64) error {
-		for _, n := range part {
+	merge := func(part *[65536]uint64) error {
+		hist := make([]uint64, 65536)
+		MergeHistogram(hist, part)
+		for _, n := range hist {
 			merged += n
 		}
 		return nil

@@ -3,6 +3,7 @@ package cap
 import (
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/gohtgs/htgs/tiled"
 )
@@ -68,10 +69,8 @@ func MedianInMemory(px []uint16, w, h, r int) []uint16 {
 // a partial histogram, merged in one thread.
 func Histogram(ctx context.Context, src *tiled.Image, o Options) ([]uint64, error) {
 	hist := make([]uint64, 65536)
-	g := Gather(src, o, HistogramTile, func(part []uint64) error {
-		for i, n := range part {
-			hist[i] += n
-		}
+	g := Gather(src, o, HistogramTile, func(part *[65536]uint64) error {
+		MergeHistogram(hist, part)
 		return nil
 	})
 	if err := Run(ctx, g, src.Tiles()); err != nil {
@@ -81,9 +80,10 @@ func Histogram(ctx context.Context, src *tiled.Image, o Options) ([]uint64, erro
 }
 
 // HistogramTile is Histogram's process function: the 65536-bin histogram
-// of one tile's pixels.
-func HistogramTile(_ context.Context, t *Tile) ([]uint64, error) {
-	part := make([]uint64, 65536)
+// of one tile's pixels, in a partial from a pool that MergeHistogram
+// returns it to (so no tile allocates its 512 KB of bins).
+func HistogramTile(_ context.Context, t *Tile) (*[65536]uint64, error) {
+	part := histPool.Get().(*[65536]uint64) // all zero
 	for y := 0; y < t.H; y++ {
 		for _, v := range t.In[y*t.Stride : y*t.Stride+t.W] {
 			part[v]++
@@ -91,6 +91,21 @@ func HistogramTile(_ context.Context, t *Tile) ([]uint64, error) {
 	}
 	return part, nil
 }
+
+// MergeHistogram adds the partial histogram part to hist (65536 bins),
+// zeroes part as it goes and returns it to HistogramTile's pool.
+func MergeHistogram(hist []uint64, part *[65536]uint64) {
+	hist = hist[:len(part)]
+	for i, n := range part {
+		if n != 0 {
+			hist[i] += n
+			part[i] = 0
+		}
+	}
+	histPool.Put(part)
+}
+
+var histPool = sync.Pool{New: func() any { return new([65536]uint64) }}
 
 // Percentile is the smallest value v with at least p (0..1) of the
 // histogram's counts at or below v.

@@ -190,10 +190,8 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 		for oi, o := range ops {
 			for _, s := range sizes {
 				hist := make([]uint64, 65536)
-				merge := func(part []uint64) error {
-					for i, n := range part {
-						hist[i] += n
-					}
+				merge := func(part *[65536]uint64) error {
+					cap.MergeHistogram(hist, part)
 					return nil
 				}
 				var terms cap.Terms
