@@ -41,6 +41,11 @@ type Region interface {
 // Dense is a dense 1-D, 2-D or 3-D data region with elements of type T, stored
 // row-major over its ROI (x fastest, then y, then z).
 //
+// Its data can also live on devices (GPUs) while operations there reuse
+// it: Upload makes it resident on a device, DeviceWrote records that an
+// operation there changed it, Download (or any host accessor) brings the
+// current value back, Where tells where it is.
+//
 // A Dense is safe for concurrent use by readers. Writers must be ordered
 // with readers by the dataflow: the stages that declare a region as an
 // output run before those that read it.
@@ -52,6 +57,8 @@ type Dense[T Elem] struct {
 	in, out Storage
 	data    []T
 	loaded  bool
+	stale   bool       // the current value is on a device only (see resident.go)
+	copies  []*devCopy // device copies
 }
 
 // Compile-time check that Dense implements Region.
@@ -173,11 +180,12 @@ func (d *Dense[T]) Bytes() int64 {
 	return int64(d.roi.Len()) * int64(unsafe.Sizeof(T(0)))
 }
 
-// Loaded implements Region.
+// Loaded implements Region: it reports whether host memory holds the
+// ROI's current data (false while the current value is on a device only).
 func (d *Dense[T]) Loaded() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.loaded
+	return d.loaded && !d.stale
 }
 
 // Input returns the storage the region is read from (nil if none).
@@ -204,13 +212,21 @@ func (d *Dense[T]) Meta() Meta { return Meta{ID: d.id, Elem: ElemOf[T](), Bounds
 // bounds ([ErrOutOfBounds]). If the data is in memory and the new ROI lies
 // inside the old one, the data is cropped (shrinking a ROI to drop ghost
 // cells, say); otherwise the data is dropped and read again on next access,
-// which needs an input storage ([ErrNoStorage]).
+// which needs an input storage ([ErrNoStorage]). Device copies are freed;
+// if only devices hold the current value, Download first
+// ([ErrNotResident]).
 func (d *Dense[T]) SetROI(roi Box) error {
 	if err := checkROI(d.id, d.bounds, roi); err != nil {
 		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.stale {
+		return fmt.Errorf("region: ROI of %v: its data is on %d device(s) only, download it first: %w", d.id, d.validCopies(), ErrNotResident)
+	}
+	if err := d.dropCopies(); err != nil {
+		return err
+	}
 	switch {
 	case !d.loaded:
 		d.roi = roi
@@ -234,7 +250,8 @@ func (d *Dense[T]) SetROI(roi Box) error {
 }
 
 // Stage implements Region: it reads the ROI from the input storage unless
-// the data is already in memory.
+// the data is already in memory, and downloads it if its current value is
+// on a device only.
 func (d *Dense[T]) Stage(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -243,7 +260,7 @@ func (d *Dense[T]) Stage(ctx context.Context) error {
 
 func (d *Dense[T]) loadLocked(ctx context.Context) error {
 	if d.loaded {
-		return nil
+		return d.downloadLocked(ctx)
 	}
 	if d.in == nil {
 		return fmt.Errorf("region: read %v: %w", d.id, ErrNoStorage)
@@ -278,8 +295,10 @@ func (d *Dense[T]) Commit(ctx context.Context) error {
 }
 
 // Data returns the ROI's elements, row-major, reading them from the input
-// storage first if they are not in memory (the lazy read). The slice is the
-// region's own storage: writes to it change the region.
+// storage first if they are not in memory (the lazy read), or downloading
+// them if their current value is on a device only. The slice is the
+// region's own storage: writes to it change the region (call HostWrote
+// after changing a region that has device copies).
 func (d *Dense[T]) Data(ctx context.Context) ([]T, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -291,8 +310,8 @@ func (d *Dense[T]) Data(ctx context.Context) ([]T, error) {
 
 // index returns the offset of (x, y, z) in the ROI's data.
 func (d *Dense[T]) index(x, y, z int) int {
-	if !d.loaded {
-		panic(fmt.Sprintf("region: %v accessed before its data was read (call Data or Stage first)", d.id))
+	if !d.loaded || d.stale {
+		panic(fmt.Sprintf("region: %v accessed before its data was read or downloaded (call Data or Stage first)", d.id))
 	}
 	if !d.roi.ContainsPoint(x, y, z) {
 		panic(fmt.Sprintf("region: point (%d,%d,%d) outside the ROI %v of %v", x, y, z, d.roi, d.id))
@@ -303,7 +322,8 @@ func (d *Dense[T]) index(x, y, z int) int {
 
 // At returns the element at (x, y) of a 2-D region, in template
 // coordinates. It panics, like a slice index, if the point lies outside the
-// ROI or the data has not been read (call Data or Stage first).
+// ROI or the data has not been read, or its current value is on a device
+// only (call Data or Stage first).
 func (d *Dense[T]) At(x, y int) T { return d.data[d.index(x, y, 0)] }
 
 // Set sets the element at (x, y) of a 2-D region; it panics like At.

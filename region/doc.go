@@ -21,6 +21,15 @@
 // both implement, in a checked binary format ([ErrCorrupt]). A region is read eagerly ([Template.Instantiate], [Dense.Stage]) or
 // lazily, on first access ([Dense.Data]).
 //
+// The data of a [Dense] region can live on devices (GPUs) while operations
+// there reuse it: [Dense.Upload] (or [Dense.UploadAsync]) makes it resident
+// on a [DeviceMemory] and returns the device buffer, reusing a current copy
+// without a transfer; [Dense.DeviceWrote] records that an operation there
+// changed it; [Dense.Download] (or [Dense.DownloadAsync], or any host
+// accessor) brings the current value back; [Dense.Where] tells where it is
+// now. DeviceMemory is the device binding's allocation and copy functions;
+// [HostDevice] is host memory posing as a device.
+//
 // Stages declare the regions they read and write; the pats package uses
 // those declarations to stage (read) inputs ahead of the computation and to
 // commit outputs when a stage instance completes.
