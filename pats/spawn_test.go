@@ -345,3 +345,31 @@ func TestSpawnManagerContextCancelled(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+func TestSpawnManagerSimulatedGPU(t *testing.T) {
+	// Spawned flows on a prefetching, locality-aware manager with a
+	// simulated GPU: every flow runs, the window holds.
+	for _, cfg := range []Config{
+		{Policy: PATS, Window: 2, Locality: true, TransferImpact: 0.2, Prefetch: true},
+		{Policy: FCFS, Window: 3, Learn: true},
+	} {
+		units := Machine{CPUs: 1, GPUs: 1, Bandwidth: 1e10}.Units(0.01)
+		m := startManager(t, cfg, units...)
+		var hs []*Handle
+		for _, f := range simTiles(9) {
+			hs = append(hs, submit(t, m, f))
+		}
+		for _, h := range hs {
+			if err := h.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r := m.Report()
+		if r.Flows != 16 || r.Spawned != 7 || r.PeakFlows > cfg.Window {
+			t.Errorf("%v: %d flows, %d spawned, peak %d", cfg, r.Flows, r.Spawned, r.PeakFlows)
+		}
+	}
+}
