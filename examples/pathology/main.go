@@ -21,6 +21,9 @@
 // -profile DIR the real run also writes the task graph's profile into DIR
 // (pathology.dot, pathology.svg when Graphviz is installed,
 // pathology-trace.json and pathology-stats.json), as the other programs do.
+// With -dynamic the features are a stage created at run time: a tile's flow
+// spawns its features flow only if segmentation found nuclei
+// (pats.Flow.Spawn).
 //
 // With -sim it runs the same configuration in the discrete-event simulator
 // instead. With -experiment it runs every experiment and writes results.md
@@ -95,6 +98,7 @@ type options struct {
 	prefetch   bool
 	learn      bool
 	depthFirst bool
+	dynamic    bool
 	tiles      int
 	tileSize   int
 	scale      float64
@@ -126,6 +130,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.prefetch, "prefetch", false, "pipeline GPU transfers and stage inputs ahead")
 	fs.BoolVar(&o.learn, "learn", false, "learn speedups online (time statistics) instead of using the given estimates")
 	fs.BoolVar(&o.depthFirst, "depthfirst", false, "prefer finishing started tiles (depth-first)")
+	fs.BoolVar(&o.dynamic, "dynamic", false, "features as a stage created at run time: a flow spawned only for tiles where segmentation found nuclei")
 	fs.IntVar(&o.tiles, "tiles", 48, "number of tiles")
 	fs.IntVar(&o.tileSize, "tile-size", 128, "tile edge in `pixels` for the real run's kernels (with -hardware: default 4096)")
 	fs.Float64Var(&o.scale, "scale", 0.05, "real run: wall time per modelled time (0.05: a modelled second takes 50 ms)")
@@ -175,6 +180,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-experiment and -sim do not go together")
 	case o.hardware && (o.experiment || o.sim || o.profile != "" || o.httpAddr != "" || set["quick"]):
 		return nil, cli.Usagef("-hardware goes with none of -experiment, -sim, -quick, -profile and -http")
+	case o.dynamic && (o.experiment || o.hardware):
+		return nil, cli.Usagef("-dynamic goes with a real run or -sim, not -experiment or -hardware")
 	case o.hostGPUs < 0 || o.hostGPUs > 0 && !o.hardware:
 		return nil, cli.Usagef("-host-gpus %d: want a positive count, with -hardware", o.hostGPUs)
 	case !o.experiment && !o.hardware && set["out"]:
@@ -248,7 +255,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		est = nil
 	}
 	if o.sim {
-		r, err := pats.Simulate(cfg, o.machine(), w.flows(est))
+		r, err := pats.Simulate(cfg, o.machine(), o.simFlows(w, est))
 		if err != nil {
 			return err
 		}
@@ -257,6 +264,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return realRun(ctx, o, cfg, w, est, stdout, stderr)
+}
+
+// simFlows returns the flows the simulator runs for the workload: with
+// -dynamic, segmentation flows that spawn the features.
+func (o *options) simFlows(w *workload, est map[string]float64) []*pats.Flow {
+	if o.dynamic {
+		return w.dynamicFlows(est)
+	}
+	return w.flows(est)
 }
 
 // runExperiments runs every experiment and writes the results into -out,
@@ -340,7 +356,7 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 		opts = append(opts, graph.WithStarted(live.Observe))
 	}
 	start := time.Now()
-	results, rep, rt, err := runReal(ctx, s, w, cfg, o.machine().Units(o.scale), est, opts...)
+	results, rep, rt, err := runReal(ctx, s, w, cfg, o.machine().Units(o.scale), est, o.dynamic, opts...)
 	if err != nil {
 		return err
 	}
@@ -351,7 +367,10 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 	}
 	fmt.Fprintf(stdout, "processed %d tiles (%dx%d px, %s storage) on %d simulated CPU cores + %d simulated GPUs in %v: %d nuclei\n",
 		o.tiles, o.tileSize, o.tileSize, o.storage, o.cpus, o.gpus, wall.Round(time.Millisecond), nuclei)
-	simRep, err := pats.Simulate(cfg, o.machine(), w.flows(est))
+	if o.dynamic {
+		fmt.Fprintf(stdout, "features computed for %d of %d tiles (flows spawned at run time)\n", rep.Spawned, o.tiles)
+	}
+	simRep, err := pats.Simulate(cfg, o.machine(), o.simFlows(w, est))
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,7 +113,7 @@ func TestRealRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, rep, _, err := runReal(ctx, s, w, cfg, pats.Machine{CPUs: 2, GPUs: 1, Bandwidth: 5e9}.Units(0.001), w.givenSpeedups())
+		res, rep, _, err := runReal(ctx, s, w, cfg, pats.Machine{CPUs: 2, GPUs: 1, Bandwidth: 5e9}.Units(0.001), w.givenSpeedups(), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,5 +383,93 @@ func TestLearnTableUnknowns(t *testing.T) {
 	}
 	if strings.Count(md, "| n/a | n/a |") != res.learnedUnknown {
 		t.Errorf("want %d rows with n/a learned speedup and error:\n%s", res.learnedUnknown, md)
+	}
+}
+
+// TestRealRunDynamic runs the features as a stage created at run time: a
+// tile without nuclei (a blank one here) spawns no features flow, the
+// others find the same nuclei and commit the same features as the static
+// pipeline.
+func TestRealRunDynamic(t *testing.T) {
+	ctx := context.Background()
+	w := newWorkload(6, 3)
+	const blank = 2
+	var nuclei [2][]int
+	var feats [2][]float64
+	for k, dynamic := range []bool{false, true} {
+		in, out := region.NewMemory(), region.NewMemory()
+		s, err := newSlide(ctx, 6, 64, 3, in, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := s.box(blank)
+		white := make([]byte, 3*64*64)
+		for i := range white {
+			white[i] = 255
+		}
+		meta := region.Meta{ID: rgbID(), Elem: region.Uint8, Bounds: region.Cube(0, 0, 0, s.cols*64, s.rows*64, 3)}
+		if err := in.Write(ctx, meta, region.Cube(b.Lo[0], b.Lo[1], 0, b.Hi[0], b.Hi[1], 3), white); err != nil {
+			t.Fatal(err)
+		}
+		cfg := pats.Config{Policy: pats.PATS, Window: 3, Locality: true, TransferImpact: 0.16, Prefetch: true}
+		res, rep, _, err := runReal(ctx, s, w, cfg, pats.Machine{CPUs: 2, GPUs: 1, Bandwidth: 5e9}.Units(0.001), w.givenSpeedups(), dynamic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			nuclei[k] = append(nuclei[k], r.nuclei)
+		}
+		if nuclei[k][blank] != 0 {
+			t.Fatalf("blank tile has %d nuclei", nuclei[k][blank])
+		}
+		wantSpawned := 0
+		if dynamic {
+			wantSpawned = 5
+		}
+		if rep.Spawned != wantSpawned || rep.Flows != 6+wantSpawned || rep.Failed != 0 || rep.PeakFlows > 3 {
+			t.Errorf("dynamic=%v: %d flows, %d spawned, %d failed, peak %d", dynamic, rep.Flows, rep.Spawned, rep.Failed, rep.PeakFlows)
+		}
+		for _, o := range []string{"FeatIntensity", "FeatGradient", "FeatMorphometry"} {
+			op, _ := rep.Op(o)
+			if want := 6 - min(wantSpawned, 1); op.CPU+op.GPU != want {
+				t.Errorf("%s ran %d times, want %d", o, op.CPU+op.GPU, want)
+			}
+		}
+		fr, err := region.OpenDense[float64](ctx, out, featIDs()["featIntensity"], region.Box{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, err := fr.Data(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		feats[k] = fd
+	}
+	if !slices.Equal(nuclei[0], nuclei[1]) {
+		t.Errorf("nuclei per tile: static %v, dynamic %v", nuclei[0], nuclei[1])
+	}
+	if !slices.Equal(feats[0], feats[1]) {
+		t.Error("the dynamic pipeline committed other intensity features")
+	}
+}
+
+func TestRunCommandDynamic(t *testing.T) {
+	ctx := context.Background()
+	var out, errOut bytes.Buffer
+	if err := run(ctx, []string{"-sim", "-dynamic", "-tiles", "10"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "20 flows (0 failed)") {
+		t.Errorf("-sim -dynamic output: %s", out.String())
+	}
+	out.Reset()
+	if err := run(ctx, []string{"-dynamic", "-tiles", "4", "-tile-size", "48", "-scale", "0.001"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "of 4 tiles (flows spawned at run time)") {
+		t.Errorf("-dynamic output: %s", out.String())
+	}
+	if err := run(ctx, []string{"-dynamic", "-experiment"}, &out, &errOut); err == nil {
+		t.Error("-dynamic -experiment accepted")
 	}
 }

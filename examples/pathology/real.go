@@ -276,11 +276,13 @@ type tileResult struct {
 
 // runReal processes the slide through a task graph whose stage task expands
 // each tile into the pipeline's operations, run by a pats.Manager on the
-// given units. It returns the per-tile results (in tile order), the
+// given units. With dynamic, a tile's flow holds the segmentation only and
+// spawns the features flow if it found nuclei (pats.Flow.Spawn). It
+// returns the per-tile results (in tile order), the
 // manager's report and the graph's finished runtime (for -profile; start it
 // with graph.WithTrace for a timeline).
-func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units []pats.Unit, est map[string]float64, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Runtime[int, tileResult], error) {
-	run := tileRun{specs: w.specs, ops: kernelOps(est), cost: w.tileCost, bytes: w.bytes, reg: &jobRegistry{}}
+func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units []pats.Unit, est map[string]float64, dynamic bool, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Runtime[int, tileResult], error) {
+	run := tileRun{specs: w.specs, ops: kernelOps(est), cost: w.tileCost, bytes: w.bytes, reg: &jobRegistry{}, dynamic: dynamic}
 	return run.run(ctx, s, cfg, units, opts...)
 }
 
@@ -294,6 +296,28 @@ type tileRun struct {
 	cost  func(tile int, o opSpec) pats.Cost
 	bytes map[string]int64
 	reg   *jobRegistry
+	// dynamic makes the features a stage created at run time: a flow the
+	// segmentation flow spawns only when it found nuclei.
+	dynamic bool
+}
+
+// addOps adds the instances of the pipeline's operations of the given
+// stage ("" for all) for job j, tile i, to f.
+func (tr tileRun) addOps(f *pats.Flow, j *tileJob, i int, stage string) {
+	for _, o := range tr.specs {
+		if stage != "" && o.stage != stage {
+			continue
+		}
+		var reads []pats.Data
+		for _, k := range o.reads {
+			reads = append(reads, j.data(k, tr.bytes))
+		}
+		var cost pats.Cost
+		if tr.cost != nil {
+			cost = tr.cost(i, o)
+		}
+		pats.Add(f, tr.ops[o.name], j, pats.Reads(reads...), pats.Writes(j.data(o.writes, tr.bytes)), pats.WithCost(cost))
+	}
 }
 
 // run processes the slide on units; see runReal.
@@ -316,17 +340,19 @@ func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pa
 			}
 			tr.reg.add(j)
 			f := pats.NewFlow(j.tpl.Name())
-			for _, o := range tr.specs {
-				var reads []pats.Data
-				for _, k := range o.reads {
-					reads = append(reads, j.data(k, tr.bytes))
-				}
-				var cost pats.Cost
-				if tr.cost != nil {
-					cost = tr.cost(i, o)
-				}
-				pats.Add(f, tr.ops[o.name], j, pats.Reads(reads...), pats.Writes(j.data(o.writes, tr.bytes)), pats.WithCost(cost))
+			if !tr.dynamic {
+				tr.addOps(f, j, i, "")
+				return f, f.Err()
 			}
+			tr.addOps(f, j, i, "segmentation")
+			f.Spawn(func(context.Context) ([]*pats.Flow, error) {
+				if j.nuclei == 0 {
+					return nil, nil // nothing to measure
+				}
+				g := pats.NewFlow(j.tpl.Name() + "/features")
+				tr.addOps(g, j, i, "features")
+				return []*pats.Flow{g}, g.Err()
+			})
 			return f, f.Err()
 		},
 		Result: func(_ context.Context, i int) (tileResult, error) {

@@ -150,6 +150,39 @@ func (w *workload) flows(est map[string]float64) []*pats.Flow {
 	return fs
 }
 
+// dynamicFlows returns one segmentation flow per tile that spawns, when it
+// completes, the tile's features flow: the pipeline as a stage created at
+// run time. In the model every tile has nuclei, so every tile spawns.
+func (w *workload) dynamicFlows(est map[string]float64) []*pats.Flow {
+	ops := w.simOps(est)
+	add := func(f *pats.Flow, i int, stage string) {
+		for _, o := range w.specs {
+			if o.stage != stage {
+				continue
+			}
+			var reads []pats.Data
+			for _, k := range o.reads {
+				reads = append(reads, pats.Data{Key: k, Bytes: w.bytes[k]})
+			}
+			pats.Add(f, ops[o.name], i, pats.Reads(reads...),
+				pats.Writes(pats.Data{Key: o.writes, Bytes: w.bytes[o.writes]}),
+				pats.WithCost(w.tileCost(i, o)))
+		}
+	}
+	fs := make([]*pats.Flow, w.tiles)
+	for i := range fs {
+		f := pats.NewFlow(fmt.Sprintf("tile%03d", i))
+		add(f, i, "segmentation")
+		f.Spawn(func(context.Context) ([]*pats.Flow, error) {
+			g := pats.NewFlow(fmt.Sprintf("tile%03d/features", i))
+			add(g, i, "features")
+			return []*pats.Flow{g}, nil
+		})
+		fs[i] = f
+	}
+	return fs
+}
+
 // monolithic returns one flow per tile holding a single operation that does
 // the whole pipeline (the "non-pipelined" version of seed 001): it reads the
 // RGB tile and writes the labels and features; its speedup is the tile's
