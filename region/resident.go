@@ -208,6 +208,26 @@ func (d *Dense[T]) Upload(ctx context.Context, dev DeviceMemory) (Buffer, error)
 	return d.uploadLocked(ctx, dev)
 }
 
+// Reserve returns the region's buffer on dev without copying the data
+// there, allocating it if dev holds none: for an operation on dev that
+// overwrites the whole ROI, and then calls DeviceWrote. Until then the
+// buffer does not count as holding the data.
+func (d *Dense[T]) Reserve(ctx context.Context, dev DeviceMemory) (Buffer, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if dev == nil {
+		return nil, fmt.Errorf("region: reserve %v: nil device", d.id)
+	}
+	if c := d.copyOn(dev); c != nil {
+		return c.buf, nil
+	}
+	c, err := d.allocCopy(ctx, dev)
+	if err != nil {
+		return nil, err
+	}
+	return c.buf, nil
+}
+
 // UploadAsync is Upload on a goroutine of its own: the copy overlaps with
 // what the caller does until it waits for the Transfer.
 func (d *Dense[T]) UploadAsync(ctx context.Context, dev DeviceMemory) *Transfer {
@@ -241,6 +261,9 @@ func (d *Dense[T]) DeviceWrote(dev DeviceMemory) error {
 	}
 	for _, o := range d.copies {
 		o.valid = o == c
+	}
+	if !d.loaded { // never read: the host copy is made on download
+		d.data, d.loaded = make([]T, d.roi.Len()), true
 	}
 	d.stale = true
 	return nil
@@ -337,22 +360,31 @@ func (d *Dense[T]) uploadLocked(ctx context.Context, dev DeviceMemory) (Buffer, 
 	if err := d.loadLocked(ctx); err != nil { // host memory current
 		return nil, err
 	}
-	size := d.dataBytes()
 	if c == nil {
-		buf, err := dev.Alloc(ctx, size)
-		if err != nil {
-			return nil, fmt.Errorf("region: upload %v: allocate %d bytes on %s: %w", d.id, size, dev.Name(), err)
+		var err error
+		if c, err = d.allocCopy(ctx, dev); err != nil {
+			return nil, err
 		}
-		c = &devCopy{dev: dev, buf: buf}
-		d.copies = append(d.copies, c)
 	}
-	b := make([]byte, size)
+	b := make([]byte, d.dataBytes())
 	encode(b, d.data)
 	if err := dev.Upload(ctx, c.buf, b); err != nil {
 		return nil, fmt.Errorf("region: upload %v to %s: %w", d.id, dev.Name(), err)
 	}
 	c.valid = true
 	return c.buf, nil
+}
+
+// allocCopy allocates a (not yet current) copy of the ROI on dev.
+func (d *Dense[T]) allocCopy(ctx context.Context, dev DeviceMemory) (*devCopy, error) {
+	size := d.dataBytes()
+	buf, err := dev.Alloc(ctx, size)
+	if err != nil {
+		return nil, fmt.Errorf("region: %v: allocate %d bytes on %s: %w", d.id, size, dev.Name(), err)
+	}
+	c := &devCopy{dev: dev, buf: buf}
+	d.copies = append(d.copies, c)
+	return c, nil
 }
 
 // downloadLocked makes host memory current, from a device copy if the

@@ -392,3 +392,49 @@ func TestResidency1DAnd3D(t *testing.T) {
 		}
 	}
 }
+
+func TestResidencyReserve(t *testing.T) {
+	ctx := context.Background()
+	in := NewMemory()
+	whole := filled(t, 2, 2)
+	whole.SetOutput(in)
+	if err := whole.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// An output region bound to storage, never read: the operation on the
+	// device overwrites it, nothing is read or uploaded.
+	r, err := BindDense[uint16](ID{Name: "img"}, Rect(0, 0, 2, 2), Rect(0, 0, 2, 2), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := newCounting(0)
+	buf, err := r.Reserve(ctx, dev)
+	if err != nil || buf.Size() != 8 {
+		t.Fatalf("Reserve: %v, %v", buf, err)
+	}
+	if l := r.Where(); l.String() != "storage" {
+		t.Errorf("after Reserve: %v", l)
+	}
+	for i := range 4 {
+		binary.LittleEndian.PutUint16(buf.(HostBuffer)[2*i:], uint16(40+i))
+	}
+	if err := r.DeviceWrote(dev); err != nil {
+		t.Fatal(err)
+	}
+	if l := r.Where(); l.String() != "hostgpu0" {
+		t.Errorf("after the device wrote: %v", l)
+	}
+	data, err := r.Data(ctx)
+	if err != nil || data[3] != 43 {
+		t.Fatalf("data %v, %v", data, err)
+	}
+	if again, _ := r.Reserve(ctx, dev); &again.(HostBuffer)[0] != &buf.(HostBuffer)[0] {
+		t.Error("Reserve allocated again")
+	}
+	if c := dev.counts(); c != [4]int64{1, 0, 0, 1} {
+		t.Errorf("allocs, frees, uploads, downloads = %v", c)
+	}
+	if _, err := r.Reserve(ctx, nil); err == nil {
+		t.Error("nil device accepted")
+	}
+}
