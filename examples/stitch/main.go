@@ -988,24 +988,25 @@ func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, load
 		}
 	}()
 	tileBytes := int64(2 * mosaicTile * mosaicTile)
-	// The mosaic's cache gets half; while the pyramid is built two reduced
-	// levels are open, a quarter each.
-	im, err := tiled.CreateTemp(tmp, plan.w, plan.h, mosaicTile, mosaicTile, max(plan.cache/2, tileBytes))
-	if err != nil {
-		return fmt.Errorf("mosaic: %w", err)
-	}
-	defer im.Close()
-	if err := compose.ComposeTiled(ctx, slots, load, c.blend, im); err != nil {
-		return fmt.Errorf("composing the mosaic: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	// The mosaic streams band by band into the BigTIFF (written to a
+	// temporary name, renamed on success); only its reduced levels pass
+	// through tiled images in tmp, with half the cache.
 	var staged string
 	if err := outs.AddFile(filepath.Join(c.out, names.mosaic), func(temp string) error {
 		staged = temp
-		return tiled.WriteBigTIFF(temp, im, 0, tmp, max(plan.cache/4, tileBytes))
+		out, err := tiled.CreateBigTIFF(temp, plan.w, plan.h, mosaicTile, mosaicTile, 0, tmp, max(plan.cache/2, tileBytes))
+		if err != nil {
+			return err
+		}
+		if err := compose.ComposeBigTIFF(ctx, slots, load, c.blend, out); err != nil {
+			_ = out.Close() // the composing error is the one to report
+			return fmt.Errorf("composing the mosaic: %w", err)
+		}
+		return out.Close()
 	}); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	prev, err := tiffPreview(staged)
