@@ -125,13 +125,20 @@ func (c *Client) maxDelivered(m *nats.Msg) {
 	res.Header.Set(hKind, kindPoison)
 	res.Header.Set(hErr, fmt.Sprintf("input delivered %d times to workers of %s, never answered (each worker died or stopped): given up", adv.Deliveries, adv.Consumer))
 	c.hand(id, res)
+	c.withdraw(adv.StreamSeq)
+}
+
+// withdraw removes input seq from the work stream in the background, if it
+// is still there (an input a worker is running is removed too; its result
+// is dropped).
+func (c *Client) withdraw(seq uint64) {
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if str, err := c.st.js.Stream(ctx, c.st.n.workStream()); err == nil {
-			_ = str.DeleteMsg(ctx, adv.StreamSeq)
+			_ = str.DeleteMsg(ctx, seq)
 		}
 	}()
 }
@@ -536,6 +543,9 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In) ([]Out, er
 			probe.Reset(st.cfg.probe)
 		case <-ctx.Done():
 			forget()
+			if seq != 0 {
+				c.withdraw(seq) // no one waits for it: spare the workers
+			}
 			return nil, ctx.Err()
 		}
 	}

@@ -323,3 +323,24 @@ func TestInProgressKeepsLongTasks(t *testing.T) {
 		t.Errorf("long tasks were delivered again: %+v", st)
 	}
 }
+
+// An input whose Execute gives up (the graph failed, a deadline) is
+// withdrawn from the work stream: no worker runs it later.
+func TestCancelledInputIsWithdrawn(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, connect(t, s))
+	r, _ := NewRemote[job, answer](c, "square", Version("v1")) // no worker yet
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := r.Call(ctx, job{N: 3}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Call = %v, want the deadline", err)
+	}
+	str, err := c.st.js.Stream(context.Background(), c.st.n.workStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the input's removal", func() bool {
+		info, err := str.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
+}
