@@ -193,7 +193,7 @@ func TestVersionAndCodecMismatch(t *testing.T) {
 	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), `codec "json"`) {
 		t.Fatalf("client error %v", err)
 	}
-	if l := log.String(); !strings.Contains(l, "version mismatch") || !strings.Contains(l, "client wants task") {
+	if l := log.String(); !strings.Contains(l, "codec mismatch") || !strings.Contains(l, "client wants task") {
 		t.Errorf("worker log lacks the mismatch:\n%s", l)
 	}
 	if st := w.Stats(); st.Refused != 2 || st.Executed != 0 {

@@ -51,7 +51,7 @@ const (
 var (
 	// ErrMismatch reports a message whose protocol, task version or codec
 	// differs from what the worker registered.
-	ErrMismatch = errors.New("cluster: version mismatch")
+	ErrMismatch = errors.New("cluster: protocol, version or codec mismatch")
 	// ErrMalformed reports a message that is not a well-formed request or
 	// result: missing headers, or a payload that does not decode.
 	ErrMalformed = errors.New("cluster: malformed message")
