@@ -10,7 +10,7 @@ import (
 var publicPackages = []string{
 	"task", "graph", "bookkeeper", "memmgr", "pipeline", "device", "cuda",
 	"matmul", "matmul/npy", "stitching", "stitching/align", "stitching/tileio",
-	"stitching/compose", "stitching/synth", "pats", "region", "tiled", "cap",
+	"stitching/compose", "stitching/synth", "pats", "region", "tiled", "cap", "cluster",
 }
 
 // TestPublicAPINamesNoInternals guards issue 23's first rule: the public
