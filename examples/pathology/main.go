@@ -25,6 +25,15 @@
 // spawns its features flow only if segmentation found nuclei
 // (pats.Flow.Spawn).
 //
+// After a tile's flow, two graph stages take its result: one traces each
+// nucleus's outer boundary from the label image into the slide's polygon
+// set slide::Nuclei (a region.PolygonSet, the tile its partition,
+// committed to the output storage), the other reads the nuclei's feature
+// rows; a bookkeeper's keyed join (bookkeeper.NewJoinN, by tile) puts the
+// two parts of a tile together. -nuclei FILE writes the nuclei, polygons
+// with their features, as GeoJSON; -roi x0,y0,x1,y1 asks the stored set
+// which nuclei intersect a box (a ROI query).
+//
 // With -sim it runs the same configuration in the discrete-event simulator
 // instead. With -experiment it runs every experiment and writes results.md
 // and the SVG figures into the folder -out names; with no -out, into a new
@@ -108,6 +117,9 @@ type options struct {
 	quick      bool
 	hardware   bool
 	hostGPUs   int
+	nucleiOut  string
+	roi        string
+	roiBox     region.Box
 	set        map[string]bool // flags given on the command line
 }
 
@@ -137,6 +149,8 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.storage, "storage", "memory", "real run: region `storage`, memory or disk")
 	fs.StringVar(&o.dir, "dir", "", "real run: `folder` of the disk storage (default: a temporary folder)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic tiles")
+	fs.StringVar(&o.nucleiOut, "nuclei", "", "real run: write the nuclei (polygons and features) as GeoJSON into `FILE`")
+	fs.StringVar(&o.roi, "roi", "", "real run: report the nuclei whose polygons intersect the box `x0,y0,x1,y1` (slide pixels, a ROI query)")
 	fs.BoolVar(&o.hardware, "hardware", false, "run the experiment on this machine's CPU cores and CUDA GPUs (4K tiles; needs a -tags cuda build)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
@@ -208,6 +222,17 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-scale %v: want a positive factor", o.scale)
 	case !(o.ti >= 0 && o.ti <= 1):
 		return nil, cli.Usagef("-ti %v: want a value in [0,1]", o.ti)
+	case (o.nucleiOut != "" || o.roi != "") && (o.experiment || o.sim || o.hardware):
+		return nil, cli.Usagef("-nuclei and -roi need a real run (no -sim, -experiment or -hardware)")
+	case set["nuclei"] && o.nucleiOut == "":
+		return nil, cli.Usagef("-nuclei: empty file name")
+	}
+	if o.roi != "" {
+		var x0, y0, x1, y1 int
+		if n, err := fmt.Sscanf(o.roi, "%d,%d,%d,%d", &x0, &y0, &x1, &y1); n != 4 || err != nil || x0 < 0 || y0 < 0 || x1 <= x0 || y1 <= y0 {
+			return nil, cli.Usagef("-roi %q: want x0,y0,x1,y1 with 0 <= x0 < x1 and 0 <= y0 < y1", o.roi)
+		}
+		o.roiBox = region.Rect(x0, y0, x1, y1)
 	}
 	return o, nil
 }
@@ -378,6 +403,9 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 		rep.Makespan.Seconds()/o.scale, o.scale, rep.Makespan.Round(time.Millisecond),
 		simRep.Makespan.Seconds(), o.scale, time.Duration(float64(simRep.Makespan)*o.scale).Round(time.Millisecond))
 	writeReport(stdout, rep, "wall time")
+	if err := o.writeNuclei(ctx, s, results, stdout); err != nil {
+		return err
+	}
 	if o.profile != "" {
 		warn, err := cli.WriteProfile(o.profile, prog, rt.Execution)
 		if err != nil {
@@ -387,6 +415,37 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 			fmt.Fprintf(stderr, "%s: %v\n", prog, warn)
 		}
 		fmt.Fprintf(stdout, "profile written to %s\n", o.profile)
+	}
+	return nil
+}
+
+// writeNuclei answers -roi with a ROI query on the committed polygon set
+// and writes the -nuclei GeoJSON file.
+func (o *options) writeNuclei(ctx context.Context, s *slide, results []tileResult, stdout io.Writer) error {
+	if o.roi != "" {
+		var polys []region.Polygon
+		if box := o.roiBox.Intersect(nucleiBounds(s.cols, s.rows, s.size)); !box.Empty() {
+			var err error
+			if polys, err = nucleiInBox(ctx, s.out.(region.ObjectStorage), box); err != nil {
+				return fmt.Errorf("-roi: %w", err)
+			}
+		}
+		var area float64
+		for _, p := range polys {
+			area += polygonArea(p)
+		}
+		mean := 0.0
+		if len(polys) > 0 {
+			mean = area / float64(len(polys))
+		}
+		fmt.Fprintf(stdout, "ROI %v: %d nuclei intersect it (mean polygon area %.1f px)\n", o.roiBox, len(polys), mean)
+	}
+	if o.nucleiOut != "" {
+		err := outfile.WriteFile(o.nucleiOut, func(w io.Writer) error { return writeNucleiGeoJSON(ctx, w, results) })
+		if err != nil {
+			return fmt.Errorf("-nuclei: %w", err)
+		}
+		fmt.Fprintf(stdout, "nuclei written to %s (GeoJSON)\n", o.nucleiOut)
 	}
 	return nil
 }

@@ -184,8 +184,8 @@ func TestRunCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "processed 4 tiles") {
 		t.Errorf("real run output: %s", out.String())
 	}
-	if ids, _ := (func() ([]region.ID, error) { d, _ := region.NewDisk(dir); return d.List(ctx) })(); len(ids) != 5 {
-		t.Errorf("disk storage holds %v, want the RGB input, the labels and three feature tables", ids)
+	if ids, _ := (func() ([]region.ID, error) { d, _ := region.NewDisk(dir); return d.List(ctx) })(); len(ids) != 6 {
+		t.Errorf("disk storage holds %v, want the RGB input, the labels, three feature tables and the nuclei polygons", ids)
 	}
 	for _, bad := range [][]string{{"-policy", "lifo"}, {"-storage", "tape", "-tiles", "1"}, {"extra"}, {"-nosuchflag"}} {
 		if err := run(ctx, bad, &out, &errOut); err == nil {

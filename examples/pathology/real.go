@@ -8,10 +8,12 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/pats"
 	"github.com/gohtgs/htgs/region"
+	"github.com/gohtgs/htgs/task"
 )
 
 // slide is the input of a real run: a synthetic slide of tiles stored in a
@@ -269,20 +271,31 @@ func kernelOps(est map[string]float64) map[string]*pats.Op[*tileJob] {
 	return ops
 }
 
-// tileResult is the output of one tile.
+// tileResult is the output of one tile: its nuclei count and, when the run
+// outlines the nuclei, their polygons (the tile's partition of
+// slide::Nuclei) and feature rows, joined by tile.
 type tileResult struct {
 	index, nuclei int
+	job           *tileJob               // the tile's regions, on the way to the outline and measure stages
+	outlines      *region.PolygonSet     // the nuclei outlines
+	feats         [][numFeatures]float64 // the feature rows of labels 1.. (at most maxObjects)
 }
 
 // runReal processes the slide through a task graph whose stage task expands
 // each tile into the pipeline's operations, run by a pats.Manager on the
 // given units. With dynamic, a tile's flow holds the segmentation only and
-// spawns the features flow if it found nuclei (pats.Flow.Spawn). It
-// returns the per-tile results (in tile order), the
+// spawns the features flow if it found nuclei (pats.Flow.Spawn). After
+// the flows, the nuclei are outlined into the polygon set slide::Nuclei of
+// the output storage and joined with their feature rows by tile (see
+// addOutputs). It returns the per-tile results (in tile order), the
 // manager's report and the graph's finished runtime (for -profile; start it
 // with graph.WithTrace for a timeline).
 func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units []pats.Unit, est map[string]float64, dynamic bool, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Runtime[int, tileResult], error) {
-	run := tileRun{specs: w.specs, ops: kernelOps(est), cost: w.tileCost, bytes: w.bytes, reg: &jobRegistry{}, dynamic: dynamic}
+	objs, ok := s.out.(region.ObjectStorage)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("output storage %T keeps no polygon sets", s.out)
+	}
+	run := tileRun{specs: w.specs, ops: kernelOps(est), cost: w.tileCost, bytes: w.bytes, reg: &jobRegistry{}, dynamic: dynamic, nuclei: objs}
 	return run.run(ctx, s, cfg, units, opts...)
 }
 
@@ -299,6 +312,11 @@ type tileRun struct {
 	// dynamic makes the features a stage created at run time: a flow the
 	// segmentation flow spawns only when it found nuclei.
 	dynamic bool
+	// nuclei, when set, makes the graph outline each tile's nuclei into
+	// the polygon set slide::Nuclei committed there and read its feature
+	// rows, in two stages whose outputs are joined by tile
+	// (bookkeeper.NewJoinN) into the tile's result.
+	nuclei region.ObjectStorage
 }
 
 // addOps adds the instances of the pipeline's operations of the given
@@ -361,7 +379,11 @@ func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pa
 				return tileResult{}, fmt.Errorf("tile %d: not in progress", i)
 			}
 			j.dev.release()
-			return tileResult{index: i, nuclei: j.nuclei}, nil
+			r := tileResult{index: i, nuclei: j.nuclei}
+			if tr.nuclei != nil {
+				r.job = j
+			}
+			return r, nil
 		},
 	}
 	window := cfg.Window
@@ -371,7 +393,11 @@ func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pa
 	g := graph.New[int, tileResult]("pathology")
 	seg := pats.AddTask(g, "tiles", window, stage)
 	graph.Connect(g.Input(), seg)
-	graph.Connect(seg, g.Output())
+	if tr.nuclei == nil {
+		graph.Connect(seg, g.Output())
+	} else {
+		tr.addOutputs(g, s, seg)
+	}
 	results := make([]tileResult, s.tiles)
 	rt, err := g.Start(ctx, opts...)
 	if err != nil {
@@ -401,6 +427,43 @@ func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pa
 		return nil, nil, nil, closeErr
 	}
 	return results, m.Report(), rt, nil
+}
+
+// addOutputs adds the stages after the tiles' flows: outline (the label
+// image's nuclei as polygons, committed to tr.nuclei) and measure (the
+// feature rows), both fed every tile's result, and the keyed join of their
+// parts by tile, whose results leave the graph.
+func (tr tileRun) addOutputs(g *graph.Graph[int, tileResult], s *slide, seg *graph.Node[int, tileResult]) {
+	bounds := nucleiBounds(s.cols, s.rows, s.size)
+	outline := graph.AddFunc(g, "outline", 2, func(ctx context.Context, r tileResult, out task.Emitter[tilePart]) error {
+		labels, err := r.job.u16["labels"].Data(ctx)
+		if err != nil {
+			return err
+		}
+		set, err := outlineTile(ctx, tr.nuclei, bounds, s.box(r.index), r.index, labels)
+		if err != nil {
+			return fmt.Errorf("tile %d: nuclei outlines: %w", r.index, err)
+		}
+		return out.Emit(tilePart{index: r.index, nuclei: r.nuclei, outlines: set})
+	})
+	measure := graph.AddFunc(g, "measure", 1, func(ctx context.Context, r tileResult, out task.Emitter[tilePart]) error {
+		var tables [][]float64
+		for _, k := range []string{"featIntensity", "featGradient", "featMorph"} {
+			d, err := r.job.feats[k].Data(ctx)
+			if err != nil {
+				return err
+			}
+			tables = append(tables, d)
+		}
+		return out.Emit(tilePart{index: r.index, nuclei: r.nuclei, feats: featureRows(r.nuclei, tables...), isFeats: true})
+	})
+	bk := bookkeeper.New[tilePart](g, "tile outputs")
+	joined := bookkeeper.AddRule(bk, "outlines and features", func() bookkeeper.Rule[tilePart, tileResult] { return newTileJoin() })
+	graph.Connect(seg, outline)
+	graph.Connect(seg, measure)
+	graph.Connect(outline, bk)
+	graph.Connect(measure, bk)
+	graph.Connect(joined, g.Output())
 }
 
 // tileName is the name of tile i's region template and flow.
