@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"image"
 	"math"
+	"runtime"
+	"slices"
+	"sync"
 )
 
 // flatFieldDegree is the total degree of the polynomial surface fitted to
@@ -54,7 +57,13 @@ func EstimateFlatField(ctx context.Context, w, h, n int, tile func(i int) (*imag
 		return nil, fmt.Errorf("align: flat field from %d tiles of %dx%d: nothing to estimate it from", n, w, h)
 	}
 	fit := newSurfaceFit(w, h)
-	var coefs [][]float64
+	// The tiles are fitted in parallel (a few at a time, so that few are
+	// held), the coefficients kept in tile order: the result is the
+	// sequential one.
+	fits := make([][]float64, n)
+	busy := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for i := 0; i < n; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -66,7 +75,20 @@ func EstimateFlatField(ctx context.Context, w, h, n int, tile func(i int) (*imag
 		if b := t.Bounds(); b.Dx() != w || b.Dy() != h {
 			return nil, fmt.Errorf("align: flat field: sample tile %d is %dx%d, expected %dx%d", i, b.Dx(), b.Dy(), w, h)
 		}
-		if c, ok := fit.fitTile(t); ok {
+		busy <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c, ok := fit.fitTile(t); ok {
+				fits[i] = c
+			}
+			<-busy
+		}()
+	}
+	wg.Wait()
+	var coefs [][]float64
+	for _, c := range fits {
+		if c != nil {
 			coefs = append(coefs, c)
 		}
 	}
@@ -220,14 +242,27 @@ func (f *surfaceFit) flatField(coefs [][]float64) *FlatField {
 		return ff
 	}
 	s := make([]float64, f.w*f.h)
-	smax := math.Inf(-1)
-	for y := 0; y < f.h; y++ {
-		for x := 0; x < f.w; x++ {
-			v := f.eval(mean, x, y)
-			s[y*f.w+x] = v
-			smax = max(smax, v)
-		}
+	// The surface, by bands of rows in parallel.
+	bands := min(runtime.GOMAXPROCS(0), f.h)
+	maxes := make([]float64, bands)
+	var wg sync.WaitGroup
+	for k := range bands {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := math.Inf(-1)
+			for y := k * f.h / bands; y < (k+1)*f.h/bands; y++ {
+				for x := 0; x < f.w; x++ {
+					v := f.eval(mean, x, y)
+					s[y*f.w+x] = v
+					m = max(m, v)
+				}
+			}
+			maxes[k] = m
+		}()
 	}
+	wg.Wait()
+	smax := slices.Max(maxes)
 	// Guard against a fit that dips towards zero.
 	floor := 0.05 * smax
 	smin, avg := math.Inf(1), 0.0
