@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -255,15 +256,7 @@ func listWorkers(ctx context.Context, kv jetstream.KeyValue) ([]WorkerInfo, erro
 			ws = append(ws, w)
 		}
 	}
-	slices.SortFunc(ws, func(a, b WorkerInfo) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ws, func(a, b WorkerInfo) int { return cmp.Compare(a.Name, b.Name) })
 	return ws, nil
 }
 

@@ -2,6 +2,7 @@ package region
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -384,13 +385,5 @@ func equalObjects(a, b []byte) bool { return bytes.Equal(a, b) }
 
 // sortPolygons sorts polygons by ID.
 func sortPolygons(ps []Polygon) {
-	slices.SortFunc(ps, func(a, b Polygon) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ps, func(a, b Polygon) int { return cmp.Compare(a.ID, b.ID) })
 }

@@ -521,30 +521,27 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 			fcfs.Seconds()/m.Seconds(), r.sim.Makespan.Seconds(), 100*(r.sim.Makespan.Seconds()/m.Seconds()-1),
 			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/m.Seconds()-1))
 	}
-	fmt.Fprintf(w, "\nShare of each operation's instances run on the GPU (measured; simulated in brackets):\n\n| operation |")
-	for _, r := range res.runs {
-		fmt.Fprintf(w, " %s |", r.name)
-	}
-	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(res.runs)))
-	for _, o := range h.specs {
-		fmt.Fprintf(w, "| %s |", o.name)
+	// One table per question: a row per operation, a column per run.
+	perOp := func(title string, cell func(r hwRun, op string) string) {
+		fmt.Fprintf(w, "\n%s:\n\n| operation |", title)
 		for _, r := range res.runs {
-			fmt.Fprintf(w, " %s (%s) |", gpuShare(r.rep, o.name), gpuShare(r.sim, o.name))
+			fmt.Fprintf(w, " %s |", r.name)
 		}
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintf(w, "\nMean compute time of each operation in each run, CPU ms / GPU ms (- where it did not run there):\n\n| operation |")
-	for _, r := range res.runs {
-		fmt.Fprintf(w, " %s |", r.name)
-	}
-	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(res.runs)))
-	for _, o := range h.specs {
-		fmt.Fprintf(w, "| %s |", o.name)
-		for _, r := range res.runs {
-			fmt.Fprintf(w, " %s |", opTimes(r.rep, o.name))
+		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(res.runs)))
+		for _, o := range h.specs {
+			fmt.Fprintf(w, "| %s |", o.name)
+			for _, r := range res.runs {
+				fmt.Fprintf(w, " %s |", cell(r, o.name))
+			}
+			fmt.Fprintln(w)
 		}
-		fmt.Fprintln(w)
 	}
+	perOp("Share of each operation's instances run on the GPU (measured; simulated in brackets)", func(r hwRun, op string) string {
+		return gpuShare(r.rep, op) + " (" + gpuShare(r.sim, op) + ")"
+	})
+	perOp("Mean compute time of each operation in each run, CPU ms / GPU ms (- where it did not run there)", func(r hwRun, op string) string {
+		return opTimes(r.rep, op)
+	})
 	fmt.Fprintf(w, "\n| configuration | uploads MiB | downloads MiB | GPU busy |\n|---|---:|---:|---:|\n")
 	for _, r := range res.runs {
 		var busy time.Duration

@@ -135,17 +135,8 @@ func (w *workload) flows(est map[string]float64) []*pats.Flow {
 	ops := w.simOps(est)
 	fs := make([]*pats.Flow, w.tiles)
 	for i := range fs {
-		f := pats.NewFlow(fmt.Sprintf("tile%03d", i))
-		for _, o := range w.specs {
-			var reads []pats.Data
-			for _, k := range o.reads {
-				reads = append(reads, pats.Data{Key: k, Bytes: w.bytes[k]})
-			}
-			pats.Add(f, ops[o.name], i, pats.Reads(reads...),
-				pats.Writes(pats.Data{Key: o.writes, Bytes: w.bytes[o.writes]}),
-				pats.WithCost(w.tileCost(i, o)))
-		}
-		fs[i] = f
+		fs[i] = pats.NewFlow(fmt.Sprintf("tile%03d", i))
+		w.addSteps(fs[i], ops, i, "")
 	}
 	return fs
 }
@@ -155,32 +146,35 @@ func (w *workload) flows(est map[string]float64) []*pats.Flow {
 // run time. In the model every tile has nuclei, so every tile spawns.
 func (w *workload) dynamicFlows(est map[string]float64) []*pats.Flow {
 	ops := w.simOps(est)
-	add := func(f *pats.Flow, i int, stage string) {
-		for _, o := range w.specs {
-			if o.stage != stage {
-				continue
-			}
-			var reads []pats.Data
-			for _, k := range o.reads {
-				reads = append(reads, pats.Data{Key: k, Bytes: w.bytes[k]})
-			}
-			pats.Add(f, ops[o.name], i, pats.Reads(reads...),
-				pats.Writes(pats.Data{Key: o.writes, Bytes: w.bytes[o.writes]}),
-				pats.WithCost(w.tileCost(i, o)))
-		}
-	}
 	fs := make([]*pats.Flow, w.tiles)
 	for i := range fs {
 		f := pats.NewFlow(fmt.Sprintf("tile%03d", i))
-		add(f, i, "segmentation")
+		w.addSteps(f, ops, i, "segmentation")
 		f.Spawn(func(context.Context) ([]*pats.Flow, error) {
 			g := pats.NewFlow(fmt.Sprintf("tile%03d/features", i))
-			add(g, i, "features")
+			w.addSteps(g, ops, i, "features")
 			return []*pats.Flow{g}, nil
 		})
 		fs[i] = f
 	}
 	return fs
+}
+
+// addSteps adds to f tile i's operations of stage ("" for every stage),
+// with their reads, writes and modelled costs.
+func (w *workload) addSteps(f *pats.Flow, ops map[string]*pats.Op[int], i int, stage string) {
+	for _, o := range w.specs {
+		if stage != "" && o.stage != stage {
+			continue
+		}
+		var reads []pats.Data
+		for _, k := range o.reads {
+			reads = append(reads, pats.Data{Key: k, Bytes: w.bytes[k]})
+		}
+		pats.Add(f, ops[o.name], i, pats.Reads(reads...),
+			pats.Writes(pats.Data{Key: o.writes, Bytes: w.bytes[o.writes]}),
+			pats.WithCost(w.tileCost(i, o)))
+	}
 }
 
 // monolithic returns one flow per tile holding a single operation that does
