@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"slices"
 
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
@@ -223,20 +224,21 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		r.Join = newPairRule(rows, cols, func(p align.Pair) bool { return r.band.has(p) })
 		return r
 	})
+	graph.Connect(cg.Input(), acquire)
+	graph.Connect(acquire, read)
+	graph.Connect(read, fft)
+	graph.Connect(fft, bk)
 	if onDevice {
 		// PCIAM and CCF on the device: the pair's translation comes back.
 		pciam := graph.AddTask(cg, "pciam+ccf", streams, func() task.Task[pairJob, pairDone] {
-			return &pciamTask{c: be.newCorrelator(w, h, opt), n: opt.EffectivePeakCount(), max: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt}
+			sc := be.newCorrelator(w, h, opt).(scorer)
+			return &pciamTask{phases: phases{sc}, sc: sc, n: opt.EffectivePeakCount(), max: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt}
 		})
-		graph.Connect(cg.Input(), acquire)
-		graph.Connect(acquire, read)
-		graph.Connect(read, fft)
-		graph.Connect(fft, bk)
 		graph.Connect(pairs, pciam)
 		graph.Connect(pciam, cg.Output())
 	} else {
 		pciam := graph.AddTask(cg, "pciam", streams, func() task.Task[pairJob, peaksJob] {
-			return &peaksTask{c: be.newCorrelator(w, h, opt), n: opt.EffectiveMaxPeakCount()}
+			return &peaksTask{phases: phases{be.newCorrelator(w, h, opt)}, n: opt.EffectiveMaxPeakCount()}
 		})
 		ccfTask := graph.AddFunc(cg, "ccf", workers, func(_ context.Context, j peaksJob, out task.Emitter[pairDone]) error {
 			tr := align.ChoosePeak(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, opt)
@@ -245,10 +247,6 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 			}
 			return out.Emit(pairDone{pair: j.pair, tr: tr})
 		})
-		graph.Connect(cg.Input(), acquire)
-		graph.Connect(acquire, read)
-		graph.Connect(read, fft)
-		graph.Connect(fft, bk)
 		graph.Connect(pairs, pciam)
 		graph.Connect(pciam, ccfTask)
 		graph.Connect(ccfTask, cg.Output())
@@ -300,18 +298,21 @@ func (t *fftTask) Execute(ctx context.Context, l *loaded, out task.Emitter[*load
 	return out.Emit(l)
 }
 
+// phases gives a task the optional phases of its correlator.
+type phases struct{ c correlator }
+
+func (p phases) Initialize(ctx context.Context, info task.Info) error {
+	return phase.Initialize(ctx, p.c, info)
+}
+
+func (p phases) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, p.c) }
+
 // peaksTask is one copy of a GPU clone's PCIAM task when the CCF runs on
 // the CPU.
 type peaksTask struct {
-	c correlator
+	phases
 	n int
 }
-
-func (t *peaksTask) Initialize(ctx context.Context, info task.Info) error {
-	return phase.Initialize(ctx, t.c, info)
-}
-
-func (t *peaksTask) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.c) }
 
 func (t *peaksTask) Execute(ctx context.Context, j pairJob, out task.Emitter[peaksJob]) error {
 	ps, err := t.c.peaks(ctx, j.t1.dev.Data, j.t2.dev.Data, j.t1.dc, j.t2.dc, t.n)
@@ -326,31 +327,30 @@ func (t *peaksTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pea
 // and the others up to max only when those give no confident match: the
 // translation is the one align.ChoosePeak gives for all max peaks.
 type pciamTask struct {
-	c      correlator
+	phases
+	sc     scorer
 	n, max int
 	w, h   int
 	opt    align.Options
+	// The offsets scored for the current pair and their correlations:
+	// the second choice, over all the peaks, scores only new offsets.
+	offs [][2]int
+	corr []float64
 }
-
-func (t *pciamTask) Initialize(ctx context.Context, info task.Info) error {
-	return phase.Initialize(ctx, t.c, info)
-}
-
-func (t *pciamTask) Shutdown(ctx context.Context) error { return phase.Shutdown(ctx, t.c) }
 
 func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pairDone]) error {
-	sc := t.c.(scorer)
 	f1, f2 := j.t1.dev.Data, j.t2.dev.Data
-	ps, err := sc.peaks(ctx, f1, f2, j.t1.dc, j.t2.dc, t.n)
+	ps, err := t.sc.peaks(ctx, f1, f2, j.t1.dc, j.t2.dc, t.n)
 	if err != nil {
 		return fmt.Errorf("stitching: PCIAM of %v on the GPU: %w", j.pair, err)
 	}
-	score := func(offs [][2]int, corr []float64) error { return sc.score(ctx, f1, f2, offs, corr) }
+	t.offs, t.corr = t.offs[:0], t.corr[:0]
+	score := func(offs [][2]int, corr []float64) error { return t.score(ctx, f1, f2, offs, corr) }
 	tr, err := align.ChoosePeakScored(t.w, t.h, j.pair.Dir, ps, t.opt, score)
 	if err == nil && !(tr.Corr >= align.ConfidentCorr) && len(ps) == t.n && t.max > t.n {
 		// Not confident: ChoosePeak would go on to the next peaks. With
-		// all of them it chooses as it does (the first ones score again).
-		if ps, err = sc.more(ctx, t.max); err != nil {
+		// all of them it chooses as it does.
+		if ps, err = t.sc.more(ctx, t.max); err != nil {
 			return fmt.Errorf("stitching: PCIAM of %v on the GPU: %w", j.pair, err)
 		}
 		tr, err = align.ChoosePeakScored(t.w, t.h, j.pair.Dir, ps, t.opt, score)
@@ -362,6 +362,32 @@ func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pai
 		return err
 	}
 	return out.Emit(pairDone{pair: j.pair, tr: tr})
+}
+
+// score fills corr for offs, on the device for the offsets not scored yet
+// for this pair.
+func (t *pciamTask) score(ctx context.Context, f1, f2 devSpectrum, offs [][2]int, corr []float64) error {
+	var todo [][2]int
+	var at []int
+	for i, o := range offs {
+		if k := slices.Index(t.offs, o); k >= 0 {
+			corr[i] = t.corr[k]
+		} else {
+			todo, at = append(todo, o), append(at, i)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	got := make([]float64, len(todo))
+	if err := t.sc.score(ctx, f1, f2, todo, got); err != nil {
+		return err
+	}
+	for k, i := range at {
+		corr[i] = got[k]
+	}
+	t.offs, t.corr = append(t.offs, todo...), append(t.corr, got...)
+	return nil
 }
 
 // CheckGPU reports whether GraphOptions.GPU can work in this program on
