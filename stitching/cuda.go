@@ -149,12 +149,17 @@ func (k *worker) stop() error {
 type cudaTransformer struct {
 	worker
 	periodic bool
-	staging  cuda.HostMem // pixels, then a and b (float64) from hostOff, then the pixel sum
-	hostOff  int64
-	host     []float64      // a (w/2+1 complex), then b (h complex)
-	scratch  cuda.DeviceMem // the tile as float64, then a and b, then the pixel sum
-	tables   cuda.SmoothTables
-	cpu      *align.FFT2 // border transforms and smooth-component tables
+	// Pinned staging: the tile's pixels, then a and b (float64: w/2+1 and
+	// h complex values), then the pixel sum; scratch on the device: the
+	// tile as float64, then a and b, then the pixel sum. The views below
+	// are set by Initialize.
+	staging                  cuda.HostMem
+	scratch                  cuda.DeviceMem
+	hostPix, hostAB, hostSum cuda.HostMem
+	host                     []float64 // hostAB as float64: a, then b
+	img, ab, a, b, sum       cuda.DeviceMem
+	tables                   cuda.SmoothTables
+	cpu                      *align.FFT2 // border transforms and smooth-component tables
 	// With a flat field: its gains on the device, and a scratch tile
 	// whose border pixels only are the corrected tile's (the border
 	// transforms read nothing else).
@@ -174,16 +179,21 @@ func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error 
 	if err := t.start(ctx, info); err != nil {
 		return err
 	}
-	t.hostOff = (pixBytes(t.w, t.h) + 15) &^ 15
+	px, nb, na := pixBytes(t.w, t.h), 8*int64(t.borderFloats()), 16*int64(t.w/2+1)
+	hostOff := (px + 15) &^ 15
 	var err error
-	if t.staging, err = t.dev.AllocHost(t.hostOff + 8*int64(t.borderFloats()) + 8); err != nil {
+	if t.staging, err = t.dev.AllocHost(hostOff + nb + 8); err != nil {
 		return err
 	}
 	t.frees = append(t.frees, t.staging.Free)
-	t.host = cuda.HostSlice[float64](t.staging.Slice(t.hostOff, 8*int64(t.borderFloats())))
-	if t.scratch, err = t.alloc(8*int64(t.w*t.h) + 8*int64(t.borderFloats()) + 8); err != nil {
+	t.hostPix, t.hostAB, t.hostSum = t.staging.Slice(0, px), t.staging.Slice(hostOff, nb), t.staging.Slice(hostOff+nb, 8)
+	t.host = cuda.HostSlice[float64](t.hostAB)
+	imgBytes := 8 * int64(t.w*t.h)
+	if t.scratch, err = t.alloc(imgBytes + nb + 8); err != nil {
 		return err
 	}
+	t.img, t.ab, t.sum = t.scratch.Slice(0, imgBytes), t.scratch.Slice(imgBytes, nb), t.scratch.Slice(imgBytes+nb, 8)
+	t.a, t.b = t.ab.Slice(0, na), t.ab.Slice(na, nb-na)
 	if t.ff != nil {
 		if t.gain, err = t.alloc(4 * int64(t.w*t.h)); err != nil {
 			return err
@@ -229,7 +239,7 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 	}
 	w, h := t.w, t.h
 	b := tile.Bounds()
-	stg := t.staging.Bytes()
+	stg := t.hostPix.Bytes()
 	if tile.Stride == 2*w && b.Min == (image.Point{}) {
 		copy(stg[:2*w*h], tile.Pix[:2*w*h])
 	} else {
@@ -237,13 +247,9 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 			copy(stg[2*w*y:2*w*(y+1)], tile.Pix[tile.PixOffset(b.Min.X, b.Min.Y+y):])
 		}
 	}
-	if err := cuda.CopyHtoD(t.stream, pix, t.staging.Slice(0, pixBytes(w, h))); err != nil {
+	if err := cuda.CopyHtoD(t.stream, pix, t.hostPix); err != nil {
 		return 0, err
 	}
-	nb := 8 * int64(t.borderFloats())
-	img := t.scratch.Slice(0, 8*int64(w*h))
-	sumDev := t.scratch.Slice(8*int64(w*h)+nb, 8)
-	sumHost := t.staging.Slice(t.hostOff+nb, 8)
 	if t.periodic {
 		a, bb := t.cpu.BorderSpectra(t.borders(tile))
 		offB := 2 * (w/2 + 1)
@@ -253,28 +259,26 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 		for r, v := range bb {
 			t.host[offB+2*r], t.host[offB+2*r+1] = real(v), imag(v)
 		}
-		if err := cuda.CopyHtoD(t.stream, t.scratch.Slice(8*int64(w*h), nb), t.staging.Slice(t.hostOff, nb)); err != nil {
+		if err := cuda.CopyHtoD(t.stream, t.ab, t.hostAB); err != nil {
 			return 0, err
 		}
 	}
-	if err := cuda.Memset(t.stream, sumDev, 0); err != nil {
+	if err := cuda.Memset(t.stream, t.sum, 0); err != nil {
 		return 0, err
 	}
 	// Correct (with a flat field) and sum the pixels in the slot, and
 	// convert them for the transform.
-	if err := cuda.Gray16ToFloat(t.stream, img, pix, t.gain, sumDev); err != nil {
+	if err := cuda.Gray16ToFloat(t.stream, t.img, pix, t.gain, t.sum); err != nil {
 		return 0, err
 	}
-	if err := cuda.CopyDtoH(t.stream, sumHost, sumDev); err != nil {
+	if err := cuda.CopyDtoH(t.stream, t.hostSum, t.sum); err != nil {
 		return 0, err
 	}
-	if err := t.plan.Forward(spec, img); err != nil {
+	if err := t.plan.Forward(spec, t.img); err != nil {
 		return 0, err
 	}
 	if t.periodic {
-		a := t.scratch.Slice(8*int64(w*h), 16*int64(w/2+1))
-		bb := t.scratch.Slice(8*int64(w*h)+16*int64(w/2+1), 16*int64(h))
-		if err := cuda.SubtractSmooth(t.stream, spec, a, bb, &t.tables); err != nil {
+		if err := cuda.SubtractSmooth(t.stream, spec, t.a, t.b, &t.tables); err != nil {
 			return 0, err
 		}
 	}
@@ -283,7 +287,7 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 	if err := t.stream.Synchronize(); err != nil {
 		return 0, err
 	}
-	return float64(cuda.HostSlice[uint64](sumHost)[0]), nil
+	return float64(cuda.HostSlice[uint64](t.hostSum)[0]), nil
 }
 
 // borders returns tile, or with a flat field a tile whose border rows and
