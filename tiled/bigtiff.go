@@ -47,105 +47,49 @@ func Levels(w, h, tw, th int) int {
 // successive IFD marked NewSubfileType=1 (reduced-resolution image), the
 // form libtiff, QuPath/Bio-Formats, OpenSlide's generic TIFF and Fiji read as
 // a pyramid. The TIFF tiles are im's tiles (TW and TH must be multiples of
-// 16). Reduced levels are built tile by tile in temporary tiled images in
-// tmpDir (os.TempDir when empty), each with a cache of budget bytes, so
-// memory stays bounded whatever the image size.
+// 16). im is read row of tiles by row of tiles through a BigTIFFStream,
+// which builds the reduced levels as the rows pass, so memory is about two
+// rows of tiles whatever the image's height. tmpDir and budget are not
+// used (no level needs a temporary image any more).
 func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int64) error {
-	if im.TW%16 != 0 || im.TH%16 != 0 {
-		return fmt.Errorf("tiled: TIFF tiles must be multiples of 16, have %dx%d", im.TW, im.TH)
-	}
-	if levels <= 0 {
-		levels = Levels(im.W, im.H, im.TW, im.TH)
-	}
 	if err := im.Flush(); err != nil {
 		return err
 	}
-	t, err := newTIFFWriter(path, im.TW, im.TH)
+	s, err := CreateBigTIFF(path, im.W, im.H, im.TW, im.TH, levels, tmpDir, budget)
 	if err != nil {
 		return err
 	}
-	err = eachLevel(im, levels, tmpDir, budget, func(l int, level *Image) error {
-		return t.level(l, level)
-	})
-	return t.finish(err)
+	err = s.writeImage(im)
+	if err != nil {
+		s.done = true
+		return s.t.finish(err)
+	}
+	return s.Close()
 }
 
-// tiffWriter writes a tiled BigTIFF: the header, then for each level its
-// tile data followed by its IFD, each IFD's offset patched into the
-// previous one's next pointer at the end.
+// tiffWriter writes a tiled BigTIFF: the header, then tile data and IFDs,
+// each IFD's offset patched into the previous one's next pointer at the
+// end.
 type tiffWriter struct {
 	f       *os.File
 	w       *posWriter
 	nextPtr int64
 	patches [][2]int64 // (where, value)
-	buf     []uint16
-	raw     []byte
 }
 
-func newTIFFWriter(path string, tw, th int) (*tiffWriter, error) {
+func newTIFFWriter(path string) (*tiffWriter, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	// A buffer smaller than a tile: tile data goes straight to the file.
-	t := &tiffWriter{f: f, w: &posWriter{w: bufio.NewWriterSize(f, 64<<10)},
-		buf: make([]uint16, tw*th), raw: make([]byte, 2*tw*th)}
+	// A buffer smaller than a row of tiles: tile data goes straight to
+	// the file in one write per row of tiles.
+	t := &tiffWriter{f: f, w: &posWriter{w: bufio.NewWriterSize(f, 64<<10)}}
 	// Header: II, 43, offset size 8, 0, first IFD offset (patched).
 	t.w.bytes([]byte{'I', 'I', 43, 0, 8, 0, 0, 0})
 	t.nextPtr = t.w.pos
 	t.w.u64(0)
 	return t, nil
-}
-
-// tile writes one tile's pixels (tw*th values, row stride tw) of which
-// the top-left cw x ch are the image's, the rest zeroed so the file is
-// deterministic, and returns its offset. px is modified.
-func (t *tiffWriter) tile(px []uint16, tw, th, cw, ch int) uint64 {
-	for y := range th {
-		row := px[y*tw : (y+1)*tw]
-		if y >= ch {
-			clear(row)
-		} else {
-			clear(row[cw:])
-		}
-	}
-	off := uint64(t.w.pos)
-	if hostLE {
-		t.w.bytes(asBytes(px))
-	} else {
-		for i, v := range px {
-			binary.LittleEndian.PutUint16(t.raw[2*i:], v)
-		}
-		t.w.bytes(t.raw[:2*len(px)])
-	}
-	return off
-}
-
-// level writes level l's tile data and IFD.
-func (t *tiffWriter) level(l int, level *Image) error {
-	tiles := level.Tiles()
-	offs := make([]uint64, len(tiles))
-	for i, c := range tiles {
-		_, _, cw, ch := level.Rect(c)
-		if hostLE && cw == level.TW && ch == level.TH {
-			// A whole tile goes from the cache to the file uncopied.
-			err := level.cache.do(c, func(px []uint16) bool {
-				offs[i] = uint64(t.w.pos)
-				t.w.bytes(asBytes(px))
-				return false
-			})
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if err := level.ReadTile(c, t.buf); err != nil {
-			return err
-		}
-		offs[i] = t.tile(t.buf, level.TW, level.TH, cw, ch)
-	}
-	t.ifd(l, level.W, level.H, level.TW, level.TH, offs)
-	return t.w.err
 }
 
 // ifd writes the IFD of level l (w x h in tw x th tiles at offs).

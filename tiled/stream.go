@@ -1,146 +1,313 @@
 package tiled
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 )
 
-// BigTIFFStream writes a pyramidal BigTIFF, as WriteBigTIFF does, from
-// full-resolution rows that arrive in order, without the full-resolution
-// image ever being stored: each completed row of tiles goes straight to
-// the file, and the first reduced level is built from the rows as they
-// pass into a temporary tiled image (a quarter of the size); the further
-// levels are built from it at Close. The file is byte for byte the one
-// WriteBigTIFF makes of the same pixels.
+// BigTIFFStream writes a pyramidal BigTIFF (the file WriteBigTIFF makes)
+// from full-resolution rows that arrive in order, with no temporary file:
+// each completed row of tiles is assembled in one buffer and goes to the
+// file in one sequential write, then is reduced (2x2 means) into the next
+// level's pending rows, which go out the same way as soon as they fill a
+// row of that level's tiles. The levels' tile rows are interleaved in the
+// file; all IFDs follow them at Close. Memory is about two rows of
+// full-resolution tiles (TH x W pixels each), whatever the height.
 type BigTIFFStream struct {
 	W, H, TW, TH int
 
 	t      *tiffWriter
-	levels int
-	tmpDir string
-	budget int64
-	next   int      // first row not yet written
-	offs   []uint64 // full-resolution tile offsets so far
-	half   *Image   // level 1 (nil with one level)
-	down   []uint16 // level-1 rows of one call
+	levels []*streamLevel
+	row    []uint16 // one row of tiles of any level, tile after tile
+	raw    []byte   // the row as little-endian bytes (big-endian hosts only)
 	done   bool
+}
+
+// streamLevel is one pyramid level being written: its size, its tiles'
+// offsets so far and (levels past the first) its pending rows.
+type streamLevel struct {
+	w, h int
+	y    int      // first row not yet written as tiles
+	rows int      // pending rows in buf (from y)
+	buf  []uint16 // pending rows, stride w (nil for level 0)
+	offs []uint64
 }
 
 // CreateBigTIFF starts a BigTIFF of a w x h image in tw x th tiles
 // (multiples of 16) with levels levels (<= 0: down to one tile, see
-// Levels) at path; the reduced levels' temporary images go to tmpDir with
-// caches of budget bytes.
+// Levels) at path. tmpDir and budget are not used (no level needs a
+// temporary image any more); they remain for callers of the earlier
+// version.
 func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget int64) (*BigTIFFStream, error) {
 	if tw <= 0 || th <= 0 || tw%16 != 0 || th%16 != 0 {
 		return nil, fmt.Errorf("tiled: TIFF tiles must be multiples of 16, have %dx%d", tw, th)
 	}
-	if w <= 0 || h <= 0 {
+	if w <= 0 || h <= 0 || w > 1<<31 || h > 1<<31 {
 		return nil, fmt.Errorf("tiled: bad size %dx%d", w, h)
 	}
 	if levels <= 0 {
 		levels = Levels(w, h, tw, th)
 	}
-	s := &BigTIFFStream{W: w, H: h, TW: tw, TH: th, levels: levels, tmpDir: tmpDir, budget: budget}
-	if levels > 1 {
-		half, err := CreateTemp(tmpDir, (w+1)/2, (h+1)/2, tw, th, budget)
-		if err != nil {
-			return nil, err
+	levels = min(levels, 64)
+	s := &BigTIFFStream{W: w, H: h, TW: tw, TH: th}
+	lw, lh := w, h
+	for l := range levels {
+		lv := &streamLevel{w: lw, h: lh}
+		if l > 0 {
+			lv.buf = make([]uint16, lw*th)
 		}
-		s.half = half
+		s.levels = append(s.levels, lv)
+		lw, lh = (lw+1)/2, (lh+1)/2
 	}
-	t, err := newTIFFWriter(path, tw, th)
+	s.row = make([]uint16, (w+tw-1)/tw*tw*th)
+	if !hostLE {
+		s.raw = make([]byte, 2*len(s.row))
+	}
+	t, err := newTIFFWriter(path)
 	if err != nil {
-		if s.half != nil {
-			s.half.Close()
-		}
 		return nil, err
 	}
 	s.t = t
 	return s, nil
 }
 
+// check checks that rows [y0, y0+n) are the next full-resolution rows.
+func (s *BigTIFFStream) check(y0, n int) error {
+	next := s.levels[0].y
+	switch {
+	case s.done:
+		return errors.New("tiled: WriteRows after Close")
+	case y0 != next:
+		return fmt.Errorf("tiled: rows from %d, expected %d", y0, next)
+	case n <= 0 || y0+n > s.H || (n%s.TH != 0 && y0+n != s.H):
+		return fmt.Errorf("tiled: %d rows from %d: want a multiple of %d or up to row %d", n, y0, s.TH, s.H)
+	}
+	return nil
+}
+
 // WriteRows writes the full-resolution rows [y0, y0+n) from px (row
 // stride W). Rows come in order (y0 is the first row not yet written) and
 // n is a multiple of TH unless the rows reach the image's last.
 func (s *BigTIFFStream) WriteRows(y0, n int, px []uint16) error {
-	switch {
-	case s.done:
-		return errors.New("tiled: WriteRows after Close")
-	case y0 != s.next:
-		return fmt.Errorf("tiled: rows from %d, expected %d", y0, s.next)
-	case n <= 0 || y0+n > s.H || (n%s.TH != 0 && y0+n != s.H):
-		return fmt.Errorf("tiled: %d rows from %d: want a multiple of %d or up to row %d", n, y0, s.TH, s.H)
-	case len(px) < n*s.W:
+	if err := s.check(y0, n); err != nil {
+		return err
+	}
+	if len(px) < n*s.W {
 		return errors.New("tiled: WriteRows buffer too small")
 	}
-	tile := s.t.buf
-	for ty0 := y0; ty0 < y0+n; ty0 += s.TH {
-		ch := min(s.TH, s.H-ty0)
-		for tx0 := 0; tx0 < s.W; tx0 += s.TW {
-			cw := min(s.TW, s.W-tx0)
+	for r := 0; r < n; r += s.TH {
+		rows := px[r*s.W:]
+		if err := s.tileRow(0, func(tx, cw, ch int, dst []uint16) error {
 			for y := range ch {
-				copy(tile[y*s.TW:y*s.TW+cw], px[(ty0-y0+y)*s.W+tx0:])
+				copy(dst[y*s.TW:y*s.TW+cw], rows[y*s.W+tx*s.TW:])
 			}
-			s.offs = append(s.offs, s.t.tile(tile, s.TW, s.TH, cw, ch))
+			return nil
+		}); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// WriteRowsBE is WriteRows for rows of big-endian pixels (image.Gray16's
+// Pix): row r of the n rows starts at pix[r*stride], W pixels.
+func (s *BigTIFFStream) WriteRowsBE(y0, n int, pix []byte, stride int) error {
+	if err := s.check(y0, n); err != nil {
+		return err
+	}
+	if stride < 2*s.W || len(pix) < (n-1)*stride+2*s.W {
+		return errors.New("tiled: WriteRowsBE buffer too small")
+	}
+	for r := 0; r < n; r += s.TH {
+		rows := pix[r*stride:]
+		if err := s.tileRow(0, func(tx, cw, ch int, dst []uint16) error {
+			for y := range ch {
+				src := rows[y*stride+2*tx*s.TW:][:2*cw]
+				d := dst[y*s.TW : y*s.TW+cw]
+				for i := range d {
+					d[i] = uint16(src[2*i])<<8 | uint16(src[2*i+1])
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeImage writes im (same size and tiles) as the full resolution, row
+// of tiles by row of tiles.
+func (s *BigTIFFStream) writeImage(im *Image) error {
+	for ty := range im.TilesY() {
+		if err := s.tileRow(0, func(tx, _, _ int, dst []uint16) error {
+			return im.ReadTile(Coord{tx, ty}, dst)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tileRow writes level l's next row of tiles: fill puts tile tx's pixels
+// (cw x ch of them valid, row stride TW) into its TW x TH slot of s.row
+// (padding is zeroed after), the whole row goes to the file in one write,
+// and is reduced into level l+1, whose row of tiles follows when it is
+// complete. Tiles are filled and reduced by up to GOMAXPROCS goroutines,
+// each a range of tile columns.
+func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) error) error {
+	lv := s.levels[l]
+	tw, th, tsz := s.TW, s.TH, s.TW*s.TH
+	nx := (lv.w + tw - 1) / tw
+	ch := min(th, lv.h-lv.y)
+	row := s.row[:nx*tsz]
+	err := parallel(nx, tsz, func(tx int) error {
+		cw := min(tw, lv.w-tx*tw)
+		dst := row[tx*tsz : (tx+1)*tsz]
+		if err := fill(tx, cw, ch, dst); err != nil {
+			return err
+		}
+		for y := range th {
+			if y >= ch {
+				clear(dst[y*tw:])
+				break
+			}
+			clear(dst[y*tw+cw : (y+1)*tw])
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	off := uint64(s.t.w.pos)
+	for tx := range nx {
+		lv.offs = append(lv.offs, off+uint64(2*tx*tsz))
+	}
+	if hostLE {
+		s.t.w.bytes(asBytes(row))
+	} else {
+		raw := s.raw[:2*len(row)]
+		for i, v := range row {
+			binary.LittleEndian.PutUint16(raw[2*i:], v)
+		}
+		s.t.w.bytes(raw)
 	}
 	if s.t.w.err != nil {
 		return s.t.w.err
 	}
-	s.next = y0 + n
-	if s.half == nil {
+	y := lv.y
+	lv.y += ch
+	if l+1 == len(s.levels) {
 		return nil
 	}
-	// Level 1 rows [y0/2, ceil((y0+n)/2)): 2x2 means, the last row and
-	// column repeated where the image is odd, as Downsample's clamped read.
-	hw := s.half.W
-	rows := (y0+n+1)/2 - y0/2
-	if cap(s.down) < rows*hw {
-		s.down = make([]uint16, rows*hw)
-	}
-	d := s.down[:rows*hw]
-	for r := range rows {
-		Y := y0/2 + r
-		r0 := px[(2*Y-y0)*s.W : (2*Y-y0+1)*s.W]
-		r1 := px[(min(2*Y+1, s.H-1)-y0)*s.W:][:s.W]
-		out := d[r*hw : (r+1)*hw]
-		for X := range out {
-			c0, c1 := 2*X, min(2*X+1, s.W-1)
-			sum := uint32(r0[c0]) + uint32(r0[c1]) + uint32(r1[c0]) + uint32(r1[c1])
-			out[X] = uint16((sum + 2) / 4)
+	// Level l+1's rows [y/2, ceil((y+ch)/2)): 2x2 means, the last row and
+	// column repeated where level l is odd, as Downsample's clamped read.
+	// TW and TH are even, so no 2x2 block straddles two tiles.
+	nv := s.levels[l+1]
+	oh := (ch + 1) / 2
+	parallel(nx, tsz, func(tx int) error {
+		cw := min(tw, lv.w-tx*tw)
+		src := row[tx*tsz : (tx+1)*tsz]
+		ow := (cw + 1) / 2
+		for r := range oh {
+			r0 := src[2*r*tw:][:cw]
+			r1 := src[min(2*r+1, ch-1)*tw:][:cw]
+			out := nv.buf[(nv.rows+r)*nv.w+tx*tw/2:][:ow]
+			reduceRow(out, r0, r1)
 		}
+		return nil
+	})
+	nv.rows += oh
+	if y/2+oh != nv.y+nv.rows {
+		return fmt.Errorf("tiled: internal error: level %d rows out of step", l+1)
 	}
-	return s.half.WriteRect(0, y0/2, hw, rows, d)
+	if nv.rows < th && nv.y+nv.rows < nv.h {
+		return nil
+	}
+	err = s.tileRow(l+1, func(tx, cw, ch int, dst []uint16) error {
+		for y := range ch {
+			copy(dst[y*tw:y*tw+cw], nv.buf[y*nv.w+tx*tw:])
+		}
+		return nil
+	})
+	nv.rows = 0
+	return err
 }
 
-// Close writes the full resolution's IFD and the reduced levels and
-// finishes the file; every row must have been written. On error the file
-// is removed.
+// reduceRow sets out[X] to the rounded mean of r0 and r1's columns 2X and
+// 2X+1 (the last column repeated when len(r0) is odd).
+func reduceRow(out, r0, r1 []uint16) {
+	n := len(r0) / 2
+	r0, r1 = r0[:len(r0)], r1[:len(r0)]
+	for X := range n {
+		s := uint32(r0[2*X]) + uint32(r0[2*X+1]) + uint32(r1[2*X]) + uint32(r1[2*X+1])
+		out[X] = uint16((s + 2) >> 2)
+	}
+	if len(r0)%2 == 1 {
+		c := len(r0) - 1
+		out[n] = uint16((2*uint32(r0[c]) + 2*uint32(r1[c]) + 2) >> 2)
+	}
+}
+
+// parallel runs f(0..n-1), items of size pixels each, in up to
+// GOMAXPROCS goroutines over ranges of items (in the caller when the work
+// is small), and returns the first error.
+func parallel(n, size int, f func(i int) error) error {
+	k := min(runtime.GOMAXPROCS(0), n, max(1, n*size/(64<<10)))
+	if k <= 1 {
+		for i := range n {
+			if err := f(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for j := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := j * n / k; i < (j+1)*n/k; i++ {
+				if err := f(i); err != nil {
+					errs[j] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close writes every level's IFD and finishes the file; every row must
+// have been written. On error the file is removed.
 func (s *BigTIFFStream) Close() error {
 	if s.done {
 		return errors.New("tiled: BigTIFFStream closed twice")
 	}
 	s.done = true
 	var err error
-	if s.next != s.H {
-		err = fmt.Errorf("tiled: closed after %d of %d rows", s.next, s.H)
+	if y := s.levels[0].y; y != s.H {
+		err = fmt.Errorf("tiled: closed after %d of %d rows", y, s.H)
 	}
-	if err == nil {
-		s.t.ifd(0, s.W, s.H, s.TW, s.TH, s.offs)
+	for l, lv := range s.levels {
+		if err != nil {
+			break
+		}
+		if lv.y != lv.h {
+			err = fmt.Errorf("tiled: level %d has %d of %d rows", l, lv.y, lv.h)
+			break
+		}
+		s.t.ifd(l, lv.w, lv.h, s.TW, s.TH, lv.offs)
 		err = s.t.w.err
 	}
-	if s.half != nil {
-		if err == nil {
-			err = s.half.Flush()
-		}
-		if err == nil {
-			err = eachLevel(s.half, s.levels-1, s.tmpDir, s.budget, func(l int, level *Image) error {
-				return s.t.level(l+1, level)
-			})
-		}
-		if cerr := s.half.Close(); err == nil {
-			err = cerr
-		}
+	s.row, s.raw = nil, nil
+	for _, lv := range s.levels {
+		lv.buf = nil
 	}
 	return s.t.finish(err)
 }

@@ -73,3 +73,93 @@ func TestBigTIFFStreamRefusals(t *testing.T) {
 		t.Fatalf("incomplete file left: %v", err)
 	}
 }
+
+// Every level of a streamed BigTIFF equals Downsample applied level after
+// level to the image (the reference, tile by tile from a tiled image), the
+// padding of edge tiles zero, and the reduced levels' rows of tiles are
+// interleaved with the full resolution's as the stream goes.
+func TestBigTIFFStreamLevelsMatchDownsample(t *testing.T) {
+	for _, tc := range []struct{ w, h, tw, th, levels int }{
+		{101, 77, 32, 16, 0}, {100, 64, 16, 16, 0}, {37, 20, 16, 16, 1}, {130, 200, 32, 16, 2}, {515, 263, 64, 32, 0}, {1, 1, 16, 16, 3},
+	} {
+		dir := t.TempDir()
+		im, err := CreateTemp(dir, tc.w, tc.h, tc.tw, tc.th, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := fill(t, im, 9)
+		path := filepath.Join(dir, "s.tif")
+		s, err := CreateBigTIFF(path, tc.w, tc.h, tc.tw, tc.th, tc.levels, dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pix := make([]byte, 2*len(ref)) // big-endian, as image.Gray16
+		for i, v := range ref {
+			pix[2*i], pix[2*i+1] = byte(v>>8), byte(v)
+		}
+		r := rand.New(rand.NewPCG(2, 2))
+		for k, y := 0, 0; y < tc.h; k++ {
+			n := min(tc.th*(1+int(r.IntN(3))), tc.h-y)
+			if k%2 == 0 {
+				err = s.WriteRows(y, n, ref[y*tc.w:])
+			} else {
+				err = s.WriteRowsBE(y, n, pix[2*y*tc.w:], 2*tc.w)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			y += n
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tf, err := OpenBigTIFF(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tc.levels
+		if want <= 0 {
+			want = Levels(tc.w, tc.h, tc.tw, tc.th)
+		}
+		if len(tf.Levels) != want {
+			t.Fatalf("%+v: %d levels, want %d", tc, len(tf.Levels), want)
+		}
+		got := make([]uint16, tc.tw*tc.th)
+		exp := make([]uint16, tc.tw*tc.th)
+		err = eachLevel(im, want, dir, 1<<20, func(l int, level *Image) error {
+			lv := tf.Levels[l]
+			if lv.W != level.W || lv.H != level.H || lv.Reduced != (l > 0) {
+				t.Fatalf("%+v level %d: %+v, want %d x %d", tc, l, lv, level.W, level.H)
+			}
+			if l == 1 && len(tf.Levels[0].Offsets) > level.TilesX() && lv.Offsets[0] > tf.Levels[0].Offsets[len(tf.Levels[0].Offsets)-1] {
+				t.Errorf("%+v: level 1 written after all of level 0, not interleaved", tc)
+			}
+			for _, c := range level.Tiles() {
+				if err := tf.ReadTile(l, c, got); err != nil {
+					return err
+				}
+				if err := level.ReadTile(c, exp); err != nil {
+					return err
+				}
+				_, _, cw, ch := level.Rect(c)
+				for y := range tc.th {
+					for x := range tc.tw {
+						e := exp[y*tc.tw+x]
+						if x >= cw || y >= ch {
+							e = 0
+						}
+						if got[y*tc.tw+x] != e {
+							t.Fatalf("%+v level %d tile %v (%d,%d): %d want %d", tc, l, c, x, y, got[y*tc.tw+x], e)
+						}
+					}
+				}
+			}
+			return nil
+		})
+		tf.Close()
+		im.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}

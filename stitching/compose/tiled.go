@@ -58,13 +58,10 @@ func ComposeBigTIFF(ctx context.Context, slots []Slot, load func(i int) (*image.
 	}
 	band := out.TH * max(1, (bandHeight+out.TH-1)/out.TH)
 	pix := make([]byte, 2*mw*band)
-	vals := make([]uint16, mw*band)
+	// The band's big-endian rows go to the stream as they are: it
+	// converts them while cutting them into tiles.
 	return sweepBands(ctx, slots, load, mode, mw, out.H, band, bandImage(pix, mw), func(y0, y1 int) error {
-		n := mw * (y1 - y0)
-		for i := range n {
-			vals[i] = binary.BigEndian.Uint16(pix[2*i:])
-		}
-		return out.WriteRows(y0, y1-y0, vals[:n])
+		return out.WriteRowsBE(y0, y1-y0, pix, 2*mw)
 	})
 }
 
