@@ -32,8 +32,11 @@ type DOTOptions struct {
 // WriteDOT draws the run's graph in Graphviz DOT: tasks with their counters
 // (items in/out, compute, wait and memory-wait time, largest queue, thread
 // pools as min/avg/max), bookkeeper rules, memory pools and memory edges
-// (dashed), nested graphs and execution-pipeline clones as clusters. It may
-// be called during the run or after Wait.
+// (dashed), nested graphs and execution-pipeline clones as clusters. A
+// remote task (its copies are [task.Placer]s, a cluster.Remote's for one)
+// is drawn dashed, with a line naming its workers and how many inputs each
+// ran ("remote: node1@hostA ×3"). It may be called during the run or after
+// Wait.
 func (e *Execution) WriteDOT(w io.Writer, opt DOTOptions) error {
 	return writeDOT(w, e.run, opt)
 }
@@ -137,11 +140,18 @@ func drawNode(w io.Writer, ind string, n core.TopoNode, opt DOTOptions, maxT tim
 		if opt.Color != ColorNone && maxT > 0 {
 			fill = heat(float64(colorValue(s, opt.Color)) / float64(maxT))
 		}
-		shape := "box"
+		shape, style := "box", "rounded,filled"
 		if n.Kind == core.KindBookkeeper {
 			shape = "box3d"
 		}
-		fmt.Fprintf(w, "%s%s [label=%s, shape=%s, style=\"rounded,filled\", fillcolor=%s];\n", ind, quote(n.ID), quote(label), shape, quote(fill))
+		if remote(s) {
+			// Drawn apart: dashed, its copies' work done elsewhere.
+			style += ",dashed"
+			if opt.Color == ColorNone {
+				fill = "#eef7ee"
+			}
+		}
+		fmt.Fprintf(w, "%s%s [label=%s, shape=%s, style=%s, fillcolor=%s];\n", ind, quote(n.ID), quote(label), shape, quote(style), quote(fill))
 		for _, rule := range s.Rules {
 			rid := n.ID + "." + rule
 			fmt.Fprintf(w, "%s%s [label=%s, shape=hexagon];\n", ind, quote(rid), quote("rule "+rule))
@@ -174,6 +184,9 @@ func nodeLabel(n core.TopoNode, opt DOTOptions) string {
 	if s.QueueMax != nil {
 		fmt.Fprintf(&b, "\nmax queue %d", s.QueueMax())
 	}
+	if remote(s) {
+		writeWorkers(&b, s)
+	}
 	if len(per) > 1 {
 		sort.Slice(per, func(i, j int) bool { return per[i] < per[j] })
 		var sum time.Duration
@@ -184,10 +197,52 @@ func nodeLabel(n core.TopoNode, opt DOTOptions) string {
 		if opt.Copies {
 			for _, c := range s.Copies {
 				fmt.Fprintf(&b, "\n#%d: in %d, %v", c.Thread, c.ItemsIn.Load(), short(time.Duration(c.Compute.Load())))
+				if rs := c.Remote(); rs != nil {
+					if p := rs.Placement(); p.Worker != "" {
+						fmt.Fprintf(&b, ", on %s", p)
+					}
+				}
 			}
 		}
 	}
 	return b.String()
+}
+
+// dotWorkers is how many workers a remote task's label names at most.
+const dotWorkers = 9
+
+// remote reports whether the node's copies run their inputs elsewhere.
+func remote(s *core.NodeStats) bool {
+	return len(s.Copies) > 0 && s.Copies[0].Remote() != nil
+}
+
+// writeWorkers adds a remote task's workers to its label: a line
+// "remote: worker@host ×items, ..." (the busiest first), or "remote" alone
+// before any input ran.
+func writeWorkers(b *strings.Builder, s *core.NodeStats) {
+	var ts TaskStats
+	for _, c := range s.Copies {
+		if rs := c.Remote(); rs != nil {
+			var cs CopyStats
+			remoteCopy(&ts, &cs, rs)
+		}
+	}
+	sortWorkers(ts.Workers)
+	b.WriteString("\nremote")
+	for i, w := range ts.Workers {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		if i == dotWorkers {
+			fmt.Fprintf(b, ", %d more", len(ts.Workers)-i)
+			break
+		}
+		if i%3 == 0 && i > 0 {
+			sep = ",\n"
+		}
+		fmt.Fprintf(b, "%s%s ×%d", sep, workerName(w.Worker, w.Host), w.Items)
+	}
 }
 
 func short(d time.Duration) time.Duration {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/internal/core"
+	"github.com/gohtgs/htgs/task"
 )
 
 // WithTrace records a timeline of the run — every Execute and every memory
@@ -78,8 +79,24 @@ func (r Stats) String() string {
 	}
 	for _, t := range r.Tasks {
 		fmt.Fprintf(&b, "  %s %q: queue %d (max %d), held %d, in %d, out %d\n", t.Kind, t.Name, t.Queue, t.MaxQueue, t.Held, t.ItemsIn, t.ItemsOut)
+		if t.Remote {
+			b.WriteString("    remote, inputs per worker:")
+			if len(t.Workers) == 0 {
+				b.WriteString(" none yet")
+			}
+			for i, w := range t.Workers {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, " %s ×%d", workerName(w.Worker, w.Host), w.Items)
+			}
+			b.WriteString("\n")
+		}
 		for _, c := range t.Copies {
 			fmt.Fprintf(&b, "    copy %d: %s", c.Thread, c.State)
+			if t.Remote {
+				c.writePlace(&b)
+			}
 			if c.MemoryPool != "" {
 				fmt.Fprintf(&b, " from pool %q", c.MemoryPool)
 			}
@@ -96,6 +113,35 @@ func (r Stats) String() string {
 		fmt.Fprintf(&b, "  pool %q: %d of %d buffers out (peak %d), %d waits\n", p.Name, p.InUse, p.Capacity, p.Peak, p.Waits)
 	}
 	return b.String()
+}
+
+// writePlace tells where a remote copy's input runs, or ran last.
+func (c CopyStats) writePlace(b *strings.Builder) {
+	executing := c.State == core.StateExecuting.String()
+	switch {
+	case c.Worker == "" && executing:
+		b.WriteString(", its input not yet taken by a worker")
+	case c.Worker == "":
+	case executing:
+		fmt.Fprintf(b, " on worker %s", c.Worker)
+		if c.Host != "" {
+			fmt.Fprintf(b, " (host %s)", c.Host)
+		}
+		if c.OnWorker > 0 {
+			fmt.Fprintf(b, " for %v", c.OnWorker.Round(time.Millisecond))
+		}
+	default:
+		fmt.Fprintf(b, " (last input on worker %s", c.Worker)
+		if c.Host != "" {
+			fmt.Fprintf(b, ", host %s", c.Host)
+		}
+		b.WriteString(")")
+	}
+}
+
+// workerName is "worker@host", or the worker alone if the host is unknown.
+func workerName(worker, host string) string {
+	return task.Placement{Worker: worker, Host: host}.String()
 }
 
 // activity is a number that grows whenever the run makes progress.

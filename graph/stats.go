@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/gohtgs/htgs/internal/core"
@@ -44,6 +46,19 @@ type TaskStats struct {
 	// task is either queued, held, or done.
 	Held   int
 	Copies []CopyStats
+	// Remote tells a task whose copies run their inputs on worker
+	// processes (see [task.Placer]; a cluster.Remote's, for one).
+	Remote bool
+	// Workers counts a remote task's executed inputs per worker, the
+	// busiest first.
+	Workers []WorkerStats
+}
+
+// WorkerStats is the number of a remote task's inputs that one worker ran.
+type WorkerStats struct {
+	Worker string // the worker's name
+	Host   string // the worker's host
+	Items  int64  // inputs it ran
 }
 
 // TaskKind tells a task from a bookkeeper in [TaskStats].
@@ -74,6 +89,13 @@ type CopyStats struct {
 	Compute    time.Duration
 	Wait       time.Duration
 	MemoryWait time.Duration
+	// A remote task's copy (see [TaskStats.Remote]) tells where its input
+	// runs: while it executes, the worker that has taken the input (Worker
+	// is empty while the input waits for one) and for how long it has had
+	// it (OnWorker, 0 if not known); otherwise the worker of its last input.
+	Worker   string
+	Host     string
+	OnWorker time.Duration
 }
 
 // PoolStats describes a memory pool instance.
@@ -124,8 +146,12 @@ func snapshot(r *core.Run) Stats {
 			ts.Compute += cs.Compute
 			ts.Wait += cs.Wait
 			ts.MemoryWait += cs.MemoryWait
+			if rs := c.Remote(); rs != nil {
+				remoteCopy(&ts, &cs, rs)
+			}
 			ts.Copies = append(ts.Copies, cs)
 		}
+		sortWorkers(ts.Workers)
 		s.Tasks = append(s.Tasks, ts)
 	}
 	for _, p := range r.Pools() {
@@ -133,4 +159,30 @@ func snapshot(r *core.Run) Stats {
 			InUse: p.InUse(), Peak: p.Peak(), Waits: p.Waits()})
 	}
 	return s
+}
+
+// sortWorkers puts the busiest workers first.
+func sortWorkers(ws []WorkerStats) {
+	slices.SortStableFunc(ws, func(a, b WorkerStats) int { return cmp.Compare(b.Items, a.Items) })
+}
+
+// remoteCopy adds to ts and cs what the runtime knows of the remote copy
+// rs: where its input runs, and its inputs per worker.
+func remoteCopy(ts *TaskStats, cs *CopyStats, rs *core.RemoteStats) {
+	ts.Remote = true
+	p := rs.Placement()
+	cs.Worker, cs.Host = p.Worker, p.Host
+	if !p.Since.IsZero() && cs.State == core.StateExecuting.String() {
+		cs.OnWorker = time.Since(p.Since)
+	}
+next:
+	for _, w := range rs.Workers() {
+		for i := range ts.Workers {
+			if t := &ts.Workers[i]; t.Worker == w.Worker && t.Host == w.Host {
+				t.Items += w.Items
+				continue next
+			}
+		}
+		ts.Workers = append(ts.Workers, WorkerStats{Worker: w.Worker, Host: w.Host, Items: w.Items})
+	}
 }

@@ -17,7 +17,9 @@ var ErrNoTrace = errors.New("htgs: the run was not started WithTrace")
 // WriteTrace writes the run's timeline in the Chrome trace-event JSON format
 // (load it in Perfetto or chrome://tracing): one track per task copy, with a
 // slice per Execute and per memory wait, and a counter of each task's queue
-// length. Call it after Wait for a complete timeline.
+// length. The Executes of a remote task's copies (see [task.Placer]) are
+// named "execute on <worker>", in category "remote", with the worker and
+// its host in their args; their tracks' names end in "(remote)". Call it after Wait for a complete timeline.
 func (e *Execution) WriteTrace(w io.Writer) error {
 	tr := e.run.Trace
 	if tr == nil {
@@ -57,8 +59,12 @@ func writeTrace(w io.Writer, name string, tr *core.Trace) error {
 	}
 	for i, t := range tr.Tracks() {
 		tid := i + 1
+		tname := fmt.Sprintf("%s #%d", t.Task, t.Thread)
+		if t.Remote {
+			tname += " (remote)"
+		}
 		if err := emit(traceEvent{Name: "thread_name", Ph: "M", Pid: 1, Tid: tid,
-			Args: map[string]any{"name": fmt.Sprintf("%s #%d", t.Task, t.Thread)}}); err != nil {
+			Args: map[string]any{"name": tname}}); err != nil {
 			return err
 		}
 		if err := emit(traceEvent{Name: "thread_sort_index", Ph: "M", Pid: 1, Tid: tid, Args: map[string]any{"sort_index": tid}}); err != nil {
@@ -66,8 +72,12 @@ func writeTrace(w io.Writer, name string, tr *core.Trace) error {
 		}
 		for _, s := range t.Slices() {
 			e := traceEvent{Name: "execute", Cat: "task", Ph: "X", Ts: us(s.Start), Dur: us(s.Dur), Pid: 1, Tid: tid}
-			if s.Kind == core.SliceMemoryWait {
+			switch {
+			case s.Kind == core.SliceMemoryWait:
 				e.Name, e.Cat, e.Args = "memory wait", "memory", map[string]any{"pool": s.Detail}
+			case s.Place != nil:
+				e.Name, e.Cat = "execute on "+s.Place.Worker, "remote"
+				e.Args = map[string]any{"worker": s.Place.Worker, "host": s.Place.Host}
 			}
 			if err := emit(e); err != nil {
 				return err

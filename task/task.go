@@ -10,6 +10,10 @@
 //   - [Shutdowner]: once per successfully initialized copy, after its last
 //     Execute (free memory, unbind).
 //
+// A copy that runs its inputs on another machine (a remote task) may also
+// implement [Placer], so that the graph's statistics, pictures, traces and
+// stall reports name the worker and host of its inputs.
+//
 // A task with N threads runs as N independent copies made by a factory
 // function, so copies never share mutable state unless the factory
 // deliberately gives them a shared pointer.
@@ -20,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gohtgs/htgs/device"
 )
@@ -71,6 +76,39 @@ type Terminator interface {
 // cancelled by the graph's own failure, so clean-up can still use it.
 type Shutdowner interface {
 	Shutdown(ctx context.Context) error
+}
+
+// Placer is implemented by task copies whose inputs run elsewhere: a copy
+// that hands each input to a worker process and waits for its outputs (see
+// package cluster). The graph finds out once per copy, when it builds it,
+// whether the copy is a Placer; tasks that are not cost nothing.
+//
+// Placement says where the copy's input runs while its Execute runs: the
+// worker that has taken the input, or a zero Worker while no worker has
+// taken it yet. Between Executes it says where the last input ran (a zero
+// Placement before the first). The graph calls it after every Execute, to
+// count the inputs each worker ran and to mark the Execute's trace slice,
+// and whenever it takes a snapshot of the run (Stats, pictures, stall
+// reports), from another goroutine: it must be safe to call concurrently
+// with Execute, and cheap.
+type Placer interface {
+	Placement() Placement
+}
+
+// Placement is where a task copy's input runs (see [Placer]).
+type Placement struct {
+	Worker string    // the worker's name ("" while no worker has the input)
+	Host   string    // the worker's host
+	Since  time.Time // when the worker took the input, as this process learnt it; zero if unknown
+}
+
+// String returns "worker@host", "worker" when the host is unknown, or ""
+// when Worker is empty.
+func (p Placement) String() string {
+	if p.Worker == "" || p.Host == "" {
+		return p.Worker
+	}
+	return p.Worker + "@" + p.Host
 }
 
 // Info describes one running copy of a task.

@@ -31,3 +31,19 @@ func TestPanicErrorIsOneLine(t *testing.T) {
 		t.Error("a panic with an error value does not unwrap to it")
 	}
 }
+
+func TestPlacementString(t *testing.T) {
+	for _, c := range []struct {
+		p    task.Placement
+		want string
+	}{
+		{task.Placement{}, ""},
+		{task.Placement{Worker: "w1"}, "w1"},
+		{task.Placement{Worker: "w1", Host: "hostA"}, "w1@hostA"},
+		{task.Placement{Host: "hostA"}, ""},
+	} {
+		if got := c.p.String(); got != c.want {
+			t.Errorf("%+v.String() = %q, want %q", c.p, got, c.want)
+		}
+	}
+}

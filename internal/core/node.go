@@ -400,7 +400,11 @@ func (n *node[In]) executeTraced(c *copyRT[In], ctx context.Context, v In) error
 	}
 	t0 := time.Since(n.run.Epoch)
 	err := c.ex.execute(ctx, v)
-	c.stats.track.Add(Slice{Start: t0, Dur: time.Since(n.run.Epoch) - t0, Kind: SliceExecute})
+	s := Slice{Start: t0, Dur: time.Since(n.run.Epoch) - t0, Kind: SliceExecute}
+	if rs := c.stats.remote; rs != nil {
+		s.Place = rs.last.Load()
+	}
+	c.stats.track.Add(s)
 	return err
 }
 
@@ -504,6 +508,20 @@ func (x *taskExec[In, Out]) hasShutdown() bool {
 
 func (x *taskExec[In, Out]) setActive(b bool) { x.active.Store(b) }
 
+// placedExec runs one copy of a task whose inputs run elsewhere (a
+// task.Placer), counting each input under the worker that ran it. Only
+// such copies have one: other tasks pay nothing for it.
+type placedExec[In, Out any] struct {
+	*taskExec[In, Out]
+	rs *RemoteStats
+}
+
+func (x placedExec[In, Out]) execute(ctx context.Context, in In) error {
+	err := x.t.Execute(ctx, in, &x.em)
+	x.rs.executed()
+	return err
+}
+
 // taskInst is a running task: its node, output and (single) copy in one
 // allocation.
 type taskInst[In, Out any] struct {
@@ -590,8 +608,23 @@ func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 		x.term, _ = tk.(task.Terminator)
 		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.inbox.name.s, stats: &t.copies[i].stats}
 		t.copies[i].ex = x
+		if p, ok := tk.(task.Placer); ok {
+			place(&t.copies[i].stats, p)
+			if !sc.Run.NoStats {
+				t.copies[i].ex = placedExec[In, Out]{x, t.copies[i].stats.remote}
+			}
+		}
 	}
 	return t, nil
+}
+
+// place marks the copy whose counters are cs as one whose inputs run
+// elsewhere, where p says.
+func place(cs *CopyStats, p task.Placer) {
+	cs.remote = &RemoteStats{placer: p}
+	if cs.track != nil {
+		cs.track.Remote = true
+	}
 }
 
 // MakeCopies calls factory n times, refusing nil results, panics, and a

@@ -1,8 +1,11 @@
 package core
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gohtgs/htgs/task"
 )
 
 // State is what a task copy is doing.
@@ -49,6 +52,59 @@ type CopyStats struct {
 	full    atomic.Pointer[label]  // queue waited on, while in StateEmitWait
 	track   *Track                 // set when the run is traced
 	epoch   *time.Time             // the run's
+	remote  *RemoteStats           // set when the copy's task is a task.Placer
+}
+
+// Remote returns what the runtime knows of where the copy's inputs run, or
+// nil for a copy whose task is not a task.Placer.
+func (c *CopyStats) Remote() *RemoteStats { return c.remote }
+
+// RemoteStats is kept for a copy whose task runs its inputs elsewhere (a
+// task.Placer): the inputs each worker ran, counted after every Execute.
+type RemoteStats struct {
+	placer task.Placer
+	last   atomic.Pointer[task.Placement] // the last Execute's worker and host
+	mu     sync.Mutex
+	counts []WorkerCount
+}
+
+// WorkerCount is the number of inputs of a copy that one worker ran.
+type WorkerCount struct {
+	Worker, Host string
+	Items        int64
+}
+
+// Placement asks the task copy where its input runs now (or ran last).
+func (r *RemoteStats) Placement() task.Placement { return r.placer.Placement() }
+
+// Workers returns the copy's inputs per worker, in the order the workers
+// first ran one.
+func (r *RemoteStats) Workers() []WorkerCount {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]WorkerCount(nil), r.counts...)
+}
+
+// executed counts the input the copy has just executed under the worker
+// that ran it, and keeps the worker for the Execute's trace slice.
+func (r *RemoteStats) executed() {
+	p := r.placer.Placement()
+	if p.Worker == "" {
+		r.last.Store(nil)
+		return
+	}
+	if l := r.last.Load(); l == nil || l.Worker != p.Worker || l.Host != p.Host {
+		r.last.Store(&task.Placement{Worker: p.Worker, Host: p.Host})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.counts {
+		if c := &r.counts[i]; c.Worker == p.Worker && c.Host == p.Host {
+			c.Items++
+			return
+		}
+	}
+	r.counts = append(r.counts, WorkerCount{Worker: p.Worker, Host: p.Host, Items: 1})
 }
 
 // stateBits is the number of low bits of CopyStats.state that hold the

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/gohtgs/htgs/task"
 )
 
 // Trace collects a timeline of a run: one track per task copy with a slice
@@ -29,6 +31,9 @@ type Slice struct {
 	Start, Dur time.Duration
 	Kind       SliceKind
 	Detail     string // the pool's name for a memory wait
+	// Place is where the Execute's input ran, for a copy whose task is a
+	// task.Placer (nil otherwise); slices of one worker share it.
+	Place *task.Placement
 }
 
 // Track is the timeline of one task copy.
@@ -36,6 +41,7 @@ type Track struct {
 	Task     string
 	Thread   int
 	Pipeline int
+	Remote   bool // the copy's task is a task.Placer: its inputs run elsewhere
 	mu       sync.Mutex
 	slices   []Slice
 }
