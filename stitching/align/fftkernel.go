@@ -167,6 +167,9 @@ func (p *FFT2) fftwForward(src []float64, dst []complex128) {
 	pl.f.ExecR2C(pl.fwd, &src[0], &out[0])
 	runtime.KeepAlive(src)
 	runtime.KeepAlive(out)
+	// p owns the cleanup that destroys the plans: it must outlive the
+	// call even when the caller's last use of it was this method.
+	runtime.KeepAlive(p)
 	if &out[0] != &dst[0] {
 		copy(dst, out)
 	}
@@ -194,6 +197,7 @@ func (p *FFT2) fftwInverse(spec []complex128, dst []float64) {
 	pl.f.ExecC2R(pl.inv, &in[0], &out[0])
 	runtime.KeepAlive(in)
 	runtime.KeepAlive(out)
+	runtime.KeepAlive(p) // see fftwForward
 	if &out[0] != &dst[0] {
 		copy(dst, out)
 	}
