@@ -32,14 +32,23 @@ type Client struct {
 	name string // the result consumer's name
 
 	mu      sync.Mutex
-	waiting map[string]chan *nats.Msg
+	waiting map[string]*waiter
 	seqs    map[uint64]string // work stream sequence → request, while waiting
 	closed  bool
 	adv     *nats.Subscription // max-deliveries advisories of the work stream
+	starts  *nats.Subscription // workers' notices that they took an input
 	bg      sync.WaitGroup     // deletions of given-up inputs
 	seq     atomic.Uint64
 
 	stats clientStats
+}
+
+// waiter is an Execute (or Call) waiting for the result of its input.
+type waiter struct {
+	ch chan *nats.Msg
+	// at, for a graph-side copy, is where it says its input runs
+	// (task.Placer); nil for Call.
+	at *atomic.Pointer[task.Placement]
 }
 
 type clientStats struct {
@@ -71,7 +80,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("cluster: client id: %w", err)
 	}
-	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]chan *nats.Msg{}, seqs: map[uint64]string{}}
+	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]*waiter{}, seqs: map[uint64]string{}}
 	c.stats.byWorker = map[string]int64{}
 	c.name = "client-" + c.id
 	cons, err := js.CreateOrUpdateConsumer(ctx, st.n.resultStream(), jetstream.ConsumerConfig{
@@ -99,7 +108,30 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 		c.cons.Stop()
 		return nil, fmt.Errorf("cluster: client %s: advisories: %w", c.id, err)
 	}
+	c.starts, err = nc.Subscribe(st.n.started(c.id), c.started)
+	if err != nil {
+		_ = c.adv.Unsubscribe()
+		c.cons.Stop()
+		return nil, fmt.Errorf("cluster: client %s: start notices: %w", c.id, err)
+	}
 	return c, nil
+}
+
+// started records which worker took an input, from the notice the worker
+// sends when it starts executing it: the graph-side copy waiting for the
+// input then says so in the graph's statistics (task.Placer). A notice for
+// an input no one waits for any more is dropped.
+func (c *Client) started(m *nats.Msg) {
+	worker := m.Header.Get(hWorker)
+	if worker == "" {
+		return
+	}
+	c.mu.Lock()
+	w := c.waiting[m.Header.Get(hID)]
+	c.mu.Unlock()
+	if w != nil && w.at != nil {
+		w.at.Store(&task.Placement{Worker: worker, Host: m.Header.Get(hHost), Since: time.Now()})
+	}
 }
 
 // maxDelivered fails the Execute whose input the work stream gave up on:
@@ -155,7 +187,7 @@ func (c *Client) deliver(m jetstream.Msg) {
 // hand gives res to the Execute waiting for request id, if any.
 func (c *Client) hand(id string, res *nats.Msg) {
 	c.mu.Lock()
-	ch, ok := c.waiting[id]
+	w, ok := c.waiting[id]
 	delete(c.waiting, id)
 	c.mu.Unlock()
 	c.stats.mu.Lock()
@@ -172,7 +204,14 @@ func (c *Client) hand(id string, res *nats.Msg) {
 	}
 	c.stats.mu.Unlock()
 	if ok {
-		ch <- res
+		if worker := res.Header.Get(hWorker); worker != "" && w.at != nil {
+			p := &task.Placement{Worker: worker, Host: res.Header.Get(hHost)}
+			if prev := w.at.Load(); prev != nil && prev.Worker == p.Worker && prev.Host == p.Host {
+				p.Since = prev.Since
+			}
+			w.at.Store(p)
+		}
+		w.ch <- res
 	}
 }
 
@@ -186,12 +225,13 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	for id, ch := range c.waiting {
-		close(ch)
+	for id, w := range c.waiting {
+		close(w.ch)
 		delete(c.waiting, id)
 	}
 	c.mu.Unlock()
 	_ = c.adv.Unsubscribe()
+	_ = c.starts.Unsubscribe()
 	c.cons.Stop()
 	<-c.cons.Closed()
 	c.bg.Wait()
@@ -373,12 +413,28 @@ func NewRemote[In, Out any](c *Client, name string, opts ...TaskOption) (*Remote
 // Name returns the task name the workers registered.
 func (r *Remote[In, Out]) Name() string { return r.name }
 
-// Task returns a new graph-side copy of the task, for graph.AddTask.
+// Task returns a new graph-side copy of the task, for graph.AddTask. The
+// copy is a [task.Placer]: the graph's statistics, pictures, trace and stall
+// reports name the worker (and its host) that runs its input, from the
+// moment the worker takes it, and count the inputs each worker ran.
 func (r *Remote[In, Out]) Task() task.Task[In, Out] { return &remoteCopy[In, Out]{r: r} }
 
-type remoteCopy[In, Out any] struct{ r *Remote[In, Out] }
+type remoteCopy[In, Out any] struct {
+	r  *Remote[In, Out]
+	at atomic.Pointer[task.Placement] // where its input runs, or ran last
+}
+
+// Placement says which worker has the copy's input (or had its last one);
+// it is safe to call at any time.
+func (rc *remoteCopy[In, Out]) Placement() task.Placement {
+	if p := rc.at.Load(); p != nil {
+		return *p
+	}
+	return task.Placement{}
+}
 
 func (rc *remoteCopy[In, Out]) Execute(ctx context.Context, in In, out task.Emitter[Out]) error {
+	rc.at.Store(nil) // no worker has this input yet
 	clone := -1
 	if rc.r.perClone {
 		info, ok := task.InfoFrom(ctx)
@@ -387,7 +443,7 @@ func (rc *remoteCopy[In, Out]) Execute(ctx context.Context, in In, out task.Emit
 		}
 		clone = info.Pipeline
 	}
-	outs, err := rc.r.call(ctx, clone, in)
+	outs, err := rc.r.call(ctx, clone, in, &rc.at)
 	if err != nil {
 		return err
 	}
@@ -407,7 +463,7 @@ func (r *Remote[In, Out]) Call(ctx context.Context, in In) ([]Out, error) {
 	if r.perClone {
 		return nil, fmt.Errorf("cluster: task %q: Call on a PerClone task: use CallClone", r.name)
 	}
-	return r.call(ctx, -1, in)
+	return r.call(ctx, -1, in, nil)
 }
 
 // CallClone runs the input on the workers serving clone k of a PerClone
@@ -416,10 +472,11 @@ func (r *Remote[In, Out]) CallClone(ctx context.Context, k int, in In) ([]Out, e
 	if k < 0 {
 		return nil, fmt.Errorf("cluster: task %q: clone %d", r.name, k)
 	}
-	return r.call(ctx, k, in)
+	return r.call(ctx, k, in, nil)
 }
 
-func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In) ([]Out, error) {
+// call runs in on a worker; at, if not nil, is told which worker has it.
+func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic.Pointer[task.Placement]) ([]Out, error) {
 	c := r.c
 	st := c.st
 	data, err := r.codec.Marshal(&in)
@@ -451,7 +508,7 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In) ([]Out, er
 		c.mu.Unlock()
 		return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
 	}
-	c.waiting[id] = ch
+	c.waiting[id] = &waiter{ch: ch, at: at}
 	c.mu.Unlock()
 	var seq uint64 // the input's sequence in the work stream, once stored
 	forget := func() {

@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gohtgs/htgs/device"
@@ -55,10 +57,11 @@ func TestPipelineClonesOnWorkers(t *testing.T) {
 	for i := range in {
 		in[i] = i
 	}
+	var exec *graph.Execution
 	if err := g.Run(context.Background(), slices.Values(in), func(v tagged) error {
 		out = append(out, v)
 		return nil
-	}); err != nil {
+	}, graph.WithStarted(func(e *graph.Execution) { exec = e })); err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 30 {
@@ -74,6 +77,23 @@ func TestPipelineClonesOnWorkers(t *testing.T) {
 		if n := st.ByWorker[fmt.Sprintf("node%d", k)]; n != 10 {
 			t.Errorf("worker node%d answered %d inputs, want 10", k, n)
 		}
+	}
+	// The graph's statistics name each clone's worker and host.
+	host, _ := os.Hostname()
+	clonesSeen := 0
+	for _, ts := range exec.Stats().Tasks {
+		var k int
+		if _, err := fmt.Sscanf(ts.Name, "bands[%d]/", &k); err != nil || !strings.HasSuffix(ts.Name, "/register") {
+			continue
+		}
+		clonesSeen++
+		want := graph.WorkerStats{Worker: fmt.Sprintf("node%d", k), Host: host, Items: 10}
+		if !ts.Remote || len(ts.Workers) != 1 || ts.Workers[0] != want {
+			t.Errorf("%s: Remote %v, Workers %+v, want %+v", ts.Name, ts.Remote, ts.Workers, want)
+		}
+	}
+	if clonesSeen != clones {
+		t.Errorf("stats of %d clones' remote task, want %d", clonesSeen, clones)
 	}
 	if outs, err := r.CallClone(context.Background(), 2, 7); err != nil || outs[0] != (tagged{7, 2}) {
 		t.Errorf("CallClone: %v, %v", outs, err)

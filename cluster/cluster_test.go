@@ -238,7 +238,7 @@ func TestForeignAndMalformedMessages(t *testing.T) {
 	m.Data = []byte{0xff, 0x00, 0x13}
 	ch := make(chan *nats.Msg, 1)
 	c.mu.Lock()
-	c.waiting[c.id+"-bad"] = ch
+	c.waiting[c.id+"-bad"] = &waiter{ch: ch}
 	c.mu.Unlock()
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)

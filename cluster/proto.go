@@ -20,6 +20,9 @@ const protoVersion = "1"
 // hReply and the JetStream message ID (the request's ID); results carry hID,
 // hWorker, hHost, hCount and, for a failure, hErr and hKind. hRef names an
 // object in the object store holding the payload instead of the message.
+// The notice a worker sends when it starts executing an input (on the
+// client's started subject, outside the streams, best effort) carries hID,
+// hWorker and hHost.
 const (
 	hProto   = "Htgs-Proto"
 	hTask    = "Htgs-Task"
@@ -196,6 +199,10 @@ func (n names) objBucket() string           { return strings.ToUpper(n.ns) + "_O
 func (n names) dirBucket() string           { return strings.ToUpper(n.ns) + "_WORKERS" }
 func (n names) work(task string) string     { return n.ns + ".work." + task }
 func (n names) result(client string) string { return n.ns + ".res." + client }
+
+// started is the subject of the notices the workers send a client when
+// they take one of its inputs: plain NATS, outside the streams.
+func (n names) started(client string) string { return n.ns + ".run." + client }
 
 // stores is what a client and a worker share: the JetStream context, the
 // object store for large payloads and the worker directory.

@@ -468,6 +468,7 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		}
 	}
 
+	w.notifyStarted(st, reply, id)
 	// Report progress while the task runs, so that a long task keeps its
 	// input; a killed worker stops reporting and the input goes elsewhere.
 	stopProgress := progressReporter(m, h.tc.ackWait)
@@ -504,6 +505,18 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 			ackOrNak(m, stored)
 		})
 	}
+}
+
+// notifyStarted tells the client whose reply subject is reply that this
+// worker has taken its input id: a plain NATS message, lost if the client
+// is not listening (an older client), which its graph's statistics use to
+// name the worker while the input runs.
+func (w *Worker) notifyStarted(st *stores, reply, id string) {
+	msg := nats.NewMsg(st.n.started(reply[len(st.n.ns)+len(".res."):]))
+	msg.Header.Set(hID, id)
+	msg.Header.Set(hWorker, w.cfg.workerName)
+	msg.Header.Set(hHost, w.host)
+	_ = st.js.Conn().PublishMsg(msg)
 }
 
 // answer publishes a result (or an error, if errMsg is set) and, once the
