@@ -62,7 +62,7 @@ func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget 
 		s.levels = append(s.levels, lv)
 		lw, lh = (lw+1)/2, (lh+1)/2
 	}
-	s.row = make([]uint16, (w+tw-1)/tw*tw*th)
+	s.row = alignedU16((w + tw - 1) / tw * tw * th)
 	if !hostLE {
 		s.raw = make([]byte, 2*len(s.row))
 	}
@@ -125,11 +125,7 @@ func (s *BigTIFFStream) WriteRowsBE(y0, n int, pix []byte, stride int) error {
 		rows := pix[r*stride:]
 		if err := s.tileRow(0, func(tx, cw, ch int, dst []uint16) error {
 			for y := range ch {
-				src := rows[y*stride+2*tx*s.TW:][:2*cw]
-				d := dst[y*s.TW : y*s.TW+cw]
-				for i := range d {
-					d[i] = uint16(src[2*i])<<8 | uint16(src[2*i+1])
-				}
+				swapBE(dst[y*s.TW:y*s.TW+cw], rows[y*stride+2*tx*s.TW:][:2*cw])
 			}
 			return nil
 		}); err != nil {
@@ -182,18 +178,18 @@ func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) e
 	if err != nil {
 		return err
 	}
-	off := uint64(s.t.w.pos)
-	for tx := range nx {
-		lv.offs = append(lv.offs, off+uint64(2*tx*tsz))
-	}
+	var off uint64
 	if hostLE {
-		s.t.w.bytes(asBytes(row))
+		off = s.t.block(asBytes(row[:cap(row)])[:2*len(row)])
 	} else {
 		raw := s.raw[:2*len(row)]
 		for i, v := range row {
 			binary.LittleEndian.PutUint16(raw[2*i:], v)
 		}
-		s.t.w.bytes(raw)
+		off = s.t.block(raw)
+	}
+	for tx := range nx {
+		lv.offs = append(lv.offs, off+uint64(2*tx*tsz))
 	}
 	if s.t.w.err != nil {
 		return s.t.w.err
@@ -237,12 +233,44 @@ func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) e
 	return err
 }
 
+// swapBE sets d[i] to the big-endian pixel at src[2i:], four pixels per
+// 64-bit word where the host is little-endian.
+func swapBE(d []uint16, src []byte) {
+	i := 0
+	if hostLE {
+		db := asBytes(d)
+		for ; i+4 <= len(d); i += 4 {
+			v := binary.LittleEndian.Uint64(src[2*i:])
+			v = (v&0x00ff00ff00ff00ff)<<8 | (v>>8)&0x00ff00ff00ff00ff
+			binary.LittleEndian.PutUint64(db[2*i:], v)
+		}
+	}
+	for ; i < len(d); i++ {
+		d[i] = uint16(src[2*i])<<8 | uint16(src[2*i+1])
+	}
+}
+
 // reduceRow sets out[X] to the rounded mean of r0 and r1's columns 2X and
 // 2X+1 (the last column repeated when len(r0) is odd).
 func reduceRow(out, r0, r1 []uint16) {
 	n := len(r0) / 2
 	r0, r1 = r0[:len(r0)], r1[:len(r0)]
-	for X := range n {
+	X := 0
+	if hostLE {
+		// Two outputs per 64-bit word of four input pixels: the pairs'
+		// sums in 32-bit lanes (at most 4*65535 + 2, so no lane carries
+		// into the next), rounded and shifted.
+		b0, b1, bo := asBytes(r0), asBytes(r1), asBytes(out)
+		const lo = 0x0000ffff0000ffff
+		for ; X+2 <= n; X += 2 {
+			w0 := binary.LittleEndian.Uint64(b0[4*X:])
+			w1 := binary.LittleEndian.Uint64(b1[4*X:])
+			s := w0&lo + (w0>>16)&lo + w1&lo + (w1>>16)&lo + 0x0000000200000002
+			s = (s >> 2) & lo
+			binary.LittleEndian.PutUint32(bo[2*X:], uint32(s)|uint32(s>>16))
+		}
+	}
+	for ; X < n; X++ {
 		s := uint32(r0[2*X]) + uint32(r0[2*X+1]) + uint32(r1[2*X]) + uint32(r1[2*X+1])
 		out[X] = uint16((s + 2) >> 2)
 	}

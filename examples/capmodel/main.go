@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ import (
 )
 
 func main() {
+	defer func() { os.Exit(exit) }()
 	w := flag.Int("w", 4096, "image width (model mode)")
 	h := flag.Int("h", 4096, "image height (model mode)")
 	sizes := flag.String("sizes", "128,256,512", "tile sizes (model mode)")
@@ -55,15 +57,37 @@ func main() {
 	mem := flag.Int64("mem", 256, "throughput mode: tile-cache budget in MiB")
 	dir := flag.String("dir", "", "folder for the tile files (default a new temporary folder)")
 	flag.StringVar(&paths, "paths", "tiled,stream", "throughput mode: which paths to time (tiled, stream)")
+	flag.StringVar(&ddMode, "dd", "direct", "throughput mode: dd's write, direct (oflag=direct) or fdatasync (conv=fdatasync)")
+	prof := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	flag.Parse()
+	if ddMode != "direct" && ddMode != "fdatasync" {
+		fmt.Fprintf(os.Stderr, "capmodel: -dd %q: want direct or fdatasync\n", ddMode)
+		os.Exit(2)
+	}
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "capmodel:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*w, *h, ints(*sizes), ints(*workers), *rounds, *svg, *mosaic, *mem<<20, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "capmodel:", err)
-		os.Exit(1)
+		exit = 1
 	}
 }
 
-// paths are the mosaic paths throughput mode times.
-var paths = "tiled,stream"
+// exit is main's exit status, set where deferred work must still run.
+var exit int
+
+// paths are the mosaic paths throughput mode times; ddMode is dd's way of
+// reaching the disk (direct or fdatasync).
+var paths, ddMode = "tiled,stream", "direct"
 
 func ints(s string) []int {
 	var r []int
@@ -577,13 +601,17 @@ func syncRemove(path string) (int64, time.Duration, error) {
 
 var ddRate = regexp.MustCompile(`copied, ([0-9.]+) s`)
 
-// dd writes n bytes (rounded up to MiB) with dd's direct sequential
-// write into dir and returns its rate in bytes per second.
+// dd writes n bytes (rounded up to MiB) with dd's sequential write
+// (oflag=direct, or conv=fdatasync with -dd fdatasync) into dir and returns its rate in bytes per second.
 func dd(dir string, n int64) (float64, error) {
 	path := filepath.Join(dir, "dd.bin")
 	defer os.Remove(path)
 	mib := (n + 1<<20 - 1) >> 20
-	out, err := exec.Command("dd", "if=/dev/zero", "of="+path, "bs=1M", fmt.Sprint("count=", mib), "oflag=direct").CombinedOutput()
+	how := "oflag=direct"
+	if ddMode == "fdatasync" {
+		how = "conv=fdatasync"
+	}
+	out, err := exec.Command("dd", "if=/dev/zero", "of="+path, "bs=1M", fmt.Sprint("count=", mib), how).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("dd: %v: %s", err, out)
 	}
