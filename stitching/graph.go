@@ -329,7 +329,7 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 			return nil, err
 		}
 	}
-	res, src, err := begin(ctx, src, opt)
+	res, src, err := beginWorkers(ctx, src, opt, workers)
 	if err != nil {
 		return nil, err
 	}

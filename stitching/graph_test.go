@@ -1,6 +1,7 @@
 package stitching
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -43,10 +44,22 @@ func TestStitchMatchesSequential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if seq.FlatField == nil || seq.FlatField.Identity() {
+		t.Fatal("the grid's flat field is the identity: the comparison would not test the correction")
+	}
+	seqFF, err := seq.FlatField.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, workers := range []int{1, 3} {
 		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: workers})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The flat field is fitted by workers goroutines here, by one in
+		// Sequential: the same bits.
+		if ff, err := res.FlatField.MarshalBinary(); err != nil || !bytes.Equal(ff, seqFF) {
+			t.Fatalf("workers %d: flat field differs from Sequential's (%v)", workers, err)
 		}
 		sameTranslations(t, "relative", res.Relative, seq.Relative)
 		sameTranslations(t, "optimized", res.Optimized, seq.Optimized)

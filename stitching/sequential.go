@@ -108,7 +108,10 @@ func (w walker) prevLine(r, c int) align.Pair {
 // every tile with it; then it loads every tile, computes its FFT, computes
 // the translation of every west and north pair with PCIAM+CCF
 // ([align.Aligner.Align]), then runs [Optimize]. It is the baseline and
-// the reference for the task-graph version.
+// the reference for the task-graph version: all of its work, the flat-field
+// fit included, runs on the calling goroutine (the FFTs are FFTW's
+// single-threaded plans or gonum's), a one-thread program as in the HTGS
+// paper's comparison.
 //
 // Memory. The grid is traversed line by line along its shorter dimension
 // (rows if cols <= rows, else columns). A tile and its spectrum are kept
@@ -125,7 +128,7 @@ func Sequential(ctx context.Context, src tileio.TileSource, opt align.Options) (
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	res, src, err := begin(ctx, src, opt)
+	res, src, err := beginWorkers(ctx, src, opt, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +145,17 @@ func Sequential(ctx context.Context, src tileio.TileSource, opt align.Options) (
 	return res, nil
 }
 
-// begin starts a Result for the grid of src (size, names) and, unless
-// opt.NoFlatField, estimates the flat field and returns the corrected
-// source to stitch; shared by Sequential and Stitch.
+// begin is beginWorkers with GOMAXPROCS workers.
 func begin(ctx context.Context, src tileio.TileSource, opt align.Options) (*Result, tileio.TileSource, error) {
+	return beginWorkers(ctx, src, opt, runtime.GOMAXPROCS(0))
+}
+
+// beginWorkers starts a Result for the grid of src (size, names) and,
+// unless opt.NoFlatField, estimates the flat field and returns the
+// corrected source to stitch; shared by Sequential (workers 1: everything
+// on the calling goroutine) and Stitch (its workers load and fit the
+// sample tiles).
+func beginWorkers(ctx context.Context, src tileio.TileSource, opt align.Options, workers int) (*Result, tileio.TileSource, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	if rows <= 0 || cols <= 0 {
@@ -158,7 +168,7 @@ func begin(ctx context.Context, src tileio.TileSource, opt align.Options) (*Resu
 		}
 	}
 	if !opt.NoFlatField {
-		ff, err := estimateFlatField(ctx, src, flatFieldTiles)
+		ff, err := estimateFlatFieldWorkers(ctx, src, flatFieldTiles, workers)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -174,10 +184,19 @@ func begin(ctx context.Context, src tileio.TileSource, opt align.Options) (*Resu
 // flat field from.
 const flatFieldTiles = 64
 
-// estimateFlatField estimates the flat field of src from up to maxTiles
-// tiles spread evenly over the grid in row-major order (all tiles when
-// maxTiles <= 0) with [align.EstimateFlatField].
+// estimateFlatField is estimateFlatFieldWorkers with up to 8 workers (at
+// most GOMAXPROCS).
 func estimateFlatField(ctx context.Context, src tileio.TileSource, maxTiles int) (*align.FlatField, error) {
+	return estimateFlatFieldWorkers(ctx, src, maxTiles, min(8, runtime.GOMAXPROCS(0)))
+}
+
+// estimateFlatFieldWorkers estimates the flat field of src from up to
+// maxTiles tiles spread evenly over the grid in row-major order (all tiles
+// when maxTiles <= 0) with [align.EstimateFlatFieldWorkers]. With workers <= 1
+// the tiles are loaded and fitted one after the other on the calling
+// goroutine; otherwise up to workers tiles are loaded ahead and fitted at
+// once. The result does not depend on workers.
+func estimateFlatFieldWorkers(ctx context.Context, src tileio.TileSource, maxTiles, workers int) (*align.FlatField, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	n := rows * cols
@@ -185,12 +204,16 @@ func estimateFlatField(ctx context.Context, src tileio.TileSource, maxTiles int)
 	if maxTiles > 0 && maxTiles < n {
 		k = maxTiles
 	}
-	get, stop := prefetch(ctx, k, min(8, runtime.GOMAXPROCS(0)), func(j int) (*image.Gray16, error) {
+	load := func(j int) (*image.Gray16, error) {
 		i := j * n / k
 		return loadChecked(src, i/cols, i%cols, w, h)
-	})
+	}
+	if workers <= 1 {
+		return align.EstimateFlatFieldWorkers(ctx, w, h, k, 1, load)
+	}
+	get, stop := prefetch(ctx, k, workers, load)
 	defer stop()
-	return align.EstimateFlatField(ctx, w, h, k, get)
+	return align.EstimateFlatFieldWorkers(ctx, w, h, k, workers, get)
 }
 
 // prefetch loads items 0..k-1 with load, up to par at once and at most par

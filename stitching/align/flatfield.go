@@ -51,8 +51,18 @@ type FlatField struct {
 // deviation from 1 must exceed 3 times the RMS standard error of the mean
 // (from the spread of the per-tile surfaces). Otherwise, or with fewer than
 // 3 tiles, the flat field is the identity ([FlatField.Identity] reports
-// it) and correcting is skipped. ctx is checked before each tile.
+// it) and correcting is skipped. ctx is checked before each tile. The
+// fits and the surface run on up to GOMAXPROCS goroutines (see
+// [EstimateFlatFieldWorkers]).
 func EstimateFlatField(ctx context.Context, w, h, n int, tile func(i int) (*image.Gray16, error)) (*FlatField, error) {
+	return EstimateFlatFieldWorkers(ctx, w, h, n, runtime.GOMAXPROCS(0), tile)
+}
+
+// EstimateFlatFieldWorkers is [EstimateFlatField] with at most workers
+// goroutines fitting tiles and evaluating the surface; workers <= 1 does
+// all of it on the calling goroutine. The result does not depend on
+// workers.
+func EstimateFlatFieldWorkers(ctx context.Context, w, h, n, workers int, tile func(i int) (*image.Gray16, error)) (*FlatField, error) {
 	if n <= 0 || w < 1 || h < 1 {
 		return nil, fmt.Errorf("align: flat field from %d tiles of %dx%d: nothing to estimate it from", n, w, h)
 	}
@@ -61,7 +71,7 @@ func EstimateFlatField(ctx context.Context, w, h, n int, tile func(i int) (*imag
 	// held), the coefficients kept in tile order: the result is the
 	// sequential one.
 	fits := make([][]float64, n)
-	busy := make(chan struct{}, runtime.GOMAXPROCS(0))
+	busy := make(chan struct{}, max(1, workers))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i := 0; i < n; i++ {
@@ -74,6 +84,12 @@ func EstimateFlatField(ctx context.Context, w, h, n int, tile func(i int) (*imag
 		}
 		if b := t.Bounds(); b.Dx() != w || b.Dy() != h {
 			return nil, fmt.Errorf("align: flat field: sample tile %d is %dx%d, expected %dx%d", i, b.Dx(), b.Dy(), w, h)
+		}
+		if workers <= 1 {
+			if c, ok := fit.fitTile(t); ok {
+				fits[i] = c
+			}
+			continue
 		}
 		busy <- struct{}{}
 		wg.Add(1)
@@ -92,7 +108,7 @@ func EstimateFlatField(ctx context.Context, w, h, n int, tile func(i int) (*imag
 			coefs = append(coefs, c)
 		}
 	}
-	return fit.flatField(coefs), nil
+	return fit.flatField(coefs, workers), nil
 }
 
 // surfaceFit fits Legendre surfaces to tiles on a fixed subsample.
@@ -202,8 +218,9 @@ func (f *surfaceFit) fitTile(t *image.Gray16) ([]float64, bool) {
 	return c, true
 }
 
-// flatField averages normalized surfaces and tests their significance.
-func (f *surfaceFit) flatField(coefs [][]float64) *FlatField {
+// flatField averages normalized surfaces and tests their significance,
+// evaluating the surface on up to workers goroutines.
+func (f *surfaceFit) flatField(coefs [][]float64, workers int) *FlatField {
 	ff := &FlatField{w: f.w, h: f.h, gain: make([]float32, f.w*f.h), fall: 1, identity: true}
 	for i := range ff.gain {
 		ff.gain[i] = 1
@@ -243,24 +260,28 @@ func (f *surfaceFit) flatField(coefs [][]float64) *FlatField {
 	}
 	s := make([]float64, f.w*f.h)
 	// The surface, by bands of rows in parallel.
-	bands := min(runtime.GOMAXPROCS(0), f.h)
+	bands := max(1, min(workers, f.h))
 	maxes := make([]float64, bands)
+	band := func(k int) {
+		m := math.Inf(-1)
+		for y := k * f.h / bands; y < (k+1)*f.h/bands; y++ {
+			for x := 0; x < f.w; x++ {
+				v := f.eval(mean, x, y)
+				s[y*f.w+x] = v
+				m = max(m, v)
+			}
+		}
+		maxes[k] = m
+	}
 	var wg sync.WaitGroup
-	for k := range bands {
+	for k := 1; k < bands; k++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := math.Inf(-1)
-			for y := k * f.h / bands; y < (k+1)*f.h/bands; y++ {
-				for x := 0; x < f.w; x++ {
-					v := f.eval(mean, x, y)
-					s[y*f.w+x] = v
-					m = max(m, v)
-				}
-			}
-			maxes[k] = m
+			band(k)
 		}()
 	}
+	band(0)
 	wg.Wait()
 	smax := slices.Max(maxes)
 	// Guard against a fit that dips towards zero.
