@@ -77,7 +77,8 @@ func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int6
 // write-back; everything else goes through a small buffer.
 type tiffWriter struct {
 	f       *os.File
-	direct  *os.File // nil: blocks go through w
+	direct  *os.File   // nil: blocks go through w
+	pending chan error // the direct write in flight, if any
 	off     *io.OffsetWriter
 	w       *posWriter
 	nextPtr int64
@@ -109,12 +110,15 @@ func newTIFFWriter(path string) (*tiffWriter, error) {
 
 // block writes b, whose memory is directAlign-aligned and whose capacity
 // reaches a multiple of directAlign bytes, and returns its offset. A
-// direct write starts at an aligned offset (zeros pad the gap) and
-// writes b rounded up to the alignment (the capacity beyond len(b) is
-// zeroed); when the file system refuses it, this and later blocks go
-// through the buffer.
+// direct write starts at an aligned offset (zeros pad the gap), writes b
+// rounded up to the alignment (the capacity beyond len(b) is zeroed) and
+// runs in the background while the caller fills another buffer: b must
+// stay untouched until the next block or finish, which wait for it. Where
+// the file system refuses the direct write, it goes through the page
+// cache at the same offset.
 func (t *tiffWriter) block(b []byte) uint64 {
 	if t.direct == nil || t.w.err != nil {
+		t.wait()
 		off := uint64(t.w.pos)
 		t.w.bytes(b)
 		return off
@@ -125,27 +129,40 @@ func (t *tiffWriter) block(b []byte) uint64 {
 	if t.w.err == nil {
 		t.w.err = t.w.w.Flush()
 	}
-	if t.w.err != nil {
-		return 0
-	}
 	pos := t.w.pos
 	n := (len(b) + directAlign - 1) / directAlign * directAlign
 	full := b[:n]
 	clear(full[len(b):])
-	if _, err := t.direct.WriteAt(full, pos); err != nil {
-		if !errors.Is(err, syscall.EINVAL) {
-			t.w.err = err
-			return 0
-		}
-		t.direct.Close()
-		t.direct = nil
-		return t.block(b)
-	}
 	t.w.pos += int64(n)
-	if _, err := t.off.Seek(t.w.pos, io.SeekStart); err != nil {
+	if _, err := t.off.Seek(t.w.pos, io.SeekStart); err != nil && t.w.err == nil {
 		t.w.err = err
 	}
+	t.wait()
+	if t.w.err != nil {
+		return 0
+	}
+	done := make(chan error, 1)
+	t.pending = done
+	go func() {
+		_, err := t.direct.WriteAt(full, pos)
+		if errors.Is(err, syscall.EINVAL) {
+			_, err = t.f.WriteAt(full, pos)
+		}
+		done <- err
+	}()
 	return uint64(pos)
+}
+
+// wait waits for the direct write in flight, if any, and records its
+// error.
+func (t *tiffWriter) wait() {
+	if t.pending == nil {
+		return
+	}
+	if err := <-t.pending; err != nil && t.w.err == nil {
+		t.w.err = err
+	}
+	t.pending = nil
 }
 
 // alignedU16 returns n zero values whose memory starts at a multiple of
@@ -225,6 +242,7 @@ func (t *tiffWriter) ifd(l, w, h, tw, th int, offs []uint64) {
 // finish flushes, patches the IFD pointers and closes the file, or (err
 // not nil, or any failure) removes it; it returns the first error.
 func (t *tiffWriter) finish(err error) error {
+	t.wait()
 	if err == nil {
 		err = t.w.err
 	}

@@ -11,18 +11,21 @@ import (
 // BigTIFFStream writes a pyramidal BigTIFF (the file WriteBigTIFF makes)
 // from full-resolution rows that arrive in order, with no temporary file:
 // each completed row of tiles is assembled in one buffer and goes to the
-// file in one sequential write, then is reduced (2x2 means) into the next
-// level's pending rows, which go out the same way as soon as they fill a
-// row of that level's tiles. The levels' tile rows are interleaved in the
-// file; all IFDs follow them at Close. Memory is about two rows of
-// full-resolution tiles (TH x W pixels each), whatever the height.
+// file in one sequential write (O_DIRECT where the file system allows,
+// running while the next row is assembled), then is reduced (2x2 means)
+// into the next level's pending rows, which go out the same way as soon as
+// they fill a row of that level's tiles. The levels' tile rows are
+// interleaved in the file; all IFDs follow them at Close. Memory is about
+// three rows of full-resolution tiles (TH x W pixels each), whatever the
+// height.
 type BigTIFFStream struct {
 	W, H, TW, TH int
 
 	t      *tiffWriter
 	levels []*streamLevel
-	row    []uint16 // one row of tiles of any level, tile after tile
-	raw    []byte   // the row as little-endian bytes (big-endian hosts only)
+	rows   [2][]uint16 // rows of tiles of any level, tile after tile: one filled while the other is written
+	cur    int         // rows[cur] is the one to fill next
+	raw    []byte      // the row as little-endian bytes (big-endian hosts only)
 	done   bool
 }
 
@@ -62,9 +65,11 @@ func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget 
 		s.levels = append(s.levels, lv)
 		lw, lh = (lw+1)/2, (lh+1)/2
 	}
-	s.row = alignedU16((w + tw - 1) / tw * tw * th)
+	for i := range s.rows {
+		s.rows[i] = alignedU16((w + tw - 1) / tw * tw * th)
+	}
 	if !hostLE {
-		s.raw = make([]byte, 2*len(s.row))
+		s.raw = make([]byte, 2*len(s.rows[0]))
 	}
 	t, err := newTIFFWriter(path)
 	if err != nil {
@@ -149,7 +154,8 @@ func (s *BigTIFFStream) writeImage(im *Image) error {
 }
 
 // tileRow writes level l's next row of tiles: fill puts tile tx's pixels
-// (cw x ch of them valid, row stride TW) into its TW x TH slot of s.row
+// (cw x ch of them valid, row stride TW) into its TW x TH slot of a row
+// buffer
 // (padding is zeroed after), the whole row goes to the file in one write,
 // and is reduced into level l+1, whose row of tiles follows when it is
 // complete. Tiles are filled and reduced by up to GOMAXPROCS goroutines,
@@ -159,7 +165,8 @@ func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) e
 	tw, th, tsz := s.TW, s.TH, s.TW*s.TH
 	nx := (lv.w + tw - 1) / tw
 	ch := min(th, lv.h-lv.y)
-	row := s.row[:nx*tsz]
+	row := s.rows[s.cur][:nx*tsz]
+	s.cur ^= 1 // the write of row runs while the next row of tiles fills the other
 	err := parallel(nx, tsz, func(tx int) error {
 		cw := min(tw, lv.w-tx*tw)
 		dst := row[tx*tsz : (tx+1)*tsz]
@@ -333,9 +340,10 @@ func (s *BigTIFFStream) Close() error {
 		s.t.ifd(l, lv.w, lv.h, s.TW, s.TH, lv.offs)
 		err = s.t.w.err
 	}
-	s.row, s.raw = nil, nil
+	err = s.t.finish(err)
+	s.rows, s.raw = [2][]uint16{}, nil
 	for _, lv := range s.levels {
 		lv.buf = nil
 	}
-	return s.t.finish(err)
+	return err
 }
