@@ -6,7 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// The stream's cutting goroutines and background writes end with each
+// call and Close.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A streamed BigTIFF is byte for byte WriteBigTIFF's file of the same
 // pixels, for odd and even sizes, uneven bands and one level or all.
