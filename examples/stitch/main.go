@@ -11,6 +11,20 @@
 //	       [-max-tile-pixels N] [-mosaic=false] [-mem SIZE] [-progress] [-fft auto|fftw|gonum]
 //	stitch -generate DIR [-rows R -cols C -tile 512x384 -level realistic -seed 1]
 //	stitch [-keep] [-profile PDIR]
+//	stitch -cluster N | -nats URL  [-band-rows H] ... (as above)
+//	stitch -worker [-nats URL] [-name NAME] [-workers N] [-gpu]
+//
+// With -nats URL the registration (FFT, PCIAM and CCF of every west and
+// north pair) is split into bands of rows, each registered by a worker
+// process (stitch -worker) that reads the tiles from DIR itself: DIR must
+// be readable at the same path on every worker. The client estimates the
+// flat field once and sends it with each band, merges the bands' pairs and
+// runs the rest as a single process does, so the outputs are the same;
+// it prints a line per band naming the worker and its host. The token
+// comes from $HTGS_NATS_TOKEN (or nats://TOKEN@HOST:PORT). -cluster N
+// starts an embedded NATS server and N local workers (this program with
+// -worker, the server's URL and token in their environment) and stops
+// them when the run ends.
 //
 // OUT receives MIST's files under MIST's names (PREFIX is -prefix, default
 // img-; T the time slice, 1 without time slices): PREFIXglobal-positions-T.txt,
@@ -132,6 +146,10 @@ type config struct {
 	numbering, origin               string
 	mist                            mistConfig
 	notes                           []string // printed when the run starts
+
+	// The distributed registration (see cluster.go).
+	cl   clusterConfig
+	dist *distributed // set while a -nats or -cluster run is connected
 }
 
 // runSlices are the time slices the run stitches: [1] without time slices,
@@ -196,6 +214,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.vOverlap, "vertical-overlap", 0, "overlap of north-south neighbours in percent of the tile height (0: -overlap, or estimate it)")
 	fs.Float64Var(&c.uncertainty, "overlap-uncertainty", 0, "half-width of the valid overlap window in percent (0: 5; MIST uses 3)")
 	addMISTFlags(fs, c)
+	addClusterFlags(fs, c)
 	return fs
 }
 
@@ -205,6 +224,10 @@ func usage(w io.Writer) {
   %[1]s                                   demo: generate a grid, stitch it, report the accuracy
   %[1]s -dir DIR -rows R -cols C -out OUT  stitch the tiles of DIR
   %[1]s -generate DIR [-rows R -cols C -tile WxH -level L -seed S]
+  %[1]s -cluster N -dir DIR -rows R -cols C -out OUT
+                                         the same, registering by bands of rows on N local worker processes
+  %[1]s -nats URL -dir DIR ...            the same on the workers of a NATS server, which read DIR too
+  %[1]s -worker -nats URL                 serve as such a worker (token: $HTGS_NATS_TOKEN)
 
   %[1]s --gridWidth C --gridHeight R --imageDir DIR --filenamePattern P --outputPath OUT ...
                                          the same with MIST's headless option names
@@ -269,6 +292,9 @@ func parseFlags(args []string) (*config, error) {
 	if err := checkStage(c); err != nil {
 		return nil, err
 	}
+	if err := checkCluster(c, set); err != nil {
+		return nil, err
+	}
 	if c.keep && (c.dir != "" || c.generate != "") {
 		return nil, cli.Usagef("-keep applies only to the demo (no -dir or -generate)")
 	}
@@ -290,6 +316,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-fft fftw: %w", err)
 		}
 	}
+	switch {
+	case c.cl.worker:
+		return serveWorker(ctx, c, stdout, stderr)
+	case c.cl.distributed():
+		return runDistributed(ctx, c, stdout, stderr)
+	}
+	return runJob(ctx, c, stdout, stderr)
+}
+
+// runJob generates, runs the demo or stitches, as the flags say.
+func runJob(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	switch {
 	case c.generate != "":
 		for _, n := range c.notes {
@@ -620,7 +657,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 			}
 			t0 := time.Now()
 			restore := softMemoryLimit(src, c, opt, gopt)
-			res, err := stitching.Stitch(ctx, src, opt, gopt)
+			res, err := stitchGrid(ctx, c, src, t, opt, gopt, stdout)
 			restore()
 			if err != nil {
 				return err

@@ -65,6 +65,9 @@ func generated(t *testing.T, rows, cols int, seed uint64, params *synth.Params) 
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		main() // a local worker of -cluster, started from the test binary
+	}
 	code := m.Run()
 	if genRoot != "" {
 		os.RemoveAll(genRoot)

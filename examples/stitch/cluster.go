@@ -1,0 +1,697 @@
+package main
+
+// Distributed registration: -nats (a client that sends bands of rows to
+// workers), -worker (a worker that registers them) and -cluster (an
+// embedded server and local worker processes in one command).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/stitching"
+	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/tileio"
+	"github.com/gohtgs/htgs/task"
+)
+
+const (
+	// bandTask and bandVersion name the workers' task; a worker refuses a
+	// band whose version differs.
+	bandTask    = "stitch-band"
+	bandVersion = "v1"
+	// envToken holds the NATS token of -nats and -worker when the URL has
+	// none, so that it need not appear on a command line.
+	envToken = "HTGS_NATS_TOKEN"
+	// envChild marks the local workers -cluster starts: they stop when
+	// their standard input (a pipe from the parent) closes, so that none
+	// outlives its parent.
+	envChild = "HTGS_STITCH_CHILD"
+	// childStop is how long a stopping local worker gets before SIGKILL.
+	childStop = 10 * time.Second
+)
+
+// clusterConfig holds the flags of the distributed registration.
+type clusterConfig struct {
+	nats       string // -nats
+	worker     bool   // -worker
+	cluster    int    // -cluster
+	bandRows   int    // -band-rows
+	workerName string // -name
+}
+
+// distributed reports whether the registration runs on workers.
+func (cl *clusterConfig) distributed() bool { return cl.nats != "" || cl.cluster > 0 }
+
+func addClusterFlags(fs *flag.FlagSet, c *config) {
+	cl := &c.cl
+	fs.StringVar(&cl.nats, "nats", "", "NATS server `URL`: register by bands of rows on the workers that serve it (stitch -worker), which read the tiles at the same path; the token comes from $"+envToken+" or nats://TOKEN@HOST:PORT. With -worker: the server to join (default $"+cluster.EnvURL+")")
+	fs.BoolVar(&cl.worker, "worker", false, "serve as a worker registering bands of rows for -nats clients until interrupted (-workers cores per band, -gpu)")
+	fs.IntVar(&cl.cluster, "cluster", 0, "start an embedded NATS server and `N` local worker processes, and register by bands of rows on them")
+	fs.IntVar(&cl.bandRows, "band-rows", 0, "with -nats or -cluster: grid rows per band (0: about 3 bands per worker, at least 4 rows when the grid has them)")
+	fs.StringVar(&cl.workerName, "name", "", "with -worker: the worker's name in the clients' progress lines (default HOST-PID)")
+}
+
+// checkCluster checks the distributed registration's flags.
+func checkCluster(c *config, set map[string]bool) error {
+	cl := &c.cl
+	switch {
+	case cl.cluster < 0:
+		return cli.Usagef("-cluster %d: must be at least 1 (the number of local workers)", cl.cluster)
+	case set["cluster"] && cl.cluster == 0:
+		return cli.Usagef("-cluster 0: give the number of local workers, at least 1")
+	case cl.bandRows < 0:
+		return cli.Usagef("-band-rows %d: must be at least 1 (0: automatic)", cl.bandRows)
+	case cl.cluster > 0 && cl.nats != "":
+		return cli.Usagef("-cluster starts its own server and workers; -nats uses another server's: give one of them")
+	case set["band-rows"] && !cl.distributed():
+		return cli.Usagef("-band-rows applies to a distributed registration (-nats or -cluster)")
+	case set["name"] && !cl.worker:
+		return cli.Usagef("-name names a worker: it applies to -worker")
+	case set["name"] && strings.TrimSpace(cl.workerName) == "":
+		return cli.Usagef("-name needs a name")
+	}
+	if cl.nats != "" {
+		if _, err := natsURL(cl.nats); err != nil {
+			return cli.UsageError{Err: err}
+		}
+	}
+	if cl.worker {
+		if cl.cluster > 0 {
+			return cli.Usagef("-worker and -cluster exclude each other (-cluster starts its workers itself)")
+		}
+		for _, f := range []string{"dir", "out", "rows", "cols", "generate", "keep", "profile", "band-rows"} {
+			if set[f] {
+				return cli.Usagef("-worker takes its work from the clients: -%s is theirs", f)
+			}
+		}
+		if c.dir != "" || c.out != "" {
+			return cli.Usagef("-worker takes its work from the clients: the tile and output folders are theirs")
+		}
+		if cl.nats == "" && os.Getenv(cluster.EnvURL) == "" {
+			return cli.Usagef("-worker needs the server to join: -nats URL (or $%s)", cluster.EnvURL)
+		}
+		return nil
+	}
+	if !cl.distributed() {
+		return nil
+	}
+	if c.generate != "" {
+		return cli.Usagef("-generate writes tiles locally: it takes no -nats or -cluster")
+	}
+	if c.gpu && cl.nats != "" {
+		return cli.Usagef("-gpu with -nats: the registration runs on the workers; give -gpu to them (stitch -worker -gpu)")
+	}
+	return nil
+}
+
+// natsURL parses a NATS server URL.
+func natsURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, u.Scheme) {
+		return nil, fmt.Errorf("-nats %s: want a NATS server URL such as nats://HOST:4222", redact(raw))
+	}
+	return u, nil
+}
+
+// redact is a URL for messages, without its user part (a token).
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			return "***@" + raw[i+1:]
+		}
+		return raw
+	}
+	u.User = nil
+	return strings.Replace(u.String(), "//", "//***@", 1)
+}
+
+// connectNATS connects to raw (default $HTGS_NATS_URL) with the token of
+// the URL or, when it has none, of $HTGS_NATS_TOKEN.
+func connectNATS(raw, name string) (*nats.Conn, error) {
+	if raw == "" {
+		raw = os.Getenv(cluster.EnvURL)
+	}
+	u, err := natsURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	opts := []nats.Option{nats.Name(name)}
+	if tok := os.Getenv(envToken); u.User == nil && tok != "" {
+		opts = append(opts, nats.Token(tok))
+	}
+	nc, err := nats.Connect(raw, opts...)
+	if err != nil {
+		hint := ""
+		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			hint = fmt.Sprintf(" (the server refused the token: check $%s or the URL's nats://TOKEN@HOST:PORT)", envToken)
+		}
+		return nil, fmt.Errorf("-nats %s: %w%s", redact(raw), err, hint)
+	}
+	return nc, nil
+}
+
+// bandJob is the input of the workers' task: where the tiles are and how
+// to register one band of rows of the grid.
+type bandJob struct {
+	// The tiles: a folder the worker reads at the same path, the pattern
+	// with its first number and layout, the time slice.
+	Dir, Pattern      string
+	Start             int
+	Numbering, Origin string
+	Time              int
+	Rows, Cols        int
+	MaxTilePixels     int64
+	// The band: rows [Row0, Row1), band Band of Bands.
+	Row0, Row1, Band, Bands int
+	Options                 align.Options
+	// FlatField corrects the tiles; nil: none (or the identity).
+	FlatField *align.FlatField
+}
+
+// bandDone is the output of the workers' task.
+type bandDone struct {
+	Band         int
+	Pairs        []stitching.PairTranslation
+	Worker, Host string
+	Seconds      float64
+}
+
+// tileSets keeps the tile set a worker opened last, so that the bands of
+// one grid read its file headers once.
+type tileSets struct {
+	mu  sync.Mutex
+	key string
+	ts  *tileio.TileSet
+}
+
+func (s *tileSets) open(j *bandJob) (*tileio.TileSet, error) {
+	key := fmt.Sprintf("%q %q %d %s %s %d %dx%d %d", j.Dir, j.Pattern, j.Start, j.Numbering, j.Origin, j.Time, j.Rows, j.Cols, j.MaxTilePixels)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key == key {
+		return s.ts, nil
+	}
+	pat, err := tileio.ParsePattern(j.Pattern, j.Start)
+	if err != nil {
+		return nil, err
+	}
+	num, err := tileio.ParseNumbering(j.Numbering)
+	if err != nil {
+		return nil, err
+	}
+	org, err := tileio.ParseOrigin(j.Origin)
+	if err != nil {
+		return nil, err
+	}
+	pat.Layout = tileio.Layout{Numbering: num, Origin: org}
+	ts, err := tileio.OpenTileSetLimit(j.Dir, pat.AtTime(j.Time), j.Rows, j.Cols, j.MaxTilePixels)
+	if err != nil {
+		return nil, err
+	}
+	s.key, s.ts = key, ts
+	return ts, nil
+}
+
+// serveWorker is -worker: it registers the bands clients send until ctx
+// is done.
+func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error {
+	host, _ := os.Hostname()
+	name := c.cl.workerName
+	if name == "" {
+		name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	nc, err := connectNATS(c.cl.nats, "stitch worker "+name)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if os.Getenv(envChild) != "" {
+		// A local worker of -cluster stops when its parent goes.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			cancel()
+		}()
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w := cluster.NewWorker(cluster.WorkerName(name), cluster.Logger(logger))
+	gopt := stitching.GraphOptions{Workers: c.workers, GPU: c.gpu}
+	var (
+		sets tileSets
+		mu   sync.Mutex // stdout
+	)
+	newTask := func() task.Task[bandJob, bandDone] {
+		return task.Map(func(ctx context.Context, j bandJob) (bandDone, error) {
+			t0 := time.Now()
+			src, err := sets.open(&j)
+			if err != nil {
+				return bandDone{}, fmt.Errorf("worker %s: band %d of %d: %w", name, j.Band+1, j.Bands, err)
+			}
+			pts, err := stitching.RegisterBand(ctx, src, j.Row0, j.Row1, j.FlatField, j.Options, gopt)
+			if err != nil {
+				return bandDone{}, fmt.Errorf("worker %s: band %d of %d: %w", name, j.Band+1, j.Bands, err)
+			}
+			d := time.Since(t0)
+			mu.Lock()
+			fmt.Fprintf(stdout, "band %d/%d (rows %d..%d of %d x %d tiles in %s): %d pairs in %v\n",
+				j.Band+1, j.Bands, j.Row0, j.Row1-1, j.Rows, j.Cols, j.Dir, len(pts), d.Round(time.Millisecond))
+			mu.Unlock()
+			return bandDone{Band: j.Band, Pairs: pts, Worker: name, Host: host, Seconds: d.Seconds()}, nil
+		})
+	}
+	if err := cluster.Handle(w, bandTask, newTask, cluster.Version(bandVersion), cluster.Threads(1)); err != nil {
+		return fmt.Errorf("worker %s: %w", name, err)
+	}
+	where := ""
+	if c.gpu {
+		where = ", on the GPUs"
+	}
+	fmt.Fprintf(stdout, "worker %s on %s: registering bands of rows with %d workers%s for the clients of %s (interrupt to stop)\n",
+		name, host, c.workers, where, redact(nc.ConnectedUrlRedacted()))
+	if err := w.Serve(ctx, nc); err != nil {
+		return fmt.Errorf("worker %s: %w", name, err)
+	}
+	fmt.Fprintf(stdout, "worker %s: stopped after %d bands\n", name, w.Stats().Executed)
+	return nil
+}
+
+// distributed is the client's side of a distributed registration: its
+// connection, and with -cluster the embedded server and local workers.
+type distributed struct {
+	nc     *nats.Conn
+	client *cluster.Client
+	remote *cluster.Remote[bandJob, bandDone]
+	srv    *cluster.Server // -cluster
+	locals []*localWorker  // -cluster
+	where  string          // for messages
+	rows   int             // -band-rows
+}
+
+// startDistributed connects to -nats, or starts -cluster's server and
+// workers, and returns the context the run must use: it is cancelled, with
+// the reason as its cause, when a local worker exits before the end.
+// Close the distributed when the run ends, failed or not.
+func startDistributed(ctx context.Context, c *config, stdout io.Writer) (_ *distributed, _ context.Context, _ context.CancelCauseFunc, err error) {
+	d := &distributed{rows: c.cl.bandRows}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer func() {
+		if err != nil {
+			d.close()
+			cancel(err)
+		}
+	}()
+	if n := c.cl.cluster; n > 0 {
+		if d.srv, err = cluster.StartServer(); err != nil {
+			return nil, nil, nil, fmt.Errorf("-cluster: %w", err)
+		}
+		if d.nc, err = d.srv.Connect(nats.Name("stitch client")); err != nil {
+			return nil, nil, nil, fmt.Errorf("-cluster: %w", err)
+		}
+		d.where = fmt.Sprintf("the %d local workers of -cluster", n)
+	} else {
+		if d.nc, err = connectNATS(c.cl.nats, "stitch client"); err != nil {
+			return nil, nil, nil, err
+		}
+		d.where = "the workers of " + redact(c.cl.nats)
+	}
+	if d.client, err = cluster.NewClient(ctx, d.nc); err != nil {
+		return nil, nil, nil, fmt.Errorf("-nats: %w", err)
+	}
+	if d.remote, err = cluster.NewRemote[bandJob, bandDone](d.client, bandTask, cluster.Version(bandVersion)); err != nil {
+		return nil, nil, nil, fmt.Errorf("-nats: %w", err)
+	}
+	if n := c.cl.cluster; n > 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("-cluster: finding this program to start the workers: %w", err)
+		}
+		perWorker := max(1, c.workers/n)
+		for i := range n {
+			name := fmt.Sprintf("local-%d", i+1)
+			args := []string{"-worker", "-name", name, "-workers", strconv.Itoa(perWorker)}
+			if c.gpu {
+				args = append(args, "-gpu")
+			}
+			lw, err := startLocal(exe, args, name, d.srv.AuthURL(), cancel)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("-cluster: %w", err)
+			}
+			d.locals = append(d.locals, lw)
+			fmt.Fprintf(stdout, "started local worker %s (pid %d, -workers %d)\n", name, lw.cmd.Process.Pid, perWorker)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		_, err = d.waitWorkers(wctx, n, nil)
+		wcancel()
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				err = cause
+			}
+			return nil, nil, nil, fmt.Errorf("-cluster: waiting for the local workers to join: %w", err)
+		}
+	}
+	return d, ctx, cancel, nil
+}
+
+// close stops the local workers (closing their standard input, then
+// SIGKILL after childStop) and the server, and closes the connection.
+func (d *distributed) close() error {
+	var errs []error
+	for _, lw := range d.locals {
+		lw.stopping.Store(true)
+		_ = lw.stdin.Close()
+	}
+	for _, lw := range d.locals {
+		select {
+		case <-lw.done:
+		case <-time.After(childStop):
+			_ = lw.cmd.Process.Kill()
+			<-lw.done
+		}
+		if lw.err != nil && !lw.killed() {
+			errs = append(errs, fmt.Errorf("local worker %s: %w%s", lw.name, lw.err, lw.output()))
+		}
+	}
+	if d.client != nil {
+		if err := d.client.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.nc != nil {
+		d.nc.Close()
+	}
+	if d.srv != nil {
+		d.srv.Shutdown()
+	}
+	return errors.Join(errs...)
+}
+
+// waitWorkers waits until at least n live workers serve the band task and
+// returns them; it says once on w (unless nil) that it waits.
+func (d *distributed) waitWorkers(ctx context.Context, n int, w io.Writer) ([]cluster.WorkerInfo, error) {
+	said := false
+	for {
+		all, err := d.client.Workers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var ours, others []cluster.WorkerInfo
+		for _, wi := range all {
+			if v, ok := wi.Tasks[bandTask]; ok && v == bandVersion {
+				ours = append(ours, wi)
+			} else if ok {
+				others = append(others, wi)
+			}
+		}
+		if len(ours) >= n {
+			return ours, nil
+		}
+		if w != nil && !said {
+			said = true
+			extra := ""
+			if len(others) > 0 {
+				extra = fmt.Sprintf(" (%d worker(s) serve another version of %s: update them)", len(others), bandTask)
+			}
+			fmt.Fprintf(w, "waiting for a worker on %s: start one with %s=TOKEN stitch -worker -nats URL%s\n", d.where, envToken, extra)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// tally is what one worker did in a registration.
+type tally struct {
+	host         string
+	bands, pairs int
+	seconds      float64
+}
+
+// register returns the RegisterFunc that sends the bands of rows of the
+// grid of slice t to the workers and merges their pairs, printing a line
+// per band on stdout.
+func (d *distributed) register(c *config, t int, gopt stitching.GraphOptions, opt align.Options, stdout io.Writer) stitching.RegisterFunc {
+	return func(ctx context.Context, src tileio.TileSource, ff *align.FlatField) (*align.Translations, error) {
+		t0 := time.Now()
+		live, err := d.waitWorkers(ctx, 1, stdout)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for workers: %w", err)
+		}
+		rows, cols := src.Rows(), src.Cols()
+		h := d.rows
+		if h == 0 {
+			h = autoBandRows(rows, len(live))
+		}
+		bands := splitRows(rows, h)
+		dir, err := filepath.Abs(c.dir)
+		if err != nil {
+			return nil, err
+		}
+		if ff != nil && ff.Identity() {
+			ff = nil // correcting with it changes nothing
+		}
+		job := bandJob{
+			Dir: dir, Pattern: c.pattern, Start: c.start, Numbering: c.numbering, Origin: c.origin, Time: t,
+			Rows: rows, Cols: cols, MaxTilePixels: c.maxTilePixels, Bands: len(bands), Options: opt, FlatField: ff,
+		}
+		if job.MaxTilePixels == 0 {
+			job.MaxTilePixels = -1 // no limit, as the client opened them
+		}
+		fmt.Fprintf(stdout, "registration: %d bands of up to %d rows on %s (%d live)\n", len(bands), h, d.where, len(live))
+		g := graph.New[bandJob, bandDone]("registration")
+		node := graph.AddTask(g, "band", len(bands), d.remote.Task)
+		graph.Connect(g.Input(), node)
+		graph.Connect(node, g.Output())
+		rt, err := g.Start(ctx, gopt.Start...)
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			defer rt.Close()
+			for i, b := range bands {
+				j := job
+				j.Band, j.Row0, j.Row1 = i, b[0], b[1]
+				if rt.Send(j) != nil {
+					return
+				}
+			}
+		}()
+		rel := align.NewTranslations(rows, cols)
+		seen := make(map[align.Pair]bool)
+		total := len(align.Pairs(rows, cols))
+		byWorker := map[string]*tally{}
+		var bad error
+		for done := range rt.Results() {
+			b := bands[done.Band]
+			for _, pt := range done.Pairs {
+				p := pt.Pair
+				if p.Row < b[0] || p.Row >= b[1] || p.Col < 0 || p.Col >= cols || seen[p] || (p.Dir == align.West && p.Col == 0) || (p.Dir == align.North && p.Row == 0) {
+					bad = cmpErr(bad, fmt.Errorf("worker %s sent pair %v for band %d (rows %d..%d), which is not its or came twice", done.Worker, p, done.Band+1, b[0], b[1]-1))
+					continue
+				}
+				seen[p] = true
+				rel.Set(p, pt.Translation)
+			}
+			tw := byWorker[done.Worker]
+			if tw == nil {
+				tw = &tally{host: done.Host}
+				byWorker[done.Worker] = tw
+			}
+			tw.bands++
+			tw.pairs += len(done.Pairs)
+			tw.seconds += done.Seconds
+			fmt.Fprintf(stdout, "band %d/%d (rows %d..%d): %d pairs by worker %s on %s in %.2fs; %s: %d band(s) so far\n",
+				done.Band+1, len(bands), b[0], b[1]-1, len(done.Pairs), done.Worker, done.Host, done.Seconds, done.Worker, tw.bands)
+			if gopt.Progress != nil {
+				gopt.Progress("registration", len(seen), total)
+			}
+		}
+		if err := rt.Wait(); err != nil {
+			return nil, fmt.Errorf("bands on %s: %w", d.where, err)
+		}
+		if bad != nil {
+			return nil, bad
+		}
+		if len(seen) != total {
+			return nil, fmt.Errorf("bands on %s: %d of %d pairs registered", d.where, len(seen), total)
+		}
+		if gopt.Observe != nil {
+			gopt.Observe("registration", rt.Execution)
+		}
+		names := make([]string, 0, len(byWorker))
+		for n := range byWorker {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		fmt.Fprintf(stdout, "registered %d pairs in %d bands on %d worker(s) in %v:\n", total, len(bands), len(names), time.Since(t0).Round(time.Millisecond))
+		for _, n := range names {
+			tw := byWorker[n]
+			fmt.Fprintf(stdout, "  worker %s on %s: %d band(s), %d pairs, %.2fs busy\n", n, tw.host, tw.bands, tw.pairs, tw.seconds)
+		}
+		return rel, nil
+	}
+}
+
+// cmpErr keeps the first error.
+func cmpErr(first, next error) error {
+	if first != nil {
+		return first
+	}
+	return next
+}
+
+// autoBandRows is -band-rows 0: about 3 bands per worker, for balance,
+// but bands of at least 4 rows when the grid has 4 per worker, since each
+// band reads the row above it again.
+func autoBandRows(rows, workers int) int {
+	workers = max(workers, 1)
+	per := int(math.Ceil(float64(rows) / float64(3*workers)))
+	return max(1, per, min(4, int(math.Ceil(float64(rows)/float64(workers)))))
+}
+
+// splitRows splits rows into bands of h rows (the last one shorter),
+// as [r0, r1) pairs.
+func splitRows(rows, h int) [][2]int {
+	var out [][2]int
+	for r := 0; r < rows; r += h {
+		out = append(out, [2]int{r, min(rows, r+h)})
+	}
+	return out
+}
+
+// stitchGrid stitches src, the grid of time slice t: on this machine, or
+// with the registration on the workers of -nats or -cluster.
+func stitchGrid(ctx context.Context, c *config, src *tileio.TileSet, t int, opt align.Options, gopt stitching.GraphOptions, stdout io.Writer) (*stitching.Result, error) {
+	if c.dist == nil {
+		return stitching.Stitch(ctx, src, opt, gopt)
+	}
+	return stitching.StitchRegistered(ctx, src, opt, gopt, c.dist.register(c, t, gopt, opt, stdout))
+}
+
+// localWorker is a worker process -cluster started.
+type localWorker struct {
+	name     string
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	out      tailBuffer
+	done     chan struct{} // closed when it has exited; err is set then
+	err      error
+	stopping atomic.Bool // close is stopping it
+}
+
+// startLocal starts this program as a worker joining authURL (through
+// the environment, never the command line); if it exits before close
+// stops it, stop is called with the reason.
+func startLocal(exe string, args []string, name, authURL string, stop context.CancelCauseFunc) (*localWorker, error) {
+	lw := &localWorker{name: name, cmd: exec.Command(exe, args...), done: make(chan struct{})}
+	lw.cmd.Env = append(os.Environ(), cluster.EnvURL+"="+authURL, envChild+"=1")
+	lw.cmd.Stdout = &lw.out
+	lw.cmd.Stderr = &lw.out
+	var err error
+	if lw.stdin, err = lw.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if err := lw.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting local worker %s: %w", name, err)
+	}
+	go func() {
+		lw.err = lw.cmd.Wait()
+		close(lw.done)
+		if !lw.stopping.Load() {
+			status := "exited"
+			if lw.err != nil {
+				status = lw.err.Error()
+			}
+			stop(fmt.Errorf("local worker %s (pid %d) ended early: %s%s", name, lw.cmd.Process.Pid, status, lw.output()))
+		}
+	}()
+	return lw, nil
+}
+
+// killed reports whether close had to kill the worker.
+func (lw *localWorker) killed() bool {
+	var ee *exec.ExitError
+	return errors.As(lw.err, &ee) && !ee.Exited()
+}
+
+// output is the end of what the worker printed, for messages.
+func (lw *localWorker) output() string {
+	s := strings.TrimSpace(lw.out.String())
+	if s == "" {
+		return ""
+	}
+	return "; its last output:\n" + s
+}
+
+// tailBuffer keeps the last tailBytes bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+const tailBytes = 4096
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+	if n := b.buf.Len(); n > 2*tailBytes {
+		rest := slices.Clone(b.buf.Bytes()[n-tailBytes:])
+		b.buf.Reset()
+		b.buf.Write(rest)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	if len(s) > tailBytes {
+		s = s[len(s)-tailBytes:]
+	}
+	return s
+}
+
+// runDistributed runs the job with the registration on workers: it
+// connects (or starts -cluster's server and workers), runs, and stops
+// them; a local worker that ended early is the error.
+func runDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) error {
+	d, dctx, cancel, err := startDistributed(ctx, c, stdout)
+	if err != nil {
+		return err
+	}
+	c.dist = d
+	err = runJob(dctx, c, stdout, stderr)
+	if cause := context.Cause(dctx); err != nil && errors.Is(err, context.Canceled) && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	cancel(nil)
+	c.dist = nil
+	return errors.Join(err, d.close())
+}

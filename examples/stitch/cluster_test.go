@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/internal/cli"
+)
+
+// natsLeak is a goroutine nats.go leaks now and then from an object store
+// Put (see cluster's tests); every other goroutine is checked.
+var natsLeak = goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect")
+
+// sameOutputs fails unless every output of a run in want (the log and
+// statistics, which hold times and paths, excepted) is in got, byte for
+// byte.
+func sameOutputs(t *testing.T, want, got string) {
+	t.Helper()
+	for _, name := range outputNames {
+		if name == logName(defaultPrefix) || name == statsName(defaultPrefix) {
+			continue
+		}
+		a, err := os.ReadFile(filepath.Join(want, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(got, name))
+		if err != nil {
+			t.Fatalf("distributed run: %v", err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from the single-process run's", name)
+		}
+	}
+}
+
+// bandLine is a client's progress line for a band.
+var bandLine = regexp.MustCompile(`(?m)^band (\d+)/(\d+) \(rows \d+\.\.\d+\): \d+ pairs by worker (\S+) on (\S+) in `)
+
+// The registration by bands of rows on two local worker processes
+// (-cluster 2, re-executed from the test binary) and on a worker that
+// joined a server with the token of $HTGS_NATS_TOKEN (-nats) gives the
+// single-process run's outputs byte for byte, and prints a line per band
+// naming its worker and host.
+func TestClusterMatchesSingleProcess(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	ctx := context.Background()
+	dir := generated(t, 4, 5, 1, nil)
+	single := t.TempDir()
+	grid := []string{"-dir", dir, "-rows", "4", "-cols", "5", "-workers", "2"}
+	if r := runArgs(t, ctx, append(grid, "-out", single)...); r.code != 0 {
+		t.Fatalf("single process: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	t.Run("cluster", func(t *testing.T) {
+		out := t.TempDir()
+		r := runArgs(t, ctx, append(grid, "-out", out, "-cluster", "2", "-band-rows", "1")...)
+		if r.code != 0 {
+			t.Fatalf("-cluster 2: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		sameOutputs(t, single, out)
+		host, _ := os.Hostname()
+		lines := bandLine.FindAllStringSubmatch(r.stdout, -1)
+		bands := map[string]bool{}
+		for _, m := range lines {
+			if m[2] != "4" || (m[3] != "local-1" && m[3] != "local-2") || m[4] != host {
+				t.Errorf("band line %q: want band k/4 by local-1 or local-2 on %s", m[0], host)
+			}
+			bands[m[1]] = true
+		}
+		if len(lines) != 4 || len(bands) != 4 {
+			t.Errorf("%d band lines for %d bands, want 4:\n%s", len(lines), len(bands), r.stdout)
+		}
+		if !strings.Contains(r.stdout, "registered 31 pairs in 4 bands") || !strings.Contains(r.stdout, "  worker local-") {
+			t.Errorf("no per-worker summary:\n%s", r.stdout)
+		}
+		t.Logf("\n%s", r.stdout)
+	})
+
+	t.Run("nats", func(t *testing.T) {
+		srv, err := cluster.StartServer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Shutdown()
+		t.Setenv(envToken, srv.Token())
+		wctx, stop := context.WithCancel(ctx)
+		worker := make(chan result, 1)
+		go func() {
+			var o, e bytes.Buffer
+			code := runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "joined", "-workers", "2"}, &o, &e)
+			worker <- result{code, o.String(), e.String()}
+		}()
+		out := t.TempDir()
+		r := runArgs(t, ctx, append(grid, "-out", out, "-nats", srv.URL(), "-band-rows", "3")...)
+		stop()
+		w := <-worker
+		if r.code != 0 || w.code != 0 {
+			t.Fatalf("-nats: exit %d\n%s%s\nworker: exit %d\n%s%s", r.code, r.stdout, r.stderr, w.code, w.stdout, w.stderr)
+		}
+		sameOutputs(t, single, out)
+		if n := len(bandLine.FindAllString(r.stdout, -1)); n != 2 || !strings.Contains(r.stdout, "by worker joined on ") {
+			t.Errorf("want 2 bands by worker joined:\n%s", r.stdout)
+		}
+		if !strings.Contains(w.stdout, "band 2/2 (rows 3..3 of 4 x 5 tiles") || !strings.Contains(w.stdout, "stopped after 2 bands") {
+			t.Errorf("worker's output:\n%s", w.stdout)
+		}
+	})
+	goleak.VerifyNone(t, before, natsLeak)
+}
+
+// A wrong token is refused with a message that says where the token comes
+// from and shows none; nothing is written.
+func TestClusterWrongToken(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	srv, err := cluster.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	dir := generated(t, 4, 5, 1, nil)
+	out := filepath.Join(t.TempDir(), "out")
+	ctx := context.Background()
+	t.Setenv(envToken, "not-the-token")
+	withToken := strings.Replace(srv.URL(), "//", "//wrong-secret@", 1)
+	for _, args := range [][]string{
+		{"-dir", dir, "-rows", "4", "-cols", "5", "-out", out, "-nats", srv.URL()},
+		{"-dir", dir, "-rows", "4", "-cols", "5", "-out", out, "-nats", withToken},
+		{"-worker", "-nats", srv.URL()},
+	} {
+		r := runArgs(t, ctx, args...)
+		if r.code != 1 || !strings.Contains(strings.ToLower(r.stderr), "authorization") || !strings.Contains(r.stderr, envToken) {
+			t.Errorf("%q: exit %d, want 1 and an authorization error naming $%s:\n%s", args, r.code, envToken, r.stderr)
+		}
+		t.Logf("%q: %s", args[len(args)-1], r.stderr)
+		if strings.Contains(r.stderr+r.stdout, "wrong-secret") || strings.Contains(r.stderr+r.stdout, srv.Token()) {
+			t.Errorf("%q: a token is shown:\n%s", args, r.stderr)
+		}
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused run created %s (%v)", out, err)
+	}
+	srv.Shutdown()
+	goleak.VerifyNone(t, before, natsLeak)
+}
+
+func TestClusterUsageErrors(t *testing.T) {
+	t.Setenv(cluster.EnvURL, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-cluster", "-1"}, "-cluster -1"},
+		{[]string{"-cluster", "0"}, "-cluster 0"},
+		{[]string{"-cluster", "2", "-band-rows", "-2"}, "-band-rows -2"},
+		{[]string{"-cluster", "2", "-nats", "nats://127.0.0.1:4222"}, "give one of them"},
+		{[]string{"-dir", "d", "-rows", "2", "-cols", "2", "-out", "o", "-band-rows", "3"}, "-band-rows applies"},
+		{[]string{"-name", "w1"}, "-name names a worker"},
+		{[]string{"-worker"}, "-worker needs the server"},
+		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-dir", "d"}, "-dir is theirs"},
+		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-out", "o"}, "-out is theirs"},
+		{[]string{"-worker", "-cluster", "2"}, "exclude each other"},
+		{[]string{"-nats", "http://127.0.0.1:4222"}, "want a NATS server URL"},
+		{[]string{"-nats", "nats://secret@"}, "want a NATS server URL"},
+		{[]string{"-generate", "d", "-cluster", "2"}, "-generate writes tiles locally"},
+		{[]string{"-gpu", "-nats", "nats://127.0.0.1:4222", "-dir", "d", "-rows", "2", "-cols", "2", "-out", "o"}, "give -gpu to them"},
+	} {
+		var out, errw bytes.Buffer
+		err := run(context.Background(), tc.args, &out, &errw)
+		var ue cli.UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%q: the error shows the token: %v", tc.args, err)
+		}
+	}
+}
