@@ -118,9 +118,10 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 }
 
 // started records which worker took an input, from the notice the worker
-// sends when it starts executing it: the graph-side copy waiting for the
-// input then says so in the graph's statistics (task.Placer). A notice for
-// an input no one waits for any more is dropped.
+// sends once the input has run on it for a while (startNoticeAfter): the
+// graph-side copy waiting for the input then says so in the graph's
+// statistics (task.Placer). A notice for an input no one waits for any
+// more is dropped.
 func (c *Client) started(m *nats.Msg) {
 	worker := m.Header.Get(hWorker)
 	if worker == "" {
@@ -130,7 +131,9 @@ func (c *Client) started(m *nats.Msg) {
 	w := c.waiting[m.Header.Get(hID)]
 	c.mu.Unlock()
 	if w != nil && w.at != nil {
-		w.at.Store(&task.Placement{Worker: worker, Host: m.Header.Get(hHost), Since: time.Now()})
+		// The worker says for how long: no need for the clocks to agree.
+		ran, _ := time.ParseDuration(m.Header.Get(hRunning))
+		w.at.Store(&task.Placement{Worker: worker, Host: m.Header.Get(hHost), Since: time.Now().Add(-max(ran, 0))})
 	}
 }
 
@@ -415,8 +418,10 @@ func (r *Remote[In, Out]) Name() string { return r.name }
 
 // Task returns a new graph-side copy of the task, for graph.AddTask. The
 // copy is a [task.Placer]: the graph's statistics, pictures, trace and stall
-// reports name the worker (and its host) that runs its input, from the
-// moment the worker takes it, and count the inputs each worker ran.
+// reports name the worker (and its host) that runs its input, and count the
+// inputs each worker ran. While an input runs, its worker is known once the
+// input has run there for 100 ms (the worker then sends a notice; shorter
+// inputs are named by their result).
 func (r *Remote[In, Out]) Task() task.Task[In, Out] { return &remoteCopy[In, Out]{r: r} }
 
 type remoteCopy[In, Out any] struct {

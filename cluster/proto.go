@@ -20,9 +20,9 @@ const protoVersion = "1"
 // hReply and the JetStream message ID (the request's ID); results carry hID,
 // hWorker, hHost, hCount and, for a failure, hErr and hKind. hRef names an
 // object in the object store holding the payload instead of the message.
-// The notice a worker sends when it starts executing an input (on the
-// client's started subject, outside the streams, best effort) carries hID,
-// hWorker and hHost.
+// The notice a worker sends when an input has run on it for a while (on
+// the client's started subject, outside the streams, best effort) carries
+// hID, hWorker, hHost and hRunning.
 const (
 	hProto   = "Htgs-Proto"
 	hTask    = "Htgs-Task"
@@ -37,6 +37,9 @@ const (
 	hErr     = "Htgs-Error"
 	hKind    = "Htgs-Error-Kind"
 	hMsgID   = "Nats-Msg-Id"
+	// hRunning is how long the input has run on the worker, in a started
+	// notice (a time.Duration's String).
+	hRunning = "Htgs-Running"
 	// hDelivered is set on a result whose input was delivered more than
 	// once (to a worker that died, or that was stopped).
 	hDelivered = "Htgs-Delivered"

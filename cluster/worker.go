@@ -468,7 +468,10 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		}
 	}
 
-	w.notifyStarted(st, reply, id)
+	// Tell the client which worker has its input, if it runs for long
+	// enough to be worth it: a result names the worker of shorter ones.
+	t0 := time.Now()
+	notice := time.AfterFunc(startNoticeAfter, func() { w.notifyStarted(st, reply, id, t0) })
 	// Report progress while the task runs, so that a long task keeps its
 	// input; a killed worker stops reporting and the input goes elsewhere.
 	stopProgress := progressReporter(m, h.tc.ackWait)
@@ -483,6 +486,7 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		return err
 	})
 	stopProgress()
+	notice.Stop()
 	if ctx.Err() != nil && err != nil {
 		_ = m.Nak() // stopped by Serve's end: another worker will run it
 		return
@@ -507,15 +511,22 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 	}
 }
 
+// startNoticeAfter is how long an input runs on a worker before the worker
+// tells its client that it has it (see notifyStarted). Shorter inputs send
+// no notice, so that small inputs cost no extra message: their result
+// names the worker.
+const startNoticeAfter = 100 * time.Millisecond
+
 // notifyStarted tells the client whose reply subject is reply that this
-// worker has taken its input id: a plain NATS message, lost if the client
-// is not listening (an older client), which its graph's statistics use to
-// name the worker while the input runs.
-func (w *Worker) notifyStarted(st *stores, reply, id string) {
+// worker has had its input id since t0: a plain NATS message, lost if the
+// client is not listening (an older client), which the client's graph
+// uses to name the worker while the input runs.
+func (w *Worker) notifyStarted(st *stores, reply, id string, t0 time.Time) {
 	msg := nats.NewMsg(st.n.started(reply[len(st.n.ns)+len(".res."):]))
 	msg.Header.Set(hID, id)
 	msg.Header.Set(hWorker, w.cfg.workerName)
 	msg.Header.Set(hHost, w.host)
+	msg.Header.Set(hRunning, time.Since(t0).String())
 	_ = st.js.Conn().PublishMsg(msg)
 }
 

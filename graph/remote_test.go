@@ -208,3 +208,41 @@ func TestStallReportNamesRemoteWorker(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlacerOverhead measures what the graph adds per value for a
+// task whose copies are task.Placers (counting each input under its
+// worker) against the same task that is not one: one copy, no work.
+func BenchmarkPlacerOverhead(b *testing.B) {
+	for _, placer := range []bool{false, true} {
+		name := "plain"
+		if placer {
+			name = "placer"
+		}
+		b.Run(name, func(b *testing.B) {
+			g := graph.New[int, int]("overhead")
+			n := graph.AddTask(g, "t", 1, func() task.Task[int, int] {
+				f := &fakeRemote{}
+				if placer {
+					return f
+				}
+				return task.Func[int, int](func(ctx context.Context, v int, out task.Emitter[int]) error {
+					return f.Execute(ctx, v, out)
+				})
+			}, graph.DiscardOutput())
+			graph.Connect(g.Input(), n)
+			g.NoOutput()
+			rt, err := g.Start(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				_ = rt.Send(2 * (i % 50)) // inputs that return at once
+			}
+			rt.Close()
+			if err := rt.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

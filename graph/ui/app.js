@@ -17,6 +17,10 @@
   }
   function num(n) { return (n || 0).toLocaleString("en-US"); }
   function busy(t) { return (t.Copies || []).filter((c) => c.State === "executing").length; }
+  // workers names a remote task's workers with the inputs each ran.
+  function workers(t) {
+    return (t.Workers || []).map((w) => `${w.Host ? w.Worker + "@" + w.Host : w.Worker} ×${num(w.Items)}`).join(", ") || "no input yet";
+  }
   function el(tag, attrs, parent) {
     const e = document.createElementNS(svgNS, tag);
     for (const k in attrs) e.setAttribute(k, attrs[k]);
@@ -148,7 +152,7 @@
           `in ${num(t.ItemsIn)} · out ${num(t.ItemsOut)}`,
           `queue ${t.Queue} (max ${t.MaxQueue}) · busy ${b}/${c}`,
           `compute ${dur(t.Compute)} · wait ${dur(t.Wait)}`,
-          t.MemoryWait ? `memory wait ${dur(t.MemoryWait)}` : (n.rules && n.rules.length ? "rules: " + n.rules.join(", ") : ""),
+          t.Remote ? "remote: " + workers(t) : t.MemoryWait ? `memory wait ${dur(t.MemoryWait)}` : (n.rules && n.rules.length ? "rules: " + n.rules.join(", ") : ""),
         ]);
       } else if (n.pool >= 0 && pools[n.pool]) {
         const p = pools[n.pool];
@@ -173,7 +177,8 @@
       r.className = b > 0 ? "busy" : "";
       const cells = r.cells;
       cells[0].textContent = t.Name; cells[0].title = t.Name;
-      cells[1].textContent = t.Kind;
+      cells[1].textContent = t.Remote ? t.Kind + " (remote)" : t.Kind;
+      cells[1].title = t.Remote ? "workers: " + workers(t) : "";
       cells[2].textContent = `${b}/${c}`;
       cells[3].textContent = num(t.ItemsIn);
       cells[4].textContent = num(t.ItemsOut);
