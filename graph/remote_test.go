@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/task"
 )
@@ -206,6 +207,47 @@ func TestStallReportNamesRemoteWorker(t *testing.T) {
 		if c.Worker == "w1" && c.OnWorker < 100*time.Millisecond {
 			t.Errorf("w1 has held its input for %v, less than the stall delay", c.OnWorker)
 		}
+	}
+}
+
+// An implementation among variants whose copies run remotely is a remote
+// task of its own in Stats; the local one is not.
+func TestRemoteVariant(t *testing.T) {
+	g := graph.New[int, int]("mixed")
+	v := graph.AddVariants(g, "work", []graph.Variant[int, int]{
+		{Device: device.Host{}, New: func() task.Task[int, int] { return &fakeRemote{} }},
+		{Device: fakeGPU{id: 0}, New: func() task.Task[int, int] {
+			return task.Map(func(_ context.Context, v int) (int, error) { return v, nil })
+		}},
+	})
+	graph.Connect(g.Input(), v)
+	graph.Connect(v, g.Output())
+	var exec *graph.Execution
+	if err := g.Run(context.Background(), seqInts(40), func(int) error { return nil },
+		graph.WithStarted(func(e *graph.Execution) { exec = e })); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, ts := range exec.Stats().Tasks {
+		var ran int64
+		for _, w := range ts.Workers {
+			ran += w.Items
+		}
+		switch {
+		case strings.HasSuffix(ts.Name, "/"+device.Host{}.Name()):
+			seen++
+			if !ts.Remote || ran != ts.ItemsIn {
+				t.Errorf("%s: Remote %v, workers %+v, %d inputs", ts.Name, ts.Remote, ts.Workers, ts.ItemsIn)
+			}
+		case strings.HasSuffix(ts.Name, "/gpu0"):
+			seen++
+			if ts.Remote || len(ts.Workers) != 0 {
+				t.Errorf("%s looks remote: %+v", ts.Name, ts)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("found %d of the 2 implementations in Stats", seen)
 	}
 }
 

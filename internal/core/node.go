@@ -608,7 +608,7 @@ func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 		x.term, _ = tk.(task.Terminator)
 		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.inbox.name.s, stats: &t.copies[i].stats}
 		t.copies[i].ex = x
-		if p, ok := tk.(task.Placer); ok {
+		if p := placerOf(tk); p != nil {
 			place(&t.copies[i].stats, p)
 			if !sc.Run.NoStats {
 				t.copies[i].ex = placedExec[In, Out]{x, t.copies[i].stats.remote}
@@ -616,6 +616,21 @@ func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 		}
 	}
 	return t, nil
+}
+
+// wrappedPlacer is a task copy made by the runtime around the user's (an
+// implementation's copy among variants), which may be a task.Placer.
+type wrappedPlacer interface{ placer() task.Placer }
+
+// placerOf returns t, or the copy t wraps, if it runs its inputs elsewhere.
+func placerOf(t any) task.Placer {
+	if p, ok := t.(task.Placer); ok {
+		return p
+	}
+	if w, ok := t.(wrappedPlacer); ok {
+		return w.placer()
+	}
+	return nil
 }
 
 // place marks the copy whose counters are cs as one whose inputs run

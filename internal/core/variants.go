@@ -373,6 +373,13 @@ func (t *timedTask[In, Out]) Initialize(ctx context.Context, info task.Info) err
 
 func (t *timedTask[In, Out]) CanTerminate() bool { return t.term != nil && t.term.CanTerminate() }
 
+// placer returns the implementation's copy if it runs its inputs elsewhere
+// (see wrappedPlacer).
+func (t *timedTask[In, Out]) placer() task.Placer {
+	p, _ := t.t.(task.Placer)
+	return p
+}
+
 func (t *timedTask[In, Out]) Shutdown(ctx context.Context) error {
 	if !t.stopped {
 		defer t.ch.copyDone(t.st)
