@@ -49,6 +49,9 @@ const (
 	envChild = "HTGS_STITCH_CHILD"
 	// childStop is how long a stopping local worker gets before SIGKILL.
 	childStop = 10 * time.Second
+	// bandStall is how long the client's graph of bands may see no band
+	// finish before it reports a stall.
+	bandStall = 5 * time.Minute
 )
 
 // clusterConfig holds the flags of the distributed registration.
@@ -487,7 +490,9 @@ func (d *distributed) register(c *config, t int, gopt stitching.GraphOptions, op
 		node := graph.AddTask(g, "band", len(bands), d.remote.Task)
 		graph.Connect(g.Input(), node)
 		graph.Connect(node, g.Output())
-		rt, err := g.Start(ctx, gopt.Start...)
+		// A band takes long without any progress this graph can see: its
+		// stall report waits longer than the default 10 s.
+		rt, err := g.Start(ctx, append(slices.Clone(gopt.Start), graph.WithStallReport(bandStall, nil))...)
 		if err != nil {
 			return nil, err
 		}

@@ -185,3 +185,27 @@ func TestClusterUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// Bands cover the rows once, in order; the automatic height gives about 3
+// bands per worker, but bands of 4 rows when the grid has 4 per worker.
+func TestBandRows(t *testing.T) {
+	for _, tc := range []struct{ rows, workers, want int }{
+		{4, 2, 2}, {8, 2, 4}, {100, 4, 9}, {1, 3, 1}, {3, 8, 1}, {16, 1, 6},
+	} {
+		if got := autoBandRows(tc.rows, tc.workers); got != tc.want {
+			t.Errorf("autoBandRows(%d, %d) = %d, want %d", tc.rows, tc.workers, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ rows, h int }{{1, 1}, {7, 3}, {9, 3}, {5, 9}} {
+		next := 0
+		for _, b := range splitRows(tc.rows, tc.h) {
+			if b[0] != next || b[1] <= b[0] || b[1]-b[0] > tc.h {
+				t.Errorf("splitRows(%d, %d): band %v after row %d", tc.rows, tc.h, b, next)
+			}
+			next = b[1]
+		}
+		if next != tc.rows {
+			t.Errorf("splitRows(%d, %d) covers %d rows", tc.rows, tc.h, next)
+		}
+	}
+}
