@@ -29,6 +29,17 @@ type Terms struct {
 	// (see MeasureStart): a fixed cost CAP's equation leaves out, which
 	// PredictShared adds.
 	Ts time.Duration
+	// To is the construct's own elapsed time per tile with the run's
+	// workers and nothing to compute (MeasureOverhead): reads and writes
+	// through the tile caches, pool hand-offs, goroutine wake-ups, all
+	// stages running at once. Zero: not measured.
+	To time.Duration
+	// Uo is the processor time per tile of that run (MeasureOverhead).
+	Uo time.Duration
+	// Gather says the terms are a Gather's: Tm is the caller's merge,
+	// work the overhead run leaves out, in one thread; otherwise Tm is
+	// the construct's write, which To and Uo include.
+	Gather bool
 }
 
 // Predict is CAP's equation (1) for n tiles on p workers:
@@ -46,14 +57,43 @@ func (m Terms) Predict(n int, p float64) time.Duration {
 // PredictShared adapts equation (1) to one machine with c processors
 // (possibly fractional: the share a loaded machine gives) shared by all
 // stages, where reading and writing a tile cost processor time instead of
-// DMA: the larger of equation (1) with min(p, c) workers, the one-thread
-// read or write stage's n tiles (CAP's condition t_d < t_p failing), and
-// all the work of all stages spread over c processors.
+// DMA. It is Ts plus the largest of the bounds on the run:
+//
+//   - equation (1) with min(p, c) workers (the processing);
+//   - without the overhead terms (To and Uo zero): the one-thread read or
+//     write stage's n tiles, n·max(Td, Tm) + Tp (CAP's condition t_d < t_p
+//     failing), and all stages' work over c processors,
+//     n·(Td + Tp + Tm + 3·Tn)/c;
+//   - with them (MeasureOverhead): the construct's own path, n·To + Tp
+//     (tiles cannot move faster than with nothing to compute), all
+//     processor work over c processors, n·(Uo + Tp)/c, and in a Gather
+//     the one-thread merge, n·Tm + Tp, whose work Uo leaves out too:
+//     n·(Uo + Tp + Tm)/c.
+//
+// The overhead terms are what makes the bound honest for cheap per-tile
+// work (microseconds), where the cache copies, pool hand-offs and
+// goroutine wake-ups of each tile, which the other terms (measured one
+// stage at a time) miss, take most of the time.
 func (m Terms) PredictShared(n int, p, c float64) time.Duration {
+	if c <= 0 {
+		c = 1
+	}
+	nd := time.Duration(n)
 	eq1 := m.Predict(n, min(p, c))
-	stage := time.Duration(n)*max(m.Td, m.Tm) + m.Tp
-	cpu := time.Duration(float64(n) * float64(m.Td+m.Tp+m.Tm+3*m.Tn) / c)
-	return m.Ts + max(eq1, stage, cpu)
+	if m.To == 0 && m.Uo == 0 {
+		stage := nd*max(m.Td, m.Tm) + m.Tp
+		cpu := time.Duration(float64(n) * float64(m.Td+m.Tp+m.Tm+3*m.Tn) / c)
+		return m.Ts + max(eq1, stage, cpu)
+	}
+	work := m.Tp
+	var merge time.Duration
+	if m.Gather {
+		work += m.Tm
+		merge = nd*m.Tm + m.Tp
+	}
+	path := nd*m.To + m.Tp
+	cpu := time.Duration(float64(n) * float64(m.Uo+work) / c)
+	return m.Ts + max(eq1, path, merge, cpu)
 }
 
 // MeasureStart is the time to build a Pipeline (halo 0) or Exchange of f
@@ -175,4 +215,63 @@ func handOff(ctx context.Context, n int) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Since(t0) / time.Duration(len(cs)), nil
+}
+
+// MeasureOverhead is the construct's own cost per tile, apart from the
+// work it is given: it runs a Pipeline (halo 0) or Exchange with options o
+// and a process function that does nothing over every tile of the images
+// open returns (called once; cold caches; it closes them, and dst's
+// pixels are left undefined). It returns the start-up time with no tiles
+// (ts, as MeasureStart), the elapsed time per tile beyond it (to: cache
+// reads and writes, pool hand-offs and goroutine wake-ups, every stage
+// running at once as in a real run) and the processor time per tile
+// (uo: user and system time of the whole process, so other goroutines'
+// work counts too; 0 where unknown).
+func MeasureOverhead(ctx context.Context, open func() (src, dst *tiled.Image, err error), halo int, o Options) (ts, to, uo time.Duration, err error) {
+	src, dst, err := open()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer src.Close()
+	defer dst.Close()
+	nop := func(context.Context, *Tile, []uint16) error { return nil }
+	return overhead(func(tiles []tiled.Coord) error {
+		if err := Run(ctx, store("overhead", src, dst, halo, o, nop), tiles); err != nil {
+			return err
+		}
+		return dst.Flush()
+	}, src.Tiles())
+}
+
+// MeasureGatherOverhead is MeasureOverhead for a Gather: a process
+// function that does nothing and a merge that does nothing, so the merge
+// of the caller's partials (Tm) is not part of to or uo.
+func MeasureGatherOverhead(ctx context.Context, open func() (*tiled.Image, error), o Options) (ts, to, uo time.Duration, err error) {
+	src, err := open()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer src.Close()
+	nop := func(context.Context, *Tile) (struct{}, error) { return struct{}{}, nil }
+	merge := func(struct{}) error { return nil }
+	return overhead(func(tiles []tiled.Coord) error {
+		return Run(ctx, Gather(src, o, nop, merge), tiles)
+	}, src.Tiles())
+}
+
+// overhead times run over no tiles (ts), then over tiles, and returns
+// the per-tile elapsed time beyond ts and processor time.
+func overhead(run func([]tiled.Coord) error, tiles []tiled.Coord) (ts, to, uo time.Duration, err error) {
+	t0 := time.Now()
+	if err := run(nil); err != nil {
+		return 0, 0, 0, err
+	}
+	ts = time.Since(t0)
+	c0, t0 := cpuTime(), time.Now()
+	if err := run(tiles); err != nil {
+		return 0, 0, 0, err
+	}
+	el, cpu := time.Since(t0), cpuTime()-c0
+	n := time.Duration(max(len(tiles), 1))
+	return ts, max(0, el-ts) / n, cpu / n, nil
 }

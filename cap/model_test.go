@@ -2,6 +2,7 @@ package cap
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -29,6 +30,76 @@ func TestPredict(t *testing.T) {
 	m.Ts = 5 * time.Millisecond
 	if got, want := m.PredictShared(10, 8, 8), 215*time.Millisecond; got != want {
 		t.Fatalf("PredictShared with start cost = %v, want %v", got, want)
+	}
+}
+
+// With the overhead terms, cheap per-tile work is bounded by the
+// construct's own path and by all processor time over c processors, and a
+// Gather's merge by its one thread.
+func TestPredictOverhead(t *testing.T) {
+	us := time.Microsecond
+	m := Terms{Td: 10 * us, Tp: 10 * us, Tn: us, Tm: 20 * us, To: 25 * us, Uo: 40 * us}
+	// Path 1000 * 25 + 10 us = 25.01 ms; processor (40 + 10) * 1000 / 2 =
+	// 25 ms; equation (1) 10 + 1000 * 10 + 1 + 20 us.
+	if got, want := m.PredictShared(1000, 1, 2), 25010*us; got != want {
+		t.Fatalf("path bound = %v, want %v", got, want)
+	}
+	// One processor: (40 + 10) * 1000 us.
+	if got, want := m.PredictShared(1000, 1, 1), 50*time.Millisecond; got != want {
+		t.Fatalf("processor bound = %v, want %v", got, want)
+	}
+	// A Gather's merge is work the overhead leaves out: processor time
+	// (40 + 10 + 20) * 1000 / 2 = 35 ms; its one thread 20.01 ms.
+	m.Gather = true
+	if got, want := m.PredictShared(1000, 2, 2), 35*time.Millisecond; got != want {
+		t.Fatalf("Gather = %v, want %v", got, want)
+	}
+	m.Tm, m.Ts = 100*us, time.Millisecond
+	if got, want := m.PredictShared(1000, 4, 2), 1*time.Millisecond+100010*us; got != want {
+		t.Fatalf("merge bound = %v, want %v", got, want)
+	}
+}
+
+// MeasureOverhead and MeasureGatherOverhead give a start-up time and
+// positive per-tile times, and run every tile.
+func TestMeasureOverhead(t *testing.T) {
+	src, _ := image(t, 70, 50, 16, 16, 64)
+	if err := src.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dstPath := filepath.Join(t.TempDir(), "dst.raw")
+	var dst *tiled.Image
+	open := func() (*tiled.Image, *tiled.Image, error) {
+		s, err := tiled.Open(src.Path(), 70, 50, 16, 16, 64*16*16*2)
+		if err != nil {
+			return nil, nil, err
+		}
+		dst, err = tiled.Create(dstPath, 70, 50, 16, 16, 4*16*16*2)
+		if err != nil {
+			s.Close()
+			return nil, nil, err
+		}
+		return s, dst, nil
+	}
+	for _, p := range []int{1, 3} {
+		ts, to, uo, err := MeasureOverhead(context.Background(), open, 1, Options{Workers: p})
+		if err != nil || ts <= 0 || to < 0 || uo < 0 || to+uo == 0 {
+			t.Fatalf("P=%d: MeasureOverhead = %v, %v, %v, %v", p, ts, to, uo, err)
+		}
+		if st := dst.CacheStats(); st.Writes < 20 {
+			t.Fatalf("P=%d: not every tile written: %+v", p, st)
+		}
+		ts, to, uo, err = MeasureGatherOverhead(context.Background(), func() (*tiled.Image, error) {
+			return tiled.Open(src.Path(), 70, 50, 16, 16, 64*16*16*2)
+		}, Options{Workers: p})
+		if err != nil || ts <= 0 || to < 0 || uo < 0 || to+uo == 0 {
+			t.Fatalf("P=%d: MeasureGatherOverhead = %v, %v, %v, %v", p, ts, to, uo, err)
+		}
+	}
+	if _, _, _, err := MeasureGatherOverhead(context.Background(), func() (*tiled.Image, error) {
+		return nil, os.ErrNotExist
+	}, Options{}); err == nil {
+		t.Fatal("open error not returned")
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"image"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -59,10 +60,21 @@ func main() {
 	flag.StringVar(&paths, "paths", "tiled,stream", "throughput mode: which paths to time (tiled, stream)")
 	flag.StringVar(&ddMode, "dd", "direct", "throughput mode: dd's write, direct (oflag=direct) or fdatasync (conv=fdatasync)")
 	prof := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	rawPath := flag.String("raw", "", "model mode: also write every run's terms and time (ns) to this CSV file")
 	flag.Parse()
 	if ddMode != "direct" && ddMode != "fdatasync" {
 		fmt.Fprintf(os.Stderr, "capmodel: -dd %q: want direct or fdatasync\n", ddMode)
 		os.Exit(2)
+	}
+	if *rawPath != "" {
+		f, err := os.Create(*rawPath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "capmodel:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		raw = f
+		fmt.Fprintln(raw, "op,tile,n,P,c,td,tp,tn,tm,ts,to,uo,T")
 	}
 	if *prof != "" {
 		f, err := os.Create(*prof)
@@ -81,6 +93,9 @@ func main() {
 		exit = 1
 	}
 }
+
+// raw, when not nil, receives model mode's runs as CSV rows.
+var raw io.Writer
 
 // exit is main's exit status, set where deferred work must still run.
 var exit int
@@ -237,22 +252,23 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 				for _, p := range workers {
 					c := parallelism()
 					opts := cap.Options{Workers: p}
-					src, dst, err := open(s)
-					if err != nil {
-						return err
-					}
-					var ts time.Duration
+					var ts, to, uo time.Duration
+					var err error
 					if o.gather {
-						ts, err = cap.MeasureGatherStart(ctx, src, opts, cap.HistogramTile, merge)
+						ts, to, uo, err = cap.MeasureGatherOverhead(ctx, func() (*tiled.Image, error) {
+							src, dst, err := open(s)
+							if err == nil {
+								dst.Close()
+							}
+							return src, err
+						}, opts)
 					} else {
-						ts, err = cap.MeasureStart(ctx, src, dst, o.halo, opts, o.f)
+						ts, to, uo, err = cap.MeasureOverhead(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, o.halo, opts)
 					}
-					src.Close()
-					dst.Close()
 					if err != nil {
 						return err
 					}
-					src, dst, err = open(s)
+					src, dst, err := open(s)
 					if err != nil {
 						return err
 					}
@@ -277,7 +293,11 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 					x := get(oi, s, p)
 					x.n = len(src.Tiles())
 					t := terms
-					t.Ts = ts
+					t.Ts, t.To, t.Uo, t.Gather = ts, to, uo, o.gather
+					if raw != nil {
+						fmt.Fprintf(raw, "%s,%d,%d,%d,%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", o.name, s, len(src.Tiles()), p, c,
+							t.Td, t.Tp, t.Tn, t.Tm, t.Ts, t.To, t.Uo, d)
+					}
 					x.terms = append(x.terms, t)
 					x.ceff = append(x.ceff, c)
 					x.times = append(x.times, d)
@@ -332,6 +352,8 @@ func median[T int64 | float64](v []T) T {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }
 
+func us(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/1e3) }
+
 // summary is one configuration's terms, times and predictions.
 type summary struct {
 	best       cap.Terms // each term's minimum over the rounds
@@ -354,7 +376,8 @@ func summarize(x *sample) summary {
 	}
 	m := cap.Terms{Td: f(func(t cap.Terms) time.Duration { return t.Td }), Tp: f(func(t cap.Terms) time.Duration { return t.Tp }),
 		Tn: f(func(t cap.Terms) time.Duration { return t.Tn }), Tm: f(func(t cap.Terms) time.Duration { return t.Tm }),
-		Ts: f(func(t cap.Terms) time.Duration { return t.Ts })}
+		Ts: f(func(t cap.Terms) time.Duration { return t.Ts }), To: f(func(t cap.Terms) time.Duration { return t.To }),
+		Uo: f(func(t cap.Terms) time.Duration { return t.Uo }), Gather: x.terms[0].Gather}
 	ts := make([]int64, len(x.times))
 	for i, t := range x.times {
 		ts[i] = int64(t)
@@ -375,13 +398,13 @@ func summarize(x *sample) summary {
 }
 
 func report(samples []*sample) {
-	fmt.Println("| operation | tile | N | t_d ms | t_p ms | t_n µs | t_m ms | t_s ms | P | eq. (1) s | c | model s | fastest s | err | typical model s | median s | err |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| operation | tile | N | t_d ms | t_p ms | t_n µs | t_m ms | t_s ms | t_o µs | u_o µs | P | eq. (1) s | c | model s | fastest s | err | typical model s | median s | err |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var worstB, worstT float64
 	for _, x := range samples {
 		s := summarize(x)
-		fmt.Printf("| %s | %d | %d | %s | %s | %s | %s | %s | %d | %.3f | %.2f | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n",
-			ops[x.op].name, x.size, x.n, ms(s.best.Td), ms(s.best.Tp), fmt.Sprintf("%.1f", float64(s.best.Tn)/1e3), ms(s.best.Tm), ms(s.best.Ts), x.workers,
+		fmt.Printf("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %d | %.3f | %.2f | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n",
+			ops[x.op].name, x.size, x.n, ms(s.best.Td), ms(s.best.Tp), us(s.best.Tn), ms(s.best.Tm), ms(s.best.Ts), us(s.best.To), us(s.best.Uo), x.workers,
 			s.eq1.Seconds(), s.cmax, s.bestPred.Seconds(), s.min.Seconds(), s.errBest, s.typPred.Seconds(), s.med.Seconds(), s.errTypical)
 		worstB, worstT = max(worstB, math.Abs(s.errBest)), max(worstT, math.Abs(s.errTypical))
 	}
