@@ -12,6 +12,8 @@
 //	pathology -sim [flags]                      discrete-event simulation
 //	pathology -experiment [-quick] [-out DIR]   every experiment of docs/pats
 //	pathology -hardware [-out DIR]              the experiment on this machine's cores and GPUs
+//	pathology -cluster N [flags]                real run on N local worker processes
+//	pathology -worker -nats URL [node flags]    a worker joining a -cluster run's server
 //
 // By default it runs the pipeline for real: tiles are generated into a
 // region storage (in memory or on disk), each tile is a stage instance of a
@@ -33,6 +35,22 @@
 // two parts of a tile together. -nuclei FILE writes the nuclei, polygons
 // with their features, as GeoJSON; -roi x0,y0,x1,y1 asks the stored set
 // which nuclei intersect a box (a ROI query).
+//
+// With -cluster N the real run's stage instances run on worker processes
+// (package cluster): it starts an embedded NATS server on 127.0.0.1 and N
+// copies of itself with -worker, each a node with the -cpus and -gpus
+// simulated units and the scheduling flags of the run, running -window
+// tiles at a time on its own pats.Manager. The slide is written into the
+// cluster's region storage (cluster.Regions); a worker reads its tile's
+// ROI from it and writes the labels, feature rows and nuclei polygons back,
+// and the run reads them from there. It prints each worker's progress and
+// work, and the same nuclei, ROI answer and GeoJSON as a run in one
+// process. The server's token reaches the workers through the environment
+// ($HTGS_NATS_TOKEN), never their command line; the workers are stopped
+// (SIGTERM, then SIGKILL) when the run ends, fails or is interrupted. With
+// -worker -nats URL the program is such a worker, joining the server at
+// URL (the token from $HTGS_NATS_TOKEN or the URL) until SIGINT or SIGTERM,
+// or until the server has been unreachable for about five seconds.
 //
 // With -sim it runs the same configuration in the discrete-event simulator
 // instead. With -experiment it runs every experiment and writes results.md
@@ -79,6 +97,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
@@ -120,6 +139,10 @@ type options struct {
 	nucleiOut  string
 	roi        string
 	roiBox     region.Box
+	clusterN   int
+	worker     bool
+	natsURL    string
+	workerName string
 	set        map[string]bool // flags given on the command line
 }
 
@@ -152,6 +175,10 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.nucleiOut, "nuclei", "", "real run: write the nuclei (polygons and features) as GeoJSON into `FILE`")
 	fs.StringVar(&o.roi, "roi", "", "real run: report the nuclei whose polygons intersect the box `x0,y0,x1,y1` (slide pixels, a ROI query)")
 	fs.BoolVar(&o.hardware, "hardware", false, "run the experiment on this machine's CPU cores and CUDA GPUs (4K tiles; needs a -tags cuda build)")
+	fs.IntVar(&o.clusterN, "cluster", 0, "real run on `N` worker processes: start an embedded NATS server and N copies of this program with -worker, which run the tiles' stage instances")
+	fs.BoolVar(&o.worker, "worker", false, "serve tiles to -cluster runs: join the server -nats names (token in $"+envToken+" or the URL) until SIGINT, SIGTERM or the server's end")
+	fs.StringVar(&o.natsURL, "nats", "", "with -worker: the NATS server's `URL`")
+	fs.StringVar(&o.workerName, "name", "", "with -worker: the worker's `name` (default: host-pid)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
 }
@@ -163,6 +190,8 @@ func usage(w io.Writer) {
   %[1]s -sim [flags]                      discrete-event simulation of 4K tiles
   %[1]s -experiment [-quick] [-out DIR]   every experiment: results.md and SVG figures
   %[1]s -hardware [-out DIR]              the experiment on this machine's cores and CUDA GPUs
+  %[1]s -cluster N [flags]                real run on N local worker processes (embedded NATS server)
+  %[1]s -worker -nats URL [node flags]    a worker process joining a -cluster run's server
 
 The CPU cores and GPUs are simulated: transfer and memory figures are
 modelled from the sizes of 4K tiles, not measured. Unknown speedups
@@ -227,6 +256,9 @@ func parseFlags(args []string) (*options, error) {
 	case set["nuclei"] && o.nucleiOut == "":
 		return nil, cli.Usagef("-nuclei: empty file name")
 	}
+	if err := o.checkCluster(); err != nil {
+		return nil, err
+	}
 	if o.roi != "" {
 		var x0, y0, x1, y1 int
 		if n, err := fmt.Sscanf(o.roi, "%d,%d,%d,%d", &x0, &y0, &x1, &y1); n != 4 || err != nil || x0 < 0 || y0 < 0 || x1 <= x0 || y1 <= y0 {
@@ -249,11 +281,14 @@ func (o *options) machine() pats.Machine {
 	return m
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+func main() { os.Exit(processMain()) }
+
+// processMain runs the program on the process's arguments until it is
+// done or interrupted (SIGINT, SIGTERM) and returns its exit status.
+func processMain() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 }
 
 // realMain runs the program and returns its exit status.
@@ -271,6 +306,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.hardware {
 		return runHardware(ctx, o, stdout, stderr)
+	}
+	if o.worker {
+		return runWorker(ctx, o, stdout, stderr)
+	}
+	if o.clusterN > 0 {
+		return runCluster(ctx, o, stdout, stderr)
 	}
 	cfg := o.config()
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -16,7 +16,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envTestProcess) != "" {
+		os.Exit(testProcessMain()) // the test binary as the program: -cluster tests' workers
+	}
+	goleak.VerifyTestMain(m, natsLeak())
+}
 
 func TestWorkloadFlows(t *testing.T) {
 	w := newWorkload(5, 9)

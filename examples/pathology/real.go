@@ -41,8 +41,7 @@ func featIDs() map[string]region.ID {
 
 // newSlide generates the tiles and writes them to in.
 func newSlide(ctx context.Context, tiles, size int, seed uint64, in, out region.Storage) (*slide, error) {
-	cols := int(math.Ceil(math.Sqrt(float64(tiles))))
-	s := &slide{tiles: tiles, cols: cols, rows: (tiles + cols - 1) / cols, size: size, seed: seed, in: in, out: out}
+	s := slideLayout(tiles, size, seed, in, out)
 	meta := region.Meta{ID: rgbID(), Elem: region.Uint8, Bounds: region.Cube(0, 0, 0, s.cols*size, s.rows*size, 3)}
 	// Tiles are generated in parallel (deterministically: each from its
 	// own seed) and written as they are made.
@@ -76,6 +75,14 @@ func newSlide(ctx context.Context, tiles, size int, seed uint64, in, out region.
 		return nil, err
 	}
 	return s, nil
+}
+
+// slideLayout returns the slide of tiles tiles of size pixels on a grid
+// as square as possible, in storage in, its outputs going to out; it
+// generates nothing (see newSlide).
+func slideLayout(tiles, size int, seed uint64, in, out region.Storage) *slide {
+	cols := int(math.Ceil(math.Sqrt(float64(tiles))))
+	return &slide{tiles: tiles, cols: cols, rows: (tiles + cols - 1) / cols, size: size, seed: seed, in: in, out: out}
 }
 
 // box returns tile i's 2-D box in slide coordinates.
@@ -338,6 +345,26 @@ func (tr tileRun) addOps(f *pats.Flow, j *tileJob, i int, stage string) {
 	}
 }
 
+// tileFlow returns the flow of job j, tile i: the whole pipeline, or with
+// dynamic the segmentation, spawning the features if it found nuclei.
+func (tr tileRun) tileFlow(j *tileJob, i int) *pats.Flow {
+	f := pats.NewFlow(j.tpl.Name())
+	if !tr.dynamic {
+		tr.addOps(f, j, i, "")
+		return f
+	}
+	tr.addOps(f, j, i, "segmentation")
+	f.Spawn(func(context.Context) ([]*pats.Flow, error) {
+		if j.nuclei == 0 {
+			return nil, nil // nothing to measure
+		}
+		g := pats.NewFlow(j.tpl.Name() + "/features")
+		tr.addOps(g, j, i, "features")
+		return []*pats.Flow{g}, g.Err()
+	})
+	return f
+}
+
 // run processes the slide on units; see runReal.
 func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pats.Unit, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Runtime[int, tileResult], error) {
 	m, err := pats.Start(ctx, cfg, units...)
@@ -357,20 +384,7 @@ func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pa
 				return nil, err
 			}
 			tr.reg.add(j)
-			f := pats.NewFlow(j.tpl.Name())
-			if !tr.dynamic {
-				tr.addOps(f, j, i, "")
-				return f, f.Err()
-			}
-			tr.addOps(f, j, i, "segmentation")
-			f.Spawn(func(context.Context) ([]*pats.Flow, error) {
-				if j.nuclei == 0 {
-					return nil, nil // nothing to measure
-				}
-				g := pats.NewFlow(j.tpl.Name() + "/features")
-				tr.addOps(g, j, i, "features")
-				return []*pats.Flow{g}, g.Err()
-			})
+			f := tr.tileFlow(j, i)
 			return f, f.Err()
 		},
 		Result: func(_ context.Context, i int) (tileResult, error) {

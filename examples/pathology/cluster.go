@@ -1,0 +1,835 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/outfile"
+	"github.com/gohtgs/htgs/pats"
+	"github.com/gohtgs/htgs/region"
+	"github.com/gohtgs/htgs/task"
+)
+
+// With -cluster N the real run's stage instances run on worker processes:
+// the program starts an embedded NATS server (cluster.StartServer) and N
+// copies of itself with -worker, writes the slide into the cluster's
+// region storage (cluster.Regions) and sends each tile, as a cluster.Remote
+// task, to whichever worker is free. A worker runs the tile's whole flow
+// (segmentation and features) on its own pats.Manager and simulated units,
+// reading only the tile's ROI of the slide from the region storage and
+// writing the labels, feature rows and nuclei polygons back into it; the
+// run then reads each tile's outputs from the storage and prints what a
+// single-process run prints, plus the work of each worker.
+
+// envToken is the environment variable through which a worker process gets
+// the server's token: the -nats URL on its command line carries none, since
+// other users of the machine can read command lines.
+const envToken = "HTGS_NATS_TOKEN"
+
+// The task the workers serve and its version: a Remote and the workers must
+// agree on both.
+const (
+	tileTask    = "pathology-tile"
+	tileVersion = "v1"
+)
+
+// Timing of the cluster's processes.
+const (
+	registerWait  = time.Minute            // for the worker processes to register
+	stopWait      = 10 * time.Second       // for a worker process to stop after SIGTERM, before SIGKILL
+	pullWait      = 250 * time.Millisecond // a worker's pull requests, hence how long it takes to stop
+	reconnectWait = 250 * time.Millisecond // between a worker's reconnection attempts
+	reconnects    = 20                     // attempts before a worker gives the server up (about 5 s)
+)
+
+// tileWork is the input of the remote stage: one tile of the slide, and
+// what a worker needs to find it in the region storage.
+type tileWork struct {
+	Tile    int    // the tile's index
+	Tiles   int    // the slide's tiles
+	Size    int    // the tile edge in pixels
+	Chunk   int    // the region storage's chunk edge (every process must use the same)
+	Seed    uint64 // the slide's seed (the modelled costs depend on it)
+	Dynamic bool   // features as a stage spawned only when nuclei were found
+}
+
+// tileDone is the output of the remote stage: what the worker found and
+// where it ran the operations. The labels, feature rows and nuclei
+// polygons are in the region storage.
+type tileDone struct {
+	Tile, Nuclei int
+	Worker       string
+	Spawned      bool           // the features flow was spawned (-dynamic)
+	CPU, GPU     map[string]int // operation instances run on CPU cores and on GPUs, by operation
+}
+
+// clusterTile is a tile's result on the graph's side: as a single-process
+// run's, read back from the region storage, with the worker's report.
+type clusterTile struct {
+	tileResult
+	done tileDone
+}
+
+// regionChunk returns the chunk edge of the region storage for tiles of
+// size pixels: a tile's ROI is whole chunks when it fits in one, so that
+// reading a tile fetches no neighbour's pixels and writing it needs no
+// compare-and-swap.
+func regionChunk(size int) int { return min(size, 256) }
+
+// checkCluster checks the flags of -cluster and -worker.
+func (o *options) checkCluster() error {
+	set := o.set
+	switch {
+	case o.worker && set["cluster"]:
+		return cli.Usagef("-worker and -cluster do not go together: -cluster starts the workers itself")
+	case o.worker && o.natsURL == "":
+		return cli.Usagef("-worker needs -nats URL, the server to join (its token in $%s or the URL)", envToken)
+	case !o.worker && set["nats"]:
+		return cli.Usagef("-nats goes with -worker")
+	case !o.worker && set["name"]:
+		return cli.Usagef("-name goes with -worker")
+	case set["cluster"] && (o.clusterN < 1 || o.clusterN > 64):
+		return cli.Usagef("-cluster %d: want 1 to 64 worker processes", o.clusterN)
+	case set["cluster"] && (o.sim || o.experiment || o.hardware):
+		return cli.Usagef("-cluster is a real run: it goes with none of -sim, -experiment and -hardware")
+	case set["cluster"] && (set["storage"] || set["dir"]):
+		return cli.Usagef("-cluster keeps the regions in the cluster's storage: -storage and -dir do not apply")
+	}
+	if o.worker {
+		// A worker takes the settings of its node (units and scheduling);
+		// the slide and the outputs are the -cluster run's.
+		allowed := map[string]bool{"worker": true, "nats": true, "name": true, "policy": true, "window": true,
+			"cpus": true, "gpus": true, "scale": true, "locality": true, "ti": true, "prefetch": true, "learn": true, "depthfirst": true}
+		var extra []string
+		for f := range set {
+			if !allowed[f] {
+				extra = append(extra, "-"+f)
+			}
+		}
+		if len(extra) > 0 {
+			sort.Strings(extra)
+			return cli.Usagef("-worker takes its node's settings only (-policy, -window, -cpus, -gpus, -scale, -locality, -ti, -prefetch, -learn, -depthfirst, -name); %s belong to the -cluster run", strings.Join(extra, ", "))
+		}
+	}
+	return nil
+}
+
+// workerArgs returns the command line of worker process name of a -cluster
+// run: its node settings are the run's. The token is not in it.
+func (o *options) workerArgs(natsURL, name string) []string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return []string{"-worker", "-nats", natsURL, "-name", name,
+		"-policy", o.policy, "-window", strconv.Itoa(o.window), "-cpus", strconv.Itoa(o.cpus), "-gpus", strconv.Itoa(o.gpus),
+		"-scale", f(o.scale), "-ti", f(o.ti), "-locality=" + strconv.FormatBool(o.locality), "-prefetch=" + strconv.FormatBool(o.prefetch),
+		"-learn=" + strconv.FormatBool(o.learn), "-depthfirst=" + strconv.FormatBool(o.depthFirst)}
+}
+
+// workerThreads returns how many tiles a worker runs at a time: its pats
+// window, or 64 for an unbounded one.
+func (o *options) workerThreads() int {
+	if o.window > 0 {
+		return o.window
+	}
+	return 64
+}
+
+// runCluster is the real run on o.clusterN worker processes.
+func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (err error) {
+	if o.profile != "" {
+		if err := outfile.CheckDir(o.profile); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cluster: the program to start workers from: %w", err)
+	}
+	srv, err := cluster.StartServer()
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect(nats.Name(prog + " run"))
+	if err != nil {
+		return fmt.Errorf("cluster: connect to the embedded server: %w", err)
+	}
+	defer nc.Close()
+
+	// A worker process that exits during the run fails it.
+	ctx, fail := context.WithCancelCause(parent)
+	defer fail(nil)
+	defer func() {
+		if err != nil && parent.Err() == nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = cause // the worker's exit, not the cancellation it caused
+			}
+		}
+	}()
+	procs := &workerProcs{fail: fail, out: &lockedWriter{w: stderr}}
+	defer procs.stop()
+	for k := range o.clusterN {
+		name := fmt.Sprintf("%s-w%d", prog, k+1)
+		if err := procs.start(exe, o.workerArgs(srv.URL(), name), srv.Token(), name); err != nil {
+			return err
+		}
+	}
+
+	client, err := cluster.NewClient(ctx, nc)
+	if err != nil {
+		return fmt.Errorf("cluster: client: %w", err)
+	}
+	defer func() {
+		if cerr := client.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("cluster: close the client: %w", cerr)
+		}
+	}()
+	chunk := regionChunk(o.tileSize)
+	store, err := cluster.NewRegions(ctx, nc, cluster.RegionChunk(chunk, chunk, 1))
+	if err != nil {
+		return fmt.Errorf("cluster: region storage: %w", err)
+	}
+	s, err := newSlide(ctx, o.tiles, o.tileSize, o.seed, store, store)
+	if err != nil {
+		return fmt.Errorf("cluster: write the slide: %w", err)
+	}
+	infos, err := waitWorkers(ctx, client, procs.names())
+	if err != nil {
+		return err
+	}
+	var joined []string
+	for _, w := range infos {
+		joined = append(joined, fmt.Sprintf("%s (pid %d)", w.Name, w.PID))
+	}
+	fmt.Fprintf(stdout, "cluster: embedded NATS server at %s; %d worker processes: %s\n", srv.URL(), len(infos), strings.Join(joined, ", "))
+
+	remote, err := cluster.NewRemote[tileWork, tileDone](client, tileTask, cluster.Version(tileVersion))
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	var opts []graph.StartOption
+	if o.profile != "" || o.httpAddr != "" {
+		opts = append(opts, graph.WithTrace())
+	}
+	live, err := cli.ServeLive(prog, o.httpAddr, stdout)
+	if err != nil {
+		return err
+	}
+	defer live.Close(ctx, o.httpWait, stdout)
+	if live != nil {
+		opts = append(opts, graph.WithStarted(live.Observe))
+	}
+
+	start := time.Now()
+	results, rt, err := runClusterGraph(ctx, o, s, store, remote, stdout, opts...)
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	o.writeClusterReport(stdout, results, wall, client.Stats())
+	plain := make([]tileResult, len(results))
+	for i, r := range results {
+		plain[i] = r.tileResult
+	}
+	if err := o.writeNuclei(ctx, s, plain, stdout); err != nil {
+		return err
+	}
+	if o.profile != "" {
+		warn, err := cli.WriteProfile(o.profile, prog, rt.Execution)
+		if err != nil {
+			return err
+		}
+		if warn != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, warn)
+		}
+		fmt.Fprintf(stdout, "profile written to %s\n", o.profile)
+	}
+	return nil
+}
+
+// runClusterGraph sends every tile of s to the workers through remote and
+// collects its outputs from store, printing the progress of each worker
+// at most once a second and at the end. It returns the results in tile
+// order.
+func runClusterGraph(ctx context.Context, o *options, s *slide, store *cluster.Regions, remote *cluster.Remote[tileWork, tileDone], stdout io.Writer, opts ...graph.StartOption) ([]clusterTile, *graph.Runtime[tileWork, clusterTile], error) {
+	inflight := o.tiles
+	if o.window > 0 {
+		inflight = min(o.tiles, o.clusterN*o.window)
+	}
+	g := graph.New[tileWork, clusterTile](prog + "-cluster")
+	tiles := graph.AddTask(g, "tiles", inflight, remote.Task)
+	collect := graph.AddFunc(g, "collect", 2, func(ctx context.Context, d tileDone, out task.Emitter[clusterTile]) error {
+		r, err := readTileOutputs(ctx, store, s, d)
+		if err != nil {
+			return fmt.Errorf("collect: tile %d from worker %s: %w", d.Tile, d.Worker, err)
+		}
+		return out.Emit(clusterTile{tileResult: r, done: d})
+	})
+	graph.Connect(g.Input(), tiles)
+	graph.Connect(tiles, collect)
+	graph.Connect(collect, g.Output())
+	rt, err := g.Start(ctx, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		defer rt.Close()
+		chunk := regionChunk(s.size)
+		for i := range s.tiles {
+			if rt.Send(tileWork{Tile: i, Tiles: s.tiles, Size: s.size, Chunk: chunk, Seed: s.seed, Dynamic: o.dynamic}) != nil {
+				return
+			}
+		}
+	}()
+	results := make([]clusterTile, s.tiles)
+	byWorker := map[string]int{}
+	done, last := 0, time.Now()
+	for r := range rt.Results() {
+		results[r.index] = r
+		byWorker[r.done.Worker]++
+		if done++; done == s.tiles || time.Since(last) >= time.Second {
+			last = time.Now()
+			fmt.Fprintf(stdout, "progress: %d/%d tiles (%s)\n", done, s.tiles, countsByName(byWorker))
+		}
+	}
+	runErr := rt.Wait()
+	<-fed
+	if runErr != nil {
+		return nil, nil, runErr
+	}
+	return results, rt, nil
+}
+
+// countsByName formats counts by name, sorted by name.
+func countsByName(m map[string]int) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, m[n])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// readTileOutputs reads the outputs a worker wrote for tile d.Tile from
+// store: its nuclei polygons (those of the tile, out of the polygons
+// intersecting its box) and its feature rows.
+func readTileOutputs(ctx context.Context, store *cluster.Regions, s *slide, d tileDone) (tileResult, error) {
+	if d.Tile < 0 || d.Tile >= s.tiles {
+		return tileResult{}, fmt.Errorf("no tile %d in a slide of %d", d.Tile, s.tiles)
+	}
+	b := s.box(d.Tile)
+	set, err := region.NewPolygonSet(nucleiID(), nucleiBounds(s.cols, s.rows, s.size), b)
+	if err != nil {
+		return tileResult{}, err
+	}
+	r := tileResult{index: d.Tile, nuclei: d.Nuclei, outlines: set, feats: featureRows(0)}
+	if d.Nuclei == 0 {
+		return r, nil // nothing was outlined or measured
+	}
+	stored, err := region.OpenPolygonSet(ctx, store, nucleiID(), b)
+	if err != nil {
+		return tileResult{}, fmt.Errorf("nuclei polygons: %w", err)
+	}
+	polys, err := stored.Polygons(ctx)
+	if err != nil {
+		return tileResult{}, fmt.Errorf("nuclei polygons: %w", err)
+	}
+	for _, p := range polys {
+		if t, _ := nucleusLabel(p.ID); t == d.Tile {
+			if err := set.Add(ctx, p); err != nil {
+				return tileResult{}, err
+			}
+		}
+	}
+	var tables [][]float64
+	rows := region.Rect(0, maxObjects*d.Tile, numFeatures, maxObjects*(d.Tile+1))
+	for _, k := range []string{"featIntensity", "featGradient", "featMorph"} {
+		f, err := region.OpenDense[float64](ctx, store, featIDs()[k], rows)
+		if err != nil {
+			return tileResult{}, fmt.Errorf("feature table %s: %w", k, err)
+		}
+		data, err := f.Data(ctx)
+		if err != nil {
+			return tileResult{}, fmt.Errorf("feature table %s: %w", k, err)
+		}
+		tables = append(tables, data)
+	}
+	r.feats = featureRows(d.Nuclei, tables...)
+	return r, nil
+}
+
+// writeClusterReport writes the summary of a -cluster run: the line a
+// single-process run prints, the work of each worker, where the
+// operations ran and what the client counted.
+func (o *options) writeClusterReport(w io.Writer, results []clusterTile, wall time.Duration, st cluster.ClientStats) {
+	type workerSum struct{ tiles, nuclei, cpu, gpu int }
+	sums := map[string]*workerSum{}
+	cpu, gpu := map[string]int{}, map[string]int{}
+	nuclei, spawned := 0, 0
+	for _, r := range results {
+		nuclei += r.nuclei
+		if r.done.Spawned {
+			spawned++
+		}
+		ws := sums[r.done.Worker]
+		if ws == nil {
+			ws = &workerSum{}
+			sums[r.done.Worker] = ws
+		}
+		ws.tiles++
+		ws.nuclei += r.nuclei
+		for op, n := range r.done.CPU {
+			cpu[op] += n
+			ws.cpu += n
+		}
+		for op, n := range r.done.GPU {
+			gpu[op] += n
+			ws.gpu += n
+		}
+	}
+	fmt.Fprintf(w, "processed %d tiles (%dx%d px, cluster storage) on %d worker processes (%d simulated CPU cores + %d simulated GPUs each) in %v: %d nuclei\n",
+		o.tiles, o.tileSize, o.tileSize, o.clusterN, o.cpus, o.gpus, wall.Round(time.Millisecond), nuclei)
+	if o.dynamic {
+		fmt.Fprintf(w, "features computed for %d of %d tiles (flows spawned at run time)\n", spawned, o.tiles)
+	}
+	names := make([]string, 0, len(sums))
+	for n := range sums {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ws := sums[n]
+		fmt.Fprintf(w, "worker %s: %d tiles, %d nuclei, %d operations on CPU cores, %d on GPUs\n", n, ws.tiles, ws.nuclei, ws.cpu, ws.gpu)
+	}
+	fmt.Fprintf(w, "cluster: %d tiles sent, %d results received (%d redelivered, %d duplicates dropped)\n", st.Sent, st.Results, st.Redelivered, st.Duplicates)
+	fmt.Fprintf(w, "%-18s %6s %6s %6s\n", "operation", "cpu", "gpu", "gpu%")
+	for _, op := range newWorkload(o.tiles, o.seed).opNames() {
+		c, g := cpu[op], gpu[op]
+		share := "n/a"
+		if c+g > 0 {
+			share = fmt.Sprintf("%.0f%%", 100*float64(g)/float64(c+g))
+		}
+		fmt.Fprintf(w, "%-18s %6d %6d %6s\n", op, c, g, share)
+	}
+}
+
+// waitWorkers waits until every named worker has registered with the
+// cluster and returns their descriptions.
+func waitWorkers(ctx context.Context, client *cluster.Client, names []string) ([]cluster.WorkerInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, registerWait)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		infos, err := client.Workers(ctx)
+		if err == nil {
+			var ours []cluster.WorkerInfo
+			for _, w := range infos {
+				for _, n := range names {
+					if w.Name == n && w.Tasks[tileTask] == tileVersion {
+						ours = append(ours, w)
+					}
+				}
+			}
+			if len(ours) == len(names) {
+				return ours, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("cluster: the worker processes %s did not all register within %v", strings.Join(names, ", "), registerWait)
+			}
+			return nil, fmt.Errorf("cluster: waiting for the workers: %w", context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// workerProcs are the worker processes of a -cluster run.
+type workerProcs struct {
+	fail     context.CancelCauseFunc // called when a worker exits before stop
+	out      *lockedWriter           // their standard output and error, line by line
+	stopping atomic.Bool
+	procs    []*workerProc
+}
+
+// workerProc is one worker process.
+type workerProc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *prefixWriter
+	done chan struct{} // closed when it has exited and been waited for
+}
+
+// start starts the worker process name, running exe with args and the
+// token in its environment.
+func (ps *workerProcs) start(exe string, args []string, token, name string) error {
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), envToken+"="+token)
+	p := &workerProc{name: name, cmd: cmd, out: &prefixWriter{w: ps.out, prefix: "[" + name + "] "}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = childProcAttr()
+	cmd.WaitDelay = time.Second // output pipes held by nobody else
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("cluster: start worker %s: %w", name, err)
+	}
+	ps.procs = append(ps.procs, p)
+	go func() {
+		err := cmd.Wait()
+		close(p.done)
+		if !ps.stopping.Load() {
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			ps.fail(fmt.Errorf("cluster: worker %s (pid %d) exited during the run: %w", name, cmd.Process.Pid, err))
+		}
+	}()
+	return nil
+}
+
+// names returns the workers' names.
+func (ps *workerProcs) names() []string {
+	out := make([]string, len(ps.procs))
+	for i, p := range ps.procs {
+		out[i] = p.name
+	}
+	return out
+}
+
+// stop stops every worker process: SIGTERM, then SIGKILL for those still
+// running after stopWait, and waits for them all.
+func (ps *workerProcs) stop() {
+	ps.stopping.Store(true)
+	for _, p := range ps.procs {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			_ = p.cmd.Process.Kill() // no SIGTERM here (Windows), or already gone
+		}
+	}
+	deadline := time.NewTimer(stopWait)
+	defer deadline.Stop()
+	for _, p := range ps.procs {
+		select {
+		case <-p.done:
+		case <-deadline.C:
+			for _, q := range ps.procs {
+				_ = q.cmd.Process.Kill()
+			}
+			<-p.done
+		}
+	}
+	for _, p := range ps.procs {
+		<-p.done
+		p.out.flush()
+	}
+}
+
+// lockedWriter serializes the writes of several processes' outputs.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// prefixWriter writes whole lines to a lockedWriter, each with a prefix.
+type prefixWriter struct {
+	w      *lockedWriter
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		p.emit(p.buf[:i+1])
+		p.buf = p.buf[i+1:]
+	}
+}
+
+// flush writes what is left of a last line without newline.
+func (p *prefixWriter) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.buf) > 0 {
+		p.emit(append(p.buf, '\n'))
+		p.buf = nil
+	}
+}
+
+func (p *prefixWriter) emit(line []byte) {
+	p.w.mu.Lock()
+	defer p.w.mu.Unlock()
+	fmt.Fprintf(p.w.w, "%s%s", p.prefix, line)
+}
+
+// runWorker is -worker: it joins the server o.natsURL names and runs tiles
+// for -cluster runs until ctx is cancelled (SIGINT, SIGTERM) or the server
+// is gone for good.
+func runWorker(ctx context.Context, o *options, stdout, stderr io.Writer) error {
+	name := o.workerName
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "worker"
+		}
+		name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	shown := redactURL(o.natsURL)
+	ctx, gone := context.WithCancelCause(ctx)
+	defer gone(nil)
+	nopts := []nats.Option{nats.Name(prog + " worker " + name), nats.MaxReconnects(reconnects), nats.ReconnectWait(reconnectWait),
+		nats.ClosedHandler(func(*nats.Conn) {
+			gone(fmt.Errorf("worker %s: the connection to %s is closed: the server went away", name, shown))
+		})}
+	token, inURL := os.Getenv(envToken), urlHasUser(o.natsURL)
+	if token != "" && !inURL {
+		nopts = append(nopts, nats.Token(token))
+	}
+	nc, err := nats.Connect(o.natsURL, nopts...)
+	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) {
+			switch {
+			case inURL:
+				err = fmt.Errorf("%w: the server refused the token in the URL", err)
+			case token == "":
+				err = fmt.Errorf("%w: no token given: set $%s or put it in the URL (nats://TOKEN@host:port)", err, envToken)
+			default:
+				err = fmt.Errorf("%w: the server refused the token in $%s", err, envToken)
+			}
+		}
+		return fmt.Errorf("worker %s: connect to %s: %w", name, shown, err)
+	}
+	defer nc.Close()
+
+	svc, err := newTileService(ctx, o, name, nc)
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", name, err)
+	}
+	w := cluster.NewWorker(cluster.WorkerName(name), cluster.PullWait(pullWait),
+		cluster.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	threads := o.workerThreads()
+	if err := cluster.Handle(w, tileTask, svc.newTask, cluster.Version(tileVersion), cluster.Threads(threads)); err != nil {
+		_ = svc.m.Close()
+		return fmt.Errorf("worker %s: %w", name, err)
+	}
+	fmt.Fprintf(stdout, "worker %s: serving %s at %s, %d tiles at a time on %d simulated CPU cores + %d simulated GPUs (%s)\n",
+		name, tileTask, shown, threads, o.cpus, o.gpus, svc.cfg)
+	serveErr := w.Serve(ctx, nc)
+	closeErr := svc.m.Close()
+	fmt.Fprintf(stdout, "worker %s: stopped after %d tiles\n", name, w.Stats().Executed)
+	switch {
+	case serveErr != nil:
+		return fmt.Errorf("worker %s: %w", name, serveErr)
+	case closeErr != nil:
+		return fmt.Errorf("worker %s: close the manager: %w", name, closeErr)
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause // the server went away
+	}
+	return nil
+}
+
+// urlHasUser tells whether a NATS URL (or comma-separated list) carries
+// credentials.
+func urlHasUser(s string) bool {
+	for _, part := range strings.Split(s, ",") {
+		if u, err := url.Parse(strings.TrimSpace(part)); err == nil && u.User != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// redactURL returns a NATS URL (or list) without its credentials, for
+// messages.
+func redactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, part := range parts {
+		u, err := url.Parse(strings.TrimSpace(part))
+		switch {
+		case err != nil:
+			parts[i] = "(unparsable URL)"
+		case u.User != nil:
+			u.User = nil
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// tileService runs tiles on a worker: every copy of the task submits its
+// tile's flow to one pats.Manager on the worker's simulated units, as the
+// copies of a single-process run's stage task do.
+type tileService struct {
+	name string
+	nc   *nats.Conn
+	cfg  pats.Config
+	m    *pats.Manager
+	ops  map[string]*pats.Op[*tileJob]
+
+	mu      sync.Mutex
+	regions map[int]*cluster.Regions // by chunk edge
+	placed  map[*tileJob]*tileDone   // the tiles in progress, counting where their operations run
+}
+
+// newTileService starts the worker's manager. It runs until Close, not
+// until ctx is done: on SIGTERM the worker finishes the tiles it has.
+func newTileService(ctx context.Context, o *options, name string, nc *nats.Conn) (*tileService, error) {
+	cfg := o.config()
+	est := newWorkload(1, o.seed).givenSpeedups()
+	if o.learn {
+		est = nil
+	}
+	m, err := pats.Start(context.WithoutCancel(ctx), cfg, o.machine().Units(o.scale)...)
+	if err != nil {
+		return nil, err
+	}
+	svc := &tileService{name: name, nc: nc, cfg: cfg, m: m, ops: map[string]*pats.Op[*tileJob]{},
+		regions: map[int]*cluster.Regions{}, placed: map[*tileJob]*tileDone{}}
+	for opName, op := range kernelOps(est) {
+		impls := map[device.Kind]pats.Impl[*tileJob]{}
+		for kind, impl := range op.Impls {
+			impls[kind] = func(ctx context.Context, dev device.Device, j *tileJob) error {
+				svc.record(j, opName, dev.Kind())
+				return impl(ctx, dev, j)
+			}
+		}
+		svc.ops[opName] = &pats.Op[*tileJob]{Name: op.Name, Speedup: op.Speedup, Impls: impls}
+	}
+	return svc, nil
+}
+
+// record counts an operation of tile j run on a unit of kind k.
+func (svc *tileService) record(j *tileJob, op string, k device.Kind) {
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	d := svc.placed[j]
+	if d == nil {
+		return
+	}
+	if k == device.GPU {
+		d.GPU[op]++
+	} else {
+		d.CPU[op]++
+	}
+}
+
+// storage returns the region storage for chunk edge chunk, opening it on
+// first use.
+func (svc *tileService) storage(ctx context.Context, chunk int) (*cluster.Regions, error) {
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if r := svc.regions[chunk]; r != nil {
+		return r, nil
+	}
+	r, err := cluster.NewRegions(ctx, svc.nc, cluster.RegionChunk(chunk, chunk, 1))
+	if err != nil {
+		return nil, fmt.Errorf("region storage: %w", err)
+	}
+	svc.regions[chunk] = r
+	return r, nil
+}
+
+// newTask returns a copy of the worker's task; the copies share the
+// service.
+func (svc *tileService) newTask() task.Task[tileWork, tileDone] {
+	return &tileCopy{svc: svc}
+}
+
+// tileCopy is one copy of the worker's task.
+type tileCopy struct{ svc *tileService }
+
+// Execute runs tile in.Tile: it builds the tile's region template on the
+// cluster's region storage (its RGB ROI read lazily from it, its labels
+// and feature rows committed to it when its flow completes), runs the flow
+// on the worker's manager, outlines the nuclei into the slide's polygon
+// set in the storage and reports what it found.
+func (c *tileCopy) Execute(ctx context.Context, in tileWork, out task.Emitter[tileDone]) error {
+	done, err := c.svc.run(ctx, in)
+	if err != nil {
+		return fmt.Errorf("worker %s: tile %d: %w", c.svc.name, in.Tile, err)
+	}
+	return out.Emit(done)
+}
+
+// run runs one tile; see tileCopy.Execute.
+func (svc *tileService) run(ctx context.Context, in tileWork) (tileDone, error) {
+	if in.Tiles < 1 || in.Tile < 0 || in.Tile >= in.Tiles || in.Size < 1 || in.Chunk < 1 {
+		return tileDone{}, fmt.Errorf("malformed input %+v", in)
+	}
+	store, err := svc.storage(ctx, in.Chunk)
+	if err != nil {
+		return tileDone{}, err
+	}
+	s := slideLayout(in.Tiles, in.Size, in.Seed, store, store)
+	j, err := s.newTileJob(in.Tile)
+	if err != nil {
+		return tileDone{}, err
+	}
+	w := newWorkload(in.Tiles, in.Seed)
+	tr := tileRun{specs: w.specs, ops: svc.ops, cost: w.tileCost, bytes: w.bytes, dynamic: in.Dynamic}
+	f := tr.tileFlow(j, in.Tile)
+	if err := f.Err(); err != nil {
+		return tileDone{}, err
+	}
+	done := &tileDone{Tile: in.Tile, Worker: svc.name, CPU: map[string]int{}, GPU: map[string]int{}}
+	svc.mu.Lock()
+	svc.placed[j] = done
+	svc.mu.Unlock()
+	defer func() {
+		svc.mu.Lock()
+		delete(svc.placed, j)
+		svc.mu.Unlock()
+	}()
+	h, err := svc.m.Submit(ctx, f)
+	if err != nil {
+		return tileDone{}, fmt.Errorf("submit the flow: %w", err)
+	}
+	if err := h.Wait(ctx); err != nil {
+		h.Cancel()
+		return tileDone{}, fmt.Errorf("flow: %w", err)
+	}
+	labels, err := j.u16["labels"].Data(ctx)
+	if err != nil {
+		return tileDone{}, fmt.Errorf("labels: %w", err)
+	}
+	if _, err := outlineTile(ctx, store, nucleiBounds(s.cols, s.rows, s.size), s.box(in.Tile), in.Tile, labels); err != nil {
+		return tileDone{}, fmt.Errorf("nuclei outlines: %w", err)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	done.Nuclei = j.nuclei
+	done.Spawned = in.Dynamic && j.nuclei > 0
+	return *done, nil
+}

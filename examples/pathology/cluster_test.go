@@ -1,0 +1,411 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/internal/cli"
+)
+
+// The test binary doubles as the program: with envTestProcess set,
+// TestMain runs the program on its arguments instead of the tests, so that
+// a -cluster run in a test starts its workers from the test binary
+// (os.Executable) with -worker.
+const (
+	envTestProcess = "HTGS_PATHOLOGY_TEST_PROCESS"
+	envTestExit    = "HTGS_PATHOLOGY_TEST_EXIT" // a worker name: that worker process exits at once, status 3
+)
+
+// testProcessMain is the program in a test binary run as a worker process.
+func testProcessMain() int {
+	if name := os.Getenv(envTestExit); name != "" && slices.Contains(os.Args, name) {
+		fmt.Fprintf(os.Stderr, "%s: exiting on purpose (test)\n", name)
+		return 3
+	}
+	return processMain()
+}
+
+// natsLeak ignores a goroutine nats.go v1.48 leaks now and then from an
+// object store Put (see cluster's tests); every other goroutine is checked.
+func natsLeak() goleak.Option {
+	return goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect")
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of worker
+// processes' output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// workerPIDs returns the worker processes a -cluster run's output lists.
+func workerPIDs(t *testing.T, out string) map[string]int {
+	t.Helper()
+	line := regexp.MustCompile(`(?m)^cluster: embedded NATS server at .*$`).FindString(out)
+	pids := map[string]int{}
+	for _, m := range regexp.MustCompile(`(\S+) \(pid (\d+)\)`).FindAllStringSubmatch(line, -1) {
+		pid, _ := strconv.Atoi(m[2])
+		pids[m[1]] = pid
+	}
+	return pids
+}
+
+// checkGone fails the test if a process is still running.
+func checkGone(t *testing.T, pids map[string]int) {
+	t.Helper()
+	for name, pid := range pids {
+		if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.Signal(0)) == nil {
+			t.Errorf("worker process %s (pid %d) still running after the run", name, pid)
+		}
+	}
+}
+
+// TestClusterMatchesSingleProcess runs the real run on two worker
+// processes, re-executed from the test binary, and in one process: the
+// nuclei (polygons and features, as GeoJSON), their count, the ROI query
+// and the spawned features must be the same, every tile must have been
+// done by one of the workers, and no worker process may outlive the run.
+func TestClusterMatchesSingleProcess(t *testing.T) {
+	t.Setenv(envTestProcess, "1")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{{"static", nil}, {"dynamic", []string{"-dynamic"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			common := append([]string{"-tiles", "6", "-tile-size", "40", "-scale", "0.002", "-window", "1", "-roi", "10,10,70,50"}, tc.extra...)
+			var single, errOut bytes.Buffer
+			if err := run(ctx, append(common, "-nuclei", filepath.Join(dir, "single.json")), &single, &errOut); err != nil {
+				t.Fatal(err)
+			}
+			var multi bytes.Buffer
+			stderr := &syncBuffer{}
+			err := run(ctx, append(common, "-cluster", "2", "-nuclei", filepath.Join(dir, "cluster.json")), &multi, stderr)
+			if err != nil {
+				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, multi.String(), stderr.String())
+			}
+			out := multi.String()
+			pids := workerPIDs(t, out)
+			if len(pids) != 2 || pids["pathology-w1"] == 0 || pids["pathology-w2"] == 0 {
+				t.Fatalf("worker processes %v, want pathology-w1 and pathology-w2\n%s", pids, out)
+			}
+			checkGone(t, pids)
+
+			a, err := os.ReadFile(filepath.Join(dir, "single.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a, b) {
+				t.Errorf("the nuclei (GeoJSON) differ:\nsingle:  %.300s\ncluster: %.300s", a, b)
+			}
+			if !bytes.Contains(a, []byte(`"meanDarkness"`)) || bytes.Count(a, []byte(`"Feature"`)) == 0 {
+				t.Errorf("no nuclei with features in %.200s", a)
+			}
+			nuclei := regexp.MustCompile(`(?m)^processed 6 tiles .*: (\d+) nuclei$`)
+			sn, cn := nuclei.FindStringSubmatch(single.String()), nuclei.FindStringSubmatch(out)
+			if sn == nil || cn == nil || sn[1] != cn[1] {
+				t.Errorf("nuclei counts: single %q, cluster %q", sn, cn)
+			}
+			for _, prefix := range []string{"ROI [10,70)x[10,50): ", "features computed for "} {
+				sl, cl := lineWith(single.String(), prefix), lineWith(out, prefix)
+				if sl != cl || (sl == "" && (prefix != "features computed for " || tc.extra != nil)) {
+					t.Errorf("single-process %q, cluster %q", sl, cl)
+				}
+			}
+			// Per-worker progress and totals: every tile done once.
+			if !strings.Contains(out, "progress: 6/6 tiles (") {
+				t.Errorf("no final progress line:\n%s", out)
+			}
+			tiles := 0
+			for _, m := range regexp.MustCompile(`(?m)^worker (pathology-w[12]): (\d+) tiles, (\d+) nuclei, (\d+) operations on CPU cores, (\d+) on GPUs$`).FindAllStringSubmatch(out, -1) {
+				n, _ := strconv.Atoi(m[2])
+				c, _ := strconv.Atoi(m[4])
+				g, _ := strconv.Atoi(m[5])
+				if n > 0 && c+g < n*8 {
+					t.Errorf("worker %s ran %d operations for %d tiles", m[1], c+g, n)
+				}
+				tiles += n
+			}
+			if tiles != 6 || !strings.Contains(out, "cluster: 6 tiles sent, 6 results received") {
+				t.Errorf("the workers report %d tiles, want 6:\n%s", tiles, out)
+			}
+			// Both workers served and stopped cleanly.
+			for _, w := range []string{"pathology-w1", "pathology-w2"} {
+				if !strings.Contains(stderr.String(), "["+w+"] worker "+w+": stopped after ") {
+					t.Errorf("worker %s did not stop cleanly:\n%s", w, stderr.String())
+				}
+			}
+		})
+	}
+}
+
+// lineWith returns the first line of out starting with prefix, or "".
+func lineWith(out, prefix string) string {
+	for l := range strings.Lines(out) {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestClusterWorkerExit: a worker process that exits during the run fails
+// it with an error naming the worker, and the run stops the other.
+func TestClusterWorkerExit(t *testing.T) {
+	t.Setenv(envTestProcess, "1")
+	t.Setenv(envTestExit, "pathology-w2")
+	var out bytes.Buffer
+	stderr := &syncBuffer{}
+	start := time.Now()
+	err := run(context.Background(), []string{"-cluster", "2", "-tiles", "4", "-tile-size", "32", "-scale", "0.001"}, &out, stderr)
+	if err == nil || !strings.Contains(err.Error(), "worker pathology-w2") || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("run: %v, want worker pathology-w2's exit\nstderr:\n%s", err, stderr.String())
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the failed run took %v", d)
+	}
+	if !strings.Contains(stderr.String(), "[pathology-w2] pathology-w2: exiting on purpose") {
+		t.Errorf("the worker's output is not passed on:\n%s", stderr.String())
+	}
+}
+
+// TestClusterCancel cancels a -cluster run once its workers have joined:
+// the run stops at once, with the context's error, and leaves no worker
+// process behind.
+func TestClusterCancel(t *testing.T) {
+	t.Setenv(envTestProcess, "1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &triggerWriter{on: "cluster: embedded NATS server", fire: cancel}
+	stderr := &syncBuffer{}
+	start := time.Now()
+	err := run(ctx, []string{"-cluster", "2", "-tiles", "64", "-tile-size", "32", "-scale", "0.05"}, out, stderr)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v, want context.Canceled\nstdout:\n%s\nstderr:\n%s", err, out.b.String(), stderr.String())
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the cancelled run took %v to stop", d)
+	}
+	pids := workerPIDs(t, out.b.String())
+	if len(pids) != 2 {
+		t.Fatalf("worker processes %v\n%s", pids, out.b.String())
+	}
+	checkGone(t, pids)
+	if strings.Contains(out.b.String(), "processed 64 tiles") {
+		t.Error("the cancelled run finished")
+	}
+}
+
+// triggerWriter calls fire once what was written contains on.
+type triggerWriter struct {
+	b     bytes.Buffer
+	on    string
+	fire  func()
+	fired bool
+}
+
+func (w *triggerWriter) Write(p []byte) (int, error) {
+	n, err := w.b.Write(p)
+	if !w.fired && strings.Contains(w.b.String(), w.on) {
+		w.fired = true
+		w.fire()
+	}
+	return n, err
+}
+
+// TestWorkerToken: a worker without the server's token, or with a wrong
+// one, fails at once with an error saying so, and never prints the token
+// it was given.
+func TestWorkerToken(t *testing.T) {
+	srv, err := cluster.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	withToken := strings.Replace(srv.URL(), "nats://", "nats://not-the-token@", 1)
+	for _, tc := range []struct {
+		name, env, url, want string
+	}{
+		{"missing", "", srv.URL(), "no token given: set $" + envToken},
+		{"wrong in env", "not-the-token", srv.URL(), "the server refused the token in $" + envToken},
+		{"wrong in URL", "", withToken, "the server refused the token in the URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(envToken, tc.env)
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"-worker", "-nats", tc.url, "-name", "w-test"}, &out, &errOut)
+			if !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "worker w-test") {
+				t.Fatalf("run: %v, want an authorization error with %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "not-the-token") {
+				t.Errorf("the error shows the token: %v", err)
+			}
+			if code := realMain(context.Background(), []string{"-worker", "-nats", tc.url}, &out, &errOut); code != 1 {
+				t.Errorf("exit status %d, want 1", code)
+			}
+		})
+	}
+}
+
+// TestWorkerServes runs a worker in this process with the token from the
+// environment: it registers, stops with nil when its context is
+// cancelled, and fails with a clear error when the server goes away.
+func TestWorkerServes(t *testing.T) {
+	for _, stop := range []string{"cancel", "server gone"} {
+		t.Run(stop, func(t *testing.T) {
+			srv, err := cluster.StartServer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Shutdown()
+			t.Setenv(envToken, srv.Token())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := &syncBuffer{}
+			done := make(chan error, 1)
+			go func() {
+				done <- run(ctx, []string{"-worker", "-nats", srv.URL(), "-name", "w-test", "-cpus", "1", "-gpus", "0"}, out, out)
+			}()
+
+			nc, err := srv.Connect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			client, err := cluster.NewClient(ctx, nc)
+			if err != nil {
+				nc.Close()
+				t.Fatal(err)
+			}
+			_, werr := waitWorkers(ctx, client, []string{"w-test"})
+			if err := client.Close(); err != nil {
+				t.Error(err)
+			}
+			nc.Close()
+			if werr != nil {
+				cancel()
+				<-done
+				t.Fatalf("%v\n%s", werr, out.String())
+			}
+			start := time.Now()
+			if stop == "cancel" {
+				cancel()
+			} else {
+				srv.Shutdown()
+			}
+			select {
+			case err := <-done:
+				switch {
+				case stop == "cancel" && err != nil:
+					t.Errorf("cancelled worker: %v", err)
+				case stop != "cancel" && (err == nil || !strings.Contains(err.Error(), "worker w-test") || !strings.Contains(err.Error(), "server went away")):
+					t.Errorf("worker after the server's end: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				cancel()
+				<-done
+				t.Fatalf("the worker did not stop (%s)", stop)
+			}
+			t.Logf("%s: the worker stopped in %v", stop, time.Since(start).Round(time.Millisecond))
+			if !strings.Contains(out.String(), "worker w-test: stopped after 0 tiles") {
+				t.Errorf("output:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// TestClusterFlags: -cluster and -worker misuse is a usage error (status
+// 2) saying what is wrong.
+func TestClusterFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-worker"}, "-worker needs -nats URL"},
+		{[]string{"-nats", "nats://127.0.0.1:4222"}, "-nats goes with -worker"},
+		{[]string{"-name", "w1"}, "-name goes with -worker"},
+		{[]string{"-cluster", "0"}, "-cluster 0: want 1 to 64"},
+		{[]string{"-cluster", "-3"}, "-cluster -3: want 1 to 64"},
+		{[]string{"-cluster", "2", "-sim"}, "-cluster is a real run"},
+		{[]string{"-cluster", "2", "-experiment"}, "-cluster is a real run"},
+		{[]string{"-cluster", "2", "-hardware"}, "-cluster is a real run"},
+		{[]string{"-cluster", "2", "-storage", "disk"}, "-storage and -dir do not apply"},
+		{[]string{"-cluster", "2", "-worker", "-nats", "nats://127.0.0.1:4222"}, "-worker and -cluster do not go together"},
+		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-tiles", "3", "-nuclei", "x.json"}, "-nuclei, -tiles belong to the -cluster run"},
+		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-sim"}, "-sim belong to the -cluster run"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), tc.args, &out, &errOut)
+		var usage cli.UsageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+		if code := realMain(context.Background(), tc.args, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit status %d, want 2", tc.args, code)
+		}
+	}
+	// The worker command line a -cluster run builds parses, and carries
+	// the node settings but no token.
+	o, err := parseFlags([]string{"-cluster", "3", "-policy", "fcfs", "-window", "4", "-cpus", "2", "-gpus", "1", "-locality", "-learn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := o.workerArgs("nats://127.0.0.1:4222", "pathology-w1")
+	w, err := parseFlags(args)
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	if !w.worker || w.policy != "fcfs" || w.window != 4 || w.cpus != 2 || w.gpus != 1 || !w.locality || !w.learn || w.prefetch || w.workerName != "pathology-w1" {
+		t.Errorf("worker options %+v from %v", w, args)
+	}
+}
+
+// TestRedactURL: messages never show the token in a URL.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                                 "nats://127.0.0.1:4222",
+		"nats://s3cret@127.0.0.1:4222":                          "nats://127.0.0.1:4222",
+		"nats://u:p@a:1,nats://b:2":                             "nats://a:1,nats://b:2",
+		"nats://127.0.0.1:4222, nats://tok@127.0.0.1:4223":      "nats://127.0.0.1:4222,nats://127.0.0.1:4223",
+		"nats://127.0.0.1:4222,tls://user:pw@host.example:4443": "nats://127.0.0.1:4222,tls://host.example:4443",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+		if !urlHasUser(in) != (in == want) {
+			t.Errorf("urlHasUser(%q) = %v", in, urlHasUser(in))
+		}
+	}
+}
