@@ -547,7 +547,7 @@ func throughput(gx, gy, rounds int, mem int64, dir string) error {
 			continue
 		}
 		// The streamed path: ComposeBigTIFF, no tile file.
-		t0 := time.Now()
+		c0, t0 := cpuTime(), time.Now()
 		out, err := tiled.CreateBigTIFF(tif, mw, mh, 512, 512, 0, dir, mem/4)
 		if err != nil {
 			return err
@@ -559,13 +559,13 @@ func throughput(gx, gy, rounds int, mem int64, dir string) error {
 		if err != nil {
 			return err
 		}
-		tot := time.Since(t0).Seconds()
+		tot, cpu := time.Since(t0).Seconds(), (cpuTime() - c0).Seconds()
 		size, tsync, err := syncRemove(tif)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  stream: compose + BigTIFF %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF; with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx\n",
-			tot, float64(full)/tot/1e6, float64(size)/tot/1e6, tot+tsync.Seconds(), float64(full)/(tot+tsync.Seconds())/1e6, ddRate/(float64(full)/tot))
+		fmt.Printf("  stream: compose + BigTIFF %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF; with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx | processor time %.2f s (%.2f of a core)\n",
+			tot, float64(full)/tot/1e6, float64(size)/tot/1e6, tot+tsync.Seconds(), float64(full)/(tot+tsync.Seconds())/1e6, ddRate/(float64(full)/tot), cpu, cpu/tot)
 	}
 	fmt.Printf("peak RSS %s\n", vmHWM())
 	return nil

@@ -346,6 +346,7 @@ func (a *rowAcc) rows(ctx context.Context, out *image.Gray16, active []span, mod
 		}
 		orow := out.Pix[(y-out.Rect.Min.Y)*out.Stride : (y-out.Rect.Min.Y)*out.Stride+2*out.Rect.Dx()]
 		if mode == Overlay {
+			clear(orow) // columns no tile covers stay 0
 			for _, s := range active {
 				j := y - s.slot.Y
 				if j < 0 || j >= s.slot.Height {
@@ -394,6 +395,8 @@ func (a *rowAcc) blendRow(orow []byte, active []span, mode Blend, y int) {
 	for _, e := range a.edges {
 		if e.x > prev {
 			switch {
+			case n == 0: // no tile: 0
+				clear(orow[2*prev : 2*e.x])
 			case n == 1:
 				c := a.cov[ksum]
 				copy(orow[2*prev:2*e.x], c.src[2*(prev-c.x0):])
@@ -409,6 +412,7 @@ func (a *rowAcc) blendRow(orow []byte, active []span, mode Blend, y int) {
 		n += e.d
 		ksum += e.d * e.k
 	}
+	clear(orow[2*prev:])
 	if len(a.multi) == 0 {
 		return
 	}
@@ -437,12 +441,29 @@ func (a *rowAcc) blendRow(orow []byte, active []span, mode Blend, y int) {
 	}
 	for _, m := range a.multi {
 		for x := m[0]; x < m[1]; x++ {
-			n := a.wt[x]
-			v := (2*a.sum[x] + n) / (2 * n) // round half up
+			// Round half up: (2s + n) / 2n. In float64 where that is
+			// exact after truncation (see divRound), a fraction of a
+			// 64-bit integer division's time.
+			v := divRound(a.sum[x], a.wt[x])
 			orow[2*x], orow[2*x+1] = byte(v>>8), byte(v)
 			a.sum[x], a.wt[x] = 0, 0
 		}
 	}
+}
+
+// divRound is s/n rounded half up, (2s + n) / 2n, for n > 0, by a float64
+// division where that is exact after truncation, a fraction of a 64-bit
+// integer division's time: with n < 2^33 and s < 2^51, 2s + n and 2n are
+// exact float64 values; with s/n < 2^18 the quotient q is below 2^19, so
+// the correctly rounded q' is within q·2^-53 < 2^-34 of q, while a q that
+// is not an integer lies at least 1/2n > 2^-34 from the integers around it
+// (and an integer q is exact): q' truncates to floor(q). A weighted mean of
+// 16-bit values always qualifies; other inputs take the integer division.
+func divRound(s, n uint64) uint64 {
+	if n < 1<<33 && s < 1<<51 && s/(1<<18) < n {
+		return uint64(float64(2*s+n) / float64(2*n))
+	}
+	return (2*s + n) / (2 * n)
 }
 
 // tileRow returns the big-endian bytes of row j of img (w pixels).

@@ -409,3 +409,27 @@ func TestPreview(t *testing.T) {
 		t.Fatalf("png not written: %v", err)
 	}
 }
+
+// divRound is the integer (2s + n) / 2n wherever its float path applies
+// and beyond, around exact halves and at the limits.
+func TestDivRound(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	check := func(s, n uint64) {
+		if got, want := divRound(s, n), (2*s+n)/(2*n); got != want {
+			t.Fatalf("divRound(%d, %d) = %d, want %d", s, n, got, want)
+		}
+	}
+	for range 1_000_000 {
+		n := 1 + r.Uint64N(1<<uint(1+r.IntN(34)))
+		v := r.Uint64N(65536)
+		s := v*n + r.Uint64N(n) // a mean of v and a fraction
+		check(s, n)
+		if n%2 == 0 {
+			check(v*n+n/2, n)   // exactly half: rounds up
+			check(v*n+n/2-1, n) // just below half
+		}
+	}
+	for _, c := range [][2]uint64{{0, 1}, {65535, 1}, {1<<51 - 1, 1<<33 - 1}, {1 << 51, 1 << 33}, {1 << 60, 3}, {65535 << 32, 1 << 32}} {
+		check(c[0], c[1])
+	}
+}

@@ -85,11 +85,10 @@ func checkOutput(slots []Slot, load func(i int) (*image.Gray16, error), mode Ble
 }
 
 // bandImage returns sweepBands' dst for bands held in pix: rows [y0, y1)
-// of a mw-wide mosaic, cleared (rows no tile covers stay 0, as in
-// ComposeFunc).
+// of a mw-wide mosaic. It is not cleared: every row composed sets every
+// pixel (0 where no tile covers it, as in ComposeFunc).
 func bandImage(pix []byte, mw int) func(y0, y1 int) *image.Gray16 {
 	return func(y0, y1 int) *image.Gray16 {
-		clear(pix)
 		return &image.Gray16{Pix: pix[:2*mw*(y1-y0)], Stride: 2 * mw, Rect: image.Rect(0, y0, mw, y1)}
 	}
 }
