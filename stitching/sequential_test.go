@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"image"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -256,27 +257,14 @@ func TestLarge(t *testing.T) {
 }
 
 // BenchmarkStitch stitches the default synthetic grid (8x10 tiles of
-// 512x384, realistic) with the sequential baseline and with the task graph,
-// side by side, and reports tiles per second:
+// 512x384, realistic) with the sequential baseline and with the task graph
+// (GOMAXPROCS workers), alternating, and reports their tiles per second and
+// ratio like [BenchmarkStitchScale]:
 //
-//	go test -run '^$' -bench Stitch -benchtime 5x ./stitching
+//	go test -run '^$' -bench 'Stitch$' -benchtime 5x -v ./stitching
 func BenchmarkStitch(b *testing.B) {
 	g := synthGrid(b, synth.DefaultConfig())
-	src := g.source(b)
-	run := map[string]func() (*Result, error){
-		"sequential": func() (*Result, error) { return Sequential(context.Background(), src, align.Options{}) },
-		"graph":      func() (*Result, error) { return Stitch(context.Background(), src, align.Options{}, GraphOptions{}) },
-	}
-	for _, name := range []string{"sequential", "graph"} {
-		b.Run(name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				if _, err := run[name](); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(len(g.tiles)*b.N)/b.Elapsed().Seconds(), "tiles/s")
-		})
-	}
+	benchInterleaved(b, g.source(b), runtime.GOMAXPROCS(0))
 }
 
 // prefetch gives the items in order, loads at most par ahead of the
