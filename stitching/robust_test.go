@@ -146,15 +146,25 @@ func TestRobustSmallTiles(t *testing.T) {
 
 // TestRobustLowContrast is failure mode 1 of issue 15: a phase image of
 // one cell on a faint banded background, content std about 57 DN, read
-// noise 29 DN, 10% overlap. Not solved yet: wrong displacements with large
-// overlaps of the smooth bands correlate nearly as well (0.55-0.65) as the
-// truth (0.55-0.87), so neither the peaks nor the overlap estimate single
-// it out. Run with -stitch.large to see the current state.
+// noise 29 DN, 10% overlap. Partly solved. The refinement now finds the
+// truth of a weak pair whose weakness the read noise explains: there the
+// raw NCC of the truth and its neighbours differ by 1e-3 or less (raw
+// maximum exact for 6-11 of 31 pairs), the NCC of Wiener-filtered overlaps
+// peaks at the truth (29-31 of 31); see align.Refiner.RefineDenoised. With
+// the overlap given, seed 1 gives 30/31 exact and every tile exact (before:
+// 11/31, 4 px). Not solved: PCIAM+CCF finds 0-2 of 31 translations (the
+// true peak is often not among the 16 highest, and band aliases at large
+// or diagonal overlaps correlate as well as the truth), so the estimated
+// overlap and most repair starts are wrong, and the remaining +-1 px
+// ambiguity along the bands needs the grid's loops. Run with -stitch.large
+// to see the current state.
 func TestRobustLowContrast(t *testing.T) {
 	if !*largeTests {
 		t.Skip("known failure (issue 15, mode 1); run with -stitch.large")
 	}
-	g := phaseCellGrid(1, 4, 5, 400, 300, 0.1, 2, 29)
-	robustCheck(t, "low-contrast phase cell 4x5 400x300", g, align.Options{})
-	robustCheck(t, "low-contrast phase cell 4x5 400x300, overlap given", g, align.Options{Overlap: 10})
+	for _, seed := range []uint64{1, 2} {
+		g := phaseCellGrid(seed, 4, 5, 400, 300, 0.1, 2, 29)
+		robustCheck(t, fmt.Sprintf("low-contrast phase cell 4x5 400x300 seed %d", seed), g, align.Options{})
+		robustCheck(t, fmt.Sprintf("low-contrast phase cell 4x5 400x300 seed %d, overlap given", seed), g, align.Options{Overlap: 10})
+	}
 }

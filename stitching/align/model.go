@@ -298,26 +298,31 @@ func (e *dirEstimate) overlap(given float64) error {
 	return nil
 }
 
-// secondary sets the secondary centre: the median orthogonal component of
+// secondary sets the secondary centre from the orthogonal components of
 // the translations in the primary window (those with positive correlation
-// if there are any).
+// if there are any): the median of the densest window of them, weighted by
+// correlation as for the overlap, so that wrong translations that happen
+// to fall in the primary window (a majority of them, on weak content) do
+// not drag it.
 func (e *dirEstimate) secondary() {
-	var secs, secsAll []float64
+	var secs, wts, secsAll, ones []float64
 	for _, p := range e.ps {
 		t := e.rel.At(p)
 		pc, sc := components(t, e.d)
 		if math.Abs(float64(pc)-e.dm.Primary) <= e.winP {
 			secsAll = append(secsAll, float64(sc))
+			ones = append(ones, 1)
 			if corrOf(t) > 0 {
 				secs = append(secs, float64(sc))
+				wts = append(wts, corrOf(t))
 			}
 		}
 	}
 	if len(secs) == 0 {
-		secs = secsAll
+		secs, wts = secsAll, ones
 	}
 	if len(secs) > 0 {
-		e.dm.Secondary = stat.Median(secs)
+		e.dm.Secondary = densestMedian(secs, wts, e.winS)
 	}
 }
 
@@ -493,7 +498,36 @@ func (m *StageModel) Repair(rel *Translations) *Translations {
 // search radius and minimum overlap: see [Refiner.Refine].
 func (m *StageModel) Refine(r *Refiner, t1, t2 *image.Gray16, start Translation) Translation {
 	mx, my := m.opt.minOverlap(m.Width, m.Height)
-	return r.Refine(t1, t2, start, m.SearchRadius(), mx, my)
+	best := r.Refine(t1, t2, start, m.SearchRadius(), mx, my)
+	if best.Corr >= ConfidentCorr || best.Corr == -1 || noiseCeiling(t1, t2, best.X, best.Y) >= ConfidentCorr {
+		return best
+	}
+	return r.RefineDenoised(t1, t2, start, m.SearchRadius(), mx, my)
+}
+
+// noiseCeiling returns the NCC that white noise alone leaves two tiles at
+// displacement (x, y), sqrt((1-n1/v1)(1-n2/v2)), from the variances v of
+// their overlaps and the noise variances n estimated in them
+// ([noiseVariance]); 1 when the overlap is too small to tell. A pair
+// whose correlation is weak but well under this ceiling is weak for other
+// reasons than noise (differing content, illumination), and denoising
+// would not help it.
+func noiseCeiling(t1, t2 *image.Gray16, x, y int) float64 {
+	b := t1.Bounds()
+	w, h := b.Dx(), b.Dy()
+	x0, x1 := max(0, x), min(w, x+w)
+	y0, y1 := max(0, y), min(h, y+h)
+	if x1-x0 < 3 || y1-y0 < 3 {
+		return 1
+	}
+	f := func(t *image.Gray16, u0, v0 int) float64 {
+		v := regionVariance(t, u0, v0, x1-x0, y1-y0)
+		if !(v > 0) {
+			return 0
+		}
+		return max(0, 1-noiseVariance(t, u0, v0, x1-x0, y1-y0)/v)
+	}
+	return math.Sqrt(f(t1, x0, y0) * f(t2, x0-x, y0-y))
 }
 
 // looErrors returns, for every valid translation ts[i] of pair ps[i], the

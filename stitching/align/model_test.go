@@ -202,3 +202,29 @@ func TestDensestMedian(t *testing.T) {
 		t.Errorf("weighted densestMedian = %v, want 226", got)
 	}
 }
+
+// The secondary centre tolerates a majority of wrong translations inside
+// the primary window when they scatter away from the true cluster on one
+// side (a plain median follows them): issue 15, failure mode 1.
+func TestStageModelSecondaryMajorityWrong(t *testing.T) {
+	const w, h = 400, 300
+	truth, _, _ := modelGrid(2, 4, 5, w, h, 10, 0, 1)
+	rel := truth.Clone()
+	wrong := []int{-190, -175, -160, -140, -120, -105, -90, -75, -60}
+	for i, p := range pairsOf(4, 5, North)[:len(wrong)] {
+		tr := rel.At(p)
+		rel.Set(p, Translation{X: wrong[i], Y: tr.Y, Corr: 0.6})
+	}
+	m, err := EstimateModel(rel, w, h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := m.North.Secondary; math.Abs(s) > 2 {
+		t.Errorf("north secondary %v, want about 0 (the correct translations' cluster)", s)
+	}
+	for _, p := range pairsOf(4, 5, North)[len(wrong):] {
+		if !m.Valid(p) {
+			t.Errorf("%v (correct) marked invalid", p)
+		}
+	}
+}

@@ -26,6 +26,8 @@ type Refiner struct {
 	iaa   []uint64
 	ib    []uint64
 	ibb   []uint64
+	dbuf  []float64 // scratch of denoiseRegion
+	dspec []complex128
 }
 
 // NewRefiner returns an empty Refiner.
@@ -63,11 +65,7 @@ func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my
 		}
 		return best
 	}
-	// Regions of t1 and t2 covered by some overlap of the box.
-	ua0, ua1 := max(0, x0), min(w, w+x1)
-	va0, va1 := max(0, y0), min(h, h+y1)
-	ub0, ub1 := max(0, -x1), min(w, w-x0)
-	vb0, vb1 := max(0, -y1), min(h, h-y0)
+	ua0, ua1, va0, va1, ub0, ub1, vb0, vb1 := boxRegions(w, h, x0, x1, y0, y1)
 	aw, ah := ua1-ua0, va1-va0
 	bw, bh := ub1-ub0, vb1-vb0
 	// Lags s = x - ua0 + ub0, t = y - va0 + vb0 of the correlation of the
@@ -121,6 +119,64 @@ func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my
 		}
 	}
 	return best
+}
+
+// boxRegions returns the regions [ua0, ua1) x [va0, va1) of tile 1 and
+// [ub0, ub1) x [vb0, vb1) of tile 2 (w x h tiles) that some overlap of a
+// displacement in [x0, x1] x [y0, y1] covers.
+func boxRegions(w, h, x0, x1, y0, y1 int) (ua0, ua1, va0, va1, ub0, ub1, vb0, vb1 int) {
+	return max(0, x0), min(w, w+x1), max(0, y0), min(h, h+y1),
+		max(0, -x1), min(w, w-x0), max(0, -y1), min(h, h-y0)
+}
+
+// RefineDenoised is [Refiner.Refine] on denoised tiles: the regions of t1
+// and t2 that the overlaps of the search square cover are Wiener filtered
+// against white read noise (each with its own noise estimate and power
+// spectrum; see the package's notes on weak pairs in denoise.go), and the
+// displacement of highest NCC of the filtered regions is returned with
+// Corr, the NCC of the raw tiles there. On clean content it agrees with
+// Refine; where the noise is comparable to the content it finds the true
+// displacement when the raw NCC surface is too flat to.
+func (r *Refiner) RefineDenoised(t1, t2 *image.Gray16, start Translation, radius, mx, my int) Translation {
+	b1 := t1.Bounds()
+	w, h := b1.Dx(), b1.Dy()
+	if t2.Bounds().Dx() != w || t2.Bounds().Dy() != h {
+		panic("align: RefineDenoised: tiles of different sizes")
+	}
+	radius = max(radius, 0)
+	mx, my = max(mx, 1), max(my, 1)
+	x0, x1 := max(start.X-radius, -(w-mx)), min(start.X+radius, w-mx)
+	y0, y1 := max(start.Y-radius, -(h-my)), min(start.Y+radius, h-my)
+	if x0 > x1 || y0 > y1 {
+		return Translation{X: start.X, Y: start.Y, Corr: -1}
+	}
+	ua0, ua1, va0, va1, ub0, ub1, vb0, vb1 := boxRegions(w, h, x0, x1, y0, y1)
+	f1 := r.denoise(t1, ua0, ua1, va0, va1)
+	f2 := r.denoise(t2, ub0, ub1, vb0, vb1)
+	best := r.Refine(f1, f2, start, radius, mx, my)
+	if best.Corr == -1 && (best.X == start.X && best.Y == start.Y) {
+		return best
+	}
+	best.Corr = NCC(t1, t2, best.X, best.Y)
+	return best
+}
+
+// denoise filters the region [u0, u1) x [v0, v1) of t, widened where the
+// tile allows to sizes whose doubles transform fast.
+func (r *Refiner) denoise(t *image.Gray16, u0, u1, v0, v1 int) *image.Gray16 {
+	b := t.Bounds()
+	w, h := b.Dx(), b.Dy()
+	widen := func(a0, a1, n int) (int, int) {
+		k := a1 - a0
+		for goodSize(2*k) != 2*k && k < n {
+			k++
+		}
+		a1 = min(n, a0+k)
+		return max(0, a1-k), a1
+	}
+	u0, u1 = widen(u0, u1, w)
+	v0, v1 = widen(v0, v1, h)
+	return denoiseRegion(t, u0, v0, u1-u0, v1-v0, r.plan, &r.dbuf, &r.dspec)
 }
 
 // better returns the better of two candidates: higher Corr, then closer

@@ -1,0 +1,168 @@
+package align
+
+import (
+	"image"
+	"math"
+)
+
+// Weak pairs: read noise against smooth content.
+//
+// Camera read noise is white: independent from pixel to pixel, with the
+// same power at every spatial frequency. Microscope content is smooth at
+// the scale of the optics, its power falling off with frequency. When the
+// noise is comparable to the content's spread (a phase image of a few
+// cells on a flat background), the NCC of the raw overlaps varies more
+// with the noise of the pixels each displacement pairs than with the
+// displacement itself: the truth and its neighbours score within 1e-3 of
+// each other and the maximum is often a pixel or more off. Filtering both
+// overlaps with a Wiener filter first, max(0, 1 - N/P(f)) with P the
+// radially averaged power spectrum of the region and N the power of white
+// noise of the estimated variance, keeps the frequencies where the content
+// dominates and removes those where the noise does; neighbouring
+// displacements then pair nearly the same filtered noise, and the NCC
+// surface peaks at the truth. On clean or textured content the filter is
+// close to the identity.
+
+// noiseVariance estimates the variance of white noise in the rw x rh region
+// at (x0, y0) of t by Immerkær's method (1996): the mean absolute response
+// of the Laplacian difference mask [1 -2 1; -2 4 -2; 1 -2 1], which cancels
+// content that is locally linear, times sqrt(pi/2)/6. Regions smaller than
+// 3 x 3 give 0.
+func noiseVariance(t *image.Gray16, x0, y0, rw, rh int) float64 {
+	if rw < 3 || rh < 3 {
+		return 0
+	}
+	b := t.Bounds()
+	row := func(y int) []byte {
+		o := t.PixOffset(b.Min.X+x0, b.Min.Y+y0+y)
+		return t.Pix[o : o+2*rw]
+	}
+	px := func(r []byte, x int) int64 { return int64(r[2*x])<<8 | int64(r[2*x+1]) }
+	var s int64
+	for y := 1; y < rh-1; y++ {
+		a, c, d := row(y-1), row(y), row(y+1)
+		for x := 1; x < rw-1; x++ {
+			v := px(a, x-1) - 2*px(a, x) + px(a, x+1) -
+				2*px(c, x-1) + 4*px(c, x) - 2*px(c, x+1) +
+				px(d, x-1) - 2*px(d, x) + px(d, x+1)
+			if v < 0 {
+				v = -v
+			}
+			s += v
+		}
+	}
+	sd := math.Sqrt(math.Pi/2) * float64(s) / (6 * float64((rw-2)*(rh-2)))
+	return sd * sd
+}
+
+// regionVariance returns the variance of the rw x rh region at (x0, y0)
+// of t.
+func regionVariance(t *image.Gray16, x0, y0, rw, rh int) float64 {
+	b := t.Bounds()
+	var s, q float64
+	for y := 0; y < rh; y++ {
+		pix := t.Pix[t.PixOffset(b.Min.X+x0, b.Min.Y+y0+y):]
+		for x := 0; x < rw; x++ {
+			v := float64(uint16(pix[2*x])<<8 | uint16(pix[2*x+1]))
+			s += v
+			q += v * v
+		}
+	}
+	n := float64(rw * rh)
+	m := s / n
+	return q/n - m*m
+}
+
+// wienerBins is the number of radial frequency bins of the power spectrum
+// the Wiener filter is built from.
+const wienerBins = 64
+
+// denoiseRegion returns the rw x rh region at (x0, y0) of t filtered by the
+// Wiener filter built from the region itself (see above), as a tile of
+// t's size whose other pixels are 0; the filtered values are mapped
+// linearly onto the 16-bit range (NCC does not see such a map). The region
+// is mirrored at its borders before the transform, so that the filter does
+// not wrap one border onto the other. plan returns a transform of the given
+// size.
+func denoiseRegion(t *image.Gray16, x0, y0, rw, rh int, plan func(w, h int) *FFT2, buf *[]float64, spec *[]complex128) *image.Gray16 {
+	b := t.Bounds()
+	out := image.NewGray16(image.Rect(0, 0, b.Dx(), b.Dy()))
+	if rw < 1 || rh < 1 {
+		return out
+	}
+	nv := noiseVariance(t, x0, y0, rw, rh)
+	mw, mh := 2*rw, 2*rh
+	p := plan(mw, mh)
+	*buf = growF(*buf, mw*mh)
+	m := *buf
+	for y := 0; y < rh; y++ {
+		pix := t.Pix[t.PixOffset(b.Min.X+x0, b.Min.Y+y0+y):]
+		r0, r1 := m[y*mw:(y+1)*mw], m[(mh-1-y)*mw:(mh-y)*mw]
+		for x := 0; x < rw; x++ {
+			v := float64(uint16(pix[2*x])<<8 | uint16(pix[2*x+1]))
+			r0[x], r0[mw-1-x] = v, v
+			r1[x], r1[mw-1-x] = v, v
+		}
+	}
+	*spec = grow(*spec, p.SpectrumLen())
+	s := *spec
+	p.ForwardFloat(m, s)
+	hw := mw/2 + 1
+	// Radial frequency (cycles per pixel, up to sqrt(1/2)) to bin.
+	bin := func(kx, ky int) int {
+		if ky > mh/2 {
+			ky -= mh
+		}
+		f := math.Hypot(float64(kx)/float64(mw), float64(ky)/float64(mh))
+		return min(wienerBins-1, int(f*math.Sqrt2*wienerBins))
+	}
+	var pw, cnt [wienerBins]float64
+	for kx := 0; kx < hw; kx++ {
+		for ky := 0; ky < mh; ky++ {
+			if kx == 0 && ky == 0 {
+				continue
+			}
+			c := s[kx*mh+ky]
+			k := bin(kx, ky)
+			pw[k] += real(c)*real(c) + imag(c)*imag(c)
+			cnt[k]++
+		}
+	}
+	// White noise of variance nv has expected power nv*mw*mh per
+	// coefficient of the unnormalized transform (also of the mirrored
+	// region, whose transform is a cosine transform of the region).
+	noise := nv * float64(mw*mh)
+	var gain [wienerBins]float64
+	for k := range gain {
+		if cnt[k] > 0 && pw[k] > 0 {
+			gain[k] = max(0, 1-noise*cnt[k]/pw[k])
+		}
+	}
+	for kx := 0; kx < hw; kx++ {
+		for ky := 0; ky < mh; ky++ {
+			if kx == 0 && ky == 0 {
+				continue
+			}
+			s[kx*mh+ky] *= complex(gain[bin(kx, ky)], 0)
+		}
+	}
+	p.Inverse(s, m)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for y := 0; y < rh; y++ {
+		for _, v := range m[y*mw : y*mw+rw] {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	scale := 0.0
+	if hi > lo {
+		scale = 65535 / (hi - lo)
+	}
+	for y := 0; y < rh; y++ {
+		o := out.PixOffset(x0, y0+y)
+		for x, v := range m[y*mw : y*mw+rw] {
+			q := uint16(math.Round((v - lo) * scale))
+			out.Pix[o+2*x], out.Pix[o+2*x+1] = uint8(q>>8), uint8(q)
+		}
+	}
+	return out
+}
