@@ -24,6 +24,8 @@ package cap
 import (
 	"context"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/memmgr"
@@ -74,8 +76,19 @@ func BufferBytes(tw, th, halo int, o Options) int64 {
 	return int64(o.Slots) * (in + int64(tw)*int64(th)*2)
 }
 
+// probe, when not nil, adds up the time a construct's read and write
+// stages spend reading and writing tiles (MeasureTerms).
+type probe struct{ read, write atomic.Int64 }
+
+// since adds the time since t0 to d when the probe is on.
+func (p *probe) since(d *atomic.Int64, t0 time.Time) {
+	if p != nil {
+		d.Add(int64(time.Since(t0)))
+	}
+}
+
 // reader adds the pooled read task (with its halo exchange) to g.
-func reader(g graph.Builder, src *tiled.Image, halo int, o Options) *graph.Node[tiled.Coord, *Tile] {
+func reader(g graph.Builder, src *tiled.Image, halo int, o Options, pr *probe) *graph.Node[tiled.Coord, *Tile] {
 	stride := src.TW + 2*halo
 	pool := memmgr.New(g, "tiles in", o.Slots, memmgr.Slices[uint16](stride*(src.TH+2*halo)))
 	name := "read"
@@ -88,12 +101,19 @@ func reader(g graph.Builder, src *tiled.Image, halo int, o Options) *graph.Node[
 			return err
 		}
 		x0, y0, w, h := src.Rect(c)
+		var t0 time.Time
+		if pr != nil {
+			t0 = time.Now()
+		}
 		// The tile itself and, with a halo, the borders held by its
 		// neighbours: in one address space the exchange is a read of the
 		// neighbours' edge strips through the shared tile cache.
 		if err := src.ReadRect(x0-halo, y0-halo, stride, src.TH+2*halo, b.Data, tiled.Clamp); err != nil {
 			b.Release()
 			return err
+		}
+		if pr != nil {
+			pr.since(&pr.read, t0)
 		}
 		return out.Emit(&Tile{C: c, X0: x0, Y0: y0, W: w, H: h, Halo: halo, Stride: stride, In: b.Data, in: b})
 	})
@@ -103,10 +123,10 @@ func reader(g graph.Builder, src *tiled.Image, halo int, o Options) *graph.Node[
 
 // store builds the graph named name that reads each tile (with halo),
 // processes it with f and writes it to dst: Pipeline and Exchange.
-func store(name string, src, dst *tiled.Image, halo int, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
+func store(name string, src, dst *tiled.Image, halo int, o Options, f ProcessFunc, pr *probe) *graph.Graph[tiled.Coord, tiled.Coord] {
 	o = o.norm()
 	g := graph.New[tiled.Coord, tiled.Coord](name)
-	read := reader(g, src, halo, o)
+	read := reader(g, src, halo, o, pr)
 	outPool := memmgr.New(g, "tiles out", o.Slots, memmgr.Slices[uint16](dst.TW*dst.TH))
 	proc := graph.AddFunc(g, "process", o.Workers, func(ctx context.Context, t *Tile, out task.Emitter[*Tile]) error {
 		b, err := outPool.Get(ctx, 1)
@@ -126,7 +146,14 @@ func store(name string, src, dst *tiled.Image, halo int, o Options, f ProcessFun
 	})
 	memmgr.Use(outPool, proc)
 	write := graph.AddFunc(g, "write", 1, func(ctx context.Context, t *Tile, out task.Emitter[tiled.Coord]) error {
+		var t0 time.Time
+		if pr != nil {
+			t0 = time.Now()
+		}
 		err := dst.WriteTile(t.C, t.out.Data)
+		if pr != nil {
+			pr.since(&pr.write, t0)
+		}
 		t.out.Release()
 		if err != nil {
 			return err
@@ -149,7 +176,7 @@ func chain[A, B any](g *graph.Graph[tiled.Coord, tiled.Coord], read *graph.Node[
 // in is read from src, processed by f (Workers copies) and written to dst
 // (same tile size), and its coordinate comes out.
 func Pipeline(src, dst *tiled.Image, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
-	return store("cap pipeline", src, dst, 0, o, f)
+	return store("cap pipeline", src, dst, 0, o, f, nil)
 }
 
 // Exchange builds CAP's exchange-process-and-store: as Pipeline, but each
@@ -157,7 +184,7 @@ func Pipeline(src, dst *tiled.Image, o Options, f ProcessFunc) *graph.Graph[tile
 // (edge pixels repeated outside the image), so f can compute a
 // neighbourhood operation of radius halo exactly.
 func Exchange(src, dst *tiled.Image, halo int, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
-	return store("cap exchange-process-and-store", src, dst, halo, o, f)
+	return store("cap exchange-process-and-store", src, dst, halo, o, f, nil)
 }
 
 // Gather builds CAP's process-and-gather: each tile sent in is read,
@@ -165,9 +192,14 @@ func Exchange(src, dst *tiled.Image, halo int, o Options, f ProcessFunc) *graph.
 // merge, which runs in one thread (so it may update shared state without
 // locks); the coordinate comes out once merged.
 func Gather[A any](src *tiled.Image, o Options, process func(ctx context.Context, t *Tile) (A, error), merge func(A) error) *graph.Graph[tiled.Coord, tiled.Coord] {
+	return gather(src, o, process, merge, nil)
+}
+
+// gather is Gather, its read stage timed by pr (when not nil).
+func gather[A any](src *tiled.Image, o Options, process func(ctx context.Context, t *Tile) (A, error), merge func(A) error, pr *probe) *graph.Graph[tiled.Coord, tiled.Coord] {
 	o = o.norm()
 	g := graph.New[tiled.Coord, tiled.Coord]("cap process-and-gather")
-	read := reader(g, src, 0, o)
+	read := reader(g, src, 0, o, pr)
 	type part struct {
 		c tiled.Coord
 		a A

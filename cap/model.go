@@ -3,6 +3,7 @@ package cap
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
@@ -11,10 +12,12 @@ import (
 )
 
 // Terms are the per-tile times of CAP's performance model (Gennart et al.,
-// section 3.3) for one construct, operation and tile size.
+// section 3.3) for one construct, operation and tile size. MeasureTerms
+// and MeasureGatherTerms time Td, Tp and Tm inside the construct as it
+// runs (one worker), each stage's own work only.
 type Terms struct {
 	// Td reads one tile (with its halo) from the source's tile file
-	// through a cold tile cache: CAP's disk access t_d.
+	// through its tile cache, cold at the start: CAP's disk access t_d.
 	Td time.Duration
 	// Tp processes one tile: t_p.
 	Tp time.Duration
@@ -23,7 +26,7 @@ type Terms struct {
 	// address space.
 	Tn time.Duration
 	// Tm writes one tile into the output image, flush included: CAP's
-	// merge (or store) t_m.
+	// store t_m; in a Gather, merging one partial result (CAP's merge).
 	Tm time.Duration
 	// Ts builds, starts and stops the construct's graph with its pools
 	// (see MeasureStart): a fixed cost CAP's equation leaves out, which
@@ -101,7 +104,7 @@ func (m Terms) PredictShared(n int, p, c float64) time.Duration {
 // pool set-up and tear-down, the Ts of Terms.
 func MeasureStart(ctx context.Context, src, dst *tiled.Image, halo int, o Options, f ProcessFunc) (time.Duration, error) {
 	t0 := time.Now()
-	err := Run(ctx, store("start", src, dst, halo, o, f), nil)
+	err := Run(ctx, store("start", src, dst, halo, o, f, nil), nil)
 	return time.Since(t0), err
 }
 
@@ -114,9 +117,15 @@ func MeasureGatherStart[A any](ctx context.Context, src *tiled.Image, o Options,
 
 // MeasureTerms measures Terms for a Pipeline (halo 0) or Exchange (halo >
 // 0) of f over every tile of the images open returns (called once; the
-// images must start with cold caches: fresh from tiled.Open or Create),
-// doing each stage of each tile in turn in one goroutine, as the model's
-// terms are times of one stage alone. It closes what open returns.
+// images must start with cold caches: fresh from tiled.Open or Create). It
+// runs the construct itself with one worker and times each stage's own
+// work as it runs there, so that what one stage does to another (caches,
+// processors and memory they share) counts: Td is the read stage's
+// reading of a tile with its halo, Tp the process function, Tm the write
+// stage's writing of a tile (plus the final flush, spread over the tiles);
+// Tn comes from a graph of the same shape whose tasks do nothing (see
+// Terms). It leaves dst as the construct would, and closes what open
+// returns.
 func MeasureTerms(ctx context.Context, open func() (src, dst *tiled.Image, err error), halo int, f ProcessFunc) (Terms, error) {
 	src, dst, err := open()
 	if err != nil {
@@ -124,76 +133,66 @@ func MeasureTerms(ctx context.Context, open func() (src, dst *tiled.Image, err e
 	}
 	defer src.Close()
 	defer dst.Close()
-	out := make([]uint16, dst.TW*dst.TH)
-	m, err := measureTiles(ctx, src, halo, func(t *Tile) (time.Duration, time.Duration, error) {
+	pr := &probe{}
+	var tp atomic.Int64
+	timed := func(ctx context.Context, t *Tile, out []uint16) error {
 		t0 := time.Now()
-		if err := f(ctx, t, out); err != nil {
-			return 0, 0, err
-		}
-		t1 := time.Now()
-		err := dst.WriteTile(t.C, out)
-		return t1.Sub(t0), time.Since(t1), err
-	})
-	if err != nil {
+		err := f(ctx, t, out)
+		tp.Add(int64(time.Since(t0)))
+		return err
+	}
+	if err := Run(ctx, store("measure", src, dst, halo, Options{Workers: 1}, timed, pr), src.Tiles()); err != nil {
 		return Terms{}, err
 	}
 	t0 := time.Now()
 	if err := dst.Flush(); err != nil {
 		return Terms{}, err
 	}
-	m.Tm += time.Since(t0) / time.Duration(len(src.Tiles()))
-	return m, nil
+	pr.write.Add(int64(time.Since(t0)))
+	return terms(ctx, len(src.Tiles()), pr.read.Load(), tp.Load(), pr.write.Load())
 }
 
 // MeasureGatherTerms measures Terms for a Gather of process and merge
 // over every tile of the image open returns (cold cache), as MeasureTerms
-// does; Tm is merging one partial result. It closes the image.
+// does (the construct with one worker, each stage timed where it runs);
+// Tm is merging one partial result, and Gather is set. It closes the
+// image.
 func MeasureGatherTerms[A any](ctx context.Context, open func() (*tiled.Image, error), process func(context.Context, *Tile) (A, error), merge func(A) error) (Terms, error) {
 	src, err := open()
 	if err != nil {
 		return Terms{}, err
 	}
 	defer src.Close()
-	return measureTiles(ctx, src, 0, func(t *Tile) (time.Duration, time.Duration, error) {
+	pr := &probe{}
+	var tp, tm atomic.Int64
+	timedProcess := func(ctx context.Context, t *Tile) (A, error) {
 		t0 := time.Now()
 		a, err := process(ctx, t)
-		if err != nil {
-			return 0, 0, err
-		}
-		t1 := time.Now()
-		err = merge(a)
-		return t1.Sub(t0), time.Since(t1), err
-	})
+		tp.Add(int64(time.Since(t0)))
+		return a, err
+	}
+	timedMerge := func(a A) error {
+		t0 := time.Now()
+		err := merge(a)
+		tm.Add(int64(time.Since(t0)))
+		return err
+	}
+	if err := Run(ctx, gather(src, Options{Workers: 1}, timedProcess, timedMerge, pr), src.Tiles()); err != nil {
+		return Terms{}, err
+	}
+	m, err := terms(ctx, len(src.Tiles()), pr.read.Load(), tp.Load(), tm.Load())
+	m.Gather = true
+	return m, err
 }
 
-// measureTiles reads every tile of src with its halo as the constructs'
-// reader does, timing it (Td), hands it to step, which returns its
-// process and merge-or-write times (Tp, Tm), and measures Tn; the terms
-// are per tile.
-func measureTiles(ctx context.Context, src *tiled.Image, halo int, step func(t *Tile) (tp, tm time.Duration, err error)) (Terms, error) {
-	stride := src.TW + 2*halo
-	in := make([]uint16, stride*(src.TH+2*halo))
-	tiles := src.Tiles()
-	var td, tp, tm time.Duration
-	for _, c := range tiles {
-		x0, y0, w, h := src.Rect(c)
-		t0 := time.Now()
-		if err := src.ReadRect(x0-halo, y0-halo, stride, src.TH+2*halo, in, tiled.Clamp); err != nil {
-			return Terms{}, err
-		}
-		td += time.Since(t0)
-		p, m, err := step(&Tile{C: c, X0: x0, Y0: y0, W: w, H: h, Halo: halo, Stride: stride, In: in})
-		if err != nil {
-			return Terms{}, err
-		}
-		tp, tm = tp+p, tm+m
-	}
-	n := time.Duration(len(tiles))
-	tn, err := handOff(ctx, len(tiles))
+// terms divides the stages' total times over n tiles and measures Tn.
+func terms(ctx context.Context, n int, td, tp, tm int64) (Terms, error) {
+	tn, err := handOff(ctx, n)
 	if err != nil {
 		return Terms{}, err
 	}
-	return Terms{Td: td / n, Tp: tp / n, Tn: tn, Tm: tm / n}, nil
+	d := time.Duration(max(n, 1))
+	return Terms{Td: time.Duration(td) / d, Tp: time.Duration(tp) / d, Tn: tn, Tm: time.Duration(tm) / d}, nil
 }
 
 // handOff is the time per item of a graph shaped like Pipeline's (read,
@@ -236,7 +235,7 @@ func MeasureOverhead(ctx context.Context, open func() (src, dst *tiled.Image, er
 	defer dst.Close()
 	nop := func(context.Context, *Tile, []uint16) error { return nil }
 	return overhead(func(tiles []tiled.Coord) error {
-		if err := Run(ctx, store("overhead", src, dst, halo, o, nop), tiles); err != nil {
+		if err := Run(ctx, store("overhead", src, dst, halo, o, nop, nil), tiles); err != nil {
 			return err
 		}
 		return dst.Flush()
