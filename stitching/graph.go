@@ -182,9 +182,27 @@ func traversal(rows, cols int) []tileRef {
 	return out
 }
 
+// cores admits at most cap(c) goroutines at once into the CPU-bound work of
+// a graph's tasks. The FFT and the pair tasks each have Workers copies, so
+// without it 2 x Workers goroutines would compete for Workers cores: the Go
+// scheduler would switch between them every 10 ms, and a copy's FFTW call
+// (a cgo call, which gives its P to another goroutine while it computes)
+// would run beside two others. With it, as many transforms and pairs run
+// at once as there are workers, each to its end; the light tasks (acquire,
+// read, the bookkeeper) are not admitted and run between them.
+type cores chan struct{}
+
+// run runs f once one of the cores is free.
+func (c cores) run(f func()) {
+	c <- struct{}{}
+	defer func() { <-c }()
+	f()
+}
+
 // pairGraph builds the graph shared by both phases: take a slot from a pool
 // for each tile (so loading cannot run ahead of memory), load tiles, optionally
 // transform them, pair them in a bookkeeper, and run perPair on each pair.
+// At most workers transforms and pairs compute at once (see cores).
 func pairGraph(name string, src tileio.TileSource, slots, readers, workers int,
 	newSlot func() (slotData, error),
 	newTransform func() func(*loaded),
@@ -192,6 +210,7 @@ func pairGraph(name string, src tileio.TileSource, slots, readers, workers int,
 ) (*graph.Graph[tileRef, pairDone], *memmgr.Pool[slotData]) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
+	cpu := make(cores, workers)
 	g := graph.New[tileRef, pairDone](name)
 	pool := memmgr.New[slotData](g, "tile slots", slots, memmgr.AllocFunc[slotData](func(device.Device) (slotData, error) { return newSlot() }), memmgr.Dynamic())
 	// One copy takes the slots, strictly in traversal order: with several
@@ -229,7 +248,7 @@ func pairGraph(name string, src tileio.TileSource, slots, readers, workers int,
 		fft := graph.AddTask(g, "fft", workers, func() task.Task[*loaded, *loaded] {
 			f := newTransform() // per copy: its plan is scratch
 			return task.Map(func(_ context.Context, l *loaded) (*loaded, error) {
-				f(l)
+				cpu.run(func() { f(l) })
 				return l, nil
 			})
 		})
@@ -244,7 +263,8 @@ func pairGraph(name string, src tileio.TileSource, slots, readers, workers int,
 	perPair := graph.AddTask(g, "pair", workers, func() task.Task[pairJob, pairDone] {
 		f := newPerPair() // per copy: its aligner or refiner is scratch
 		return task.Map(func(_ context.Context, j pairJob) (pairDone, error) {
-			tr := f(j)
+			var tr align.Translation
+			cpu.run(func() { tr = f(j) })
 			// Each tile's slot returns after its last pair (Count = neighbours).
 			if err := errors.Join(j.t1.buf.Release(), j.t2.buf.Release()); err != nil {
 				return pairDone{}, err

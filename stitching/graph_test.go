@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,6 +160,35 @@ func TestStitchCancel(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 	cancel()
+}
+
+// At most Workers transforms and pairs compute at once, though each of the
+// two tasks has Workers copies; with several workers they do overlap.
+func TestPairGraphAdmitsWorkers(t *testing.T) {
+	src := smallSynth(t, 4, 5, 1).source(t)
+	for _, workers := range []int{1, 2, 3} {
+		var busy, peak atomic.Int32
+		compute := func() {
+			n := busy.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			time.Sleep(time.Millisecond)
+			busy.Add(-1)
+		}
+		wk, rd, sl := GraphOptions{Workers: workers}.sizes(4, 5)
+		g, _ := pairGraph("admission", src, sl, rd, wk,
+			func() (slotData, error) { return slotData{}, nil },
+			func() func(*loaded) { return func(*loaded) { compute() } },
+			func() func(pairJob) align.Translation {
+				return func(pairJob) align.Translation { compute(); return align.Translation{} }
+			})
+		if _, err := runPairs(context.Background(), "admission", g, 4, 5, GraphOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if p := int(peak.Load()); p > workers || (workers > 1 && p < 2) {
+			t.Errorf("workers %d: %d transforms and pairs computed at once", workers, p)
+		}
+	}
 }
 
 // TestPairRuleForgetsPairedTiles feeds every tile of several grids to the
