@@ -61,6 +61,7 @@ type clusterConfig struct {
 	cluster    int    // -cluster
 	bandRows   int    // -band-rows
 	workerName string // -name
+	allow      string // -allow
 }
 
 // distributed reports whether the registration runs on workers.
@@ -72,6 +73,7 @@ func addClusterFlags(fs *flag.FlagSet, c *config) {
 	fs.BoolVar(&cl.worker, "worker", false, "serve as a worker registering bands of rows for -nats clients until interrupted (-workers cores per band, -gpu)")
 	fs.IntVar(&cl.cluster, "cluster", 0, "start an embedded NATS server and `N` local worker processes, and register by bands of rows on them")
 	fs.IntVar(&cl.bandRows, "band-rows", 0, "with -nats or -cluster: grid rows per band (0: about 3 bands per worker, at least 4 rows when the grid has them)")
+	fs.StringVar(&cl.allow, "allow", "", "with -worker: read tiles only from folders under `DIR` (default: any folder a client names)")
 	fs.StringVar(&cl.workerName, "name", "", "with -worker: the worker's name in the clients' progress lines (default HOST-PID)")
 }
 
@@ -93,6 +95,10 @@ func checkCluster(c *config, set map[string]bool) error {
 		return cli.Usagef("-name names a worker: it applies to -worker")
 	case set["name"] && strings.TrimSpace(cl.workerName) == "":
 		return cli.Usagef("-name needs a name")
+	case set["allow"] && !cl.worker:
+		return cli.Usagef("-allow restricts a worker's reads: it applies to -worker")
+	case set["allow"] && cl.allow == "":
+		return cli.Usagef("-allow needs a folder")
 	}
 	if cl.nats != "" {
 		if _, err := natsURL(cl.nats); err != nil {
@@ -204,12 +210,36 @@ type bandDone struct {
 // tileSets keeps the tile set a worker opened last, so that the bands of
 // one grid read its file headers once.
 type tileSets struct {
-	mu  sync.Mutex
-	key string
-	ts  *tileio.TileSet
+	allow string // -allow: the folder the tiles must be under ("" any), absolute and clean
+	mu    sync.Mutex
+	key   string
+	ts    *tileio.TileSet
+}
+
+// allowed refuses a tile folder outside -allow. Links are resolved on both
+// sides, so a link under the allowed folder cannot lead out of it.
+func (s *tileSets) allowed(dir string) error {
+	if s.allow == "" {
+		return nil
+	}
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("tile folder %q: not an absolute path", dir)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("tile folder %q: %w", dir, err)
+	}
+	rel, err := filepath.Rel(s.allow, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return fmt.Errorf("tile folder %q: outside the folder this worker may read (-allow %s)", dir, s.allow)
+	}
+	return nil
 }
 
 func (s *tileSets) open(j *bandJob) (*tileio.TileSet, error) {
+	if err := s.allowed(j.Dir); err != nil {
+		return nil, err
+	}
 	key := fmt.Sprintf("%q %q %d %s %s %d %dx%d %d", j.Dir, j.Pattern, j.Start, j.Numbering, j.Origin, j.Time, j.Rows, j.Cols, j.MaxTilePixels)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -267,6 +297,16 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 		sets tileSets
 		mu   sync.Mutex // stdout
 	)
+	if c.cl.allow != "" {
+		abs, err := filepath.Abs(c.cl.allow)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return fmt.Errorf("worker %s: -allow: %w", name, err)
+		}
+		sets.allow = abs
+	}
 	newTask := func() task.Task[bandJob, bandDone] {
 		return task.Map(func(ctx context.Context, j bandJob) (bandDone, error) {
 			t0 := time.Now()
@@ -358,6 +398,12 @@ func startDistributed(ctx context.Context, c *config, stdout io.Writer) (_ *dist
 			args := []string{"-worker", "-name", name, "-workers", strconv.Itoa(perWorker)}
 			if c.gpu {
 				args = append(args, "-gpu")
+			}
+			if c.dir != "" {
+				// Local workers read this run's tiles and nothing else.
+				if dir, err := filepath.Abs(c.dir); err == nil {
+					args = append(args, "-allow", dir)
+				}
 			}
 			lw, err := startLocal(exe, args, name, d.srv.AuthURL(), cancel)
 			if err != nil {

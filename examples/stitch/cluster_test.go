@@ -166,6 +166,8 @@ func TestClusterUsageErrors(t *testing.T) {
 		{[]string{"-dir", "d", "-rows", "2", "-cols", "2", "-out", "o", "-band-rows", "3"}, "-band-rows applies"},
 		{[]string{"-name", "w1"}, "-name names a worker"},
 		{[]string{"-worker"}, "-worker needs the server"},
+		{[]string{"-allow", "d"}, "it applies to -worker"},
+		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-allow", ""}, "-allow needs a folder"},
 		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-dir", "d"}, "-dir is theirs"},
 		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-out", "o"}, "-out is theirs"},
 		{[]string{"-worker", "-cluster", "2"}, "exclude each other"},
@@ -208,4 +210,40 @@ func TestBandRows(t *testing.T) {
 			t.Errorf("splitRows(%d, %d) covers %d rows", tc.rows, tc.h, next)
 		}
 	}
+}
+
+// A worker started with -allow refuses a band whose tiles lie outside that
+// folder, and the client's run fails saying so; nothing is written.
+func TestClusterWorkerAllow(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	ctx := context.Background()
+	srv, err := cluster.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envToken, srv.Token())
+	dir := generated(t, 2, 2, 1, nil)
+	wctx, stop := context.WithCancel(ctx)
+	worker := make(chan int, 1)
+	go func() {
+		var o, e bytes.Buffer
+		worker <- runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "fenced", "-allow", t.TempDir()}, &o, &e)
+	}()
+	out := filepath.Join(t.TempDir(), "out")
+	r := runArgs(t, ctx, "-dir", dir, "-rows", "2", "-cols", "2", "-out", out, "-nats", srv.URL())
+	stop()
+	code := <-worker
+	srv.Shutdown()
+	if code != 0 {
+		t.Errorf("worker: exit %d", code)
+	}
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "outside the folder this worker may read") {
+		t.Fatalf("exit %d, want a failure naming -allow:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		if ents, _ := os.ReadDir(out); len(ents) > 0 {
+			t.Errorf("the failed run wrote %d files into %s", len(ents), out)
+		}
+	}
+	goleak.VerifyNone(t, before, natsLeak)
 }
