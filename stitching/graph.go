@@ -19,7 +19,9 @@ import (
 // GraphOptions configure [Stitch], the task-graph stitcher.
 type GraphOptions struct {
 	// Workers is the number of copies of the FFT, PCIAM+CCF and refinement
-	// tasks. 0 means runtime.GOMAXPROCS(0).
+	// tasks, of which at most Workers compute at once, and the number of
+	// flat-field sample tiles loaded and fitted at once. 0 means
+	// runtime.GOMAXPROCS(0).
 	Workers int
 	// Readers is the number of copies of the task that loads tiles. 0 means
 	// half the Workers (at least 2), and with GPU all the Workers for the
@@ -322,12 +324,16 @@ func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDon
 //  2. after the stage model is estimated and outliers repaired,
 //     refinement: acquire -> read -> bookkeeper -> refine each pair (Workers).
 //
+// In each graph at most Workers FFTs and pairs compute at once, so that
+// the work does not oversubscribe the cores it was sized for.
+//
 // Tiles enter line by line along the shorter grid dimension. Each tile
 // takes a slot from a memory pool (see GraphOptions.PoolSize), in that
 // order, before it is read, and the slot returns when all of its 2 to 4
-// neighbours have used it, so at most PoolSize tiles and spectra are alive. The flat-field
-// estimate (unless opt.NoFlatField) and the spanning tree run on the
-// calling goroutine.
+// neighbours have used it, so at most PoolSize tiles and spectra are alive.
+// The flat-field estimate (unless opt.NoFlatField) fits Workers sample
+// tiles at once; the stage model and the spanning tree run on the calling
+// goroutine (well under a millisecond for 8x10 tiles).
 func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt GraphOptions) (*Result, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
