@@ -19,7 +19,9 @@ import (
 //     decoded tile and its flat-field corrected copy (6P each);
 //   - per worker: the aligner's cross-power spectrum and correlation
 //     matrix (about 16P) during registration, the refiner's scratch during
-//     refinement (about 36P, for overlaps up to half a tile);
+//     refinement (about 36P, for overlaps up to half a tile), and in both
+//     the scratch of pairs whose weakness read noise explains
+//     (align.DenoiseScratch, about 400P);
 //   - the flat field (4P).
 //
 // The registration and refinement phases do not overlap; the larger one
@@ -40,8 +42,10 @@ func MemoryEstimate(rows, cols, w, h int, opt align.Options, gopt GraphOptions) 
 		spec = 0
 	}
 	reading := float64(readers) * 3 * tile
-	registration := float64(slots)*(tile+spec) + reading + float64(workers)*(spec+8*p)
-	refinement := float64(slots)*tile + reading + float64(workers)*36*p
+	// Noise-limited pairs take a denoised search (align.DenoiseScratch).
+	weak := float64(align.DenoiseScratch(w, h))
+	registration := float64(slots)*(tile+spec) + reading + float64(workers)*(spec+8*p+weak)
+	refinement := float64(slots)*tile + reading + float64(workers)*(36*p+weak)
 	total := 4*p + max(registration, refinement)
 	// The translations and positions: a few hundred bytes per tile.
 	total += 256 * float64(rows) * float64(cols)

@@ -55,6 +55,24 @@ func noiseVariance(t *image.Gray16, x0, y0, rw, rh int) float64 {
 	return sd * sd
 }
 
+// NoiseCeiling returns the NCC that white read noise alone leaves two
+// tiles of the same content, sqrt((1-n1/v1)(1-n2/v2)) from the variances v
+// of the tiles and the variances n of the white noise estimated in them
+// (Immerkær's method). A pair correlating well under it is weak for other
+// reasons than noise (differing content, illumination) and denoising does
+// not help it; a weak pair near or above it is noise-limited.
+func NoiseCeiling(t1, t2 *image.Gray16) float64 {
+	f := func(t *image.Gray16) float64 {
+		b := t.Bounds()
+		v := regionVariance(t, 0, 0, b.Dx(), b.Dy())
+		if !(v > 0) {
+			return 0
+		}
+		return max(0, 1-noiseVariance(t, 0, 0, b.Dx(), b.Dy())/v)
+	}
+	return math.Sqrt(f(t1) * f(t2))
+}
+
 // regionVariance returns the variance of the rw x rh region at (x0, y0)
 // of t.
 func regionVariance(t *image.Gray16, x0, y0, rw, rh int) float64 {
@@ -84,11 +102,18 @@ const wienerBins = 64
 // is mirrored at its borders before the transform, so that the filter does
 // not wrap one border onto the other. plan returns a transform of the given
 // size.
-func denoiseRegion(t *image.Gray16, x0, y0, rw, rh int, plan func(w, h int) *FFT2, buf *[]float64, spec *[]complex128) *image.Gray16 {
+//
+// It also returns the correlation area of the filtered region,
+// N sum P² / (sum P)² over the filtered power spectrum P of its N pixels
+// (DC excluded): the sum of the squared autocorrelation over all lags, so
+// that the sample correlation of n pixels of two independent such fields
+// varies by about sqrt(area/n) (Bartlett). Smooth content has a large
+// area, and a small overlap of it correlates highly by chance.
+func denoiseRegion(t *image.Gray16, x0, y0, rw, rh int, plan func(w, h int) *FFT2, buf *[]float64, spec *[]complex128) (*image.Gray16, float64) {
 	b := t.Bounds()
 	out := image.NewGray16(image.Rect(0, 0, b.Dx(), b.Dy()))
 	if rw < 1 || rh < 1 {
-		return out
+		return out, 1
 	}
 	nv := noiseVariance(t, x0, y0, rw, rh)
 	mw, mh := 2*rw, 2*rh
@@ -138,13 +163,26 @@ func denoiseRegion(t *image.Gray16, x0, y0, rw, rh int, plan func(w, h int) *FFT
 			gain[k] = max(0, 1-noise*cnt[k]/pw[k])
 		}
 	}
+	var sp, sp2 float64
 	for kx := 0; kx < hw; kx++ {
+		wgt := 2.0
+		if kx == 0 || (mw%2 == 0 && kx == hw-1) {
+			wgt = 1
+		}
 		for ky := 0; ky < mh; ky++ {
 			if kx == 0 && ky == 0 {
 				continue
 			}
-			s[kx*mh+ky] *= complex(gain[bin(kx, ky)], 0)
+			g := gain[bin(kx, ky)]
+			c := s[kx*mh+ky] * complex(g, 0)
+			s[kx*mh+ky] = c
+			sp += wgt * g * g
+			sp2 += wgt * g * g * g * g
 		}
+	}
+	area := 1.0
+	if sp > 0 {
+		area = max(1, float64(mw*mh)*sp2/(sp*sp))
 	}
 	p.Inverse(s, m)
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -164,5 +202,28 @@ func denoiseRegion(t *image.Gray16, x0, y0, rw, rh int, plan func(w, h int) *FFT
 			out.Pix[o+2*x], out.Pix[o+2*x+1] = uint8(q>>8), uint8(q)
 		}
 	}
-	return out
+	return out, area
+}
+
+// DenoiseScratch returns about how many bytes of scratch one [Aligner] or
+// [Refiner] holds once it has handled a noise-limited pair of w x h tiles
+// (see [ChoosePeak] and [Refiner.RefineDenoised]), about 190 bytes per
+// pixel of a tile: the search on tiles reduced twice (the mirrored reduced
+// tile, its spectrum and its plan's arrays; the NCC surface of every
+// displacement: two zero-padded regions, their spectra, the correlation,
+// the plan's arrays and the summed-area tables), and the denoised
+// refinement at full resolution of overlaps up to half a tile (the
+// mirrored regions, their spectra and plans, and the surface of the box).
+func DenoiseScratch(w, h int) int64 {
+	if w <= 0 || h <= 0 {
+		return 0
+	}
+	p := float64(w) * float64(h)
+	k := denoiseDecimation
+	wd, hd := float64(w/k), float64(h/k)
+	mirror := func(mw, mh float64) float64 { return 2*8*mw*mh + 2*16*(mw/2+1)*mh }
+	nw, nh := float64(goodSize(w/k*2)), float64(goodSize(h/k*2))
+	search := mirror(2*wd, 2*hd) + 3*8*nw*nh + 3*16*(nw/2+1)*nh + 4*8*wd*hd + 2*2*wd*hd
+	refine := mirror(float64(w), float64(2*h)) + 36*p + 2*2*p
+	return int64(search + refine)
 }

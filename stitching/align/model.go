@@ -499,20 +499,15 @@ func (m *StageModel) Repair(rel *Translations) *Translations {
 func (m *StageModel) Refine(r *Refiner, t1, t2 *image.Gray16, start Translation) Translation {
 	mx, my := m.opt.minOverlap(m.Width, m.Height)
 	best := r.Refine(t1, t2, start, m.SearchRadius(), mx, my)
-	if best.Corr >= ConfidentCorr || best.Corr == -1 || noiseCeiling(t1, t2, best.X, best.Y) >= ConfidentCorr {
+	if best.Corr >= ConfidentCorr || best.Corr == -1 || overlapNoiseCeiling(t1, t2, best.X, best.Y) >= ConfidentCorr {
 		return best
 	}
 	return r.RefineDenoised(t1, t2, start, m.SearchRadius(), mx, my)
 }
 
-// noiseCeiling returns the NCC that white noise alone leaves two tiles at
-// displacement (x, y), sqrt((1-n1/v1)(1-n2/v2)), from the variances v of
-// their overlaps and the noise variances n estimated in them
-// ([noiseVariance]); 1 when the overlap is too small to tell. A pair
-// whose correlation is weak but well under this ceiling is weak for other
-// reasons than noise (differing content, illumination), and denoising
-// would not help it.
-func noiseCeiling(t1, t2 *image.Gray16, x, y int) float64 {
+// overlapNoiseCeiling is [NoiseCeiling] of the overlaps of t1 and t2 at
+// displacement (x, y); 1 when the overlap is too small to tell.
+func overlapNoiseCeiling(t1, t2 *image.Gray16, x, y int) float64 {
 	b := t1.Bounds()
 	w, h := b.Dx(), b.Dy()
 	x0, x1 := max(0, x), min(w, x+w)

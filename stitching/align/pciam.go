@@ -27,6 +27,7 @@ type Aligner struct {
 	spec  []complex128
 	pcm   []float64
 	peaks []Peak
+	ref   *Refiner // scratch of noise-limited pairs (searchDenoised)
 }
 
 // NewAligner returns an aligner for w x h tiles with the given options
@@ -194,8 +195,15 @@ func isLocalMax(m []float64, w, h, i int) bool {
 // contrast, strong noise, periodic content), where the true displacement
 // is often a lower peak: the candidates of the next peaks, up to
 // MaxPeakCount, are scored too and the best NCC over all of them wins.
+//
+// When even that best candidate is weak and the read noise of the tiles
+// explains it (see [ChoosePeak]), the translation comes from a search of
+// every displacement on denoised tiles instead.
 func (a *Aligner) Align(t1, t2 *image.Gray16, f1, f2 []complex128, dir Direction) Translation {
-	return choosePeak(t1, t2, dir, a.Peaks(f1, f2, a.opt.maxPeaks), a.opt)
+	if a.ref == nil {
+		a.ref = NewRefiner()
+	}
+	return choosePeak(t1, t2, dir, a.Peaks(f1, f2, a.opt.maxPeaks), a.opt, a.ref)
 }
 
 // ChoosePeak returns the translation [Aligner.Align] derives from the
@@ -203,14 +211,118 @@ func (a *Aligner) Align(t1, t2 *image.Gray16, f1, f2 []complex128, dir Direction
 // them): [CCF] of the first PeakCount peaks, extended to the others when
 // that best candidate correlates below [ConfidentCorr]. Pipelines that
 // compute the peaks elsewhere (a GPU) call it for the CCF step.
+//
+// Noise-limited pairs. When the best candidate still correlates below
+// ConfidentCorr and white read noise alone would keep the tiles' NCC below
+// it too ([NoiseCeiling] of the whole tiles), phase correlation is not to
+// be trusted: on smooth content a narrow overlap contributes little to the
+// correlation of the whole tiles, and the peaks follow large-scale
+// structure (bands) or noise. The translation is then the displacement of
+// the pair's orientation, over the whole range that leaves the minimum
+// overlap, whose NCC on Wiener-filtered tiles (see [Refiner.RefineDenoised])
+// is most significant: the largest lower confidence bound
+// tanh(atanh(r) - 2/sqrt(n/A - 3)) of the correlation r of n overlapping
+// pixels, A being the area of one independent sample of the filtered
+// tiles, so that a small overlap of smooth content, which correlates highly
+// by chance, does not win over a larger one that correlates almost as
+// well. Its Corr is the raw NCC there.
 func ChoosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, opt Options) Translation {
-	return choosePeak(t1, t2, dir, peaks, opt.resolve())
+	return choosePeak(t1, t2, dir, peaks, opt.resolve(), nil)
 }
 
-func choosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, o options) Translation {
+func choosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, o options, r *Refiner) Translation {
 	b := t1.Bounds()
 	tr, _ := choosePeakScored(b.Dx(), b.Dy(), dir, peaks, o, cpuScorer(t1, t2))
+	if tr.Corr >= ConfidentCorr || NoiseCeiling(t1, t2) >= ConfidentCorr {
+		return tr
+	}
+	if r == nil {
+		r = NewRefiner()
+	}
+	if d, ok := searchDenoised(t1, t2, dir, o, r); ok {
+		return d
+	}
 	return tr
+}
+
+// significanceZ is the number of standard errors by which searchDenoised
+// lowers a correlation's Fisher z before comparing (one-sided 97.7%).
+const significanceZ = 2
+
+// searchDenoised searches every displacement of the pair's orientation
+// that leaves the minimum overlap for the most significant NCC of the
+// denoised tiles (see [ChoosePeak]); ok is false when no overlap holds
+// enough independent samples.
+func searchDenoised(t1, t2 *image.Gray16, dir Direction, o options, r *Refiner) (Translation, bool) {
+	b := t1.Bounds()
+	w, h := b.Dx(), b.Dy()
+	mx, my := o.minOverlap(w, h)
+	// The search runs on tiles reduced k times (block means, which also
+	// average the white noise down k² times), then the best displacement
+	// is refined at full resolution within k pixels: the scratch of the
+	// search shrinks k² times.
+	k := denoiseDecimation
+	if w/k < 2*mx/k+4 || h/k < 2*my/k+4 {
+		k = 1
+	}
+	d1, d2 := decimate(t1, k), decimate(t2, k)
+	wd, hd := w/k, h/k
+	mxd, myd := (mx+k-1)/k, (my+k-1)/k
+	f1, a1 := r.denoise(d1, 0, wd, 0, hd)
+	f2, a2 := r.denoise(d2, 0, wd, 0, hd)
+	area := math.Sqrt(a1 * a2)
+	x0, x1, y0, y1 := 0, wd-mxd, -(hd - myd), hd-myd
+	if dir == North {
+		x0, x1, y0, y1 = -(wd - mxd), wd-mxd, 0, hd-myd
+	}
+	bestS, best := math.Inf(-1), Translation{}
+	r.surface(f1, f2, x0, x1, y0, y1, func(x, y int, n uint64, v float64) {
+		dof := float64(n)/area - 3
+		if dof < 1 {
+			return
+		}
+		s := math.Atanh(math.Min(v, 1-1e-12)) - significanceZ/math.Sqrt(dof)
+		if s > bestS {
+			bestS, best = s, Translation{X: x, Y: y}
+		}
+	})
+	if math.IsInf(bestS, -1) {
+		return Translation{}, false
+	}
+	best = r.RefineDenoised(t1, t2, Translation{X: k * best.X, Y: k * best.Y}, k, mx, my)
+	return best, best.Corr != -1
+}
+
+// denoiseDecimation is the factor by which searchDenoised reduces the
+// tiles.
+const denoiseDecimation = 2
+
+// decimate returns t reduced k times in each dimension by k x k block
+// means (t itself for k = 1).
+func decimate(t *image.Gray16, k int) *image.Gray16 {
+	if k <= 1 {
+		return t
+	}
+	b := t.Bounds()
+	wd, hd := b.Dx()/k, b.Dy()/k
+	out := image.NewGray16(image.Rect(0, 0, wd, hd))
+	sums := make([]uint64, wd)
+	for yd := 0; yd < hd; yd++ {
+		clear(sums)
+		for y := yd * k; y < (yd+1)*k; y++ {
+			pix := t.Pix[t.PixOffset(b.Min.X, b.Min.Y+y):]
+			for x := 0; x < wd*k; x++ {
+				sums[x/k] += uint64(pix[2*x])<<8 | uint64(pix[2*x+1])
+			}
+		}
+		n := uint64(k * k)
+		for xd, s := range sums {
+			v := uint16((s + n/2) / n)
+			o := out.PixOffset(xd, yd)
+			out.Pix[o], out.Pix[o+1] = uint8(v>>8), uint8(v)
+		}
+	}
+	return out
 }
 
 // cpuScorer scores offsets with [NCC] of t1 and t2.

@@ -65,6 +65,19 @@ func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my
 		}
 		return best
 	}
+	best := Translation{Corr: math.Inf(-1)}
+	r.surface(t1, t2, x0, x1, y0, y1, func(x, y int, _ uint64, v float64) {
+		best = better(best, Translation{X: x, Y: y, Corr: v}, start)
+	})
+	return best
+}
+
+// surface computes the NCC of t1 and t2 (w x h each) at every displacement
+// (x, y) of [x0, x1] x [y0, y1], a box of displacements that overlap, and
+// calls visit with each, its overlap area n and its NCC v, row by row.
+func (r *Refiner) surface(t1, t2 *image.Gray16, x0, x1, y0, y1 int, visit func(x, y int, n uint64, v float64)) {
+	b1 := t1.Bounds()
+	w, h := b1.Dx(), b1.Dy()
 	ua0, ua1, va0, va1, ub0, ub1, vb0, vb1 := boxRegions(w, h, x0, x1, y0, y1)
 	aw, ah := ua1-ua0, va1-va0
 	bw, bh := ub1-ub0, vb1-vb0
@@ -91,7 +104,6 @@ func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my
 	plan.Inverse(r.s1, r.corr)
 	scale := 1 / float64(nw*nh)
 
-	best := Translation{Corr: math.Inf(-1)}
 	for y := y0; y <= y1; y++ {
 		for x := x0; x <= x1; x++ {
 			// Overlap in t1 coordinates, then relative to the regions.
@@ -115,10 +127,9 @@ func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my
 			if va > 0 && vb > 0 {
 				v = math.Max(-1, math.Min(1, cov/(math.Sqrt(va)*math.Sqrt(vb))))
 			}
-			best = better(best, Translation{X: x, Y: y, Corr: v}, start)
+			visit(x, y, cnt, v)
 		}
 	}
-	return best
 }
 
 // boxRegions returns the regions [ua0, ua1) x [va0, va1) of tile 1 and
@@ -132,7 +143,7 @@ func boxRegions(w, h, x0, x1, y0, y1 int) (ua0, ua1, va0, va1, ub0, ub1, vb0, vb
 // RefineDenoised is [Refiner.Refine] on denoised tiles: the regions of t1
 // and t2 that the overlaps of the search square cover are Wiener filtered
 // against white read noise (each with its own noise estimate and power
-// spectrum; see the package's notes on weak pairs in denoise.go), and the
+// spectrum; see the notes on weak pairs in denoise.go), and the
 // displacement of highest NCC of the filtered regions is returned with
 // Corr, the NCC of the raw tiles there. On clean content it agrees with
 // Refine; where the noise is comparable to the content it finds the true
@@ -151,8 +162,8 @@ func (r *Refiner) RefineDenoised(t1, t2 *image.Gray16, start Translation, radius
 		return Translation{X: start.X, Y: start.Y, Corr: -1}
 	}
 	ua0, ua1, va0, va1, ub0, ub1, vb0, vb1 := boxRegions(w, h, x0, x1, y0, y1)
-	f1 := r.denoise(t1, ua0, ua1, va0, va1)
-	f2 := r.denoise(t2, ub0, ub1, vb0, vb1)
+	f1, _ := r.denoise(t1, ua0, ua1, va0, va1)
+	f2, _ := r.denoise(t2, ub0, ub1, vb0, vb1)
 	best := r.Refine(f1, f2, start, radius, mx, my)
 	if best.Corr == -1 && (best.X == start.X && best.Y == start.Y) {
 		return best
@@ -162,8 +173,9 @@ func (r *Refiner) RefineDenoised(t1, t2 *image.Gray16, start Translation, radius
 }
 
 // denoise filters the region [u0, u1) x [v0, v1) of t, widened where the
-// tile allows to sizes whose doubles transform fast.
-func (r *Refiner) denoise(t *image.Gray16, u0, u1, v0, v1 int) *image.Gray16 {
+// tile allows to sizes whose doubles transform fast, and returns it with
+// its correlation area (see denoiseRegion).
+func (r *Refiner) denoise(t *image.Gray16, u0, u1, v0, v1 int) (*image.Gray16, float64) {
 	b := t.Bounds()
 	w, h := b.Dx(), b.Dy()
 	widen := func(a0, a1, n int) (int, int) {
