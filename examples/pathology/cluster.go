@@ -169,6 +169,13 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 		return fmt.Errorf("cluster: %w", err)
 	}
 	defer srv.Shutdown()
+	// More workers on this machine may join the run: the token waits for
+	// them in a file only this user can read, removed when the run ends.
+	tokenFile, err := writeTokenFile(srv.Token())
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	defer os.Remove(tokenFile)
 	nc, err := srv.Connect(nats.Name(prog + " run"))
 	if err != nil {
 		return fmt.Errorf("cluster: connect to the embedded server: %w", err)
@@ -221,6 +228,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 		joined = append(joined, fmt.Sprintf("%s (pid %d)", w.Name, w.PID))
 	}
 	fmt.Fprintf(stdout, "cluster: embedded NATS server at %s; %d worker processes: %s\n", srv.URL(), len(infos), strings.Join(joined, ", "))
+	fmt.Fprintf(stdout, "cluster: more workers on this machine join with: %s=$(cat %s) %s -worker -nats %s\n", envToken, tokenFile, prog, srv.URL())
 
 	remote, err := cluster.NewRemote[tileWork, tileDone](client, tileTask, cluster.Version(tileVersion))
 	if err != nil {
@@ -832,4 +840,26 @@ func (svc *tileService) run(ctx context.Context, in tileWork) (tileDone, error) 
 	done.Nuclei = j.nuclei
 	done.Spawned = in.Dynamic && j.nuclei > 0
 	return *done, nil
+}
+
+// writeTokenFile writes a server's token into a new file readable by this
+// user only and returns its name.
+func writeTokenFile(token string) (string, error) {
+	f, err := os.CreateTemp("", prog+"-nats-token-*")
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	name := f.Name()
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.WriteString(token)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(name)
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	return name, nil
 }

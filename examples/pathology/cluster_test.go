@@ -145,6 +145,12 @@ func TestClusterMatchesSingleProcess(t *testing.T) {
 					t.Errorf("single-process %q, cluster %q", sl, cl)
 				}
 			}
+			// The token for more workers was in a file, gone with the run.
+			if m := regexp.MustCompile(`join with: HTGS_NATS_TOKEN=\$\(cat (\S+)\) pathology -worker -nats nats://127\.0\.0\.1:\d+\n`).FindStringSubmatch(out); m == nil {
+				t.Errorf("no line telling how more workers join:\n%s", out)
+			} else if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("token file %s after the run: %v", m[1], err)
+			}
 			// Per-worker progress and totals: every tile done once.
 			if !strings.Contains(out, "progress: 6/6 tiles (") {
 				t.Errorf("no final progress line:\n%s", out)
