@@ -60,23 +60,23 @@ func (m Terms) Predict(n int, p float64) time.Duration {
 // PredictShared adapts equation (1) to one machine with c processors
 // (possibly fractional: the share a loaded machine gives) shared by all
 // stages, where reading and writing a tile cost processor time instead of
-// DMA. It is Ts plus the largest of the bounds on the run:
+// DMA. It is Ts plus the largest of these bounds on the run:
 //
-//   - equation (1) with min(p, c) workers (the processing);
-//   - without the overhead terms (To and Uo zero): the one-thread read or
-//     write stage's n tiles, n·max(Td, Tm) + Tp (CAP's condition t_d < t_p
-//     failing), and all stages' work over c processors,
-//     n·(Td + Tp + Tm + 3·Tn)/c;
-//   - with them (MeasureOverhead): the construct's own path, n·To + Tp
-//     (tiles cannot move faster than with nothing to compute), all
-//     processor work over c processors, n·(Uo + Tp)/c, and in a Gather
-//     the one-thread merge, n·Tm + Tp, whose work Uo leaves out too:
-//     n·(Uo + Tp + Tm)/c.
+//   - equation (1) with min(p, c) workers, plus, when the overhead terms
+//     are measured (MeasureOverhead), n·To: each tile's own cost in the
+//     construct (cache copies, pool hand-offs, goroutine wake-ups), which
+//     on processors shared by every stage does not overlap the
+//     processing as CAP's DMA transfers do;
+//   - with the overhead terms: all processor work over c processors,
+//     n·(Uo + Tp)/c, and in a Gather the one-thread merge, n·Tm + Tp,
+//     whose work the overhead run leaves out: n·(Uo + Tp + Tm)/c;
+//   - without them (To and Uo zero): the one-thread read or write stage,
+//     n·max(Td, Tm) + Tp (CAP's condition t_d < t_p failing), and all
+//     stages' work over c processors, n·(Td + Tp + Tm + 3·Tn)/c.
 //
-// The overhead terms are what makes the bound honest for cheap per-tile
-// work (microseconds), where the cache copies, pool hand-offs and
-// goroutine wake-ups of each tile, which the other terms (measured one
-// stage at a time) miss, take most of the time.
+// The overhead terms are what makes the prediction honest for cheap
+// per-tile work (microseconds), where that per-tile cost, which the
+// stage terms miss, takes most of the time.
 func (m Terms) PredictShared(n int, p, c float64) time.Duration {
 	if c <= 0 {
 		c = 1
@@ -94,9 +94,8 @@ func (m Terms) PredictShared(n int, p, c float64) time.Duration {
 		work += m.Tm
 		merge = nd*m.Tm + m.Tp
 	}
-	path := nd*m.To + m.Tp
 	cpu := time.Duration(float64(n) * float64(m.Uo+work) / c)
-	return m.Ts + max(eq1, path, merge, cpu)
+	return m.Ts + max(nd*m.To+eq1, merge, cpu)
 }
 
 // MeasureStart is the time to build a Pipeline (halo 0) or Exchange of f

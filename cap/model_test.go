@@ -33,18 +33,18 @@ func TestPredict(t *testing.T) {
 	}
 }
 
-// With the overhead terms, cheap per-tile work is bounded by the
-// construct's own path and by all processor time over c processors, and a
-// Gather's merge by its one thread.
+// With the overhead terms, each tile's own cost in the construct adds to
+// equation (1), bounded below by all processor time over c processors and
+// by a Gather's one-thread merge.
 func TestPredictOverhead(t *testing.T) {
 	us := time.Microsecond
 	m := Terms{Td: 10 * us, Tp: 10 * us, Tn: us, Tm: 20 * us, To: 25 * us, Uo: 40 * us}
-	// Path 1000 * 25 + 10 us = 25.01 ms; processor (40 + 10) * 1000 / 2 =
-	// 25 ms; equation (1) 10 + 1000 * 10 + 1 + 20 us.
-	if got, want := m.PredictShared(1000, 1, 2), 25010*us; got != want {
-		t.Fatalf("path bound = %v, want %v", got, want)
+	// 1000 * 25 us + equation (1) with 2 workers (10 + 500 * 10 + 2 + 20
+	// us) = 30.032 ms against processor time (40 + 10) * 1000 / 2 = 25 ms.
+	if got, want := m.PredictShared(1000, 4, 2), 30032*us; got != want {
+		t.Fatalf("overhead plus equation (1) = %v, want %v", got, want)
 	}
-	// One processor: (40 + 10) * 1000 us.
+	// One processor: (40 + 10) * 1000 us = 50 ms against 25 + 10.032 ms.
 	if got, want := m.PredictShared(1000, 1, 1), 50*time.Millisecond; got != want {
 		t.Fatalf("processor bound = %v, want %v", got, want)
 	}
@@ -55,7 +55,7 @@ func TestPredictOverhead(t *testing.T) {
 		t.Fatalf("Gather = %v, want %v", got, want)
 	}
 	m.Tm, m.Ts = 100*us, time.Millisecond
-	if got, want := m.PredictShared(1000, 4, 2), 1*time.Millisecond+100010*us; got != want {
+	if got, want := m.PredictShared(1000, 4, 2), time.Millisecond+100010*us; got != want {
 		t.Fatalf("merge bound = %v, want %v", got, want)
 	}
 }

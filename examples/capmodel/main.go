@@ -3,21 +3,26 @@
 // disk's.
 //
 // Model mode (the default) measures the terms t_d, t_p, t_n and t_m of
-// CAP's equation (1), T = t_d + ceil(T/P)·t_p + P·t_n + t_m, for two
-// constructs over a -w x -h image (a 3 x 3 median through Exchange, an
-// inversion through Pipeline) at each tile size, then times the
-// constructs with each number of workers, in -rounds interleaved rounds,
-// and prints a markdown table of predicted against measured times; with
-// -svg FILE it also draws them.
+// CAP's equation (1), T = t_d + ceil(T/P)·t_p + P·t_n + t_m, inside each
+// construct (cap.MeasureTerms), for three constructs over a -w x -h image
+// (a 3 x 3 median through Exchange, an inversion through Pipeline, a
+// histogram through Gather) at each tile size; then, for each number of
+// workers, the start-up t_s and the per-tile overhead t_o, u_o (the
+// construct with nothing to compute, cap.MeasureOverhead) and the
+// processors free c, and times the construct; all in -rounds interleaved
+// rounds. It prints a markdown table of predicted (cap.Terms.PredictShared)
+// against measured times; -svg FILE draws them, -raw FILE writes every
+// run as CSV.
 //
-//	go run ./examples/capmodel -rounds 5 -svg docs/img/cap-model.svg
+//	go run ./examples/capmodel -rounds 9 -svg docs/img/cap-model.svg
 //
 // Throughput mode (-mosaic 16x20) composes a grid of 1392 x 1040 tiles
 // (linear blending) out of core into a pyramidal BigTIFF of 512 x 512
 // tiles, once through a tile file (compose.ComposeTiled, then
 // tiled.WriteBigTIFF) and once streamed (compose.ComposeBigTIFF), and
-// times dd's direct sequential write of as many bytes into the same
-// folder, alternately, -rounds times.
+// times dd's sequential write of as many bytes into the same folder
+// (-dd direct: oflag=direct; -dd fdatasync: conv=fdatasync), alternately,
+// -rounds times; -paths picks the paths, -cpuprofile FILE profiles.
 package main
 
 import (
