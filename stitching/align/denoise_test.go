@@ -87,3 +87,49 @@ func TestRefineDenoised(t *testing.T) {
 		t.Errorf("the raw NCC found every truth: the case does not exercise denoising")
 	}
 }
+
+// The noise ceiling is near 1 for clean tiles and near the ratio of
+// content to total variance for noisy ones.
+func TestNoiseCeiling(t *testing.T) {
+	t1, t2 := smoothPair(3, 200, 150, 170, 1, 1)
+	if c := NoiseCeiling(t1, t2); c < 0.99 {
+		t.Errorf("noise sigma 1: ceiling %.3f, want about 1", c)
+	}
+	c1, c2 := smoothPair(3, 200, 150, 170, 1, 0)
+	v := math.Sqrt(regionVariance(c1, 0, 0, 200, 150) * regionVariance(c2, 0, 0, 200, 150))
+	n1, n2 := smoothPair(3, 200, 150, 170, 1, 45)
+	want := v / (v + 45*45)
+	if c := NoiseCeiling(n1, n2); math.Abs(c-want) > 0.05 {
+		t.Errorf("noise sigma 45: ceiling %.3f, want about %.3f", c, want)
+	}
+}
+
+// A noise-limited pair whose phase correlation misleads is registered by
+// the denoised search whatever the peaks (here with no useful peak at
+// all): within a pixel always, and exactly for most pairs (a pixel off is
+// the limit of one pair where the filtered surface is flat; see
+// docs/stitching.md).
+func TestChoosePeakNoiseLimited(t *testing.T) {
+	const w, h = 240, 180
+	exact := 0
+	for seed := uint64(1); seed <= 6; seed++ {
+		dx, dy := 210+int(seed), int(seed%3)-1
+		t1, t2 := smoothPair(seed, w, h, dx, dy, 45)
+		if c := NoiseCeiling(t1, t2); c >= ConfidentCorr {
+			t.Fatalf("seed %d: noise ceiling %.3f: the case is not noise-limited", seed, c)
+		}
+		peaks := []Peak{{X: 5, Y: 7, Value: 0.1}, {X: 100, Y: 50, Value: 0.05}}
+		got := ChoosePeak(t1, t2, West, peaks, Options{})
+		if got.X == dx && got.Y == dy {
+			exact++
+		} else if abs(got.X-dx) > 1 || abs(got.Y-dy) > 1 {
+			t.Errorf("seed %d: %+v, truth (%d,%d)", seed, got, dx, dy)
+		}
+		if want := NCC(t1, t2, got.X, got.Y); got.Corr != want {
+			t.Errorf("seed %d: Corr %v, want the raw NCC %v", seed, got.Corr, want)
+		}
+	}
+	if exact < 5 {
+		t.Errorf("%d of 6 pairs exact, want at least 5", exact)
+	}
+}

@@ -347,7 +347,10 @@ type Scorer func(offs [][2]int, corr []float64) error
 // gives, which it asks for in at most two batches (the candidates of the
 // first PeakCount peaks, then, if none is confident, the others). With a
 // score that computes [NCC] exactly (such as one built on [Pearson] of
-// exact sums) the result is ChoosePeak's. Errors are score's.
+// exact sums) the result is ChoosePeak's, except for noise-limited pairs,
+// which ChoosePeak registers on denoised tiles that ChoosePeakScored does
+// not have: there it keeps the best candidate by score. Errors are
+// score's.
 func ChoosePeakScored(w, h int, dir Direction, peaks []Peak, opt Options, score Scorer) (Translation, error) {
 	return choosePeakScored(w, h, dir, peaks, opt.resolve(), score)
 }
