@@ -167,6 +167,16 @@ func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) e
 	ch := min(th, lv.h-lv.y)
 	row := s.rows[s.cur][:nx*tsz]
 	s.cur ^= 1 // the write of row runs while the next row of tiles fills the other
+	// Each tile, once filled, is reduced at once while its pixels are in
+	// the processor's cache: into level l+1's rows [y/2, ceil((y+ch)/2)),
+	// 2x2 means, the last row and column repeated where level l is odd,
+	// as Downsample's clamped read. TW and TH are even, so no 2x2 block
+	// straddles two tiles.
+	var nv *streamLevel
+	if l+1 < len(s.levels) {
+		nv = s.levels[l+1]
+	}
+	oh := (ch + 1) / 2
 	err := parallel(nx, tsz, func(tx int) error {
 		cw := min(tw, lv.w-tx*tw)
 		dst := row[tx*tsz : (tx+1)*tsz]
@@ -179,6 +189,14 @@ func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) e
 				break
 			}
 			clear(dst[y*tw+cw : (y+1)*tw])
+		}
+		if nv != nil {
+			ow := (cw + 1) / 2
+			for r := range oh {
+				r0 := dst[2*r*tw:][:cw]
+				r1 := dst[min(2*r+1, ch-1)*tw:][:cw]
+				reduceRow(nv.buf[(nv.rows+r)*nv.w+tx*tw/2:][:ow], r0, r1)
+			}
 		}
 		return nil
 	})
@@ -203,26 +221,9 @@ func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) e
 	}
 	y := lv.y
 	lv.y += ch
-	if l+1 == len(s.levels) {
+	if nv == nil {
 		return nil
 	}
-	// Level l+1's rows [y/2, ceil((y+ch)/2)): 2x2 means, the last row and
-	// column repeated where level l is odd, as Downsample's clamped read.
-	// TW and TH are even, so no 2x2 block straddles two tiles.
-	nv := s.levels[l+1]
-	oh := (ch + 1) / 2
-	parallel(nx, tsz, func(tx int) error {
-		cw := min(tw, lv.w-tx*tw)
-		src := row[tx*tsz : (tx+1)*tsz]
-		ow := (cw + 1) / 2
-		for r := range oh {
-			r0 := src[2*r*tw:][:cw]
-			r1 := src[min(2*r+1, ch-1)*tw:][:cw]
-			out := nv.buf[(nv.rows+r)*nv.w+tx*tw/2:][:ow]
-			reduceRow(out, r0, r1)
-		}
-		return nil
-	})
 	nv.rows += oh
 	if y/2+oh != nv.y+nv.rows {
 		return fmt.Errorf("tiled: internal error: level %d rows out of step", l+1)
