@@ -305,3 +305,56 @@ func TestPrefetch(t *testing.T) {
 		t.Fatalf("%d items loaded after giving up at 7, want at most 11", loaded)
 	}
 }
+
+// oneGoroutineSource checks that every Load happens on one goroutine and
+// that no goroutine beyond the base count is alive meanwhile.
+type oneGoroutineSource struct {
+	tileio.TileSource
+	id    string
+	base  int
+	loads int
+	bad   string
+}
+
+// goroutineHeader returns "goroutine N" for the calling goroutine.
+func goroutineHeader() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	if i := bytes.IndexByte(buf, '['); i > 0 {
+		buf = buf[:i]
+	}
+	return string(bytes.TrimSpace(buf))
+}
+
+func (s *oneGoroutineSource) Load(row, col int) (*image.Gray16, error) {
+	s.loads++
+	if id := goroutineHeader(); id != s.id && s.bad == "" {
+		s.bad = "tile loaded on " + id + ", not on the caller's " + s.id
+	}
+	if n := runtime.NumGoroutine(); n > s.base && s.bad == "" {
+		s.bad = strconv.Itoa(n-s.base) + " more goroutines alive while loading"
+	}
+	return s.TileSource.Load(row, col)
+}
+
+// Sequential is the one-thread baseline: every tile, the flat-field
+// samples included, is loaded on the calling goroutine, and no helper
+// goroutine (loader, flat-field fitter) is alive while it runs.
+func TestSequentialRunsOnOneGoroutine(t *testing.T) {
+	g := smallSynth(t, 4, 5, 2)
+	src := &oneGoroutineSource{TileSource: g.source(t), id: goroutineHeader(), base: runtime.NumGoroutine()}
+	res, err := Sequential(context.Background(), src, align.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FlatField.Identity() {
+		t.Fatal("flat field is the identity: its fit was not exercised")
+	}
+	if src.bad != "" {
+		t.Fatal(src.bad)
+	}
+	// The flat-field samples (all 20 tiles), then both passes.
+	if want := 3 * 20; src.loads != want {
+		t.Fatalf("%d loads, want %d", src.loads, want)
+	}
+}
