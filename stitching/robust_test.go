@@ -159,8 +159,8 @@ func TestRobustSmallTiles(t *testing.T) {
 //
 // Seeds 1 and 2 pass (31/31). Seeds 3-8 of this generator: 3 and 6 pass,
 // 4, 5, 7 and 8 leave 1-3 pairs a pixel off along the bands (max tile
-// error 0-1 px), where the filtered NCC surface is flat to 1e-4: that
-// needs the grid's loops (not done).
+// error 0-1 px), where the filtered NCC surface is flat to 1e-4 and
+// neighbouring pairs err alike (see docs/stitching.md).
 func TestRobustLowContrast(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
 		g := phaseCellGrid(seed, 4, 5, 400, 300, 0.1, 2, 29)
