@@ -8,23 +8,29 @@ import (
 	"sync"
 )
 
+// runBytes is the most a BigTIFFStream writes at once: a run of a row's
+// tiles (a variable for tests).
+var runBytes = 4 << 20
+
 // BigTIFFStream writes a pyramidal BigTIFF (the file WriteBigTIFF makes)
 // from full-resolution rows that arrive in order, with no temporary file:
-// each completed row of tiles is assembled in one buffer and goes to the
-// file in one sequential write (O_DIRECT where the file system allows,
-// running while the next row is assembled), then is reduced (2x2 means)
-// into the next level's pending rows, which go out the same way as soon as
-// they fill a row of that level's tiles. The levels' tile rows are
-// interleaved in the file; all IFDs follow them at Close. Memory is about
-// three rows of full-resolution tiles (TH x W pixels each), whatever the
-// height.
+// each completed row of tiles is cut into runs of tiles of up to 4 MiB,
+// each tile reduced (2x2 means) into the next level's pending rows as it
+// is cut, and each run goes to the file in one sequential write (O_DIRECT
+// where the file system allows, running while the next run is cut). A
+// level's pending rows go out the same way as soon as they fill a row of
+// its tiles. The levels' tiles are interleaved in the file; all IFDs
+// follow them at Close. Memory is two runs and the reduced levels'
+// pending rows (about one row of full-resolution tiles, TH x W pixels, in
+// all), whatever the height.
 type BigTIFFStream struct {
 	W, H, TW, TH int
 
 	t      *tiffWriter
 	levels []*streamLevel
-	rows   [2][]uint16 // rows of tiles of any level, tile after tile: one filled while the other is written
-	cur    int         // rows[cur] is the one to fill next
+	bufs   [2][]uint16 // runs of tiles of a row, tile after tile: one filled while the other is written
+	cur    int         // bufs[cur] is the one to fill next
+	run    int         // tiles in a run (bufs hold run tiles)
 	raw    []byte      // the row as little-endian bytes (big-endian hosts only)
 	done   bool
 }
@@ -65,11 +71,14 @@ func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget 
 		s.levels = append(s.levels, lv)
 		lw, lh = (lw+1)/2, (lh+1)/2
 	}
-	for i := range s.rows {
-		s.rows[i] = alignedU16((w + tw - 1) / tw * tw * th)
+	// A row of tiles goes out in runs of at most runBytes (and at least
+	// one tile), each in one write.
+	s.run = min((w+tw-1)/tw, max(1, runBytes/(2*tw*th)))
+	for i := range s.bufs {
+		s.bufs[i] = alignedU16(s.run * tw * th)
 	}
 	if !hostLE {
-		s.raw = make([]byte, 2*len(s.rows[0]))
+		s.raw = make([]byte, 2*len(s.bufs[0]))
 	}
 	t, err := newTIFFWriter(path)
 	if err != nil {
@@ -153,20 +162,17 @@ func (s *BigTIFFStream) writeImage(im *Image) error {
 	return nil
 }
 
-// tileRow writes level l's next row of tiles: fill puts tile tx's pixels
-// (cw x ch of them valid, row stride TW) into its TW x TH slot of a row
-// buffer
-// (padding is zeroed after), the whole row goes to the file in one write,
-// and is reduced into level l+1, whose row of tiles follows when it is
-// complete. Tiles are filled and reduced by up to GOMAXPROCS goroutines,
-// each a range of tile columns.
+// tileRow writes level l's next row of tiles, run by run: fill puts tile
+// tx's pixels (cw x ch of them valid, row stride TW) into its TW x TH slot
+// of a run buffer (padding is zeroed after), each tile is reduced into
+// level l+1, and each run goes to the file in one write; level l+1's row
+// of tiles follows when it is complete. Tiles are filled and reduced by
+// up to GOMAXPROCS goroutines, each a range of the run's tiles.
 func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) error) error {
 	lv := s.levels[l]
 	tw, th, tsz := s.TW, s.TH, s.TW*s.TH
 	nx := (lv.w + tw - 1) / tw
 	ch := min(th, lv.h-lv.y)
-	row := s.rows[s.cur][:nx*tsz]
-	s.cur ^= 1 // the write of row runs while the next row of tiles fills the other
 	// Each tile, once filled, is reduced at once while its pixels are in
 	// the processor's cache: into level l+1's rows [y/2, ceil((y+ch)/2)),
 	// 2x2 means, the last row and column repeated where level l is odd,
@@ -177,47 +183,53 @@ func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) e
 		nv = s.levels[l+1]
 	}
 	oh := (ch + 1) / 2
-	err := parallel(nx, tsz, func(tx int) error {
-		cw := min(tw, lv.w-tx*tw)
-		dst := row[tx*tsz : (tx+1)*tsz]
-		if err := fill(tx, cw, ch, dst); err != nil {
+	for t0 := 0; t0 < nx; t0 += s.run {
+		k := min(s.run, nx-t0)
+		buf := s.bufs[s.cur][:k*tsz]
+		s.cur ^= 1 // the write of buf runs while the next run fills the other
+		err := parallel(k, tsz, func(i int) error {
+			tx := t0 + i
+			cw := min(tw, lv.w-tx*tw)
+			dst := buf[i*tsz : (i+1)*tsz]
+			if err := fill(tx, cw, ch, dst); err != nil {
+				return err
+			}
+			for y := range th {
+				if y >= ch {
+					clear(dst[y*tw:])
+					break
+				}
+				clear(dst[y*tw+cw : (y+1)*tw])
+			}
+			if nv != nil {
+				ow := (cw + 1) / 2
+				for r := range oh {
+					r0 := dst[2*r*tw:][:cw]
+					r1 := dst[min(2*r+1, ch-1)*tw:][:cw]
+					reduceRow(nv.buf[(nv.rows+r)*nv.w+tx*tw/2:][:ow], r0, r1)
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		for y := range th {
-			if y >= ch {
-				clear(dst[y*tw:])
-				break
+		var off uint64
+		if hostLE {
+			off = s.t.block(asBytes(buf[:cap(buf)])[:2*len(buf)])
+		} else {
+			raw := s.raw[:2*len(buf)]
+			for i, v := range buf {
+				binary.LittleEndian.PutUint16(raw[2*i:], v)
 			}
-			clear(dst[y*tw+cw : (y+1)*tw])
+			off = s.t.block(raw)
 		}
-		if nv != nil {
-			ow := (cw + 1) / 2
-			for r := range oh {
-				r0 := dst[2*r*tw:][:cw]
-				r1 := dst[min(2*r+1, ch-1)*tw:][:cw]
-				reduceRow(nv.buf[(nv.rows+r)*nv.w+tx*tw/2:][:ow], r0, r1)
-			}
+		for i := range k {
+			lv.offs = append(lv.offs, off+uint64(2*i*tsz))
 		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	var off uint64
-	if hostLE {
-		off = s.t.block(asBytes(row[:cap(row)])[:2*len(row)])
-	} else {
-		raw := s.raw[:2*len(row)]
-		for i, v := range row {
-			binary.LittleEndian.PutUint16(raw[2*i:], v)
+		if s.t.w.err != nil {
+			return s.t.w.err
 		}
-		off = s.t.block(raw)
-	}
-	for tx := range nx {
-		lv.offs = append(lv.offs, off+uint64(2*tx*tsz))
-	}
-	if s.t.w.err != nil {
-		return s.t.w.err
 	}
 	y := lv.y
 	lv.y += ch
@@ -231,7 +243,7 @@ func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) e
 	if nv.rows < th && nv.y+nv.rows < nv.h {
 		return nil
 	}
-	err = s.tileRow(l+1, func(tx, cw, ch int, dst []uint16) error {
+	err := s.tileRow(l+1, func(tx, cw, ch int, dst []uint16) error {
 		for y := range ch {
 			copy(dst[y*tw:y*tw+cw], nv.buf[y*nv.w+tx*tw:])
 		}
@@ -342,7 +354,7 @@ func (s *BigTIFFStream) Close() error {
 		err = s.t.w.err
 	}
 	err = s.t.finish(err)
-	s.rows, s.raw = [2][]uint16{}, nil
+	s.bufs, s.raw = [2][]uint16{}, nil
 	for _, lv := range s.levels {
 		lv.buf = nil
 	}

@@ -85,6 +85,16 @@ func TestBigTIFFStreamRefusals(t *testing.T) {
 // padding of edge tiles zero, and the reduced levels' rows of tiles are
 // interleaved with the full resolution's as the stream goes.
 func TestBigTIFFStreamLevelsMatchDownsample(t *testing.T) {
+	// Whole rows in one run, and runs of two or three tiles (several
+	// writes per row, each padded to the direct-write alignment).
+	defer func(b int) { runBytes = b }(runBytes)
+	for _, rb := range []int{4 << 20, 5000} {
+		runBytes = rb
+		streamLevelsMatchDownsample(t)
+	}
+}
+
+func streamLevelsMatchDownsample(t *testing.T) {
 	for _, tc := range []struct{ w, h, tw, th, levels int }{
 		{101, 77, 32, 16, 0}, {100, 64, 16, 16, 0}, {37, 20, 16, 16, 1}, {130, 200, 32, 16, 2}, {515, 263, 64, 32, 0}, {1, 1, 16, 16, 3},
 	} {
