@@ -33,12 +33,18 @@ type Client struct {
 
 	mu      sync.Mutex
 	waiting map[string]*waiter
-	seqs    map[uint64]string // work stream sequence → request, while waiting
 	closed  bool
 	adv     *nats.Subscription // max-deliveries advisories of the work stream
 	starts  *nats.Subscription // workers' notices that they took an input
 	bg      sync.WaitGroup     // deletions of given-up inputs
 	seq     atomic.Uint64
+
+	// The results are acknowledged together, resultAckDelay after the
+	// first not yet acknowledged: one write for a burst.
+	ackMu   sync.Mutex
+	unacked []jetstream.Msg
+	acking  []jetstream.Msg // the batch being acknowledged (its buffer is reused)
+	ackT    *time.Timer
 
 	stats clientStats
 }
@@ -80,7 +86,9 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("cluster: client id: %w", err)
 	}
-	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]*waiter{}, seqs: map[uint64]string{}}
+	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]*waiter{}}
+	c.ackT = time.AfterFunc(time.Hour, c.ackResults)
+	c.ackT.Stop()
 	c.stats.byWorker = map[string]int64{}
 	c.name = "client-" + c.id
 	cons, err := js.CreateOrUpdateConsumer(ctx, st.n.resultStream(), jetstream.ConsumerConfig{
@@ -139,52 +147,108 @@ func (c *Client) started(m *nats.Msg) {
 
 // maxDelivered fails the Execute whose input the work stream gave up on:
 // delivered MaxDeliver times and never acknowledged (each worker that took
-// it died or stopped: a poison input). The input is removed from the
-// stream.
+// it died or stopped: a poison input). The advisory names the input by its
+// sequence in the work stream; the input, still there, names its request
+// (its message ID), and is then removed from the stream.
 func (c *Client) maxDelivered(m *nats.Msg) {
 	var adv struct {
 		Consumer   string `json:"consumer"`
 		StreamSeq  uint64 `json:"stream_seq"`
 		Deliveries uint64 `json:"deliveries"`
 	}
-	if json.Unmarshal(m.Data, &adv) != nil {
+	if json.Unmarshal(m.Data, &adv) != nil || adv.StreamSeq == 0 {
 		return
 	}
-	c.mu.Lock()
-	id, ok := c.seqs[adv.StreamSeq]
-	c.mu.Unlock()
-	if !ok {
-		return // another client's input
-	}
-	res := nats.NewMsg("")
-	res.Header.Set(hID, id)
-	res.Header.Set(hKind, kindPoison)
-	res.Header.Set(hErr, fmt.Sprintf("input delivered %d times to workers of %s, never answered (each worker died or stopped): given up", adv.Deliveries, adv.Consumer))
-	c.hand(id, res)
-	c.withdraw(adv.StreamSeq)
+	c.background(func(ctx context.Context) {
+		str, err := c.st.js.Stream(ctx, c.st.n.workStream())
+		if err != nil {
+			return
+		}
+		in, err := str.GetMsg(ctx, adv.StreamSeq)
+		if err != nil {
+			return
+		}
+		id := in.Header.Get(hMsgID)
+		c.mu.Lock()
+		_, ok := c.waiting[id]
+		c.mu.Unlock()
+		if !ok {
+			return // another client's input, or one no one waits for
+		}
+		res := nats.NewMsg("")
+		res.Header.Set(hID, id)
+		res.Header.Set(hKind, kindPoison)
+		res.Header.Set(hErr, fmt.Sprintf("input delivered %d times to workers of %s, never answered (each worker died or stopped): given up", adv.Deliveries, adv.Consumer))
+		c.hand(id, res)
+		_ = str.DeleteMsg(ctx, adv.StreamSeq)
+	})
 }
 
 // withdraw removes input seq from the work stream in the background, if it
 // is still there (an input a worker is running is removed too; its result
 // is dropped).
 func (c *Client) withdraw(seq uint64) {
+	c.background(func(ctx context.Context) {
+		if str, err := c.st.js.Stream(ctx, c.st.n.workStream()); err == nil {
+			_ = str.DeleteMsg(ctx, seq)
+		}
+	})
+}
+
+// background runs f on a goroutine of its own, with a 5 s timeout, unless
+// the client is closed; Close waits for it.
+func (c *Client) background(f func(ctx context.Context)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if str, err := c.st.js.Stream(ctx, c.st.n.workStream()); err == nil {
-			_ = str.DeleteMsg(ctx, seq)
-		}
+		f(ctx)
 	}()
 }
 
 // deliver hands one result to the Execute waiting for it; a result nobody
 // waits for (a duplicate from a redelivered input, or one for a cancelled
-// run) is dropped.
+// run) is dropped. The result is acknowledged a little later, with those
+// that follow it.
 func (c *Client) deliver(m jetstream.Msg) {
-	_ = m.Ack()
+	c.ackMu.Lock()
+	if len(c.unacked) == 0 {
+		c.ackT.Reset(resultAckDelay)
+	}
+	c.unacked = append(c.unacked, m)
+	c.ackMu.Unlock()
 	c.hand(m.Headers().Get(hID), &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+}
+
+// resultAckDelay is how long a result may stay unacknowledged, so that the
+// acknowledgements of a burst of results leave in one write, off the path
+// of the results that follow. It is far below the result consumer's ack
+// wait (30 s), after which a result would come again (and be dropped as a
+// duplicate).
+const resultAckDelay = 5 * time.Millisecond
+
+// ackResults acknowledges the results received and not yet acknowledged.
+func (c *Client) ackResults() {
+	c.ackMu.Lock()
+	batch := c.unacked
+	c.unacked = c.acking[:0]
+	c.acking = nil
+	c.ackMu.Unlock()
+	for i, m := range batch {
+		_ = m.Ack()
+		batch[i] = nil
+	}
+	c.ackMu.Lock()
+	if c.acking == nil {
+		c.acking = batch[:0] // the next batch's buffer
+	}
+	c.ackMu.Unlock()
 }
 
 // hand gives res to the Execute waiting for request id, if any.
@@ -237,6 +301,8 @@ func (c *Client) Close() error {
 	_ = c.starts.Unsubscribe()
 	c.cons.Stop()
 	<-c.cons.Closed()
+	c.ackT.Stop()
+	c.ackResults() // before the consumer goes: acknowledged results leave the stream
 	c.bg.Wait()
 	if !c.st.js.Conn().IsConnected() {
 		return nil // the consumer goes away by itself once inactive
@@ -515,32 +581,27 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	}
 	c.waiting[id] = &waiter{ch: ch, at: at}
 	c.mu.Unlock()
-	var seq uint64 // the input's sequence in the work stream, once stored
 	forget := func() {
 		c.mu.Lock()
 		delete(c.waiting, id)
 		c.mu.Unlock()
 	}
-	defer func() {
-		if seq != 0 {
-			c.mu.Lock()
-			delete(c.seqs, seq)
-			c.mu.Unlock()
-		}
-	}()
 	// A publish that fails (the server restarting, a lost connection) is
 	// retried with the same message ID: the stream stores the input once.
+	// Its acknowledgement is not waited for: only a failure wakes this
+	// Execute, and the input's sequence in the work stream is read from the
+	// acknowledgement when it is needed (to withdraw the input).
 	var (
-		ackOK    <-chan *jetstream.PubAck
+		ack      jetstream.PubAckFuture
 		ackErr   <-chan error
 		retry    <-chan time.Time
 		attempts int
 	)
 	publish := func() error {
 		attempts++
-		ack, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
+		f, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
 		if err == nil {
-			ackOK, ackErr = ack.Ok(), ack.Err()
+			ack, ackErr = f, f.Err()
 		}
 		return err
 	}
@@ -549,7 +610,7 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 			forget()
 			return fmt.Errorf("cluster: task %q: publish input (%d attempts): %w", r.name, attempts, err)
 		}
-		ackOK, ackErr = nil, nil
+		ack, ackErr = nil, nil
 		retry = time.After(time.Duration(attempts) * 100 * time.Millisecond)
 		return nil
 	}
@@ -571,14 +632,6 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 				return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
 			}
 			return r.decode(ctx, res)
-		case pa := <-ackOK:
-			ackOK, ackErr = nil, nil
-			if pa != nil {
-				seq = pa.Sequence
-				c.mu.Lock()
-				c.seqs[seq] = id
-				c.mu.Unlock()
-			}
 		case err := <-ackErr:
 			if err := failed(err); err != nil {
 				return nil, err
@@ -598,8 +651,12 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 			probe.Reset(st.cfg.probe)
 		case <-ctx.Done():
 			forget()
-			if seq != 0 {
-				c.withdraw(seq) // no one waits for it: spare the workers
+			if ack != nil {
+				select {
+				case pa := <-ack.Ok():
+					c.withdraw(pa.Sequence) // no one waits for it: spare the workers
+				default: // not stored yet, or not acknowledged
+				}
 			}
 			return nil, ctx.Err()
 		}
