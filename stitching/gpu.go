@@ -171,7 +171,7 @@ type peaksJob struct {
 // When the CCF runs on the devices and src corrects its tiles with a flat
 // field (CorrectedSource), the graph reads them uncorrected and the
 // transformers correct them on the devices, which also sum them.
-func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots, readers, workers, streams int) (*graph.Graph[tileRef, pairDone], error) {
+func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots, readers, workers, streams, weakPairs int) (*graph.Graph[tileRef, pairDone], error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	_, onDevice := be.newCorrelator(w, h, opt).(scorer)
@@ -240,8 +240,9 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		pciam := graph.AddTask(cg, "pciam", streams, func() task.Task[pairJob, peaksJob] {
 			return &peaksTask{phases: phases{be.newCorrelator(w, h, opt)}, n: opt.EffectiveMaxPeakCount()}
 		})
+		weak := align.NewWeakPairs(weakPairs) // scratch of noise-limited pairs, shared
 		ccfTask := graph.AddFunc(cg, "ccf", workers, func(_ context.Context, j peaksJob, out task.Emitter[pairDone]) error {
-			tr := align.ChoosePeak(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, opt)
+			tr := weak.ChoosePeak(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, opt)
 			if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
 				return err
 			}

@@ -32,6 +32,17 @@ type GraphOptions struct {
 	// smallest size that cannot deadlock is one line of the traversal plus
 	// one; a smaller explicit size is an error.
 	PoolSize int
+	// WeakPairs is the number of noise-limited pairs registered or refined
+	// at once, each in a scratch space of about align.DenoiseScratch bytes
+	// (some 140 bytes per pixel of a tile, against about 30 for an
+	// ordinary pair) that the run's workers share (see align.WeakPairs);
+	// the other workers that meet such a pair wait for a free one. 0
+	// means a quarter of the Workers, at least one: the scratch then adds
+	// about as much per worker as the refinement's own, and data whose
+	// pairs are weak only here and there (a few low-contrast tiles) rarely
+	// waits. On data where every pair is weak, a larger value trades
+	// memory for speed.
+	WeakPairs int
 	// Start is passed to every graph's Start (tracing, stall reports, ...).
 	Start []graph.StartOption
 	// Observe, if set, is called after each phase ("registration",
@@ -167,6 +178,15 @@ func (gopt GraphOptions) sizes(rows, cols int) (workers, readers, slots int) {
 		slots = max(min(rows, cols)+2+workers, newWalker(rows, cols).lineLen()+1)
 	}
 	return workers, readers, slots
+}
+
+// weakPairs returns the number of scratch spaces of noise-limited pairs of
+// a run with the given workers: WeakPairs or its default.
+func (gopt GraphOptions) weakPairs(workers int) int {
+	if gopt.WeakPairs > 0 {
+		return gopt.WeakPairs
+	}
+	return max(1, workers/4)
 }
 
 // traversal returns the tiles in the order the graphs take them: line by
@@ -367,7 +387,7 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 		if gopt.Readers <= 0 {
 			gpuReaders = max(2, workers)
 		}
-		g, err := gpuPairGraph(be, src, opt, slots, gpuReaders, workers, gopt.GPUStreams)
+		g, err := gpuPairGraph(be, src, opt, slots, gpuReaders, workers, gopt.GPUStreams, gopt.weakPairs(workers))
 		if err != nil {
 			return nil, err
 		}
@@ -386,6 +406,7 @@ func registerCPU(ctx context.Context, src tileio.TileSource, opt align.Options, 
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	specLen := align.NewTileFFT(w, h, opt).SpectrumLen()
+	weak := align.NewWeakPairs(gopt.weakPairs(workers)) // shared by the task copies
 	g1, _ := pairGraph("registration", src, slots, readers, workers,
 		func() (slotData, error) { return slotData{spec: make([]complex128, specLen)}, nil },
 		func() func(*loaded) {
@@ -398,6 +419,7 @@ func registerCPU(ctx context.Context, src tileio.TileSource, opt align.Options, 
 		},
 		func() func(pairJob) align.Translation {
 			a := align.NewAligner(w, h, opt) // one aligner (scratch) per task copy
+			a.SetWeakPairs(weak)
 			return func(j pairJob) align.Translation {
 				return a.Align(j.t1.img, j.t2.img, j.t1.buf.Data.spec, j.t2.buf.Data.spec, j.pair.Dir)
 			}
@@ -416,11 +438,13 @@ func finish(ctx context.Context, res *Result, src tileio.TileSource, opt align.O
 		return nil, err
 	}
 	repaired := model.Repair(rel)
+	weak := align.NewWeakPairs(gopt.weakPairs(workers)) // shared by the task copies
 	g2, _ := pairGraph("refinement", src, slots, readers, workers,
 		func() (slotData, error) { return slotData{}, nil },
 		nil,
 		func() func(pairJob) align.Translation {
 			ref := align.NewRefiner() // scratch per task copy
+			ref.SetWeakPairs(weak)
 			return func(j pairJob) align.Translation {
 				return model.Refine(ref, j.t1.img, j.t2.img, repaired.At(j.pair))
 			}

@@ -19,9 +19,10 @@ import (
 //     decoded tile and its flat-field corrected copy (6P each);
 //   - per worker: the aligner's cross-power spectrum and correlation
 //     matrix (about 16P) during registration, the refiner's scratch during
-//     refinement (about 36P, for overlaps up to half a tile), and in both
-//     the scratch of pairs whose weakness read noise explains
-//     (align.DenoiseScratch, about 400P);
+//     refinement (about 28P, for overlaps up to half a tile);
+//   - the scratch spaces of pairs whose weakness read noise explains, in
+//     both phases: GraphOptions.WeakPairs of them (by default a quarter of
+//     the Workers, at least one) of align.DenoiseScratch (about 140P) each;
 //   - the flat field (4P).
 //
 // The registration and refinement phases do not overlap; the larger one
@@ -35,6 +36,7 @@ func MemoryEstimate(rows, cols, w, h int, opt align.Options, gopt GraphOptions) 
 		return 0
 	}
 	workers, readers, slots := gopt.sizes(rows, cols)
+	weakPairs := gopt.weakPairs(workers)
 	p := float64(w) * float64(h)
 	spec := 16 * float64(w/2+1) * float64(h)
 	tile := 2 * p
@@ -42,10 +44,11 @@ func MemoryEstimate(rows, cols, w, h int, opt align.Options, gopt GraphOptions) 
 		spec = 0
 	}
 	reading := float64(readers) * 3 * tile
-	// Noise-limited pairs take a denoised search (align.DenoiseScratch).
-	weak := float64(align.DenoiseScratch(w, h))
-	registration := float64(slots)*(tile+spec) + reading + float64(workers)*(spec+8*p+weak)
-	refinement := float64(slots)*tile + reading + float64(workers)*(36*p+weak)
+	// Noise-limited pairs take a denoised search or refinement in one of
+	// the run's shared scratch spaces (align.DenoiseScratch).
+	weak := float64(weakPairs) * float64(align.DenoiseScratch(w, h))
+	registration := float64(slots)*(tile+spec) + reading + float64(workers)*(spec+8*p) + weak
+	refinement := float64(slots)*tile + reading + float64(workers)*28*p + weak
 	total := 4*p + max(registration, refinement)
 	// The translations and positions: a few hundred bytes per tile.
 	total += 256 * float64(rows) * float64(cols)

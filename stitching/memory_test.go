@@ -34,6 +34,24 @@ func TestMemoryEstimate(t *testing.T) {
 	if w := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 8}); w <= demo {
 		t.Errorf("more workers do not cost more: %d <= %d", w, demo)
 	}
+	// The scratch of noise-limited pairs is counted per space of the
+	// shared pool, by default a quarter of the workers (at least one), not
+	// per worker.
+	one := align.DenoiseScratch(512, 384)
+	for _, c := range []struct{ workers, weak, want int }{{2, 0, 1}, {7, 0, 1}, {8, 0, 2}, {16, 0, 4}, {16, 1, 1}, {2, 6, 6}} {
+		if got := (GraphOptions{Workers: c.workers, WeakPairs: c.weak}).weakPairs(c.workers); got != c.want {
+			t.Errorf("Workers %d, WeakPairs %d: %d spaces, want %d", c.workers, c.weak, got, c.want)
+		}
+	}
+	for _, workers := range []int{2, 16} {
+		base := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: workers, WeakPairs: 1})
+		for _, n := range []int{2, 5} {
+			got := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: workers, WeakPairs: n})
+			if d := got - base; d < int64(n-1)*one-1 || d > int64(n-1)*one+1 {
+				t.Errorf("Workers %d, WeakPairs %d: %d bytes more than with 1, want %d x DenoiseScratch = %d", workers, n, d, n-1, int64(n-1)*one)
+			}
+		}
+	}
 	if s := MemoryEstimate(1<<20, 1<<20, 1<<20, 1<<20, align.Options{}, gopt); s != math.MaxInt64 {
 		t.Errorf("absurd sizes: %d, want saturation", s)
 	}
@@ -48,10 +66,22 @@ func TestMemoryEstimateCoversARun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("samples the heap during a run")
 	}
-	g := synthGrid(t, qualitySynth(4, 6, 1, false))
+	t.Run("clean", func(t *testing.T) {
+		checkHeapPeak(t, synthGrid(t, qualitySynth(4, 6, 1, false)), GraphOptions{Workers: 2})
+	})
+	// Low contrast and read noise (TestRobustLowContrast): most pairs are
+	// noise-limited and take a space of the pool, four workers sharing
+	// one.
+	t.Run("noise-limited", func(t *testing.T) {
+		checkHeapPeak(t, phaseCellGrid(1, 4, 5, 400, 300, 0.1, 2, 29), GraphOptions{Workers: 4})
+	})
+}
+
+// checkHeapPeak stitches g with gopt and asserts that the live heap did
+// not peak above twice MemoryEstimate.
+func checkHeapPeak(t *testing.T, g *testGrid, gopt GraphOptions) {
 	src := g.source(t)
 	w, h := src.TileSize()
-	gopt := GraphOptions{Workers: 2}
 	est := MemoryEstimate(src.Rows(), src.Cols(), w, h, align.Options{}, gopt)
 
 	defer debug.SetGCPercent(debug.SetGCPercent(10))

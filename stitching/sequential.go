@@ -316,6 +316,7 @@ func computeTranslations(ctx context.Context, src tileio.TileSource, opt align.O
 	wk := newWalker(rows, cols)
 	plan := align.NewTileFFT(w, h, opt)
 	al := align.NewAligner(w, h, opt)
+	al.SetWeakPairs(align.NewWeakPairs(1)) // as Stitch's, with one space
 	rel := align.NewTranslations(rows, cols)
 	n := wk.lineLen()
 	// window[k] holds the latest tile at position k: from the current line
@@ -405,6 +406,7 @@ func Optimize(ctx context.Context, src tileio.TileSource, rel *align.Translation
 	n := wk.lineLen()
 	window := make([]*image.Gray16, n)
 	ref := align.NewRefiner()
+	ref.SetWeakPairs(align.NewWeakPairs(1)) // as Stitch's, with one space
 	err = walkTiles(ctx, src, wk, func(line, k, r, c int, t *image.Gray16) {
 		if k > 0 {
 			p := wk.prevInLine(r, c)

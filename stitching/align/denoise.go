@@ -205,25 +205,41 @@ func denoiseRegion(t *image.Gray16, x0, y0, rw, rh int, plan func(w, h int) *FFT
 	return out, area
 }
 
-// DenoiseScratch returns about how many bytes of scratch one [Aligner] or
-// [Refiner] holds once it has handled a noise-limited pair of w x h tiles
-// (see [ChoosePeak] and [Refiner.RefineDenoised]), about 190 bytes per
-// pixel of a tile: the search on tiles reduced twice (the mirrored reduced
-// tile, its spectrum and its plan's arrays; the NCC surface of every
-// displacement: two zero-padded regions, their spectra, the correlation,
-// the plan's arrays and the summed-area tables), and the denoised
-// refinement at full resolution of overlaps up to half a tile (the
-// mirrored regions, their spectra and plans, and the surface of the box).
+// DenoiseScratch returns about how many bytes of scratch one space of a
+// [WeakPairs] (or an [Aligner] or [Refiner] without one) holds once it has
+// handled a noise-limited pair of w x h tiles (see [ChoosePeak] and
+// [Refiner.RefineDenoised]), about 130 bytes per pixel of a tile. The
+// search on tiles reduced twice and the denoised refinement at full
+// resolution share the buffers, so the larger of the two counts: the
+// search's mirrored reduced tile and its spectrum, the two zero-padded
+// regions of its NCC surface over every displacement, their spectra and
+// summed-area tables (about 50P for P pixels of a tile); the
+// refinement's mirrored overlaps and their spectra, the filtered tiles and
+// the surface of the box, for overlaps up to half a tile (about 60P). The
+// FFT plans come on top, each holding arrays as large as its transform:
+// the last four sizes used are kept (see [Refiner]), those of the search
+// and of such a refinement (about 70P).
 func DenoiseScratch(w, h int) int64 {
 	if w <= 0 || h <= 0 {
 		return 0
 	}
-	p := float64(w) * float64(h)
 	k := denoiseDecimation
 	wd, hd := float64(w/k), float64(h/k)
-	mirror := func(mw, mh float64) float64 { return 2*8*mw*mh + 2*16*(mw/2+1)*mh }
+	// An FFT of nw x nh: its real array (or a spectrum's, in bytes).
+	real := func(nw, nh float64) float64 { return 8 * nw * nh }
+	spec := func(nw, nh float64) float64 { return 16 * (math.Floor(nw/2) + 1) * nh }
+	plan := func(nw, nh float64) float64 { return real(nw, nh) + spec(nw, nh) }
+	// The search: the mirror of a reduced tile, its NCC surface over
+	// every displacement (two regions, their spectra, the summed-area
+	// tables), the reduced tiles and the filtered ones.
 	nw, nh := float64(goodSize(w/k*2)), float64(goodSize(h/k*2))
-	search := mirror(2*wd, 2*hd) + 3*8*nw*nh + 3*16*(nw/2+1)*nh + 4*8*wd*hd + 2*2*wd*hd
-	refine := mirror(float64(w), float64(2*h)) + 36*p + 2*2*p
-	return int64(search + refine)
+	searchBuf := plan(2*wd, 2*hd) + 2*plan(nw, nh) + 4*8*wd*hd + 4*2*wd*hd
+	searchPlans := plan(2*wd, 2*hd) + plan(nw, nh)
+	// The refinement of an overlap of half a tile (w/2 x h or w x h/2,
+	// the same area): its mirror, the surface of the box (regions about
+	// as large as the overlap), the filtered tiles.
+	ow, oh := float64(w)/2, float64(h)
+	refineBuf := plan(2*ow, 2*oh) + 2*plan(ow, oh) + 4*8*ow*oh + 2*2*float64(w)*float64(h)
+	refinePlans := plan(2*ow, 2*oh) + plan(ow, oh)
+	return int64(max(searchBuf, refineBuf) + searchPlans + refinePlans)
 }

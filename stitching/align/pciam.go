@@ -27,7 +27,8 @@ type Aligner struct {
 	spec  []complex128
 	pcm   []float64
 	peaks []Peak
-	ref   *Refiner // scratch of noise-limited pairs (searchDenoised)
+	ref   *Refiner   // private scratch of noise-limited pairs (searchDenoised)
+	weak  *WeakPairs // shared scratch of noise-limited pairs, if set
 }
 
 // NewAligner returns an aligner for w x h tiles with the given options
@@ -199,11 +200,26 @@ func isLocalMax(m []float64, w, h, i int) bool {
 // When even that best candidate is weak and the read noise of the tiles
 // explains it (see [ChoosePeak]), the translation comes from a search of
 // every displacement on denoised tiles instead.
+//
+// The scratch of such a pair comes from the [WeakPairs] set by
+// [Aligner.SetWeakPairs], or else is the Aligner's own, made on the first
+// noise-limited pair and kept.
 func (a *Aligner) Align(t1, t2 *image.Gray16, f1, f2 []complex128, dir Direction) Translation {
-	if a.ref == nil {
-		a.ref = NewRefiner()
+	scratch := privateScratch(&a.ref)
+	if a.weak != nil {
+		scratch = a.weak.take
 	}
-	return choosePeak(t1, t2, dir, a.Peaks(f1, f2, a.opt.maxPeaks), a.opt, a.ref)
+	return choosePeak(t1, t2, dir, a.Peaks(f1, f2, a.opt.maxPeaks), a.opt, scratch)
+}
+
+// SetWeakPairs makes the Aligner take the scratch of noise-limited pairs
+// from p, shared with other Aligners and Refiners, instead of keeping one
+// of its own (nil: its own). The translations are the same.
+func (a *Aligner) SetWeakPairs(p *WeakPairs) {
+	a.weak = p
+	if p != nil {
+		a.ref = nil
+	}
 }
 
 // ChoosePeak returns the translation [Aligner.Align] derives from the
@@ -226,20 +242,26 @@ func (a *Aligner) Align(t1, t2 *image.Gray16, f1, f2 []complex128, dir Direction
 // tiles, so that a small overlap of smooth content, which correlates highly
 // by chance, does not win over a larger one that correlates almost as
 // well. Its Corr is the raw NCC there.
+//
+// The scratch of a noise-limited pair is allocated for the call; see
+// [WeakPairs.ChoosePeak] to bound it when many goroutines call.
 func ChoosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, opt Options) Translation {
-	return choosePeak(t1, t2, dir, peaks, opt.resolve(), nil)
+	var r *Refiner
+	return choosePeak(t1, t2, dir, peaks, opt.resolve(), privateScratch(&r))
 }
 
-func choosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, o options, r *Refiner) Translation {
+// choosePeak is ChoosePeak with the scratch of a noise-limited pair from
+// scratch, which returns it with the function that gives it back.
+func choosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, o options, scratch func() (*Refiner, func())) Translation {
 	b := t1.Bounds()
 	tr, _ := choosePeakScored(b.Dx(), b.Dy(), dir, peaks, o, cpuScorer(t1, t2))
 	if tr.Corr >= ConfidentCorr || NoiseCeiling(t1, t2) >= ConfidentCorr {
 		return tr
 	}
-	if r == nil {
-		r = NewRefiner()
-	}
-	if d, ok := searchDenoised(t1, t2, dir, o, r); ok {
+	r, done := scratch()
+	d, ok := searchDenoised(t1, t2, dir, o, r)
+	done()
+	if ok {
 		return d
 	}
 	return tr

@@ -14,26 +14,46 @@ import (
 // yet costs about as much as a few direct NCC evaluations. MIST's hill
 // climbing explores the same square but may stop at a local maximum.
 //
-// A Refiner caches FFT plans and scratch buffers: use one per goroutine.
+// A Refiner caches FFT plans (the few last sizes it used) and scratch
+// buffers: use one per goroutine. The zero value is not usable; call
+// [NewRefiner].
 type Refiner struct {
-	plans map[[2]int]*FFT2
-	p1    []float64
+	plans []sizedPlan // most recently used last
+	p1    []float64   // region of tile 1, then the correlation
 	p2    []float64
 	s1    []complex128
 	s2    []complex128
-	corr  []float64
 	ia    []uint64 // summed-area tables of tile 1 (sum, sum of squares)
 	iaa   []uint64
 	ib    []uint64
 	ibb   []uint64
 	dbuf  []float64 // scratch of denoiseRegion
 	dspec []complex128
+	weak  *WeakPairs // scratch of RefineDenoised, if set
 }
+
+// sizedPlan is a cached FFT plan of nw x nh.
+type sizedPlan struct {
+	nw, nh int
+	p      *FFT2
+}
+
+// maxPlans is the number of FFT plans a Refiner keeps. The sizes of the
+// search boxes vary from pair to pair, and a plan holds arrays as large
+// as its transform: an unbounded cache grows with every size seen. Four
+// cover a denoised search (the mirrored reduced tile and its NCC surface)
+// and a refinement (a mirrored overlap and its surface).
+const maxPlans = 4
 
 // NewRefiner returns an empty Refiner.
 func NewRefiner() *Refiner {
-	return &Refiner{plans: map[[2]int]*FFT2{}}
+	return &Refiner{}
 }
+
+// SetWeakPairs makes [Refiner.RefineDenoised] take its scratch from p,
+// shared with other Refiners and Aligners, instead of the Refiner's own
+// (nil: its own). The translations are the same.
+func (r *Refiner) SetWeakPairs(p *WeakPairs) { r.weak = p }
 
 // Refine returns the displacement (x, y) with |x-start.X| <= radius and
 // |y-start.Y| <= radius that maximizes the NCC of t1 and t2 ([NCC]) among
@@ -100,8 +120,10 @@ func (r *Refiner) surface(t1, t2 *image.Gray16, x0, x1, y0, y1 int, visit func(x
 		c := r.s2[i]
 		r.s1[i] = v * complex(real(c), -imag(c))
 	}
-	r.corr = growF(r.corr, nw*nh)
-	plan.Inverse(r.s1, r.corr)
+	// The regions are transformed: the correlation takes the place of
+	// the first.
+	corr := r.p1[:nw*nh]
+	plan.Inverse(r.s1, corr)
 	scale := 1 / float64(nw*nh)
 
 	for y := y0; y <= y1; y++ {
@@ -115,7 +137,7 @@ func (r *Refiner) surface(t1, t2 *image.Gray16, x0, x1, y0, y1 int, visit func(x
 			s := ((x-ua0+ub0)%nw + nw) % nw
 			t := ((y-va0+vb0)%nh + nh) % nh
 			// Correlation of the mean-removed regions.
-			cab := r.corr[t*nw+s] * scale
+			cab := corr[t*nw+s] * scale
 			fn := float64(cnt)
 			// sum (a-ma)(b-mb) = cab; sum(a-ma) = sa - n ma; sum(b-mb) = sb - n mb.
 			da := float64(sa) - fn*ma
@@ -154,6 +176,18 @@ func (r *Refiner) RefineDenoised(t1, t2 *image.Gray16, start Translation, radius
 	if t2.Bounds().Dx() != w || t2.Bounds().Dy() != h {
 		panic("align: RefineDenoised: tiles of different sizes")
 	}
+	if r.weak != nil {
+		s, done := r.weak.take()
+		defer done()
+		return s.refineDenoised(t1, t2, start, radius, mx, my)
+	}
+	return r.refineDenoised(t1, t2, start, radius, mx, my)
+}
+
+// refineDenoised is RefineDenoised in r's own scratch.
+func (r *Refiner) refineDenoised(t1, t2 *image.Gray16, start Translation, radius, mx, my int) Translation {
+	b1 := t1.Bounds()
+	w, h := b1.Dx(), b1.Dy()
 	radius = max(radius, 0)
 	mx, my = max(mx, 1), max(my, 1)
 	x0, x1 := max(start.X-radius, -(w-mx)), min(start.X+radius, w-mx)
@@ -207,13 +241,23 @@ func better(cur, cand, start Translation) Translation {
 	return cur
 }
 
+// plan returns an FFT plan of nw x nh, from the cache of the last
+// maxPlans sizes used or new.
 func (r *Refiner) plan(nw, nh int) *FFT2 {
-	k := [2]int{nw, nh}
-	p := r.plans[k]
-	if p == nil {
-		p = NewFFT2(nw, nh)
-		r.plans[k] = p
+	for i, c := range r.plans {
+		if c.nw == nw && c.nh == nh {
+			copy(r.plans[i:], r.plans[i+1:])
+			r.plans[len(r.plans)-1] = c
+			return c.p
+		}
 	}
+	if len(r.plans) == maxPlans {
+		copy(r.plans, r.plans[1:])
+		r.plans[len(r.plans)-1] = sizedPlan{}
+		r.plans = r.plans[:len(r.plans)-1]
+	}
+	p := NewFFT2(nw, nh)
+	r.plans = append(r.plans, sizedPlan{nw, nh, p})
 	return p
 }
 
