@@ -89,6 +89,9 @@ type tiffWriter struct {
 // length and memory address.
 const directAlign = 4096
 
+// useDirect turns direct writes on (a variable for tests).
+var useDirect = true
+
 func newTIFFWriter(path string) (*tiffWriter, error) {
 	f, err := os.Create(path)
 	if err != nil {
@@ -96,7 +99,7 @@ func newTIFFWriter(path string) (*tiffWriter, error) {
 	}
 	off := io.NewOffsetWriter(f, 0)
 	t := &tiffWriter{f: f, off: off, w: &posWriter{w: bufio.NewWriterSize(off, 64<<10)}}
-	if d, err := openDirect(path); err == nil && hostLE {
+	if d, err := openDirect(path); err == nil && hostLE && useDirect {
 		t.direct = d
 	} else if err == nil {
 		d.Close()
@@ -109,28 +112,32 @@ func newTIFFWriter(path string) (*tiffWriter, error) {
 }
 
 // block writes b, whose memory is directAlign-aligned and whose capacity
-// reaches a multiple of directAlign bytes, and returns its offset. A
-// direct write starts at an aligned offset (zeros pad the gap), writes b
-// rounded up to the alignment (the capacity beyond len(b) is zeroed) and
-// runs in the background while the caller fills another buffer: b must
-// stay untouched until the next block or finish, which wait for it. Where
-// the file system refuses the direct write, it goes through the page
-// cache at the same offset.
+// reaches a multiple of directAlign bytes (where direct writes are on),
+// and returns its offset. Every block starts at an aligned offset (zeros
+// pad the gap) and is rounded up to the alignment with zeros, direct or
+// not, so the file's bytes do not depend on the file system. A direct
+// write runs in the background while the caller fills another buffer: b
+// must stay untouched until the next block or finish, which wait for it.
+// Where the file system refuses the direct write, it goes through the
+// page cache at the same offset.
 func (t *tiffWriter) block(b []byte) uint64 {
+	if gap := (directAlign - t.w.pos%directAlign) % directAlign; gap > 0 {
+		t.w.bytes(make([]byte, gap))
+	}
+	n := (len(b) + directAlign - 1) / directAlign * directAlign
 	if t.direct == nil || t.w.err != nil {
 		t.wait()
 		off := uint64(t.w.pos)
 		t.w.bytes(b)
+		if n > len(b) {
+			t.w.bytes(make([]byte, n-len(b)))
+		}
 		return off
-	}
-	if gap := (directAlign - t.w.pos%directAlign) % directAlign; gap > 0 {
-		t.w.bytes(make([]byte, gap))
 	}
 	if t.w.err == nil {
 		t.w.err = t.w.w.Flush()
 	}
 	pos := t.w.pos
-	n := (len(b) + directAlign - 1) / directAlign * directAlign
 	full := b[:n]
 	clear(full[len(b):])
 	t.w.pos += int64(n)
