@@ -259,11 +259,14 @@ func swapBE(d []uint16, src []byte) {
 	i := 0
 	if hostLE {
 		db := asBytes(d)
-		for ; i+4 <= len(d); i += 4 {
-			v := binary.LittleEndian.Uint64(src[2*i:])
+		n := len(d) / 4 * 8
+		sb, ob := src[:n], db[:n]
+		for j := 0; j+8 <= len(sb); j += 8 {
+			v := binary.LittleEndian.Uint64(sb[j : j+8 : j+8])
 			v = (v&0x00ff00ff00ff00ff)<<8 | (v>>8)&0x00ff00ff00ff00ff
-			binary.LittleEndian.PutUint64(db[2*i:], v)
+			binary.LittleEndian.PutUint64(ob[j:j+8:j+8], v)
 		}
+		i = n / 2
 	}
 	for ; i < len(d); i++ {
 		d[i] = uint16(src[2*i])<<8 | uint16(src[2*i+1])
@@ -280,15 +283,17 @@ func reduceRow(out, r0, r1 []uint16) {
 		// Two outputs per 64-bit word of four input pixels: the pairs'
 		// sums in 32-bit lanes (at most 4*65535 + 2, so no lane carries
 		// into the next), rounded and shifted.
-		b0, b1, bo := asBytes(r0), asBytes(r1), asBytes(out)
+		m := n / 2 * 8 // bytes of whole 4-pixel words
+		b0, b1, bo := asBytes(r0)[:m], asBytes(r1)[:m], asBytes(out)[:m/2]
 		const lo = 0x0000ffff0000ffff
-		for ; X+2 <= n; X += 2 {
-			w0 := binary.LittleEndian.Uint64(b0[4*X:])
-			w1 := binary.LittleEndian.Uint64(b1[4*X:])
+		for j := 0; j+8 <= len(b0); j += 8 {
+			w0 := binary.LittleEndian.Uint64(b0[j : j+8 : j+8])
+			w1 := binary.LittleEndian.Uint64(b1[j : j+8 : j+8])
 			s := w0&lo + (w0>>16)&lo + w1&lo + (w1>>16)&lo + 0x0000000200000002
 			s = (s >> 2) & lo
-			binary.LittleEndian.PutUint32(bo[2*X:], uint32(s)|uint32(s>>16))
+			binary.LittleEndian.PutUint32(bo[j/2:j/2+4:j/2+4], uint32(s)|uint32(s>>16))
 		}
+		X = m / 4
 	}
 	for ; X < n; X++ {
 		s := uint32(r0[2*X]) + uint32(r0[2*X+1]) + uint32(r1[2*X]) + uint32(r1[2*X+1])

@@ -240,3 +240,24 @@ func TestBigTIFFDirectEqualsBuffered(t *testing.T) {
 		t.Fatalf("direct and buffered files differ (%d and %d bytes)", len(a), len(b))
 	}
 }
+
+// BenchmarkReduceRow reduces two 512-pixel rows (one tile's width).
+func BenchmarkReduceRow(b *testing.B) {
+	r0, r1, out := make([]uint16, 512), make([]uint16, 512), make([]uint16, 256)
+	for i := range r0 {
+		r0[i], r1[i] = uint16(i*7), uint16(i*13)
+	}
+	b.SetBytes(2 * 2 * 512)
+	for b.Loop() {
+		reduceRow(out, r0, r1)
+	}
+}
+
+// BenchmarkSwapBE converts one 512-pixel big-endian row.
+func BenchmarkSwapBE(b *testing.B) {
+	src, d := make([]byte, 1024), make([]uint16, 512)
+	b.SetBytes(1024)
+	for b.Loop() {
+		swapBE(d, src)
+	}
+}
