@@ -345,7 +345,9 @@ func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDon
 //     refinement: acquire -> read -> bookkeeper -> refine each pair (Workers).
 //
 // In each graph at most Workers FFTs and pairs compute at once, so that
-// the work does not oversubscribe the cores it was sized for.
+// the work does not oversubscribe the cores it was sized for, and at most
+// GraphOptions.WeakPairs of the pairs are noise-limited ones, which share
+// that many scratch spaces (see align.WeakPairs).
 //
 // Tiles enter line by line along the shorter grid dimension. Each tile
 // takes a slot from a memory pool (see GraphOptions.PoolSize), in that

@@ -208,14 +208,14 @@ func denoiseRegion(t *image.Gray16, x0, y0, rw, rh int, plan func(w, h int) *FFT
 // DenoiseScratch returns about how many bytes of scratch one space of a
 // [WeakPairs] (or an [Aligner] or [Refiner] without one) holds once it has
 // handled a noise-limited pair of w x h tiles (see [ChoosePeak] and
-// [Refiner.RefineDenoised]), about 130 bytes per pixel of a tile. The
+// [Refiner.RefineDenoised]), about 140 bytes per pixel of a tile. The
 // search on tiles reduced twice and the denoised refinement at full
 // resolution share the buffers, so the larger of the two counts: the
 // search's mirrored reduced tile and its spectrum, the two zero-padded
 // regions of its NCC surface over every displacement, their spectra and
-// summed-area tables (about 50P for P pixels of a tile); the
+// summed-area tables (about 60P for P pixels of a tile); the
 // refinement's mirrored overlaps and their spectra, the filtered tiles and
-// the surface of the box, for overlaps up to half a tile (about 60P). The
+// the surface of the box, for overlaps up to half a tile (about 70P). The
 // FFT plans come on top, each holding arrays as large as its transform:
 // the last four sizes used are kept (see [Refiner]), those of the search
 // and of such a refinement (about 70P).
