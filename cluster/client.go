@@ -45,6 +45,8 @@ type Client struct {
 	unacked []jetstream.Msg
 	acking  []jetstream.Msg // the batch being acknowledged (its buffer is reused)
 	ackT    *time.Timer
+	ackNow  bool       // closed: a result that still comes is acknowledged at once
+	ackRun  sync.Mutex // held while a batch is acknowledged
 
 	stats clientStats
 }
@@ -218,10 +220,15 @@ func (c *Client) background(f func(ctx context.Context)) {
 // that follow it.
 func (c *Client) deliver(m jetstream.Msg) {
 	c.ackMu.Lock()
-	if len(c.unacked) == 0 {
+	switch {
+	case c.ackNow:
+		_ = m.Ack()
+	case len(c.unacked) == 0:
 		c.ackT.Reset(resultAckDelay)
+		fallthrough
+	default:
+		c.unacked = append(c.unacked, m)
 	}
-	c.unacked = append(c.unacked, m)
 	c.ackMu.Unlock()
 	c.hand(m.Headers().Get(hID), &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 }
@@ -234,15 +241,31 @@ func (c *Client) deliver(m jetstream.Msg) {
 const resultAckDelay = 5 * time.Millisecond
 
 // ackResults acknowledges the results received and not yet acknowledged.
-func (c *Client) ackResults() {
+func (c *Client) ackResults() { c.ackBatch(nil) }
+
+// ackBatch acknowledges the results received and not yet acknowledged; with
+// a context, it waits until the server confirms the last acknowledgement
+// (and with it, the ones before), or ctx is done.
+func (c *Client) ackBatch(ctx context.Context) {
+	c.ackRun.Lock()
+	defer c.ackRun.Unlock()
 	c.ackMu.Lock()
 	batch := c.unacked
 	c.unacked = c.acking[:0]
 	c.acking = nil
 	c.ackMu.Unlock()
 	for i, m := range batch {
-		_ = m.Ack()
+		if ctx != nil && i == len(batch)-1 {
+			_ = m.DoubleAck(ctx)
+		} else {
+			_ = m.Ack()
+		}
 		batch[i] = nil
+	}
+	if ctx != nil && len(batch) == 0 {
+		// A batch the timer sent just before: at least let it reach the
+		// server.
+		_ = c.st.js.Conn().FlushWithContext(ctx)
 	}
 	c.ackMu.Lock()
 	if c.acking == nil {
@@ -301,8 +324,20 @@ func (c *Client) Close() error {
 	_ = c.starts.Unsubscribe()
 	c.cons.Stop()
 	<-c.cons.Closed()
+	c.ackMu.Lock()
+	c.ackNow = true
 	c.ackT.Stop()
-	c.ackResults() // before the consumer goes: acknowledged results leave the stream
+	c.ackMu.Unlock()
+	// Acknowledged results leave the stream; acknowledgements that reach
+	// the consumer after it is deleted are lost, and their results would
+	// stay until the stream's MaxAge: wait for the last one.
+	if c.st.js.Conn().IsConnected() {
+		actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+		c.ackBatch(actx)
+		acancel()
+	} else {
+		c.ackBatch(nil)
+	} // before the consumer goes: acknowledged results leave the stream
 	c.bg.Wait()
 	if !c.st.js.Conn().IsConnected() {
 		return nil // the consumer goes away by itself once inactive

@@ -344,3 +344,59 @@ func TestCancelledInputIsWithdrawn(t *testing.T) {
 		return err == nil && info.State.Msgs == 0
 	})
 }
+
+// The client acknowledges its results in batches, a few milliseconds late:
+// every result still leaves the result stream soon after it is received,
+// and the last batch is acknowledged by Close.
+func TestResultsAcknowledgedInBatches(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	serveInProcess(t, nc, "w1", registerV1)
+	c, err := NewClient(context.Background(), nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	ctx := context.Background()
+	str, err := c.st.js.Stream(ctx, c.st.n.resultStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() uint64 {
+		info, err := str.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	in := jobs(100, 0)
+	if got := runSquares(t, r.Task, 16, in); len(got) != len(in) {
+		t.Fatalf("%d results, want %d", len(got), len(in))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for stored() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d results still in the stream 5 s after the run", stored())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A result received just before Close: Close acknowledges it before
+	// the consumer goes, so that it does not stay in the stream.
+	if _, err := r.Call(ctx, job{N: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for stored() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d results still in the stream after Close", stored())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := c.Stats(); st.Results != 101 || st.Duplicates != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
