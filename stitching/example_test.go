@@ -84,5 +84,5 @@ func ExampleMemoryEstimate() {
 	n := stitching.MemoryEstimate(42, 59, 1392, 1040, align.Options{}, stitching.GraphOptions{Workers: 8})
 	fmt.Printf("about %d MiB\n", n>>20)
 	// Output:
-	// about 1324 MiB
+	// about 1233 MiB
 }

@@ -34,7 +34,7 @@ type GraphOptions struct {
 	PoolSize int
 	// WeakPairs is the number of noise-limited pairs registered or refined
 	// at once, each in a scratch space of about align.DenoiseScratch bytes
-	// (some 140 bytes per pixel of a tile, against about 30 for an
+	// (some 110 bytes per pixel of a tile, against about 30 for an
 	// ordinary pair) that the run's workers share (see align.WeakPairs);
 	// the other workers that meet such a pair wait for a free one. 0
 	// means a quarter of the Workers, at least one: the scratch then adds

@@ -22,7 +22,7 @@ import (
 //     refinement (about 28P, for overlaps up to half a tile);
 //   - the scratch spaces of pairs whose weakness read noise explains, in
 //     both phases: GraphOptions.WeakPairs of them (by default a quarter of
-//     the Workers, at least one) of align.DenoiseScratch (about 140P) each;
+//     the Workers, at least one) of align.DenoiseScratch (about 110P) each;
 //   - the flat field (4P).
 //
 // The registration and refinement phases do not overlap; the larger one

@@ -208,7 +208,7 @@ func denoiseRegion(t *image.Gray16, x0, y0, rw, rh int, plan func(w, h int) *FFT
 // DenoiseScratch returns about how many bytes of scratch one space of a
 // [WeakPairs] (or an [Aligner] or [Refiner] without one) holds once it has
 // handled a noise-limited pair of w x h tiles (see [ChoosePeak] and
-// [Refiner.RefineDenoised]), about 140 bytes per pixel of a tile. The
+// [Refiner.RefineDenoised]), about 110 bytes per pixel of a tile. The
 // search on tiles reduced twice and the denoised refinement at full
 // resolution share the buffers, so the larger of the two counts: the
 // search's mirrored reduced tile and its spectrum, the two zero-padded
@@ -216,9 +216,10 @@ func denoiseRegion(t *image.Gray16, x0, y0, rw, rh int, plan func(w, h int) *FFT
 // summed-area tables (about 60P for P pixels of a tile); the
 // refinement's mirrored overlaps and their spectra, the filtered tiles and
 // the surface of the box, for overlaps up to half a tile (about 70P). The
-// FFT plans come on top, each holding arrays as large as its transform:
-// the last four sizes used are kept (see [Refiner]), those of the search
-// and of such a refinement (about 70P).
+// FFT plans come on top, each holding arrays as large as its transform: a
+// space of a WeakPairs keeps two, those of the search (about 30P) or of
+// such a refinement (about 40P). An Aligner or Refiner without a pool
+// keeps four, and may hold both (about 30P more).
 func DenoiseScratch(w, h int) int64 {
 	if w <= 0 || h <= 0 {
 		return 0
@@ -241,5 +242,5 @@ func DenoiseScratch(w, h int) int64 {
 	ow, oh := float64(w)/2, float64(h)
 	refineBuf := plan(2*ow, 2*oh) + 2*plan(ow, oh) + 4*8*ow*oh + 2*2*float64(w)*float64(h)
 	refinePlans := plan(2*ow, 2*oh) + plan(ow, oh)
-	return int64(max(searchBuf, refineBuf) + searchPlans + refinePlans)
+	return int64(max(searchBuf, refineBuf) + max(searchPlans, refinePlans))
 }

@@ -30,6 +30,7 @@ type Refiner struct {
 	dbuf  []float64 // scratch of denoiseRegion
 	dspec []complex128
 	weak  *WeakPairs // scratch of RefineDenoised, if set
+	keep  int        // plans kept
 }
 
 // sizedPlan is a cached FFT plan of nw x nh.
@@ -41,13 +42,22 @@ type sizedPlan struct {
 // maxPlans is the number of FFT plans a Refiner keeps. The sizes of the
 // search boxes vary from pair to pair, and a plan holds arrays as large
 // as its transform: an unbounded cache grows with every size seen. Four
-// cover a denoised search (the mirrored reduced tile and its NCC surface)
-// and a refinement (a mirrored overlap and its surface).
+// cover the boxes of west and north pairs and their variants at the
+// grid's edges, or a denoised search (the mirrored reduced tile and its
+// NCC surface) and a refinement (a mirrored overlap and its surface).
 const maxPlans = 4
+
+// spacePlans is the number of FFT plans a space of a WeakPairs keeps: the
+// two of a denoised search, or of a denoised refinement, so that the
+// plans of one are not kept during the other (see DenoiseScratch).
+// Making a plan again costs little next to a noise-limited pair (under a
+// millisecond for a tile of 1392 x 1040 against some 100 ms for its
+// transforms).
+const spacePlans = 2
 
 // NewRefiner returns an empty Refiner.
 func NewRefiner() *Refiner {
-	return &Refiner{}
+	return &Refiner{keep: maxPlans}
 }
 
 // SetWeakPairs makes [Refiner.RefineDenoised] take its scratch from p,
@@ -241,8 +251,8 @@ func better(cur, cand, start Translation) Translation {
 	return cur
 }
 
-// plan returns an FFT plan of nw x nh, from the cache of the last
-// maxPlans sizes used or new.
+// plan returns an FFT plan of nw x nh, from the cache of the last sizes
+// used (r.keep of them) or new.
 func (r *Refiner) plan(nw, nh int) *FFT2 {
 	for i, c := range r.plans {
 		if c.nw == nw && c.nh == nh {
@@ -251,7 +261,7 @@ func (r *Refiner) plan(nw, nh int) *FFT2 {
 			return c.p
 		}
 	}
-	if len(r.plans) == maxPlans {
+	if len(r.plans) >= max(r.keep, 1) {
 		copy(r.plans, r.plans[1:])
 		r.plans[len(r.plans)-1] = sizedPlan{}
 		r.plans = r.plans[:len(r.plans)-1]

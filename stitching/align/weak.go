@@ -25,7 +25,9 @@ func NewWeakPairs(n int) *WeakPairs {
 	n = max(n, 1)
 	p := &WeakPairs{free: make(chan *Refiner, n)}
 	for range n {
-		p.free <- NewRefiner()
+		r := NewRefiner()
+		r.keep = spacePlans
+		p.free <- r
 	}
 	return p
 }

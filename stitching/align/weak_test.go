@@ -90,6 +90,13 @@ func TestWeakPairsSameResults(t *testing.T) {
 	if got := len(pool.free); got != pool.Size() {
 		t.Errorf("%d of %d spaces back in the pool", got, pool.Size())
 	}
+	for range pool.Size() {
+		r, done := pool.take()
+		if len(r.plans) > spacePlans {
+			t.Errorf("a space keeps %d plans, want at most %d", len(r.plans), spacePlans)
+		}
+		defer done()
+	}
 }
 
 // A noise-limited pair waits for a free space of the pool: with the only
