@@ -828,13 +828,28 @@ func mosaicMemory(slots []compose.Slot, blend compose.Blend) int64 {
 // collector keeps the heap near what the pools hold instead of letting it
 // double (GOGC's default) on a large grid. (With 1.25 times the estimate
 // plus 256 MiB the paper-size grid on 16 cores ran 20% slower: the
-// collector ran nearly all the time.) It leaves a limit
-// the user set (GOMEMLIMIT) alone, and returns the function that puts the
-// previous limit back (the mosaic has a budget of its own).
+// collector ran nearly all the time.) The estimate taken is the steady
+// one, without the scratch spaces of noise-limited pairs
+// (GraphOptions.WeakPairs): those exist only on data with such pairs, and
+// are kept and reused, not garbage, so the heap has room for them under the
+// limit (live memory at most the full estimate) and the collector paces
+// itself by the pools as before. It leaves a limit the user set
+// (GOMEMLIMIT) alone, and returns the function that puts the previous limit
+// back (the mosaic has a budget of its own).
 func softMemoryLimit(src *tileio.TileSet, c *config, opt align.Options, gopt stitching.GraphOptions) (restore func()) {
 	w, h := src.TileSize()
-	est := stitching.MemoryEstimate(c.rows, c.cols, w, h, opt, gopt)
-	return heapLimit(est + est/2 + 300e6)
+	return heapLimit(softLimitBytes(c.rows, c.cols, w, h, opt, gopt))
+}
+
+// softLimitBytes is the soft memory limit of softMemoryLimit: 1.5 times
+// the steady estimate plus 300 MB, and never less than the whole estimate
+// plus 300 MB (many scratch spaces asked for with GraphOptions.WeakPairs).
+func softLimitBytes(rows, cols, w, h int, opt align.Options, gopt stitching.GraphOptions) int64 {
+	one := gopt
+	one.WeakPairs = 1
+	steady := stitching.MemoryEstimate(rows, cols, w, h, opt, one) - align.DenoiseScratch(w, h)
+	full := stitching.MemoryEstimate(rows, cols, w, h, opt, gopt)
+	return max(steady+steady/2, full) + 300e6
 }
 
 // heapLimit sets the Go runtime's soft memory limit to bytes, unless the
