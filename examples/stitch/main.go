@@ -951,14 +951,15 @@ func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64) mosaicPlan
 		return p
 	}
 	p.tiled = true
-	// One band (ComposeTiled's bytes and values), the tiles meeting it
+	// Two bands (ComposeTiled's bytes and values; ComposeBigTIFF composes
+	// one while it writes the other), the tiles meeting a band
 	// (MemoryEstimate's share beyond the mosaic, doubled for the taller
 	// band), the preview's level and reduction, the BigTIFF writer's tiles.
 	tileBytes := int64(2 * mosaicTile * mosaicTile)
 	band := int64(mosaicTile)
 	est := compose.MemoryEstimate(slots, blend)
 	level := int64(2 * (2 * previewSide) * (2 * previewSide)) // longer side < 2*previewSide
-	fixed := 4*int64(p.w)*band + 2*max(0, est-pixels) + (p.inMemory - est) + level + 8*tileBytes
+	fixed := 6*int64(p.w)*band + 2*max(0, est-pixels) + (p.inMemory - est) + level + 8*tileBytes
 	p.cache = max(mem-fixed, 4*tileBytes)
 	p.need = fixed + 4*tileBytes
 	return p

@@ -47,22 +47,48 @@ func ComposeTiled(ctx context.Context, slots []Slot, load func(i int) (*image.Gr
 // out, a BigTIFF of the mosaic's size (see MosaicSize): each band's rows
 // of tiles go straight into the file and only its first reduced level
 // passes through a temporary tiled image, so the full-resolution mosaic is
-// never stored anywhere else. Memory is one band (a multiple of out's tile
-// height, at least 256 rows), the tiles meeting it and the reduced levels'
-// caches. The caller closes out; the file then equals WriteBigTIFF of
-// ComposeTiled's image.
+// never stored anywhere else. The bands are double-buffered: while out
+// cuts and writes one band, the next is composed. Memory is two bands (a
+// multiple of out's tile height, at least 256 rows each), the tiles
+// meeting a band and the reduced levels' caches. The caller closes out;
+// the file then equals WriteBigTIFF of ComposeTiled's image.
 func ComposeBigTIFF(ctx context.Context, slots []Slot, load func(i int) (*image.Gray16, error), mode Blend, out *tiled.BigTIFFStream) error {
 	mw, _, err := checkOutput(slots, load, mode, "BigTIFF", out.W, out.H)
 	if err != nil {
 		return err
 	}
 	band := out.TH * max(1, (bandHeight+out.TH-1)/out.TH)
-	pix := make([]byte, 2*mw*band)
+	var (
+		pix     = [2][]byte{make([]byte, 2*mw*band), make([]byte, 2*mw*band)}
+		cur     int
+		pending bool
+		written = make(chan error, 1)
+	)
+	// wait returns the error of the band being written, if one is.
+	wait := func() error {
+		if !pending {
+			return nil
+		}
+		pending = false
+		return <-written
+	}
 	// The band's big-endian rows go to the stream as they are: it
 	// converts them while cutting them into tiles.
-	return sweepBands(ctx, slots, load, mode, mw, out.H, band, bandImage(pix, mw), func(y0, y1 int) error {
-		return out.WriteRowsBE(y0, y1-y0, pix, 2*mw)
+	dst := func(y0, y1 int) *image.Gray16 { return bandImage(pix[cur], mw)(y0, y1) }
+	err = sweepBands(ctx, slots, load, mode, mw, out.H, band, dst, func(y0, y1 int) error {
+		if err := wait(); err != nil {
+			return err
+		}
+		rows := pix[cur]
+		pending = true
+		go func() { written <- out.WriteRowsBE(y0, y1-y0, rows, 2*mw) }()
+		cur ^= 1
+		return nil
 	})
+	if werr := wait(); err == nil {
+		err = werr
+	}
+	return err
 }
 
 // checkOutput checks ComposeTiled's or ComposeBigTIFF's arguments and that

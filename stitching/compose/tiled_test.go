@@ -3,6 +3,7 @@ package compose
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image"
 	"math/rand/v2"
 	"os"
@@ -115,7 +116,7 @@ func BenchmarkComposeTiled(b *testing.B) {
 // ComposeBigTIFF's streamed file is byte for byte WriteBigTIFF of
 // ComposeTiled's image, in every blend mode.
 func TestComposeBigTIFFEqualsComposeTiled(t *testing.T) {
-	slots, imgs := benchGrid(4, 3, 150, 130)
+	slots, imgs := benchGrid(4, 8, 150, 130) // 4 bands: both band buffers used twice
 	load := func(i int) (*image.Gray16, error) { return imgs[i], nil }
 	mw, mh, _ := MosaicSize(slots)
 	for _, mode := range []Blend{Overlay, Average, Linear} {
@@ -159,6 +160,32 @@ func TestComposeBigTIFFEqualsComposeTiled(t *testing.T) {
 	if err := out.Close(); err == nil {
 		t.Fatal("incomplete stream closed without error")
 	}
+}
+
+// A tile that fails to load in a later band, while the band before it is
+// being written, fails ComposeBigTIFF with that error, and the write in
+// flight is waited for (goleak checks the package).
+func TestComposeBigTIFFLoadErrorMidway(t *testing.T) {
+	slots, imgs := benchGrid(4, 8, 150, 130)
+	bad := len(slots) - 1
+	boom := errors.New("disk gone")
+	load := func(i int) (*image.Gray16, error) {
+		if i == bad {
+			return nil, boom
+		}
+		return imgs[i], nil
+	}
+	mw, mh, _ := MosaicSize(slots)
+	dir := t.TempDir()
+	out, err := tiled.CreateBigTIFF(filepath.Join(dir, "m.tif"), mw, mh, 64, 64, 0, dir, 8*64*64*2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ComposeBigTIFF(context.Background(), slots, load, Linear, out)
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the loader's", err)
+	}
+	_ = out.Close()
 }
 
 // BenchmarkComposeBigTIFF is BenchmarkComposeTiled streamed: no tile file.
