@@ -16,6 +16,7 @@ package compose
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -316,7 +317,7 @@ type rowAcc struct {
 	// blendRow's scratch, reused from row to row.
 	cov   []cover
 	edges []edge
-	multi [][2]int // column ranges [x0, x1) two or more tiles cover
+	on    []int // the covers over the current span
 }
 
 // columnWeights returns the linear-blend column weights of a tile w
@@ -362,92 +363,130 @@ func (a *rowAcc) rows(ctx context.Context, out *image.Gray16, active []span, mod
 }
 
 // cover is one tile's part in a mosaic row: columns [x0, x1), its
-// big-endian pixels and, for Linear, its row weight.
+// big-endian pixels and, for Linear, its row weight and the largest
+// weight it gives any pixel of the row.
 type cover struct {
 	x0, x1 int
 	src    []byte
 	wy     uint64
+	wmax   uint64
 }
 
 // edge is a tile's left (+1) or right (-1) edge in a mosaic row.
 type edge struct{ x, d, k int }
 
+// fastWeights bounds the total weight of the covers of a span for the
+// float64 division (see divRound): below it, sums of weighted 16-bit
+// values stay under 2^49 and means under 2^16 (a variable for tests).
+var fastWeights uint64 = 1 << 33
+
 // blendRow composes mosaic row y for Average and Linear. Columns that one
 // tile alone covers take its pixels as they are (the rounded mean of one
-// value is that value); only columns where tiles overlap are accumulated
-// and divided.
+// value is that value); only spans where tiles overlap are blended, each
+// with the tiles that cover it all.
 func (a *rowAcc) blendRow(orow []byte, active []span, mode Blend, y int) {
-	a.cov, a.edges, a.multi = a.cov[:0], a.edges[:0], a.multi[:0]
+	a.cov, a.edges, a.on = a.cov[:0], a.edges[:0], a.on[:0]
 	for _, s := range active {
 		j := y - s.slot.Y
 		if j < 0 || j >= s.slot.Height {
 			continue
 		}
 		k := len(a.cov)
-		a.cov = append(a.cov, cover{x0: s.slot.X, x1: s.slot.X + s.slot.Width, src: tileRow(s.img, j, s.slot.Width),
-			wy: uint64(min(j+1, s.slot.Height-j))})
-		a.edges = append(a.edges, edge{s.slot.X, 1, k}, edge{s.slot.X + s.slot.Width, -1, k})
+		c := cover{x0: s.slot.X, x1: s.slot.X + s.slot.Width, src: tileRow(s.img, j, s.slot.Width), wy: 1, wmax: 1}
+		if mode == Linear {
+			c.wy = uint64(min(j+1, s.slot.Height-j))
+			c.wmax = c.wy * uint64((s.slot.Width+1)/2)
+		}
+		a.cov = append(a.cov, c)
+		a.edges = append(a.edges, edge{c.x0, 1, k}, edge{c.x1, -1, k})
 	}
 	slices.SortFunc(a.edges, func(p, q edge) int { return p.x - q.x })
-	// Sweep the edges: n tiles cover [prev, e.x), ksum is their indices'
-	// sum (the index itself when n == 1).
-	n, ksum, prev := 0, 0, 0
+	// Sweep the edges: the tiles a.on cover [prev, e.x).
+	prev := 0
 	for _, e := range a.edges {
 		if e.x > prev {
-			switch {
-			case n == 0: // no tile: 0
+			switch len(a.on) {
+			case 0: // no tile: 0
 				clear(orow[2*prev : 2*e.x])
-			case n == 1:
-				c := a.cov[ksum]
+			case 1:
+				c := &a.cov[a.on[0]]
 				copy(orow[2*prev:2*e.x], c.src[2*(prev-c.x0):])
-			case n > 1:
-				if m := len(a.multi); m > 0 && a.multi[m-1][1] == prev {
-					a.multi[m-1][1] = e.x
-				} else {
-					a.multi = append(a.multi, [2]int{prev, e.x})
-				}
+			default:
+				a.blendSpan(orow, prev, e.x, mode)
 			}
 			prev = e.x
 		}
-		n += e.d
-		ksum += e.d * e.k
+		if e.d > 0 {
+			a.on = append(a.on, e.k)
+		} else {
+			a.on = slices.DeleteFunc(a.on, func(k int) bool { return k == e.k })
+		}
 	}
 	clear(orow[2*prev:])
-	if len(a.multi) == 0 {
+}
+
+// blendSpan sets columns [lo, hi) of orow to the rounded (weighted) mean
+// of the tiles a.on, which all cover them.
+func (a *rowAcc) blendSpan(orow []byte, lo, hi int, mode Blend) {
+	var wsum uint64
+	for _, k := range a.on {
+		wsum += a.cov[k].wmax
+	}
+	out := orow[2*lo : 2*hi]
+	if len(a.on) == 2 && wsum < fastWeights {
+		c, d := &a.cov[a.on[0]], &a.cov[a.on[1]]
+		sc, sd := c.src[2*(lo-c.x0):][:len(out)], d.src[2*(lo-d.x0):][:len(out)]
+		if mode == Average {
+			for len(out) >= 2 && len(sc) >= 2 && len(sd) >= 2 {
+				v := uint32(binary.BigEndian.Uint16(sc)) + uint32(binary.BigEndian.Uint16(sd)) + 1
+				binary.BigEndian.PutUint16(out, uint16(v>>1))
+				out, sc, sd = out[2:], sc[2:], sd[2:]
+			}
+			return
+		}
+		// Linear: column i of a tile w wide weighs min(i+1, w-i).
+		ic, wc, jc := int64(lo-c.x0), int64(c.x1-c.x0), int64(c.wy)
+		id, wd, jd := int64(lo-d.x0), int64(d.x1-d.x0), int64(d.wy)
+		for len(out) >= 2 && len(sc) >= 2 && len(sd) >= 2 {
+			gc := jc * min(ic+1, wc-ic)
+			gd := jd * min(id+1, wd-id)
+			s := gc*int64(binary.BigEndian.Uint16(sc)) + gd*int64(binary.BigEndian.Uint16(sd))
+			n := gc + gd
+			binary.BigEndian.PutUint16(out, uint16(int64(float64(2*s+n)/float64(2*n))))
+			out, sc, sd = out[2:], sc[2:], sd[2:]
+			ic++
+			id++
+		}
 		return
 	}
-	for _, c := range a.cov {
-		for _, m := range a.multi {
-			lo, hi := max(m[0], c.x0), min(m[1], c.x1)
-			if lo >= hi {
-				continue
-			}
-			sum, wt := a.sum[lo:hi], a.wt[lo:hi]
-			src := c.src[2*(lo-c.x0) : 2*(hi-c.x0)]
-			if mode == Average {
-				for i := range sum {
-					sum[i] += uint64(src[2*i])<<8 | uint64(src[2*i+1])
-					wt[i]++
-				}
-				continue
-			}
-			wx := a.columnWeights(c.x1 - c.x0)[lo-c.x0 : hi-c.x0]
+	sum, wt := a.sum[lo:hi], a.wt[lo:hi]
+	for _, k := range a.on {
+		c := &a.cov[k]
+		src := c.src[2*(lo-c.x0) : 2*(hi-c.x0)]
+		if mode == Average {
 			for i := range sum {
-				wgt := c.wy * wx[i]
-				sum[i] += wgt * (uint64(src[2*i])<<8 | uint64(src[2*i+1]))
-				wt[i] += wgt
+				sum[i] += uint64(src[2*i])<<8 | uint64(src[2*i+1])
+				wt[i]++
 			}
+			continue
+		}
+		wx := a.columnWeights(c.x1 - c.x0)[lo-c.x0 : hi-c.x0]
+		for i := range sum {
+			wgt := c.wy * wx[i]
+			sum[i] += wgt * (uint64(src[2*i])<<8 | uint64(src[2*i+1]))
+			wt[i] += wgt
 		}
 	}
-	for _, m := range a.multi {
-		for x := m[0]; x < m[1]; x++ {
-			// Round half up: (2s + n) / 2n. In float64 where that is
-			// exact after truncation (see divRound), a fraction of a
-			// 64-bit integer division's time.
-			v := divRound(a.sum[x], a.wt[x])
-			orow[2*x], orow[2*x+1] = byte(v>>8), byte(v)
-			a.sum[x], a.wt[x] = 0, 0
+	fast := wsum < fastWeights
+	for i := range sum {
+		var v uint64
+		if fast {
+			v = uint64(float64(int64(2*sum[i]+wt[i])) / float64(int64(2*wt[i])))
+		} else {
+			v = divRound(sum[i], wt[i])
 		}
+		out[2*i], out[2*i+1] = byte(v>>8), byte(v)
+		sum[i], wt[i] = 0, 0
 	}
 }
 

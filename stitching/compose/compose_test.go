@@ -433,3 +433,26 @@ func TestDivRound(t *testing.T) {
 		check(c[0], c[1])
 	}
 }
+
+// TestBlendPaths checks both divisions of blended spans against the
+// naive reference: float64 (spans whose total weight is below
+// fastWeights) and integer (set fastWeights to 0), with tiles piled up to
+// many deep.
+func TestBlendPaths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tiles := randomTiles(rng, 60)
+	for i := range tiles {
+		tiles[i].X, tiles[i].Y = rng.IntN(60), rng.IntN(200)
+	}
+	defer func(v uint64) { fastWeights = v }(fastWeights)
+	for _, limit := range []uint64{fastWeights, 0} {
+		fastWeights = limit
+		for _, mode := range []Blend{Average, Linear} {
+			got, err := Compose(context.Background(), tiles, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			equalRows(t, got, naive(tiles, mode))
+		}
+	}
+}
