@@ -16,7 +16,6 @@ package compose
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -375,6 +374,32 @@ type cover struct {
 // edge is a tile's left (+1) or right (-1) edge in a mosaic row.
 type edge struct{ x, d, k int }
 
+// linear returns c's linear-blend weight at mosaic column x, its step
+// from one column to the next and the column where the step changes
+// (the tile's middle, or its right edge).
+func (c *cover) linear(x int) (g, step int64, next int) {
+	i, w, mid := x-c.x0, c.x1-c.x0, c.x0+(c.x1-c.x0+1)/2
+	if x < mid {
+		return int64(c.wy) * int64(i+1), int64(c.wy), mid
+	}
+	return int64(c.wy) * int64(w-i), -int64(c.wy), c.x1
+}
+
+// blend2 sets the big-endian pixels of out to the rounded weighted means
+// of sc's and sd's, with weights gc and gd stepping by dc and dd from
+// pixel to pixel. The weights sum to less than fastWeights: the float64
+// division is exact after truncation (see divRound).
+func blend2(out, sc, sd []byte, gc, dc, gd, dd int64) {
+	for i := 1; i < len(out) && i < len(sc) && i < len(sd); i += 2 {
+		s := gc*(int64(sc[i-1])<<8|int64(sc[i])) + gd*(int64(sd[i-1])<<8|int64(sd[i]))
+		n := gc + gd
+		v := int64(float64(2*s+n) / float64(2*n))
+		out[i-1], out[i] = byte(v>>8), byte(v)
+		gc += dc
+		gd += dd
+	}
+}
+
 // fastWeights bounds the total weight of the covers of a span for the
 // float64 division (see divRound): below it, sums of weighted 16-bit
 // values stay under 2^49 and means under 2^16 (a variable for tests).
@@ -437,25 +462,21 @@ func (a *rowAcc) blendSpan(orow []byte, lo, hi int, mode Blend) {
 		c, d := &a.cov[a.on[0]], &a.cov[a.on[1]]
 		sc, sd := c.src[2*(lo-c.x0):][:len(out)], d.src[2*(lo-d.x0):][:len(out)]
 		if mode == Average {
-			for len(out) >= 2 && len(sc) >= 2 && len(sd) >= 2 {
-				v := uint32(binary.BigEndian.Uint16(sc)) + uint32(binary.BigEndian.Uint16(sd)) + 1
-				binary.BigEndian.PutUint16(out, uint16(v>>1))
-				out, sc, sd = out[2:], sc[2:], sd[2:]
+			for i := 1; i < len(out) && i < len(sc) && i < len(sd); i += 2 {
+				v := (uint32(sc[i-1])<<8 | uint32(sc[i])) + (uint32(sd[i-1])<<8 | uint32(sd[i])) + 1
+				out[i-1], out[i] = byte(v>>9), byte(v>>1)
 			}
 			return
 		}
-		// Linear: column i of a tile w wide weighs min(i+1, w-i).
-		ic, wc, jc := int64(lo-c.x0), int64(c.x1-c.x0), int64(c.wy)
-		id, wd, jd := int64(lo-d.x0), int64(d.x1-d.x0), int64(d.wy)
-		for len(out) >= 2 && len(sc) >= 2 && len(sd) >= 2 {
-			gc := jc * min(ic+1, wc-ic)
-			gd := jd * min(id+1, wd-id)
-			s := gc*int64(binary.BigEndian.Uint16(sc)) + gd*int64(binary.BigEndian.Uint16(sd))
-			n := gc + gd
-			binary.BigEndian.PutUint16(out, uint16(int64(float64(2*s+n)/float64(2*n))))
-			out, sc, sd = out[2:], sc[2:], sd[2:]
-			ic++
-			id++
+		// Linear: column i of a tile w wide weighs min(i+1, w-i), i+1
+		// up to the column (w+1)/2 and w-i from there: the span is cut
+		// there, so that each piece's weights step by a constant.
+		for x := lo; x < hi; {
+			gc, dc, mc := c.linear(x)
+			gd, dd, md := d.linear(x)
+			e := min(hi, mc, md)
+			blend2(out[2*(x-lo):2*(e-lo)], sc[2*(x-lo):], sd[2*(x-lo):], gc, dc, gd, dd)
+			x = e
 		}
 		return
 	}
