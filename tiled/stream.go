@@ -114,11 +114,10 @@ func (s *BigTIFFStream) WriteRows(y0, n int, px []uint16) error {
 	}
 	for r := 0; r < n; r += s.TH {
 		rows := px[r*s.W:]
-		if err := s.tileRow(0, func(tx, cw, ch int, dst []uint16) error {
-			for y := range ch {
+		if err := s.tileRow(0, nil, func(tx, cw, y0, y1 int, dst []uint16) {
+			for y := y0; y < y1; y++ {
 				copy(dst[y*s.TW:y*s.TW+cw], rows[y*s.W+tx*s.TW:])
 			}
-			return nil
 		}); err != nil {
 			return err
 		}
@@ -137,11 +136,10 @@ func (s *BigTIFFStream) WriteRowsBE(y0, n int, pix []byte, stride int) error {
 	}
 	for r := 0; r < n; r += s.TH {
 		rows := pix[r*stride:]
-		if err := s.tileRow(0, func(tx, cw, ch int, dst []uint16) error {
-			for y := range ch {
+		if err := s.tileRow(0, nil, func(tx, cw, y0, y1 int, dst []uint16) {
+			for y := y0; y < y1; y++ {
 				swapBE(dst[y*s.TW:y*s.TW+cw], rows[y*stride+2*tx*s.TW:][:2*cw])
 			}
-			return nil
 		}); err != nil {
 			return err
 		}
@@ -153,64 +151,84 @@ func (s *BigTIFFStream) WriteRowsBE(y0, n int, pix []byte, stride int) error {
 // of tiles by row of tiles.
 func (s *BigTIFFStream) writeImage(im *Image) error {
 	for ty := range im.TilesY() {
-		if err := s.tileRow(0, func(tx, _, _ int, dst []uint16) error {
+		if err := s.tileRow(0, func(tx int, dst []uint16) error {
 			return im.ReadTile(Coord{tx, ty}, dst)
-		}); err != nil {
+		}, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// tileRow writes level l's next row of tiles, run by run: fill puts tile
-// tx's pixels (cw x ch of them valid, row stride TW) into its TW x TH slot
-// of a run buffer (padding is zeroed after), each tile is reduced into
-// level l+1, and each run goes to the file in one write; level l+1's row
-// of tiles follows when it is complete. Tiles are filled and reduced by
-// up to GOMAXPROCS goroutines, each a range of the run's tiles.
-func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) error) error {
+// tileRow writes level l's next row of tiles, run by run: each run's
+// tiles are filled, reduced into level l+1 and go to the file in one
+// write; level l+1's row of tiles follows when it is complete. A tile
+// holds cw x ch valid pixels (row stride TW) in its TW x TH slot of a run
+// buffer; the padding is zeroed. Either tile fills tile tx's slot whole,
+// the run's tiles by ranges in up to GOMAXPROCS goroutines, or rows fills
+// its rows [y0, y1) (at most two), the run's pairs of rows by ranges in
+// up to GOMAXPROCS goroutines, each pair across the run's tiles: the
+// source (full rows of the image) is read row after row rather than
+// TW pixels a row down a tile, and each pair is reduced while it is in
+// the processor's first-level cache.
+func (s *BigTIFFStream) tileRow(l int, tile func(tx int, dst []uint16) error, rows func(tx, cw, y0, y1 int, dst []uint16)) error {
 	lv := s.levels[l]
 	tw, th, tsz := s.TW, s.TH, s.TW*s.TH
 	nx := (lv.w + tw - 1) / tw
 	ch := min(th, lv.h-lv.y)
-	// Each tile, once filled, is reduced at once while its pixels are in
-	// the processor's cache: into level l+1's rows [y/2, ceil((y+ch)/2)),
-	// 2x2 means, the last row and column repeated where level l is odd,
-	// as Downsample's clamped read. TW and TH are even, so no 2x2 block
-	// straddles two tiles.
+	// Level l's rows [y, y+ch) reduce into level l+1's rows [y/2,
+	// ceil((y+ch)/2)), 2x2 means, the last row and column repeated where
+	// level l is odd, as Downsample's clamped read. TW and TH are even,
+	// so no 2x2 block straddles two tiles.
 	var nv *streamLevel
 	if l+1 < len(s.levels) {
 		nv = s.levels[l+1]
 	}
 	oh := (ch + 1) / 2
+	// pair fills (when rows is set), pads and reduces rows 2p and 2p+1
+	// of tile tx, the run's tile i.
+	pair := func(buf []uint16, tx, i, p int) {
+		cw := min(tw, lv.w-tx*tw)
+		dst := buf[i*tsz : (i+1)*tsz]
+		y0, y1 := 2*p, min(2*p+2, ch)
+		if y0 >= ch {
+			clear(dst[y0*tw : (y0+2)*tw])
+			return
+		}
+		if rows != nil {
+			rows(tx, cw, y0, y1, dst)
+		}
+		for y := y0; y < y1; y++ {
+			clear(dst[y*tw+cw : (y+1)*tw])
+		}
+		clear(dst[y1*tw : (y0+2)*tw])
+		if nv != nil {
+			reduceRow(nv.buf[(nv.rows+p)*nv.w+tx*tw/2:][:(cw+1)/2], dst[y0*tw:][:cw], dst[(y1-1)*tw:][:cw])
+		}
+	}
 	for t0 := 0; t0 < nx; t0 += s.run {
 		k := min(s.run, nx-t0)
 		buf := s.bufs[s.cur][:k*tsz]
 		s.cur ^= 1 // the write of buf runs while the next run fills the other
-		err := parallel(k, tsz, func(i int) error {
-			tx := t0 + i
-			cw := min(tw, lv.w-tx*tw)
-			dst := buf[i*tsz : (i+1)*tsz]
-			if err := fill(tx, cw, ch, dst); err != nil {
-				return err
-			}
-			for y := range th {
-				if y >= ch {
-					clear(dst[y*tw:])
-					break
+		var err error
+		if tile != nil {
+			err = parallel(k, tsz, func(i int) error {
+				if err := tile(t0+i, buf[i*tsz:(i+1)*tsz]); err != nil {
+					return err
 				}
-				clear(dst[y*tw+cw : (y+1)*tw])
-			}
-			if nv != nil {
-				ow := (cw + 1) / 2
-				for r := range oh {
-					r0 := dst[2*r*tw:][:cw]
-					r1 := dst[min(2*r+1, ch-1)*tw:][:cw]
-					reduceRow(nv.buf[(nv.rows+r)*nv.w+tx*tw/2:][:ow], r0, r1)
+				for p := range th / 2 {
+					pair(buf, t0+i, i, p)
 				}
-			}
-			return nil
-		})
+				return nil
+			})
+		} else {
+			err = parallel(th/2, 2*k*tw, func(p int) error {
+				for i := range k {
+					pair(buf, t0+i, i, p)
+				}
+				return nil
+			})
+		}
 		if err != nil {
 			return err
 		}
@@ -243,11 +261,10 @@ func (s *BigTIFFStream) tileRow(l int, fill func(tx, cw, ch int, dst []uint16) e
 	if nv.rows < th && nv.y+nv.rows < nv.h {
 		return nil
 	}
-	err := s.tileRow(l+1, func(tx, cw, ch int, dst []uint16) error {
-		for y := range ch {
+	err := s.tileRow(l+1, nil, func(tx, cw, y0, y1 int, dst []uint16) {
+		for y := y0; y < y1; y++ {
 			copy(dst[y*tw:y*tw+cw], nv.buf[y*nv.w+tx*tw:])
 		}
-		return nil
 	})
 	nv.rows = 0
 	return err
