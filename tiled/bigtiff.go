@@ -77,8 +77,9 @@ func WriteBigTIFF(path string, im *Image, levels int, tmpDir string, budget int6
 // write-back; everything else goes through a small buffer.
 type tiffWriter struct {
 	f       *os.File
-	direct  *os.File   // nil: blocks go through w
-	pending chan error // the direct write in flight, if any
+	direct  *os.File     // nil: blocks go through w
+	pending []chan error // the direct writes in flight, oldest first
+	depth   int          // at most this many direct writes in flight (at least 1)
 	off     *io.OffsetWriter
 	w       *posWriter
 	nextPtr int64
@@ -115,11 +116,11 @@ func newTIFFWriter(path string) (*tiffWriter, error) {
 // reaches a multiple of directAlign bytes (where direct writes are on),
 // and returns its offset. Every block starts at an aligned offset (zeros
 // pad the gap) and is rounded up to the alignment with zeros, direct or
-// not, so the file's bytes do not depend on the file system. A direct
-// write runs in the background while the caller fills another buffer: b
-// must stay untouched until the next block or finish, which wait for it.
-// Where the file system refuses the direct write, it goes through the
-// page cache at the same offset.
+// not, so the file's bytes do not depend on the file system. Direct
+// writes run in the background, up to depth of them at once (the disk
+// gets the next while it finishes one), while the caller fills other
+// buffers: b must stay untouched until depth more blocks have been
+// written or finish, which wait for it.
 func (t *tiffWriter) block(b []byte) uint64 {
 	if gap := (directAlign - t.w.pos%directAlign) % directAlign; gap > 0 {
 		t.w.bytes(make([]byte, gap))
@@ -144,12 +145,15 @@ func (t *tiffWriter) block(b []byte) uint64 {
 	if _, err := t.off.Seek(t.w.pos, io.SeekStart); err != nil && t.w.err == nil {
 		t.w.err = err
 	}
-	t.wait()
+	for len(t.pending) >= max(1, t.depth) {
+		t.waitOne()
+	}
 	if t.w.err != nil {
+		t.wait()
 		return 0
 	}
 	done := make(chan error, 1)
-	t.pending = done
+	t.pending = append(t.pending, done)
 	go func() {
 		_, err := t.direct.WriteAt(full, pos)
 		if errors.Is(err, syscall.EINVAL) {
@@ -160,14 +164,20 @@ func (t *tiffWriter) block(b []byte) uint64 {
 	return uint64(pos)
 }
 
-// wait waits for the direct write in flight, if any, and records its
+// waitOne waits for the oldest direct write in flight and records its
 // error.
-func (t *tiffWriter) wait() {
-	if t.pending == nil {
-		return
-	}
-	if err := <-t.pending; err != nil && t.w.err == nil {
+func (t *tiffWriter) waitOne() {
+	if err := <-t.pending[0]; err != nil && t.w.err == nil {
 		t.w.err = err
+	}
+	t.pending = t.pending[1:]
+}
+
+// wait waits for the direct writes in flight, if any, and records the
+// first error.
+func (t *tiffWriter) wait() {
+	for len(t.pending) > 0 {
+		t.waitOne()
 	}
 	t.pending = nil
 }

@@ -17,10 +17,10 @@ var runBytes = 4 << 20
 // each completed row of tiles is cut into runs of tiles of up to 4 MiB,
 // each tile reduced (2x2 means) into the next level's pending rows as it
 // is cut, and each run goes to the file in one sequential write (O_DIRECT
-// where the file system allows, running while the next run is cut). A
+// where the file system allows, two at once while the next run is cut). A
 // level's pending rows go out the same way as soon as they fill a row of
 // its tiles. The levels' tiles are interleaved in the file; all IFDs
-// follow them at Close. Memory is two runs and the reduced levels'
+// follow them at Close. Memory is three runs and the reduced levels'
 // pending rows (about one row of full-resolution tiles, TH x W pixels, in
 // all), whatever the height.
 type BigTIFFStream struct {
@@ -28,7 +28,7 @@ type BigTIFFStream struct {
 
 	t      *tiffWriter
 	levels []*streamLevel
-	bufs   [2][]uint16 // runs of tiles of a row, tile after tile: one filled while the other is written
+	bufs   [3][]uint16 // runs of tiles of a row, tile after tile: one filled while the others are written
 	cur    int         // bufs[cur] is the one to fill next
 	run    int         // tiles in a run (bufs hold run tiles)
 	raw    []byte      // the row as little-endian bytes (big-endian hosts only)
@@ -84,6 +84,7 @@ func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget 
 	if err != nil {
 		return nil, err
 	}
+	t.depth = len(s.bufs) - 1
 	s.t = t
 	return s, nil
 }
@@ -209,7 +210,7 @@ func (s *BigTIFFStream) tileRow(l int, tile func(tx int, dst []uint16) error, ro
 	for t0 := 0; t0 < nx; t0 += s.run {
 		k := min(s.run, nx-t0)
 		buf := s.bufs[s.cur][:k*tsz]
-		s.cur ^= 1 // the write of buf runs while the next run fills the other
+		s.cur = (s.cur + 1) % len(s.bufs) // the writes of buf and the run before run while the next fills the third
 		var err error
 		if tile != nil {
 			err = parallel(k, tsz, func(i int) error {
@@ -376,7 +377,7 @@ func (s *BigTIFFStream) Close() error {
 		err = s.t.w.err
 	}
 	err = s.t.finish(err)
-	s.bufs, s.raw = [2][]uint16{}, nil
+	s.bufs, s.raw = [3][]uint16{}, nil
 	for _, lv := range s.levels {
 		lv.buf = nil
 	}
