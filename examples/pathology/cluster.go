@@ -234,18 +234,11 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	var opts []graph.StartOption
-	if o.profile != "" || o.httpAddr != "" {
-		opts = append(opts, graph.WithTrace())
-	}
-	live, err := cli.ServeLive(prog, o.httpAddr, stdout)
+	opts, live, err := o.startOptions(stdout)
 	if err != nil {
 		return err
 	}
 	defer live.Close(ctx, o.httpWait, stdout)
-	if live != nil {
-		opts = append(opts, graph.WithStarted(live.Observe))
-	}
 
 	start := time.Now()
 	results, rt, err := runClusterGraph(ctx, o, s, store, remote, stdout, opts...)

@@ -409,18 +409,11 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 	if err != nil {
 		return err
 	}
-	var opts []graph.StartOption
-	if o.profile != "" || o.httpAddr != "" {
-		opts = append(opts, graph.WithTrace())
-	}
-	live, err := cli.ServeLive(prog, o.httpAddr, stdout)
+	opts, live, err := o.startOptions(stdout)
 	if err != nil {
 		return err
 	}
 	defer live.Close(ctx, o.httpWait, stdout)
-	if live != nil {
-		opts = append(opts, graph.WithStarted(live.Observe))
-	}
 	start := time.Now()
 	results, rep, rt, err := runReal(ctx, s, w, cfg, o.machine().Units(o.scale), est, o.dynamic, opts...)
 	if err != nil {
@@ -517,4 +510,22 @@ func fmtSpeedup(v float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// startOptions returns the real run's graph options: a trace for -profile
+// and -http, and the live view of -http (nil without it), which the caller
+// closes.
+func (o *options) startOptions(stdout io.Writer) ([]graph.StartOption, *cli.Live, error) {
+	var opts []graph.StartOption
+	if o.profile != "" || o.httpAddr != "" {
+		opts = append(opts, graph.WithTrace())
+	}
+	live, err := cli.ServeLive(prog, o.httpAddr, stdout)
+	if err != nil {
+		return nil, nil, err
+	}
+	if live != nil {
+		opts = append(opts, graph.WithStarted(live.Observe))
+	}
+	return opts, live, nil
 }
