@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -24,6 +23,7 @@ import (
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/natsconn"
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/pats"
 	"github.com/gohtgs/htgs/region"
@@ -40,11 +40,6 @@ import (
 // writing the labels, feature rows and nuclei polygons back into it; the
 // run then reads each tile's outputs from the storage and prints what a
 // single-process run prints, plus the work of each worker.
-
-// envToken is the environment variable through which a worker process gets
-// the server's token: the -nats URL on its command line carries none, since
-// other users of the machine can read command lines.
-const envToken = "HTGS_NATS_TOKEN"
 
 // The task the workers serve and its version: a Remote and the workers must
 // agree on both.
@@ -103,7 +98,7 @@ func (o *options) checkCluster() error {
 	case o.worker && set["cluster"]:
 		return cli.Usagef("-worker and -cluster do not go together: -cluster starts the workers itself")
 	case o.worker && o.natsURL == "":
-		return cli.Usagef("-worker needs -nats URL, the server to join (its token in $%s or the URL)", envToken)
+		return cli.Usagef("-worker needs -nats URL, the server to join (its token in $%s or the URL)", natsconn.EnvToken)
 	case !o.worker && set["nats"]:
 		return cli.Usagef("-nats goes with -worker")
 	case !o.worker && set["name"]:
@@ -228,7 +223,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 		joined = append(joined, fmt.Sprintf("%s (pid %d)", w.Name, w.PID))
 	}
 	fmt.Fprintf(stdout, "cluster: embedded NATS server at %s; %d worker processes: %s\n", srv.URL(), len(infos), strings.Join(joined, ", "))
-	fmt.Fprintf(stdout, "cluster: more workers on this machine join with: %s=$(cat %s) %s -worker -nats %s\n", envToken, tokenFile, prog, srv.URL())
+	fmt.Fprintf(stdout, "cluster: more workers on this machine join with: %s=$(cat %s) %s -worker -nats %s\n", natsconn.EnvToken, tokenFile, prog, srv.URL())
 
 	remote, err := cluster.NewRemote[tileWork, tileDone](client, tileTask, cluster.Version(tileVersion))
 	if err != nil {
@@ -492,7 +487,10 @@ type workerProc struct {
 // token in its environment.
 func (ps *workerProcs) start(exe string, args []string, token, name string) error {
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), envToken+"="+token)
+	// The token goes through the environment: the -nats URL on the command
+	// line carries none, since other users of the machine can read command
+	// lines.
+	cmd.Env = append(os.Environ(), natsconn.EnvToken+"="+token)
 	p := &workerProc{name: name, cmd: cmd, out: &prefixWriter{w: ps.out, prefix: "[" + name + "] "}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = childProcAttr()
@@ -606,30 +604,16 @@ func runWorker(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 		}
 		name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	shown := redactURL(o.natsURL)
+	shown := natsconn.Redact(o.natsURL)
 	ctx, gone := context.WithCancelCause(ctx)
 	defer gone(nil)
 	nopts := []nats.Option{nats.Name(prog + " worker " + name), nats.MaxReconnects(reconnects), nats.ReconnectWait(reconnectWait),
 		nats.ClosedHandler(func(*nats.Conn) {
 			gone(fmt.Errorf("worker %s: the connection to %s is closed: the server went away", name, shown))
 		})}
-	token, inURL := os.Getenv(envToken), urlHasUser(o.natsURL)
-	if token != "" && !inURL {
-		nopts = append(nopts, nats.Token(token))
-	}
-	nc, err := nats.Connect(o.natsURL, nopts...)
+	nc, err := natsconn.Connect(o.natsURL, nopts...)
 	if err != nil {
-		if errors.Is(err, nats.ErrAuthorization) {
-			switch {
-			case inURL:
-				err = fmt.Errorf("%w: the server refused the token in the URL", err)
-			case token == "":
-				err = fmt.Errorf("%w: no token given: set $%s or put it in the URL (nats://TOKEN@host:port)", err, envToken)
-			default:
-				err = fmt.Errorf("%w: the server refused the token in $%s", err, envToken)
-			}
-		}
-		return fmt.Errorf("worker %s: connect to %s: %w", name, shown, err)
+		return fmt.Errorf("worker %s: %w", name, err)
 	}
 	defer nc.Close()
 
@@ -659,34 +643,6 @@ func runWorker(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 		return cause // the server went away
 	}
 	return nil
-}
-
-// urlHasUser tells whether a NATS URL (or comma-separated list) carries
-// credentials.
-func urlHasUser(s string) bool {
-	for _, part := range strings.Split(s, ",") {
-		if u, err := url.Parse(strings.TrimSpace(part)); err == nil && u.User != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// redactURL returns a NATS URL (or list) without its credentials, for
-// messages.
-func redactURL(s string) string {
-	parts := strings.Split(s, ",")
-	for i, part := range parts {
-		u, err := url.Parse(strings.TrimSpace(part))
-		switch {
-		case err != nil:
-			parts[i] = "(unparsable URL)"
-		case u.User != nil:
-			u.User = nil
-			parts[i] = u.String()
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 // tileService runs tiles on a worker: every copy of the task submits its

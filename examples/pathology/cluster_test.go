@@ -21,6 +21,7 @@ import (
 
 	"github.com/gohtgs/htgs/cluster"
 	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/natsconn"
 )
 
 // The test binary doubles as the program: with envTestProcess set,
@@ -267,12 +268,12 @@ func TestWorkerToken(t *testing.T) {
 	for _, tc := range []struct {
 		name, env, url, want string
 	}{
-		{"missing", "", srv.URL(), "no token given: set $" + envToken},
-		{"wrong in env", "not-the-token", srv.URL(), "the server refused the token in $" + envToken},
+		{"missing", "", srv.URL(), "no token given: set $" + natsconn.EnvToken},
+		{"wrong in env", "not-the-token", srv.URL(), "the server refused the token in $" + natsconn.EnvToken},
 		{"wrong in URL", "", withToken, "the server refused the token in the URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(envToken, tc.env)
+			t.Setenv(natsconn.EnvToken, tc.env)
 			var out, errOut bytes.Buffer
 			err := run(context.Background(), []string{"-worker", "-nats", tc.url, "-name", "w-test"}, &out, &errOut)
 			if !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "worker w-test") {
@@ -299,7 +300,7 @@ func TestWorkerServes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Shutdown()
-			t.Setenv(envToken, srv.Token())
+			t.Setenv(natsconn.EnvToken, srv.Token())
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			out := &syncBuffer{}
@@ -397,23 +398,5 @@ func TestClusterFlags(t *testing.T) {
 	}
 	if !w.worker || w.policy != "fcfs" || w.window != 4 || w.cpus != 2 || w.gpus != 1 || !w.locality || !w.learn || w.prefetch || w.workerName != "pathology-w1" {
 		t.Errorf("worker options %+v from %v", w, args)
-	}
-}
-
-// TestRedactURL: messages never show the token in a URL.
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"nats://127.0.0.1:4222":                                 "nats://127.0.0.1:4222",
-		"nats://s3cret@127.0.0.1:4222":                          "nats://127.0.0.1:4222",
-		"nats://u:p@a:1,nats://b:2":                             "nats://a:1,nats://b:2",
-		"nats://127.0.0.1:4222, nats://tok@127.0.0.1:4223":      "nats://127.0.0.1:4222,nats://127.0.0.1:4223",
-		"nats://127.0.0.1:4222,tls://user:pw@host.example:4443": "nats://127.0.0.1:4222,tls://host.example:4443",
-	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
-		}
-		if !urlHasUser(in) != (in == want) {
-			t.Errorf("urlHasUser(%q) = %v", in, urlHasUser(in))
-		}
 	}
 }

@@ -102,6 +102,7 @@ import (
 
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/natsconn"
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/pats"
 	"github.com/gohtgs/htgs/region"
@@ -176,7 +177,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.roi, "roi", "", "real run: report the nuclei whose polygons intersect the box `x0,y0,x1,y1` (slide pixels, a ROI query)")
 	fs.BoolVar(&o.hardware, "hardware", false, "run the experiment on this machine's CPU cores and CUDA GPUs (4K tiles; needs a -tags cuda build)")
 	fs.IntVar(&o.clusterN, "cluster", 0, "real run on `N` worker processes: start an embedded NATS server and N copies of this program with -worker, which run the tiles' stage instances")
-	fs.BoolVar(&o.worker, "worker", false, "serve tiles to -cluster runs: join the server -nats names (token in $"+envToken+" or the URL) until SIGINT, SIGTERM or the server's end")
+	fs.BoolVar(&o.worker, "worker", false, "serve tiles to -cluster runs: join the server -nats names (token in $"+natsconn.EnvToken+" or the URL) until SIGINT, SIGTERM or the server's end")
 	fs.StringVar(&o.natsURL, "nats", "", "with -worker: the NATS server's `URL`")
 	fs.StringVar(&o.workerName, "name", "", "with -worker: the worker's `name` (default: host-pid)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")

@@ -29,6 +29,7 @@ import (
 	"github.com/gohtgs/htgs/cluster"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/natsconn"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/tileio"
@@ -40,9 +41,6 @@ const (
 	// band whose version differs.
 	bandTask    = "stitch-band"
 	bandVersion = "v1"
-	// envToken holds the NATS token of -nats and -worker when the URL has
-	// none, so that it need not appear on a command line.
-	envToken = "HTGS_NATS_TOKEN"
 	// envChild marks the local workers -cluster starts: they stop when
 	// their standard input (a pipe from the parent) closes, so that none
 	// outlives its parent.
@@ -69,7 +67,7 @@ func (cl *clusterConfig) distributed() bool { return cl.nats != "" || cl.cluster
 
 func addClusterFlags(fs *flag.FlagSet, c *config) {
 	cl := &c.cl
-	fs.StringVar(&cl.nats, "nats", "", "NATS server `URL`: register by bands of rows on the workers that serve it (stitch -worker), which read the tiles at the same path; the token comes from $"+envToken+" or nats://TOKEN@HOST:PORT. With -worker: the server to join (default $"+cluster.EnvURL+")")
+	fs.StringVar(&cl.nats, "nats", "", "NATS server `URL`: register by bands of rows on the workers that serve it (stitch -worker), which read the tiles at the same path; the token comes from $"+natsconn.EnvToken+" or nats://TOKEN@HOST:PORT. With -worker: the server to join (default $"+cluster.EnvURL+")")
 	fs.BoolVar(&cl.worker, "worker", false, "serve as a worker registering bands of rows for -nats clients until interrupted (-workers cores per band, -gpu)")
 	fs.IntVar(&cl.cluster, "cluster", 0, "start an embedded NATS server and `N` local worker processes, and register by bands of rows on them")
 	fs.IntVar(&cl.bandRows, "band-rows", 0, "with -nats or -cluster: grid rows per band (0: about 3 bands per worker, at least 4 rows when the grid has them)")
@@ -138,22 +136,9 @@ func checkCluster(c *config, set map[string]bool) error {
 func natsURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, u.Scheme) {
-		return nil, fmt.Errorf("-nats %s: want a NATS server URL such as nats://HOST:4222", redact(raw))
+		return nil, fmt.Errorf("-nats %s: want a NATS server URL such as nats://HOST:4222", natsconn.Redact(raw))
 	}
 	return u, nil
-}
-
-// redact is a URL for messages, without its user part (a token).
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		if i := strings.LastIndex(raw, "@"); i >= 0 {
-			return "***@" + raw[i+1:]
-		}
-		return raw
-	}
-	u.User = nil
-	return strings.Replace(u.String(), "//", "//***@", 1)
 }
 
 // connectNATS connects to raw (default $HTGS_NATS_URL) with the token of
@@ -162,21 +147,12 @@ func connectNATS(raw, name string) (*nats.Conn, error) {
 	if raw == "" {
 		raw = os.Getenv(cluster.EnvURL)
 	}
-	u, err := natsURL(raw)
-	if err != nil {
+	if _, err := natsURL(raw); err != nil {
 		return nil, err
 	}
-	opts := []nats.Option{nats.Name(name)}
-	if tok := os.Getenv(envToken); u.User == nil && tok != "" {
-		opts = append(opts, nats.Token(tok))
-	}
-	nc, err := nats.Connect(raw, opts...)
+	nc, err := natsconn.Connect(raw, nats.Name(name))
 	if err != nil {
-		hint := ""
-		if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization") {
-			hint = fmt.Sprintf(" (the server refused the token: check $%s or the URL's nats://TOKEN@HOST:PORT)", envToken)
-		}
-		return nil, fmt.Errorf("-nats %s: %w%s", redact(raw), err, hint)
+		return nil, fmt.Errorf("-nats: %w", err)
 	}
 	return nc, nil
 }
@@ -334,7 +310,7 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 		where = ", on the GPUs"
 	}
 	fmt.Fprintf(stdout, "worker %s on %s: registering bands of rows with %d workers%s for the clients of %s (interrupt to stop)\n",
-		name, host, c.workers, where, redact(nc.ConnectedUrlRedacted()))
+		name, host, c.workers, where, natsconn.Redact(nc.ConnectedUrlRedacted()))
 	if err := w.Serve(ctx, nc); err != nil {
 		return fmt.Errorf("worker %s: %w", name, err)
 	}
@@ -379,7 +355,7 @@ func startDistributed(ctx context.Context, c *config, stdout io.Writer) (_ *dist
 		if d.nc, err = connectNATS(c.cl.nats, "stitch client"); err != nil {
 			return nil, nil, nil, err
 		}
-		d.where = "the workers of " + redact(c.cl.nats)
+		d.where = "the workers of " + natsconn.Redact(c.cl.nats)
 	}
 	if d.client, err = cluster.NewClient(ctx, d.nc); err != nil {
 		return nil, nil, nil, fmt.Errorf("-nats: %w", err)
@@ -484,7 +460,7 @@ func (d *distributed) waitWorkers(ctx context.Context, n int, w io.Writer) ([]cl
 			if len(others) > 0 {
 				extra = fmt.Sprintf(" (%d worker(s) serve another version of %s: update them)", len(others), bandTask)
 			}
-			fmt.Fprintf(w, "waiting for a worker on %s: start one with %s=TOKEN stitch -worker -nats URL%s\n", d.where, envToken, extra)
+			fmt.Fprintf(w, "waiting for a worker on %s: start one with %s=TOKEN stitch -worker -nats URL%s\n", d.where, natsconn.EnvToken, extra)
 		}
 		select {
 		case <-ctx.Done():

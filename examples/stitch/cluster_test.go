@@ -14,6 +14,7 @@ import (
 
 	"github.com/gohtgs/htgs/cluster"
 	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/internal/natsconn"
 )
 
 // natsLeak is a goroutine nats.go leaks now and then from an object store
@@ -92,7 +93,7 @@ func TestClusterMatchesSingleProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Shutdown()
-		t.Setenv(envToken, srv.Token())
+		t.Setenv(natsconn.EnvToken, srv.Token())
 		wctx, stop := context.WithCancel(ctx)
 		worker := make(chan result, 1)
 		go func() {
@@ -130,7 +131,7 @@ func TestClusterWrongToken(t *testing.T) {
 	dir := generated(t, 4, 5, 1, nil)
 	out := filepath.Join(t.TempDir(), "out")
 	ctx := context.Background()
-	t.Setenv(envToken, "not-the-token")
+	t.Setenv(natsconn.EnvToken, "not-the-token")
 	withToken := strings.Replace(srv.URL(), "//", "//wrong-secret@", 1)
 	for _, args := range [][]string{
 		{"-dir", dir, "-rows", "4", "-cols", "5", "-out", out, "-nats", srv.URL()},
@@ -138,8 +139,8 @@ func TestClusterWrongToken(t *testing.T) {
 		{"-worker", "-nats", srv.URL()},
 	} {
 		r := runArgs(t, ctx, args...)
-		if r.code != 1 || !strings.Contains(strings.ToLower(r.stderr), "authorization") || !strings.Contains(r.stderr, envToken) {
-			t.Errorf("%q: exit %d, want 1 and an authorization error naming $%s:\n%s", args, r.code, envToken, r.stderr)
+		if r.code != 1 || !strings.Contains(strings.ToLower(r.stderr), "authorization") || !strings.Contains(r.stderr, natsconn.EnvToken) {
+			t.Errorf("%q: exit %d, want 1 and an authorization error naming $%s:\n%s", args, r.code, natsconn.EnvToken, r.stderr)
 		}
 		t.Logf("%q: %s", args[len(args)-1], r.stderr)
 		if strings.Contains(r.stderr+r.stdout, "wrong-secret") || strings.Contains(r.stderr+r.stdout, srv.Token()) {
@@ -221,7 +222,7 @@ func TestClusterWorkerAllow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(envToken, srv.Token())
+	t.Setenv(natsconn.EnvToken, srv.Token())
 	dir := generated(t, 2, 2, 1, nil)
 	wctx, stop := context.WithCancel(ctx)
 	worker := make(chan int, 1)
