@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -27,6 +28,7 @@ const (
 type FFTW struct {
 	version string
 	planMu  sync.Mutex // serializes the planner (plan creation, destruction)
+	shared  map[planKey]Plan
 
 	planR2C, planC2R, execR2C, execC2R, destroy, alignmentOf uintptr
 }
@@ -83,16 +85,85 @@ func (f *FFTW) Version() string { return f.version }
 func (f *FFTW) PlanR2C(dims []Dim, in *float64, out *complex128, flags uint32) Plan {
 	f.planMu.Lock()
 	defer f.planMu.Unlock()
-	return Plan(call(f.planR2C, uintptr(len(dims)), uintptr(unsafe.Pointer(&dims[0])), 0, 0,
-		uintptr(unsafe.Pointer(in)), uintptr(unsafe.Pointer(out)), uintptr(flags)))
+	return Plan(f.planLocked(f.planR2C, dims, unsafe.Pointer(in), unsafe.Pointer(out), flags))
 }
 
 // PlanC2R creates a complex-to-real guru plan (see [FFTW.PlanR2C]).
 func (f *FFTW) PlanC2R(dims []Dim, in *complex128, out *float64, flags uint32) Plan {
 	f.planMu.Lock()
 	defer f.planMu.Unlock()
-	return Plan(call(f.planC2R, uintptr(len(dims)), uintptr(unsafe.Pointer(&dims[0])), 0, 0,
-		uintptr(unsafe.Pointer(in)), uintptr(unsafe.Pointer(out)), uintptr(flags)))
+	return Plan(f.planLocked(f.planC2R, dims, unsafe.Pointer(in), unsafe.Pointer(out), flags))
+}
+
+// MaxSharedPlans is the number of geometries [FFTW.SharedR2C] and
+// [FFTW.SharedC2R] keep plans for.
+const MaxSharedPlans = 64
+
+// planKey is the geometry of a shared plan.
+type planKey struct {
+	c2r        bool
+	rank       int
+	dims       [3]Dim
+	flags      uint32
+	alignClass int
+}
+
+// SharedR2C returns an r2c plan of the geometry dims (rank 1 to 3) with
+// flags, for arrays of FFTW alignment class alignClass, and whether it is
+// shared. The first request for a geometry plans it on the arrays that
+// arrays returns (of that class, valid during the call) and keeps the plan
+// for the life of the process; later requests, from any goroutine, get the
+// same plan without planning again, so each task copy of a pipeline does
+// not plan (and wait for the planner's lock) once more. A shared plan must
+// not be destroyed. Once MaxSharedPlans geometries are kept, or for other
+// ranks, the plan is the caller's own (shared false): destroy it with
+// [FFTW.Destroy]. It returns 0 if FFTW cannot make the plan.
+func (f *FFTW) SharedR2C(dims []Dim, flags uint32, alignClass int, arrays func() (*float64, *complex128)) (Plan, bool) {
+	return f.sharedPlan(false, dims, flags, alignClass, func() uintptr {
+		in, out := arrays()
+		return f.planLocked(f.planR2C, dims, unsafe.Pointer(in), unsafe.Pointer(out), flags)
+	})
+}
+
+// SharedC2R is [FFTW.SharedR2C] for c2r plans.
+func (f *FFTW) SharedC2R(dims []Dim, flags uint32, alignClass int, arrays func() (*complex128, *float64)) (Plan, bool) {
+	return f.sharedPlan(true, dims, flags, alignClass, func() uintptr {
+		in, out := arrays()
+		return f.planLocked(f.planC2R, dims, unsafe.Pointer(in), unsafe.Pointer(out), flags)
+	})
+}
+
+func (f *FFTW) sharedPlan(c2r bool, dims []Dim, flags uint32, alignClass int, plan func() uintptr) (Plan, bool) {
+	f.planMu.Lock()
+	defer f.planMu.Unlock()
+	k := planKey{c2r: c2r, rank: len(dims), flags: flags, alignClass: alignClass}
+	if len(dims) < 1 || len(dims) > len(k.dims) {
+		return Plan(plan()), false
+	}
+	copy(k.dims[:], dims)
+	if p, ok := f.shared[k]; ok {
+		return p, true
+	}
+	p := Plan(plan())
+	if p == 0 || len(f.shared) >= MaxSharedPlans {
+		return p, false
+	}
+	if f.shared == nil {
+		f.shared = make(map[planKey]Plan)
+	}
+	f.shared[k] = p
+	return p, true
+}
+
+// planLocked calls a guru planner on the arrays in and out, which it keeps
+// alive during the call; the caller holds planMu.
+func (f *FFTW) planLocked(fn uintptr, dims []Dim, in, out unsafe.Pointer, flags uint32) uintptr {
+	p := call(fn, uintptr(len(dims)), uintptr(unsafe.Pointer(&dims[0])), 0, 0,
+		uintptr(in), uintptr(out), uintptr(flags))
+	runtime.KeepAlive(dims)
+	runtime.KeepAlive(in)
+	runtime.KeepAlive(out)
+	return p
 }
 
 // Destroy frees a plan.

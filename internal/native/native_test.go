@@ -1,9 +1,12 @@
 package native
 
 import (
+	"fmt"
 	"math"
 	"math/cmplx"
+	"sync"
 	"testing"
+	"unsafe"
 )
 
 func TestOpenBLASDgemm(t *testing.T) {
@@ -76,4 +79,78 @@ func TestFFTWRoundTrip(t *testing.T) {
 			t.Fatalf("round trip %d: %v vs %v", i, back[i]/(w*h), in[i])
 		}
 	}
+}
+
+func TestFFTWSharedPlans(t *testing.T) {
+	lib, err := LoadFFTW()
+	if err != nil {
+		t.Skipf("FFTW not installed (apt-get install libfftw3-double3): %v", err)
+	}
+	// A private copy of the library's entry points: the process's shared
+	// set stays as the other tests and packages leave it.
+	f := &FFTW{planR2C: lib.planR2C, planC2R: lib.planC2R, execR2C: lib.execR2C,
+		execC2R: lib.execC2R, destroy: lib.destroy, alignmentOf: lib.alignmentOf}
+	planned := 0
+	arrays := func(n int) func() (*float64, *complex128) {
+		return func() (*float64, *complex128) {
+			planned++
+			return &make([]float64, n)[0], &make([]complex128, n/2+1)[0]
+		}
+	}
+	dims := func(n int) []Dim { return []Dim{{N: int32(n), IS: 1, OS: 1}} }
+	const n = 16
+	class := f.AlignmentOf(unsafe.Pointer(&make([]float64, n)[0]))
+	p, shared := f.SharedR2C(dims(n), FFTWEstimate, class, arrays(n))
+	if p == 0 || !shared || planned != 1 {
+		t.Fatalf("first request: plan %v, shared %v, planned %d times; want a shared plan planned once", p, shared, planned)
+	}
+	if q, shared := f.SharedR2C(dims(n), FFTWEstimate, class, arrays(n)); q != p || !shared || planned != 1 {
+		t.Fatalf("second request: plan %v (first %v), shared %v, planned %d times; want the first plan, not planned again", q, p, shared, planned)
+	}
+	if q, _ := f.SharedR2C(dims(n), FFTWEstimate|FFTWPreserveInput, class, arrays(n)); q == p || planned != 2 {
+		t.Fatalf("other flags got the same plan or no planning (planned %d times)", planned)
+	}
+	// Goroutines execute the shared plan on their own arrays at once.
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := make([]float64, n)
+			for i := range in {
+				in[i] = float64((i*7+g)%5) - 2
+			}
+			out := make([]complex128, n/2+1)
+			if f.AlignmentOf(unsafe.Pointer(&in[0])) != class || f.AlignmentOf(unsafe.Pointer(&out[0])) != class {
+				return // another alignment class: not this plan's arrays
+			}
+			for range 100 {
+				f.ExecR2C(p, &in[0], &out[0])
+			}
+			var dc float64
+			for _, v := range in {
+				dc += v
+			}
+			if math.Abs(real(out[0])-dc) > 1e-9 {
+				errs <- fmt.Sprintf("goroutine %d: DC %v, want %v", g, out[0], dc)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	// Past the bound, plans are the caller's own.
+	for m := 2; len(f.shared) < MaxSharedPlans; m++ {
+		if _, shared := f.SharedR2C(dims(2*m), FFTWEstimate, class, arrays(2*m)); !shared {
+			t.Fatalf("plan %d of %d not shared", len(f.shared), MaxSharedPlans)
+		}
+	}
+	own, shared := f.SharedR2C(dims(1000), FFTWEstimate, class, arrays(1000))
+	if own == 0 || shared {
+		t.Fatalf("past %d geometries: plan %v, shared %v; want the caller's own plan", MaxSharedPlans, own, shared)
+	}
+	f.Destroy(own)
 }

@@ -84,30 +84,42 @@ func (k FFTKernel) loadFFTW() *native.FFTW {
 	return f
 }
 
-// fftwPlans holds an FFT2's FFTW plans, made on first use and destroyed by
-// a cleanup when the FFT2 is collected. It must not point back to the
-// FFT2.
+// fftwPlans holds an FFT2's FFTW plans, made on first use. It must not
+// point back to the FFT2.
 //
 // Planning. The tile-sized plans of [TileFFT] and [Aligner] (one image size
 // per run, the transforms that dominate) use FFTW_MEASURE: FFTW times
-// candidate algorithms, about 0.25 s per direction for 1392x1040 on the
-// first plan of a size in the process; later plans of that size, in every
-// task copy, reuse FFTW's in-memory wisdom and take milliseconds. It gives
-// a forward transform ~15-20% faster than FFTW_ESTIMATE's plan. Other plans
-// ([NewFFT2], [NewFFT2Kernel]: the refinement's strips, whose sizes vary
-// from pair to pair) use FFTW_ESTIMATE, which plans in microseconds. No
-// wisdom is written to disk: the one-time cost is small next to a
-// stitching run and a cache file would be one more thing to invalidate.
+// candidate algorithms, about 0.25 s per direction for 1392x1040, once per
+// size in the process. It gives a forward transform ~15-20% faster than
+// FFTW_ESTIMATE's plan. Other plans ([NewFFT2], [NewFFT2Kernel]: the
+// refinement's strips, whose sizes vary from pair to pair) use
+// FFTW_ESTIMATE. No wisdom is written to disk: the one-time cost is small
+// next to a stitching run and a cache file would be one more thing to
+// invalidate.
+//
+// Plans are shared ([native.FFTW.SharedR2C]): every FFT2 of a geometry in
+// the process executes the same two plans on its own arrays, so a task
+// copy, a Refiner's new box size or a new run does not plan again. Even
+// an FFTW_ESTIMATE plan of a refinement strip took about a millisecond,
+// some 30% of a 4x5 grid's refinement when each Refiner planned its own,
+// and task copies planning at once waited for the planner's lock. Only
+// plans beyond the shared set's bound are the FFT2's own, destroyed by a
+// cleanup when the FFT2 is collected.
 type fftwPlans struct {
-	f        *native.FFTW
-	fwd, inv native.Plan
-	align    int    // FFTW alignment class of the planning arrays
-	flags    uint32 // FFTWEstimate or FFTWMeasure
+	f              *native.FFTW
+	fwd, inv       native.Plan
+	ownFwd, ownInv bool   // not shared: destroyed by the cleanup
+	align          int    // FFTW alignment class of the planning arrays
+	flags          uint32 // FFTWEstimate or FFTWMeasure
 }
 
 func (pl *fftwPlans) destroy() {
-	pl.f.Destroy(pl.fwd)
-	pl.f.Destroy(pl.inv)
+	if pl.ownFwd {
+		pl.f.Destroy(pl.fwd)
+	}
+	if pl.ownInv {
+		pl.f.Destroy(pl.inv)
+	}
 }
 
 // newFFTWPlans attaches FFTW plans to p.
@@ -149,9 +161,12 @@ func (p *FFT2) fftwForward(src []float64, dst []complex128) {
 	pl := p.fftw
 	if pl.fwd == 0 {
 		// FFTW_MEASURE overwrites the planning arrays: plan on scratch
-		// arrays of the alignment class of p.in.
-		in, out := alignedFloats(p.w*p.h), alignedComplex(p.SpectrumLen())
-		pl.fwd = pl.f.PlanR2C(p.fwdDims(), &in[0], &out[0], pl.flags|native.FFTWPreserveInput)
+		// arrays of the alignment class of p.in (both 64-byte aligned).
+		var shared bool
+		pl.fwd, shared = pl.f.SharedR2C(p.fwdDims(), pl.flags|native.FFTWPreserveInput, pl.align, func() (*float64, *complex128) {
+			return &alignedFloats(p.w * p.h)[0], &alignedComplex(p.SpectrumLen())[0]
+		})
+		pl.ownFwd = !shared
 		if pl.fwd == 0 {
 			panic(fmt.Sprintf("align: FFTW cannot plan a %dx%d r2c transform", p.w, p.h))
 		}
@@ -179,8 +194,11 @@ func (p *FFT2) fftwForward(src []float64, dst []complex128) {
 func (p *FFT2) fftwInverse(spec []complex128, dst []float64) {
 	pl := p.fftw
 	if pl.inv == 0 {
-		in, out := alignedComplex(p.SpectrumLen()), alignedFloats(p.w*p.h)
-		pl.inv = pl.f.PlanC2R(p.invDims(), &in[0], &out[0], pl.flags|native.FFTWDestroyInput)
+		var shared bool
+		pl.inv, shared = pl.f.SharedC2R(p.invDims(), pl.flags|native.FFTWDestroyInput, pl.align, func() (*complex128, *float64) {
+			return &alignedComplex(p.SpectrumLen())[0], &alignedFloats(p.w * p.h)[0]
+		})
+		pl.ownInv = !shared
 		if pl.inv == 0 {
 			panic(fmt.Sprintf("align: FFTW cannot plan a %dx%d c2r transform", p.w, p.h))
 		}
