@@ -31,6 +31,12 @@ const scaleRounds = 5
 // it reports for each the best and the median rate (tiles/s), and the
 // median and the lowest of the rounds' graph/sequential ratios. -test.v
 // logs every round with the load average.
+//
+// Each round also runs two sequential stitches at once, one per core, with
+// nothing shared ("2seq", its rate counting both grids). Its ratio to one
+// sequential stitch ("ceiling-ratio") is what the two cores give this
+// work when nothing waits for anything: the most any scheduling of it can
+// reach on the machine. "of-ceiling" is the graph's rate against it.
 func BenchmarkStitchScale(b *testing.B) {
 	for _, sz := range []struct{ rows, cols, w, h int }{
 		{4, 5, 512, 384}, {8, 10, 512, 384}, {16, 20, 512, 384}, {8, 10, 1392, 1040},
@@ -56,7 +62,9 @@ func benchInterleaved(b *testing.B, src tileio.TileSource, workers int) {
 	}{
 		{"seq", func() (*Result, error) { return Sequential(ctx, src, align.Options{}) }},
 		{"graph", func() (*Result, error) { return Stitch(ctx, src, align.Options{}, GraphOptions{Workers: workers}) }},
+		{"2seq", func() (*Result, error) { return concurrently(workers, func() (*Result, error) { return Sequential(ctx, src, align.Options{}) }) }},
 	}
+	perRun := []float64{tiles, tiles, tiles * float64(workers)}
 	timed := func(run func() (*Result, error)) time.Duration {
 		t0 := time.Now()
 		if _, err := run(); err != nil {
@@ -68,14 +76,16 @@ func benchInterleaved(b *testing.B, src tileio.TileSource, workers int) {
 		timed(r.run) // untimed: FFTW plans, first allocations
 	}
 	rates := make([][]float64, len(runs))
-	var ratios []float64
+	var ratios, ceilings []float64
 	round := func() {
 		for k, r := range runs {
-			rates[k] = append(rates[k], tiles/timed(r.run).Seconds())
+			rates[k] = append(rates[k], perRun[k]/timed(r.run).Seconds())
 		}
 		i := len(ratios)
 		ratios = append(ratios, rates[1][i]/rates[0][i])
-		b.Logf("round %d: sequential %.1f tiles/s, graph %.1f tiles/s, ratio %.2f; load %s", i+1, rates[0][i], rates[1][i], ratios[i], loadAverage())
+		ceilings = append(ceilings, rates[2][i]/rates[0][i])
+		b.Logf("round %d: sequential %.1f tiles/s, graph %.1f tiles/s, ratio %.2f; %d sequential at once %.1f tiles/s, ratio %.2f; load %s",
+			i+1, rates[0][i], rates[1][i], ratios[i], workers, rates[2][i], ceilings[i], loadAverage())
 	}
 	for b.Loop() {
 		round()
@@ -89,6 +99,26 @@ func benchInterleaved(b *testing.B, src tileio.TileSource, workers int) {
 	}
 	b.ReportMetric(median(ratios), "median-ratio")
 	b.ReportMetric(slices.Min(ratios), "min-ratio")
+	b.ReportMetric(median(ceilings), "ceiling-ratio")
+	b.ReportMetric(median(rates[1])/median(rates[2]), "of-ceiling")
+}
+
+// concurrently runs n copies of run at once and returns the first error.
+func concurrently(n int, run func() (*Result, error)) (*Result, error) {
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := run()
+			errs <- err
+		}()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return nil, first
 }
 
 // median returns the median of x (the mean of the middle two for an even
