@@ -61,6 +61,7 @@ func main() {
 	svg := flag.String("svg", "", "write the model figure to this SVG file")
 	mosaic := flag.String("mosaic", "", "throughput mode: compose a GXxGY grid of 1392x1040 tiles (e.g. 16x20)")
 	mem := flag.Int64("mem", 256, "throughput mode: tile-cache budget in MiB")
+	flag.IntVar(&fileTile, "tile", 512, "throughput mode: the BigTIFF's (and tile file's) tile size")
 	dir := flag.String("dir", "", "folder for the tile files (default a new temporary folder)")
 	flag.StringVar(&paths, "paths", "tiled,stream", "throughput mode: which paths to time (tiled, stream)")
 	flag.StringVar(&ddMode, "dd", "direct", "throughput mode: dd's write, direct (oflag=direct) or fdatasync (conv=fdatasync)")
@@ -108,6 +109,9 @@ var exit int
 // paths are the mosaic paths throughput mode times; ddMode is dd's way of
 // reaching the disk (direct or fdatasync).
 var paths, ddMode = "tiled,stream", "direct"
+
+// fileTile is the tile size of the throughput mode's files (-tile).
+var fileTile = 512
 
 func ints(s string) []int {
 	var r []int
@@ -553,7 +557,7 @@ func throughput(gx, gy, rounds int, mem int64, dir string) error {
 		}
 		// The streamed path: ComposeBigTIFF, no tile file.
 		c0, t0 := cpuTime(), time.Now()
-		out, err := tiled.CreateBigTIFF(tif, mw, mh, 512, 512, 0, dir, mem/4)
+		out, err := tiled.CreateBigTIFF(tif, mw, mh, fileTile, fileTile, 0, dir, mem/4)
 		if err != nil {
 			return err
 		}
@@ -569,8 +573,8 @@ func throughput(gx, gy, rounds int, mem int64, dir string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  stream: compose + BigTIFF %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF; with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx | processor time %.2f s (%.2f of a core)\n",
-			tot, float64(full)/tot/1e6, float64(size)/tot/1e6, tot+tsync.Seconds(), float64(full)/(tot+tsync.Seconds())/1e6, ddRate/(float64(full)/tot), cpu, cpu/tot)
+		fmt.Printf("  stream: compose + BigTIFF %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF; with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx, dd/BigTIFF %.1fx | processor time %.2f s (%.2f of a core)\n",
+			tot, float64(full)/tot/1e6, float64(size)/tot/1e6, tot+tsync.Seconds(), float64(full)/(tot+tsync.Seconds())/1e6, ddRate/(float64(full)/tot), ddRate/(float64(size)/tot), cpu, cpu/tot)
 	}
 	fmt.Printf("peak RSS %s\n", vmHWM())
 	return nil
@@ -579,7 +583,7 @@ func throughput(gx, gy, rounds int, mem int64, dir string) error {
 // viaTileFile composes the mosaic into a tile file (ComposeTiled), writes
 // the BigTIFF from it and reports the rates.
 func viaTileFile(slots []compose.Slot, loadTile func(int) (*image.Gray16, error), mw, mh int, full, mem int64, dir, tif string, ddRate float64) error {
-	dst, err := tiled.CreateTemp(dir, mw, mh, 512, 512, mem)
+	dst, err := tiled.CreateTemp(dir, mw, mh, fileTile, fileTile, mem)
 	if err != nil {
 		return err
 	}
