@@ -23,6 +23,15 @@
 // times dd's sequential write of as many bytes into the same folder
 // (-dd direct: oflag=direct; -dd fdatasync: conv=fdatasync), alternately,
 // -rounds times; -paths picks the paths, -cpuprofile FILE profiles.
+// -tile sets the files' tile size.
+//
+// With -paths model, throughput mode instead applies CAP's model to the
+// streamed mosaic: for each tile size in -sizes and each number of
+// processors in -workers (GOMAXPROCS), the pipeline's terms per band
+// measured as it runs (compose.ComposeBigTIFFTerms) predict the time of a
+// run timed alone; it prints the table in docs/cap.md:
+//
+//	go run ./examples/capmodel -mosaic 16x20 -paths model -sizes 256,512 -workers 1,2 -rounds 5 -dir /tmp
 package main
 
 import (
@@ -63,7 +72,7 @@ func main() {
 	mem := flag.Int64("mem", 256, "throughput mode: tile-cache budget in MiB")
 	flag.IntVar(&fileTile, "tile", 512, "throughput mode: the BigTIFF's (and tile file's) tile size")
 	dir := flag.String("dir", "", "folder for the tile files (default a new temporary folder)")
-	flag.StringVar(&paths, "paths", "tiled,stream", "throughput mode: which paths to time (tiled, stream)")
+	flag.StringVar(&paths, "paths", "tiled,stream", "throughput mode: which paths to time (tiled, stream), or model: CAP's model of the streamed mosaic for each of -sizes and -workers")
 	flag.StringVar(&ddMode, "dd", "direct", "throughput mode: dd's write, direct (oflag=direct) or fdatasync (conv=fdatasync)")
 	prof := flag.String("cpuprofile", "", "write a CPU profile to this file")
 	rawPath := flag.String("raw", "", "model mode: also write every run's terms and time (ns) to this CSV file")
@@ -141,7 +150,7 @@ func run(w, h int, sizes, workers []int, rounds int, svg, mosaic string, mem int
 		if _, err := fmt.Sscanf(mosaic, "%dx%d", &gx, &gy); err != nil || gx <= 0 || gy <= 0 {
 			return fmt.Errorf("bad -mosaic %q (want GXxGY)", mosaic)
 		}
-		return throughput(gx, gy, rounds, mem, dir)
+		return throughput(gx, gy, rounds, mem, dir, sizes, workers)
 	}
 	return model(w, h, sizes, workers, rounds, svg, dir)
 }
@@ -516,7 +525,7 @@ func niceMax(v float64) float64 {
 // throughput composes a gx x gy grid of 1392 x 1040 tiles out of core and
 // writes its pyramidal BigTIFF, alternating with dd's direct write of as
 // many bytes, rounds times.
-func throughput(gx, gy, rounds int, mem int64, dir string) error {
+func throughput(gx, gy, rounds int, mem int64, dir string, sizes, workers []int) error {
 	const tw, th = 1392, 1040
 	r := rand.New(rand.NewPCG(3, 4))
 	var distinct []*image.Gray16
@@ -540,6 +549,9 @@ func throughput(gx, gy, rounds int, mem int64, dir string) error {
 	full := int64(2 * mw * mh)
 	fmt.Printf("mosaic %d x %d (%d MB of pixels), %d tiles, cache %d MiB\n", mw, mh, full/1e6, len(slots), mem>>20)
 	loadTile := func(i int) (*image.Gray16, error) { return distinct[i%len(distinct)], nil }
+	if paths == "model" {
+		return mosaicModel(slots, loadTile, mw, mh, rounds, mem, dir, sizes, workers)
+	}
 	for round := range rounds {
 		ddRate, err := dd(dir, full)
 		if err != nil { // tmpfs refuses O_DIRECT, for one
@@ -577,6 +589,103 @@ func throughput(gx, gy, rounds int, mem int64, dir string) error {
 			tot, float64(full)/tot/1e6, float64(size)/tot/1e6, tot+tsync.Seconds(), float64(full)/(tot+tsync.Seconds())/1e6, ddRate/(float64(full)/tot), ddRate/(float64(size)/tot), cpu, cpu/tot)
 	}
 	fmt.Printf("peak RSS %s\n", vmHWM())
+	return nil
+}
+
+// mosaicModel applies CAP's model to the streamed mosaic
+// (compose.ComposeBigTIFF), for each BigTIFF tile size and each number of
+// processors the Go runtime may use (GOMAXPROCS: the band's rows and its
+// cutting into tiles each run on that many goroutines), in rounds
+// interleaved: a run that measures the pipeline's terms per band
+// (compose.ComposeBigTIFFTerms), the processors free c, then a run timed
+// alone. It prints the terms, the prediction from the fastest terms
+// against the fastest run, and from each round's against its run (medians).
+func mosaicModel(slots []compose.Slot, loadTile func(int) (*image.Gray16, error), mw, mh, rounds int, mem int64, dir string, sizes, workers []int) error {
+	type sample struct {
+		terms compose.BandTerms
+		c     float64
+		run   time.Duration
+	}
+	type config struct{ size, p int }
+	var configs []config
+	for _, sz := range sizes {
+		for _, p := range workers {
+			configs = append(configs, config{sz, p})
+		}
+	}
+	tif := filepath.Join(dir, "mosaic.tif")
+	stream := func(sz int, measure bool) (compose.BandTerms, time.Duration, error) {
+		t0 := time.Now()
+		out, err := tiled.CreateBigTIFF(tif, mw, mh, sz, sz, 0, dir, mem/4)
+		if err != nil {
+			return compose.BandTerms{}, 0, err
+		}
+		var terms compose.BandTerms
+		if measure {
+			terms, err = compose.ComposeBigTIFFTerms(context.Background(), slots, loadTile, compose.Linear, out)
+		} else {
+			err = compose.ComposeBigTIFF(context.Background(), slots, loadTile, compose.Linear, out)
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		d := time.Since(t0)
+		if err == nil {
+			err = os.Remove(tif)
+		}
+		return terms, d, err
+	}
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+	samples := make(map[config][]sample)
+	for round := range rounds {
+		fmt.Printf("round %d: load %s\n", round+1, load())
+		for _, cf := range configs {
+			runtime.GOMAXPROCS(cf.p)
+			terms, _, err := stream(cf.size, true)
+			if err != nil {
+				return err
+			}
+			c := parallelism()
+			_, d, err := stream(cf.size, false)
+			if err != nil {
+				return err
+			}
+			samples[cf] = append(samples[cf], sample{terms, c, d})
+		}
+	}
+	runtime.GOMAXPROCS(procs)
+	// Loading and composing a band run one after the other on the sweep's
+	// goroutine, so they make one stage: t_p below is both; the write
+	// stage (t_m) runs beside it. One band at a time in each stage: P = 1
+	// in equation (1), the P processors working inside each band.
+	predict := func(t compose.BandTerms, c float64) time.Duration {
+		n := max(t.Bands, 1)
+		m := cap.Terms{Tp: (t.Load + t.Compose) / time.Duration(n), Tm: t.Write / time.Duration(n)}
+		return m.PredictShared(n, 1, c)
+	}
+	fmt.Println()
+	fmt.Println("| tile | P | bands | t_d ms | t_p ms | t_m ms | c | model s | fastest s | err | typical model s | median s | err |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, cf := range configs {
+		ss := samples[cf]
+		best := ss[0].terms
+		var c float64
+		var runs, preds []float64
+		for _, s := range ss {
+			best.Load, best.Compose, best.Write = min(best.Load, s.terms.Load), min(best.Compose, s.terms.Compose), min(best.Write, s.terms.Write)
+			c = max(c, s.c)
+			runs = append(runs, s.run.Seconds())
+			preds = append(preds, predict(s.terms, s.c).Seconds())
+		}
+		n := time.Duration(max(best.Bands, 1))
+		ms := func(d time.Duration) float64 { return float64(d/n) / 1e6 }
+		model, fastest := predict(best, c).Seconds(), slices.Min(runs)
+		tm, med := median(preds), median(runs)
+		fmt.Printf("| %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n",
+			cf.size, cf.p, best.Bands, ms(best.Load), ms(best.Compose), ms(best.Write), c,
+			model, fastest, 100*(model/fastest-1), tm, med, 100*(tm/med-1))
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"image"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/gohtgs/htgs/tiled"
 )
@@ -53,16 +54,46 @@ func ComposeTiled(ctx context.Context, slots []Slot, load func(i int) (*image.Gr
 // meeting a band and the reduced levels' caches. The caller closes out;
 // the file then equals WriteBigTIFF of ComposeTiled's image.
 func ComposeBigTIFF(ctx context.Context, slots []Slot, load func(i int) (*image.Gray16, error), mode Blend, out *tiled.BigTIFFStream) error {
+	_, err := ComposeBigTIFFTerms(ctx, slots, load, mode, out)
+	return err
+}
+
+// BandTerms are the stage times of ComposeBigTIFF's band pipeline, summed
+// over its bands, as CAP's model of a pipeline takes them (see
+// cap.Terms): a band is loaded, then composed, then written on a goroutine
+// of its own while the next band is loaded and composed.
+type BandTerms struct {
+	// Bands is the number of bands.
+	Bands int
+	// Load is loading the tiles that meet each band and releasing those
+	// above it: the read stage, CAP's t_d.
+	Load time.Duration
+	// Compose is composing the bands' rows: the processing, t_p.
+	Compose time.Duration
+	// Write is cutting each band into the file's tiles, reducing it into
+	// the pyramid's next level and writing it: the store, t_m.
+	Write time.Duration
+}
+
+// ComposeBigTIFFTerms is ComposeBigTIFF, and also returns the time each
+// stage of its pipeline took, measured as it runs (a few clock readings a
+// band). Time a stage spent waiting for the other is in neither.
+func ComposeBigTIFFTerms(ctx context.Context, slots []Slot, load func(i int) (*image.Gray16, error), mode Blend, out *tiled.BigTIFFStream) (BandTerms, error) {
+	var terms BandTerms
 	mw, _, err := checkOutput(slots, load, mode, "BigTIFF", out.W, out.H)
 	if err != nil {
-		return err
+		return terms, err
 	}
 	band := out.TH * max(1, (bandHeight+out.TH-1)/out.TH)
+	type write struct {
+		err error
+		d   time.Duration
+	}
 	var (
 		pix     = [2][]byte{make([]byte, 2*mw*band), make([]byte, 2*mw*band)}
 		cur     int
 		pending bool
-		written = make(chan error, 1)
+		written = make(chan write, 1)
 	)
 	// wait returns the error of the band being written, if one is.
 	wait := func() error {
@@ -70,25 +101,41 @@ func ComposeBigTIFF(ctx context.Context, slots []Slot, load func(i int) (*image.
 			return nil
 		}
 		pending = false
-		return <-written
+		w := <-written
+		terms.Write += w.d
+		return w.err
 	}
 	// The band's big-endian rows go to the stream as they are: it
-	// converts them while cutting them into tiles.
-	dst := func(y0, y1 int) *image.Gray16 { return bandImage(pix[cur], mw)(y0, y1) }
+	// converts them while cutting them into tiles. The load stage runs
+	// from the end of one band's hand-off (or the start) to the next
+	// band's dst, the composing from dst to done.
+	loaded, composing := time.Now(), time.Time{}
+	dst := func(y0, y1 int) *image.Gray16 {
+		composing = time.Now()
+		terms.Load += composing.Sub(loaded)
+		return bandImage(pix[cur], mw)(y0, y1)
+	}
 	err = sweepBands(ctx, slots, load, mode, mw, out.H, band, dst, func(y0, y1 int) error {
+		terms.Compose += time.Since(composing)
+		terms.Bands++
 		if err := wait(); err != nil {
 			return err
 		}
 		rows := pix[cur]
 		pending = true
-		go func() { written <- out.WriteRowsBE(y0, y1-y0, rows, 2*mw) }()
+		go func() {
+			t0 := time.Now()
+			err := out.WriteRowsBE(y0, y1-y0, rows, 2*mw)
+			written <- write{err, time.Since(t0)}
+		}()
 		cur ^= 1
+		loaded = time.Now()
 		return nil
 	})
 	if werr := wait(); err == nil {
 		err = werr
 	}
-	return err
+	return terms, err
 }
 
 // checkOutput checks ComposeTiled's or ComposeBigTIFF's arguments and that

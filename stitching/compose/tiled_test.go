@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/gohtgs/htgs/tiled"
 )
@@ -165,6 +166,43 @@ func TestComposeBigTIFFEqualsComposeTiled(t *testing.T) {
 // A tile that fails to load in a later band, while the band before it is
 // being written, fails ComposeBigTIFF with that error, and the write in
 // flight is waited for (goleak checks the package).
+// ComposeBigTIFFTerms counts the bands and times each stage: a loader
+// that takes 2 ms a tile shows in Load and nowhere else.
+func TestComposeBigTIFFTerms(t *testing.T) {
+	slots, imgs := benchGrid(4, 8, 150, 130)
+	const pause = 2 * time.Millisecond
+	load := func(i int) (*image.Gray16, error) {
+		time.Sleep(pause)
+		return imgs[i], nil
+	}
+	mw, mh, _ := MosaicSize(slots)
+	dir := t.TempDir()
+	out, err := tiled.CreateBigTIFF(filepath.Join(dir, "m.tif"), mw, mh, 64, 64, 0, dir, 8*64*64*2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms, err := ComposeBigTIFFTerms(context.Background(), slots, load, Linear, out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	band := 64 * ((bandHeight + 63) / 64)
+	if want := (mh + band - 1) / band; terms.Bands != want {
+		t.Errorf("%d bands, want %d (%d rows in bands of %d)", terms.Bands, want, mh, band)
+	}
+	if least := time.Duration(len(slots)) * pause; terms.Load < least {
+		t.Errorf("Load %v, want at least the loader's %v", terms.Load, least)
+	}
+	if terms.Compose <= 0 || terms.Write <= 0 {
+		t.Errorf("Compose %v, Write %v: want both timed", terms.Compose, terms.Write)
+	}
+	if terms.Compose >= time.Duration(len(slots))*pause {
+		t.Errorf("Compose %v includes the loader's pauses", terms.Compose)
+	}
+}
+
 func TestComposeBigTIFFLoadErrorMidway(t *testing.T) {
 	slots, imgs := benchGrid(4, 8, 150, 130)
 	bad := len(slots) - 1
