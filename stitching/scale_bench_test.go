@@ -62,7 +62,9 @@ func benchInterleaved(b *testing.B, src tileio.TileSource, workers int) {
 	}{
 		{"seq", func() (*Result, error) { return Sequential(ctx, src, align.Options{}) }},
 		{"graph", func() (*Result, error) { return Stitch(ctx, src, align.Options{}, GraphOptions{Workers: workers}) }},
-		{"2seq", func() (*Result, error) { return concurrently(workers, func() (*Result, error) { return Sequential(ctx, src, align.Options{}) }) }},
+		{"2seq", func() (*Result, error) {
+			return concurrently(workers, func() (*Result, error) { return Sequential(ctx, src, align.Options{}) })
+		}},
 	}
 	perRun := []float64{tiles, tiles, tiles * float64(workers)}
 	timed := func(run func() (*Result, error)) time.Duration {

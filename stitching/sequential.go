@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"image"
 	"runtime"
-	"sync"
 
+	"github.com/gohtgs/htgs/internal/prefetch"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/tileio"
 )
@@ -211,58 +211,9 @@ func estimateFlatFieldWorkers(ctx context.Context, src tileio.TileSource, maxTil
 	if workers <= 1 {
 		return align.EstimateFlatFieldWorkers(ctx, w, h, k, 1, load)
 	}
-	get, stop := prefetch(ctx, k, workers, load)
+	get, stop := prefetch.Ordered(ctx, k, workers, load)
 	defer stop()
 	return align.EstimateFlatFieldWorkers(ctx, w, h, k, workers, get)
-}
-
-// prefetch loads items 0..k-1 with load, up to par at once and at most par
-// ahead of the consumer, which takes them in order with get (each index
-// once). stop ends the loading and waits for the loaders; call it when
-// done, also after an error.
-func prefetch(ctx context.Context, k, par int, load func(j int) (*image.Gray16, error)) (get func(j int) (*image.Gray16, error), stop func()) {
-	type result struct {
-		img *image.Gray16
-		err error
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	results := make([]chan result, k)
-	for j := range results {
-		results[j] = make(chan result, 1)
-	}
-	slots := make(chan struct{}, max(1, par))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for j := range k {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				img, err := load(j)
-				results[j] <- result{img, err}
-			}()
-		}
-	}()
-	get = func(j int) (*image.Gray16, error) {
-		select {
-		case r := <-results[j]:
-			<-slots
-			return r.img, r.err
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	stop = func() {
-		cancel()
-		wg.Wait()
-	}
-	return get, stop
 }
 
 // correctedSource is a TileSource whose tiles are flat-field corrected.
