@@ -811,6 +811,17 @@ func nominalSlots(rows, cols, w, h int, overlap float64) []compose.Slot {
 	return slots
 }
 
+// prefetchMemory is what the tiles loaded ahead of the composing hold
+// (compose.Prefetch with par loads at once): par tiles, each decoded and
+// flat-field corrected, two images.
+func prefetchMemory(slots []compose.Slot, par int) int64 {
+	var most int64
+	for _, s := range slots {
+		most = max(most, 2*int64(s.Width)*int64(s.Height))
+	}
+	return int64(par) * 2 * most
+}
+
 // mosaicMemory is what composing and writing a mosaic of slots needs, on
 // top of the flat field: the composition and the preview's reduction.
 func mosaicMemory(slots []compose.Slot, blend compose.Blend) int64 {
@@ -879,7 +890,7 @@ func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitchi
 		if c.overlap > 0 {
 			ov = c.overlap / 100
 		}
-		m := planMosaic(nominalSlots(c.rows, c.cols, w, h, ov), c.blend, min(c.memBudget, avail)).need + 4*int64(w)*int64(h)
+		m := planMosaic(nominalSlots(c.rows, c.cols, w, h, ov), c.blend, min(c.memBudget, avail), c.workers).need + 4*int64(w)*int64(h)
 		if m > need {
 			need, what = m, fmt.Sprintf("at least %s for the mosaic (-mosaic=false skips it)", gib(m))
 		}
@@ -940,9 +951,10 @@ type mosaicPlanned struct {
 
 // planMosaic chooses the in-memory path when the mosaic fits in mem bytes
 // and in a classic TIFF, else the tiled path, whose tile caches get what
-// mem leaves after its fixed needs (at least 4 tiles).
-func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64) mosaicPlanned {
-	p := mosaicPlanned{inMemory: mosaicMemory(slots, blend)}
+// mem leaves after its fixed needs (at least 4 tiles). par tiles are
+// loaded ahead of the composing (see prefetchMemory).
+func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64, par int) mosaicPlanned {
+	p := mosaicPlanned{inMemory: mosaicMemory(slots, blend) + prefetchMemory(slots, par)}
 	b := mosaicBounds(slots)
 	p.w, p.h = b.Max.X, b.Max.Y
 	pixels := 2 * int64(p.w) * int64(p.h)
@@ -975,7 +987,7 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 	if avail > 0 {
 		limit = min(limit, avail)
 	}
-	plan := planMosaic(slots, c.blend, limit)
+	plan := planMosaic(slots, c.blend, limit, c.workers)
 	if avail > 0 && plan.need > avail {
 		if err := outs.Commit(); err != nil {
 			return err
@@ -984,14 +996,24 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 			plan.w, plan.h, gib(plan.need), gib(avail), c.out)
 	}
 	t0 := time.Now()
-	loaded := 0
-	load := func(i int) (*image.Gray16, error) {
+	// The tiles are decoded and corrected ahead of the sweep, -workers at
+	// a time; progress is counted as the sweep takes them.
+	fetch, stop := compose.Prefetch(ctx, slots, func(i int) (*image.Gray16, error) {
 		t, err := src.Load(i/c.cols, i%c.cols)
 		if err != nil {
 			return nil, err
 		}
 		if ff != nil && !ff.Identity() {
 			t = ff.Apply(t) // the same illumination correction the registration used
+		}
+		return t, nil
+	}, c.workers)
+	defer stop()
+	loaded := 0
+	load := func(i int) (*image.Gray16, error) {
+		t, err := fetch(i)
+		if err != nil {
+			return nil, err
 		}
 		loaded++
 		bars.set("mosaic", "tiles", loaded, len(slots))

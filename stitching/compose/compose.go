@@ -241,11 +241,7 @@ type sweep struct {
 }
 
 func newSweep(slots []Slot, load func(int) (*image.Gray16, error), mode Blend, mw int) *sweep {
-	order := make([]int, len(slots))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return slots[a].Y - slots[b].Y })
+	order := sweepOrder(slots)
 	acc := make([]*rowAcc, max(1, runtime.GOMAXPROCS(0)))
 	for i := range acc {
 		acc[i] = newRowAcc(mw, mode)
