@@ -7,7 +7,11 @@ import (
 	"sync"
 	"testing"
 	"unsafe"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestOpenBLASDgemm(t *testing.T) {
 	b, err := LoadOpenBLAS()
