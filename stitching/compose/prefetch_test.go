@@ -10,30 +10,17 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/gohtgs/htgs/tiled"
 )
 
 // A prefetched loader gives the same BigTIFF, with loads running at once
 // and never more than par tiles ahead of the sweep.
 func TestPrefetchComposeBigTIFF(t *testing.T) {
 	slots, imgs := benchGrid(4, 8, 150, 130)
-	mw, mh, _ := MosaicSize(slots)
 	dir := t.TempDir()
 	compose := func(name string, load func(int) (*image.Gray16, error)) []byte {
-		path := filepath.Join(dir, name)
-		out, err := tiled.CreateBigTIFF(path, mw, mh, 64, 64, 0, dir, 8*64*64*2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = ComposeBigTIFF(context.Background(), slots, load, Linear, out)
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(path)
+		out := testStream(t, slots, dir, name)
+		closeStream(t, out, ComposeBigTIFF(context.Background(), slots, load, Linear, out))
+		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}

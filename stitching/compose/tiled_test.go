@@ -134,19 +134,10 @@ func TestComposeBigTIFFEqualsComposeTiled(t *testing.T) {
 			t.Fatal(err)
 		}
 		dst.Close()
-		got := filepath.Join(dir, "got.tif")
-		out, err := tiled.CreateBigTIFF(got, mw, mh, 64, 64, 0, dir, 8*64*64*2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ComposeBigTIFF(context.Background(), slots, load, mode, out); err != nil {
-			t.Fatal(err)
-		}
-		if err := out.Close(); err != nil {
-			t.Fatal(err)
-		}
+		out := testStream(t, slots, dir, "got.tif")
+		closeStream(t, out, ComposeBigTIFF(context.Background(), slots, load, mode, out))
 		a, _ := os.ReadFile(want)
-		b, _ := os.ReadFile(got)
+		b, _ := os.ReadFile(filepath.Join(dir, "got.tif"))
 		if len(a) == 0 || !bytes.Equal(a, b) {
 			t.Fatalf("%v: streamed BigTIFF differs (%d vs %d bytes)", mode, len(b), len(a))
 		}
@@ -175,19 +166,10 @@ func TestComposeBigTIFFTerms(t *testing.T) {
 		time.Sleep(pause)
 		return imgs[i], nil
 	}
-	mw, mh, _ := MosaicSize(slots)
-	dir := t.TempDir()
-	out, err := tiled.CreateBigTIFF(filepath.Join(dir, "m.tif"), mw, mh, 64, 64, 0, dir, 8*64*64*2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, mh, _ := MosaicSize(slots)
+	out := testStream(t, slots, t.TempDir(), "m.tif")
 	terms, err := ComposeBigTIFFTerms(context.Background(), slots, load, Linear, out)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	closeStream(t, out, err)
 	band := 64 * ((bandHeight + 63) / 64)
 	if want := (mh + band - 1) / band; terms.Bands != want {
 		t.Errorf("%d bands, want %d (%d rows in bands of %d)", terms.Bands, want, mh, band)
@@ -203,6 +185,33 @@ func TestComposeBigTIFFTerms(t *testing.T) {
 	}
 }
 
+// testStream creates a BigTIFF stream of 64 x 64 tiles at dir/name for the
+// mosaic of slots.
+func testStream(t *testing.T, slots []Slot, dir, name string) *tiled.BigTIFFStream {
+	t.Helper()
+	mw, mh, err := MosaicSize(slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tiled.CreateBigTIFF(filepath.Join(dir, name), mw, mh, 64, 64, 0, dir, 8*64*64*2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// closeStream closes out after composing into it returned err, and fails
+// the test on either error.
+func closeStream(t *testing.T, out *tiled.BigTIFFStream, err error) {
+	t.Helper()
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestComposeBigTIFFLoadErrorMidway(t *testing.T) {
 	slots, imgs := benchGrid(4, 8, 150, 130)
 	bad := len(slots) - 1
@@ -213,13 +222,8 @@ func TestComposeBigTIFFLoadErrorMidway(t *testing.T) {
 		}
 		return imgs[i], nil
 	}
-	mw, mh, _ := MosaicSize(slots)
-	dir := t.TempDir()
-	out, err := tiled.CreateBigTIFF(filepath.Join(dir, "m.tif"), mw, mh, 64, 64, 0, dir, 8*64*64*2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = ComposeBigTIFF(context.Background(), slots, load, Linear, out)
+	out := testStream(t, slots, t.TempDir(), "m.tif")
+	err := ComposeBigTIFF(context.Background(), slots, load, Linear, out)
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the loader's", err)
 	}
