@@ -99,10 +99,10 @@ func (k FFTKernel) loadFFTW() *native.FFTW {
 //
 // Plans are shared ([native.FFTW.SharedR2C]): every FFT2 of a geometry in
 // the process executes the same two plans on its own arrays, so a task
-// copy, a Refiner's new box size or a new run does not plan again. Even
-// an FFTW_ESTIMATE plan of a refinement strip took about a millisecond,
-// some 30% of a 4x5 grid's refinement when each Refiner planned its own,
-// and task copies planning at once waited for the planner's lock. Only
+// copy, a Refiner's new box size or a new run does not plan again. When
+// each Refiner planned its own, FFTW_ESTIMATE planning took about a third
+// of a 4x5 grid's refinement, and task copies planning at once waited for
+// the planner's lock. Only
 // plans beyond the shared set's bound are the FFT2's own, destroyed by a
 // cleanup when the FFT2 is collected.
 type fftwPlans struct {
