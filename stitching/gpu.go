@@ -176,6 +176,7 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	w, h := src.TileSize()
 	_, onDevice := be.newCorrelator(w, h, opt).(scorer)
 	var ff *align.FlatField
+	hostSrc := src // corrected on the host: for the pairs the CCF leaves unconfirmed
 	if cs, ok := src.(correctedSource); ok && onDevice {
 		src, ff = cs.TileSource, cs.ff
 	}
@@ -228,11 +229,14 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	graph.Connect(acquire, read)
 	graph.Connect(read, fft)
 	graph.Connect(fft, bk)
+	weak := align.NewWeakPairs(weakPairs) // scratch of noise-limited pairs, shared
 	if onDevice {
 		// PCIAM and CCF on the device: the pair's translation comes back.
+		reload := func(row, col int) (*image.Gray16, error) { return loadChecked(hostSrc, row, col, w, h) }
 		pciam := graph.AddTask(cg, "pciam+ccf", streams, func() task.Task[pairJob, pairDone] {
 			sc := be.newCorrelator(w, h, opt).(scorer)
-			return &pciamTask{phases: phases{sc}, sc: sc, n: opt.EffectivePeakCount(), max: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt}
+			return &pciamTask{phases: phases{sc}, sc: sc, n: opt.EffectivePeakCount(), max: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt,
+				weak: weak, reload: reload}
 		})
 		graph.Connect(pairs, pciam)
 		graph.Connect(pciam, cg.Output())
@@ -240,7 +244,6 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		pciam := graph.AddTask(cg, "pciam", streams, func() task.Task[pairJob, peaksJob] {
 			return &peaksTask{phases: phases{be.newCorrelator(w, h, opt)}, n: opt.EffectiveMaxPeakCount()}
 		})
-		weak := align.NewWeakPairs(weakPairs) // scratch of noise-limited pairs, shared
 		ccfTask := graph.AddFunc(cg, "ccf", workers, func(_ context.Context, j peaksJob, out task.Emitter[pairDone]) error {
 			tr := weak.ChoosePeak(j.t1.img, j.t2.img, j.pair.Dir, j.peaks, opt)
 			if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
@@ -326,13 +329,17 @@ func (t *peaksTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pea
 // pciamTask is one copy of a GPU clone's PCIAM+CCF task: peaks, then the
 // CCF of their candidates, on the device. It extracts the first n peaks,
 // and the others up to max only when those give no confident match: the
-// translation is the one align.ChoosePeak gives for all max peaks.
+// translation is the one align.ChoosePeak gives for all max peaks: a pair
+// the CCF leaves unconfirmed has its tiles loaded again on the host, where
+// a noise-limited one gets the denoised search (align.WeakPairs.Recheck).
 type pciamTask struct {
 	phases
 	sc     scorer
 	n, max int
 	w, h   int
 	opt    align.Options
+	weak   *align.WeakPairs
+	reload func(row, col int) (*image.Gray16, error) // a tile, corrected, from the host's source
 	// The offsets scored for the current pair and their correlations:
 	// the second choice, over all the peaks, scores only new offsets.
 	offs [][2]int
@@ -359,10 +366,29 @@ func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pai
 	if err != nil {
 		return fmt.Errorf("stitching: CCF of %v on the GPU: %w", j.pair, err)
 	}
+	if !(tr.Corr >= align.ConfidentCorr) {
+		if tr, err = t.recheck(j, tr); err != nil {
+			return err
+		}
+	}
 	if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
 		return err
 	}
 	return out.Emit(pairDone{pair: j.pair, tr: tr})
+}
+
+// recheck loads the pair's tiles again on the host and returns tr, or the
+// denoised search's translation when the pair is noise-limited.
+func (t *pciamTask) recheck(j pairJob, tr align.Translation) (align.Translation, error) {
+	t1, err := t.reload(j.t1.row, j.t1.col)
+	if err != nil {
+		return tr, fmt.Errorf("stitching: %v: reloading a tile of a weak pair: %w", j.pair, err)
+	}
+	t2, err := t.reload(j.t2.row, j.t2.col)
+	if err != nil {
+		return tr, fmt.Errorf("stitching: %v: reloading a tile of a weak pair: %w", j.pair, err)
+	}
+	return t.weak.Recheck(t1, t2, j.pair.Dir, tr, t.opt), nil
 }
 
 // score fills corr for offs, on the device for the offsets not scored yet

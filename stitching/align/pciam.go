@@ -255,6 +255,14 @@ func ChoosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, opt Options) 
 func choosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak, o options, scratch func() (*Refiner, func())) Translation {
 	b := t1.Bounds()
 	tr, _ := choosePeakScored(b.Dx(), b.Dy(), dir, peaks, o, cpuScorer(t1, t2))
+	return denoisedIfWeak(t1, t2, dir, tr, o, scratch)
+}
+
+// denoisedIfWeak returns tr, the CCF's choice for the pair (t1, t2), or,
+// when the pair is noise-limited (tr below ConfidentCorr and so is the
+// tiles' noise ceiling), the denoised search's translation where it finds
+// one.
+func denoisedIfWeak(t1, t2 *image.Gray16, dir Direction, tr Translation, o options, scratch func() (*Refiner, func())) Translation {
 	if tr.Corr >= ConfidentCorr || NoiseCeiling(t1, t2) >= ConfidentCorr {
 		return tr
 	}

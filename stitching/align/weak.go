@@ -50,6 +50,17 @@ func (p *WeakPairs) ChoosePeak(t1, t2 *image.Gray16, dir Direction, peaks []Peak
 	return choosePeak(t1, t2, dir, peaks, opt.resolve(), p.take)
 }
 
+// Recheck is the second half of the pool's [WeakPairs.ChoosePeak], for
+// pipelines that choose among the peaks elsewhere ([ChoosePeakScored] with
+// the NCC computed on a GPU): given tr, that choice for the pair of tiles
+// t1 and t2, it returns tr, or the denoised search's translation when the
+// pair is noise-limited, with the scratch taken from the pool. For the
+// same peaks the result is ChoosePeak's. A caller may skip it, and the
+// tiles' loading, when tr.Corr >= [ConfidentCorr]: then it returns tr.
+func (p *WeakPairs) Recheck(t1, t2 *image.Gray16, dir Direction, tr Translation, opt Options) Translation {
+	return denoisedIfWeak(t1, t2, dir, tr, opt.resolve(), p.take)
+}
+
 // privateScratch returns a function that hands out *r (made on first use)
 // to one goroutine, for Aligners and Refiners without a pool.
 func privateScratch(r **Refiner) func() (*Refiner, func()) {
