@@ -170,7 +170,10 @@ type peaksJob struct {
 //
 // When the CCF runs on the devices and src corrects its tiles with a flat
 // field (CorrectedSource), the graph reads them uncorrected and the
-// transformers correct them on the devices, which also sum them.
+// transformers correct them on the devices, which also sum them. After the
+// pipeline a CPU task, "weak pairs" (workers copies), loads the tiles of
+// each pair the CCF leaves unconfirmed again from src and gives a
+// noise-limited one the CPU's denoised search (align.WeakPairs.Recheck).
 func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots, readers, workers, streams, weakPairs int) (*graph.Graph[tileRef, pairDone], error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
@@ -232,11 +235,9 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	weak := align.NewWeakPairs(weakPairs) // scratch of noise-limited pairs, shared
 	if onDevice {
 		// PCIAM and CCF on the device: the pair's translation comes back.
-		reload := func(row, col int) (*image.Gray16, error) { return loadChecked(hostSrc, row, col, w, h) }
 		pciam := graph.AddTask(cg, "pciam+ccf", streams, func() task.Task[pairJob, pairDone] {
 			sc := be.newCorrelator(w, h, opt).(scorer)
-			return &pciamTask{phases: phases{sc}, sc: sc, n: opt.EffectivePeakCount(), max: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt,
-				weak: weak, reload: reload}
+			return &pciamTask{phases: phases{sc}, sc: sc, n: opt.EffectivePeakCount(), max: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt}
 		})
 		graph.Connect(pairs, pciam)
 		graph.Connect(pciam, cg.Output())
@@ -258,7 +259,33 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 
 	gpus := pipeline.NewSubset(g, "gpus", cg, devs, bandsOf(rows, cols))
 	graph.Connect(g.Input(), gpus)
-	graph.Connect(gpus, g.Output())
+	if !onDevice {
+		graph.Connect(gpus, g.Output())
+		return g, nil
+	}
+	// The device's CCF leaves a pair unconfirmed below ConfidentCorr, and
+	// its host tiles are gone: they are loaded again (corrected) and a
+	// noise-limited pair gets the CPU's denoised search, on workers CPU
+	// copies beside the GPUs, so that ChoosePeak's choice stands as on the
+	// CPU. Confirmed pairs pass through.
+	recheck := graph.AddFunc(g, "weak pairs", workers, func(_ context.Context, d pairDone, out task.Emitter[pairDone]) error {
+		if d.tr.Corr >= align.ConfidentCorr {
+			return out.Emit(d)
+		}
+		nr, nc := d.pair.Neighbor()
+		t1, err := loadChecked(hostSrc, nr, nc, w, h)
+		if err != nil {
+			return fmt.Errorf("stitching: %v: reloading a tile of an unconfirmed pair: %w", d.pair, err)
+		}
+		t2, err := loadChecked(hostSrc, d.pair.Row, d.pair.Col, w, h)
+		if err != nil {
+			return fmt.Errorf("stitching: %v: reloading a tile of an unconfirmed pair: %w", d.pair, err)
+		}
+		d.tr = weak.Recheck(t1, t2, d.pair.Dir, d.tr, opt)
+		return out.Emit(d)
+	})
+	graph.Connect(gpus, recheck)
+	graph.Connect(recheck, g.Output())
 	return g, nil
 }
 
@@ -329,17 +356,15 @@ func (t *peaksTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pea
 // pciamTask is one copy of a GPU clone's PCIAM+CCF task: peaks, then the
 // CCF of their candidates, on the device. It extracts the first n peaks,
 // and the others up to max only when those give no confident match: the
-// translation is the one align.ChoosePeak gives for all max peaks: a pair
-// the CCF leaves unconfirmed has its tiles loaded again on the host, where
-// a noise-limited one gets the denoised search (align.WeakPairs.Recheck).
+// translation is the one align.ChoosePeak gives for all max peaks (before
+// its denoised search of a noise-limited pair, which the graph's "weak
+// pairs" task runs on the host).
 type pciamTask struct {
 	phases
 	sc     scorer
 	n, max int
 	w, h   int
 	opt    align.Options
-	weak   *align.WeakPairs
-	reload func(row, col int) (*image.Gray16, error) // a tile, corrected, from the host's source
 	// The offsets scored for the current pair and their correlations:
 	// the second choice, over all the peaks, scores only new offsets.
 	offs [][2]int
@@ -366,29 +391,10 @@ func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pai
 	if err != nil {
 		return fmt.Errorf("stitching: CCF of %v on the GPU: %w", j.pair, err)
 	}
-	if !(tr.Corr >= align.ConfidentCorr) {
-		if tr, err = t.recheck(j, tr); err != nil {
-			return err
-		}
-	}
 	if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
 		return err
 	}
 	return out.Emit(pairDone{pair: j.pair, tr: tr})
-}
-
-// recheck loads the pair's tiles again on the host and returns tr, or the
-// denoised search's translation when the pair is noise-limited.
-func (t *pciamTask) recheck(j pairJob, tr align.Translation) (align.Translation, error) {
-	t1, err := t.reload(j.t1.row, j.t1.col)
-	if err != nil {
-		return tr, fmt.Errorf("stitching: %v: reloading a tile of a weak pair: %w", j.pair, err)
-	}
-	t2, err := t.reload(j.t2.row, j.t2.col)
-	if err != nil {
-		return tr, fmt.Errorf("stitching: %v: reloading a tile of a weak pair: %w", j.pair, err)
-	}
-	return t.weak.Recheck(t1, t2, j.pair.Dir, tr, t.opt), nil
 }
 
 // score fills corr for offs, on the device for the offsets not scored yet
