@@ -42,6 +42,50 @@ func TestRefinerMatchesBruteForce(t *testing.T) {
 	}
 }
 
+// TestRefineEscapesLocalMaxima is failure mode 3 of issue 15: a pair whose
+// NCC surface has local maxima near the truth (a refinement had ended at
+// NCC 0.719 while the truth, 7 px away, scored 0.807). Refine searches its
+// box exhaustively, so from every local maximum within 7 px of the truth
+// it returns the truth.
+func TestRefineEscapesLocalMaxima(t *testing.T) {
+	const w, h, mx, my = 120, 90, 8, 8
+	truth := Translation{X: 96, Y: 4} // t2 to the east of t1, 24 px of overlap
+	tiles := cutTiles(7, w, h, [][2]int{{0, 0}, {truth.X, truth.Y}}, 600)
+	t1, t2 := tiles[0], tiles[1]
+	r := NewRefiner()
+	locals := 0
+	for y := truth.Y - 7; y <= truth.Y+7; y++ {
+		for x := truth.X - 7; x <= truth.X+7; x++ {
+			if x == truth.X && y == truth.Y || !admissible(x, y, w, h, mx, my) {
+				continue
+			}
+			c := NCC(t1, t2, x, y)
+			local := true
+			for dy := -1; dy <= 1 && local; dy++ {
+				for dx := -1; dx <= 1; dx++ {
+					if (dx != 0 || dy != 0) && admissible(x+dx, y+dy, w, h, mx, my) && NCC(t1, t2, x+dx, y+dy) > c {
+						local = false
+						break
+					}
+				}
+			}
+			if !local {
+				continue
+			}
+			locals++
+			got := r.Refine(t1, t2, Translation{X: x, Y: y}, 7, mx, my)
+			if got.X != truth.X || got.Y != truth.Y {
+				t.Errorf("from the local maximum (%d,%d), NCC %.3f: refined to (%d,%d), NCC %.3f; want the truth (%d,%d), NCC %.3f",
+					x, y, c, got.X, got.Y, got.Corr, truth.X, truth.Y, NCC(t1, t2, truth.X, truth.Y))
+			}
+		}
+	}
+	if locals == 0 {
+		t.Fatal("no local maximum near the truth: the case does not test anything")
+	}
+	t.Logf("%d local maxima within 7 px of the truth, each refined to it", locals)
+}
+
 func TestGoodSize(t *testing.T) {
 	for n, want := range map[int]int{0: 1, 1: 1, 7: 8, 11: 12, 97: 100, 1040: 1080, 1392: 1440} {
 		if got := goodSize(n); got != want {
