@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/cputime"
 	"github.com/gohtgs/htgs/task"
 	"github.com/gohtgs/htgs/tiled"
 )
@@ -271,11 +272,11 @@ func overhead(run func([]tiled.Coord) error, tiles []tiled.Coord) (ts, to, uo ti
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	c0, t0 := cpuTime(), time.Now()
+	c0, t0 := cputime.Process(), time.Now()
 	if err := run(tiles); err != nil {
 		return 0, 0, 0, err
 	}
-	el, cpu := time.Since(t0), cpuTime()-c0
+	el, cpu := time.Since(t0), cputime.Process()-c0
 	ts2, err := start()
 	if err != nil {
 		return 0, 0, 0, err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gohtgs/htgs/internal/stat"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/stitching/tileio"
@@ -123,16 +124,8 @@ func concurrently(n int, run func() (*Result, error)) (*Result, error) {
 	return nil, first
 }
 
-// median returns the median of x (the mean of the middle two for an even
-// count).
-func median(x []float64) float64 {
-	s := slices.Sorted(slices.Values(x))
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
+// median is the median of x, which it leaves as it is.
+func median(x []float64) float64 { return stat.Median(slices.Clone(x)) }
 
 // loadAverage returns the 1, 5 and 15 minute load averages of a Linux
 // machine, "?" elsewhere.

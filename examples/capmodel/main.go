@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/cap"
+	"github.com/gohtgs/htgs/internal/cputime"
 	"github.com/gohtgs/htgs/stitching/compose"
 	"github.com/gohtgs/htgs/tiled"
 )
@@ -568,7 +569,7 @@ func throughput(gx, gy, rounds int, mem int64, dir string, sizes, workers []int)
 			continue
 		}
 		// The streamed path: ComposeBigTIFF, no tile file.
-		c0, t0 := cpuTime(), time.Now()
+		c0, t0 := cputime.Process(), time.Now()
 		out, err := tiled.CreateBigTIFF(tif, mw, mh, fileTile, fileTile, 0, dir, mem/4)
 		if err != nil {
 			return err
@@ -580,7 +581,7 @@ func throughput(gx, gy, rounds int, mem int64, dir string, sizes, workers []int)
 		if err != nil {
 			return err
 		}
-		tot, cpu := time.Since(t0).Seconds(), (cpuTime() - c0).Seconds()
+		tot, cpu := time.Since(t0).Seconds(), (cputime.Process() - c0).Seconds()
 		size, tsync, err := syncRemove(tif)
 		if err != nil {
 			return err

@@ -1,14 +1,15 @@
 //go:build unix
 
-package cap
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the processor time (user and system) this process has used.
-func cpuTime() time.Duration {
+// Process is the processor time (user and system) this process has used,
+// 0 where it cannot be read.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
