@@ -249,17 +249,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	if err := o.writeNuclei(ctx, s, plain, stdout); err != nil {
 		return err
 	}
-	if o.profile != "" {
-		warn, err := cli.WriteProfile(o.profile, prog, rt.Execution)
-		if err != nil {
-			return err
-		}
-		if warn != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prog, warn)
-		}
-		fmt.Fprintf(stdout, "profile written to %s\n", o.profile)
-	}
-	return nil
+	return o.writeProfile(rt.Execution, stdout, stderr)
 }
 
 // runClusterGraph sends every tile of s to the workers through remote and

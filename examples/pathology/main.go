@@ -441,16 +441,22 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 	if err := o.writeNuclei(ctx, s, results, stdout); err != nil {
 		return err
 	}
-	if o.profile != "" {
-		warn, err := cli.WriteProfile(o.profile, prog, rt.Execution)
-		if err != nil {
-			return err
-		}
-		if warn != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prog, warn)
-		}
-		fmt.Fprintf(stdout, "profile written to %s\n", o.profile)
+	return o.writeProfile(rt.Execution, stdout, stderr)
+}
+
+// writeProfile writes the run's profile into -profile's folder, if set.
+func (o *options) writeProfile(run *graph.Execution, stdout, stderr io.Writer) error {
+	if o.profile == "" {
+		return nil
 	}
+	warn, err := cli.WriteProfile(o.profile, prog, run)
+	if err != nil {
+		return err
+	}
+	if warn != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, warn)
+	}
+	fmt.Fprintf(stdout, "profile written to %s\n", o.profile)
 	return nil
 }
 
