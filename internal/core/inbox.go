@@ -206,17 +206,7 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool, cs *CopyStats) er
 	}
 	q.buf[i] = v
 	q.n++
-	q.pushed++
-	if count != nil {
-		*count++
-	}
-	if q.n > int(q.maxLen) {
-		q.maxLen = int32(min(q.n, math.MaxInt32))
-	}
-	if q.waiting > 0 {
-		q.notEmpty.Signal()
-	}
-	q.mu.Unlock()
+	q.pushed1(count)
 	return nil
 }
 
@@ -241,14 +231,9 @@ func (q *Inbox[T]) waitRoom(abort *atomic.Bool, cs *CopyStats) error {
 	return nil
 }
 
-// pushPriority is the end of push for a priority queue: q.mu is held, and
-// released.
-func (q *Inbox[T]) pushPriority(v T, count *int64) error {
-	if err := q.pri.push(q, v); err != nil {
-		q.mu.Unlock()
-		q.run.Fail(err)
-		return err
-	}
+// pushed1 counts an item just queued (in count too, when not nil), wakes a
+// waiting consumer and releases q.mu.
+func (q *Inbox[T]) pushed1(count *int64) {
 	q.pushed++
 	if count != nil {
 		*count++
@@ -260,6 +245,17 @@ func (q *Inbox[T]) pushPriority(v T, count *int64) error {
 		q.notEmpty.Signal()
 	}
 	q.mu.Unlock()
+}
+
+// pushPriority is the end of push for a priority queue: q.mu is held, and
+// released.
+func (q *Inbox[T]) pushPriority(v T, count *int64) error {
+	if err := q.pri.push(q, v); err != nil {
+		q.mu.Unlock()
+		q.run.Fail(err)
+		return err
+	}
+	q.pushed1(count)
 	return nil
 }
 
