@@ -41,10 +41,9 @@ func StitchRegistered(ctx context.Context, src tileio.TileSource, opt align.Opti
 		return nil, err
 	}
 	rows, cols := src.Rows(), src.Cols()
-	workers, readers, slots := gopt.sizes(rows, cols)
-	if line := newWalker(rows, cols).lineLen(); slots < line+1 {
-		return nil, fmt.Errorf("stitching: a pool of %d tile slots can deadlock: the traversal keeps a line of %d tiles alive while the next one waits; use at least %d",
-			slots, line, line+1)
+	workers, readers, slots, err := gopt.checkedSizes(rows, cols)
+	if err != nil {
+		return nil, err
 	}
 	raw := src
 	res, src, err := begin(ctx, src, opt)
@@ -111,9 +110,9 @@ func RegisterBand(ctx context.Context, src tileio.TileSource, r0, r1 int, ff *al
 // tiles are already corrected.
 func registerGrid(ctx context.Context, src tileio.TileSource, opt align.Options, gopt GraphOptions) (*align.Translations, error) {
 	rows, cols := src.Rows(), src.Cols()
-	workers, readers, slots := gopt.sizes(rows, cols)
-	if line := newWalker(rows, cols).lineLen(); slots < line+1 {
-		return nil, fmt.Errorf("a pool of %d tile slots can deadlock; use at least %d", slots, line+1)
+	workers, readers, slots, err := gopt.checkedSizes(rows, cols)
+	if err != nil {
+		return nil, err
 	}
 	be := gopt.gpu
 	if gopt.GPU && be == nil {

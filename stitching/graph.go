@@ -180,6 +180,20 @@ func (gopt GraphOptions) sizes(rows, cols int) (workers, readers, slots int) {
 	return workers, readers, slots
 }
 
+// checkedSizes is sizes, and an error when the pool of slots can deadlock.
+// Slots are taken in traversal order, so a tile waiting for one only waits
+// for the line of tiles before it: every older tile has all of its
+// neighbours loaded and will give its slot back, once the pool holds a
+// line and one more.
+func (gopt GraphOptions) checkedSizes(rows, cols int) (workers, readers, slots int, err error) {
+	workers, readers, slots = gopt.sizes(rows, cols)
+	if line := newWalker(rows, cols).lineLen(); slots < line+1 {
+		return 0, 0, 0, fmt.Errorf("stitching: a pool of %d tile slots can deadlock: the traversal keeps a line of %d tiles alive while the next one waits; use at least %d",
+			slots, line, line+1)
+	}
+	return workers, readers, slots, nil
+}
+
 // weakPairs returns the number of scratch spaces of noise-limited pairs of
 // a run with the given workers: WeakPairs or its default.
 func (gopt GraphOptions) weakPairs(workers int) int {
@@ -361,13 +375,9 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 		return nil, err
 	}
 	rows, cols := src.Rows(), src.Cols()
-	workers, readers, slots := gopt.sizes(rows, cols)
-	// Slots are taken in traversal order, so a tile waiting for one only
-	// waits for the line of tiles before it: every older tile has all of
-	// its neighbours loaded and will give its slot back.
-	if line := newWalker(rows, cols).lineLen(); slots < line+1 {
-		return nil, fmt.Errorf("stitching: a pool of %d tile slots can deadlock: the traversal keeps a line of %d tiles alive while the next one waits; use at least %d",
-			slots, line, line+1)
+	workers, readers, slots, err := gopt.checkedSizes(rows, cols)
+	if err != nil {
+		return nil, err
 	}
 
 	be := gopt.gpu
