@@ -77,12 +77,8 @@ func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my
 	if t2.Bounds().Dx() != w || t2.Bounds().Dy() != h {
 		panic("align: Refine: tiles of different sizes")
 	}
-	radius = max(radius, 0)
-	mx, my = max(mx, 1), max(my, 1)
-	// Admissible box.
-	x0, x1 := max(start.X-radius, -(w-mx)), min(start.X+radius, w-mx)
-	y0, y1 := max(start.Y-radius, -(h-my)), min(start.Y+radius, h-my)
-	if x0 > x1 || y0 > y1 {
+	x0, x1, y0, y1, ok := refineBox(w, h, start, radius, mx, my)
+	if !ok {
 		return Translation{X: start.X, Y: start.Y, Corr: -1}
 	}
 	if (x1-x0+1)*(y1-y0+1) <= 4 {
@@ -194,15 +190,24 @@ func (r *Refiner) RefineDenoised(t1, t2 *image.Gray16, start Translation, radius
 	return r.refineDenoised(t1, t2, start, radius, mx, my)
 }
 
+// refineBox returns the admissible box of displacements [x0, x1] x [y0,
+// y1] of w x h tiles within radius of start that leave at least mx by my
+// pixels of overlap (radius at least 0, mx and my at least 1); ok is false
+// when it is empty.
+func refineBox(w, h int, start Translation, radius, mx, my int) (x0, x1, y0, y1 int, ok bool) {
+	radius = max(radius, 0)
+	mx, my = max(mx, 1), max(my, 1)
+	x0, x1 = max(start.X-radius, -(w-mx)), min(start.X+radius, w-mx)
+	y0, y1 = max(start.Y-radius, -(h-my)), min(start.Y+radius, h-my)
+	return x0, x1, y0, y1, x0 <= x1 && y0 <= y1
+}
+
 // refineDenoised is RefineDenoised in r's own scratch.
 func (r *Refiner) refineDenoised(t1, t2 *image.Gray16, start Translation, radius, mx, my int) Translation {
 	b1 := t1.Bounds()
 	w, h := b1.Dx(), b1.Dy()
-	radius = max(radius, 0)
-	mx, my = max(mx, 1), max(my, 1)
-	x0, x1 := max(start.X-radius, -(w-mx)), min(start.X+radius, w-mx)
-	y0, y1 := max(start.Y-radius, -(h-my)), min(start.Y+radius, h-my)
-	if x0 > x1 || y0 > y1 {
+	x0, x1, y0, y1, ok := refineBox(w, h, start, radius, mx, my)
+	if !ok {
 		return Translation{X: start.X, Y: start.Y, Corr: -1}
 	}
 	ua0, ua1, va0, va1, ub0, ub1, vb0, vb1 := boxRegions(w, h, x0, x1, y0, y1)
