@@ -68,8 +68,7 @@ func NewRegions(ctx context.Context, nc *nats.Conn, opts ...Option) (*Regions, e
 	if err != nil {
 		return nil, fmt.Errorf("cluster: regions: %w", err)
 	}
-	st, err := setup(ctx, js, cfg)
-	if err != nil {
+	if _, err := setup(ctx, js, cfg); err != nil { // the run's streams, created if missing, as by every client
 		return nil, fmt.Errorf("cluster: regions: %w", err)
 	}
 	bucket := strings.ToUpper(cfg.ns) + "_REGIONS"
@@ -86,7 +85,6 @@ func NewRegions(ctx context.Context, nc *nats.Conn, opts ...Option) (*Regions, e
 	if err != nil {
 		return nil, fmt.Errorf("cluster: regions: bucket %s: %w", bucket, err)
 	}
-	_ = st
 	objBucket := strings.ToUpper(cfg.ns) + "_REGION_OBJECTS"
 	obj, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      objBucket,
