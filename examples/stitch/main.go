@@ -950,7 +950,7 @@ type mosaicPlanned struct {
 }
 
 // planMosaic chooses the in-memory path when the mosaic fits in mem bytes
-// and in a classic TIFF, else the tiled path, whose tile caches get what
+// and in a classic TIFF (4 GiB, sides of at most 65535 px), else the tiled path, whose tile caches get what
 // mem leaves after its fixed needs (at least 4 tiles). par tiles are
 // loaded ahead of the composing (see prefetchMemory).
 func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64, par int) mosaicPlanned {
@@ -959,7 +959,7 @@ func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64, par int) m
 	p.w, p.h = b.Max.X, b.Max.Y
 	pixels := 2 * int64(p.w) * int64(p.h)
 	p.need = p.inMemory
-	if p.inMemory <= mem && pixels <= maxClassicTIFF {
+	if p.inMemory <= mem && pixels <= maxClassicTIFF && p.w <= compose.MaxClassicTIFFSide && p.h <= compose.MaxClassicTIFFSide {
 		return p
 	}
 	p.tiled = true

@@ -682,3 +682,31 @@ func TestSoftLimitPaperGrid(t *testing.T) {
 		t.Errorf("soft limits %v: want the default's and one space's equal, 16 spaces' higher", got)
 	}
 }
+
+// A mosaic wider than 65535 px is never written as a classic TIFF (whose
+// encoder stores the width modulo 65536), even when it fits in -mem: it
+// goes to the tiled BigTIFF, whose header records its true size.
+func TestWideMosaicNotClassicTIFF(t *testing.T) {
+	dir := t.TempDir()
+	r := runArgs(t, context.Background(), "-generate", dir, "-rows", "1", "-cols", "3", "-tile", "24000x200")
+	if r.code != 0 {
+		t.Fatalf("generate: exit %d, %s", r.code, r.stderr)
+	}
+	out := t.TempDir()
+	r = runArgs(t, context.Background(), "-dir", dir, "-rows", "1", "-cols", "3", "-workers", "2", "-out", out, "-mem", "4GiB")
+	if r.code != 0 {
+		t.Fatalf("stitch: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	var w, h int
+	if _, err := fmt.Sscanf(r.stdout[strings.Index(r.stdout, "mosaic "):], "mosaic %d x %d", &w, &h); err != nil || w <= 65535 {
+		t.Fatalf("mosaic line: %d x %d, %v (want a width over 65535)\n%s", w, h, err, r.stdout)
+	}
+	bt, err := tiled.OpenBigTIFF(filepath.Join(out, defNames.mosaic))
+	if err != nil {
+		t.Fatalf("the %d x %d mosaic is not a BigTIFF: %v", w, h, err)
+	}
+	defer bt.Close()
+	if lv := bt.Levels[0]; lv.W != w || lv.H != h {
+		t.Fatalf("BigTIFF records %d x %d, the mosaic is %d x %d", lv.W, lv.H, w, h)
+	}
+}

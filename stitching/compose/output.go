@@ -17,6 +17,13 @@ import (
 // file can hold, less room for the header and directory.
 const maxTIFFBytes = math.MaxUint32 - 1<<16
 
+// MaxClassicTIFFSide is the longest side EncodeTIFF writes. The encoder
+// (golang.org/x/image/tiff) records ImageWidth, ImageLength and
+// RowsPerStrip as 16-bit SHORTs, so a longer side would be stored modulo
+// 65536: a file that lies about its size. Larger mosaics go to the tiled
+// BigTIFF writer (package tiled).
+const MaxClassicTIFFSide = math.MaxUint16
+
 // WriteTIFF writes img to path as an uncompressed 16-bit grayscale TIFF
 // (see [EncodeTIFF]). The file is written atomically: the data goes to a
 // temporary file in the same folder, renamed onto path only when complete,
@@ -31,7 +38,8 @@ func WriteTIFF(path string, img *image.Gray16) error {
 
 // EncodeTIFF writes img to w as an uncompressed 16-bit grayscale TIFF.
 // Classic TIFF cannot hold more than 4 GiB, so images above about 2.1
-// gigapixels are refused with an error instead of producing a corrupt file.
+// gigapixels, and images with a side over [MaxClassicTIFFSide], are
+// refused with an error instead of producing a corrupt file.
 func EncodeTIFF(w io.Writer, img *image.Gray16) error {
 	if err := checkTIFF(img); err != nil {
 		return err
@@ -41,6 +49,9 @@ func EncodeTIFF(w io.Writer, img *image.Gray16) error {
 
 func checkTIFF(img *image.Gray16) error {
 	b := img.Bounds()
+	if b.Dx() > MaxClassicTIFFSide || b.Dy() > MaxClassicTIFFSide {
+		return fmt.Errorf("compose: %d x %d image: a classic TIFF records sides of at most %d px (write it as a tiled BigTIFF, package tiled)", b.Dx(), b.Dy(), MaxClassicTIFFSide)
+	}
 	if n := int64(b.Dx()) * int64(b.Dy()) * 2; n > maxTIFFBytes {
 		return fmt.Errorf("compose: %d x %d image (%d bytes) exceeds the 4 GiB limit of classic TIFF", b.Dx(), b.Dy(), n)
 	}

@@ -8,7 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
+
+	"golang.org/x/image/tiff"
 )
 
 // dirNames lists the names in dir.
@@ -133,4 +136,32 @@ func heapAlloc() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.TotalAlloc)
+}
+
+// A side over 65535 px cannot be recorded by the classic TIFF encoder
+// (its ImageWidth and ImageLength are SHORTs): EncodeTIFF refuses it
+// instead of writing a file whose header gives the size modulo 65536.
+func TestEncodeTIFFRefusesLongSides(t *testing.T) {
+	for _, r := range []image.Rectangle{
+		image.Rect(0, 0, MaxClassicTIFFSide+1, 1),
+		image.Rect(0, 0, 1, MaxClassicTIFFSide+1),
+	} {
+		var b bytes.Buffer
+		err := EncodeTIFF(&b, image.NewGray16(r))
+		if err == nil || !strings.Contains(err.Error(), "65535") {
+			t.Errorf("%v: err %v, want a refusal naming 65535", r.Size(), err)
+		}
+		if b.Len() != 0 {
+			t.Errorf("%v: %d bytes written before the refusal", r.Size(), b.Len())
+		}
+	}
+	// The longest side that fits is written and reads back at its size.
+	var b bytes.Buffer
+	if err := EncodeTIFF(&b, image.NewGray16(image.Rect(0, 0, MaxClassicTIFFSide, 2))); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := tiff.DecodeConfig(&b)
+	if err != nil || cfg.Width != MaxClassicTIFFSide || cfg.Height != 2 {
+		t.Fatalf("decoded %d x %d, %v", cfg.Width, cfg.Height, err)
+	}
 }
