@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/matmul"
 	"github.com/gohtgs/htgs/matmul/npy"
 )

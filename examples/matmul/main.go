@@ -62,8 +62,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/graph"
-	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/internal/progress"
 	"github.com/gohtgs/htgs/internal/units"

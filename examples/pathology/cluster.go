@@ -21,8 +21,8 @@ import (
 
 	"github.com/gohtgs/htgs/cluster"
 	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/graph"
-	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/natsconn"
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/pats"

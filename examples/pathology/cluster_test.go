@@ -20,7 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gohtgs/htgs/cluster"
-	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/internal/natsconn"
 )
 

@@ -100,8 +100,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/graph"
-	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/natsconn"
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/pats"

@@ -27,8 +27,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/graph"
-	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/natsconn"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"

@@ -87,8 +87,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/graph"
-	"github.com/gohtgs/htgs/internal/cli"
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/internal/progress"
 	"github.com/gohtgs/htgs/internal/units"

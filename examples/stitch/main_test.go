@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/image/tiff"
 
-	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"

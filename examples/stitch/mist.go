@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gohtgs/htgs/internal/cli"
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/tileio"
