@@ -2,6 +2,7 @@ package tileio
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -155,6 +156,9 @@ func ParsePattern(s string, first int) (Pattern, error) {
 	if first < 0 {
 		return Pattern{}, fmt.Errorf("tileio: pattern %q: negative first index %d", s, first)
 	}
+	if err := checkLocal(s); err != nil {
+		return Pattern{}, err
+	}
 	p := Pattern{First: first, src: s}
 	var lit strings.Builder
 	var hasR, hasC, hasI, hasT bool
@@ -217,6 +221,21 @@ func ParsePattern(s string, first int) (Pattern, error) {
 		return Pattern{}, fmt.Errorf("tileio: pattern %q needs both {r} and {c}, or a position index {i} or {p}", s)
 	}
 	return p, nil
+}
+
+// checkLocal refuses a pattern whose names would leave the tile folder:
+// an absolute path, or a ".." component. A placeholder prints digits, so
+// only the literal text can form such a component.
+func checkLocal(s string) error {
+	if filepath.IsAbs(s) || strings.HasPrefix(s, "/") || strings.HasPrefix(s, `\`) {
+		return fmt.Errorf("tileio: pattern %q: an absolute path; a pattern names files inside the tile folder (put the folder in -dir)", s)
+	}
+	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == '/' || r == filepath.Separator }) {
+		if part == ".." {
+			return fmt.Errorf("tileio: pattern %q: a \"..\" component would leave the tile folder (put the folder in -dir)", s)
+		}
+	}
+	return nil
 }
 
 // String returns the pattern text as given to [ParsePattern].

@@ -1,6 +1,7 @@
 package tileio
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -68,7 +69,8 @@ func TestPatternErrors(t *testing.T) {
 
 // FuzzParsePattern checks that the parser never panics, that accepted
 // patterns round-trip through String, and that names of distinct tiles are
-// distinct whenever every literal between placeholders holds a non-digit.
+// distinct whenever every literal between placeholders holds a non-digit,
+// and that no name leaves the tile folder.
 func FuzzParsePattern(f *testing.F) {
 	for _, s := range []string{"img_r{rrr}_c{ccc}.tif", "{i}", "tile_{iiii}.png", "{r}{c}", "{r", "}", "{rr}-{cc}/{r}", "a{{r}}{c}", ""} {
 		f.Add(s, 1)
@@ -100,6 +102,9 @@ func FuzzParsePattern(f *testing.F) {
 		for r := 0; r < rows; r++ {
 			for c := 0; c < cols; c++ {
 				n := p.Name(r, c, rows, cols)
+				if !filepath.IsLocal(n) && filepath.Clean(n) != "." {
+					t.Fatalf("pattern %q names %q, outside the tile folder", s, n)
+				}
 				if n != q.Name(r, c, rows, cols) {
 					t.Fatalf("re-parsed pattern names differ")
 				}

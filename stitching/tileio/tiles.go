@@ -11,9 +11,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"golang.org/x/image/tiff"
+
+	"github.com/gohtgs/htgs/internal/infile"
 )
 
 // TileSource gives access to the tiles of a grid. Implementations must be
@@ -102,9 +105,10 @@ func LoadTile(path string) (*image.Gray16, error) {
 
 // LoadTileLimit is [LoadTile] with a limit of maxPixels pixels per tile
 // instead of [DefaultMaxTilePixels] (0 means the default, negative no
-// limit).
+// limit). A path that is not a regular file (a directory, a named pipe, a
+// device) is refused at once, naming what it is.
 func LoadTileLimit(path string, maxPixels int64) (*image.Gray16, error) {
-	data, err := os.ReadFile(path) // one read, sized from Stat
+	data, err := infile.ReadFile(path) // one read, sized from Stat
 	if err != nil {
 		return nil, fmt.Errorf("tileio: load tile: %w", err)
 	}
@@ -147,7 +151,7 @@ func DecodeTileLimit(r io.Reader, maxPixels int64) (img *image.Gray16, err error
 		}
 		cfg, cerr := tiff.DecodeConfig(bytes.NewReader(data))
 		if cerr != nil {
-			return nil, fmt.Errorf("corrupt or unreadable image: %w", cerr)
+			return nil, configError(cerr)
 		}
 		if err := checkTileConfig(cfg, maxPixels); err != nil {
 			return nil, err
@@ -220,23 +224,17 @@ func pixelType(m color.Model) string {
 	return "non-grayscale"
 }
 
-// decodeTileConfig returns the size of the image in the file without
-// decoding its pixels, and rejects unsupported pixel types and sizes above
-// maxPixels (see [checkTileConfig]). Errors name the file.
-func decodeTileConfig(path string, maxPixels int64) (w, h int, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
+// decodeTileConfig returns the header of the image in the open file f (at
+// path) without decoding its pixels, and rejects unsupported pixel types
+// and sizes above maxPixels (see [checkTileConfig]). Errors name the file.
+func decodeTileConfig(f *os.File, path string, maxPixels int64) (cfg image.Config, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			w, h, err = 0, 0, fmt.Errorf("%s: corrupt or unreadable image: decoder failed: %v", path, p)
+			cfg, err = image.Config{}, fmt.Errorf("%s: corrupt or unreadable image: decoder failed: %v", path, p)
 		}
 	}()
 	br := bufio.NewReader(f)
 	head, _ := br.Peek(8)
-	var cfg image.Config
 	switch sniff(head) {
 	case formatTIFF:
 		// The file itself, not br: given a plain reader the TIFF decoder
@@ -246,21 +244,34 @@ func decodeTileConfig(path string, maxPixels int64) (w, h int, err error) {
 	case formatPNG:
 		cfg, err = png.DecodeConfig(br)
 	default:
-		return 0, 0, fmt.Errorf("%s: unsupported or corrupt file: neither TIFF nor PNG", path)
+		return cfg, fmt.Errorf("%s: unsupported or corrupt file: neither TIFF nor PNG", path)
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s: corrupt or unreadable image: %w", path, err)
+		return cfg, fmt.Errorf("%s: %w", path, configError(err))
 	}
 	if err := checkTileConfig(cfg, maxPixels); err != nil {
-		return 0, 0, fmt.Errorf("%s: %w", path, err)
+		return cfg, fmt.Errorf("%s: %w", path, err)
 	}
-	return cfg.Width, cfg.Height, nil
+	return cfg, nil
+}
+
+// configError words a decoder's refusal of a header: the TIFF decoder's
+// "unsupported feature: sample format" is a tile of floating-point or
+// signed samples.
+func configError(err error) error {
+	var u tiff.UnsupportedError
+	if errors.As(err, &u) && strings.Contains(string(u), "sample format") {
+		return fmt.Errorf("unsupported pixel type: floating-point or signed samples (want 8- or 16-bit unsigned grayscale; convert the tiles first, for example with Fiji's Image > Type > 16-bit): %w", err)
+	}
+	return fmt.Errorf("corrupt or unreadable image: %w", err)
 }
 
 // TileSet is a grid of tile files in a directory named by a [Pattern]. It
 // implements [TileSource]; use [OpenTileSet] to create one.
 type TileSet struct {
 	dir        string
+	root       *os.Root    // OpenTileSetIn: tiles are opened inside it
+	model      color.Model // the tiles' pixel type, one for the grid
 	pattern    Pattern
 	rows, cols int
 	w, h       int
@@ -269,8 +280,10 @@ type TileSet struct {
 }
 
 // OpenTileSet checks a rows x cols grid of tile files in dir named by
-// pattern: every file must exist, be a readable TIFF or PNG of 8- or 16-bit
-// grayscale pixels, and all tiles must have the same size. Only the file
+// pattern: every file must exist, be a regular file (or a link to one; a
+// directory or a named pipe is refused at once) holding a readable TIFF or
+// PNG of 8- or 16-bit grayscale pixels, and all tiles must have the same
+// size and bit depth. Only the file
 // headers are read; tiles above [DefaultMaxTilePixels] are refused with
 // [ErrTileTooLarge]. The error names the first offending file.
 func OpenTileSet(dir string, pattern Pattern, rows, cols int) (*TileSet, error) {
@@ -281,20 +294,40 @@ func OpenTileSet(dir string, pattern Pattern, rows, cols int) (*TileSet, error) 
 // tile instead of [DefaultMaxTilePixels] (0 means the default, negative no
 // limit); the TileSet's Load applies the same limit.
 func OpenTileSetLimit(dir string, pattern Pattern, rows, cols int, maxPixels int64) (*TileSet, error) {
+	return openTileSet(&TileSet{dir: dir, pattern: pattern, rows: rows, cols: cols, maxPixels: maxPixels})
+}
+
+// OpenTileSetIn is [OpenTileSetLimit] for tiles inside root's folder: every
+// tile is opened through root, so that no name, and no symbolic link, can
+// lead to a file outside it (see [os.Root]; a link must be relative and
+// stay inside). Use it where the grid comes from someone who may read only
+// that folder, such as a worker's client. The caller keeps root open while
+// the set is used, and closes it.
+func OpenTileSetIn(root *os.Root, pattern Pattern, rows, cols int, maxPixels int64) (*TileSet, error) {
+	return openTileSet(&TileSet{dir: root.Name(), root: root, pattern: pattern, rows: rows, cols: cols, maxPixels: maxPixels})
+}
+
+func openTileSet(ts *TileSet) (*TileSet, error) {
+	rows, cols, maxPixels := ts.rows, ts.cols, ts.maxPixels
 	if rows <= 0 || cols <= 0 {
 		return nil, fmt.Errorf("tileio: invalid grid size %dx%d", rows, cols)
 	}
-	ts := &TileSet{dir: dir, pattern: pattern, rows: rows, cols: cols, maxPixels: maxPixels}
 	var first string
 	for r := 0; r < rows; r++ {
 		for c := 0; c < cols; c++ {
 			p := ts.Path(r, c)
-			w, h, err := decodeTileConfig(p, maxPixels)
+			f, err := ts.open(r, c)
 			if err != nil {
 				return nil, fmt.Errorf("tileio: tile (row %d, col %d): %w", r, c, err)
 			}
+			cfg, err := decodeTileConfig(f, p, maxPixels)
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("tileio: tile (row %d, col %d): %w", r, c, err)
+			}
+			w, h := cfg.Width, cfg.Height
 			if first == "" {
-				first, ts.w, ts.h = p, w, h
+				first, ts.w, ts.h, ts.model = p, w, h, cfg.ColorModel
 				if w < 2 || h < 2 {
 					return nil, fmt.Errorf("tileio: tile %s is %dx%d, too small to stitch", p, w, h)
 				}
@@ -303,9 +336,29 @@ func OpenTileSetLimit(dir string, pattern Pattern, rows, cols int, maxPixels int
 			if w != ts.w || h != ts.h {
 				return nil, fmt.Errorf("tileio: tile %s is %dx%d but %s is %dx%d; all tiles must have the same size", p, w, h, first, ts.w, ts.h)
 			}
+			if cfg.ColorModel != ts.model {
+				// 8-bit tiles are read by value, not scaled: among
+				// 16-bit ones they would enter the mosaic at about
+				// 1/256 of their brightness.
+				return nil, fmt.Errorf("tileio: tile %s is %s but %s is %s; all tiles of a grid must have one bit depth (convert them first)",
+					p, pixelType(cfg.ColorModel), first, pixelType(ts.model))
+			}
 		}
 	}
 	return ts, nil
+}
+
+// open opens tile (row, col) for reading: a regular file (or a link to
+// one) inside the set's folder, else an error saying what the path is.
+func (ts *TileSet) open(row, col int) (*os.File, error) {
+	name := ts.Name(row, col)
+	if !filepath.IsLocal(name) {
+		return nil, fmt.Errorf("%s: the name leaves the tile folder %s", name, ts.dir)
+	}
+	if ts.root != nil {
+		return infile.OpenIn(ts.root, name)
+	}
+	return infile.Open(filepath.Join(ts.dir, name))
 }
 
 // Rows returns the number of grid rows.
@@ -331,7 +384,7 @@ func (ts *TileSet) Path(row, col int) string { return filepath.Join(ts.dir, ts.N
 // that loading a grid allocates little more than its images.
 func (ts *TileSet) Load(row, col int) (*image.Gray16, error) {
 	p := ts.Path(row, col)
-	img, err := ts.loadFile(p)
+	img, err := ts.loadFile(row, col, p)
 	if err != nil {
 		return nil, err
 	}
@@ -341,9 +394,10 @@ func (ts *TileSet) Load(row, col int) (*image.Gray16, error) {
 	return img, nil
 }
 
-// loadFile is LoadTileLimit with a reused file buffer.
-func (ts *TileSet) loadFile(path string) (*image.Gray16, error) {
-	f, err := os.Open(path)
+// loadFile is LoadTileLimit of tile (row, col) at path, through ts.open,
+// with a reused file buffer.
+func (ts *TileSet) loadFile(row, col int, path string) (*image.Gray16, error) {
+	f, err := ts.open(row, col)
 	if err != nil {
 		return nil, fmt.Errorf("tileio: load tile: %w", err)
 	}
@@ -352,9 +406,13 @@ func (ts *TileSet) loadFile(path string) (*image.Gray16, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tileio: load tile: %w", err)
 	}
-	if !fi.Mode().IsRegular() || fi.Size() > maxTileFileBytes {
-		// Not a plain file of a sane size: the general path decides.
-		return LoadTileLimit(path, ts.maxPixels)
+	if fi.Size() > maxTileFileBytes {
+		// Too large a buffer to keep: read it once.
+		data, err := io.ReadAll(f)
+		if err != nil {
+			return nil, fmt.Errorf("tileio: load tile %s: %w", path, err)
+		}
+		return ts.decode(data, path)
 	}
 	bp, _ := ts.files.Get().(*[]byte)
 	if bp == nil {
@@ -366,16 +424,25 @@ func (ts *TileSet) loadFile(path string) (*image.Gray16, error) {
 		*bp = make([]byte, n+1)
 	}
 	// One byte more than the size: a file that grew since Stat is read
-	// by the general path rather than cut short.
+	// to its end rather than cut short.
 	buf := (*bp)[:n+1]
 	got, err := io.ReadFull(f, buf)
-	if err != io.ErrUnexpectedEOF && err != io.EOF {
-		if err == nil {
-			return LoadTileLimit(path, ts.maxPixels)
+	if err == nil {
+		rest, err := io.ReadAll(f)
+		if err != nil {
+			return nil, fmt.Errorf("tileio: load tile %s: %w", path, err)
 		}
+		return ts.decode(append(buf[:got:got], rest...), path)
+	}
+	if err != io.ErrUnexpectedEOF && err != io.EOF {
 		return nil, fmt.Errorf("tileio: load tile %s: %w", path, err)
 	}
-	img, err := decodeTileBytes(buf[:got], ts.maxPixels)
+	return ts.decode(buf[:got], path)
+}
+
+// decode decodes a tile file's bytes with the set's pixel limit.
+func (ts *TileSet) decode(data []byte, path string) (*image.Gray16, error) {
+	img, err := decodeTileBytes(data, ts.maxPixels)
 	if err != nil {
 		return nil, fmt.Errorf("tileio: load tile %s: %w", path, err)
 	}
