@@ -5,6 +5,7 @@ go 1.24.0
 require (
 	github.com/disintegration/imaging v1.6.2
 	github.com/ebitengine/purego v0.10.2
+	github.com/klauspost/compress v1.18.3
 	github.com/nats-io/nats-server/v2 v2.12.4
 	github.com/nats-io/nats.go v1.48.0
 	go.uber.org/goleak v1.3.0
@@ -15,7 +16,6 @@ require (
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.5.0-default-no-op // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
-	github.com/klauspost/compress v1.18.3 // indirect
 	github.com/minio/highwayhash v1.0.4-0.20251030100505-070ab1a87a76 // indirect
 	github.com/nats-io/jwt/v2 v2.8.0 // indirect
 	github.com/nats-io/nkeys v0.4.12 // indirect

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -26,10 +28,21 @@ const (
 	tagTileOffsets     = 324
 	tagTileByteCounts  = 325
 	tagSampleFormat    = 339
+	tagImageDesc       = 270
+	tagXResolution     = 282
+	tagYResolution     = 283
+	tagResolutionUnit  = 296
+	tagSoftware        = 305
+	tagPredictor       = 317
+	tagSubIFDs         = 330
 
-	typeShort = 3
-	typeLong  = 4
-	typeLong8 = 16
+	typeASCII    = 2
+	typeShort    = 3
+	typeLong     = 4
+	typeRational = 5
+	typeIFD      = 13
+	typeLong8    = 16
+	typeIFD8     = 18
 )
 
 // Levels is how many pyramid levels (full resolution included) halve an
@@ -192,68 +205,116 @@ func alignedU16(n int) []uint16 {
 	return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), nb/2)[:n]
 }
 
-// ifd writes the IFD of level l (w x h in tw x th tiles at offs).
-func (t *tiffWriter) ifd(l, w, h, tw, th int, offs []uint64) {
+// alignedBytes returns n zero bytes whose memory starts at a multiple of
+// directAlign and whose capacity reaches a multiple of directAlign.
+func alignedBytes(n int) []byte {
+	b := alignedU16((n + 1) / 2)
+	return asBytes(b[:cap(b)])[:n]
+}
+
+// ifdEntry is one IFD entry: its tag, field type, value count and
+// little-endian value bytes.
+type ifdEntry struct {
+	tag, typ uint16
+	count    uint64
+	data     []byte
+}
+
+// newEntry returns an entry of type typ (SHORT, LONG, LONG8 or IFD8) holding
+// vals.
+func newEntry(tag, typ uint16, vals ...uint64) ifdEntry {
+	n := typeSize(typ)
+	b := make([]byte, int64(len(vals))*n)
+	for i, x := range vals {
+		putVal(b[int64(i)*n:], typ, x)
+	}
+	return ifdEntry{tag, typ, uint64(len(vals)), b}
+}
+
+// asciiEntry returns an ASCII entry holding s and its terminating NUL.
+func asciiEntry(tag uint16, s string) ifdEntry {
+	return ifdEntry{tag, typeASCII, uint64(len(s) + 1), append([]byte(s), 0)}
+}
+
+// rationalEntry returns a RATIONAL entry holding num/den.
+func rationalEntry(tag uint16, num, den uint32) ifdEntry {
+	b := make([]byte, 8)
+	binary.LittleEndian.PutUint32(b, num)
+	binary.LittleEndian.PutUint32(b[4:], den)
+	return ifdEntry{tag, typeRational, 1, b}
+}
+
+// levelEntries are the entries every level's IFD has: a w x h 16-bit
+// grayscale image in tw x th tiles at offs, counts bytes each,
+// compressed with c, NewSubfileType 1 when reduced.
+func levelEntries(reduced bool, w, h, tw, th int, offs, counts []uint64, c Compression) []ifdEntry {
+	subfile := uint64(0)
+	if reduced {
+		subfile = 1
+	}
+	ents := []ifdEntry{
+		newEntry(tagNewSubfileType, typeLong, subfile),
+		newEntry(tagImageWidth, typeLong, uint64(w)),
+		newEntry(tagImageLength, typeLong, uint64(h)),
+		newEntry(tagBitsPerSample, typeShort, 16),
+		newEntry(tagCompression, typeShort, uint64(c)),
+		newEntry(tagPhotometric, typeShort, 1),
+		newEntry(tagSamplesPerPixel, typeShort, 1),
+		newEntry(tagPlanarConfig, typeShort, 1),
+		newEntry(tagTileWidth, typeLong, uint64(tw)),
+		newEntry(tagTileLength, typeLong, uint64(th)),
+		newEntry(tagTileOffsets, typeLong8, offs...),
+		newEntry(tagTileByteCounts, typeLong8, counts...),
+		newEntry(tagSampleFormat, typeShort, 1),
+	}
+	if c.predictor() {
+		ents = append(ents, newEntry(tagPredictor, typeShort, 2))
+	}
+	return ents
+}
+
+// ifd writes an IFD of ents (sorted by tag here), its values of more than
+// 8 bytes right after it, each padded to an even length, and returns its
+// offset. A linked IFD's offset goes into the previous linked IFD's next
+// pointer (the header's for the first) and its own next pointer waits for
+// the next linked IFD; an unlinked IFD (a SubIFD) keeps a next pointer of
+// 0.
+func (t *tiffWriter) ifd(ents []ifdEntry, linked bool) uint64 {
+	slices.SortStableFunc(ents, func(a, b ifdEntry) int { return int(a.tag) - int(b.tag) })
 	if t.w.pos%2 == 1 {
 		t.w.bytes([]byte{0})
 	}
 	ifdPos := t.w.pos
-	t.patches = append(t.patches, [2]int64{t.nextPtr, ifdPos})
-	subfile := uint64(0)
-	if l > 0 {
-		subfile = 1
-	}
-	counts := make([]uint64, len(offs))
-	for i := range counts {
-		counts[i] = uint64(tw) * uint64(th) * 2
-	}
-	type ent struct {
-		tag, typ uint16
-		vals     []uint64
-	}
-	ents := []ent{
-		{tagNewSubfileType, typeLong, []uint64{subfile}},
-		{tagImageWidth, typeLong, []uint64{uint64(w)}},
-		{tagImageLength, typeLong, []uint64{uint64(h)}},
-		{tagBitsPerSample, typeShort, []uint64{16}},
-		{tagCompression, typeShort, []uint64{1}},
-		{tagPhotometric, typeShort, []uint64{1}},
-		{tagSamplesPerPixel, typeShort, []uint64{1}},
-		{tagPlanarConfig, typeShort, []uint64{1}},
-		{tagTileWidth, typeLong, []uint64{uint64(tw)}},
-		{tagTileLength, typeLong, []uint64{uint64(th)}},
-		{tagTileOffsets, typeLong8, offs},
-		{tagTileByteCounts, typeLong8, counts},
-		{tagSampleFormat, typeShort, []uint64{1}},
-	}
 	ifdSize := int64(8 + 20*len(ents) + 8)
 	extra := ifdPos + ifdSize // out-of-line values follow the IFD
 	t.w.u64(uint64(len(ents)))
-	var outOfLine [][]uint64
+	var outOfLine [][]byte
 	for _, e := range ents {
 		t.w.u16(e.tag)
 		t.w.u16(e.typ)
-		t.w.u64(uint64(len(e.vals)))
-		size := int64(len(e.vals)) * typeSize(e.typ)
-		if size <= 8 {
+		t.w.u64(e.count)
+		if len(e.data) <= 8 {
 			var v [8]byte
-			for i, x := range e.vals {
-				putVal(v[int64(i)*typeSize(e.typ):], e.typ, x)
-			}
+			copy(v[:], e.data)
 			t.w.bytes(v[:])
 		} else {
 			t.w.u64(uint64(extra))
-			extra += size
-			outOfLine = append(outOfLine, e.vals)
+			extra += int64(len(e.data)+1) / 2 * 2
+			outOfLine = append(outOfLine, e.data)
 		}
 	}
-	t.nextPtr = t.w.pos
+	if linked {
+		t.patches = append(t.patches, [2]int64{t.nextPtr, ifdPos})
+		t.nextPtr = t.w.pos
+	}
 	t.w.u64(0)
-	for _, vals := range outOfLine {
-		for _, x := range vals {
-			t.w.u64(x) // only LONG8 arrays go out of line
+	for _, b := range outOfLine {
+		t.w.bytes(b)
+		if len(b)%2 == 1 {
+			t.w.bytes([]byte{0})
 		}
 	}
+	return uint64(ifdPos)
 }
 
 // finish flushes, patches the IFD pointers and closes the file, or (err
@@ -324,9 +385,11 @@ func Downsample(im *Image, tmpDir string, budget int64) (*Image, error) {
 
 func typeSize(t uint16) int64 {
 	switch t {
+	case typeASCII:
+		return 1
 	case typeShort:
 		return 2
-	case typeLong:
+	case typeLong, typeIFD:
 		return 4
 	default:
 		return 8
@@ -337,7 +400,7 @@ func putVal(b []byte, t uint16, x uint64) {
 	switch t {
 	case typeShort:
 		binary.LittleEndian.PutUint16(b, uint16(x))
-	case typeLong:
+	case typeLong, typeIFD:
 		binary.LittleEndian.PutUint32(b, uint32(x))
 	default:
 		binary.LittleEndian.PutUint64(b, x)
@@ -375,19 +438,32 @@ func (p *posWriter) u64(v uint64) {
 type Level struct {
 	W, H, TW, TH int
 	Reduced      bool // NewSubfileType bit 0
-	Offsets      []uint64
-	Counts       []uint64
+	// Compression of the tiles; Predictor is TIFF's horizontal
+	// differencing (Predictor=2).
+	Compression Compression
+	Predictor   bool
+	Offsets     []uint64
+	Counts      []uint64
 }
 
 // TIFF is an open tiled BigTIFF file.
 type TIFF struct {
-	r      io.ReaderAt
-	f      *os.File
+	r io.ReaderAt
+	f *os.File
+	// Levels are the full resolution and its reduced levels: the
+	// top-level IFDs in file order, the first IFD's SubIFDs (OME-TIFF's
+	// pyramid) right after it.
 	Levels []Level
+	// Description is the first IFD's ImageDescription (an OME-TIFF's
+	// OME-XML), "" when it has none.
+	Description string
+
+	dec tileDecoder
 }
 
-// OpenBigTIFF opens a tiled, uncompressed, 16-bit, one-sample BigTIFF
-// (little-endian) such as WriteBigTIFF makes.
+// OpenBigTIFF opens a tiled 16-bit one-sample BigTIFF (little-endian),
+// uncompressed or compressed with deflate or zstd, such as WriteBigTIFF
+// and CreateOMETIFF make.
 func OpenBigTIFF(path string) (*TIFF, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -409,6 +485,9 @@ func OpenBigTIFF(path string) (*TIFF, error) {
 
 // Close closes the file.
 func (t *TIFF) Close() error {
+	if t.dec.zstd != nil {
+		t.dec.zstd.Close()
+	}
 	if t.f != nil {
 		return t.f.Close()
 	}
@@ -423,9 +502,13 @@ func formatErr(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrFormat}, a...)...)
 }
 
-// ParseBigTIFF reads the header and every IFD of a BigTIFF of size bytes.
-// It validates what it reads (at most 64 IFDs, tile arrays within the file)
-// and never allocates more than the file could describe.
+// maxDescription is the longest ImageDescription ParseBigTIFF keeps.
+const maxDescription = 1 << 20
+
+// ParseBigTIFF reads the header and every IFD of a BigTIFF of size bytes,
+// the first IFD's SubIFDs included. It validates what it reads (at most
+// 64 IFDs in all, tile arrays within the file) and never allocates more
+// than the file could describe.
 func ParseBigTIFF(r io.ReaderAt, size int64) (*TIFF, error) {
 	var h [16]byte
 	if _, err := r.ReadAt(h[:], 0); err != nil {
@@ -435,99 +518,26 @@ func ParseBigTIFF(r io.ReaderAt, size int64) (*TIFF, error) {
 	if h[0] != 'I' || h[1] != 'I' || le.Uint16(h[2:]) != 43 || le.Uint16(h[4:]) != 8 || le.Uint16(h[6:]) != 0 {
 		return nil, formatErr("header is not little-endian BigTIFF")
 	}
+	p := &ifdParser{r: r, size: size, seen: map[uint64]bool{}, budget: 8*size + 1<<16}
 	t := &TIFF{r: r}
 	off := le.Uint64(h[8:])
-	seen := map[uint64]bool{}
-	// The tag values read may not add up to more than a few times the
-	// file: repeated entries pointing at the same bytes would otherwise
-	// multiply the work and memory of one parse.
-	budget := 8*size + 1<<16
 	for off != 0 {
-		if len(t.Levels) >= 64 || seen[off] {
-			return nil, formatErr("too many or looping IFDs")
+		d, err := p.parse(off)
+		if err != nil {
+			return nil, err
 		}
-		seen[off] = true
-		if off > uint64(size) || off+8 > uint64(size) {
-			return nil, formatErr("IFD offset %d outside the file", off)
-		}
-		var nb [8]byte
-		if _, err := r.ReadAt(nb[:], int64(off)); err != nil {
-			return nil, formatErr("reading IFD: %v", err)
-		}
-		n := le.Uint64(nb[:])
-		if n == 0 || n > 4096 || off+8+n*20+8 > uint64(size) {
-			return nil, formatErr("bad IFD entry count %d", n)
-		}
-		ifd := make([]byte, n*20+8)
-		if _, err := r.ReadAt(ifd, int64(off)+8); err != nil {
-			return nil, formatErr("reading IFD: %v", err)
-		}
-		var lv Level
-		bps, spp, comp := uint64(1), uint64(1), uint64(1)
-		for i := uint64(0); i < n; i++ {
-			e := ifd[i*20:]
-			tag, typ, cnt := le.Uint16(e), le.Uint16(e[2:]), le.Uint64(e[4:])
-			switch tag {
-			case tagNewSubfileType, tagImageWidth, tagImageLength, tagBitsPerSample, tagCompression,
-				tagSamplesPerPixel, tagTileWidth, tagTileLength, tagTileOffsets, tagTileByteCounts:
-			default:
-				// Values this reader does not use are not read: a crafted
-				// file could otherwise make every one of thousands of
-				// entries read most of the file.
-				continue
-			}
-			if budget -= int64(min(cnt, uint64(size)+1)) * 8; budget < 0 {
-				return nil, formatErr("tag values add up to more than the file can hold")
-			}
-			vals, err := readVals(r, size, typ, cnt, e[12:20])
-			if err != nil {
-				return nil, err
-			}
-			first := uint64(0)
-			if len(vals) > 0 {
-				first = vals[0]
-			}
-			switch tag {
-			case tagNewSubfileType:
-				lv.Reduced = first&1 != 0
-			case tagImageWidth:
-				lv.W = int(min(first, 1<<31))
-			case tagImageLength:
-				lv.H = int(min(first, 1<<31))
-			case tagBitsPerSample:
-				bps = first
-			case tagCompression:
-				comp = first
-			case tagSamplesPerPixel:
-				spp = first
-			case tagTileWidth:
-				lv.TW = int(min(first, 1<<31))
-			case tagTileLength:
-				lv.TH = int(min(first, 1<<31))
-			case tagTileOffsets:
-				lv.Offsets = vals
-			case tagTileByteCounts:
-				lv.Counts = vals
+		t.Levels = append(t.Levels, d.level)
+		if len(t.Levels) == 1 {
+			t.Description = d.desc
+			for _, so := range d.subs {
+				sub, err := p.parse(so)
+				if err != nil {
+					return nil, err
+				}
+				t.Levels = append(t.Levels, sub.level)
 			}
 		}
-		if bps != 16 || spp != 1 || comp != 1 {
-			return nil, formatErr("want 16-bit, 1 sample, uncompressed; have %d bits, %d samples, compression %d", bps, spp, comp)
-		}
-		if lv.W <= 0 || lv.H <= 0 || lv.TW <= 0 || lv.TH <= 0 {
-			return nil, formatErr("missing or zero size or tile size")
-		}
-		nt := uint64((lv.W+lv.TW-1)/lv.TW) * uint64((lv.H+lv.TH-1)/lv.TH)
-		if uint64(len(lv.Offsets)) != nt || uint64(len(lv.Counts)) != nt {
-			return nil, formatErr("%d tile offsets and %d counts for %d tiles", len(lv.Offsets), len(lv.Counts), nt)
-		}
-		tb := uint64(lv.TW) * uint64(lv.TH) * 2
-		for i := range lv.Offsets {
-			if lv.Counts[i] != tb || lv.Offsets[i] > uint64(size) || lv.Offsets[i]+tb > uint64(size) {
-				return nil, formatErr("tile %d outside the file or of the wrong size", i)
-			}
-		}
-		t.Levels = append(t.Levels, lv)
-		off = le.Uint64(ifd[n*20:])
+		off = d.next
 	}
 	if len(t.Levels) == 0 {
 		return nil, formatErr("no IFD")
@@ -535,14 +545,168 @@ func ParseBigTIFF(r io.ReaderAt, size int64) (*TIFF, error) {
 	return t, nil
 }
 
+// ifdParser reads the IFDs of one file, within bounds shared by all of
+// them.
+type ifdParser struct {
+	r    io.ReaderAt
+	size int64
+	seen map[uint64]bool
+	// budget is what the tag values read may still add up to: a few
+	// times the file, since repeated entries pointing at the same bytes
+	// would otherwise multiply the work and memory of one parse.
+	budget int64
+}
+
+// parsedIFD is what parse reads of one IFD.
+type parsedIFD struct {
+	level Level
+	next  uint64   // the next IFD's offset, 0 for none
+	subs  []uint64 // SubIFDs' offsets
+	desc  string   // ImageDescription
+}
+
+// parse reads and checks the IFD at off.
+func (p *ifdParser) parse(off uint64) (parsedIFD, error) {
+	var d parsedIFD
+	r, size, le := p.r, p.size, binary.LittleEndian
+	if len(p.seen) >= 64 || p.seen[off] {
+		return d, formatErr("too many or looping IFDs")
+	}
+	p.seen[off] = true
+	if off > uint64(size) || off+8 > uint64(size) {
+		return d, formatErr("IFD offset %d outside the file", off)
+	}
+	var nb [8]byte
+	if _, err := r.ReadAt(nb[:], int64(off)); err != nil {
+		return d, formatErr("reading IFD: %v", err)
+	}
+	n := le.Uint64(nb[:])
+	if n == 0 || n > 4096 || off+8+n*20+8 > uint64(size) {
+		return d, formatErr("bad IFD entry count %d", n)
+	}
+	ifd := make([]byte, n*20+8)
+	if _, err := r.ReadAt(ifd, int64(off)+8); err != nil {
+		return d, formatErr("reading IFD: %v", err)
+	}
+	lv := &d.level
+	bps, spp, comp, pred := uint64(1), uint64(1), uint64(1), uint64(1)
+	for i := uint64(0); i < n; i++ {
+		e := ifd[i*20:]
+		tag, typ, cnt := le.Uint16(e), le.Uint16(e[2:]), le.Uint64(e[4:])
+		switch tag {
+		case tagNewSubfileType, tagImageWidth, tagImageLength, tagBitsPerSample, tagCompression,
+			tagSamplesPerPixel, tagTileWidth, tagTileLength, tagTileOffsets, tagTileByteCounts,
+			tagPredictor, tagSubIFDs, tagImageDesc:
+		default:
+			// Values this reader does not use are not read: a crafted
+			// file could otherwise make every one of thousands of
+			// entries read most of the file.
+			continue
+		}
+		if p.budget -= int64(min(cnt, uint64(size)+1)) * 8; p.budget < 0 {
+			return d, formatErr("tag values add up to more than the file can hold")
+		}
+		if tag == tagImageDesc {
+			if typ == typeASCII && cnt <= maxDescription {
+				b, err := readRaw(r, size, cnt, e[12:20])
+				if err != nil {
+					return d, err
+				}
+				d.desc = strings.TrimRight(string(b), "\x00")
+			}
+			continue
+		}
+		vals, err := readVals(r, size, typ, cnt, e[12:20])
+		if err != nil {
+			return d, err
+		}
+		first := uint64(0)
+		if len(vals) > 0 {
+			first = vals[0]
+		}
+		switch tag {
+		case tagNewSubfileType:
+			lv.Reduced = first&1 != 0
+		case tagImageWidth:
+			lv.W = int(min(first, 1<<31))
+		case tagImageLength:
+			lv.H = int(min(first, 1<<31))
+		case tagBitsPerSample:
+			bps = first
+		case tagCompression:
+			comp = first
+		case tagSamplesPerPixel:
+			spp = first
+		case tagTileWidth:
+			lv.TW = int(min(first, 1<<31))
+		case tagTileLength:
+			lv.TH = int(min(first, 1<<31))
+		case tagTileOffsets:
+			lv.Offsets = vals
+		case tagTileByteCounts:
+			lv.Counts = vals
+		case tagPredictor:
+			pred = first
+		case tagSubIFDs:
+			d.subs = vals
+		}
+	}
+	switch c := Compression(comp); {
+	case bps != 16 || spp != 1:
+		return d, formatErr("want 16-bit, 1 sample; have %d bits, %d samples", bps, spp)
+	case c != CompressionNone && c != CompressionDeflate && c != CompressionZstd:
+		return d, formatErr("compression %d: want none (1), deflate (8) or zstd (50000)", comp)
+	case pred != 1 && pred != 2:
+		return d, formatErr("predictor %d: want none (1) or horizontal (2)", pred)
+	}
+	lv.Compression, lv.Predictor = Compression(comp), pred == 2
+	if lv.W <= 0 || lv.H <= 0 || lv.TW <= 0 || lv.TH <= 0 || lv.TW > 1<<16 || lv.TH > 1<<16 {
+		return d, formatErr("missing, zero or too large size or tile size")
+	}
+	nt := uint64((lv.W+lv.TW-1)/lv.TW) * uint64((lv.H+lv.TH-1)/lv.TH)
+	if uint64(len(lv.Offsets)) != nt || uint64(len(lv.Counts)) != nt {
+		return d, formatErr("%d tile offsets and %d counts for %d tiles", len(lv.Offsets), len(lv.Counts), nt)
+	}
+	tb := uint64(lv.TW) * uint64(lv.TH) * 2
+	for i := range lv.Offsets {
+		c := lv.Counts[i]
+		ok := c == tb
+		if lv.Compression != CompressionNone {
+			ok = c > 0 && c <= 2*tb+1<<16 // a compressed tile is at most a little larger than its pixels
+		}
+		if !ok || lv.Offsets[i] > uint64(size) || lv.Offsets[i]+c > uint64(size) {
+			return d, formatErr("tile %d outside the file or of the wrong size", i)
+		}
+	}
+	d.next = le.Uint64(ifd[n*20:])
+	return d, nil
+}
+
+// readRaw returns the cnt bytes of a BYTE or ASCII entry whose value
+// field is inline.
+func readRaw(r io.ReaderAt, size int64, cnt uint64, inline []byte) ([]byte, error) {
+	if cnt <= 8 {
+		return inline[:cnt], nil
+	}
+	at := binary.LittleEndian.Uint64(inline)
+	if cnt > uint64(size) || at > uint64(size) || at+cnt > uint64(size) {
+		return nil, formatErr("tag values outside the file")
+	}
+	b := make([]byte, cnt)
+	if _, err := r.ReadAt(b, int64(at)); err != nil {
+		return nil, formatErr("reading tag values: %v", err)
+	}
+	return b, nil
+}
+
 func readVals(r io.ReaderAt, size int64, typ uint16, cnt uint64, inline []byte) ([]uint64, error) {
 	var ts int64
 	switch typ {
 	case typeShort:
 		ts = 2
-	case typeLong:
+	case typeLong, typeIFD:
 		ts = 4
-	case typeLong8:
+	case typeLong8, typeIFD8:
 		ts = 8
 	default:
 		return nil, nil // types this reader does not need
@@ -578,20 +742,38 @@ func readVals(r io.ReaderAt, size int64, typ uint16, cnt uint64, inline []byte) 
 	return vals, nil
 }
 
-// ReadTile reads tile c of level l into dst (TW*TH values).
+// ReadTile reads tile c of level l into dst (TW*TH values), decompressed
+// and with the predictor undone. It is safe for concurrent use.
 func (t *TIFF) ReadTile(l int, c Coord, dst []uint16) error {
+	if l < 0 || l >= len(t.Levels) {
+		return fmt.Errorf("tiled: level %d of %d", l, len(t.Levels))
+	}
 	lv := t.Levels[l]
 	tx := (lv.W + lv.TW - 1) / lv.TW
 	if c.X < 0 || c.Y < 0 || c.X >= tx || c.Y >= (lv.H+lv.TH-1)/lv.TH {
 		return fmt.Errorf("tiled: tile %v outside level %d", c, l)
 	}
+	n := lv.TW * lv.TH
+	if len(dst) < n {
+		return fmt.Errorf("tiled: ReadTile buffer of %d values for %d", len(dst), n)
+	}
 	i := c.Y*tx + c.X
 	raw := make([]byte, lv.Counts[i])
 	if _, err := t.r.ReadAt(raw, int64(lv.Offsets[i])); err != nil {
-		return err
+		return fmt.Errorf("tiled: reading tile %v of level %d: %w", c, l, err)
 	}
-	for j := 0; j < lv.TW*lv.TH; j++ {
-		dst[j] = binary.LittleEndian.Uint16(raw[2*j:])
+	px := raw
+	if lv.Compression != CompressionNone {
+		px = make([]byte, 2*n)
+		if err := t.dec.decode(lv.Compression, raw, px); err != nil {
+			return fmt.Errorf("tile %v of level %d: %w", c, l, err)
+		}
+	}
+	for j := range n {
+		dst[j] = binary.LittleEndian.Uint16(px[2*j:])
+	}
+	if lv.Predictor {
+		unpredict(dst[:n], lv.TW)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 )
@@ -33,24 +34,90 @@ type BigTIFFStream struct {
 	run    int         // tiles in a run (bufs hold run tiles)
 	raw    []byte      // the row as little-endian bytes (big-endian hosts only)
 	done   bool
+
+	ome     *OMETIFFOptions // nil: the plain layout (levels as top-level IFDs)
+	codec   *tileCodec      // nil: tiles uncompressed
+	ctiles  [][]byte        // a run's compressed tiles
+	scratch [][]byte        // a run's tiles as bytes (compressed, big-endian hosts)
+	obufs   [3][]byte       // compressed runs, as bufs: one filled while the others are written
 }
 
 // streamLevel is one pyramid level being written: its size, its tiles'
-// offsets so far and (levels past the first) its pending rows.
+// offsets and byte counts so far and (levels past the first) its pending
+// rows.
 type streamLevel struct {
-	w, h int
-	y    int      // first row not yet written as tiles
-	rows int      // pending rows in buf (from y)
-	buf  []uint16 // pending rows, stride w (nil for level 0)
-	offs []uint64
+	w, h   int
+	y      int      // first row not yet written as tiles
+	rows   int      // pending rows in buf (from y)
+	buf    []uint16 // pending rows, stride w (nil for level 0)
+	offs   []uint64
+	counts []uint64
 }
 
 // CreateBigTIFF starts a BigTIFF of a w x h image in tw x th tiles
 // (multiples of 16) with levels levels (<= 0: down to one tile, see
-// Levels) at path. tmpDir and budget are not used (no level needs a
-// temporary image any more); they remain for callers of the earlier
-// version.
+// Levels) at path, uncompressed, the reduced levels as top-level IFDs
+// marked NewSubfileType=1 (the layout GDAL's overviews and COGs use; see
+// CreateOMETIFF for OME-TIFF). tmpDir and budget are not used (no level
+// needs a temporary image any more); they remain for callers of the
+// earlier version.
 func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget int64) (*BigTIFFStream, error) {
+	return newStream(path, w, h, tw, th, levels, nil, nil)
+}
+
+// CreateOMETIFF starts a tiled pyramidal OME-TIFF (always a BigTIFF) of a
+// w x h 16-bit grayscale image at path, written as a BigTIFFStream: the
+// full resolution in the first and only top-level IFD, whose
+// ImageDescription holds the OME-XML (size, pixel type, physical pixel
+// size), and each 2x2-mean reduced level in an IFD listed by its SubIFDs
+// tag (NewSubfileType=1), as Bio-Formats, tifffile and QuPath read
+// pyramids; GDAL lists them as overviews. Tiles are compressed as o says;
+// the physical pixel size also goes into XResolution, YResolution and
+// ResolutionUnit (centimetres) where it is given and converts, and
+// nowhere when it is not.
+func CreateOMETIFF(path string, w, h int, o OMETIFFOptions) (*BigTIFFStream, error) {
+	if o.TileW == 0 {
+		o.TileW = 512
+	}
+	if o.TileH == 0 {
+		o.TileH = 512
+	}
+	if o.Compression == 0 {
+		o.Compression = CompressionNone
+	}
+	if o.PhysicalSizeUnit != "" {
+		u, err := LengthUnit(o.PhysicalSizeUnit)
+		if err != nil {
+			return nil, err
+		}
+		o.PhysicalSizeUnit = u
+	}
+	for _, v := range []float64{o.PhysicalSizeX, o.PhysicalSizeY} {
+		if !(v >= 0 && v < math.Inf(1)) {
+			return nil, fmt.Errorf("tiled: physical pixel size %v: want a finite size >= 0", v)
+		}
+	}
+	var codec *tileCodec
+	switch o.Compression {
+	case CompressionNone:
+	case CompressionDeflate, CompressionZstd:
+		var err error
+		if codec, err = newTileCodec(o.Compression); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("tiled: cannot write %v", o.Compression)
+	}
+	s, err := newStream(path, w, h, o.TileW, o.TileH, o.Levels, &o, codec)
+	if err != nil && codec != nil {
+		codec.close()
+	}
+	return s, err
+}
+
+// newStream starts a stream at path: OME-TIFF when ome is set, tiles
+// compressed by codec when it is set.
+func newStream(path string, w, h, tw, th, levels int, ome *OMETIFFOptions, codec *tileCodec) (*BigTIFFStream, error) {
 	if tw <= 0 || th <= 0 || tw%16 != 0 || th%16 != 0 {
 		return nil, fmt.Errorf("tiled: TIFF tiles must be multiples of 16, have %dx%d", tw, th)
 	}
@@ -61,7 +128,7 @@ func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget 
 		levels = Levels(w, h, tw, th)
 	}
 	levels = min(levels, 64)
-	s := &BigTIFFStream{W: w, H: h, TW: tw, TH: th}
+	s := &BigTIFFStream{W: w, H: h, TW: tw, TH: th, ome: ome, codec: codec}
 	lw, lh := w, h
 	for l := range levels {
 		lv := &streamLevel{w: lw, h: lh}
@@ -77,12 +144,16 @@ func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget 
 	for i := range s.bufs {
 		s.bufs[i] = alignedU16(s.run * tw * th)
 	}
-	if !hostLE {
+	if codec != nil {
+		s.ctiles = make([][]byte, s.run)
+		s.scratch = make([][]byte, s.run)
+	}
+	if !hostLE && codec == nil {
 		s.raw = make([]byte, 2*len(s.bufs[0]))
 	}
 	t, err := newTIFFWriter(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tiled: %w", err)
 	}
 	t.depth = len(s.bufs) - 1
 	s.t = t
@@ -210,7 +281,8 @@ func (s *BigTIFFStream) tileRow(l int, tile func(tx int, dst []uint16) error, ro
 	for t0 := 0; t0 < nx; t0 += s.run {
 		k := min(s.run, nx-t0)
 		buf := s.bufs[s.cur][:k*tsz]
-		s.cur = (s.cur + 1) % len(s.bufs) // the writes of buf and the run before run while the next fills the third
+		// The writes of buf and the run before run while the next fills
+		// the third (s.cur is buf's index until the run is written).
 		var err error
 		if tile != nil {
 			err = parallel(k, tsz, func(i int) error {
@@ -233,18 +305,13 @@ func (s *BigTIFFStream) tileRow(l int, tile func(tx int, dst []uint16) error, ro
 		if err != nil {
 			return err
 		}
-		var off uint64
-		if hostLE {
-			off = s.t.block(asBytes(buf[:cap(buf)])[:2*len(buf)])
+		if s.codec != nil {
+			err = s.writeCompressed(lv, buf, k, s.cur)
 		} else {
-			raw := s.raw[:2*len(buf)]
-			for i, v := range buf {
-				binary.LittleEndian.PutUint16(raw[2*i:], v)
-			}
-			off = s.t.block(raw)
+			s.writeRaw(lv, buf, k)
 		}
-		for i := range k {
-			lv.offs = append(lv.offs, off+uint64(2*i*tsz))
+		if err != nil {
+			return err
 		}
 		if s.t.w.err != nil {
 			return s.t.w.err
@@ -269,6 +336,65 @@ func (s *BigTIFFStream) tileRow(l int, tile func(tx int, dst []uint16) error, ro
 	})
 	nv.rows = 0
 	return err
+}
+
+// writeRaw writes the k uncompressed tiles of buf, a run of level lv's
+// tiles, in one block.
+func (s *BigTIFFStream) writeRaw(lv *streamLevel, buf []uint16, k int) {
+	tsz := s.TW * s.TH
+	var off uint64
+	if hostLE {
+		off = s.t.block(asBytes(buf[:cap(buf)])[:2*len(buf)])
+	} else {
+		raw := s.raw[:2*len(buf)]
+		for i, v := range buf {
+			binary.LittleEndian.PutUint16(raw[2*i:], v)
+		}
+		off = s.t.block(raw)
+	}
+	for i := range k {
+		lv.offs = append(lv.offs, off+uint64(2*i*tsz))
+		lv.counts = append(lv.counts, uint64(2*tsz))
+	}
+	s.cur = (s.cur + 1) % len(s.bufs)
+}
+
+// writeCompressed compresses the k tiles of buf, a run of level lv's
+// tiles, in up to GOMAXPROCS goroutines (buf is overwritten), and writes
+// them one after the other in one block from obufs[idx].
+func (s *BigTIFFStream) writeCompressed(lv *streamLevel, buf []uint16, k, idx int) error {
+	tsz := s.TW * s.TH
+	err := parallel(k, 1<<20, func(i int) error {
+		c, err := s.codec.compress(s.ctiles[i], buf[i*tsz:(i+1)*tsz], s.TW, &s.scratch[i])
+		s.ctiles[i] = c
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, c := range s.ctiles[:k] {
+		total += len(c)
+	}
+	ob := s.obufs[idx]
+	if cap(ob) < total {
+		ob = alignedBytes(total + total/8)
+		s.obufs[idx] = ob
+	}
+	ob = ob[:total]
+	at := 0
+	for _, c := range s.ctiles[:k] {
+		at += copy(ob[at:], c)
+	}
+	off := s.t.block(ob)
+	at = 0
+	for _, c := range s.ctiles[:k] {
+		lv.offs = append(lv.offs, off+uint64(at))
+		lv.counts = append(lv.counts, uint64(len(c)))
+		at += len(c)
+	}
+	s.cur = (s.cur + 1) % len(s.bufs)
+	return nil
 }
 
 // swapBE sets d[i] to the big-endian pixel at src[2i:], four pixels per
@@ -366,20 +492,81 @@ func (s *BigTIFFStream) Close() error {
 		err = fmt.Errorf("tiled: closed after %d of %d rows", y, s.H)
 	}
 	for l, lv := range s.levels {
-		if err != nil {
-			break
-		}
-		if lv.y != lv.h {
+		if err == nil && lv.y != lv.h {
 			err = fmt.Errorf("tiled: level %d has %d of %d rows", l, lv.y, lv.h)
-			break
 		}
-		s.t.ifd(l, lv.w, lv.h, s.TW, s.TH, lv.offs)
+	}
+	if err == nil {
+		s.writeIFDs()
 		err = s.t.w.err
 	}
+	if s.codec != nil {
+		s.codec.close()
+	}
 	err = s.t.finish(err)
-	s.bufs, s.raw = [3][]uint16{}, nil
+	s.bufs, s.raw, s.obufs, s.ctiles, s.scratch = [3][]uint16{}, nil, [3][]byte{}, nil, nil
 	for _, lv := range s.levels {
 		lv.buf = nil
 	}
 	return err
+}
+
+// writeIFDs writes the levels' IFDs: in level order, each linked to the
+// next, in the plain layout; the reduced levels' IFDs first, unlinked,
+// then the full resolution's, with the OME-XML and the SubIFDs that list
+// them, in OME-TIFF.
+func (s *BigTIFFStream) writeIFDs() {
+	comp := CompressionNone
+	if s.codec != nil {
+		comp = s.codec.c
+	}
+	if s.ome == nil {
+		for l, lv := range s.levels {
+			s.t.ifd(levelEntries(l > 0, lv.w, lv.h, s.TW, s.TH, lv.offs, lv.counts, comp), true)
+		}
+		return
+	}
+	var subs []uint64
+	for _, lv := range s.levels[1:] {
+		subs = append(subs, s.t.ifd(levelEntries(true, lv.w, lv.h, s.TW, s.TH, lv.offs, lv.counts, comp), false))
+	}
+	lv := s.levels[0]
+	ents := levelEntries(false, lv.w, lv.h, s.TW, s.TH, lv.offs, lv.counts, comp)
+	ents = append(ents, asciiEntry(tagImageDesc, omeXML(s.W, s.H, *s.ome)), asciiEntry(tagSoftware, "htgs"))
+	if len(subs) > 0 {
+		ents = append(ents, newEntry(tagSubIFDs, typeIFD8, subs...))
+	}
+	ents = append(ents, resolutionEntries(*s.ome)...)
+	s.t.ifd(ents, true)
+}
+
+// resolutionEntries are the XResolution, YResolution and ResolutionUnit
+// (centimetre) entries of o's physical pixel size, or none where the size
+// is not given (both sides) or does not fit a RATIONAL.
+func resolutionEntries(o OMETIFFOptions) []ifdEntry {
+	if o.PhysicalSizeX <= 0 || o.PhysicalSizeY <= 0 {
+		return nil
+	}
+	unit := o.PhysicalSizeUnit
+	if unit == "" {
+		unit = "µm"
+	}
+	perCM := map[string]float64{"km": 1e-5, "hm": 1e-4, "dam": 1e-3, "m": 1e-2, "dm": 0.1, "cm": 1, "mm": 10, "µm": 1e4, "nm": 1e7, "pm": 1e10, "Å": 1e8}[unit]
+	var ents []ifdEntry
+	for _, a := range []struct {
+		tag  uint16
+		size float64
+	}{{tagXResolution, o.PhysicalSizeX}, {tagYResolution, o.PhysicalSizeY}} {
+		px := perCM / a.size // pixels per centimetre
+		den := 1.0
+		for px*den*10 < math.MaxInt32 && den < 1e6 {
+			den *= 10
+		}
+		num := math.Round(px * den)
+		if !(num >= 1 && num <= math.MaxUint32) {
+			return nil
+		}
+		ents = append(ents, rationalEntry(a.tag, uint32(num), uint32(den)))
+	}
+	return append(ents, newEntry(tagResolutionUnit, typeShort, 3))
 }

@@ -2,10 +2,13 @@
 // pixels live on disk in fixed-size tiles, read and written one tile at a
 // time through an LRU tile cache whose budget is in bytes (never more than
 // budget bytes of tiles are resident). It also writes and reads tiled,
-// pyramidal, uncompressed BigTIFF files tile by tile (see WriteBigTIFF and
-// OpenBigTIFF), and the same pyramid as OME-Zarr v0.4 (WriteOMEZarr,
-// OpenOMEZarr), so images of any size go to and from disk within a fixed
-// amount of memory.
+// pyramidal BigTIFF files tile by tile: streamed from rows as they come
+// (BigTIFFStream), either as OME-TIFF (CreateOMETIFF: OME-XML, reduced
+// levels in SubIFDs, tiles uncompressed or compressed with deflate or
+// zstd) or with the reduced levels as top-level IFDs (CreateBigTIFF,
+// WriteBigTIFF), and read back by OpenBigTIFF; and the same pyramid as
+// OME-Zarr v0.4 (WriteOMEZarr, OpenOMEZarr), so images of any size go to
+// and from disk within a fixed amount of memory.
 //
 // This is the storage half of CAP's tile pipelines (Gennart et al.); the
 // constructs that run over the tiles are in package cap.
