@@ -22,6 +22,10 @@ const (
 	// taken as plausible; stages are set up with overlaps of about 5 to
 	// 50%, and wrong translations give estimates near 100%.
 	MaxPlausibleOverlap = 90.0
+	// NearZeroShiftOverlap is the overlap estimate, in percent, above
+	// which the translations are taken as the near-zero shifts of a
+	// pattern fixed to the camera rather than a stage's steps.
+	NearZeroShiftOverlap = 99.0
 )
 
 // DirectionQuality describes the stage model of one pair direction.
@@ -102,8 +106,10 @@ func (r *Result) Quality() Quality {
 // none is poor:
 //   - the median correlation is below LowCorrelation: the tiles hardly
 //     match (noise, no common content, wrong grid size or pattern);
-//   - an estimated overlap is NaN, not in (0, 100), or above
-//     MaxPlausibleOverlap;
+//   - an estimated overlap is NaN, not in (0, 100), at least
+//     NearZeroShiftOverlap, or above MaxPlausibleOverlap while fewer than
+//     4 in 5 of its direction's translations agree with it (a 95%
+//     overlap that the translations confirm is believed);
 //   - a direction's stage model rests on fewer than MinModelTranslations
 //     valid translations while it estimated something (the overlap or the
 //     repeatability);
@@ -126,9 +132,12 @@ func (q Quality) Warnings() []string {
 			switch ov := d.q.Overlap; {
 			case math.IsNaN(ov) || ov <= 0 || ov >= 100:
 				w = append(w, fmt.Sprintf("the %s overlap estimate %.2f%% is impossible; give the overlap instead of estimating it", d.name, ov))
-			case ov > MaxPlausibleOverlap:
-				w = append(w, fmt.Sprintf("the %s overlap estimate %.2f%% is implausible (above %.0f%%): it comes from wrong translations; give the overlap instead of estimating it",
-					d.name, ov, MaxPlausibleOverlap))
+			case ov >= NearZeroShiftOverlap:
+				w = append(w, fmt.Sprintf("the %s overlap estimate %.2f%% means the tiles barely move against each other, as when a pattern fixed to the camera (dust, fixed-pattern noise, vignetting) decides the correlation; give the overlap instead of estimating it",
+					d.name, ov))
+			case ov > MaxPlausibleOverlap && 5*d.q.Valid < 4*d.q.Pairs:
+				w = append(w, fmt.Sprintf("the %s overlap estimate %.2f%% is implausible (above %.0f%%) and only %d of %d translations agree with it: it may come from wrong translations; give the overlap instead of estimating it",
+					d.name, ov, MaxPlausibleOverlap, d.q.Valid, d.q.Pairs))
 			}
 		}
 		if d.q.ModelSkipped {

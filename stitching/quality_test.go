@@ -114,7 +114,8 @@ func TestQualityWarnings(t *testing.T) {
 		{"low correlation", func(q *Quality) { q.MedianCorr = 0.05 }, "median correlation"},
 		{"NaN correlation", func(q *Quality) { q.MedianCorr = math.NaN() }, "median correlation"},
 		{"NaN overlap", func(q *Quality) { q.North.Overlap = math.NaN() }, "vertical (north pairs) overlap estimate NaN% is impossible"},
-		{"implausible overlap", func(q *Quality) { q.West.Overlap = 98.4 }, "98.40% is implausible"},
+		{"implausible overlap", func(q *Quality) { q.West.Overlap, q.West.Valid = 98.4, 7 }, "98.40% is implausible (above 90%) and only 7 of 9"},
+		{"near-zero shifts", func(q *Quality) { q.West.Overlap = 99.6 }, "99.60% means the tiles barely move"},
 		{"few valid", func(q *Quality) { q.West.Valid = 2 }, "rests on 2 valid"},
 		{"low tiles", func(q *Quality) { q.LowCorrTiles = 3 }, "3 tile(s)"},
 	} {
@@ -124,6 +125,13 @@ func TestQualityWarnings(t *testing.T) {
 		if len(ws) != 1 || !strings.Contains(ws[0], c.want) {
 			t.Errorf("%s: %q, want one warning with %q", c.name, ws, c.want)
 		}
+	}
+	// A high overlap that the translations confirm (8 of 9 valid) is
+	// believed: grids are acquired with 95% overlap too.
+	q95 := good
+	q95.West.Overlap = 95
+	if ws := q95.Warnings(); ws != nil {
+		t.Errorf("95%% overlap confirmed by 8 of 9 translations: %q", ws)
 	}
 	// A given overlap is not an estimate; with the repeatability given too,
 	// the model estimates nothing from the translations.

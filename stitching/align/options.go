@@ -184,6 +184,17 @@ func (o Options) EffectivePeakCount() int { return o.resolve().peaks }
 // normalization: Whitening, or its default.
 func (o Options) EffectiveWhitening() float64 { return o.resolve().beta }
 
+// EffectiveOverlaps returns the expected horizontal (west pairs) and
+// vertical (north pairs) overlaps in percent that the options give, NaN
+// for one that is estimated from the translations.
+func (o Options) EffectiveOverlaps() (horizontal, vertical float64) {
+	r := o.resolve()
+	return r.hOverlap, r.vOverlap
+}
+
+// EffectiveOverlapUncertainty returns OverlapUncertainty, or its default.
+func (o Options) EffectiveOverlapUncertainty() float64 { return o.resolve().uncertainty }
+
 // Validate rejects option values that cannot be meant. [EstimateModel],
 // stitching.Sequential and stitching.Stitch call it.
 func (o Options) Validate() error {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gohtgs/htgs/internal/infile"
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/stitching/compose"
 )
@@ -347,7 +348,7 @@ func checkTruthName(name string) error {
 
 // ReadTruth reads a truth.csv file written by WriteDir or GenerateToDir.
 func ReadTruth(path string) ([]TruthEntry, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path) // a FIFO or a folder is refused, not waited on
 	if err != nil {
 		return nil, err
 	}
