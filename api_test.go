@@ -9,7 +9,7 @@ import (
 
 // publicPackages are the packages whose documentation users read.
 var publicPackages = []string{
-	"task", "graph", "bookkeeper", "memmgr", "pipeline", "device", "cuda",
+	"task", "graph", "graph/observe", "bookkeeper", "memmgr", "pipeline", "device", "cuda",
 	"matmul", "matmul/npy", "stitching", "stitching/align", "stitching/tileio",
 	"stitching/compose", "stitching/synth", "pats", "region", "tiled", "cap", "cluster",
 }
@@ -36,6 +36,42 @@ func TestPublicAPINamesNoInternals(t *testing.T) {
 		for i, line := range strings.Split(string(out), "\n") {
 			if f := forbidden.FindString(line); f != "" {
 				t.Errorf("go doc -all ./%s, line %d mentions %q: %s", p, i+1, f, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// frameworkPackages are the framework's own: they link nothing but the
+// standard library, and neither its HTTP server nor os/exec (a program
+// opts in to those by importing graph/observe).
+var frameworkPackages = []string{"task", "device", "graph", "bookkeeper", "memmgr", "pipeline", "internal/core"}
+
+// TestFrameworkLinksOnlyTheStandardLibrary guards issue 30's first rule:
+// go list -deps of a framework package shows, beside the module's own
+// framework packages, only standard-library packages, and neither
+// net/http nor os/exec.
+func TestFrameworkLinksOnlyTheStandardLibrary(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not on PATH")
+	}
+	const module = "github.com/gohtgs/htgs/"
+	own := map[string]bool{}
+	for _, p := range frameworkPackages {
+		own[module+p] = true
+	}
+	for _, p := range frameworkPackages {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", "./"+p).CombinedOutput()
+		if err != nil {
+			t.Errorf("go list -deps ./%s: %v\n%s", p, err, out)
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			path, std, _ := strings.Cut(line, " ")
+			switch {
+			case path == "net/http" || path == "os/exec":
+				t.Errorf("%s links %s", p, path)
+			case std != "true" && !own[path]:
+				t.Errorf("%s links %s, which is neither the standard library nor a framework package", p, path)
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/graph/observe"
 )
 
 // BenchmarkPipeline8GraphLive is BenchmarkPipeline8Graph watched by the
@@ -27,7 +28,7 @@ func BenchmarkPipeline8GraphLive(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(rt.Handler())
+	srv := httptest.NewServer(observe.Handler(rt.Execution))
 	stop := make(chan struct{})
 	var polling sync.WaitGroup
 	var polls int
@@ -76,7 +77,7 @@ func BenchmarkLiveRequest(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := rt.Handler()
+	h := observe.Handler(rt.Execution)
 	req := httptest.NewRequest(http.MethodGet, "/?format=live", nil)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/graph/observe"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -87,7 +88,7 @@ func TestRemoteWorkersInGraphObservability(t *testing.T) {
 		t.Errorf("DOT does not name the worker:\n%s", dot.String())
 	}
 	var tr bytes.Buffer
-	if err := rt.WriteTrace(&tr); err != nil {
+	if err := observe.WriteTrace(&tr, rt.Execution); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {

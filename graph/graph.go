@@ -472,6 +472,11 @@ func (e *Execution) Name() string { return e.run.Name }
 // was cancelled. No goroutine of the run is left when Wait returns.
 func (e *Execution) Wait() error { return e.run.Wait() }
 
+// Done returns a channel that is closed when every task copy of the run has
+// stopped, whether or not anyone calls Wait; Wait then returns without
+// waiting for the run.
+func (e *Execution) Done() <-chan struct{} { return e.run.Finished() }
+
 // Cancel stops the run as if its context had been cancelled.
 func (e *Execution) Cancel() { e.run.Fail(context.Canceled) }
 

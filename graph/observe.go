@@ -12,13 +12,13 @@ import (
 )
 
 // WithTrace records a timeline of the run — every Execute and every memory
-// wait of every task copy, and queue lengths — for [Execution.WriteTrace].
+// wait of every task copy, and queue lengths — for [Execution.Timeline].
 // It costs two clock reads per value.
 func WithTrace() StartOption { return startOption(func(c *startConfig) { c.trace = true }) }
 
 // WithStarted calls fn with the run's Execution as soon as it has started,
 // before Start returns: for code that observes runs it does not start
-// itself — a live view (see [Execution.Handler]) handed the start options
+// itself — a live view (graph/observe's Handler) handed the start options
 // of a library that runs several graphs in turn.
 func WithStarted(fn func(*Execution)) StartOption {
 	return startOption(func(c *startConfig) { c.started = append(c.started, fn) })
@@ -152,6 +152,16 @@ func activity(r *core.Run) int64 {
 		for _, c := range n.Copies {
 			a += c.ItemsIn.Load()
 		}
+	}
+	return a
+}
+
+// progressMark is a number that grows whenever the run makes progress
+// (the stall detector's measure).
+func (e *Execution) progressMark() int64 {
+	a := activity(e.run) + e.outputs() + e.sent.Load()
+	for _, p := range e.run.Pools() {
+		a += p.Waits() + int64(p.InUse())
 	}
 	return a
 }

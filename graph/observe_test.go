@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os/exec"
 	"runtime/pprof"
 	"sort"
@@ -122,68 +121,57 @@ func TestDOTRendersWithGraphviz(t *testing.T) {
 	}
 }
 
-func TestTraceIsWellFormed(t *testing.T) {
+// Timeline has a track per copy whose slices do not overlap, queue
+// samples, and a window of it is its tail.
+func TestTimeline(t *testing.T) {
+	if _, err := runRich(t).Timeline(0, 0); err != graph.ErrNoTrace {
+		t.Fatalf("untraced run: Timeline error %v, want ErrNoTrace", err)
+	}
 	rt := runRich(t, graph.WithTrace())
-	var buf bytes.Buffer
-	if err := rt.WriteTrace(&buf); err != nil {
+	tl, err := rt.Timeline(0, 0)
+	if err != nil {
 		t.Fatal(err)
-	}
-	var doc struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Ph   string         `json:"ph"`
-			Ts   float64        `json:"ts"`
-			Dur  float64        `json:"dur"`
-			Tid  int            `json:"tid"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
-	}
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
-		t.Fatalf("trace is not JSON: %v", err)
-	}
-	names := map[int]string{}
-	slices := map[int][][2]float64{}
-	memWaits, counters := 0, 0
-	for _, e := range doc.TraceEvents {
-		switch e.Ph {
-		case "M":
-			if e.Name == "thread_name" {
-				names[e.Tid] = e.Args["name"].(string)
-			}
-		case "X":
-			slices[e.Tid] = append(slices[e.Tid], [2]float64{e.Ts, e.Ts + e.Dur})
-			if e.Name == "memory wait" {
-				memWaits++
-			}
-		case "C":
-			counters++
-		}
 	}
 	// Every copy has a track: nested/sq x2, cpus[0]/work, cpus[1]/work, evens.
 	want := []string{"nested/sq #0", "nested/sq #1", "cpus[0]/work #0", "cpus[1]/work #0", "evens #0"}
 	var got []string
-	for _, n := range names {
-		got = append(got, n)
+	total := 0
+	for _, tr := range tl.Tracks {
+		got = append(got, fmt.Sprintf("%s #%d", tr.Task, tr.Thread))
+		for i := 1; i < len(tr.Slices); i++ {
+			if a, b := tr.Slices[i-1], tr.Slices[i]; b.Start < a.Start+a.Dur {
+				t.Fatalf("track %s #%d: slices overlap: %+v and %+v", tr.Task, tr.Thread, a, b)
+			}
+		}
+		for _, s := range tr.Slices {
+			if s.MemoryWait != (s.Pool != "") {
+				t.Errorf("slice %+v: a memory wait names its pool, an Execute none", s)
+			}
+		}
+		total += len(tr.Slices)
 	}
 	sort.Strings(got)
 	sort.Strings(want)
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Fatalf("tracks %v, want %v", got, want)
+	if strings.Join(got, ",") != strings.Join(want, ",") || tl.Graph != "rich" {
+		t.Fatalf("graph %q, tracks %v, want %v", tl.Graph, got, want)
 	}
-	total := 0
-	for tid, ss := range slices {
-		sort.Slice(ss, func(i, j int) bool { return ss[i][0] < ss[j][0] })
-		for i := 1; i < len(ss); i++ {
-			if ss[i][0] < ss[i-1][1]-0.001 {
-				t.Fatalf("track %s: slices overlap: %v and %v", names[tid], ss[i-1], ss[i])
-			}
+	if total < 200*3 || len(tl.Queues) == 0 {
+		t.Fatalf("%d slices, %d queue samples", total, len(tl.Queues))
+	}
+	tail, err := rt.Timeline(0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tr := range tail.Tracks {
+		full := tl.Tracks[i].Slices
+		if n := min(3, len(full)); len(tr.Slices) != n || (n > 0 && tr.Slices[n-1] != full[len(full)-1]) {
+			t.Errorf("track %s: last 3 slices %+v, of %d", tr.Task, tr.Slices, len(full))
 		}
-		total += len(ss)
 	}
-	if total < 200*3 || counters == 0 {
-		t.Fatalf("%d slices, %d counter samples", total, counters)
+	end := rt.Stats().Elapsed
+	if late, _ := rt.Timeline(end, 0); len(late.Queues) != 0 {
+		t.Errorf("queue samples after the end: %+v", late.Queues)
 	}
-	_ = memWaits // pool of 2 per clone: waits are likely but not certain
 }
 
 func TestStallReportNamesStuckTaskAndPool(t *testing.T) {
@@ -270,33 +258,10 @@ func TestProgressAndHTTP(t *testing.T) {
 	}
 	mu.Unlock()
 
-	srv := httptest.NewServer(rt.Handler())
-	defer srv.Close()
-	get := func(q string) (int, string) {
-		resp, err := srv.Client().Get(srv.URL + q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	code, body := get("")
-	var st graph.Stats
-	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Tasks) != 4 || len(st.Pools) != 2 {
-		t.Fatalf("json: %d %s", code, body)
-	}
-	if code, body := get("?format=dot&color=wait"); code != 200 || !strings.HasPrefix(body, "digraph") {
-		t.Fatalf("dot: %d %s", code, body)
-	}
-	if code, body := get("?format=text"); code != 200 || !strings.Contains(body, `task "cpus[0]/work"`) {
-		t.Fatalf("text: %d %s", code, body)
-	}
-	if code, _ := get("?format=trace"); code != 404 {
-		t.Fatalf("trace of an untraced run: %d", code)
-	}
-	if code, _ := get("?format=png"); code != 400 {
-		t.Fatalf("bad format: %d", code)
+	select {
+	case <-rt.Done():
+	default:
+		t.Fatal("Done is open after Wait")
 	}
 }
 

@@ -3,8 +3,6 @@ package graph_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -60,7 +58,7 @@ func remoteGraph() *graph.Graph[int, int] {
 }
 
 // A remote task's copies show their workers and hosts in Stats, the DOT
-// picture, the trace and the HTTP handler; a local task shows none.
+// picture and the timeline; a local task shows none.
 func TestRemoteCopiesNameTheirWorkers(t *testing.T) {
 	rt, err := remoteGraph().Start(context.Background(), graph.WithTrace())
 	if err != nil {
@@ -128,48 +126,29 @@ func TestRemoteCopiesNameTheirWorkers(t *testing.T) {
 		t.Errorf("%d task nodes in the DOT, want 2:\n%s", nodes, d)
 	}
 
-	var buf bytes.Buffer
-	if err := rt.WriteTrace(&buf); err != nil {
+	tl, err := rt.Timeline(0, 0)
+	if err != nil {
 		t.Fatal(err)
-	}
-	var doc struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Ph   string         `json:"ph"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
-	}
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
-		t.Fatalf("trace is not JSON: %v", err)
 	}
 	byWorker := map[string]int{}
 	remoteTracks, plain := 0, 0
-	for _, e := range doc.TraceEvents {
-		switch {
-		case e.Ph == "M" && e.Name == "thread_name" && strings.HasSuffix(e.Args["name"].(string), "(remote)"):
+	for _, tr := range tl.Tracks {
+		if tr.Remote {
 			remoteTracks++
-		case e.Ph == "X" && e.Name == "execute":
-			plain++
-		case e.Ph == "X":
-			w, h := e.Args["worker"], e.Args["host"]
-			if e.Name != "execute on "+w.(string) {
-				t.Errorf("event %q has worker %v", e.Name, w)
+		}
+		for _, s := range tr.Slices {
+			switch {
+			case s.Worker == "":
+				plain++
+			case !tr.Remote:
+				t.Errorf("slice %+v of local track %s names a worker", s, tr.Task)
+			default:
+				byWorker[s.Worker+"@"+s.Host]++
 			}
-			byWorker[w.(string)+"@"+h.(string)]++
 		}
 	}
 	if remoteTracks != 2 || plain != 11 || byWorker["w1@hostA"] != 6 || byWorker["w2@hostB"] != 5 {
-		t.Errorf("trace: %d remote tracks, %d local executes, remote executes %v", remoteTracks, plain, byWorker)
-	}
-
-	rec := httptest.NewRecorder()
-	rt.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/?format=json", nil))
-	var js graph.Stats
-	if err := json.Unmarshal(rec.Body.Bytes(), &js); err != nil {
-		t.Fatal(err)
-	}
-	if len(js.Tasks) == 0 || len(js.Tasks[0].Workers) != 2 || js.Tasks[0].Workers[0].Worker != "w1" {
-		t.Errorf("the handler's JSON lacks the workers: %s", rec.Body.String())
+		t.Errorf("timeline: %d remote tracks, %d local executes, remote executes %v", remoteTracks, plain, byWorker)
 	}
 }
 

@@ -1,97 +1,90 @@
 package graph
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
+	"math"
 	"time"
 
 	"github.com/gohtgs/htgs/internal/core"
 )
 
-// ErrNoTrace is returned by WriteTrace for a run started without WithTrace.
+// ErrNoTrace is returned by [Execution.Timeline] for a run started without
+// [WithTrace].
 var ErrNoTrace = errors.New("htgs: the run was not started WithTrace")
 
-// WriteTrace writes the run's timeline in the Chrome trace-event JSON format
-// (load it in Perfetto or chrome://tracing): one track per task copy, with a
-// slice per Execute and per memory wait, and a counter of each task's queue
-// length. The Executes of a remote task's copies (see [task.Placer]) are
-// named "execute on <worker>", in category "remote", with the worker and
-// its host in their args; their tracks' names end in "(remote)". Call it after Wait for a complete timeline.
-func (e *Execution) WriteTrace(w io.Writer) error {
+// Timeline is what a run started [WithTrace] recorded: a track per task
+// copy with a slice per Execute and per wait for pool memory, and the
+// lengths of the tasks' queues. Times are measured from the start of the
+// run, as [Stats.Elapsed] is. graph/observe writes it in the Chrome
+// trace-event format and draws it in the live view.
+type Timeline struct {
+	Graph  string // the graph's name
+	Tracks []Track
+	Queues []QueueSample // by task, in order of time within a task
+}
+
+// Track is the timeline of one task copy.
+type Track struct {
+	Task   string // the task's full name, as in [TaskStats.Name]
+	Thread int    // the copy, as in [CopyStats.Thread]
+	// Remote tells a copy whose inputs run on worker processes (see
+	// [task.Placer]).
+	Remote bool
+	Slices []Slice // in order of their end
+}
+
+// Slice is one interval of a [Track]: an Execute, or a wait for a buffer
+// of a memory pool.
+type Slice struct {
+	Start, Dur time.Duration
+	MemoryWait bool   // a wait for memory rather than an Execute
+	Pool       string // the pool waited on, for a memory wait
+	// Worker and Host tell where the input of a remote copy's Execute ran.
+	Worker, Host string
+}
+
+// QueueSample is the length of a task's queue at a time of the run; one
+// is taken whenever a copy takes values from the queue.
+type QueueSample struct {
+	Task string
+	At   time.Duration
+	Len  int
+}
+
+// Timeline returns the run's timeline, or [ErrNoTrace] if the run was not
+// started [WithTrace]. It may be called during the run or after Wait (for
+// a complete timeline). Slices that end before from and queue samples
+// taken before it are left out, and of the others only the last limit of
+// each track or task are kept when limit > 0: Timeline(0, 0) is the whole
+// timeline, Timeline(elapsed-5*time.Second, 400) a window for a live view.
+func (e *Execution) Timeline(from time.Duration, limit int) (Timeline, error) {
 	tr := e.run.Trace
 	if tr == nil {
-		return ErrNoTrace
+		return Timeline{}, ErrNoTrace
 	}
-	return writeTrace(w, e.run.Name, tr)
-}
-
-type traceEvent struct {
-	Name string         `json:"name"`
-	Cat  string         `json:"cat,omitempty"`
-	Ph   string         `json:"ph"`
-	Ts   float64        `json:"ts"`
-	Dur  float64        `json:"dur,omitempty"`
-	Pid  int            `json:"pid"`
-	Tid  int            `json:"tid"`
-	Args map[string]any `json:"args,omitempty"`
-}
-
-func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-
-func writeTrace(w io.Writer, name string, tr *core.Trace) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	first := true
-	emit := func(e traceEvent) error {
-		if !first {
-			bw.WriteString(",\n")
-		}
-		first = false
-		// Encoder adds a newline; harmless inside the array.
-		return enc.Encode(e)
+	if limit <= 0 {
+		limit = math.MaxInt
 	}
-	bw.WriteString(`{"displayTimeUnit":"ms","traceEvents":[` + "\n")
-	if err := emit(traceEvent{Name: "process_name", Ph: "M", Pid: 1, Args: map[string]any{"name": "graph " + name}}); err != nil {
-		return err
-	}
-	for i, t := range tr.Tracks() {
-		tid := i + 1
-		tname := fmt.Sprintf("%s #%d", t.Task, t.Thread)
-		if t.Remote {
-			tname += " (remote)"
-		}
-		if err := emit(traceEvent{Name: "thread_name", Ph: "M", Pid: 1, Tid: tid,
-			Args: map[string]any{"name": tname}}); err != nil {
-			return err
-		}
-		if err := emit(traceEvent{Name: "thread_sort_index", Ph: "M", Pid: 1, Tid: tid, Args: map[string]any{"sort_index": tid}}); err != nil {
-			return err
-		}
-		for _, s := range t.Slices() {
-			e := traceEvent{Name: "execute", Cat: "task", Ph: "X", Ts: us(s.Start), Dur: us(s.Dur), Pid: 1, Tid: tid}
-			switch {
-			case s.Kind == core.SliceMemoryWait:
-				e.Name, e.Cat, e.Args = "memory wait", "memory", map[string]any{"pool": s.Detail}
-			case s.Place != nil:
-				e.Name, e.Cat = "execute on "+s.Place.Worker, "remote"
-				e.Args = map[string]any{"worker": s.Place.Worker, "host": s.Place.Host}
+	t := Timeline{Graph: e.run.Name}
+	for _, k := range tr.Tracks() {
+		ss := k.Recent(from, limit)
+		track := Track{Task: k.Task, Thread: k.Thread, Remote: k.Remote, Slices: make([]Slice, len(ss))}
+		for i, s := range ss {
+			sl := Slice{Start: s.Start, Dur: s.Dur}
+			if s.Kind == core.SliceMemoryWait {
+				sl.MemoryWait, sl.Pool = true, s.Detail
 			}
-			if err := emit(e); err != nil {
-				return err
+			if s.Place != nil {
+				sl.Worker, sl.Host = s.Place.Worker, s.Place.Host
 			}
+			track.Slices[i] = sl
 		}
+		t.Tracks = append(t.Tracks, track)
 	}
 	for _, q := range tr.Queues() {
-		for _, s := range q.Samples() {
-			if err := emit(traceEvent{Name: "queue " + q.Task, Ph: "C", Ts: us(s.At), Pid: 1,
-				Args: map[string]any{"length": s.Len}}); err != nil {
-				return err
-			}
+		for _, s := range q.Recent(from, limit) {
+			t.Queues = append(t.Queues, QueueSample{Task: q.Task, At: s.At, Len: s.Len})
 		}
 	}
-	bw.WriteString("]}\n")
-	return bw.Flush()
+	return t, nil
 }

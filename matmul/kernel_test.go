@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/graph/observe"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -265,7 +266,7 @@ func TestStartOptionsTrace(t *testing.T) {
 				t.Fatal(err)
 			}
 			var buf bytes.Buffer
-			err := rt.WriteTrace(&buf)
+			err := observe.WriteTrace(&buf, rt)
 			if traced := len(opts) > 0; traced && (err != nil || buf.Len() == 0) {
 				t.Errorf("traced run: %v, %d bytes", err, buf.Len())
 			} else if !traced && !errors.Is(err, graph.ErrNoTrace) {

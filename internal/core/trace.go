@@ -130,3 +130,17 @@ func (t *Track) Recent(from time.Duration, limit int) []Slice {
 	}
 	return append([]Slice(nil), s[i:]...)
 }
+
+// Recent returns the samples taken at or after from, at most limit of them
+// (the latest), without copying the others:
+// samples are appended in order of their time.
+func (q *QueueTrack) Recent(from time.Duration, limit int) []QueueSample {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.samples
+	i := sort.Search(len(s), func(i int) bool { return s[i].At >= from })
+	if len(s)-i > limit {
+		i = len(s) - limit
+	}
+	return append([]QueueSample(nil), s[i:]...)
+}

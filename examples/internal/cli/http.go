@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/graph/observe"
 )
 
 // HTTPUsage and HTTPWaitUsage are the help lines of the programs' -http and
@@ -39,8 +40,8 @@ func ListenAddr(addr string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// Live serves the live view of a program's graph (graph.Execution's
-// Handler) over HTTP. A program with several graphs run one after the
+// Live serves the live view of a program's graph (observe.Handler) over
+// HTTP. A program with several graphs run one after the
 // other shows the current one: Observe switches. A nil *Live does nothing,
 // so programs call it whether or not -http was given.
 type Live struct {
@@ -87,7 +88,7 @@ func (l *Live) Observe(e *graph.Execution) {
 	if l == nil || e == nil {
 		return
 	}
-	h := e.Handler()
+	h := observe.Handler(e)
 	l.mu.Lock()
 	l.h = h
 	l.mu.Unlock()

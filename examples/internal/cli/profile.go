@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/graph/observe"
 	"github.com/gohtgs/htgs/internal/outfile"
 )
 
@@ -26,8 +27,14 @@ import (
 // A missing or failing dot is not an error: it is returned as warning, and
 // the other files are still written. Every file is written atomically.
 func WriteProfile(dir, name string, r *graph.Execution) (warning, err error) {
-	return writeProfile(dir, name, r)
+	return writeProfile(dir, name, execution{r})
 }
+
+// execution is a run as WriteProfile sees it: with its trace written by
+// package observe.
+type execution struct{ *graph.Execution }
+
+func (e execution) WriteTrace(w io.Writer) error { return observe.WriteTrace(w, e.Execution) }
 
 // observed is what WriteProfile uses of a run (tests fake it).
 type observed interface {

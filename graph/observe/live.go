@@ -1,4 +1,4 @@
-package graph
+package observe
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/core"
 )
 
@@ -44,7 +45,8 @@ const (
 // ui is the state the live view keeps for one Execution: the progress
 // marker that tells a stall, and the last Graphviz picture.
 type ui struct {
-	e *Execution
+	e   *graph.Execution
+	run int64 // tells this view's run from others (a program serving several in turn)
 
 	mu    sync.Mutex
 	last  int64
@@ -57,12 +59,7 @@ type ui struct {
 	svgDone bool // drawn after the run finished: final
 }
 
-func newUI(e *Execution) *ui { return &ui{e: e, last: -1} }
-
-// wantsHTML reports whether req comes from a browser asking for a page.
-func wantsHTML(req *http.Request) bool {
-	return strings.Contains(req.Header.Get("Accept"), "text/html")
-}
+func newUI(e *graph.Execution) *ui { return &ui{e: e, run: time.Now().UnixNano(), last: -1} }
 
 var uiPage = sync.OnceValue(func() []byte {
 	read := func(n string) string {
@@ -84,31 +81,54 @@ func (u *ui) page(w http.ResponseWriter) {
 	_, _ = w.Write(uiPage())
 }
 
-// progressMark is a number that grows whenever the run makes progress
-// (the stall detector's measure).
-func (e *Execution) progressMark() int64 {
-	a := activity(e.run) + e.outputs() + e.sent.Load()
-	for _, p := range e.run.Pools() {
-		a += p.Waits() + int64(p.InUse())
+// progressMark is a number that grows whenever the run makes progress:
+// values taken and emitted, sent and output, buffers taken from pools.
+func progressMark(st graph.Stats) int64 {
+	a := st.Sent + st.Outputs
+	for _, t := range st.Tasks {
+		a += t.ItemsIn + t.ItemsOut
+	}
+	for _, p := range st.Pools {
+		a += p.Waits + int64(p.InUse)
 	}
 	return a
 }
 
-func (e *Execution) finished() bool {
+// finished reports whether every task copy of e has stopped.
+func finished(e *graph.Execution) bool {
 	select {
-	case <-e.run.Finished():
+	case <-e.Done():
 		return true
 	default:
 		return false
 	}
 }
 
-// runID tells runs apart (a program serving several graphs in turn).
-func (e *Execution) runID() int64 { return e.run.Epoch.UnixNano() }
+// awaitingInput reports whether every task copy waits for input (or has
+// ended) with nothing queued and no pool buffer out: the graph only needs
+// more input, or Close.
+func awaitingInput(st graph.Stats) bool {
+	for _, t := range st.Tasks {
+		if t.Queue > 0 {
+			return false
+		}
+		for _, c := range t.Copies {
+			if c.State != core.StateWaiting.String() && c.State != core.StateDone.String() {
+				return false
+			}
+		}
+	}
+	for _, p := range st.Pools {
+		if p.InUse > 0 {
+			return false
+		}
+	}
+	return true
+}
 
 type liveView struct {
 	Run    int64       `json:"run"`
-	Stats  Stats       `json:"stats"`
+	Stats  graph.Stats `json:"stats"`
 	Done   bool        `json:"done"`
 	Idle   float64     `json:"idle"`            // seconds without progress
 	Stall  string      `json:"stall,omitempty"` // the stall report, when idle long enough
@@ -125,12 +145,13 @@ type liveTrack struct {
 
 func (u *ui) live(w http.ResponseWriter) {
 	e := u.e
-	done := e.finished()
-	v := liveView{Run: e.runID(), Stats: e.Stats(), Done: done, Trace: e.run.Trace != nil}
+	done := finished(e)
+	st := e.Stats()
+	tl, err := e.Timeline(st.Elapsed-liveWindow, liveSlices)
+	v := liveView{Run: u.run, Stats: st, Done: done, Trace: err == nil}
 	v.Stats.Done = done
-	now := time.Since(e.run.Epoch)
-	v.Now = us(now)
-	mark := e.progressMark()
+	v.Now = us(st.Elapsed)
+	mark := progressMark(st)
 	u.mu.Lock()
 	if mark != u.last {
 		u.last, u.since = mark, time.Now()
@@ -143,19 +164,21 @@ func (u *ui) live(w http.ResponseWriter) {
 			s := v.Stats
 			s.Idle = idle
 			v.Stall = s.String()
-			if s.awaitingInput() {
+			if awaitingInput(s) {
 				v.Stall = "it is waiting for input (is Close missing?)\n" + v.Stall
 			}
 		}
 	}
-	if tr := e.run.Trace; tr != nil {
-		for _, t := range tr.Tracks() {
-			lt := liveTrack{Task: t.Task, Thread: t.Thread, Slices: [][3]float64{}}
-			for _, s := range t.Recent(now-liveWindow, liveSlices) {
-				lt.Slices = append(lt.Slices, [3]float64{us(s.Start), us(s.Dur), float64(s.Kind)})
+	for _, t := range tl.Tracks {
+		lt := liveTrack{Task: t.Task, Thread: t.Thread, Slices: make([][3]float64, 0, len(t.Slices))}
+		for _, s := range t.Slices {
+			kind := 0.0
+			if s.MemoryWait {
+				kind = 1
 			}
-			v.Tracks = append(v.Tracks, lt)
+			lt.Slices = append(lt.Slices, [3]float64{us(s.Start), us(s.Dur), kind})
 		}
+		v.Tracks = append(v.Tracks, lt)
 	}
 	writeJSON(w, v)
 }
@@ -205,63 +228,25 @@ var dotPath = sync.OnceValue(func() string {
 })
 
 func (u *ui) topology(w http.ResponseWriter) {
-	writeJSON(w, topologyOf(u.e))
+	writeJSON(w, topologyOf(u.e.Topology(), u.run))
 }
 
 // topologyOf lays the graph out in layers: each node's layer is the
 // longest path to it from a node without inputs (edges closing a cycle
 // left out); nodes of a layer are ordered by their enclosing graphs, so
 // clusters stay together.
-func topologyOf(e *Execution) topoView {
-	r := e.run
-	taskAt := map[*core.NodeStats]int{}
-	for i, n := range r.Nodes() {
-		taskAt[n] = i
-	}
-	poolAt := map[*core.PoolStats]int{}
-	for i, p := range r.Pools() {
-		poolAt[p] = i
-	}
-	nodes, edges := r.Topology()
-	v := topoView{Graph: r.Name, Run: e.runID(), Dot: dotPath() != ""}
+func topologyOf(t graph.Topology, run int64) topoView {
+	v := topoView{Graph: t.Graph, Run: run, Dot: dotPath() != ""}
 	at := map[string]int{}
-	for i, n := range nodes {
-		tn := topoNode{ID: n.ID, Label: n.Label, Kind: string(n.Kind), Path: n.Path, Task: -1, Pool: -1}
-		if tn.Path == nil {
-			tn.Path = []string{}
-		}
-		if n.Stats != nil {
-			if k, ok := taskAt[n.Stats]; ok {
-				tn.Task = k
-			}
-			tn.Rules = n.Stats.Rules
-		}
-		if n.Pool != nil {
-			if k, ok := poolAt[n.Pool]; ok {
-				tn.Pool = k
-			}
-		}
+	for i, n := range t.Nodes {
 		at[n.ID] = i
-		v.Nodes = append(v.Nodes, tn)
+		v.Nodes = append(v.Nodes, topoNode{ID: n.ID, Label: n.Label, Kind: n.Kind, Path: n.Path,
+			Task: n.Task, Pool: n.Pool, Rules: n.Rules})
 	}
-	// A bookkeeper's rules are nodes "bookkeeper.rule" in the DOT picture;
-	// here the edges start at the bookkeeper itself.
-	ruleOf := map[string]string{}
-	for _, n := range nodes {
-		if n.Stats != nil {
-			for _, rule := range n.Stats.Rules {
-				ruleOf[n.ID+"."+rule] = n.ID
-			}
-		}
-	}
+	nodes := t.Nodes
 	out := make([][]int, len(nodes)) // edge indices by source
-	for i, ed := range edges {
-		te := topoEdge{From: ed.From, To: ed.To, Type: ed.Type, Memory: ed.Memory}
-		if bk, ok := ruleOf[te.From]; ok {
-			te.From, te.Rule = bk, strings.TrimPrefix(ed.From, bk+".")
-		}
-		v.Edges = append(v.Edges, te)
-		ed := te
+	for i, ed := range t.Edges {
+		v.Edges = append(v.Edges, topoEdge{From: ed.From, To: ed.To, Type: ed.Type, Memory: ed.Memory, Rule: ed.Rule})
 		if f, ok := at[ed.From]; ok {
 			if _, ok := at[ed.To]; ok {
 				out[f] = append(out[f], i)
@@ -336,9 +321,9 @@ func (u *ui) svg(w http.ResponseWriter, req *http.Request) {
 	u.svgMu.Lock()
 	defer u.svgMu.Unlock()
 	if !u.svgDone && (u.svgData == nil || time.Since(u.svgAt) >= svgEvery) {
-		done := u.e.finished()
+		done := finished(u.e)
 		var src bytes.Buffer
-		_ = u.e.WriteDOT(&src, DOTOptions{Color: ColorCompute})
+		_ = u.e.WriteDOT(&src, graph.DOTOptions{Color: graph.ColorCompute})
 		ctx, cancel := context.WithTimeout(req.Context(), svgTimeout)
 		cmd := exec.CommandContext(ctx, dot, "-Tsvg")
 		cmd.Stdin = &src

@@ -20,6 +20,7 @@ import (
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/graph/observe"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/pipeline"
 	"github.com/gohtgs/htgs/task"
@@ -114,7 +115,7 @@ func TestLiveViewInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: rt.Handler()}
+	srv := &http.Server{Handler: observe.Handler(rt.Execution)}
 	var serving sync.WaitGroup
 	serving.Add(1)
 	go func() { defer serving.Done(); _ = srv.Serve(ln) }()

@@ -1,11 +1,23 @@
-package graph
+// Package observe serves and exports what a run of a graph records: the
+// live view over HTTP ([Handler]), the graph drawn by Graphviz, and the
+// timeline in the Chrome trace-event format ([WriteTrace]).
+//
+// It is opt-in, as net/http/pprof is: package graph keeps to the standard
+// library's core (its snapshots, [graph.Execution.Stats], its DOT text,
+// [graph.Execution.WriteDOT], and its stall reports need nothing more), and
+// only a program that imports this package links the HTTP server and runs
+// the dot command. Everything here is built on graph's exported API.
+package observe
 
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
+
+	"github.com/gohtgs/htgs/graph"
 )
 
-// Handler serves the live profile of the run over HTTP:
+// Handler serves the live profile of the run e over HTTP:
 //
 //	?format=json  (default) the Stats snapshot
 //	?format=dot   the graph with its counters in DOT (add &color=compute or &color=wait)
@@ -18,8 +30,8 @@ import (
 //
 // It is read-only: nothing it serves changes the run, and it answers only
 // GET and HEAD. Mount it wherever suits, e.g.
-// http.Handle("/debug/htgs", rt.Handler()).
-func (e *Execution) Handler() http.Handler {
+// http.Handle("/debug/htgs", observe.Handler(rt.Execution)).
+func Handler(e *graph.Execution) http.Handler {
 	u := newUI(e)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
@@ -47,26 +59,32 @@ func (e *Execution) Handler() http.Handler {
 			_ = enc.Encode(e.Stats())
 		case "dot":
 			w.Header().Set("Content-Type", "text/vnd.graphviz; charset=utf-8")
-			opt := DOTOptions{}
+			opt := graph.DOTOptions{}
 			switch req.URL.Query().Get("color") {
 			case "compute":
-				opt.Color = ColorCompute
+				opt.Color = graph.ColorCompute
 			case "wait":
-				opt.Color = ColorWait
+				opt.Color = graph.ColorWait
 			}
 			_ = e.WriteDOT(w, opt)
 		case "text":
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			_, _ = w.Write([]byte(e.Stats().String()))
 		case "trace":
-			if e.run.Trace == nil {
-				http.Error(w, ErrNoTrace.Error(), http.StatusNotFound)
+			tl, err := e.Timeline(0, 0)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusNotFound)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
-			_ = e.WriteTrace(w)
+			_ = writeTrace(w, tl)
 		default:
 			http.Error(w, "format must be json, dot, text, trace, ui, live, topology or svg", http.StatusBadRequest)
 		}
 	})
+}
+
+// wantsHTML reports whether req comes from a browser asking for a page.
+func wantsHTML(req *http.Request) bool {
+	return strings.Contains(req.Header.Get("Accept"), "text/html")
 }
