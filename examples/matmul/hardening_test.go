@@ -485,3 +485,16 @@ func TestOutputFolderAndLink(t *testing.T) {
 	}
 	noTempFiles(t, dir)
 }
+
+// An output in /proc (whose free space reads 0) used to be refused with
+// "need 256 B of disk space in /proc, but only 0 B is free"; the reason is
+// that /proc holds no files.
+func TestUnwritableOutputExplained(t *testing.T) {
+	if unwritable("/proc") == "" {
+		t.Skip("no /proc here")
+	}
+	code, _, errOut := runArgs(t, "-n", "4", "-o", "/proc/c.npy")
+	if code != 1 || !strings.Contains(errOut, "virtual file system") || strings.Contains(errOut, "free") {
+		t.Errorf("exit %d, stderr %q; want 1 and an error saying /proc holds no files", code, errOut)
+	}
+}

@@ -153,6 +153,9 @@ func checkDisk(writes ...diskWrite) error {
 	}
 	for _, id := range order {
 		if f := byID[id]; f.need > f.free {
+			if why := unwritable(f.dir); why != "" {
+				return fmt.Errorf("cannot write the product's files in %s: %s", f.dir, why)
+			}
 			return fmt.Errorf("the product's files need %s of disk space in %s, but only %s is free",
 				units.FormatBytes(f.need), f.dir, units.FormatBytes(f.free))
 		}

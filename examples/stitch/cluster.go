@@ -185,36 +185,49 @@ type bandDone struct {
 
 // tileSets keeps the tile set a worker opened last, so that the bands of
 // one grid read its file headers once.
+//
+// With -allow every file a band names is opened through an os.Root at the
+// allowed folder: the job's folder, its pattern (".." is refused by
+// tileio.ParsePattern anyway) and any symbolic link on the way must stay
+// inside it, so a client holding the token cannot make the worker read
+// (or hang on) a file elsewhere.
 type tileSets struct {
-	allow string // -allow: the folder the tiles must be under ("" any), absolute and clean
+	allow string   // -allow: the folder the tiles must be under ("" any), absolute, clean, links resolved
+	root  *os.Root // -allow: that folder, opened
 	mu    sync.Mutex
 	key   string
 	ts    *tileio.TileSet
+	sub   *os.Root // the job folder's root under root, for ts
 }
 
-// allowed refuses a tile folder outside -allow. Links are resolved on both
-// sides, so a link under the allowed folder cannot lead out of it.
-func (s *tileSets) allowed(dir string) error {
-	if s.allow == "" {
-		return nil
-	}
+// inside returns the job folder dir relative to -allow. Links are resolved
+// on both sides, so a link under the allowed folder cannot lead out of it;
+// the os.Root opened on the result checks the same again at each open.
+func (s *tileSets) inside(dir string) (string, error) {
 	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("tile folder %q: not an absolute path", dir)
+		return "", fmt.Errorf("tile folder %q: not an absolute path", dir)
 	}
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return fmt.Errorf("tile folder %q: %w", dir, err)
+		return "", fmt.Errorf("tile folder %q: %w", dir, err)
 	}
 	rel, err := filepath.Rel(s.allow, real)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return fmt.Errorf("tile folder %q: outside the folder this worker may read (-allow %s)", dir, s.allow)
+	if err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return "", fmt.Errorf("tile folder %q: outside the folder this worker may read (-allow %s)", dir, s.allow)
 	}
-	return nil
+	return rel, nil
 }
 
+// open returns the tile set of j's grid, reusing the last one when j names
+// the same grid. The worker's task runs one band at a time (Threads(1)),
+// so the set replaced here is no longer in use.
 func (s *tileSets) open(j *bandJob) (*tileio.TileSet, error) {
-	if err := s.allowed(j.Dir); err != nil {
-		return nil, err
+	rel := ""
+	if s.allow != "" {
+		var err error
+		if rel, err = s.inside(j.Dir); err != nil {
+			return nil, err
+		}
 	}
 	key := fmt.Sprintf("%q %q %d %s %s %d %dx%d %d", j.Dir, j.Pattern, j.Start, j.Numbering, j.Origin, j.Time, j.Rows, j.Cols, j.MaxTilePixels)
 	s.mu.Lock()
@@ -235,12 +248,36 @@ func (s *tileSets) open(j *bandJob) (*tileio.TileSet, error) {
 		return nil, err
 	}
 	pat.Layout = tileio.Layout{Numbering: num, Origin: org}
-	ts, err := tileio.OpenTileSetLimit(j.Dir, pat.AtTime(j.Time), j.Rows, j.Cols, j.MaxTilePixels)
+	pat = pat.AtTime(j.Time)
+	var (
+		ts  *tileio.TileSet
+		sub *os.Root
+	)
+	if s.root != nil {
+		if sub, err = s.root.OpenRoot(rel); err != nil {
+			return nil, fmt.Errorf("tile folder %q: outside the folder this worker may read (-allow %s): %w", j.Dir, s.allow, err)
+		}
+		ts, err = tileio.OpenTileSetIn(sub, pat, j.Rows, j.Cols, j.MaxTilePixels)
+	} else {
+		ts, err = tileio.OpenTileSetLimit(j.Dir, pat, j.Rows, j.Cols, j.MaxTilePixels)
+	}
 	if err != nil {
+		if sub != nil {
+			sub.Close()
+		}
 		return nil, err
 	}
-	s.key, s.ts = key, ts
+	s.close()
+	s.key, s.ts, s.sub = key, ts, sub
 	return ts, nil
+}
+
+// close closes the folder of the last tile set (with -allow).
+func (s *tileSets) close() {
+	if s.sub != nil {
+		s.sub.Close()
+		s.key, s.ts, s.sub = "", nil, nil
+	}
 }
 
 // serveWorker is -worker: it registers the bands clients send until ctx
@@ -281,7 +318,16 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 		if err != nil {
 			return fmt.Errorf("worker %s: -allow: %w", name, err)
 		}
+		if sets.root, err = os.OpenRoot(abs); err != nil {
+			return fmt.Errorf("worker %s: -allow: %w", name, err)
+		}
 		sets.allow = abs
+		defer func() {
+			sets.mu.Lock()
+			sets.close()
+			sets.mu.Unlock()
+			sets.root.Close()
+		}()
 	}
 	newTask := func() task.Task[bandJob, bandDone] {
 		return task.Map(func(ctx context.Context, j bandJob) (bandDone, error) {

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +17,10 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/internal/natsconn"
+	"github.com/gohtgs/htgs/stitching/align"
 )
 
 // watchWriter is a stdout that calls on with everything written so far,
@@ -106,4 +112,113 @@ func TestClusterStopsLocalWorkers(t *testing.T) {
 		gone(t, localPIDs(out.buf.String()))
 	})
 	goleak.VerifyNone(t, before, natsLeak)
+}
+
+// A hostile client holding the token sends band jobs straight to a worker
+// started with -allow, each naming a file outside the allowed folder in a
+// way the folder check alone missed: a pattern with "..", a tile that is a
+// link out of the folder, a job folder that is such a link, and a FIFO
+// that would block the open forever. The worker refuses every one of them
+// promptly, reads nothing outside, and keeps serving.
+func TestClusterWorkerAllowHostileClient(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	ctx := context.Background()
+	srv, err := cluster.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(natsconn.EnvToken, srv.Token())
+	grid := generated(t, 2, 2, 1, nil) // img_r{rrr}_c{ccc}.tif, from 1
+	allow, outside := t.TempDir(), t.TempDir()
+	copyGrid := func(to string) {
+		if err := os.MkdirAll(to, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"img_r001_c001.tif", "img_r001_c002.tif", "img_r002_c001.tif", "img_r002_c002.tif"} {
+			b, err := os.ReadFile(filepath.Join(grid, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(to, n), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	copyGrid(filepath.Join(outside, "secret"))
+	copyGrid(filepath.Join(allow, "ok"))
+	copyGrid(filepath.Join(allow, "linked"))
+	os.Remove(filepath.Join(allow, "linked", "img_r002_c002.tif"))
+	if err := os.Symlink(filepath.Join(outside, "secret", "img_r002_c002.tif"), filepath.Join(allow, "linked", "img_r002_c002.tif")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(allow, "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	copyGrid(filepath.Join(allow, "fifo"))
+	os.Remove(filepath.Join(allow, "fifo", "img_r001_c002.tif"))
+	if err := syscall.Mkfifo(filepath.Join(allow, "fifo", "img_r001_c002.tif"), 0o644); err != nil {
+		srv.Shutdown()
+		t.Skipf("no FIFOs here: %v", err)
+	}
+
+	wctx, stop := context.WithCancel(ctx)
+	worker := make(chan int, 1)
+	var wout, werr bytes.Buffer
+	go func() {
+		worker <- runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "fenced", "-workers", "1", "-allow", allow}, &wout, &werr)
+	}()
+	defer func() {
+		stop()
+		if code := <-worker; code != 0 {
+			t.Errorf("worker: exit %d\n%s%s", code, wout.String(), werr.String())
+		}
+		srv.Shutdown()
+		goleak.VerifyNone(t, before, natsLeak)
+	}()
+	nc, err := natsconn.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	client, err := cluster.NewClient(ctx, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	remote, err := cluster.NewRemote[bandJob, bandDone](client, bandTask, cluster.Version(bandVersion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(dir, pattern string) bandJob {
+		return bandJob{Dir: dir, Pattern: pattern, Start: 1, Numbering: "HORIZONTALCOMBING", Origin: "UL",
+			Rows: 2, Cols: 2, Row0: 0, Row1: 2, Bands: 1, Options: align.Options{}}
+	}
+	call := func(j bandJob) error {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		_, err := remote.Call(cctx, j)
+		if cctx.Err() != nil {
+			t.Fatalf("job %q %q: no answer within 60 s (worker blocked?)", j.Dir, j.Pattern)
+		}
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		job  bandJob
+		want string
+	}{
+		{"dotdot pattern", job(filepath.Join(allow, "ok"), "../../"+filepath.Base(outside)+"/secret/img_r{rrr}_c{ccc}.tif"), "leave the tile folder"},
+		{"tile links out", job(filepath.Join(allow, "linked"), "img_r{rrr}_c{ccc}.tif"), "img_r002_c002.tif"},
+		{"folder links out", job(filepath.Join(allow, "dirlink"), "img_r{rrr}_c{ccc}.tif"), "outside the folder this worker may read"},
+		{"folder outside", job(filepath.Join(outside, "secret"), "img_r{rrr}_c{ccc}.tif"), "outside the folder this worker may read"},
+		{"fifo", job(filepath.Join(allow, "fifo"), "img_r{rrr}_c{ccc}.tif"), "is a named pipe (FIFO)"},
+	} {
+		if err := call(c.job); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
+		}
+	}
+	// The worker still serves a well-formed job inside its folder.
+	if err := call(job(filepath.Join(allow, "ok"), "img_r{rrr}_c{ccc}.tif")); err != nil {
+		t.Errorf("a job inside -allow: %v", err)
+	}
 }
