@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"fmt"
 	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/matmul"
 	"github.com/gohtgs/htgs/matmul/npy"
+	"os/exec"
 )
 
 // writeNpy writes d to dir/name and returns the path.
@@ -496,5 +498,26 @@ func TestUnwritableOutputExplained(t *testing.T) {
 	code, _, errOut := runArgs(t, "-n", "4", "-o", "/proc/c.npy")
 	if code != 1 || !strings.Contains(errOut, "virtual file system") || strings.Contains(errOut, "free") {
 		t.Errorf("exit %d, stderr %q; want 1 and an error saying /proc holds no files", code, errOut)
+	}
+}
+
+// A temporary file that a killed run left beside -o is removed by the next
+// run, which says so.
+func TestStaleTemporaryRemoved(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skipf("cannot start a process: %v", err)
+	}
+	dir := t.TempDir()
+	stale := filepath.Join(dir, fmt.Sprintf(".c.npy.tmp-%d-7", dead.Process.Pid))
+	if err := os.WriteFile(stale, []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runArgs(t, "-n", "8", "-o", filepath.Join(dir, "c.npy"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(stale); err == nil || !strings.Contains(errOut, "removed "+stale) {
+		t.Errorf("stale file: %v; stderr %q", err, errOut)
 	}
 }

@@ -328,8 +328,10 @@ func (o *options) outputPath() string {
 
 // prepare makes the checks that need no work: the disk space of the files
 // the run writes and the -profile folder; then it reserves the temporary
-// file of -o (nil without -o). The caller must Commit or Abort it.
-func (o *options) prepare(writes ...diskWrite) (*outfile.Output, error) {
+// file of -o (nil without -o), after removing (and telling stderr) the
+// temporary files of -o that killed runs left. The caller must Commit or
+// Abort it.
+func (o *options) prepare(stderr io.Writer, writes ...diskWrite) (*outfile.Output, error) {
 	if err := checkDisk(writes...); err != nil {
 		return nil, err
 	}
@@ -343,6 +345,15 @@ func (o *options) prepare(writes ...diskWrite) (*outfile.Output, error) {
 	}
 	if st, err := os.Stat(o.o); err == nil && st.IsDir() {
 		return nil, cli.Usagef("-o %s is a directory: want a file name such as %s", o.o, filepath.Join(o.o, "C.npy"))
+	}
+	// A temporary file that an earlier run, killed while it wrote -o,
+	// left beside it is removed (only when its writer is gone).
+	stale, err := outfile.RemoveStale(o.outputPath())
+	for _, st := range stale {
+		fmt.Fprintln(stderr, st)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-o: %w", err)
 	}
 	out, err := outfile.NewOutput(o.outputPath())
 	if err != nil {
@@ -387,7 +398,7 @@ func (o *options) files(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	out, err := o.prepare(diskWrite{o.outputDir(), fileBytes(ec)})
+	out, err := o.prepare(stderr, diskWrite{o.outputDir(), fileBytes(ec)})
 	if err != nil {
 		return err
 	}
@@ -409,7 +420,7 @@ func (o *options) random(ctx context.Context, stdout, stderr io.Writer) error {
 		if o.o != "" {
 			writes = append(writes, diskWrite{o.outputDir(), size})
 		}
-		out, err := o.prepare(writes...)
+		out, err := o.prepare(stderr, writes...)
 		if err != nil {
 			return err
 		}
@@ -428,7 +439,7 @@ func (o *options) random(ctx context.Context, stdout, stderr io.Writer) error {
 	} else {
 		writes = append(writes, diskWrite{tmp, size})
 	}
-	out, err := o.prepare(writes...)
+	out, err := o.prepare(stderr, writes...)
 	if err != nil {
 		return err
 	}

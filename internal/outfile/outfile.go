@@ -13,6 +13,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // Output is a file being written in place of Path. The data goes to Temp, a
@@ -32,7 +35,10 @@ func NewOutput(path string) (*Output, error) {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	// The name carries the writer's process id, so that a later run can
+	// tell a file left by a crash from one still being written (see
+	// RemoveStale).
+	f, err := os.CreateTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-*")
 	if err != nil {
 		return nil, fmt.Errorf("output %s: %w", path, err)
 	}
@@ -214,4 +220,83 @@ func CheckDir(dir string) error {
 	name := f.Name()
 	f.Close()
 	return os.Remove(name)
+}
+
+// tempPrefix is the start of the names of base's temporary files:
+// ".BASE.tmp-", then the writer's process id, "-" and a random number.
+func tempPrefix(base string) string { return "." + base + ".tmp-" }
+
+// Stale is a temporary file that an earlier run left behind (killed while
+// it wrote path) and RemoveStale removed.
+type Stale struct {
+	Temp string // the file removed
+	Size int64  // its size in bytes
+	PID  int    // the process that wrote it, 0 when its name does not say
+}
+
+// String says what was removed, for the program to print.
+func (s Stale) String() string {
+	by := ""
+	if s.PID > 0 {
+		by = fmt.Sprintf(" by process %d", s.PID)
+	}
+	return fmt.Sprintf("removed %s (%d bytes), a temporary file left%s by an earlier run that did not finish", s.Temp, s.Size, by)
+}
+
+// legacyStaleAge is how long a temporary file whose name carries no
+// process id (written by an earlier version) must have been left
+// unmodified before RemoveStale takes it as abandoned.
+const legacyStaleAge = 10 * time.Minute
+
+// RemoveStale removes the temporary files of the outputs paths that
+// earlier runs left behind: only files named as NewOutput names them, only
+// in the outputs' folders, and only when the process that wrote them is
+// gone (its id is in the name; a file written by this process or by a
+// live one is kept). A name without a process id, from an earlier
+// version, is removed once unmodified for 10 minutes. It returns what it
+// removed, for the program to say; errors reading a folder are ignored
+// (the run's own checks report them).
+func RemoveStale(paths ...string) ([]Stale, error) {
+	var removed []Stale
+	for _, path := range paths {
+		dir, base := filepath.Split(path)
+		if dir == "" {
+			dir = "."
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		prefix := tempPrefix(base)
+		for _, e := range ents {
+			rest, ok := strings.CutPrefix(e.Name(), prefix)
+			if !ok || !e.Type().IsRegular() {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil {
+				continue
+			}
+			pid := 0
+			if p, _, ok := strings.Cut(rest, "-"); ok {
+				if pid, err = strconv.Atoi(p); err != nil || pid <= 0 {
+					continue // not a name NewOutput makes
+				}
+				if pid == os.Getpid() || alive(pid) {
+					continue
+				}
+			} else if _, err := strconv.ParseUint(rest, 10, 64); err != nil || time.Since(fi.ModTime()) < legacyStaleAge {
+				continue
+			}
+			temp := filepath.Join(dir, e.Name())
+			if err := os.Remove(temp); err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					continue
+				}
+				return removed, fmt.Errorf("removing the stale temporary file %s: %w", temp, err)
+			}
+			removed = append(removed, Stale{Temp: temp, Size: fi.Size(), PID: pid})
+		}
+	}
+	return removed, nil
 }

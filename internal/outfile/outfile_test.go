@@ -2,10 +2,15 @@ package outfile
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestWriteFileFailureKeepsExisting(t *testing.T) {
@@ -190,5 +195,86 @@ func TestBatchAddFile(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(a); string(got) != "new a" {
 		t.Fatalf("a = %q after Commit", got)
+	}
+}
+
+// RemoveStale removes the temporary files that dead writers left, and
+// keeps those of live ones (this process's included), other outputs'
+// files and names it does not make.
+func TestRemoveStale(t *testing.T) {
+	if _, err := os.Stat("/proc/self"); err != nil {
+		t.Skip("no process table to test against")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mosaic.tif")
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skipf("cannot start a process: %v", err)
+	}
+	live := exec.Command("sleep", "30")
+	if err := live.Start(); err != nil {
+		t.Skipf("cannot start a process: %v", err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	write := func(name string, age time.Duration) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if age > 0 {
+			old := time.Now().Add(-age)
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	gone := []string{
+		write(fmt.Sprintf(".mosaic.tif.tmp-%d-123", dead.Process.Pid), 0),
+		write(".mosaic.tif.tmp-1377231836", time.Hour), // an earlier version's name, abandoned
+	}
+	kept := []string{
+		write(fmt.Sprintf(".mosaic.tif.tmp-%d-55", live.Process.Pid), 0),
+		write(fmt.Sprintf(".mosaic.tif.tmp-%d-56", os.Getpid()), 0),
+		write(".mosaic.tif.tmp-99", 0), // an earlier version's, maybe still written
+		write(fmt.Sprintf(".other.tif.tmp-%d-1", dead.Process.Pid), 0),
+		write(".mosaic.tif.tmp-x-1", time.Hour),
+		write("mosaic.tif", time.Hour),
+	}
+	removed, err := RemoveStale(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range removed {
+		got = append(got, s.Temp)
+		if s.Size != int64(len("partial")) {
+			t.Errorf("%s: size %d", s.Temp, s.Size)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(gone)
+	if !slices.Equal(got, gone) {
+		t.Errorf("removed %q, want %q", got, gone)
+	}
+	for _, p := range gone {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s still there", p)
+		}
+	}
+	for _, p := range kept {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	// NewOutput's own temporary file carries this process's id, so a
+	// concurrent RemoveStale of this process keeps it.
+	out, err := NewOutput(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Abort()
+	if !strings.HasPrefix(filepath.Base(out.Temp), fmt.Sprintf(".mosaic.tif.tmp-%d-", os.Getpid())) {
+		t.Errorf("temporary name %s carries no process id", out.Temp)
 	}
 }
