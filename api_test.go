@@ -76,3 +76,29 @@ func TestFrameworkLinksOnlyTheStandardLibrary(t *testing.T) {
 		}
 	}
 }
+
+// TestInternalImportsNoPublicPackage guards issue 30's layering: the
+// packages under internal/ sit below the public ones, so none imports a
+// public package of the module, but the runtime (internal/core), which
+// runs the tasks of package task on the devices of package device.
+func TestInternalImportsNoPublicPackage(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not on PATH")
+	}
+	const module = "github.com/gohtgs/htgs/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./internal/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list ./internal/...: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := fields[0]
+		for _, imp := range fields[1:] {
+			public := strings.HasPrefix(imp, module) && !strings.HasPrefix(imp, module+"internal/")
+			allowed := pkg == module+"internal/core" && (imp == module+"task" || imp == module+"device")
+			if public && !allowed {
+				t.Errorf("%s imports the public package %s", pkg, imp)
+			}
+		}
+	}
+}

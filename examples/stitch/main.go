@@ -29,7 +29,7 @@
 // OUT receives MIST's files under MIST's names (PREFIX is -prefix, default
 // img-; T the time slice, 1 without time slices): PREFIXglobal-positions-T.txt,
 // PREFIXrelative-positions-T.txt (after optimization),
-// PREFIXrelative-positions-no-optimization-T.txt, PREFIXstitched-T.tif
+// PREFIXrelative-positions-no-optimization-T.txt, PREFIXstitched-T.ome.tif
 // (16-bit), PREFIXstitched-T-preview.png, PREFIXstatistics.txt and
 // PREFIXlog.txt. MIST's headless option names (--gridWidth, --imageDir,
 // --timeSlices, --assembleFromMetadata, ...) are accepted as they are; see
@@ -39,13 +39,15 @@
 // When DIR holds a truth.csv written by the generator, the accuracy against
 // it is printed too.
 //
-// The mosaic is composed in memory and written as a classic TIFF when it
-// fits in -mem (default: a quarter of the memory available, 1 GiB when
-// unknown) and in classic TIFF's 4 GiB; otherwise it is composed out of
-// core, band by band, into a temporary tiled image (in a folder inside OUT,
-// removed at exit) whose tile cache fits -mem, and written as a tiled,
-// pyramidal BigTIFF under the same name, with the preview made from a
-// pyramid level. The run prints which path it took.
+// The mosaic is a tiled pyramidal OME-TIFF (a BigTIFF): the OME-XML in the
+// first IFD (size, -pixel-size or MIST's --unitX/--unitY), tiles of
+// -tile-size (512), uncompressed or compressed (-compression none,
+// deflate or zstd), and its 2x2-mean reduced levels, down to one tile, in
+// SubIFDs. It is composed in memory when it fits in -mem (default: a
+// quarter of the memory available, 1 GiB when unknown), otherwise out of
+// core, band by band, streamed into the file as the bands are composed,
+// with the preview made from a pyramid level; both paths write the same
+// file. The run prints which path it took.
 //
 // Every output is written to a temporary file next to it and renamed into
 // place when the run (each time slice) succeeds, so a failed or interrupted run leaves the
@@ -126,8 +128,9 @@ type config struct {
 	gpu                   bool
 	fft                   string
 	maxTilePixels         int64
-	mem                   string // -mem as given
-	memBudget             int64  // -mem parsed, or the default once checkMemory ran
+	mem                   string       // -mem as given
+	memBudget             int64        // -mem parsed, or the default once checkMemory ran
+	format                mosaicFormat // the mosaic file's tiles, compression, pixel size (see output.go)
 	keep                  bool
 	demo                  bool // set by the demo, not a flag
 	generate, tile, level string
@@ -192,8 +195,8 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.StringVar(&c.httpAddr, "http", "", cli.HTTPUsage)
 	fs.BoolVar(&c.httpWait, "http-wait", false, cli.HTTPWaitUsage)
 	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bars even when stderr is not a terminal")
-	fs.BoolVar(&c.mosaic, "mosaic", true, "compose the mosaic (PREFIXstitched-T.tif) and its preview")
-	fs.StringVar(&c.mem, "mem", "", "memory `size` for the mosaic, such as 512MiB: a larger mosaic is composed out of core into a tiled pyramidal BigTIFF (default: 1/4 of the available memory, 1GiB when unknown)")
+	fs.BoolVar(&c.mosaic, "mosaic", true, "compose the mosaic (PREFIXstitched-T.ome.tif) and its preview")
+	fs.StringVar(&c.mem, "mem", "", "memory `size` for the mosaic, such as 512MiB: a larger mosaic is composed out of core, band by band (default: 1/4 of the available memory, 1GiB when unknown)")
 	fs.BoolVar(&c.gpu, "gpu", false, "run the registration (FFT, PCIAM, CCF) on the GPUs, refinement on the CPU (needs a build with -tags cuda)")
 	fs.StringVar(&c.fft, "fft", "auto", "FFT `kernel`: auto (FFTW when libfftw3.so.3 is installed, else gonum), fftw or gonum")
 	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", tileio.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
@@ -230,12 +233,13 @@ func usage(w io.Writer) {
   %[1]s -worker -nats URL                 serve as such a worker (token: $HTGS_NATS_TOKEN)
 
   %[1]s --gridWidth C --gridHeight R --imageDir DIR --filenamePattern P --outputPath OUT ...
+	addMosaicFlags(fs, c)
                                          the same with MIST's headless option names
 
 Outputs in OUT, named as MIST names them (PREFIX is -prefix, T the time
 slice, 1 without time slices): PREFIXglobal-positions-T.txt,
 PREFIXrelative-positions-T.txt, PREFIXrelative-positions-no-optimization-T.txt,
-PREFIXstitched-T.tif, PREFIXstitched-T-preview.png, PREFIXstatistics.txt and
+PREFIXstitched-T.ome.tif, PREFIXstitched-T-preview.png, PREFIXstatistics.txt and
 PREFIXlog.txt.
 Warnings about the quality of the result go to stderr and start "%[1]s: WARNING:".
 
@@ -272,6 +276,9 @@ func parseFlags(args []string) (*config, error) {
 		if err != nil {
 			return nil, cli.Usagef("-mem %s: %v", c.mem, err)
 		}
+	if err := checkMosaicFlags(c, set); err != nil {
+		return nil, err
+	}
 		if n <= 0 {
 			return nil, cli.Usagef("-mem %s: must be more than 0", c.mem)
 		}
@@ -890,7 +897,7 @@ func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitchi
 		if c.overlap > 0 {
 			ov = c.overlap / 100
 		}
-		m := planMosaic(nominalSlots(c.rows, c.cols, w, h, ov), c.blend, min(c.memBudget, avail), c.workers).need + 4*int64(w)*int64(h)
+		m := planMosaic(nominalSlots(c.rows, c.cols, w, h, ov), c.blend, min(c.memBudget, avail), c.workers, c.format.tileSize).need + 4*int64(w)*int64(h)
 		if m > need {
 			need, what = m, fmt.Sprintf("at least %s for the mosaic (-mosaic=false skips it)", gib(m))
 		}
@@ -924,12 +931,18 @@ func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stit
 	return writeMosaic(ctx, c, src, positionSlots(pos, src), res.FlatField, names, outs, bars, stdout)
 }
 
-// mosaicTile is the tile side of the out-of-core mosaic and its BigTIFF.
+// mosaicTile is the tile side of the out-of-core mosaic's temporary
+// bands and of the OME-TIFF by default (-tile-size).
 const mosaicTile = 512
 
-// maxClassicTIFF is the largest mosaic payload a classic TIFF holds (4 GiB
-// less room for the header and directory).
-const maxClassicTIFF = math.MaxUint32 - 1<<16
+// streamMemory is what the OME-TIFF writer holds for a w-pixel-wide
+// mosaic in tile x tile tiles: three runs of up to 4 MiB (twice that
+// compressed) and a row of tiles of each reduced level (about one
+// full-resolution row of tiles in all).
+func streamMemory(w, tile int) int64 {
+	run := min(int64(4<<20), 2*int64(tile)*int64(tile)*int64((w+tile-1)/tile))
+	return 6*run + 2*int64(w)*int64(tile)
+}
 
 // defaultMem is -mem's default: a quarter of the available memory, or
 // 1 GiB when unknown.
@@ -949,17 +962,19 @@ type mosaicPlanned struct {
 	cache    int64 // tiled: the tile caches' budget, all together
 }
 
-// planMosaic chooses the in-memory path when the mosaic fits in mem bytes
-// and in a classic TIFF (4 GiB, sides of at most 65535 px), else the tiled path, whose tile caches get what
-// mem leaves after its fixed needs (at least 4 tiles). par tiles are
-// loaded ahead of the composing (see prefetchMemory).
-func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64, par int) mosaicPlanned {
-	p := mosaicPlanned{inMemory: mosaicMemory(slots, blend) + prefetchMemory(slots, par)}
+// planMosaic chooses the in-memory path when the mosaic, with the
+// OME-TIFF writer's buffers for tile x tile tiles, fits in mem bytes, else
+// the tiled path, whose tile caches get what mem leaves after its fixed
+// needs (at least 4 tiles). par tiles are loaded ahead of the composing
+// (see prefetchMemory). Both write the same OME-TIFF (a BigTIFF, so no
+// side or size limit of classic TIFF applies).
+func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64, par, tile int) mosaicPlanned {
 	b := mosaicBounds(slots)
-	p.w, p.h = b.Max.X, b.Max.Y
+	p := mosaicPlanned{w: b.Max.X, h: b.Max.Y}
+	p.inMemory = mosaicMemory(slots, blend) + prefetchMemory(slots, par) + streamMemory(p.w, tile)
 	pixels := 2 * int64(p.w) * int64(p.h)
 	p.need = p.inMemory
-	if p.inMemory <= mem && pixels <= maxClassicTIFF && p.w <= compose.MaxClassicTIFFSide && p.h <= compose.MaxClassicTIFFSide {
+	if p.inMemory <= mem {
 		return p
 	}
 	p.tiled = true
@@ -971,7 +986,7 @@ func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64, par int) m
 	band := int64(mosaicTile)
 	est := compose.MemoryEstimate(slots, blend)
 	level := int64(2 * (2 * previewSide) * (2 * previewSide)) // longer side < 2*previewSide
-	fixed := 6*int64(p.w)*band + 2*max(0, est-pixels) + (p.inMemory - est) + level + 8*tileBytes
+	fixed := 6*int64(p.w)*band + 2*max(0, est-pixels) + (p.inMemory - est) + level + 8*tileBytes + streamMemory(p.w, tile)
 	p.cache = max(mem-fixed, 4*tileBytes)
 	p.need = fixed + 4*tileBytes
 	return p
@@ -987,7 +1002,7 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 	if avail > 0 {
 		limit = min(limit, avail)
 	}
-	plan := planMosaic(slots, c.blend, limit, c.workers)
+	plan := planMosaic(slots, c.blend, limit, c.workers, c.format.tileSize)
 	if avail > 0 && plan.need > avail {
 		if err := outs.Commit(); err != nil {
 			return err
@@ -1020,8 +1035,8 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 		return t, nil
 	}
 	if plan.tiled {
-		fmt.Fprintf(stdout, "mosaic %d x %d: out of core into a tiled pyramidal BigTIFF (in memory it needs about %s; -mem %s; tile cache %s)\n",
-			plan.w, plan.h, gib(plan.inMemory), gib(mem), gib(plan.cache))
+		fmt.Fprintf(stdout, "mosaic %d x %d: out of core into a %s (in memory it needs about %s; -mem %s; tile cache %s)\n",
+			plan.w, plan.h, c.format.describe(), gib(plan.inMemory), gib(mem), gib(plan.cache))
 		// Keep the heap within -mem: without a limit the garbage
 		// collector lets it grow to twice what is live.
 		restore := heapLimit(mem)
@@ -1031,12 +1046,24 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "mosaic %d x %d: in memory (about %s; -mem %s)\n", plan.w, plan.h, gib(plan.inMemory), gib(mem))
+		fmt.Fprintf(stdout, "mosaic %d x %d: in memory (about %s; -mem %s) into a %s\n", plan.w, plan.h, gib(plan.inMemory), gib(mem), c.format.describe())
 		mosaic, err := compose.ComposeFunc(ctx, slots, load, c.blend)
 		if err != nil {
 			return fmt.Errorf("composing the mosaic: %w", err)
 		}
-		if err := outs.Add(filepath.Join(c.out, names.mosaic), func(w io.Writer) error { return compose.EncodeTIFF(w, mosaic) }); err != nil {
+		// The composed image streams through the same writer as the
+		// out-of-core path's bands: the same OME-TIFF, byte for byte.
+		if err := outs.AddFile(filepath.Join(c.out, names.mosaic), func(temp string) error {
+			out, err := tiled.CreateOMETIFF(temp, plan.w, plan.h, c.format.omeOptions(names.mosaic))
+			if err != nil {
+				return err
+			}
+			if err := out.WriteRowsBE(0, plan.h, mosaic.Pix, mosaic.Stride); err != nil {
+				_ = out.Close() // the write's error is the one to report
+				return fmt.Errorf("writing the mosaic: %w", err)
+			}
+			return out.Close()
+		}); err != nil {
 			return err
 		}
 		if err := outs.Add(filepath.Join(c.out, names.preview), func(w io.Writer) error {
@@ -1049,27 +1076,15 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 	return nil
 }
 
-// writeTiledMosaic composes the mosaic with ComposeTiled into a temporary
-// tiled image in a folder inside -out (removed on return), writes it as a
-// tiled pyramidal BigTIFF through outs and the preview from a pyramid level.
-func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, load func(int) (*image.Gray16, error), plan mosaicPlanned, names outNames, outs *outfile.Batch) (err error) {
-	tmp, err := os.MkdirTemp(c.out, ".stitch-mosaic-")
-	if err != nil {
-		return fmt.Errorf("mosaic: %w", err)
-	}
-	defer func() {
-		if rerr := os.RemoveAll(tmp); rerr != nil && err == nil {
-			err = fmt.Errorf("removing %s: %w", tmp, rerr)
-		}
-	}()
-	tileBytes := int64(2 * mosaicTile * mosaicTile)
-	// The mosaic streams band by band into the BigTIFF (written to a
-	// temporary name, renamed on success); only its reduced levels pass
-	// through tiled images in tmp, with half the cache.
+// writeTiledMosaic composes the mosaic band by band (ComposeBigTIFF)
+// straight into its tiled pyramidal OME-TIFF, staged through outs (only
+// two bands and the reduced levels' pending rows are in memory), and the
+// preview from a pyramid level.
+func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, load func(int) (*image.Gray16, error), plan mosaicPlanned, names outNames, outs *outfile.Batch) error {
 	var staged string
 	if err := outs.AddFile(filepath.Join(c.out, names.mosaic), func(temp string) error {
 		staged = temp
-		out, err := tiled.CreateBigTIFF(temp, plan.w, plan.h, mosaicTile, mosaicTile, 0, tmp, max(plan.cache/2, tileBytes))
+		out, err := tiled.CreateOMETIFF(temp, plan.w, plan.h, c.format.omeOptions(names.mosaic))
 		if err != nil {
 			return err
 		}
@@ -1092,8 +1107,8 @@ func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, load
 }
 
 // tiffPreview makes the preview from the smallest pyramid level of the
-// BigTIFF at path whose longer side is still at least previewSide (the full
-// resolution when the mosaic is smaller).
+// OME-TIFF (or BigTIFF) at path whose longer side is still at least
+// previewSide (the full resolution when the mosaic is smaller).
 func tiffPreview(path string) (*image.Gray, error) {
 	t, err := tiled.OpenBigTIFF(path)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/tileio"
+	"github.com/gohtgs/htgs/tiled"
 )
 
 // defaultPrefix is MIST's default outFilePrefix.
@@ -40,7 +41,7 @@ func sliceNames(prefix string, t, maxT int) outNames {
 		global:   prefix + "global-positions-" + ts + ".txt",
 		relative: prefix + "relative-positions-" + ts + ".txt",
 		noOpt:    prefix + "relative-positions-no-optimization-" + ts + ".txt",
-		mosaic:   prefix + "stitched-" + ts + ".tif",
+		mosaic:   prefix + "stitched-" + ts + ".ome.tif",
 		preview:  prefix + "stitched-" + ts + "-preview.png",
 	}
 }
@@ -126,10 +127,6 @@ var mistIgnored = map[string]string{
 	"displayStitching":             "there is no display",
 	"outputMeta":                   "the positions are always written",
 	"blendingAlpha":                "linear blending has a fixed profile",
-	"compressionMode":              "the mosaic is an uncompressed TIFF",
-	"unit":                         "the mosaic carries no physical unit",
-	"unitX":                        "the mosaic carries no physical unit",
-	"unitY":                        "the mosaic carries no physical unit",
 	"translationRefinementMethod":  "refinement is always the hill-climbing search of the stage model's window",
 	"isTimeSlicesEnabled":          "time slices are on when the pattern has {t}",
 }
@@ -196,6 +193,11 @@ func addMISTFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&m.extentW, "extentWidth", 0, "MIST: subgrid; not supported (only the grid width)")
 	fs.IntVar(&m.extentH, "extentHeight", 0, "MIST: subgrid; not supported (only the grid height)")
 	fs.IntVar(&m.peaks, "numFFTPeaks", 0, "MIST: peaks of the correlation examined per pair (0: 2)")
+	f := &c.format
+	fs.StringVar(&f.mistCompression, "compressionMode", "", "MIST: UNCOMPRESSED or ZLIB (-compression none or deflate); LZW, JPEG and JPEG_2000_LOSSY are written as deflate")
+	fs.StringVar(&f.mistUnit, "unit", "", "MIST: unit of --unitX and --unitY, such as MICROMETER (the default) or NANOMETER")
+	fs.Float64Var(&f.mistUnitX, "unitX", 0, "MIST: width of a pixel in --unit (the mosaic's PhysicalSizeX; see -pixel-size)")
+	fs.Float64Var(&f.mistUnitY, "unitY", 0, "MIST: height of a pixel in --unit (the mosaic's PhysicalSizeY)")
 	names := make([]string, 0, len(mistIgnored))
 	for n := range mistIgnored {
 		names = append(names, n)
@@ -271,6 +273,9 @@ func checkMIST(c *config, set map[string]bool) error {
 	if m.peaks > 0 {
 		c.peaks = m.peaks
 	}
+	if err := mistMosaicFormat(c, set); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(m.ignored))
 	for n := range m.ignored {
 		names = append(names, n)
@@ -279,6 +284,54 @@ func checkMIST(c *config, set map[string]bool) error {
 	for _, n := range names {
 		c.notes = append(c.notes, fmt.Sprintf("%s: note: --%s %s ignored (%s)", prog, n, m.ignored[n], mistIgnored[n]))
 	}
+	return nil
+}
+
+// mistMosaicFormat maps MIST's --compressionMode onto -compression and
+// --unit, --unitX and --unitY onto the mosaic's physical pixel size.
+func mistMosaicFormat(c *config, set map[string]bool) error {
+	f := &c.format
+	if set["compressionMode"] {
+		if set["compression"] {
+			return cli.Usagef("-compression and --compressionMode both give the mosaic's compression: give one")
+		}
+		switch mode := strings.ToUpper(f.mistCompression); mode {
+		case "UNCOMPRESSED":
+			f.compression = tiled.CompressionNone
+		case "ZLIB":
+			f.compression = tiled.CompressionDeflate
+		case "LZW", "JPEG", "JPEG_2000_LOSSY":
+			f.compression = tiled.CompressionDeflate
+			c.notes = append(c.notes, fmt.Sprintf("%s: note: --compressionMode %s written as deflate (lossless; -compression none, deflate or zstd)", prog, f.mistCompression))
+		default:
+			return cli.Usagef("--compressionMode %q: must be UNCOMPRESSED, LZW, JPEG, JPEG_2000_LOSSY or ZLIB", f.mistCompression)
+		}
+	}
+	unit := "µm"
+	if set["unit"] {
+		u, err := tiled.LengthUnit(f.mistUnit)
+		if err != nil {
+			return cli.Usagef("--unit %s: must be one of MIST's units, KILOMETER to PICOMETER", f.mistUnit)
+		}
+		unit = u
+	}
+	if !set["unitX"] && !set["unitY"] {
+		if set["unit"] {
+			c.notes = append(c.notes, fmt.Sprintf("%s: note: --unit %s without --unitX/--unitY: the mosaic carries no pixel size", prog, f.mistUnit))
+		}
+		return nil
+	}
+	x, y := f.mistUnitX, f.mistUnitY
+	if !set["unitY"] {
+		y = x
+	}
+	if !set["unitX"] {
+		x = y
+	}
+	if !(x > 0 && y > 0) || math.IsInf(x, 0) || math.IsInf(y, 0) {
+		return cli.Usagef("--unitX %v --unitY %v: pixel sizes must be above 0", x, y)
+	}
+	f.sizeX, f.sizeY, f.unit = x, y, unit
 	return nil
 }
 

@@ -94,7 +94,7 @@ func TestMISTCommandLine(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"img-global-positions-1.txt", "img-relative-positions-1.txt",
-		"img-relative-positions-no-optimization-1.txt", "img-stitched-1.tif", "img-statistics.txt", "img-log.txt"} {
+		"img-relative-positions-no-optimization-1.txt", "img-stitched-1.ome.tif", "img-statistics.txt", "img-log.txt"} {
 		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
 			t.Errorf("output %s: %v", name, err)
 		}
@@ -170,8 +170,8 @@ func TestMISTCommandLine(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("assemble: exit %d\n%s", r.code, r.stderr)
 	}
-	a, _ := os.ReadFile(filepath.Join(out, "img-stitched-1.tif"))
-	b, err := os.ReadFile(filepath.Join(out2, "img-stitched-1.tif"))
+	a, _ := os.ReadFile(filepath.Join(out, "img-stitched-1.ome.tif"))
+	b, err := os.ReadFile(filepath.Join(out2, "img-stitched-1.ome.tif"))
 	if err != nil || len(a) == 0 || !bytes.Equal(a, b) {
 		t.Errorf("assembled mosaic differs from the full run's (%d and %d bytes, %v)", len(a), len(b), err)
 	}
@@ -183,7 +183,7 @@ func TestMISTCommandLine(t *testing.T) {
 // TestTimeSliceNames: with 1 slice the slice number is "1"; with 12 it is
 // zero-padded to two digits, one set of files per slice.
 func TestTimeSliceNames(t *testing.T) {
-	if n := sliceNames("img-", 1, 1); n.global != "img-global-positions-1.txt" || n.noOpt != "img-relative-positions-no-optimization-1.txt" || n.mosaic != "img-stitched-1.tif" {
+	if n := sliceNames("img-", 1, 1); n.global != "img-global-positions-1.txt" || n.noOpt != "img-relative-positions-no-optimization-1.txt" || n.mosaic != "img-stitched-1.ome.tif" {
 		t.Errorf("1 slice: %+v", n)
 	}
 	if n := sliceNames("run7_", 3, 12); n.relative != "run7_relative-positions-03.txt" {

@@ -1,0 +1,120 @@
+package main
+
+// The mosaic file's format: the flags -tile-size, -compression and
+// -pixel-size (MIST's --compressionMode, --unit, --unitX and --unitY are
+// mapped onto them in mist.go), their checks, and the OME-TIFF options
+// the mosaic is written with.
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/gohtgs/htgs/examples/internal/cli"
+	"github.com/gohtgs/htgs/tiled"
+)
+
+// defaultTileSize is -tile-size's default: the TIFF tile side most
+// OME-TIFF writers (Bio-Formats' bfconvert, QuPath, tifffile users) use.
+const defaultTileSize = 512
+
+// defaultCompression is -compression's default. Uncompressed, because it
+// is the fastest to write (the out-of-core path then runs at the disk's
+// speed), every TIFF reader opens it, and MIST's default compressionMode
+// is UNCOMPRESSED too; deflate roughly halves the file at a fraction of
+// the write speed on a few cores (see docs/mist.md for the measurements).
+const defaultCompression = tiled.CompressionNone
+
+// mosaicFormat is how the mosaic file is written.
+type mosaicFormat struct {
+	tileSize    int
+	compression tiled.Compression
+	pixelSize   string // -pixel-size as given
+
+	// Parsed or mapped from MIST's options by checkMosaicFlags.
+	sizeX, sizeY float64 // 0: unknown
+	unit         string  // OME-XML length unit symbol
+
+	// MIST's options (see mist.go).
+	mistCompression string
+	mistUnit        string
+	mistUnitX       float64
+	mistUnitY       float64
+}
+
+// addMosaicFlags registers the mosaic format's flags on fs.
+func addMosaicFlags(fs *flag.FlagSet, c *config) {
+	m := &c.format
+	m.compression = defaultCompression
+	fs.IntVar(&m.tileSize, "tile-size", defaultTileSize, "tile side of the mosaic's OME-TIFF in pixels, a multiple of 16; its reduced levels go down to one tile")
+	fs.TextVar(&m.compression, "compression", defaultCompression, "compression of the mosaic's tiles: none, deflate or zstd (with the horizontal predictor)")
+	fs.StringVar(&m.pixelSize, "pixel-size", "", "physical `size` of a tile pixel, written into the mosaic's OME-XML: SIZE or XxY, then a unit (default µm), such as 0.65, 0.65um, 0.5x0.6 or 325nm")
+}
+
+// checkMosaicFlags checks the mosaic format's flags (after checkMIST,
+// which maps MIST's onto them) and sets the pixel size.
+func checkMosaicFlags(c *config, set map[string]bool) error {
+	m := &c.format
+	if m.tileSize < 16 || m.tileSize%16 != 0 || m.tileSize > 1<<15 {
+		return cli.Usagef("-tile-size %d: must be a multiple of 16 from 16 to 32768", m.tileSize)
+	}
+	if set["pixel-size"] {
+		if set["unitX"] || set["unitY"] {
+			return cli.Usagef("-pixel-size and --unitX/--unitY both give the pixel size: give one")
+		}
+		x, y, unit, err := parsePixelSize(m.pixelSize)
+		if err != nil {
+			return cli.Usagef("-pixel-size %s: %v", m.pixelSize, err)
+		}
+		m.sizeX, m.sizeY, m.unit = x, y, unit
+	}
+	return nil
+}
+
+// parsePixelSize parses -pixel-size: SIZE or XxY, then an optional unit
+// (µm when left out).
+func parsePixelSize(s string) (x, y float64, unit string, err error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return !strings.ContainsRune("0123456789.+-eExX", r) })
+	num, u := s, ""
+	if i >= 0 {
+		num, u = strings.TrimSpace(s[:i]), strings.TrimSpace(s[i:])
+	}
+	unit = "µm"
+	if u != "" {
+		if unit, err = tiled.LengthUnit(u); err != nil {
+			return 0, 0, "", err
+		}
+	}
+	xs, ys, two := strings.Cut(strings.ToLower(num), "x")
+	if !two {
+		ys = xs
+	}
+	x, err1 := strconv.ParseFloat(xs, 64)
+	y, err2 := strconv.ParseFloat(ys, 64)
+	if err1 != nil || err2 != nil || !(x > 0 && y > 0) || math.IsInf(x, 0) || math.IsInf(y, 0) {
+		return 0, 0, "", fmt.Errorf("want a size above 0, or XxY, then an optional unit, such as 0.65um or 0.5x0.6nm")
+	}
+	return x, y, unit, nil
+}
+
+// omeOptions are the OME-TIFF options of a mosaic named name.
+func (m *mosaicFormat) omeOptions(name string) tiled.OMETIFFOptions {
+	return tiled.OMETIFFOptions{
+		TileW: m.tileSize, TileH: m.tileSize,
+		Compression:   m.compression,
+		PhysicalSizeX: m.sizeX, PhysicalSizeY: m.sizeY, PhysicalSizeUnit: m.unit,
+		Name: name,
+	}
+}
+
+// describe says what the mosaic file holds, for the run's messages.
+func (m *mosaicFormat) describe() string {
+	s := fmt.Sprintf("tiled (%d px) pyramidal OME-TIFF, %v", m.tileSize, m.compression)
+	if m.sizeX > 0 {
+		s += fmt.Sprintf(", pixel %s x %s %s", strconv.FormatFloat(m.sizeX, 'g', -1, 64), strconv.FormatFloat(m.sizeY, 'g', -1, 64), m.unit)
+	}
+	return s
+}
