@@ -28,7 +28,7 @@ func slowDecodeTIFF(data []byte, maxPixels int64) (img *image.Gray16, err error)
 	}()
 	cfg, err := tiff.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("corrupt or unreadable image: %w", err)
+		return nil, configError(err)
 	}
 	if err := checkTileConfig(cfg, maxPixels); err != nil {
 		return nil, err

@@ -193,3 +193,19 @@ func TestFloatTilesExplained(t *testing.T) {
 		}
 	}
 }
+
+// A missing tile folder is reported as such, and a missing tile by its
+// file name alone (it used to be "tile (row 0, col 0): open
+// .../img_r001_c001.tif", 0-based numbers beside a 1-based name).
+func TestMissingFolderAndTileMessages(t *testing.T) {
+	dir, pat := hostileGrid(t)
+	_, err := OpenTileSet(filepath.Join(dir, "nope"), pat, 1, 2)
+	if err == nil || !strings.Contains(err.Error(), "tile folder") || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing folder: %v", err)
+	}
+	os.Remove(filepath.Join(dir, pat.Name(0, 1, 1, 2)))
+	_, err = OpenTileSet(dir, pat, 1, 2)
+	if err == nil || !strings.Contains(err.Error(), "img_r1_c2.tif") || strings.Contains(err.Error(), "row 0") || strings.Contains(err.Error(), "col 1") {
+		t.Errorf("missing tile: %v", err)
+	}
+}

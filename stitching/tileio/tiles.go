@@ -312,18 +312,28 @@ func openTileSet(ts *TileSet) (*TileSet, error) {
 	if rows <= 0 || cols <= 0 {
 		return nil, fmt.Errorf("tileio: invalid grid size %dx%d", rows, cols)
 	}
+	if ts.root == nil {
+		// A missing or wrong folder is one error, not its first tile's.
+		if fi, err := os.Stat(ts.dir); err != nil {
+			return nil, fmt.Errorf("tileio: tile folder: %w", err)
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("tileio: tile folder %s: not a folder", ts.dir)
+		}
+	}
 	var first string
 	for r := 0; r < rows; r++ {
 		for c := 0; c < cols; c++ {
 			p := ts.Path(r, c)
+			// The errors name the file (whose numbers are those of the
+			// pattern), not 0-based grid coordinates beside it.
 			f, err := ts.open(r, c)
 			if err != nil {
-				return nil, fmt.Errorf("tileio: tile (row %d, col %d): %w", r, c, err)
+				return nil, fmt.Errorf("tileio: tile %s: %w", ts.Name(r, c), err)
 			}
 			cfg, err := decodeTileConfig(f, p, maxPixels)
 			f.Close()
 			if err != nil {
-				return nil, fmt.Errorf("tileio: tile (row %d, col %d): %w", r, c, err)
+				return nil, fmt.Errorf("tileio: tile %w", err)
 			}
 			w, h := cfg.Width, cfg.Height
 			if first == "" {
