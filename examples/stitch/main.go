@@ -216,6 +216,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.hOverlap, "horizontal-overlap", 0, "overlap of west-east neighbours in percent of the tile width (0: -overlap, or estimate it)")
 	fs.Float64Var(&c.vOverlap, "vertical-overlap", 0, "overlap of north-south neighbours in percent of the tile height (0: -overlap, or estimate it)")
 	fs.Float64Var(&c.uncertainty, "overlap-uncertainty", 0, "half-width of the valid overlap window in percent (0: 5; MIST uses 3)")
+	addMosaicFlags(fs, c)
 	addMISTFlags(fs, c)
 	addClusterFlags(fs, c)
 	return fs
@@ -233,7 +234,6 @@ func usage(w io.Writer) {
   %[1]s -worker -nats URL                 serve as such a worker (token: $HTGS_NATS_TOKEN)
 
   %[1]s --gridWidth C --gridHeight R --imageDir DIR --filenamePattern P --outputPath OUT ...
-	addMosaicFlags(fs, c)
                                          the same with MIST's headless option names
 
 Outputs in OUT, named as MIST names them (PREFIX is -prefix, T the time
@@ -259,6 +259,9 @@ func parseFlags(args []string) (*config, error) {
 	if err := checkMIST(c, set); err != nil {
 		return nil, err
 	}
+	if err := checkMosaicFlags(c, set); err != nil {
+		return nil, err
+	}
 	if set["start"] && c.start != 0 && c.start != 1 {
 		return nil, cli.Usagef("-start %d: must be 0 or 1", c.start)
 	}
@@ -276,9 +279,6 @@ func parseFlags(args []string) (*config, error) {
 		if err != nil {
 			return nil, cli.Usagef("-mem %s: %v", c.mem, err)
 		}
-	if err := checkMosaicFlags(c, set); err != nil {
-		return nil, err
-	}
 		if n <= 0 {
 			return nil, cli.Usagef("-mem %s: must be more than 0", c.mem)
 		}
@@ -529,6 +529,20 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	}
 	// The output folders must be usable before any work is done.
 	if err := outfile.CheckDir(c.out); err != nil {
+		return fmt.Errorf("-out: %w", err)
+	}
+	// Temporary files that an earlier run, killed while it wrote them,
+	// left in -out are removed: only those of this run's outputs, and
+	// only when their writer is gone.
+	var outPaths []string
+	for _, n := range outputsOf(c) {
+		outPaths = append(outPaths, filepath.Join(c.out, n))
+	}
+	stale, err := outfile.RemoveStale(outPaths...)
+	for _, st := range stale {
+		fmt.Fprintln(stdout, st)
+	}
+	if err != nil {
 		return fmt.Errorf("-out: %w", err)
 	}
 	if c.profile != "" {
