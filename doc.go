@@ -5,41 +5,55 @@
 //
 // # Layers
 //
-//	applications  stitching    matmul     pats ─────────▶ region
-//	              (MIST)       (DGEMM)    (CPU/GPU         (data regions,
-//	                 │            │        scheduling)      storage)
-//	                 ▼            ▼            ▼
-//	building      bookkeeper   memmgr   pipeline ──▶ graph
-//	blocks        (state       (memory  (per-device    (build, run,
-//	              rules)        edges)   clones)        observe)
-//	              cap (CAP tile graphs) ──▶ tiled (out-of-core images)
-//	                 │            │            │            │
-//	                 ▼            ▼            ▼            ▼
-//	runtime       internal/core: queues, workers, termination, errors
-//	                 │
-//	                 ▼
-//	model         task (what a task is)     cuda ──▶ device (CPU hosts, GPUs)
+// Drawn from the imports (go list -deps shows them): a package imports
+// only packages on its own floor or below.
 //
-// An arrow points from a package to one it builds on. Users write tasks,
-// join them with the building blocks, and never see internal/core.
+//	applications   stitching (and stitching/align, tileio, compose, synth)
+//	               matmul (and matmul/npy)     pats (CPU/GPU scheduling)
+//	                  │                           │
+//	extensions     cap (CAP tile graphs) ──▶ tiled (out-of-core images)
+//	               cluster (tasks run by worker processes) ──▶ region, task
+//	               graph/observe (opt-in: HTTP live view, Graphviz, trace)
+//	                  │
+//	framework      bookkeeper   memmgr   pipeline ──▶ graph
+//	                  │
+//	runtime        internal/core: queues, workers, termination, errors
+//	                  │
+//	model          task (what a task is) ──▶ device (CPU hosts, GPUs)
+//	               region (data regions) ──▶ device
+//
+// The framework floor and everything below it link only the standard
+// library, and neither net/http nor os/exec (api_test.go checks it); a
+// program that wants the live view or trace files imports graph/observe,
+// as one imports net/http/pprof. Users write tasks, join them with the
+// framework's packages, and never see internal/core.
+//
+// cuda, the CUDA binding (a stub unless built with -tags cuda), is not yet
+// where a driver belongs, beside device: it imports memmgr for its buffer
+// pools, and with -tags cuda region imports cuda.
 //
 //   - task: what a task is: Execute, and the optional Initialize,
 //     CanTerminate and Shutdown phases.
 //   - graph: build graphs (AddTask, AddFunc, AddGraph, Connect) and run
-//     them (Start, Send, Close, Results, Wait), with statistics, DOT
-//     pictures and traces.
+//     them (Start, Send, Close, Results, Wait), with statistics, stall
+//     reports, DOT text, the topology and the timeline as data.
 //   - bookkeeper, memmgr, pipeline: the other HTGS edges and nodes: rule
 //     tasks that keep a computation's state, bounded buffer pools, and a
 //     subgraph cloned once per device.
 //   - internal/core: the machinery under all four: queues, the worker loop,
 //     error propagation and termination by quiescence (cycles included).
-//   - device and cuda: the compute devices execution pipelines run on;
-//     cuda is a stub unless built with -tags cuda.
+//   - graph/observe: the live view over HTTP, the picture drawn by
+//     Graphviz, and the timeline in the Chrome trace format.
+//   - device and cuda: the compute devices execution pipelines run on.
+//   - cluster: tasks whose inputs run on worker processes over NATS (a
+//     task.Placer, so that statistics and pictures name the workers).
 //   - tiled and cap: images larger than memory (on-disk tiles, pyramidal
 //     BigTIFF) and CAP's tile-parallel graphs over them (Pipeline, Gather,
 //     Exchange), built on graph and memmgr; stitching/compose writes
 //     out-of-core mosaics through tiled.
-//   - stitching, matmul, pats, region: applications built on the above;
+//   - region: region templates, the data model (dense and sparse arrays,
+//     polygon sets) that pats' stages and cluster's workers share.
+//   - stitching, matmul, pats: applications built on the above;
 //     stitching's algorithm is in stitching/align and its tile files and
 //     MIST output files in stitching/tileio.
 //

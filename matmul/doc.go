@@ -8,10 +8,10 @@
 // Config.BlockSize (smaller at the edges); MB, KB and NB count the blocks
 // along m, k and n, and C(i,j) = Σ_l A(i,l)·B(l,j).
 //
-//	input (Request) ─> distribute ─┬─> load A ─┐
-//	                  (bookkeeper) └─> load B ─┴─> pair ─> multiply ─> accumulate bookkeeper ─> store C ─> output (Done)
-//	                                              (bookkeeper)  (T copies)       │        ▲
-//	                                                                             └> accumulate (T/2 copies)
+//	input (block loads) ─> distribute ─┬─> load A ─┐
+//	                      (bookkeeper) └─> load B ─┴─> pair ─> multiply ─> accumulate bookkeeper ─> store C ─> output (blocks stored)
+//	                                                  (bookkeeper)  (T copies)       │        ▲
+//	                                                                                 └> accumulate (T/2 copies)
 //
 // The nodes:
 //
@@ -143,26 +143,6 @@
 //
 // # Performance
 //
-// Measured on the 2-core development VM with the benchmarks of this
-// package's bench_test.go (go test -run '^$' -bench Matmul ./matmul; graph
-// and baseline alternate in each iteration; 2 to 5 iterations, started
-// while the machine was otherwise idle):
-//
-//   - in memory, gonum kernel with 512-blocks against one gonum Dgemm call:
-//     1.33x at n = 2048, 1.41x at n = 4096 (16-17 against 12 GFLOP/s), thanks
-//     to the serial tiles above;
-//   - in memory, OpenBLAS kernel with n/2-blocks against one two-threaded
-//     OpenBLAS call: 0.91-0.97x at n = 4096, 0.86x at n = 2048. Two
-//     concurrent single-threaded dgemm calls reach about 70 GFLOP/s each
-//     here, against 72-80 per thread for one two-threaded call (which shares
-//     its packed panels), so about 0.9 is the ceiling of one OpenBLAS thread
-//     per block task on 2 cores;
-//   - out of core from .npy files evicted from the page cache, against
-//     "read both files, one Dgemm call, write C" (C fsynced in both): 1.39x
-//     with the gonum kernel (n = 2048), 1.10x with OpenBLAS (n = 8192). The
-//     overlap alone (against reading, the same graph in memory, writing) is
-//     worth 1.05-1.07x there: the disk reads at 1.9 GB/s, while buffered
-//     I/O and first-touch page faults cost the VM's 2 cores much CPU time
-//     (faulting in 1 GiB of fresh memory takes 0.6-1.6 s), which the
-//     overlapped I/O takes from the products.
+// The speedups measured against single library calls, in memory and out of
+// core, and how to reproduce them, are in docs/matmul.md.
 package matmul

@@ -8,14 +8,14 @@ import (
 	"unsafe"
 )
 
-// Region is a data region: a typed array (or, later, a sparse array or a
-// polygon set) covering a bounding box of a region template, of which only
-// the region of interest (ROI) is held in memory. A region is bound to an
+// Region is a data region: a dense array, a sparse array or a polygon set
+// covering a bounding box of a region template, of which only the region
+// of interest (ROI) is held in memory. A region is bound to an
 // input storage it is read from and an output storage its result is written
 // to; either may be nil.
 //
-// Dense is the implementation for dense 2-D and 3-D arrays. Other region
-// types implement this interface.
+// Dense (dense 2-D and 3-D arrays), Sparse (sparse arrays) and PolygonSet
+// (sets of polygons) implement it.
 type Region interface {
 	// ID returns the region's identifier.
 	ID() ID
