@@ -730,7 +730,7 @@ func (r *Remote[In, Out]) decode(ctx context.Context, res *nats.Msg) ([]Out, err
 	data := res.Data
 	if ref := h.Get(hRef); ref != "" {
 		var err error
-		data, err = r.c.st.obj.GetBytes(ctx, ref)
+		data, err = r.c.st.payload(ctx, ref)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: task %q: result from worker %s: load %s: %w", r.name, h.Get(hWorker), ref, err)
 		}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/gob"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -44,6 +46,9 @@ func (gobCodec) Marshal(v any) ([]byte, error) {
 }
 
 func (gobCodec) Unmarshal(data []byte, v any) error {
+	if err := gobCheck(data); err != nil {
+		return err
+	}
 	types, value, ok := gobSplit(data)
 	if !ok {
 		return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
@@ -165,3 +170,371 @@ type jsonCodec struct{}
 func (jsonCodec) Name() string                       { return "json" }
 func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
 func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// Bounds of gobCheck.
+const (
+	// gobMaxDepth bounds the nesting of values (and of interface values'
+	// type definitions) gobCheck follows.
+	gobMaxDepth = 10000
+	// gobMaxTypes bounds the types one message may define.
+	gobMaxTypes = 4096
+)
+
+// Kinds of the types a gob stream defines (the field of its wireType that
+// is set).
+const (
+	gobArray = iota + 1
+	gobSlice
+	gobStruct
+	gobMap
+	gobExternal // GobEncoder, BinaryMarshaler or TextMarshaler: a byte string
+)
+
+// gobType is a type a gob stream defines: its kind, the ids of its element
+// (key and element for a map), its length (an array) or its fields'
+// types (a struct).
+type gobType struct {
+	kind      int
+	key, elem int32
+	n         uint64
+	fields    []int32
+}
+
+// gobWalk follows a gob stream the way encoding/gob's Decoder reads it,
+// without building any value, to bound what decoding it allocates.
+type gobWalk struct {
+	data     []byte
+	pos, end int // the read position; the end of the current message
+	types    map[int32]*gobType
+}
+
+// gobCheck reads the gob stream data up to its first value and refuses it
+// if decoding it could allocate more than a valid stream of its length:
+// a map, slice, array or string whose count exceeds the bytes left in its
+// message (encoding/gob sizes a map from its count before reading any
+// entry, so that 26 bytes can claim 2^24 entries and allocate 850 MiB).
+// It also refuses nesting deeper than gobMaxDepth and malformed streams
+// (an unknown type id, a truncated message). The error wraps ErrMalformed.
+func gobCheck(data []byte) error {
+	w := gobWalk{data: data, types: map[int32]*gobType{}}
+	if err := w.stream(); err != nil {
+		return fmt.Errorf("%w: gob message of %d bytes: %v", ErrMalformed, len(data), err)
+	}
+	return nil
+}
+
+func (w *gobWalk) stream() error {
+	for {
+		if err := w.next(); err != nil {
+			return err
+		}
+		id, err := w.int()
+		if err != nil {
+			return err
+		}
+		if id < 0 {
+			if err := w.define(-id); err != nil {
+				return err
+			}
+			if w.pos != w.end {
+				return errors.New("extra data after a type definition")
+			}
+			continue
+		}
+		t, err := w.lookup(id)
+		if err != nil {
+			return err
+		}
+		if t == nil || t.kind != gobStruct {
+			// Not a struct: a singleton, after a zero field delta.
+			if d, err := w.uint(); err != nil || d != 0 {
+				return errors.New("non-zero delta for a singleton value")
+			}
+		}
+		return w.value(id, 0)
+	}
+}
+
+// next starts the next message: it reads its length and sets w.end.
+func (w *gobWalk) next() error {
+	w.end = len(w.data)
+	n, err := w.uint()
+	if err != nil {
+		return err
+	}
+	if n == 0 || n > uint64(len(w.data)-w.pos) {
+		return fmt.Errorf("message length %d with %d bytes left", n, len(w.data)-w.pos)
+	}
+	w.end = w.pos + int(n)
+	return nil
+}
+
+func (w *gobWalk) left() int { return w.end - w.pos }
+
+func (w *gobWalk) uint() (uint64, error) {
+	x, n := gobUint(w.data[w.pos:w.end])
+	if n == 0 {
+		return 0, fmt.Errorf("truncated or invalid unsigned integer at byte %d", w.pos)
+	}
+	w.pos += n
+	return x, nil
+}
+
+func (w *gobWalk) int() (int32, error) {
+	x, err := w.uint()
+	if err != nil {
+		return 0, err
+	}
+	i := int64(x >> 1)
+	if x&1 != 0 {
+		i = ^i
+	}
+	if i != int64(int32(i)) {
+		return 0, fmt.Errorf("type id %d out of range", i)
+	}
+	return int32(i), nil
+}
+
+// count reads a count of items taking at least size bytes each.
+func (w *gobWalk) count(what string, size int) (uint64, error) {
+	n, err := w.uint()
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64(w.left()/size) {
+		return 0, fmt.Errorf("%s of %d items with %d bytes left in its message", what, n, w.left())
+	}
+	return n, nil
+}
+
+func (w *gobWalk) skipBytes(what string) error {
+	n, err := w.count(what, 1)
+	if err != nil {
+		return err
+	}
+	w.pos += int(n)
+	return nil
+}
+
+// lookup returns the defined type id, nil for a basic type (bool to
+// interface).
+func (w *gobWalk) lookup(id int32) (*gobType, error) {
+	if id >= 1 && id <= 8 {
+		return nil, nil
+	}
+	if t := w.types[id]; t != nil && t.kind != 0 {
+		return t, nil
+	}
+	return nil, fmt.Errorf("unknown type id %d", id)
+}
+
+// fields reads a struct's fields (field delta, value) up to its zero
+// delta, calling f with each field number.
+func (w *gobWalk) fields(f func(field uint64) error) error {
+	field := uint64(0) // one more than the field number
+	for {
+		d, err := w.uint()
+		if err != nil {
+			return err
+		}
+		if d == 0 {
+			return nil
+		}
+		if d > 1<<20 || field+d > 1<<20 {
+			return fmt.Errorf("field delta %d", d)
+		}
+		field += d
+		if err := f(field - 1); err != nil {
+			return err
+		}
+	}
+}
+
+// define reads the wireType defining id: a struct of 7 optional fields
+// (one of which is set), each a struct starting with a CommonType.
+func (w *gobWalk) define(id int32) error {
+	if id < 64 || w.types[id] != nil {
+		return fmt.Errorf("duplicate type id %d", id)
+	}
+	if len(w.types) >= gobMaxTypes {
+		return fmt.Errorf("more than %d types", gobMaxTypes)
+	}
+	t := &gobType{}
+	w.types[id] = t
+	return w.fields(func(kind uint64) error {
+		if kind > 6 {
+			return fmt.Errorf("type %d: wireType field %d", id, kind)
+		}
+		if t.kind != 0 {
+			return fmt.Errorf("type %d: two kinds", id)
+		}
+		k := min(int(kind)+1, gobExternal)
+		t.kind = k
+		return w.fields(func(f uint64) error {
+			switch {
+			case f == 0: // CommonType{Name string; Id int}
+				return w.fields(func(f uint64) error {
+					switch f {
+					case 0:
+						return w.skipBytes("type name")
+					case 1:
+						_, err := w.int()
+						return err
+					}
+					return fmt.Errorf("type %d: CommonType field %d", id, f)
+				})
+			case k == gobArray && f == 1, k == gobSlice && f == 1, k == gobMap && f == 2:
+				e, err := w.int()
+				t.elem = e
+				return err
+			case k == gobMap && f == 1:
+				e, err := w.int()
+				t.key = e
+				return err
+			case k == gobArray && f == 2:
+				n, err := w.int()
+				if n < 0 {
+					return fmt.Errorf("type %d: array length %d", id, n)
+				}
+				t.n = uint64(n)
+				return err
+			case k == gobStruct && f == 1: // []fieldType{Name string; Id int}
+				n, err := w.count("struct fields", 1)
+				if err != nil {
+					return err
+				}
+				t.fields = make([]int32, n)
+				for i := range t.fields {
+					err := w.fields(func(f uint64) error {
+						switch f {
+						case 0:
+							return w.skipBytes("field name")
+						case 1:
+							e, err := w.int()
+							t.fields[i] = e
+							return err
+						}
+						return fmt.Errorf("type %d: fieldType field %d", id, f)
+					})
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			return fmt.Errorf("type %d: field %d of a kind %d type", id, f, k)
+		})
+	})
+}
+
+// value reads a value of type id.
+func (w *gobWalk) value(id int32, depth int) error {
+	if depth > gobMaxDepth {
+		return fmt.Errorf("values nested more than %d deep", gobMaxDepth)
+	}
+	switch id {
+	case 1, 2, 3, 4: // bool, int, uint, float
+		_, err := w.uint()
+		return err
+	case 5, 6: // bytes, string
+		return w.skipBytes("string")
+	case 7: // complex
+		if _, err := w.uint(); err != nil {
+			return err
+		}
+		_, err := w.uint()
+		return err
+	case 8:
+		return w.iface(depth)
+	}
+	t, err := w.lookup(id)
+	if err != nil {
+		return err
+	}
+	switch t.kind {
+	case gobArray, gobSlice:
+		n, err := w.count("array or slice", 1)
+		if err != nil {
+			return err
+		}
+		if t.kind == gobArray && n != t.n {
+			return fmt.Errorf("array of %d elements, its type has %d", n, t.n)
+		}
+		for range n {
+			if err := w.value(t.elem, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case gobMap:
+		n, err := w.count("map", 2)
+		if err != nil {
+			return err
+		}
+		for range n {
+			if err := w.value(t.key, depth+1); err != nil {
+				return err
+			}
+			if err := w.value(t.elem, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case gobStruct:
+		return w.fields(func(f uint64) error {
+			if f >= uint64(len(t.fields)) {
+				return fmt.Errorf("field %d of a struct of %d fields", f, len(t.fields))
+			}
+			return w.value(t.fields[f], depth+1)
+		})
+	}
+	return w.skipBytes("encoded value") // gobExternal
+}
+
+// iface reads an interface value: the concrete type's name, then (unless
+// the name is empty, a nil value) the definitions of the types it needs,
+// its type id, its byte count and the value, as Decoder.decodeInterface.
+func (w *gobWalk) iface(depth int) error {
+	n, err := w.count("interface type name", 1)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	w.pos += int(n)
+	for {
+		if w.left() == 0 {
+			if err := w.next(); err != nil {
+				return err
+			}
+		}
+		id, err := w.int()
+		if err != nil {
+			return err
+		}
+		if id >= 0 {
+			if _, err := w.count("interface value", 1); err != nil {
+				return err
+			}
+			t, err := w.lookup(id)
+			if err != nil {
+				return err
+			}
+			if t == nil || t.kind != gobStruct {
+				if d, err := w.uint(); err != nil || d != 0 {
+					return errors.New("non-zero delta for a singleton value")
+				}
+			}
+			return w.value(id, depth+1)
+		}
+		if err := w.define(-id); err != nil {
+			return err
+		}
+		if w.left() > 0 {
+			if _, err := w.uint(); err != nil {
+				return err
+			}
+		}
+	}
+}

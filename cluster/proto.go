@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -127,6 +128,7 @@ type config struct {
 	replicas    int
 	log         *slog.Logger
 	inlineLimit int
+	maxPayload  int64
 	objTTL      time.Duration
 	workerName  string
 	heartbeat   time.Duration
@@ -142,6 +144,7 @@ func newConfig(opts []Option) (config, error) {
 		replicas:    1,
 		log:         slog.New(slog.DiscardHandler),
 		inlineLimit: 256 << 10,
+		maxPayload:  DefaultMaxPayload,
 		objTTL:      time.Hour,
 		heartbeat:   2 * time.Second,
 		probe:       3 * time.Second,
@@ -152,6 +155,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if err := checkName("namespace", c.ns); err != nil {
 		return c, err
+	}
+	if c.maxPayload < 1 {
+		return c, fmt.Errorf("cluster: MaxPayload %d", c.maxPayload)
 	}
 	if c.replicas < 1 {
 		return c, fmt.Errorf("cluster: %d replicas", c.replicas)
@@ -179,6 +185,18 @@ func Logger(l *slog.Logger) Option { return option(func(c *config) { c.log = l }
 // store by reference instead of inside the message (default 256 KiB; it
 // must stay below the server's maximum payload, 1 MiB by default).
 func InlineLimit(bytes int) Option { return option(func(c *config) { c.inlineLimit = bytes }) }
+
+// DefaultMaxPayload is the default of [MaxPayload], 1 GiB (encoding/gob
+// refuses larger messages anyway).
+const DefaultMaxPayload = 1 << 30
+
+// MaxPayload sets the largest payload, in bytes, that a worker reads as an
+// input or a client as a result from the object store (default
+// [DefaultMaxPayload]). The object's size is checked before it is read: a
+// larger one is refused as [ErrMalformed], so that a peer cannot make a
+// process load an object of any size. Inline payloads are bounded by the
+// server's maximum message size.
+func MaxPayload(bytes int64) Option { return option(func(c *config) { c.maxPayload = bytes }) }
 
 // WorkerName sets a worker's name, reported with its results (default: the
 // host name and process id). Clients ignore it.
@@ -215,6 +233,33 @@ type stores struct {
 	dir jetstream.KeyValue
 	n   names
 	cfg config
+}
+
+// payload reads the object ref of the object store: an input or a result
+// too large for a message. An object larger than the MaxPayload limit is
+// refused before any of it is read.
+func (s *stores) payload(ctx context.Context, ref string) ([]byte, error) {
+	r, err := s.obj.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	info, err := r.Info()
+	if err != nil {
+		return nil, err
+	}
+	limit := s.cfg.maxPayload
+	if info.Size > uint64(limit) {
+		return nil, fmt.Errorf("%w: object %s holds %d bytes, over the limit of %d (MaxPayload)", ErrMalformed, ref, info.Size, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: object %s: %w", ref, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: object %s holds more than its %d bytes, over the limit of %d (MaxPayload)", ErrMalformed, ref, info.Size, limit)
+	}
+	return b, nil
 }
 
 // setup creates (or finds) the streams and buckets of cfg's namespace.

@@ -457,7 +457,7 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 	data := m.Data
 	if ref := hd.Get(hRef); ref != "" {
 		var err error
-		data, err = st.obj.GetBytes(ctx, ref)
+		data, err = st.payload(ctx, ref)
 		if err != nil {
 			if ctx.Err() != nil {
 				_ = m.Nak()
