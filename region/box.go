@@ -50,13 +50,23 @@ func (b Box) Validate() error {
 	default:
 		return fmt.Errorf("region: box %v has %d dimensions, want 1, 2 or 3: %w", b, b.Dims, ErrBadBox)
 	}
+	n := 1
 	for i := range b.Dims {
 		if b.Hi[i] < b.Lo[i] {
 			return fmt.Errorf("region: box %v has negative extent on axis %d: %w", b, i, ErrBadBox)
 		}
+		e := b.Hi[i] - b.Lo[i]
+		if e < 0 || e > 0 && n > maxBoxLen/e {
+			return fmt.Errorf("region: box %v holds more than %d elements: %w", b, maxBoxLen, ErrBadBox)
+		}
+		n *= e
 	}
 	return nil
 }
+
+// maxBoxLen bounds the elements of a valid box, so that its length and its
+// size in bytes (8 per element at most) fit an int64.
+const maxBoxLen = 1 << 59
 
 // Shape returns the extent of b on each axis (1 on z for a 2-D box).
 func (b Box) Shape() [3]int {

@@ -381,14 +381,25 @@ func (s *Disk) stat(id ID) (Meta, error) {
 	}
 	var dm diskMeta
 	if err := json.Unmarshal(b, &dm); err != nil {
-		return Meta{}, fmt.Errorf("region: %v: corrupt metadata %s: %w", id, mp, err)
+		return Meta{}, fmt.Errorf("region: %v: corrupt metadata %s: %w: %w", id, mp, ErrCorrupt, err)
 	}
 	m := Meta{ID: id, Elem: dm.Elem, Bounds: dm.Bounds}
 	if dm.ID != id.String() {
-		return Meta{}, fmt.Errorf("region: metadata %s names %q, want %v", mp, dm.ID, id)
+		return Meta{}, fmt.Errorf("region: metadata %s names %q, want %v: %w", mp, dm.ID, id, ErrCorrupt)
 	}
 	if err := m.Validate(); err != nil {
 		return Meta{}, fmt.Errorf("region: corrupt metadata %s: %w", mp, err)
+	}
+	// The array file is created at its full size before the metadata: one
+	// of another size does not hold these bounds (and sizing a read by
+	// bounds the file does not hold would allocate without limit).
+	_, rp := s.paths(id)
+	fi, err := os.Stat(rp)
+	if err != nil {
+		return Meta{}, fmt.Errorf("region: %v: %w", id, err)
+	}
+	if fi.Size() != m.Bytes() {
+		return Meta{}, fmt.Errorf("region: %v: array file %s holds %d bytes, its metadata's bounds %v of %v need %d: %w", id, rp, fi.Size(), m.Bounds, m.Elem, m.Bytes(), ErrCorrupt)
 	}
 	return m, nil
 }
