@@ -4,7 +4,7 @@
 //
 // Model mode (the default) measures the terms t_d, t_p, t_n and t_m of
 // CAP's equation (1), T = t_d + ceil(T/P)·t_p + P·t_n + t_m, inside each
-// construct (cap.MeasureTerms), for three constructs over a -w x -h image
+// construct (cap.MeasureTerms), for three constructs over a -width x -height image
 // (a 3 x 3 median through Exchange, an inversion through Pipeline, a
 // histogram through Gather) at each tile size; then, for each number of
 // workers, the start-up t_s and the per-tile overhead t_o, u_o (the
@@ -32,9 +32,19 @@
 // run timed alone; it prints the table in docs/cap.md:
 //
 //	go run ./examples/capmodel -mosaic 16x20 -paths model -sizes 256,512 -workers 1,2 -rounds 5 -dir /tmp
+//
+// Before any work it checks the command line (an option the mode would not
+// use is refused), that -dir is an existing writable folder and that each
+// output (-svg, -raw, -cpuprofile) is a file name in a writable folder,
+// not a folder, not another output and not one of -dir's working files;
+// it removes, and names on stderr, the temporary files that killed runs
+// left beside the outputs. Outputs are renamed into place when complete.
+// The exit status is 0 on success, 1 when the run fails and 2 for bad
+// usage.
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -56,104 +66,368 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/cap"
+	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/internal/cputime"
+	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/stitching/compose"
 	"github.com/gohtgs/htgs/tiled"
 )
 
-func main() {
-	defer func() { os.Exit(exit) }()
-	w := flag.Int("w", 4096, "image width (model mode)")
-	h := flag.Int("h", 4096, "image height (model mode)")
-	sizes := flag.String("sizes", "128,256,512", "tile sizes (model mode)")
-	workers := flag.String("workers", "1,2,4", "numbers of process workers (model mode)")
-	rounds := flag.Int("rounds", 5, "interleaved rounds")
-	svg := flag.String("svg", "", "write the model figure to this SVG file")
-	mosaic := flag.String("mosaic", "", "throughput mode: compose a GXxGY grid of 1392x1040 tiles (e.g. 16x20)")
-	mem := flag.Int64("mem", 256, "throughput mode: tile-cache budget in MiB")
-	flag.IntVar(&fileTile, "tile", 512, "throughput mode: the BigTIFF's (and tile file's) tile size")
-	dir := flag.String("dir", "", "folder for the tile files (default a new temporary folder)")
-	flag.StringVar(&paths, "paths", "tiled,stream", "throughput mode: which paths to time (tiled, stream), or model: CAP's model of the streamed mosaic for each of -sizes and -workers")
-	flag.StringVar(&ddMode, "dd", "direct", "throughput mode: dd's write, direct (oflag=direct) or fdatasync (conv=fdatasync)")
-	prof := flag.String("cpuprofile", "", "write a CPU profile to this file")
-	rawPath := flag.String("raw", "", "model mode: also write every run's terms and time (ns) to this CSV file")
-	flag.Parse()
-	if ddMode != "direct" && ddMode != "fdatasync" {
-		fmt.Fprintf(os.Stderr, "capmodel: -dd %q: want direct or fdatasync\n", ddMode)
-		os.Exit(2)
-	}
-	if *rawPath != "" {
-		f, err := os.Create(*rawPath)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "capmodel:", err)
-			os.Exit(1)
-		}
-		defer f.Close()
-		raw = f
-		fmt.Fprintln(raw, "op,tile,n,P,c,td,tp,tn,tm,ts,to,uo,T")
-	}
-	if *prof != "" {
-		f, err := os.Create(*prof)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "capmodel:", err)
-			os.Exit(1)
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
-	}
-	if err := run(*w, *h, ints(*sizes), ints(*workers), *rounds, *svg, *mosaic, *mem<<20, *dir); err != nil {
-		fmt.Fprintln(os.Stderr, "capmodel:", err)
-		exit = 1
-	}
+func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr, 100_000_000)) }
+
+// prog is the program's name in messages.
+const prog = "capmodel"
+
+// options are the command line's settings and what a run writes to.
+type options struct {
+	width, height  int
+	sizes, workers []int
+	rounds         int
+	svg            string
+	mosaic         string
+	gx, gy         int   // -mosaic's grid
+	mem            int64 // -mem in bytes
+	tile           int
+	dir            string
+	paths          map[string]bool // tiled, stream, or model
+	ddMode         string
+	cpuprofile     string
+	raw            string
+	set            map[string]bool // flags given on the command line
+
+	spinIters      int       // the length of parallelism's spin loop (0.1 s: 100_000_000)
+	stdout, stderr io.Writer // where the tables and the notes go
+	rawW           io.Writer // -raw's CSV, when set
 }
 
-// raw, when not nil, receives model mode's runs as CSV rows.
-var raw io.Writer
+// flags holds the flags' values as typed, before parse checks them.
+type flags struct {
+	sizes, workers, paths string
+	mem                   int64
+}
 
-// exit is main's exit status, set where deferred work must still run.
-var exit int
+// flagSet declares the flags into o and f.
+func flagSet(o *options, f *flags) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.IntVar(&o.width, "width", 4096, "model mode: image width in pixels")
+	fs.IntVar(&o.height, "height", 4096, "model mode: image height in pixels")
+	fs.StringVar(&f.sizes, "sizes", "128,256,512", "tile sizes (model mode, and throughput mode's -paths model)")
+	fs.StringVar(&f.workers, "workers", "1,2,4", "numbers of process workers (model mode, and throughput mode's -paths model)")
+	fs.IntVar(&o.rounds, "rounds", 5, "interleaved rounds (at least 1)")
+	fs.StringVar(&o.svg, "svg", "", "model mode: write the model figure to this SVG `file`")
+	fs.StringVar(&o.mosaic, "mosaic", "", "throughput mode: compose a `GXxGY` grid of 1392x1040 tiles (e.g. 16x20)")
+	fs.Int64Var(&f.mem, "mem", 256, "throughput mode: tile-cache budget in MiB")
+	fs.IntVar(&o.tile, "tile", 512, "throughput mode: the BigTIFF's (and tile file's) tile size")
+	fs.StringVar(&o.dir, "dir", "", "existing `folder` for the working files (default a new temporary folder)")
+	fs.StringVar(&f.paths, "paths", "tiled,stream", "throughput mode: which paths to time (tiled, stream), or model: CAP's model of the streamed mosaic for each of -sizes and -workers")
+	fs.StringVar(&o.ddMode, "dd", "direct", "throughput mode: dd's write, direct (oflag=direct) or fdatasync (conv=fdatasync)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile to this `file`")
+	fs.StringVar(&o.raw, "raw", "", "model mode: also write every run's terms and time (ns) to this CSV `file`")
+	return fs
+}
 
-// paths are the mosaic paths throughput mode times; ddMode is dd's way of
-// reaching the disk (direct or fdatasync).
-var paths, ddMode = "tiled,stream", "direct"
+// usage writes the synopsis and the flags to w.
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `usage:
+  %[1]s [-width W -height H -sizes S -workers P -rounds N -svg FILE -raw FILE]   model mode: CAP's terms against measured times
+  %[1]s -mosaic GXxGY [-paths tiled,stream] [-dd direct|fdatasync] [-dir DIR]     throughput mode: the out-of-core mosaic against dd
+  %[1]s -mosaic GXxGY -paths model [-sizes S -workers P]                          CAP's model of the streamed mosaic
 
-// fileTile is the tile size of the throughput mode's files (-tile).
-var fileTile = 512
+flags:
+`, prog)
+	cli.PrintDefaults(w, flagSet(&options{}, &flags{}))
+}
 
-func ints(s string) []int {
+// realMain runs the program and returns its exit status; spinIters is the
+// length of the spin loop that measures the processors free.
+func realMain(args []string, stdout, stderr io.Writer, spinIters int) int {
+	o, err := parse(args)
+	if err == nil {
+		o.spinIters, o.stdout, o.stderr = spinIters, stdout, stderr
+		err = o.execute()
+	}
+	return cli.Exit(prog, err, stdout, stderr, usage)
+}
+
+// ints parses a comma-separated list of positive numbers for flag name.
+func ints(name, s string) ([]int, error) {
 	var r []int
 	for _, f := range strings.Split(s, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || v <= 0 {
-			fmt.Fprintf(os.Stderr, "capmodel: bad number %q\n", f)
-			os.Exit(2)
+			return nil, cli.Usagef("-%s %q: bad number %q, want positive numbers separated by commas", name, s, f)
 		}
 		r = append(r, v)
+	}
+	return r, nil
+}
+
+// parse reads the command line and refuses what cannot work or would
+// produce nothing (exit status 2).
+func parse(args []string) (*options, error) {
+	o, f := &options{}, &flags{}
+	fs := flagSet(o, f)
+	if err := cli.Parse(fs, args); err != nil {
+		return nil, err
+	}
+	o.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { o.set[fl.Name] = true })
+	var err error
+	if o.sizes, err = ints("sizes", f.sizes); err != nil {
+		return nil, err
+	}
+	if o.workers, err = ints("workers", f.workers); err != nil {
+		return nil, err
+	}
+	if o.rounds <= 0 {
+		return nil, cli.Usagef("-rounds %d: want at least one round", o.rounds)
+	}
+	if o.ddMode != "direct" && o.ddMode != "fdatasync" {
+		return nil, cli.Usagef("-dd %q: want direct or fdatasync", o.ddMode)
+	}
+	if o.tile <= 0 {
+		return nil, cli.Usagef("-tile %d: want a positive tile size", o.tile)
+	}
+	if f.mem <= 0 || f.mem > 1<<40 {
+		return nil, cli.Usagef("-mem %d: want a positive number of MiB", f.mem)
+	}
+	o.mem = f.mem << 20
+	if o.set["dir"] && o.dir == "" {
+		return nil, cli.Usagef("-dir: empty folder name")
+	}
+	o.paths = map[string]bool{}
+	for _, p := range strings.Split(f.paths, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "tiled", "stream", "model":
+			o.paths[p] = true
+		default:
+			return nil, cli.Usagef("-paths %q: %q is none of tiled, stream and model", f.paths, p)
+		}
+	}
+	if o.paths["model"] && len(o.paths) > 1 {
+		return nil, cli.Usagef("-paths %q: model goes alone", f.paths)
+	}
+	if o.mosaic == "" {
+		if o.width <= 0 || o.height <= 0 {
+			return nil, cli.Usagef("-width %d -height %d: want a positive image size", o.width, o.height)
+		}
+		for _, name := range []string{"paths", "dd", "mem", "tile"} {
+			if o.set[name] {
+				return nil, cli.Usagef("-%s goes with throughput mode (-mosaic GXxGY)", name)
+			}
+		}
+	} else {
+		if _, err := fmt.Sscanf(o.mosaic, "%dx%d", &o.gx, &o.gy); err != nil || o.gx <= 0 || o.gy <= 0 || fmt.Sprintf("%dx%d", o.gx, o.gy) != o.mosaic {
+			return nil, cli.Usagef("-mosaic %q: want GXxGY, two positive numbers such as 16x20", o.mosaic)
+		}
+		// Throughput mode writes no figure and no CSV: refuse them rather
+		// than exit 0 having written nothing.
+		for _, name := range []string{"svg", "raw", "width", "height"} {
+			if o.set[name] {
+				return nil, cli.Usagef("-%s goes with model mode (no -mosaic): throughput mode would not use it", name)
+			}
+		}
+		if !o.paths["model"] {
+			for _, name := range []string{"sizes", "workers"} {
+				if o.set[name] {
+					return nil, cli.Usagef("-%s goes with model mode or -paths model: -paths %s would not use it", name, f.paths)
+				}
+			}
+		}
+	}
+	return o, o.checkNames()
+}
+
+// output is a file a run writes for the user.
+type output struct {
+	flag, path string
+	example    string // a name to suggest
+}
+
+// outputs are the files a run writes for the user, by flag.
+func (o *options) outputs() []output {
+	var r []output
+	for _, x := range []output{{"-svg", o.svg, "cap-model.svg"}, {"-raw", o.raw, "runs.csv"}, {"-cpuprofile", o.cpuprofile, "cpu.pprof"}} {
+		if x.path != "" {
+			r = append(r, x)
+		}
 	}
 	return r
 }
 
-func run(w, h int, sizes, workers []int, rounds int, svg, mosaic string, mem int64, dir string) error {
-	if dir == "" {
+// workFiles are the names of the files a run creates and removes in its
+// working folder (-dir).
+func (o *options) workFiles() []string {
+	names := []string{"dst.raw", "dd.bin", "mosaic.tif"}
+	for _, s := range o.sizes {
+		names = append(names, fmt.Sprintf("src-%d.raw", s))
+	}
+	return names
+}
+
+// checkNames refuses outputs that name a folder, the same file twice, or
+// a working file of -dir (which the run would overwrite and remove).
+func (o *options) checkNames() error {
+	outs := o.outputs()
+	for i, x := range outs {
+		if st, err := os.Stat(x.path); err == nil && st.IsDir() {
+			return cli.Usagef("%s %s is a folder: want a file name such as %s", x.flag, x.path, filepath.Join(x.path, x.example))
+		}
+		for _, y := range outs[:i] {
+			same, err := outfile.SameFile(x.path, y.path)
+			if err != nil {
+				return err
+			}
+			if same || filepath.Clean(x.path) == filepath.Clean(y.path) {
+				return cli.Usagef("%s %s and %s %s name the same file", y.flag, y.path, x.flag, x.path)
+			}
+		}
+		if o.dir != "" {
+			for _, w := range o.workFiles() {
+				work := filepath.Join(o.dir, w)
+				same, err := outfile.SameFile(x.path, work)
+				if err != nil {
+					return err
+				}
+				if same || filepath.Clean(x.path) == filepath.Clean(work) {
+					return cli.Usagef("%s %s is a working file of -dir %s, which the run overwrites and removes", x.flag, x.path, o.dir)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// prepare makes the checks that need no work (the -dir folder exists and
+// can be written, each output's folder too) and removes, saying so on
+// stderr, the temporary files that killed runs left beside the outputs.
+func (o *options) prepare() error {
+	if o.dir != "" {
+		st, err := os.Stat(o.dir)
+		if err != nil {
+			return fmt.Errorf("-dir: %w", err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("-dir %s is not a folder", o.dir)
+		}
+		if err := writable(o.dir); err != nil {
+			return fmt.Errorf("-dir: %w", err)
+		}
+	}
+	for _, x := range o.outputs() {
+		dir := filepath.Dir(x.path)
+		st, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("%s %s: its folder: %w", x.flag, x.path, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s %s: %s is not a folder", x.flag, x.path, dir)
+		}
+		if err := writable(dir); err != nil {
+			return fmt.Errorf("%s %s: %w", x.flag, x.path, err)
+		}
+		stale, err := outfile.RemoveStale(x.path)
+		for _, s := range stale {
+			fmt.Fprintf(o.stderr, "%s: %v\n", prog, s)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", x.flag, err)
+		}
+	}
+	return nil
+}
+
+// writable checks that a file can be created in the existing folder dir.
+func writable(dir string) error {
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("folder %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// execute runs the checked command line: the checks that need no work
+// first, then the outputs' temporary files, then the run, then the
+// outputs renamed into place.
+func (o *options) execute() (err error) {
+	if err := o.prepare(); err != nil {
+		return err
+	}
+	if o.raw != "" {
+		out, err := outfile.NewOutput(o.raw)
+		if err != nil {
+			return fmt.Errorf("-raw: %w", err)
+		}
+		defer out.Abort()
+		f, err := os.OpenFile(out.Temp, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return fmt.Errorf("-raw: %w", err)
+		}
+		defer f.Close()
+		bw := bufio.NewWriter(f)
+		o.rawW = bw
+		fmt.Fprintln(bw, "op,tile,n,P,c,td,tp,tn,tm,ts,to,uo,T")
+		defer func() {
+			if err != nil {
+				return
+			}
+			err = bw.Flush()
+			if err == nil {
+				err = f.Close()
+			}
+			if err == nil {
+				err = out.Commit()
+			}
+			if err != nil {
+				err = fmt.Errorf("-raw: %w", err)
+			} else {
+				fmt.Fprintf(o.stdout, "runs written to %s (CSV)\n", o.raw)
+			}
+		}()
+	}
+	if o.cpuprofile != "" {
+		out, err := outfile.NewOutput(o.cpuprofile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer out.Abort()
+		f, err := os.OpenFile(out.Temp, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err != nil {
+				return
+			}
+			err = f.Close()
+			if err == nil {
+				err = out.Commit()
+			}
+			if err != nil {
+				err = fmt.Errorf("-cpuprofile: %w", err)
+			}
+		}()
+	}
+	if o.dir == "" {
 		d, err := os.MkdirTemp("", "capmodel-*")
 		if err != nil {
-			return err
+			return fmt.Errorf("working folder: %w", err)
 		}
 		defer os.RemoveAll(d)
-		dir = d
+		o.dir = d
 	}
-	fmt.Printf("GOMAXPROCS %d, load at start: %s\n", runtime.GOMAXPROCS(0), load())
-	if mosaic != "" {
-		var gx, gy int
-		if _, err := fmt.Sscanf(mosaic, "%dx%d", &gx, &gy); err != nil || gx <= 0 || gy <= 0 {
-			return fmt.Errorf("bad -mosaic %q (want GXxGY)", mosaic)
-		}
-		return throughput(gx, gy, rounds, mem, dir, sizes, workers)
+	fmt.Fprintf(o.stdout, "GOMAXPROCS %d, load at start: %s\n", runtime.GOMAXPROCS(0), load())
+	if o.mosaic != "" {
+		return o.throughput()
 	}
-	return model(w, h, sizes, workers, rounds, svg, dir)
+	return o.model()
 }
 
 // load is the first line of /proc/loadavg.
@@ -197,7 +471,8 @@ type sample struct {
 	times             []time.Duration
 }
 
-func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
+func (o *options) model() error {
+	w, h, sizes, workers, rounds, dir := o.width, o.height, o.sizes, o.workers, o.rounds, o.dir
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(1, 2))
 	px := make([]uint16, w*h)
@@ -208,6 +483,14 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 	// tiles, as the halo exchange needs.
 	budget := func(s int) int64 { return int64(3*((w+s-1)/s)+3) * int64(s*s*2) }
 	srcPath := func(s int) string { return filepath.Join(dir, fmt.Sprintf("src-%d.raw", s)) }
+	// The working files go when the run ends: -dir keeps only what was
+	// there.
+	defer func() {
+		for _, s := range sizes {
+			os.Remove(srcPath(s))
+		}
+		os.Remove(filepath.Join(dir, "dst.raw"))
+	}()
 	for _, s := range sizes {
 		im, err := tiled.Create(srcPath(s), w, h, s, s, 64<<20)
 		if err != nil {
@@ -244,8 +527,8 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 		return x
 	}
 	for round := range rounds {
-		fmt.Printf("round %d/%d, load %s\n", round+1, rounds, load())
-		for oi, o := range ops {
+		fmt.Fprintf(o.stdout, "round %d/%d, load %s\n", round+1, rounds, load())
+		for oi, op := range ops {
 			for _, s := range sizes {
 				hist := make([]uint64, 65536)
 				merge := func(part *[65536]uint64) error {
@@ -254,7 +537,7 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 				}
 				var terms cap.Terms
 				var err error
-				if o.gather {
+				if op.gather {
 					terms, err = cap.MeasureGatherTerms(ctx, func() (*tiled.Image, error) {
 						src, dst, err := open(s)
 						if err == nil {
@@ -263,17 +546,17 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 						return src, err
 					}, cap.HistogramTile, merge)
 				} else {
-					terms, err = cap.MeasureTerms(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, o.halo, o.f)
+					terms, err = cap.MeasureTerms(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, op.halo, op.f)
 				}
 				if err != nil {
 					return err
 				}
 				for _, p := range workers {
-					c := parallelism()
+					c := o.parallelism()
 					opts := cap.Options{Workers: p}
 					var ts, to, uo time.Duration
 					var err error
-					if o.gather {
+					if op.gather {
 						ts, to, uo, err = cap.MeasureGatherOverhead(ctx, func() (*tiled.Image, error) {
 							src, dst, err := open(s)
 							if err == nil {
@@ -282,7 +565,7 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 							return src, err
 						}, opts)
 					} else {
-						ts, to, uo, err = cap.MeasureOverhead(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, o.halo, opts)
+						ts, to, uo, err = cap.MeasureOverhead(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, op.halo, opts)
 					}
 					if err != nil {
 						return err
@@ -293,12 +576,12 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 					}
 					t0 := time.Now()
 					switch {
-					case o.gather:
+					case op.gather:
 						err = cap.Run(ctx, cap.Gather(src, opts, cap.HistogramTile, merge), src.Tiles())
-					case o.halo > 0:
-						err = cap.Run(ctx, cap.Exchange(src, dst, o.halo, opts, o.f), src.Tiles())
+					case op.halo > 0:
+						err = cap.Run(ctx, cap.Exchange(src, dst, op.halo, opts, op.f), src.Tiles())
 					default:
-						err = cap.Run(ctx, cap.Pipeline(src, dst, opts, o.f), src.Tiles())
+						err = cap.Run(ctx, cap.Pipeline(src, dst, opts, op.f), src.Tiles())
 					}
 					if err == nil {
 						err = dst.Flush()
@@ -312,9 +595,9 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 					x := get(oi, s, p)
 					x.n = len(src.Tiles())
 					t := terms
-					t.Ts, t.To, t.Uo, t.Gather = ts, to, uo, o.gather
-					if raw != nil {
-						fmt.Fprintf(raw, "%s,%d,%d,%d,%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", o.name, s, len(src.Tiles()), p, c,
+					t.Ts, t.To, t.Uo, t.Gather = ts, to, uo, op.gather
+					if o.rawW != nil {
+						fmt.Fprintf(o.rawW, "%s,%d,%d,%d,%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", op.name, s, len(src.Tiles()), p, c,
 							t.Td, t.Tp, t.Tn, t.Tm, t.Ts, t.To, t.Uo, d)
 					}
 					x.terms = append(x.terms, t)
@@ -324,10 +607,17 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 			}
 		}
 	}
-	fmt.Printf("load at end: %s\n\n", load())
-	report(samples)
-	if svg != "" {
-		return os.WriteFile(svg, []byte(figure(samples, sizes, workers)), 0o644)
+	fmt.Fprintf(o.stdout, "load at end: %s\n\n", load())
+	report(o.stdout, samples)
+	if o.svg != "" {
+		err := outfile.WriteFile(o.svg, func(w io.Writer) error {
+			_, err := io.WriteString(w, figure(samples, sizes, workers))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("-svg: %w", err)
+		}
+		fmt.Fprintf(o.stdout, "figure written to %s\n", o.svg)
 	}
 	return nil
 }
@@ -335,10 +625,10 @@ func model(w, h int, sizes, workers []int, rounds int, svg, dir string) error {
 // parallelism measures how many processors this process gets now: the
 // speedup of a fixed spin loop run in GOMAXPROCS goroutines at once over
 // one goroutine (between 1 and GOMAXPROCS).
-func parallelism() float64 {
+func (o *options) parallelism() float64 {
 	spin := func() {
 		x := uint64(1)
-		for i := range spinIters {
+		for i := range o.spinIters {
 			x = x*6364136223846793005 + uint64(i)
 		}
 		sink.Store(x)
@@ -359,9 +649,6 @@ func parallelism() float64 {
 }
 
 var sink atomic.Uint64
-
-// spinIters is the length of parallelism's spin loop (about 0.1 s).
-var spinIters = 100_000_000
 
 func median[T int64 | float64](v []T) T {
 	s := slices.Clone(v)
@@ -416,18 +703,18 @@ func summarize(x *sample) summary {
 	return s
 }
 
-func report(samples []*sample) {
-	fmt.Println("| operation | tile | N | t_d ms | t_p ms | t_n µs | t_m ms | t_s ms | t_o µs | u_o µs | P | eq. (1) s | c | model s | fastest s | err | typical model s | median s | err |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+func report(w io.Writer, samples []*sample) {
+	fmt.Fprintln(w, "| operation | tile | N | t_d ms | t_p ms | t_n µs | t_m ms | t_s ms | t_o µs | u_o µs | P | eq. (1) s | c | model s | fastest s | err | typical model s | median s | err |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var worstB, worstT float64
 	for _, x := range samples {
 		s := summarize(x)
-		fmt.Printf("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %d | %.3f | %.2f | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n",
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %d | %.3f | %.2f | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n",
 			ops[x.op].name, x.size, x.n, ms(s.best.Td), ms(s.best.Tp), us(s.best.Tn), ms(s.best.Tm), ms(s.best.Ts), us(s.best.To), us(s.best.Uo), x.workers,
 			s.eq1.Seconds(), s.cmax, s.bestPred.Seconds(), s.min.Seconds(), s.errBest, s.typPred.Seconds(), s.med.Seconds(), s.errTypical)
 		worstB, worstT = max(worstB, math.Abs(s.errBest)), max(worstT, math.Abs(s.errTypical))
 	}
-	fmt.Printf("\nworst |error|: fastest runs %.0f%%, median runs %.0f%%\n", worstB, worstT)
+	fmt.Fprintf(w, "\nworst |error|: fastest runs %.0f%%, median runs %.0f%%\n", worstB, worstT)
 }
 
 func color(i int) string {
@@ -526,7 +813,8 @@ func niceMax(v float64) float64 {
 // throughput composes a gx x gy grid of 1392 x 1040 tiles out of core and
 // writes its pyramidal BigTIFF, alternating with dd's direct write of as
 // many bytes, rounds times.
-func throughput(gx, gy, rounds int, mem int64, dir string, sizes, workers []int) error {
+func (o *options) throughput() error {
+	gx, gy, rounds, mem, dir := o.gx, o.gy, o.rounds, o.mem, o.dir
 	const tw, th = 1392, 1040
 	r := rand.New(rand.NewPCG(3, 4))
 	var distinct []*image.Gray16
@@ -548,29 +836,29 @@ func throughput(gx, gy, rounds int, mem int64, dir string, sizes, workers []int)
 		return err
 	}
 	full := int64(2 * mw * mh)
-	fmt.Printf("mosaic %d x %d (%d MB of pixels), %d tiles, cache %d MiB\n", mw, mh, full/1e6, len(slots), mem>>20)
+	fmt.Fprintf(o.stdout, "mosaic %d x %d (%d MB of pixels), %d tiles, cache %d MiB\n", mw, mh, full/1e6, len(slots), mem>>20)
 	loadTile := func(i int) (*image.Gray16, error) { return distinct[i%len(distinct)], nil }
-	if paths == "model" {
-		return mosaicModel(slots, loadTile, mw, mh, rounds, mem, dir, sizes, workers)
+	if o.paths["model"] {
+		return o.mosaicModel(slots, loadTile, mw, mh)
 	}
 	for round := range rounds {
-		ddRate, err := dd(dir, full)
+		ddRate, err := o.dd(full)
 		if err != nil { // tmpfs refuses O_DIRECT, for one
-			fmt.Println("dd:", err)
+			fmt.Fprintln(o.stdout, "dd:", err)
 		}
-		fmt.Printf("round %d: load %s | dd %.0f MB/s\n", round+1, load(), ddRate/1e6)
+		fmt.Fprintf(o.stdout, "round %d: load %s | dd %.0f MB/s\n", round+1, load(), ddRate/1e6)
 		tif := filepath.Join(dir, "mosaic.tif")
-		if strings.Contains(paths, "tiled") {
-			if err := viaTileFile(slots, loadTile, mw, mh, full, mem, dir, tif, ddRate); err != nil {
+		if o.paths["tiled"] {
+			if err := o.viaTileFile(slots, loadTile, mw, mh, full, tif, ddRate); err != nil {
 				return err
 			}
 		}
-		if !strings.Contains(paths, "stream") {
+		if !o.paths["stream"] {
 			continue
 		}
 		// The streamed path: ComposeBigTIFF, no tile file.
 		c0, t0 := cputime.Process(), time.Now()
-		out, err := tiled.CreateBigTIFF(tif, mw, mh, fileTile, fileTile, 0, dir, mem/4)
+		out, err := tiled.CreateBigTIFF(tif, mw, mh, o.tile, o.tile, 0, dir, mem/4)
 		if err != nil {
 			return err
 		}
@@ -586,10 +874,10 @@ func throughput(gx, gy, rounds int, mem int64, dir string, sizes, workers []int)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  stream: compose + BigTIFF %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF; with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx, dd/BigTIFF %.1fx | processor time %.2f s (%.2f of a core)\n",
+		fmt.Fprintf(o.stdout, "  stream: compose + BigTIFF %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF; with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx, dd/BigTIFF %.1fx | processor time %.2f s (%.2f of a core)\n",
 			tot, float64(full)/tot/1e6, float64(size)/tot/1e6, tot+tsync.Seconds(), float64(full)/(tot+tsync.Seconds())/1e6, ddRate/(float64(full)/tot), ddRate/(float64(size)/tot), cpu, cpu/tot)
 	}
-	fmt.Printf("peak RSS %s\n", vmHWM())
+	fmt.Fprintf(o.stdout, "peak RSS %s\n", vmHWM())
 	return nil
 }
 
@@ -601,7 +889,8 @@ func throughput(gx, gy, rounds int, mem int64, dir string, sizes, workers []int)
 // (compose.ComposeBigTIFFTerms), the processors free c, then a run timed
 // alone. It prints the terms, the prediction from the fastest terms
 // against the fastest run, and from each round's against its run (medians).
-func mosaicModel(slots []compose.Slot, loadTile func(int) (*image.Gray16, error), mw, mh, rounds int, mem int64, dir string, sizes, workers []int) error {
+func (o *options) mosaicModel(slots []compose.Slot, loadTile func(int) (*image.Gray16, error), mw, mh int) error {
+	rounds, mem, dir, sizes, workers := o.rounds, o.mem, o.dir, o.sizes, o.workers
 	type sample struct {
 		terms compose.BandTerms
 		c     float64
@@ -640,14 +929,14 @@ func mosaicModel(slots []compose.Slot, loadTile func(int) (*image.Gray16, error)
 	defer runtime.GOMAXPROCS(procs)
 	samples := make(map[config][]sample)
 	for round := range rounds {
-		fmt.Printf("round %d: load %s\n", round+1, load())
+		fmt.Fprintf(o.stdout, "round %d: load %s\n", round+1, load())
 		for _, cf := range configs {
 			runtime.GOMAXPROCS(cf.p)
 			terms, _, err := stream(cf.size, true)
 			if err != nil {
 				return err
 			}
-			c := parallelism()
+			c := o.parallelism()
 			_, d, err := stream(cf.size, false)
 			if err != nil {
 				return err
@@ -665,9 +954,9 @@ func mosaicModel(slots []compose.Slot, loadTile func(int) (*image.Gray16, error)
 		m := cap.Terms{Tp: (t.Load + t.Compose) / time.Duration(n), Tm: t.Write / time.Duration(n)}
 		return m.PredictShared(n, 1, c)
 	}
-	fmt.Println()
-	fmt.Println("| tile | P | bands | t_d ms | t_p ms | t_m ms | c | model s | fastest s | err | typical model s | median s | err |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(o.stdout)
+	fmt.Fprintln(o.stdout, "| tile | P | bands | t_d ms | t_p ms | t_m ms | c | model s | fastest s | err | typical model s | median s | err |")
+	fmt.Fprintln(o.stdout, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, cf := range configs {
 		ss := samples[cf]
 		best := ss[0].terms
@@ -683,7 +972,7 @@ func mosaicModel(slots []compose.Slot, loadTile func(int) (*image.Gray16, error)
 		ms := func(d time.Duration) float64 { return float64(d/n) / 1e6 }
 		model, fastest := predict(best, c).Seconds(), slices.Min(runs)
 		tm, med := median(preds), median(runs)
-		fmt.Printf("| %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n",
+		fmt.Fprintf(o.stdout, "| %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %+.0f%% | %.3f | %.3f | %+.0f%% |\n",
 			cf.size, cf.p, best.Bands, ms(best.Load), ms(best.Compose), ms(best.Write), c,
 			model, fastest, 100*(model/fastest-1), tm, med, 100*(tm/med-1))
 	}
@@ -692,8 +981,9 @@ func mosaicModel(slots []compose.Slot, loadTile func(int) (*image.Gray16, error)
 
 // viaTileFile composes the mosaic into a tile file (ComposeTiled), writes
 // the BigTIFF from it and reports the rates.
-func viaTileFile(slots []compose.Slot, loadTile func(int) (*image.Gray16, error), mw, mh int, full, mem int64, dir, tif string, ddRate float64) error {
-	dst, err := tiled.CreateTemp(dir, mw, mh, fileTile, fileTile, mem)
+func (o *options) viaTileFile(slots []compose.Slot, loadTile func(int) (*image.Gray16, error), mw, mh int, full int64, tif string, ddRate float64) error {
+	mem, dir := o.mem, o.dir
+	dst, err := tiled.CreateTemp(dir, mw, mh, o.tile, o.tile, mem)
 	if err != nil {
 		return err
 	}
@@ -713,7 +1003,7 @@ func viaTileFile(slots []compose.Slot, loadTile func(int) (*image.Gray16, error)
 		return err
 	}
 	tot := t2.Sub(t0).Seconds()
-	fmt.Printf("  tiled:  compose %.2f s + BigTIFF %.2f s = %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF (%d MB); with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx\n",
+	fmt.Fprintf(o.stdout, "  tiled:  compose %.2f s + BigTIFF %.2f s = %.2f s: %.0f MB/s of mosaic, %.0f MB/s of BigTIFF (%d MB); with fsync %.2f s: %.0f MB/s | dd/mosaic %.1fx\n",
 		t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), tot, float64(full)/tot/1e6, float64(size)/tot/1e6, size/1e6,
 		tot+tsync.Seconds(), float64(full)/(tot+tsync.Seconds())/1e6, ddRate/(float64(full)/tot))
 	return nil
@@ -745,12 +1035,12 @@ var ddRate = regexp.MustCompile(`copied, ([0-9.]+) s`)
 
 // dd writes n bytes (rounded up to MiB) with dd's sequential write
 // (oflag=direct, or conv=fdatasync with -dd fdatasync) into dir and returns its rate in bytes per second.
-func dd(dir string, n int64) (float64, error) {
-	path := filepath.Join(dir, "dd.bin")
+func (o *options) dd(n int64) (float64, error) {
+	path := filepath.Join(o.dir, "dd.bin")
 	defer os.Remove(path)
 	mib := (n + 1<<20 - 1) >> 20
 	how := "oflag=direct"
-	if ddMode == "fdatasync" {
+	if o.ddMode == "fdatasync" {
 		how = "conv=fdatasync"
 	}
 	out, err := exec.Command("dd", "if=/dev/zero", "of="+path, "bs=1M", fmt.Sprint("count=", mib), how).CombinedOutput()
