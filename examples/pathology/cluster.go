@@ -24,7 +24,6 @@ import (
 	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/natsconn"
-	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/pats"
 	"github.com/gohtgs/htgs/region"
 	"github.com/gohtgs/htgs/task"
@@ -150,11 +149,7 @@ func (o *options) workerThreads() int {
 
 // runCluster is the real run on o.clusterN worker processes.
 func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (err error) {
-	if o.profile != "" {
-		if err := outfile.CheckDir(o.profile); err != nil {
-			return fmt.Errorf("-profile: %w", err)
-		}
-	}
+	// The outputs were checked by prepareOutputs.
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cluster: the program to start workers from: %w", err)

@@ -131,6 +131,12 @@ func (e *experiments) run(ctx context.Context) (*results, error) {
 	return res, nil
 }
 
+// experimentFiles are the files -experiment writes into -out.
+func experimentFiles() []string {
+	return []string{"arch.svg", "fig-compare.svg", "fig-depthfirst.svg", "fig-learn.svg", "fig-locality.svg",
+		"fig-profile.svg", "fig-sensitivity.svg", "fig-window.svg", "results.md"}
+}
+
 // write writes the figures, then results.md, into e.out. Each file is
 // written atomically (outfile.WriteFile): a failed or interrupted run leaves
 // the files it did not finish as they were.

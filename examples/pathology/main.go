@@ -84,6 +84,11 @@
 // are not known, such as a learned speedup of an operation timed on one
 // kind of unit only, print as n/a.
 //
+// Every output (-nuclei, the -profile files, -out's files) is checked
+// before the work starts: a file name, not a folder, in a folder that can
+// be written; the temporary files that killed runs left beside them are
+// removed first, each named on stderr.
+//
 // The exit status is 0 on success, 1 when the run fails and 2 for bad
 // usage.
 package main
@@ -97,6 +102,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -256,6 +262,10 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-nuclei and -roi need a real run (no -sim, -experiment or -hardware)")
 	case set["nuclei"] && o.nucleiOut == "":
 		return nil, cli.Usagef("-nuclei: empty file name")
+	case set["dir"] && (o.storage != "disk" || o.experiment || o.sim || o.hardware):
+		return nil, cli.Usagef("-dir goes with a real run's -storage disk: nothing else would use the folder")
+	case set["dir"] && o.dir == "":
+		return nil, cli.Usagef("-dir: empty folder name")
 	}
 	if err := o.checkCluster(); err != nil {
 		return nil, err
@@ -301,6 +311,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args)
 	if err != nil {
 		return err
+	}
+	if !o.worker {
+		if err := o.prepareOutputs(stderr); err != nil {
+			return err
+		}
 	}
 	if o.experiment {
 		return runExperiments(ctx, o, stdout, stderr)
@@ -381,11 +396,6 @@ func runExperiments(ctx context.Context, o *options, stdout, stderr io.Writer) (
 }
 
 func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est map[string]float64, stdout, stderr io.Writer) error {
-	if o.profile != "" {
-		if err := outfile.CheckDir(o.profile); err != nil {
-			return fmt.Errorf("-profile: %w", err)
-		}
-	}
 	var in, out region.Storage
 	switch o.storage {
 	case "memory":
@@ -442,6 +452,83 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 		return err
 	}
 	return o.writeProfile(rt.Execution, stdout, stderr)
+}
+
+// profileFiles are the files -profile writes into its folder.
+func profileFiles() []string {
+	return []string{prog + ".dot", prog + ".svg", prog + "-trace.json", prog + "-stats.json"}
+}
+
+// prepareOutputs makes the checks on the outputs that need no work, so that
+// a run refuses them before it starts rather than fail when it renames its
+// result into place: -nuclei is a file name (not a folder, not a -profile
+// file) in an existing writable folder; the -profile and -out folders can
+// be written (they are created if missing). Then it removes, naming each on
+// stderr, the temporary files that killed runs left beside the outputs.
+func (o *options) prepareOutputs(stderr io.Writer) error {
+	var outputs []string
+	if o.profile != "" {
+		if err := outfile.CheckDir(o.profile); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+		for _, f := range profileFiles() {
+			outputs = append(outputs, filepath.Join(o.profile, f))
+		}
+	}
+	if o.nucleiOut != "" {
+		if st, err := os.Stat(o.nucleiOut); err == nil && st.IsDir() {
+			return cli.Usagef("-nuclei %s is a folder: want a file name such as %s", o.nucleiOut, filepath.Join(o.nucleiOut, "nuclei.geojson"))
+		}
+		for _, p := range outputs {
+			same, err := outfile.SameFile(o.nucleiOut, p)
+			if err != nil {
+				return fmt.Errorf("-nuclei: %w", err)
+			}
+			if same || filepath.Clean(o.nucleiOut) == filepath.Clean(p) {
+				return cli.Usagef("-nuclei %s is a file of -profile %s: the profile would overwrite it", o.nucleiOut, o.profile)
+			}
+		}
+		dir := filepath.Dir(o.nucleiOut)
+		st, err := os.Stat(dir)
+		switch {
+		case err != nil:
+			return fmt.Errorf("-nuclei %s: its folder: %w", o.nucleiOut, err)
+		case !st.IsDir():
+			return fmt.Errorf("-nuclei %s: %s is not a folder", o.nucleiOut, dir)
+		}
+		if err := writable(dir); err != nil {
+			return fmt.Errorf("-nuclei %s: %w", o.nucleiOut, err)
+		}
+		outputs = append(outputs, o.nucleiOut)
+	}
+	if o.out != "" && (o.experiment || o.hardware) {
+		if err := outfile.CheckDir(o.out); err != nil {
+			return fmt.Errorf("-out: %w", err)
+		}
+		names := []string{"hardware.md"}
+		if o.experiment {
+			names = experimentFiles()
+		}
+		for _, f := range names {
+			outputs = append(outputs, filepath.Join(o.out, f))
+		}
+	}
+	stale, err := outfile.RemoveStale(outputs...)
+	for _, s := range stale {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, s)
+	}
+	return err
+}
+
+// writable checks that a file can be created in the existing folder dir.
+func writable(dir string) error {
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("folder %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }
 
 // writeProfile writes the run's profile into -profile's folder, if set.

@@ -64,6 +64,11 @@ func TestExperimentReproducesFindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for name := range res.figures {
+		if !slices.Contains(experimentFiles(), name) {
+			t.Errorf("figure %s is not in experimentFiles: its stale temporary files would not be removed", name)
+		}
+	}
 	if r := mean(res.patsOverFCFS); r < 1.3 {
 		t.Errorf("PATS over FCFS %.2fx, want >= 1.3x (paper: 1.33x)", r)
 	}
