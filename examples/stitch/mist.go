@@ -78,6 +78,9 @@ func parseTimeSlices(s string) ([]int, error) {
 				out = append(out, t)
 			}
 		}
+		if len(out) > 1_000_000 {
+			return nil, fmt.Errorf("time slices %q: more than a million slices", s)
+		}
 	}
 	sort.Ints(out)
 	return out, nil
@@ -453,9 +456,17 @@ func readPositionsFile(path string, rows, cols int) ([]tileio.GlobalPosition, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	// Nothing is sized by the grid before the file is known to have a
+	// position for each tile (rows*cols cannot overflow then).
+	if rows < 1 || cols < 1 || rows > len(pos) || cols > len(pos) || rows*cols > len(pos) {
+		return nil, fmt.Errorf("%s: %d positions for the %d x %d grid (one per tile)", path, len(pos), cols, rows)
+	}
 	byCell := make([]*tileio.GlobalPosition, rows*cols)
 	for i := range pos {
 		p := &pos[i]
+		if far := 1 << 40; p.X < -far || p.X > far || p.Y < -far || p.Y > far {
+			return nil, fmt.Errorf("%s: tile %s at (%d, %d) lies beyond 2^40 pixels", path, p.Name, p.X, p.Y)
+		}
 		if p.Row >= rows || p.Col >= cols {
 			return nil, fmt.Errorf("%s: tile %s at grid (%d, %d) lies outside the %d x %d grid", path, p.Name, p.Col, p.Row, cols, rows)
 		}
