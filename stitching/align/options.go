@@ -195,6 +195,13 @@ func (o Options) EffectiveOverlaps() (horizontal, vertical float64) {
 // EffectiveOverlapUncertainty returns OverlapUncertainty, or its default.
 func (o Options) EffectiveOverlapUncertainty() float64 { return o.resolve().uncertainty }
 
+// MaxPeaks bounds Options.PeakCount and Options.MaxPeakCount: the peaks of
+// a pair are kept sorted by insertion among the correlation matrix's local
+// maxima (up to a quarter of its pixels) and each is scored, so that a
+// count in the millions (from a job or an option value) would hold a
+// worker for hours per pair. MIST uses 2.
+const MaxPeaks = 256
+
 // Validate rejects option values that cannot be meant. [EstimateModel],
 // stitching.Sequential and stitching.Stitch call it.
 func (o Options) Validate() error {
@@ -208,6 +215,9 @@ func (o Options) Validate() error {
 	}
 	if o.OverlapUncertainty < 0 || o.OverlapUncertainty >= 100 {
 		return fmt.Errorf("align: OverlapUncertainty = %v; want a percentage in [0, 100)", o.OverlapUncertainty)
+	}
+	if o.PeakCount > MaxPeaks || o.MaxPeakCount > MaxPeaks {
+		return fmt.Errorf("align: PeakCount = %d, MaxPeakCount = %d; want at most %d peaks", o.PeakCount, o.MaxPeakCount, MaxPeaks)
 	}
 	if o.Repeatability < 0 {
 		return fmt.Errorf("align: Repeatability = %d; want >= 0", o.Repeatability)
