@@ -170,10 +170,27 @@ func (c *config) maxSlice() int { return slices.Max(c.runSlices()) }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// After the first Ctrl-C the run stops what it is doing and writes
+	// nothing more; a second one ends the program at once, and if the
+	// run has not returned within stopGrace it says what it waits for.
+	done := make(chan struct{})
+	context.AfterFunc(ctx, func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(stopGrace):
+			fmt.Fprintf(os.Stderr, "%s: interrupted %v ago, still waiting for the running tasks to return (a read from a slow or hung file system cannot be interrupted); press Ctrl-C again to quit now\n", prog, stopGrace)
+		}
+	})
 	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	close(done)
 	stop()
 	os.Exit(code)
 }
+
+// stopGrace is how long after Ctrl-C the program says what it still waits
+// for.
+const stopGrace = 5 * time.Second
 
 // runMain runs the program and returns its exit status (see cli.Exit).
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"image"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -690,5 +692,90 @@ func TestWideMosaicNotClassicTIFF(t *testing.T) {
 	}
 	if !strings.Contains(bt.Description, fmt.Sprintf(`SizeX="%d" SizeY="%d"`, w, h)) || len(bt.Levels) < 2 {
 		t.Fatalf("the %d x %d mosaic is not an OME-TIFF pyramid of its size: %d levels, OME-XML %.300s", w, h, len(bt.Levels), bt.Description)
+	}
+}
+
+// nonFinite matches a NaN or infinity as Go and MIST print them.
+var nonFinite = regexp.MustCompile(`\b(NaN|[-+]?Inf)\b`)
+
+// All-zero tiles give no translation to measure: the statistics file used
+// to hold "horizontalOverlap: NaN" even with -overlap 10. No output file
+// holds NaN or Inf; the overlaps given are written as given.
+func TestNoNaNInOutputs(t *testing.T) {
+	dir := t.TempDir()
+	pat, err := tileio.ParsePattern("img_r{rrr}_c{ccc}.tif", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range 2 {
+		for c := range 3 {
+			if err := synth.WriteTIFF(filepath.Join(dir, pat.Name(r, c, 2, 3)), image.NewGray16(image.Rect(0, 0, 64, 48))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, args := range [][]string{{"-overlap", "10"}, {"-horizontal-overlap", "12", "-vertical-overlap", "10"}} {
+		out := t.TempDir()
+		r := runArgs(t, context.Background(), append([]string{"-dir", dir, "-rows", "2", "-cols", "3", "-out", out, "-workers", "2"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, r.code, r.stderr)
+		}
+		es, err := os.ReadDir(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if !strings.HasSuffix(e.Name(), ".txt") {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(out, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, l := range strings.Split(string(b), "\n") {
+				if nonFinite.MatchString(l) {
+					t.Errorf("%v: %s line %d: %q", args, e.Name(), i+1, l)
+				}
+			}
+			if e.Name() == statsName(defaultPrefix) && len(args) > 0 {
+				for _, want := range []string{"horizontalOverlap: 1", "verticalOverlap: 10\n", "overlapUncertainty: 5\n"} {
+					if !strings.Contains(string(b), want) {
+						t.Errorf("%s lacks %q:\n%s", e.Name(), want, b)
+					}
+				}
+			}
+		}
+	}
+}
+
+// A run killed while writing its outputs leaves hidden temporary files;
+// the next run into the same folder removes those whose writer is gone and
+// says so, and keeps anything else.
+func TestStaleTemporariesRemoved(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skipf("cannot start a process: %v", err)
+	}
+	dir := generated(t, 2, 2, 1, nil)
+	out := t.TempDir()
+	stale := filepath.Join(out, fmt.Sprintf(".%s.tmp-%d-42", defNames.global, dead.Process.Pid))
+	mine := filepath.Join(out, ".notes.txt.tmp-1-1") // not an output of the run
+	for _, p := range []string{stale, mine} {
+		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runArgs(t, context.Background(), "-dir", dir, "-rows", "2", "-cols", "2", "-out", out, "-workers", "2", "-mosaic=false")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("%s left in place", stale)
+	}
+	if !strings.Contains(r.stdout, "removed "+stale) {
+		t.Errorf("the run did not say it removed %s:\n%s", stale, r.stdout)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("a file that is not the run's own was removed: %v", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/examples/internal/cli"
+	"github.com/gohtgs/htgs/internal/infile"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/tileio"
@@ -386,13 +386,15 @@ func writeStatistics(w io.Writer, c *config, fftDesc string, total time.Duration
 		}{{"North", md.North}, {"West", md.West}} {
 			dm := d.dm
 			p("%s repeatability: %d", d.name, md.Repeatability)
-			if !math.IsNaN(dm.Overlap) {
-				p("%s overlap: %s", d.name, strconv.FormatFloat(dm.Overlap, 'f', -1, 64))
+			if v := fmtParam(dm.Overlap); v != "" {
+				p("%s overlap: %s", d.name, v)
 			}
 			if dm.Pairs > 0 {
 				p("%s valid tiles after filter: %d out of %d (%.2f%%)", d.name, dm.Valid, dm.Pairs, 100*float64(dm.Valid)/float64(dm.Pairs))
 			}
-			p("%s min filter threshold: %s", d.name, strconv.FormatFloat(dm.Threshold, 'f', -1, 64))
+			if v := fmtParam(dm.Threshold); v != "" {
+				p("%s min filter threshold: %s", d.name, v)
+			}
 			p("")
 		}
 		for _, warning := range s.res.Warnings() {
@@ -405,6 +407,11 @@ func writeStatistics(w io.Writer, c *config, fftDesc string, total time.Duration
 	if pat, err := tileio.ParsePattern(c.pattern, c.start); err == nil && pat.Sequential() {
 		typ = "SEQUENTIAL"
 	}
+	// The overlaps the run used: -horizontal-overlap and
+	// -vertical-overlap, else -overlap; one estimated from the
+	// translations is left out here (its value is under "overlap" above).
+	opt := align.Options{Overlap: c.overlap, HorizontalOverlap: c.hOverlap, VerticalOverlap: c.vOverlap, OverlapUncertainty: c.uncertainty}
+	hOv, vOv := opt.EffectiveOverlaps()
 	params := [][2]string{
 		{"gridWidth", strconv.Itoa(c.cols)},
 		{"gridHeight", strconv.Itoa(c.rows)},
@@ -422,23 +429,26 @@ func writeStatistics(w io.Writer, c *config, fftDesc string, total time.Duration
 		{"outFilePrefix", c.prefix},
 		{"blendingMode", strings.ToUpper(c.blend.String())},
 		{"stageRepeatability", strconv.Itoa(c.repeatability)},
-		{"horizontalOverlap", fmtParam(c.hOverlap)},
-		{"verticalOverlap", fmtParam(c.vOverlap)},
-		{"overlapUncertainty", fmtParam(c.uncertainty)},
+		{"horizontalOverlap", fmtParam(hOv)},
+		{"verticalOverlap", fmtParam(vOv)},
+		{"overlapUncertainty", fmtParam(opt.EffectiveOverlapUncertainty())},
 		{"numFFTPeaks", strconv.Itoa(c.peaks)},
 		{"numCPUThreads", strconv.Itoa(c.workers)},
 		{"reusePositions", strconv.FormatBool(c.reuse)},
 	}
 	for _, kv := range params {
-		p("%s: %s", kv[0], kv[1])
+		if kv[1] != "" {
+			p("%s: %s", kv[0], kv[1])
+		}
 	}
 	return nil
 }
 
-// fmtParam prints an overlap parameter, NaN (MIST's "not given") for 0.
+// fmtParam prints a number of the statistics file; NaN and infinities,
+// which no output file may hold, give "" (the line is left out).
 func fmtParam(v float64) string {
-	if v == 0 {
-		return "NaN"
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return ""
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
@@ -447,7 +457,7 @@ func fmtParam(v float64) string {
 // cols grid: every grid cell must appear once. Positions are shifted so
 // that the smallest is (0, 0), as MIST does.
 func readPositionsFile(path string, rows, cols int) ([]tileio.GlobalPosition, error) {
-	f, err := os.Open(path)
+	f, err := infile.Open(path) // a FIFO or a folder is refused, not waited on
 	if err != nil {
 		return nil, err
 	}
