@@ -43,8 +43,8 @@ type Image struct {
 // file at path (created or truncated), with a tile cache of at most
 // budget bytes (at least one tile). The pixels start at zero.
 func Create(path string, w, h, tw, th int, budget int64) (*Image, error) {
-	if w <= 0 || h <= 0 || tw <= 0 || th <= 0 {
-		return nil, fmt.Errorf("tiled: bad size %dx%d in %dx%d tiles", w, h, tw, th)
+	if err := checkSize(w, h, tw, th); err != nil {
+		return nil, err
 	}
 	tb := int64(tw) * int64(th) * 2
 	if budget < tb {
@@ -64,13 +64,28 @@ func Create(path string, w, h, tw, th int, budget int64) (*Image, error) {
 	return im, nil
 }
 
+// checkSize refuses an image of w x h pixels in tw x th tiles that is
+// empty, or whose tile file would pass 2^62 bytes (its tile count and size
+// overflowed, to a count a small file could match).
+func checkSize(w, h, tw, th int) error {
+	if w <= 0 || h <= 0 || tw <= 0 || th <= 0 {
+		return fmt.Errorf("tiled: bad size %dx%d in %dx%d tiles", w, h, tw, th)
+	}
+	const limit = 1 << 62
+	tx, ty := (w-1)/tw+1, (h-1)/th+1 // TilesX and TilesY, without overflow
+	if w > limit || h > limit || tw > limit/2/th || ty > limit/(2*tw*th) || tx > limit/(2*tw*th)/ty {
+		return fmt.Errorf("tiled: size %dx%d in %dx%d tiles: the tile file would pass 2^62 bytes", w, h, tw, th)
+	}
+	return nil
+}
+
 // Open opens an existing tile file written by an Image of w x h pixels in
 // tw x th tiles (after Flush or Close), with a fresh, empty tile cache of
 // at most budget bytes. The file must have the size such an image's tile
 // file has.
 func Open(path string, w, h, tw, th int, budget int64) (*Image, error) {
-	if w <= 0 || h <= 0 || tw <= 0 || th <= 0 {
-		return nil, fmt.Errorf("tiled: bad size %dx%d in %dx%d tiles", w, h, tw, th)
+	if err := checkSize(w, h, tw, th); err != nil {
+		return nil, err
 	}
 	tb := int64(tw) * int64(th) * 2
 	if budget < tb {

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/gohtgs/htgs/internal/infile"
 )
 
 // OME-Zarr v0.4 (NGFF) multiscale images, the layout napari and other
@@ -300,19 +303,26 @@ func (z *OMEZarr) ReadChunk(l, cx, cy int) ([]uint16, error) {
 		return nil, fmt.Errorf("tiled: no level %d", l)
 	}
 	lv := z.Levels[l]
-	if cx < 0 || cy < 0 || cx >= (lv.W+lv.TW-1)/lv.TW || cy >= (lv.H+lv.TH-1)/lv.TH {
+	if cx < 0 || cy < 0 || cx >= (lv.W-1)/lv.TW+1 || cy >= (lv.H-1)/lv.TH+1 { // W, H >= 1; no overflow
 		return nil, fmt.Errorf("tiled: chunk (%d, %d) outside level %d", cx, cy, l)
 	}
 	px := make([]uint16, lv.TW*lv.TH)
-	b, err := os.ReadFile(filepath.Join(z.Dir, lv.Path, strconv.Itoa(cy), strconv.Itoa(cx)))
+	f, err := infile.Open(filepath.Join(z.Dir, lv.Path, strconv.Itoa(cy), strconv.Itoa(cx)))
 	if errors.Is(err, os.ErrNotExist) {
 		return px, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if len(b) != 2*len(px) {
-		return nil, zarrErr("chunk %d/%d/%d holds %d bytes, want %d", l, cy, cx, len(b), 2*len(px))
+	defer f.Close()
+	// The size is checked before reading: a chunk file of any size was
+	// read whole first.
+	if fi, err := f.Stat(); err != nil || fi.Size() != 2*int64(len(px)) {
+		return nil, zarrErr("chunk %d/%d/%d is not a file of %d bytes (%v)", l, cy, cx, 2*len(px), err)
+	}
+	b := make([]byte, 2*len(px))
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("tiled: chunk %d/%d/%d: %w", l, cy, cx, err)
 	}
 	for i := range px {
 		px[i] = binary.LittleEndian.Uint16(b[2*i:])

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gohtgs/htgs/internal/fuzzrun"
 )
 
 // writeZarr writes a pseudo-random w x h image in tw x th tiles as
@@ -241,11 +243,14 @@ func TestOMEZarrRefusals(t *testing.T) {
 }
 
 // The metadata parsers never panic and refuse what they cannot read
-// with ErrZarr.
+// with ErrZarr; what they accept is in range (positive sizes, a bounded
+// chunk, local paths, positive scales).
 func FuzzParseZarrMetadata(f *testing.F) {
+	fuzzrun.Prepare(f)
 	f.Add([]byte(`{"zarr_format":2,"shape":[70,100],"chunks":[16,32],"dtype":"<u2","compressor":null,"fill_value":0,"order":"C","filters":null,"dimension_separator":"/"}`))
 	f.Add([]byte(`{"multiscales":[{"version":"0.4","axes":[{"name":"y","type":"space"},{"name":"x","type":"space"}],"datasets":[{"path":"0","coordinateTransformations":[{"type":"scale","scale":[1,1]}]}]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		b = b[:min(len(b), 1024)] // inputs stay small, so minimizing is fast
 		if w, h, tw, th, err := ParseZarrArray(b); err == nil {
 			if w <= 0 || h <= 0 || tw <= 0 || th <= 0 || tw*th > maxZarrChunk {
 				t.Fatalf("accepted %d %d %d %d", w, h, tw, th)
