@@ -6,12 +6,15 @@ import (
 	"hash/crc32"
 	"slices"
 	"testing"
+
+	"github.com/gohtgs/htgs/internal/fuzzrun"
 )
 
 // FuzzParseID checks that ParseID accepts exactly the strings ID.String
 // writes: whatever it accepts is a valid identifier that formats back to the
 // same string, and whatever it rejects is rejected with ErrBadID.
 func FuzzParseID(f *testing.F) {
+	fuzzrun.Prepare(f)
 	for _, s := range []string{
 		"slide::mask/dense2d/t4/v2", "a/dense3d/t0/v0", "x.y-z_1/polygons/t12/v345",
 		"", "a/dense2d/t1", "a/cube/t1/v1", "a/dense2d/x1/v1", "a/dense2d/t1/vX",
@@ -45,6 +48,7 @@ func FuzzParseID(f *testing.F) {
 // accepts only canonical encodings: whatever decodes encodes back to the
 // same bytes.
 func FuzzDecodeObject(f *testing.F) {
+	fuzzrun.Prepare(f)
 	f.Add(encodeObject(&object{id: ID{Name: "s", Type: Sparse2D}, elem: Uint16, bounds: Rect(0, 0, 4, 4),
 		coords: [][3]int{{1, 0, 0}, {2, 3, 0}}, vals: []byte{1, 0, 2, 0}}))
 	f.Add(encodeObject(&object{id: ID{Name: "v", Type: Sparse3D}, elem: Float64, bounds: Cube(0, 0, 0, 2, 2, 2),

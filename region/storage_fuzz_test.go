@@ -167,57 +167,62 @@ func fuzzObjectSeeds() [][]byte {
 	}
 }
 
-// withChecksum returns b and b with a valid checksum appended: the
+// withChecksum returns b, with a valid checksum appended if fix: the
 // checksum stops most mutations at the door.
-func withChecksum(b []byte) [][]byte {
-	return [][]byte{b, binary.LittleEndian.AppendUint32(slices.Clone(b), crc32.ChecksumIEEE(b))}
+func withChecksum(b []byte, fix bool) []byte {
+	if !fix {
+		return b
+	}
+	return binary.LittleEndian.AppendUint32(slices.Clone(b), crc32.ChecksumIEEE(b))
 }
 
-// FuzzOpenSparse stores a fuzzed object file in a Disk storage and opens
-// it with OpenSparse (2-D and 3-D): it never panics, every refusal is one
+// FuzzOpenSparse stores a fuzzed object file (with a valid checksum
+// appended if fix) in a Disk storage and opens it with OpenSparse (2-D or
+// 3-D): it never panics, every refusal is one
 // of the package's errors, and the entries read lie in the ROI, each once.
 func FuzzOpenSparse(f *testing.F) {
 	fuzzrun.Prepare(f)
 	for _, s := range fuzzObjectSeeds() {
-		f.Add(s, uint8(1), int16(0), int16(0), int16(3), int16(4))
+		f.Add(s, false, false, uint8(1), int16(0), int16(0), int16(3), int16(4))
+		f.Add(s, false, true, uint8(2), int16(0), int16(0), int16(3), int16(4))
 	}
 	d, err := NewDisk(f.TempDir())
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, obj []byte, dims uint8, x0, y0, x1, y1 int16) {
-		obj = obj[:min(len(obj), 1024)]
-		for _, kind := range []Kind{Sparse2D, Sparse3D} {
-			id := ID{Name: "s", Type: kind}
-			for _, b := range withChecksum(obj) {
-				if err := os.WriteFile(d.objPath(id), b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				var roi Box
-				if dims != 0 {
-					roi = fuzzBox(dims, x0, y0, x1, y1)
-				}
-				s, err := OpenSparse[uint16](context.Background(), d, id, roi)
-				if err == nil {
-					roi = s.ROI()
-					if !s.Bounds().Contains(roi) {
-						t.Fatalf("ROI %v outside bounds %v", roi, s.Bounds())
+	f.Fuzz(func(t *testing.T, obj []byte, fix, is3D bool, dims uint8, x0, y0, x1, y1 int16) {
+		obj = obj[:min(len(obj), 1024)] // inputs stay small, so minimizing is fast
+		kind := Sparse2D
+		if is3D {
+			kind = Sparse3D
+		}
+		id := ID{Name: "s", Type: kind}
+		if err := os.WriteFile(d.objPath(id), withChecksum(obj, fix), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var roi Box
+		if dims != 0 {
+			roi = fuzzBox(dims, x0, y0, x1, y1)
+		}
+		s, err := OpenSparse[uint16](context.Background(), d, id, roi)
+		if err == nil {
+			roi = s.ROI()
+			if !s.Bounds().Contains(roi) {
+				t.Fatalf("ROI %v outside bounds %v", roi, s.Bounds())
+			}
+			var es []Entry[uint16]
+			if es, err = s.Query(context.Background(), roi); err == nil {
+				seen := map[[3]int]bool{}
+				for _, e := range es {
+					if !roi.ContainsPoint(e.X, e.Y, e.Z) || seen[[3]int{e.X, e.Y, e.Z}] {
+						t.Fatalf("entry %+v outside ROI %v or twice", e, roi)
 					}
-					var es []Entry[uint16]
-					if es, err = s.Query(context.Background(), roi); err == nil {
-						seen := map[[3]int]bool{}
-						for _, e := range es {
-							if !roi.ContainsPoint(e.X, e.Y, e.Z) || seen[[3]int{e.X, e.Y, e.Z}] {
-								t.Fatalf("entry %+v outside ROI %v or twice", e, roi)
-							}
-							seen[[3]int{e.X, e.Y, e.Z}] = true
-						}
-					}
-				}
-				if err != nil && !regionErr(err) {
-					t.Fatalf("%v: %v wraps none of the package's errors", kind, err)
+					seen[[3]int{e.X, e.Y, e.Z}] = true
 				}
 			}
+		}
+		if err != nil && !regionErr(err) {
+			t.Fatalf("%v: %v wraps none of the package's errors", kind, err)
 		}
 	})
 }
@@ -227,39 +232,37 @@ func FuzzOpenSparse(f *testing.F) {
 func FuzzOpenPolygonSet(f *testing.F) {
 	fuzzrun.Prepare(f)
 	for _, s := range fuzzObjectSeeds() {
-		f.Add(s, uint8(1), int16(0), int16(0), int16(55), int16(60))
+		f.Add(s, false, uint8(1), int16(0), int16(0), int16(55), int16(60))
 	}
 	d, err := NewDisk(f.TempDir())
 	if err != nil {
 		f.Fatal(err)
 	}
 	id := ID{Name: "p", Type: Polygons}
-	f.Fuzz(func(t *testing.T, obj []byte, dims uint8, x0, y0, x1, y1 int16) {
-		obj = obj[:min(len(obj), 1024)]
-		for _, b := range withChecksum(obj) {
-			if err := os.WriteFile(d.objPath(id), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var roi Box
-			if dims != 0 {
-				roi = Rect(int(x0), int(y0), int(x1), int(y1))
-			}
-			s, err := OpenPolygonSet(context.Background(), d, id, roi)
-			if err == nil {
-				var ps []Polygon
-				if ps, err = s.Polygons(context.Background()); err == nil {
-					seen := map[int64]bool{}
-					for _, p := range ps {
-						if !p.Intersects(s.ROI()) || checkPolygon(id, s.Bounds(), p) != nil || seen[p.ID] {
-							t.Fatalf("polygon %+v: outside ROI %v or bounds %v, or twice", p, s.ROI(), s.Bounds())
-						}
-						seen[p.ID] = true
+	f.Fuzz(func(t *testing.T, obj []byte, fix bool, dims uint8, x0, y0, x1, y1 int16) {
+		obj = obj[:min(len(obj), 1024)] // inputs stay small, so minimizing is fast
+		if err := os.WriteFile(d.objPath(id), withChecksum(obj, fix), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var roi Box
+		if dims != 0 {
+			roi = Rect(int(x0), int(y0), int(x1), int(y1))
+		}
+		s, err := OpenPolygonSet(context.Background(), d, id, roi)
+		if err == nil {
+			var ps []Polygon
+			if ps, err = s.Polygons(context.Background()); err == nil {
+				seen := map[int64]bool{}
+				for _, p := range ps {
+					if !p.Intersects(s.ROI()) || checkPolygon(id, s.Bounds(), p) != nil || seen[p.ID] {
+						t.Fatalf("polygon %+v: outside ROI %v or bounds %v, or twice", p, s.ROI(), s.Bounds())
 					}
+					seen[p.ID] = true
 				}
 			}
-			if err != nil && !regionErr(err) {
-				t.Fatalf("%v wraps none of the package's errors", err)
-			}
+		}
+		if err != nil && !regionErr(err) {
+			t.Fatalf("%v wraps none of the package's errors", err)
 		}
 	})
 }

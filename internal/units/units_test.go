@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gohtgs/htgs/internal/fuzzrun"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -170,6 +172,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func FuzzParseBytes(f *testing.F) {
+	fuzzrun.Prepare(f)
 	for _, s := range []string{"0", "4096", "10B", "100kB", "1.5GiB", " 64 MiB ", "-1", "8EiB", "1.5B", ".5", "abc", "", "9.223372036854775807EB"} {
 		f.Add(s)
 	}
@@ -189,6 +192,7 @@ func FuzzParseBytes(f *testing.F) {
 }
 
 func FuzzFormatBytes(f *testing.F) {
+	fuzzrun.Prepare(f)
 	for _, n := range []int64{0, 1, 1024, 1536, math.MaxInt64, 1 << 62} {
 		f.Add(n)
 	}

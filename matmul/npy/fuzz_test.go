@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/gohtgs/htgs/internal/fuzzrun"
 )
 
 // FuzzParseHeader checks that ParseHeader never panics, that every error
@@ -12,6 +14,7 @@ import (
 // slice cannot produce), and that any accepted header survives a round
 // trip through EncodeHeader.
 func FuzzParseHeader(f *testing.F) {
+	fuzzrun.Prepare(f)
 	for _, dict := range []string{
 		canonical,
 		"{'descr': '<f8', 'fortran_order': False, 'shape': (0, 0), }",
@@ -117,6 +120,7 @@ func (s *fuzzStream) Read(p []byte) (int, error) {
 // must report a stream error (wrapped) only where the preamble needed more
 // bytes than the stream gave before failing.
 func FuzzReadHeader(f *testing.F) {
+	fuzzrun.Prepare(f)
 	seeds := [][]byte{padHeader(1, canonical, 64), padHeader(2, canonical, 16), rawHeader(3, 0, canonical+"\n")}
 	for _, bh := range badHeaders() {
 		seeds = append(seeds, bh.in)

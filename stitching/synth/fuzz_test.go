@@ -7,12 +7,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/gohtgs/htgs/internal/fuzzrun"
 )
 
 // FuzzParseTruth: whatever ParseTruth accepts is a valid truth table
 // (header checked, rows and columns non-negative, names non-empty, no
 // tile twice) that WriteTruth writes and ParseTruth reads back unchanged.
 func FuzzParseTruth(f *testing.F) {
+	fuzzrun.Prepare(f)
 	// A truth.csv written by GenerateToDir, and some by WriteTruth.
 	cfg := ConfigFor(Easy)
 	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight = 2, 3, 64, 48

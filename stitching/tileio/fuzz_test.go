@@ -18,6 +18,8 @@ import (
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/compose"
 	"github.com/gohtgs/htgs/stitching/synth"
+
+	"github.com/gohtgs/htgs/internal/fuzzrun"
 )
 
 // fuzzTilePixels is the tile limit of the fuzz targets: small, so that a
@@ -106,6 +108,7 @@ func checkTile(t *testing.T, img *image.Gray16, err error) {
 // FuzzDecodeTile: any input gives an error or a well-formed tile within the
 // size limit, never a panic, and decoding is deterministic.
 func FuzzDecodeTile(f *testing.F) {
+	fuzzrun.Prepare(f)
 	for _, s := range tileSeeds(f) {
 		f.Add(s)
 	}
@@ -125,6 +128,7 @@ func FuzzDecodeTile(f *testing.F) {
 // FuzzLoadTile: a file gives what its bytes decode to; errors name the
 // file; a tile that loads also opens as a one-tile TileSet of its size.
 func FuzzLoadTile(f *testing.F) {
+	fuzzrun.Prepare(f)
 	for _, s := range tileSeeds(f) {
 		f.Add(s)
 	}
@@ -174,6 +178,7 @@ func FuzzLoadTile(f *testing.F) {
 // write reads back the same after one round (correlations are written with
 // 10 decimals).
 func FuzzReadGlobalPositions(f *testing.F) {
+	fuzzrun.Prepare(f)
 	_, global, _ := fuzzGrid(f)
 	var buf bytes.Buffer
 	if err := WriteGlobalPositions(&buf, global); err != nil {
@@ -214,6 +219,7 @@ func FuzzReadGlobalPositions(f *testing.F) {
 // FuzzReadRelativePositions is FuzzReadGlobalPositions for the relative
 // positions format.
 func FuzzReadRelativePositions(f *testing.F) {
+	fuzzrun.Prepare(f)
 	_, _, relative := fuzzGrid(f)
 	var buf bytes.Buffer
 	if err := WriteRelativePositions(&buf, relative); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/gohtgs/htgs/internal/fuzzrun"
 )
 
 func TestPatternName(t *testing.T) {
@@ -72,6 +74,7 @@ func TestPatternErrors(t *testing.T) {
 // distinct whenever every literal between placeholders holds a non-digit,
 // and that no name leaves the tile folder.
 func FuzzParsePattern(f *testing.F) {
+	fuzzrun.Prepare(f)
 	for _, s := range []string{"img_r{rrr}_c{ccc}.tif", "{i}", "tile_{iiii}.png", "{r}{c}", "{r", "}", "{rr}-{cc}/{r}", "a{{r}}{c}", ""} {
 		f.Add(s, 1)
 	}
