@@ -304,3 +304,39 @@ func canon(b *strings.Builder, v reflect.Value) {
 		fmt.Fprintf(b, "%#v", v)
 	}
 }
+
+// FuzzJSONUnmarshal: the JSON codec never panics on a hostile message,
+// allocates at most 256 bytes per byte of it (plus 1 MiB; encoding/json
+// sizes nothing from a count), and what it decodes re-encodes to a
+// message that decodes to the same value.
+func FuzzJSONUnmarshal(f *testing.F) {
+	fuzzrun.Prepare(f)
+	for _, v := range []map[string][]answer{nil, {}, {"a": {{1, 1}, {2, 4}}, "b": nil, "c": {}}} {
+		data, err := JSON().Marshal(&v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"x":[{"N":1e400},{"Square":-0}],"x":null}`))
+	codec := JSON()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = data[:min(len(data), 1024)]
+		var v map[string][]answer
+		var err error
+		if n := allocatedBy(func() { err = codec.Unmarshal(data, &v) }); n > uint64(1<<20+256*len(data)) {
+			t.Fatalf("%d-byte message allocated %d bytes", len(data), n)
+		}
+		if err != nil {
+			return
+		}
+		again, err := codec.Marshal(&v)
+		if err != nil {
+			t.Fatalf("decoded value does not encode: %v", err)
+		}
+		var w map[string][]answer
+		if err := codec.Unmarshal(again, &w); err != nil || !reflect.DeepEqual(v, w) {
+			t.Fatalf("round trip: %v became %v (%v)", v, w, err)
+		}
+	})
+}
