@@ -196,7 +196,10 @@ type tileCodec struct {
 func newTileCodec(c Compression) (*tileCodec, error) {
 	tc := &tileCodec{c: c}
 	if c == CompressionZstd {
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false))
+		// SpeedFastest stores a mosaic's predicted tiles nearly as they
+		// are (measured: 4194568 bytes for 4 MiB of tiles, where
+		// SpeedDefault makes 2421265 in about deflate's time).
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(false))
 		if err != nil {
 			return nil, fmt.Errorf("tiled: zstd: %w", err)
 		}
