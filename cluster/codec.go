@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -204,8 +205,9 @@ type gobType struct {
 // without building any value, to bound what decoding it allocates.
 type gobWalk struct {
 	data     []byte
-	pos, end int // the read position; the end of the current message
-	types    map[int32]*gobType
+	pos, end int     // the read position; the end of the current message
+	ids      []int32 // the defined type ids, and their types
+	types    []*gobType
 }
 
 // gobCheck reads the gob stream data up to its first value and refuses it
@@ -216,7 +218,7 @@ type gobWalk struct {
 // It also refuses nesting deeper than gobMaxDepth and malformed streams
 // (an unknown type id, a truncated message). The error wraps ErrMalformed.
 func gobCheck(data []byte) error {
-	w := gobWalk{data: data, types: map[int32]*gobType{}}
+	w := gobWalk{data: data}
 	if err := w.stream(); err != nil {
 		return fmt.Errorf("%w: gob message of %d bytes: %v", ErrMalformed, len(data), err)
 	}
@@ -322,8 +324,8 @@ func (w *gobWalk) lookup(id int32) (*gobType, error) {
 	if id >= 1 && id <= 8 {
 		return nil, nil
 	}
-	if t := w.types[id]; t != nil && t.kind != 0 {
-		return t, nil
+	if i := slices.Index(w.ids, id); i >= 0 && w.types[i].kind != 0 {
+		return w.types[i], nil
 	}
 	return nil, fmt.Errorf("unknown type id %d", id)
 }
@@ -353,14 +355,15 @@ func (w *gobWalk) fields(f func(field uint64) error) error {
 // define reads the wireType defining id: a struct of 7 optional fields
 // (one of which is set), each a struct starting with a CommonType.
 func (w *gobWalk) define(id int32) error {
-	if id < 64 || w.types[id] != nil {
+	if id < 64 || slices.Contains(w.ids, id) {
 		return fmt.Errorf("duplicate type id %d", id)
 	}
 	if len(w.types) >= gobMaxTypes {
 		return fmt.Errorf("more than %d types", gobMaxTypes)
 	}
 	t := &gobType{}
-	w.types[id] = t
+	w.ids = append(w.ids, id)
+	w.types = append(w.types, t)
 	return w.fields(func(kind uint64) error {
 		if kind > 6 {
 			return fmt.Errorf("type %d: wireType field %d", id, kind)
@@ -481,12 +484,23 @@ func (w *gobWalk) value(id int32, depth int) error {
 		}
 		return nil
 	case gobStruct:
-		return w.fields(func(f uint64) error {
-			if f >= uint64(len(t.fields)) {
-				return fmt.Errorf("field %d of a struct of %d fields", f, len(t.fields))
+		field := uint64(0) // one more than the field number
+		for {
+			d, err := w.uint()
+			if err != nil {
+				return err
 			}
-			return w.value(t.fields[f], depth+1)
-		})
+			if d == 0 {
+				return nil
+			}
+			if d > uint64(len(t.fields))-field {
+				return fmt.Errorf("field %d of a struct of %d fields", field-1+d, len(t.fields))
+			}
+			field += d
+			if err := w.value(t.fields[field-1], depth+1); err != nil {
+				return err
+			}
+		}
 	}
 	return w.skipBytes("encoded value") // gobExternal
 }
