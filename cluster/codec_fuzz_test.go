@@ -123,6 +123,11 @@ func gobSamples(tb testing.TB) [][]byte {
 		new(string),
 		&[]string{"", "x"},
 		new(any),
+		big.NewInt(-5),
+		&[2]time.Time{time.Unix(5, 6).UTC(), {}},
+		&[]any{gobRect{1, 2}, nil, map[string]float64{"x": 1}},
+		&[3]struct{}{},
+		&map[[2]int8]map[string]struct{ A []byte }{{1, -1}: {"k": {A: []byte{0, 255}}}},
 	}
 	var out [][]byte
 	for _, v := range vals {
