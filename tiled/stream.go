@@ -13,8 +13,10 @@ import (
 // tiles (a variable for tests).
 var runBytes = 4 << 20
 
-// BigTIFFStream writes a pyramidal BigTIFF (the file WriteBigTIFF makes)
-// from full-resolution rows that arrive in order, with no temporary file:
+// BigTIFFStream writes a pyramidal BigTIFF (the file WriteBigTIFF makes,
+// or an OME-TIFF: CreateOMETIFF) from full-resolution rows that arrive in
+// order, with no temporary file (or the chunks of an OME-Zarr instead:
+// CreateOMEZarr, where each run's tiles go to their chunk files):
 // each completed row of tiles is cut into runs of tiles of up to 4 MiB,
 // each tile reduced (2x2 means) into the next level's pending rows as it
 // is cut, and each run goes to the file in one sequential write (O_DIRECT
@@ -37,6 +39,7 @@ type BigTIFFStream struct {
 
 	ome     *OMETIFFOptions // nil: the plain layout (levels as top-level IFDs)
 	codec   *tileCodec      // nil: tiles uncompressed
+	zarr    *zarrSink       // set: tiles go to an OME-Zarr's chunks, not a TIFF
 	ctiles  [][]byte        // a run's compressed tiles
 	scratch [][]byte        // a run's tiles as bytes (compressed, big-endian hosts)
 	obufs   [3][]byte       // compressed runs, as bufs: one filled while the others are written
@@ -115,9 +118,30 @@ func CreateOMETIFF(path string, w, h int, o OMETIFFOptions) (*BigTIFFStream, err
 	return s, err
 }
 
-// newStream starts a stream at path: OME-TIFF when ome is set, tiles
-// compressed by codec when it is set.
+// newStream starts a stream into a TIFF at path: OME-TIFF when ome is
+// set, tiles compressed by codec when it is set.
 func newStream(path string, w, h, tw, th, levels int, ome *OMETIFFOptions, codec *tileCodec) (*BigTIFFStream, error) {
+	return newStreamTo(w, h, tw, th, levels, func(s *BigTIFFStream) error {
+		s.ome, s.codec = ome, codec
+		if codec != nil {
+			s.ctiles = make([][]byte, s.run)
+			s.scratch = make([][]byte, s.run)
+		} else if !hostLE {
+			s.raw = make([]byte, 2*len(s.bufs[0]))
+		}
+		t, err := newTIFFWriter(path)
+		if err != nil {
+			return err
+		}
+		t.depth = len(s.bufs) - 1
+		s.t = t
+		return nil
+	})
+}
+
+// newStreamTo checks the sizes, sets up the levels and the run buffers,
+// and has open set the destination up.
+func newStreamTo(w, h, tw, th, levels int, open func(s *BigTIFFStream) error) (*BigTIFFStream, error) {
 	if tw <= 0 || th <= 0 || tw%16 != 0 || th%16 != 0 {
 		return nil, fmt.Errorf("tiled: TIFF tiles must be multiples of 16, have %dx%d", tw, th)
 	}
@@ -128,7 +152,7 @@ func newStream(path string, w, h, tw, th, levels int, ome *OMETIFFOptions, codec
 		levels = Levels(w, h, tw, th)
 	}
 	levels = min(levels, 64)
-	s := &BigTIFFStream{W: w, H: h, TW: tw, TH: th, ome: ome, codec: codec}
+	s := &BigTIFFStream{W: w, H: h, TW: tw, TH: th}
 	lw, lh := w, h
 	for l := range levels {
 		lv := &streamLevel{w: lw, h: lh}
@@ -144,19 +168,9 @@ func newStream(path string, w, h, tw, th, levels int, ome *OMETIFFOptions, codec
 	for i := range s.bufs {
 		s.bufs[i] = alignedU16(s.run * tw * th)
 	}
-	if codec != nil {
-		s.ctiles = make([][]byte, s.run)
-		s.scratch = make([][]byte, s.run)
-	}
-	if !hostLE && codec == nil {
-		s.raw = make([]byte, 2*len(s.bufs[0]))
-	}
-	t, err := newTIFFWriter(path)
-	if err != nil {
+	if err := open(s); err != nil {
 		return nil, fmt.Errorf("tiled: %w", err)
 	}
-	t.depth = len(s.bufs) - 1
-	s.t = t
 	return s, nil
 }
 
@@ -305,15 +319,19 @@ func (s *BigTIFFStream) tileRow(l int, tile func(tx int, dst []uint16) error, ro
 		if err != nil {
 			return err
 		}
-		if s.codec != nil {
+		switch {
+		case s.zarr != nil:
+			err = s.zarr.run(s, l, lv.y/th, t0, k, buf)
+			s.cur = (s.cur + 1) % len(s.bufs)
+		case s.codec != nil:
 			err = s.writeCompressed(lv, buf, k, s.cur)
-		} else {
+		default:
 			s.writeRaw(lv, buf, k)
 		}
 		if err != nil {
 			return err
 		}
-		if s.t.w.err != nil {
+		if s.t != nil && s.t.w.err != nil {
 			return s.t.w.err
 		}
 	}
@@ -496,14 +514,18 @@ func (s *BigTIFFStream) Close() error {
 			err = fmt.Errorf("tiled: level %d has %d of %d rows", l, lv.y, lv.h)
 		}
 	}
-	if err == nil {
-		s.writeIFDs()
-		err = s.t.w.err
+	if s.zarr != nil {
+		err = s.zarr.finish(s, err)
+	} else {
+		if err == nil {
+			s.writeIFDs()
+			err = s.t.w.err
+		}
+		if s.codec != nil {
+			s.codec.close()
+		}
+		err = s.t.finish(err)
 	}
-	if s.codec != nil {
-		s.codec.close()
-	}
-	err = s.t.finish(err)
 	s.bufs, s.raw, s.obufs, s.ctiles, s.scratch = [3][]uint16{}, nil, [3][]byte{}, nil, nil
 	for _, lv := range s.levels {
 		lv.buf = nil
