@@ -7,8 +7,9 @@
 // levels in SubIFDs, tiles uncompressed or compressed with deflate or
 // zstd) or with the reduced levels as top-level IFDs (CreateBigTIFF,
 // WriteBigTIFF), and read back by OpenBigTIFF; and the same pyramid as
-// OME-Zarr v0.4 (WriteOMEZarr, OpenOMEZarr), so images of any size go to
-// and from disk within a fixed amount of memory.
+// OME-Zarr, NGFF 0.5 on Zarr v3 streamed like the TIFFs (CreateOMEZarr)
+// or v0.4 on Zarr v2 from a tiled image (WriteOMEZarr, OpenOMEZarr), so
+// images of any size go to and from disk within a fixed amount of memory.
 //
 // This is the storage half of CAP's tile pipelines (Gennart et al.); the
 // constructs that run over the tiles are in package cap.
