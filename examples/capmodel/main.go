@@ -310,7 +310,7 @@ func (o *options) prepare() error {
 		if !st.IsDir() {
 			return fmt.Errorf("-dir %s is not a folder", o.dir)
 		}
-		if err := writable(o.dir); err != nil {
+		if err := outfile.Writable(o.dir); err != nil {
 			return fmt.Errorf("-dir: %w", err)
 		}
 	}
@@ -323,7 +323,7 @@ func (o *options) prepare() error {
 		if !st.IsDir() {
 			return fmt.Errorf("%s %s: %s is not a folder", x.flag, x.path, dir)
 		}
-		if err := writable(dir); err != nil {
+		if err := outfile.Writable(dir); err != nil {
 			return fmt.Errorf("%s %s: %w", x.flag, x.path, err)
 		}
 		stale, err := outfile.RemoveStale(x.path)
@@ -335,17 +335,6 @@ func (o *options) prepare() error {
 		}
 	}
 	return nil
-}
-
-// writable checks that a file can be created in the existing folder dir.
-func writable(dir string) error {
-	f, err := os.CreateTemp(dir, ".write-check-*")
-	if err != nil {
-		return fmt.Errorf("folder %s is not writable: %w", dir, err)
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
 }
 
 // execute runs the checked command line: the checks that need no work

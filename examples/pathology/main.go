@@ -496,7 +496,7 @@ func (o *options) prepareOutputs(stderr io.Writer) error {
 		case !st.IsDir():
 			return fmt.Errorf("-nuclei %s: %s is not a folder", o.nucleiOut, dir)
 		}
-		if err := writable(dir); err != nil {
+		if err := outfile.Writable(dir); err != nil {
 			return fmt.Errorf("-nuclei %s: %w", o.nucleiOut, err)
 		}
 		outputs = append(outputs, o.nucleiOut)
@@ -518,17 +518,6 @@ func (o *options) prepareOutputs(stderr io.Writer) error {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, s)
 	}
 	return err
-}
-
-// writable checks that a file can be created in the existing folder dir.
-func writable(dir string) error {
-	f, err := os.CreateTemp(dir, ".write-check-*")
-	if err != nil {
-		return fmt.Errorf("folder %s is not writable: %w", dir, err)
-	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
 }
 
 // writeProfile writes the run's profile into -profile's folder, if set.

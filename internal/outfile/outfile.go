@@ -213,9 +213,18 @@ func CheckDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("output folder: %w", err)
 	}
+	if err := Writable(dir); err != nil {
+		return fmt.Errorf("output %w", err)
+	}
+	return nil
+}
+
+// Writable checks that a file can be created in the existing folder dir
+// (it creates and removes one).
+func Writable(dir string) error {
 	f, err := os.CreateTemp(dir, ".write-check-*")
 	if err != nil {
-		return fmt.Errorf("output folder %s is not writable: %w", dir, err)
+		return fmt.Errorf("folder %s is not writable: %w", dir, err)
 	}
 	name := f.Name()
 	f.Close()
