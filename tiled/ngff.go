@@ -49,24 +49,9 @@ type zarrSink struct {
 // Close, so a folder without them is an incomplete write; on error the
 // folder is removed.
 func CreateOMEZarr(dir string, w, h int, o OMETIFFOptions) (*BigTIFFStream, error) {
-	if o.TileW == 0 {
-		o.TileW = 512
-	}
-	if o.TileH == 0 {
-		o.TileH = 512
-	}
-	if o.Compression == 0 {
-		o.Compression = CompressionNone
-	}
-	if o.PhysicalSizeUnit != "" {
-		u, err := LengthUnit(o.PhysicalSizeUnit)
-		if err != nil {
-			return nil, err
-		}
-		o.PhysicalSizeUnit = u
-	}
-	if !(o.PhysicalSizeX >= 0 && o.PhysicalSizeY >= 0) || o.PhysicalSizeX > 1e300 || o.PhysicalSizeY > 1e300 {
-		return nil, fmt.Errorf("tiled: physical pixel size %v x %v: want finite sizes >= 0", o.PhysicalSizeX, o.PhysicalSizeY)
+	o, err := o.resolved()
+	if err != nil {
+		return nil, err
 	}
 	z := &zarrSink{dir: dir, o: o}
 	switch o.Compression {

@@ -79,26 +79,9 @@ func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget 
 // ResolutionUnit (centimetres) where it is given and converts, and
 // nowhere when it is not.
 func CreateOMETIFF(path string, w, h int, o OMETIFFOptions) (*BigTIFFStream, error) {
-	if o.TileW == 0 {
-		o.TileW = 512
-	}
-	if o.TileH == 0 {
-		o.TileH = 512
-	}
-	if o.Compression == 0 {
-		o.Compression = CompressionNone
-	}
-	if o.PhysicalSizeUnit != "" {
-		u, err := LengthUnit(o.PhysicalSizeUnit)
-		if err != nil {
-			return nil, err
-		}
-		o.PhysicalSizeUnit = u
-	}
-	for _, v := range []float64{o.PhysicalSizeX, o.PhysicalSizeY} {
-		if !(v >= 0 && v < math.Inf(1)) {
-			return nil, fmt.Errorf("tiled: physical pixel size %v: want a finite size >= 0", v)
-		}
+	o, err := o.resolved()
+	if err != nil {
+		return nil, err
 	}
 	var codec *tileCodec
 	switch o.Compression {
@@ -116,6 +99,34 @@ func CreateOMETIFF(path string, w, h int, o OMETIFFOptions) (*BigTIFFStream, err
 		codec.close()
 	}
 	return s, err
+}
+
+// resolved returns o with its defaults filled in (512 x 512 tiles, no
+// compression) and its unit in OME's spelling, or an error for a unit or
+// pixel size that cannot be written.
+func (o OMETIFFOptions) resolved() (OMETIFFOptions, error) {
+	if o.TileW == 0 {
+		o.TileW = 512
+	}
+	if o.TileH == 0 {
+		o.TileH = 512
+	}
+	if o.Compression == 0 {
+		o.Compression = CompressionNone
+	}
+	if o.PhysicalSizeUnit != "" {
+		u, err := LengthUnit(o.PhysicalSizeUnit)
+		if err != nil {
+			return o, err
+		}
+		o.PhysicalSizeUnit = u
+	}
+	for _, v := range []float64{o.PhysicalSizeX, o.PhysicalSizeY} {
+		if !(v >= 0 && v < math.Inf(1)) {
+			return o, fmt.Errorf("tiled: physical pixel size %v: want a finite size >= 0", v)
+		}
+	}
+	return o, nil
 }
 
 // newStream starts a stream into a TIFF at path: OME-TIFF when ome is
