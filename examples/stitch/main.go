@@ -262,7 +262,21 @@ Warnings about the quality of the result go to stderr and start "%[1]s: WARNING:
 
 Flags:
 `, prog)
-	cli.PrintDefaults(w, newFlags(&config{}))
+	// The program's own flags first, then MIST's names in their own
+	// section (their usage texts start with "MIST").
+	all := newFlags(&config{})
+	native := flag.NewFlagSet(prog, flag.ContinueOnError)
+	mist := flag.NewFlagSet(prog, flag.ContinueOnError)
+	all.VisitAll(func(f *flag.Flag) {
+		to := native
+		if strings.HasPrefix(f.Usage, "MIST") {
+			to = mist
+		}
+		to.Var(f.Value, f.Name, f.Usage)
+	})
+	cli.PrintDefaults(w, native)
+	fmt.Fprintf(w, "\nMIST's headless option names (--name value or -name value; docs/mist.md):\n")
+	cli.PrintDefaults(w, mist)
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -517,7 +531,18 @@ func (t tee) Write(p []byte) (int, error) {
 	return t.w.Write(p)
 }
 
-func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
+func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error) {
+	// A folder this run creates (-out, -profile) is removed again if the
+	// run fails having written nothing into it.
+	for _, dir := range []string{c.out, c.profile} {
+		if _, serr := os.Stat(dir); dir != "" && errors.Is(serr, os.ErrNotExist) {
+			defer func() {
+				if err != nil {
+					os.Remove(dir) // only if empty
+				}
+			}()
+		}
+	}
 	tStart := time.Now()
 	var logBuf bytes.Buffer
 	barsOut := stderr
@@ -735,7 +760,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 		}
 		stats = append(stats, st)
 	}
-	if err := writeProfiles(c.profile, runs, stderr); err != nil {
+	if err := writeProfiles(c.profile, runs, stdout, stderr); err != nil {
 		return err
 	}
 	if !c.demo || c.keep {
@@ -1181,13 +1206,14 @@ func mosaicBounds(slots []compose.Slot) image.Rectangle {
 
 // writeProfiles writes each observed run into dir; a dot that is missing
 // or fails is a warning (once), not an error.
-func writeProfiles(dir string, runs []observed, stderr io.Writer) error {
+func writeProfiles(dir string, runs []observed, stdout, stderr io.Writer) error {
 	warned := map[string]bool{}
 	for _, o := range runs {
 		warning, err := cli.WriteProfile(dir, o.phase, o.run)
 		if err != nil {
 			return fmt.Errorf("-profile: %s: %w", o.phase, err)
 		}
+		fmt.Fprintf(stdout, "profile of the %s graph (DOT, SVG, trace, statistics) in %s\n", o.phase, filepath.Join(dir, o.phase+".*"))
 		if warning != nil && !warned[warning.Error()] {
 			warned[warning.Error()] = true
 			warn(stderr, "-profile: %v (the DOT, trace and statistics files are written)", warning)

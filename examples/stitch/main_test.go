@@ -207,6 +207,9 @@ func TestGenerateThenStitch(t *testing.T) {
 				t.Errorf("profile %s%s: %v", phase, suffix, err)
 			}
 		}
+		if !strings.Contains(r.stdout, "profile of the "+phase+" graph") || !strings.Contains(r.stdout, filepath.Join(prof, phase)) {
+			t.Errorf("the run does not say where the %s profile is:\n%s", phase, r.stdout)
+		}
 		if _, err := os.Stat(filepath.Join(out, phase+".dot")); err == nil {
 			t.Errorf("profile written into -out")
 		}
@@ -777,5 +780,64 @@ func TestStaleTemporariesRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(mine); err != nil {
 		t.Errorf("a file that is not the run's own was removed: %v", err)
+	}
+}
+
+// stitch -h lists the program's flags first and MIST's names in a section
+// of their own (they were mixed alphabetically, 200 lines).
+func TestHelpGroupsMISTNames(t *testing.T) {
+	r := runArgs(t, context.Background(), "-h")
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	out := r.stdout + r.stderr
+	head := strings.Index(out, "\nMIST's headless option names (")
+	if head < 0 {
+		t.Fatalf("no MIST section:\n%s", out)
+	}
+	for _, f := range []string{"-dir", "-rows", "-compression", "-workers"} {
+		if i := strings.Index(out, "\n  "+f+" "); i < 0 || i > head {
+			t.Errorf("%s not among the program's flags before the MIST section", f)
+		}
+	}
+	for _, f := range []string{"-gridWidth", "-imageDir", "-unitX", "-startTile"} {
+		if i := strings.Index(out, "\n  "+f+" "); i < head {
+			t.Errorf("%s not in the MIST section (at %d, section at %d)", f, i, head)
+		}
+	}
+}
+
+// A MIST option that has nothing to do with file names (--unitX) no longer
+// switches the first tile number to MIST's 0: the tiles of a grid named
+// from 001 are found.
+func TestMISTOptionKeepsNumbering(t *testing.T) {
+	dir := generated(t, 2, 2, 1, nil)
+	r := runArgs(t, context.Background(), "-dir", dir, "-rows", "2", "-cols", "2", "-out", t.TempDir(), "-workers", "2", "-mosaic=false", "--unitX", "0.65")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// A run that fails before writing anything leaves no empty output folder
+// behind (it created -out, then failed on a missing tile folder).
+func TestFailedRunLeavesNoEmptyFolder(t *testing.T) {
+	base := t.TempDir()
+	out, prof := filepath.Join(base, "out"), filepath.Join(base, "prof")
+	r := runArgs(t, context.Background(), "-dir", filepath.Join(base, "missing"), "-rows", "2", "-cols", "2", "-out", out, "-profile", prof)
+	if r.code == 0 {
+		t.Fatal("stitching a missing folder succeeded")
+	}
+	for _, d := range []string{out, prof} {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s left behind by a failed run", d)
+		}
+	}
+	// A folder that existed before is kept, empty or not.
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runArgs(t, context.Background(), "-dir", filepath.Join(base, "missing"), "-rows", "2", "-cols", "2", "-out", out)
+	if _, err := os.Stat(out); err != nil {
+		t.Errorf("the user's own folder was removed: %v", err)
 	}
 }

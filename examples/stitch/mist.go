@@ -263,7 +263,10 @@ func checkMIST(c *config, set map[string]bool) error {
 		}
 		return cli.Usagef("--filenamePattern %q does not fit --filenamePatternType %s: want %s", c.pattern, m.patternType, want)
 	}
-	if !set["start"] {
+	// MIST numbers from 0 unless told otherwise; that default applies
+	// when MIST's naming options are used, not because, say, --unitX is.
+	mistNaming := set["filenamePattern"] || set["filenamePatternType"] || set["startTile"] || set["startTileRow"] || set["startTileCol"]
+	if !set["start"] && mistNaming {
 		if pat.Sequential() {
 			c.start = m.startTile
 		} else {
