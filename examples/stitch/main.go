@@ -580,6 +580,11 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 	for _, n := range outputsOf(c) {
 		outPaths = append(outPaths, filepath.Join(c.out, n))
 	}
+	if c.profile != "" {
+		for _, n := range profileNames() {
+			outPaths = append(outPaths, filepath.Join(c.profile, n))
+		}
+	}
 	stale, err := outfile.RemoveStale(outPaths...)
 	for _, st := range stale {
 		fmt.Fprintln(stdout, st)
@@ -648,8 +653,13 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 	if c.profile != "" || c.httpAddr != "" {
 		gopt.Start = append(gopt.Start, graph.WithTrace())
 	}
+	plog := &phaseLog{start: tStart}
+	curSlice := 0
 	if c.profile != "" {
-		gopt.Observe = func(phase string, r *graph.Execution) { runs = append(runs, observed{phase, r}) }
+		gopt.Observe = func(phase string, r *graph.Execution) {
+			plog.graphEnded(curSlice, phase, r.Stats().Elapsed)
+			runs = append(runs, observed{phase, r})
+		}
 	}
 	// -http: the live view shows each phase's graph from its start.
 	live, err := cli.ServeLive(prog, c.httpAddr, stdout)
@@ -677,6 +687,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 			fmt.Fprintf(stdout, "time slice %d (%d of %d)\n", t, k+1, len(runSlices))
 		}
 		st := sliceStats{t: t}
+		curSlice = t
 		if c.assemble || (c.reuse && k > 0) {
 			pos, from := first, "time slice "+strconv.Itoa(runSlices[0])
 			ff := firstFF
@@ -708,6 +719,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 				}
 			}
 			st.output = time.Since(t0)
+			plog.add(t, "outputs and mosaic", t0, time.Now(), false)
 		} else {
 			w, h := src.TileSize()
 			where := ""
@@ -726,6 +738,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 				return err
 			}
 			elapsed := time.Since(t0)
+			plog.fillStitch(t, t0, t0.Add(elapsed))
 			st.stitch, st.res = elapsed, res
 			fmt.Fprintf(stdout, "stitched in %v (%.1f tiles/s); overlap %s horizontal, %s vertical; repeatability %d px\n",
 				elapsed.Round(time.Millisecond), float64(c.rows*c.cols)/elapsed.Seconds(),
@@ -748,6 +761,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 				return err
 			}
 			st.output = time.Since(t0)
+			plog.add(t, "outputs and mosaic", t0, time.Now(), false)
 			if truth, err := synth.ReadTruth(filepath.Join(c.dir, synth.TruthFile)); err == nil {
 				report(stdout, stderr, res, truth)
 			} else if !errors.Is(err, os.ErrNotExist) {
@@ -762,6 +776,14 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 	}
 	if err := writeProfiles(c.profile, runs, stdout, stderr); err != nil {
 		return err
+	}
+	if c.profile != "" {
+		// Every phase's time, graphs or not, in one file.
+		path := filepath.Join(c.profile, "phases.json")
+		if err := outfile.WriteFile(path, plog.write); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+		fmt.Fprintf(stdout, "every phase's time (graphs and the rest) in %s\n", path)
 	}
 	if !c.demo || c.keep {
 		fmt.Fprintf(stdout, "outputs in %s\n", c.out)
@@ -816,6 +838,15 @@ func overlapText(d align.DirectionModel) string {
 	return fmt.Sprintf("%.2f%%", d.Overlap)
 }
 
+// profileNames are the files -profile writes.
+func profileNames() []string {
+	names := []string{"phases.json"}
+	for _, p := range phases {
+		names = append(names, p+".dot", p+".svg", p+"-trace.json", p+"-stats.json")
+	}
+	return names
+}
+
 // checkOverwrite refuses outputs that would replace a tile: -out or
 // -profile being the tiles' folder with an output named like a tile.
 func checkOverwrite(c *config, src *tileio.TileSet) error {
@@ -843,11 +874,7 @@ func checkOverwrite(c *config, src *tileio.TileSet) error {
 	if c.profile == "" {
 		return nil
 	}
-	var names []string
-	for _, p := range phases {
-		names = append(names, p+".dot", p+".svg", p+"-trace.json", p+"-stats.json")
-	}
-	return check("-profile", c.profile, names)
+	return check("-profile", c.profile, profileNames())
 }
 
 // gib formats a byte count.

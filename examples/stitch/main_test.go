@@ -18,12 +18,14 @@ import (
 
 	"golang.org/x/image/tiff"
 
+	"encoding/json"
 	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/stitching/tileio"
 	"github.com/gohtgs/htgs/tiled"
+	"slices"
 )
 
 // outputNames are the files a run with the mosaic writes into -out.
@@ -213,6 +215,32 @@ func TestGenerateThenStitch(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, phase+".dot")); err == nil {
 			t.Errorf("profile written into -out")
 		}
+	}
+	// phases.json covers the whole run: the graph phases and the rest,
+	// one after the other.
+	b, err := os.ReadFile(filepath.Join(prof, "phases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spans []phaseSpan
+	if err := json.Unmarshal(b, &spans); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	end := 0.0
+	for _, s := range spans {
+		got = append(got, s.Phase)
+		if s.StartMS < end-1 || s.MS < 0 {
+			t.Errorf("phase %q starts at %.1f ms, before the previous one ends (%.1f ms)", s.Phase, s.StartMS, end)
+		}
+		end = s.StartMS + s.MS
+	}
+	want := []string{"flat field and set-up", "registration", "stage model and repair", "refinement", "global optimization", "outputs and mosaic"}
+	if !slices.Equal(got, want) {
+		t.Errorf("phases.json lists %q, want %q", got, want)
+	}
+	if !strings.Contains(r.stdout, filepath.Join(prof, "phases.json")) {
+		t.Errorf("the run does not say where phases.json is")
 	}
 	noTemp(t, out)
 	noTemp(t, prof)
