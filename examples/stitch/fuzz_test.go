@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -122,13 +123,13 @@ func FuzzParseTimeSlices(f *testing.F) {
 		}
 		for part := range strings.SplitSeq(s, ",") {
 			lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-			var a, b int
-			if _, err := fmt.Sscan(strings.TrimSpace(lo), &a); err != nil {
+			a, err := strconv.Atoi(strings.TrimSpace(lo)) // decimal, "010" is 10
+			if err != nil {
 				t.Fatalf("%q: accepted part %q", s, part)
 			}
-			b = a
+			b := a
 			if isRange {
-				fmt.Sscan(strings.TrimSpace(hi), &b)
+				b, _ = strconv.Atoi(strings.TrimSpace(hi))
 			}
 			for _, v := range []int{a, b} {
 				if _, ok := slices.BinarySearch(out, v); !ok {
