@@ -108,7 +108,8 @@ func register(w *Worker, threads int, ackWait time.Duration) error {
 }
 
 // workerMain is a worker process: it joins the server named by EnvURL and
-// serves the test tasks until SIGTERM.
+// serves the test tasks until SIGTERM (or, started by a Supervisor, until
+// its standard input closes).
 func workerMain(name string) int {
 	nc, err := nats.Connect(os.Getenv(EnvURL))
 	if err != nil {
@@ -144,6 +145,8 @@ func workerMain(name string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	ctx, cancel := Supervised(ctx) // a Supervisor's worker stops when its stdin closes
+	defer cancel()
 	if err := w.Serve(ctx, nc); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1

@@ -5,7 +5,6 @@ package main
 // embedded server and local worker processes in one command).
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -15,13 +14,11 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,12 +38,14 @@ const (
 	// band whose version differs.
 	bandTask    = "stitch-band"
 	bandVersion = "v1"
-	// envChild marks the local workers -cluster starts: they stop when
-	// their standard input (a pipe from the parent) closes, so that none
-	// outlives its parent.
-	envChild = "HTGS_STITCH_CHILD"
-	// childStop is how long a stopping local worker gets before SIGKILL.
-	childStop = 10 * time.Second
+	// bandAckWait is the band task's AckWait: a band a dead worker held
+	// goes to another worker this long after its last progress report
+	// (a live worker reports every third of it while a band runs).
+	bandAckWait = 5 * time.Second
+	// envChild is set in the environment of the local workers -cluster
+	// starts (by its cluster.Supervisor): they stop when their standard
+	// input, a pipe from the parent, closes.
+	envChild = cluster.EnvSupervised
 	// bandStall is how long the client's graph of bands may see no band
 	// finish before it reports a stall.
 	bandStall = 5 * time.Minute
@@ -54,12 +53,15 @@ const (
 
 // clusterConfig holds the flags of the distributed registration.
 type clusterConfig struct {
-	nats       string // -nats
-	worker     bool   // -worker
-	cluster    int    // -cluster
-	bandRows   int    // -band-rows
-	workerName string // -name
-	allow      string // -allow
+	nats       string        // -nats
+	worker     bool          // -worker
+	cluster    int           // -cluster
+	bandRows   int           // -band-rows
+	workerName string        // -name
+	allow      string        // -allow
+	restart    bool          // -restart
+	timeout    time.Duration // -worker-timeout
+	workersSet bool          // -workers was given
 }
 
 // distributed reports whether the registration runs on workers.
@@ -73,6 +75,8 @@ func addClusterFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&cl.bandRows, "band-rows", 0, "with -nats or -cluster: grid rows per band (0: about 3 bands per worker, at least 4 rows when the grid has them)")
 	fs.StringVar(&cl.allow, "allow", "", "with -worker: read tiles only from folders under `DIR` (default: any folder a client names)")
 	fs.StringVar(&cl.workerName, "name", "", "with -worker: the worker's name in the clients' progress lines (default HOST-PID)")
+	fs.BoolVar(&cl.restart, "restart", true, "with -cluster: start a local worker again when it dies (its bands go to the others meanwhile)")
+	fs.DurationVar(&cl.timeout, "worker-timeout", time.Minute, "with -nats or -cluster: fail when no worker has served for this `long`")
 }
 
 // checkCluster checks the distributed registration's flags.
@@ -97,7 +101,14 @@ func checkCluster(c *config, set map[string]bool) error {
 		return cli.Usagef("-allow restricts a worker's reads: it applies to -worker")
 	case set["allow"] && cl.allow == "":
 		return cli.Usagef("-allow needs a folder")
+	case set["restart"] && cl.cluster == 0:
+		return cli.Usagef("-restart applies to the local workers of -cluster")
+	case set["worker-timeout"] && !cl.distributed():
+		return cli.Usagef("-worker-timeout applies to a distributed registration (-nats or -cluster)")
+	case set["worker-timeout"] && cl.timeout <= 0:
+		return cli.Usagef("-worker-timeout %v: must be positive", cl.timeout)
 	}
+	cl.workersSet = set["workers"]
 	if cl.nats != "" {
 		if _, err := natsURL(cl.nats); err != nil {
 			return cli.UsageError{Err: err}
@@ -293,16 +304,9 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 		return err
 	}
 	defer nc.Close()
-	if os.Getenv(envChild) != "" {
-		// A local worker of -cluster stops when its parent goes.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			_, _ = io.Copy(io.Discard, os.Stdin)
-			cancel()
-		}()
-	}
+	// A local worker of -cluster stops when its supervisor goes.
+	ctx, cancel := cluster.Supervised(ctx)
+	defer cancel()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w := cluster.NewWorker(cluster.WorkerName(name), cluster.Logger(logger))
 	gopt := stitching.GraphOptions{Workers: c.workers, GPU: c.gpu}
@@ -348,14 +352,14 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 			return bandDone{Band: j.Band, Pairs: pts, Worker: name, Host: host, Seconds: d.Seconds()}, nil
 		})
 	}
-	if err := cluster.Handle(w, bandTask, newTask, cluster.Version(bandVersion), cluster.Threads(1)); err != nil {
+	if err := cluster.Handle(w, bandTask, newTask, cluster.Version(bandVersion), cluster.Threads(1), cluster.AckWait(bandAckWait)); err != nil {
 		return fmt.Errorf("worker %s: %w", name, err)
 	}
 	where := ""
 	if c.gpu {
 		where = ", on the GPUs"
 	}
-	fmt.Fprintf(stdout, "worker %s on %s: registering bands of rows with %d workers%s for the clients of %s (interrupt to stop)\n",
+	fmt.Fprintf(stdout, "worker %s on %s: registering bands of rows, one at a time, with %d workers (copies of each compute task)%s for the clients of %s (interrupt to stop)\n",
 		name, host, c.workers, where, natsconn.Redact(nc.ConnectedUrlRedacted()))
 	if err := w.Serve(ctx, nc); err != nil {
 		return fmt.Errorf("worker %s: %w", name, err)
@@ -365,56 +369,62 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 }
 
 // distributed is the client's side of a distributed registration: its
-// connection, and with -cluster the embedded server and local workers.
+// connection, with -cluster the embedded server, and the supervisor of the
+// workers (with -cluster, of the local worker processes too).
 type distributed struct {
 	nc     *nats.Conn
 	client *cluster.Client
 	remote *cluster.Remote[bandJob, bandDone]
+	sup    *cluster.Supervisor
 	srv    *cluster.Server // -cluster
-	locals []*localWorker  // -cluster
 	where  string          // for messages
 	rows   int             // -band-rows
 }
 
 // startDistributed connects to -nats, or starts -cluster's server and
 // workers, and returns the context the run must use: it is cancelled, with
-// the reason as its cause, when a local worker exits before the end.
-// Close the distributed when the run ends, failed or not.
-func startDistributed(ctx context.Context, c *config, stdout io.Writer) (_ *distributed, _ context.Context, _ context.CancelCauseFunc, err error) {
+// the reason as its cause, when no worker has served for -worker-timeout.
+// A local worker that dies is reported on stderr and, with -restart,
+// started again; the bands it held go to the other workers. Close the
+// distributed when the run ends, failed or not.
+func startDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) (_ *distributed, _ context.Context, err error) {
 	d := &distributed{rows: c.cl.bandRows}
-	ctx, cancel := context.WithCancelCause(ctx)
 	defer func() {
 		if err != nil {
 			d.close()
-			cancel(err)
 		}
 	}()
 	if n := c.cl.cluster; n > 0 {
 		if d.srv, err = cluster.StartServer(); err != nil {
-			return nil, nil, nil, fmt.Errorf("-cluster: %w", err)
+			return nil, nil, fmt.Errorf("-cluster: %w", err)
 		}
 		if d.nc, err = d.srv.Connect(nats.Name("stitch client")); err != nil {
-			return nil, nil, nil, fmt.Errorf("-cluster: %w", err)
+			return nil, nil, fmt.Errorf("-cluster: %w", err)
 		}
 		d.where = fmt.Sprintf("the %d local workers of -cluster", n)
 	} else {
 		if d.nc, err = connectNATS(c.cl.nats, "stitch client"); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		d.where = "the workers of " + natsconn.Redact(c.cl.nats)
 	}
 	if d.client, err = cluster.NewClient(ctx, d.nc); err != nil {
-		return nil, nil, nil, fmt.Errorf("-nats: %w", err)
+		return nil, nil, fmt.Errorf("-nats: %w", err)
 	}
 	if d.remote, err = cluster.NewRemote[bandJob, bandDone](d.client, bandTask, cluster.Version(bandVersion)); err != nil {
-		return nil, nil, nil, fmt.Errorf("-nats: %w", err)
+		return nil, nil, fmt.Errorf("-nats: %w", err)
 	}
+	d.sup, ctx = cluster.Supervise(ctx, d.client, bandTask, bandVersion, cluster.Restart(c.cl.restart),
+		cluster.WorkerTimeout(c.cl.timeout), cluster.Reports(stderr))
 	if n := c.cl.cluster; n > 0 {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("-cluster: finding this program to start the workers: %w", err)
+			return nil, nil, fmt.Errorf("-cluster: finding this program to start the workers: %w", err)
 		}
-		perWorker := max(1, c.workers/n)
+		perWorker := c.workers
+		if !c.cl.workersSet {
+			perWorker = max(1, c.workers/n) // they share this machine's cores
+		}
 		for i := range n {
 			name := fmt.Sprintf("local-%d", i+1)
 			args := []string{"-worker", "-name", name, "-workers", strconv.Itoa(perWorker)}
@@ -427,43 +437,26 @@ func startDistributed(ctx context.Context, c *config, stdout io.Writer) (_ *dist
 					args = append(args, "-allow", dir)
 				}
 			}
-			lw, err := startLocal(exe, args, name, d.srv.AuthURL(), cancel)
+			pid, err := d.sup.Start(cluster.LocalWorker{Name: name, Path: exe, Args: args, Env: []string{cluster.EnvURL + "=" + d.srv.AuthURL()}})
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("-cluster: %w", err)
+				return nil, nil, fmt.Errorf("-cluster: %w", err)
 			}
-			d.locals = append(d.locals, lw)
-			fmt.Fprintf(stdout, "started local worker %s (pid %d, -workers %d)\n", name, lw.cmd.Process.Pid, perWorker)
+			fmt.Fprintf(stdout, "started local worker %s (pid %d, -workers %d)\n", name, pid, perWorker)
 		}
-		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
-		_, err = d.waitWorkers(wctx, n, nil)
-		wcancel()
-		if err != nil {
-			if cause := context.Cause(ctx); cause != nil {
-				err = cause
-			}
-			return nil, nil, nil, fmt.Errorf("-cluster: waiting for the local workers to join: %w", err)
+		if _, err := d.sup.WaitServing(ctx, n); err != nil {
+			return nil, nil, fmt.Errorf("-cluster: waiting for the local workers to join: %w", err)
 		}
 	}
-	return d, ctx, cancel, nil
+	return d, ctx, nil
 }
 
 // close stops the local workers (closing their standard input, then
-// SIGKILL after childStop) and the server, and closes the connection.
+// SIGKILL after a while) and the server, and closes the connection.
 func (d *distributed) close() error {
 	var errs []error
-	for _, lw := range d.locals {
-		lw.stopping.Store(true)
-		_ = lw.stdin.Close()
-	}
-	for _, lw := range d.locals {
-		select {
-		case <-lw.done:
-		case <-time.After(childStop):
-			_ = lw.cmd.Process.Kill()
-			<-lw.done
-		}
-		if lw.err != nil && !lw.killed() {
-			errs = append(errs, fmt.Errorf("local worker %s: %w%s", lw.name, lw.err, lw.output()))
+	if d.sup != nil {
+		if err := d.sup.Close(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if d.client != nil {
@@ -481,21 +474,14 @@ func (d *distributed) close() error {
 }
 
 // waitWorkers waits until at least n live workers serve the band task and
-// returns them; it says once on w (unless nil) that it waits.
+// returns them; it says once on w (unless nil) that it waits. The
+// supervisor's context bounds the wait (-worker-timeout).
 func (d *distributed) waitWorkers(ctx context.Context, n int, w io.Writer) ([]cluster.WorkerInfo, error) {
 	said := false
 	for {
-		all, err := d.client.Workers(ctx)
+		ours, err := d.sup.Serving(ctx)
 		if err != nil {
 			return nil, err
-		}
-		var ours, others []cluster.WorkerInfo
-		for _, wi := range all {
-			if v, ok := wi.Tasks[bandTask]; ok && v == bandVersion {
-				ours = append(ours, wi)
-			} else if ok {
-				others = append(others, wi)
-			}
 		}
 		if len(ours) >= n {
 			return ours, nil
@@ -503,14 +489,22 @@ func (d *distributed) waitWorkers(ctx context.Context, n int, w io.Writer) ([]cl
 		if w != nil && !said {
 			said = true
 			extra := ""
-			if len(others) > 0 {
-				extra = fmt.Sprintf(" (%d worker(s) serve another version of %s: update them)", len(others), bandTask)
+			if all, err := d.client.Workers(ctx); err == nil {
+				others := 0
+				for _, wi := range all {
+					if v, ok := wi.Tasks[bandTask]; ok && v != bandVersion {
+						others++
+					}
+				}
+				if others > 0 {
+					extra = fmt.Sprintf(" (%d worker(s) serve another version of %s: update them)", others, bandTask)
+				}
 			}
 			fmt.Fprintf(w, "waiting for a worker on %s: start one with %s=TOKEN stitch -worker -nats URL%s\n", d.where, natsconn.EnvToken, extra)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, context.Cause(ctx)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -666,96 +660,11 @@ func stitchGrid(ctx context.Context, c *config, src *tileio.TileSet, t int, opt 
 	return stitching.StitchRegistered(ctx, src, opt, gopt, c.dist.register(c, t, gopt, opt, stdout))
 }
 
-// localWorker is a worker process -cluster started.
-type localWorker struct {
-	name     string
-	cmd      *exec.Cmd
-	stdin    io.WriteCloser
-	out      tailBuffer
-	done     chan struct{} // closed when it has exited; err is set then
-	err      error
-	stopping atomic.Bool // close is stopping it
-}
-
-// startLocal starts this program as a worker joining authURL (through
-// the environment, never the command line); if it exits before close
-// stops it, stop is called with the reason.
-func startLocal(exe string, args []string, name, authURL string, stop context.CancelCauseFunc) (*localWorker, error) {
-	lw := &localWorker{name: name, cmd: exec.Command(exe, args...), done: make(chan struct{})}
-	lw.cmd.Env = append(os.Environ(), cluster.EnvURL+"="+authURL, envChild+"=1")
-	lw.cmd.Stdout = &lw.out
-	lw.cmd.Stderr = &lw.out
-	var err error
-	if lw.stdin, err = lw.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	if err := lw.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting local worker %s: %w", name, err)
-	}
-	go func() {
-		lw.err = lw.cmd.Wait()
-		close(lw.done)
-		if !lw.stopping.Load() {
-			status := "exited"
-			if lw.err != nil {
-				status = lw.err.Error()
-			}
-			stop(fmt.Errorf("local worker %s (pid %d) ended early: %s%s", name, lw.cmd.Process.Pid, status, lw.output()))
-		}
-	}()
-	return lw, nil
-}
-
-// killed reports whether close had to kill the worker.
-func (lw *localWorker) killed() bool {
-	var ee *exec.ExitError
-	return errors.As(lw.err, &ee) && !ee.Exited()
-}
-
-// output is the end of what the worker printed, for messages.
-func (lw *localWorker) output() string {
-	s := strings.TrimSpace(lw.out.String())
-	if s == "" {
-		return ""
-	}
-	return "; its last output:\n" + s
-}
-
-// tailBuffer keeps the last tailBytes bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-const tailBytes = 4096
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if n := b.buf.Len(); n > 2*tailBytes {
-		rest := slices.Clone(b.buf.Bytes()[n-tailBytes:])
-		b.buf.Reset()
-		b.buf.Write(rest)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > tailBytes {
-		s = s[len(s)-tailBytes:]
-	}
-	return s
-}
-
 // runDistributed runs the job with the registration on workers: it
 // connects (or starts -cluster's server and workers), runs, and stops
 // them; a local worker that ended early is the error.
 func runDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) error {
-	d, dctx, cancel, err := startDistributed(ctx, c, stdout)
+	d, dctx, err := startDistributed(ctx, c, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -764,7 +673,9 @@ func runDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) er
 	if cause := context.Cause(dctx); err != nil && errors.Is(err, context.Canceled) && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
 	}
-	cancel(nil)
 	c.dist = nil
+	if st := d.sup.Stats(); st.Deaths > 0 {
+		fmt.Fprintf(stdout, "local workers: %d died, %d restarted, %d given up; %d band(s) run again by another worker\n", st.Deaths, st.Restarts, st.GivenUp, d.client.Stats().Redelivered)
+	}
 	return errors.Join(err, d.close())
 }

@@ -59,55 +59,115 @@ func gone(t *testing.T, pids []int) {
 	}
 }
 
+// localPID returns the pid of local worker name, from the run's output.
+func localPID(stdout, name string) int {
+	m := regexp.MustCompile(`started local worker ` + regexp.QuoteMeta(name) + ` \(pid (\d+),`).FindStringSubmatch(stdout)
+	if m == nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(m[1])
+	return pid
+}
+
 // Cancelling a -cluster run (Ctrl-C) mid-registration stops it with the
-// cancellation and leaves no worker process behind; so does a local worker
-// that dies, whose end is the error.
+// cancellation and leaves no worker process behind.
 func TestClusterStopsLocalWorkers(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	dir := generated(t, 4, 5, 1, nil)
 	args := []string{"-dir", dir, "-rows", "4", "-cols", "5", "-workers", "2", "-cluster", "2", "-band-rows", "1", "-mosaic=false"}
 
-	t.Run("cancel", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &watchWriter{on: func(s string) {
+		if strings.Contains(s, " by worker ") {
+			cancel()
+		}
+	}}
+	var errw bytes.Buffer
+	code := runMain(ctx, append(args, "-out", t.TempDir()), out, &errw)
+	if code != 1 || !strings.Contains(errw.String(), "context canceled") {
+		t.Errorf("cancelled run: exit %d, want 1 and the cancellation:\n%s", code, errw.String())
+	}
+	pids := localPIDs(out.buf.String())
+	if len(pids) != 2 {
+		t.Fatalf("started %d local workers, want 2:\n%s", len(pids), out.buf.String())
+	}
+	gone(t, pids)
+	goleak.VerifyNone(t, before, natsLeak)
+}
+
+// A local worker of -cluster 3 killed with SIGKILL mid-registration, while
+// the others hold bands too, does not fail the run: its death is reported
+// (name, pid, signal), it is restarted, the band it held goes to another
+// worker, and the outputs are the single-process run's byte for byte. With
+// -restart=false and the only worker killed, the run fails after
+// -worker-timeout with an error saying that no worker served.
+func TestClusterSurvivesKilledWorker(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	ctx := context.Background()
+	dir := generated(t, 6, 5, 1, nil)
+	grid := []string{"-dir", dir, "-rows", "6", "-cols", "5", "-workers", "1"}
+	single := t.TempDir()
+	if r := runArgs(t, ctx, append(grid, "-out", single)...); r.code != 0 {
+		t.Fatalf("single process: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	t.Run("restarted", func(t *testing.T) {
+		var (
+			once   sync.Once
+			killed string
+			pid    int
+		)
 		out := &watchWriter{on: func(s string) {
-			if strings.Contains(s, " by worker ") {
-				cancel()
+			m := bandLine.FindStringSubmatch(s)
+			if m == nil {
+				return
 			}
+			once.Do(func() {
+				// The first band is done: kill another worker, mid-band.
+				killed = "local-1"
+				if m[3] == killed {
+					killed = "local-2"
+				}
+				pid = localPID(s, killed)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			})
 		}}
 		var errw bytes.Buffer
-		code := runMain(ctx, append(args, "-out", t.TempDir()), out, &errw)
-		if code != 1 || !strings.Contains(errw.String(), "context canceled") {
-			t.Errorf("cancelled run: exit %d, want 1 and the cancellation:\n%s", code, errw.String())
+		got := t.TempDir()
+		code := runMain(ctx, append(grid, "-out", got, "-cluster", "3", "-band-rows", "1"), out, &errw)
+		stdout := out.buf.String()
+		if code != 0 {
+			t.Fatalf("-cluster 3 with %s killed: exit %d\n%s%s", killed, code, stdout, errw.String())
 		}
-		pids := localPIDs(out.buf.String())
-		if len(pids) != 2 {
-			t.Fatalf("started %d local workers, want 2:\n%s", len(pids), out.buf.String())
+		sameOutputs(t, single, got)
+		died := regexp.MustCompile(`cluster: worker ` + killed + ` \(pid ` + strconv.Itoa(pid) + `\) died after \S+: signal: killed; its inputs go to the other workers; restarting it in`)
+		if pid == 0 || !died.MatchString(errw.String()) {
+			t.Errorf("no report of %s's death (pid %d):\n%s", killed, pid, errw.String())
 		}
-		gone(t, pids)
+		if !strings.Contains(stdout, "registered 49 pairs in 6 bands") || !strings.Contains(stdout, "local workers: 1 died, ") {
+			t.Errorf("stdout:\n%s", stdout)
+		}
+		gone(t, localPIDs(stdout))
+		t.Logf("stdout:\n%s\nstderr:\n%s", stdout, errw.String())
 	})
 
-	t.Run("worker dies", func(t *testing.T) {
-		killed := 0
+	t.Run("no worker left", func(t *testing.T) {
 		var once sync.Once
 		out := &watchWriter{on: func(s string) {
-			if pids := localPIDs(s); len(pids) == 2 {
-				once.Do(func() {
-					killed = pids[0]
-					_ = syscall.Kill(pids[0], syscall.SIGKILL)
-				})
+			if strings.Contains(s, "registration: ") {
+				once.Do(func() { _ = syscall.Kill(localPID(s, "local-1"), syscall.SIGKILL) })
 			}
 		}}
 		var errw bytes.Buffer
 		start := time.Now()
-		code := runMain(context.Background(), append(args, "-out", t.TempDir()), out, &errw)
-		want := "local worker local-1 (pid " + strconv.Itoa(killed) + ") ended early: signal: killed"
-		if code != 1 || !strings.Contains(errw.String(), want) {
-			t.Errorf("run with a killed worker: exit %d, want 1 and %q:\n%s", code, want, errw.String())
+		code := runMain(ctx, append(grid, "-out", t.TempDir(), "-cluster", "1", "-restart=false", "-worker-timeout", "2s"), out, &errw)
+		want := `task "stitch-band": no worker has served it for 2`
+		if code != 1 || !strings.Contains(errw.String(), want) || !strings.Contains(errw.String(), "local-1 (dead, given up)") {
+			t.Errorf("exit %d, want 1 and %q:\n%s", code, want, errw.String())
 		}
-		t.Logf("%s", errw.String())
-		if d := time.Since(start); d > 20*time.Second {
-			t.Errorf("the run took %v to notice", d)
+		if d := time.Since(start); d < 2*time.Second || d > 30*time.Second {
+			t.Errorf("the run took %v to fail, want a little more than -worker-timeout (2 s)", d)
 		}
 		gone(t, localPIDs(out.buf.String()))
 	})
