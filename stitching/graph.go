@@ -368,7 +368,7 @@ func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDon
 // order, before it is read, and the slot returns when all of its 2 to 4
 // neighbours have used it, so at most PoolSize tiles and spectra are alive.
 // The flat-field estimate (unless opt.NoFlatField) fits Workers sample
-// tiles at once; the stage model and the spanning tree run on the calling
+// tiles at once; the stage model and the placement of the tiles run on the calling
 // goroutine (well under a millisecond for 8x10 tiles).
 func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt GraphOptions) (*Result, error) {
 	if err := opt.Validate(); err != nil {
@@ -465,6 +465,10 @@ func finish(ctx context.Context, res *Result, src tileio.TileSource, opt align.O
 	if err != nil {
 		return nil, err
 	}
-	res.Model, res.Optimized, res.Positions = model, refined, align.GlobalPositions(refined)
+	pl, err := place(ctx, src, model, refined, opt, workers)
+	if err != nil {
+		return nil, err
+	}
+	res.setOptimization(optimization(model, repaired, refined, pl))
 	return res, nil
 }

@@ -23,10 +23,26 @@ type Result struct {
 	// Model is the stage model estimated from Relative.
 	Model *align.StageModel
 	// Optimized are the translations after repair and refinement; their
-	// correlations weight the spanning tree.
+	// correlations weight the placement of the tiles.
 	Optimized *align.Translations
 	// Positions are the global tile positions, row-major.
 	Positions []align.Position
+	// Uncertainty is the estimated position uncertainty of each tile in
+	// pixels, row-major, relative to its best-confirmed neighbour: the
+	// smallest, over the tile's pairs correlating at least
+	// LowCorrelation, of the pair's Spread (the displacements its NCC
+	// surface cannot tell apart, see align.Translation) plus the pair's
+	// disagreement with the positions; -1 when no such pair confirms the
+	// tile. [Quality.Warnings] names the tiles uncertain by 1 px or more.
+	Uncertainty []int
+	// Inconsistent lists the pairs whose optimized translation the
+	// positions contradict (the loops of pairs around them disagree, and
+	// a re-search found nothing the positions agree with).
+	Inconsistent []align.Pair
+	// Researched is the number of pair searches the loop-consistency
+	// checks of the global solve ran (0 when the refined translations
+	// were consistent, or with align.Options.SpanningTree).
+	Researched int
 	// FlatField is the estimated illumination correction (applied unless
 	// it is the identity), nil with align.Options.NoFlatField.
 	FlatField *align.FlatField
@@ -141,7 +157,7 @@ func Sequential(ctx context.Context, src tileio.TileSource, opt align.Options) (
 	if err != nil {
 		return nil, err
 	}
-	res.Model, res.Optimized, res.Positions = o.Model, o.Optimized, o.Positions
+	res.setOptimization(o)
 	return res, nil
 }
 
@@ -328,18 +344,40 @@ func walkTiles(ctx context.Context, src tileio.TileSource, wk walker, visit func
 
 // Optimization is the outcome of [Optimize].
 type Optimization struct {
-	Model     *align.StageModel
-	Repaired  *align.Translations // after Model.Repair
-	Optimized *align.Translations // after refinement
-	Positions []align.Position
+	Model    *align.StageModel
+	Repaired *align.Translations // after Model.Repair
+	// Refined are the translations after refinement.
+	Refined *align.Translations
+	// Optimized are the refined translations after placement (see
+	// [Placement.Optimized]).
+	Optimized    *align.Translations
+	Positions    []align.Position
+	Uncertainty  []int        // see [Result.Uncertainty]
+	Inconsistent []align.Pair // see [Result.Inconsistent]
+	Researched   int          // see [Result.Researched]
+}
+
+// setOptimization copies the outcome of the optimization into r.
+func (r *Result) setOptimization(o *Optimization) {
+	r.Model, r.Optimized, r.Positions = o.Model, o.Optimized, o.Positions
+	r.Uncertainty, r.Inconsistent, r.Researched = o.Uncertainty, o.Inconsistent, o.Researched
+}
+
+// optimization assembles an Optimization from its parts.
+func optimization(model *align.StageModel, repaired, refined *align.Translations, pl *Placement) *Optimization {
+	return &Optimization{Model: model, Repaired: repaired, Refined: refined, Optimized: pl.Optimized, Positions: pl.Positions,
+		Uncertainty: pl.Uncertainty, Inconsistent: pl.Inconsistent, Researched: pl.Researched}
 }
 
 // Optimize runs MIST's global optimization on the translations rel of the
 // grid of src: [align.EstimateModel], [align.StageModel.Repair],
 // refinement of every pair with [align.StageModel.Refine] (which reads the
 // tiles again, traversing the grid like [Sequential] so that at most
-// min(rows, cols)+1 tiles are live), and [align.GlobalPositions] on the
-// refined translations. src must deliver the same pixels the translations
+// min(rows, cols)+1 tiles are live), and the placement of the tiles from
+// the refined translations: the global, loop-consistent solve over every
+// pair (see [Placement]; it loads the tiles of the pairs the loops
+// contradict again, keeping up to 256 of them), or MIST's maximum spanning
+// tree ([align.GlobalPositions]) with opt.SpanningTree. src must deliver the same pixels the translations
 // were computed from (the flat-field corrected source if one was used).
 func Optimize(ctx context.Context, src tileio.TileSource, rel *align.Translations, opt align.Options) (*Optimization, error) {
 	rows, cols := src.Rows(), src.Cols()
@@ -372,5 +410,9 @@ func Optimize(ctx context.Context, src tileio.TileSource, rel *align.Translation
 	if err != nil {
 		return nil, err
 	}
-	return &Optimization{Model: model, Repaired: repaired, Optimized: refined, Positions: align.GlobalPositions(refined)}, nil
+	pl, err := place(ctx, src, model, refined, opt, 1)
+	if err != nil {
+		return nil, err
+	}
+	return optimization(model, repaired, refined, pl), nil
 }

@@ -148,13 +148,16 @@ func (c *countingSource) Load(r, col int) (*image.Gray16, error) {
 func TestSequentialLoadsAndCancel(t *testing.T) {
 	g := blobGrid(3, 3, 4, 96, 72, 0.25, 2, 50)
 	cs := &countingSource{TileSource: g.source(t), loads: map[[2]int]int{}}
-	if _, err := Sequential(context.Background(), cs, align.Options{NoFlatField: true}); err != nil {
+	res, err := Sequential(context.Background(), cs, align.Options{NoFlatField: true})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for r := 0; r < 3; r++ {
 		for c := 0; c < 4; c++ {
-			if n := cs.loads[[2]int{r, c}]; n != 2 {
-				t.Errorf("tile (%d,%d) loaded %d times, want 2 (translations, refinement)", r, c, n)
+			// A third load at most: the re-search of pairs the loops
+			// contradict (res.Researched > 0) caches the tiles it loads.
+			if n := cs.loads[[2]int{r, c}]; n != 2 && (res.Researched == 0 || n != 3) {
+				t.Errorf("tile (%d,%d) loaded %d times, want 2 (translations, refinement), 3 with re-searches (%d)", r, c, n, res.Researched)
 			}
 		}
 	}

@@ -53,10 +53,11 @@ func ExampleEstimateModel() {
 	}
 	fixed := m.Repair(rel)
 	fmt.Printf("overlap %.1f%%, valid %d of %d\n", m.West.Overlap, m.West.Valid, m.West.Pairs)
-	fmt.Println("repaired:", fixed.At(align.Pair{Row: 0, Col: 2, Dir: align.West}))
+	r := fixed.At(align.Pair{Row: 0, Col: 2, Dir: align.West})
+	fmt.Println("repaired:", r.X, r.Y, r.Corr)
 	fmt.Println("positions:", align.GlobalPositions(fixed))
 	// Output:
 	// overlap 10.0%, valid 2 of 3
-	// repaired: {231 2 -1}
+	// repaired: 231 2 -1
 	// positions: [{0 0 0.95} {230 2 0.95} {461 4 -1} {692 5 0.93}]
 }

@@ -495,14 +495,65 @@ func (m *StageModel) Repair(rel *Translations) *Translations {
 
 // Refine searches the NCC surface of the pair (t1, t2) around start (a
 // translation of [StageModel.Repair]'s output) with r, within the model's
-// search radius and minimum overlap: see [Refiner.Refine].
+// search radius and minimum overlap: see [StageModel.RefineWithin].
 func (m *StageModel) Refine(r *Refiner, t1, t2 *image.Gray16, start Translation) Translation {
+	return m.RefineWithin(r, t1, t2, start, m.SearchRadius())
+}
+
+// WidestRadius is the largest half-width of the square that
+// [StageModel.RefineWithin] widens its search to: the search radius, or
+// the overlap uncertainty (OverlapUncertainty percent of the larger tile
+// dimension) if that is larger.
+func (m *StageModel) WidestRadius() int {
+	return max(m.SearchRadius(), int(math.Ceil(m.opt.uncertainty/100*float64(max(m.Width, m.Height)))))
+}
+
+// RefineWithin searches the NCC surface of the pair (t1, t2) for the
+// displacement of highest NCC within radius of start (and the model's
+// minimum overlap) with r, and makes sure that the box contains it: while
+// the best displacement lies on the edge of the box (where the surface
+// may still rise outside) and not on the edge of the admissible
+// displacements, the radius is doubled, up to [StageModel.WidestRadius].
+//
+// Pairs whose best raw NCC is below [ConfidentCorr] and whose overlaps
+// are noise-limited are searched again on Wiener-filtered tiles
+// ([Refiner.RefineDenoised]), whose displacement is returned, with a
+// Spread of at least its distance from the raw maximum.
+func (m *StageModel) RefineWithin(r *Refiner, t1, t2 *image.Gray16, start Translation, radius int) Translation {
 	mx, my := m.opt.minOverlap(m.Width, m.Height)
-	best := r.Refine(t1, t2, start, m.SearchRadius(), mx, my)
+	limit := max(radius, m.WidestRadius())
+	for {
+		best := m.refineOnce(r, t1, t2, start, radius, mx, my)
+		if best.Corr == -1 || radius >= limit || !m.onBoxEdge(best, start, radius, mx, my) {
+			return best
+		}
+		radius = min(2*max(radius, 1), limit)
+	}
+}
+
+// onBoxEdge reports whether t lies on the edge of the search box of
+// radius around start without lying on the edge of the admissible
+// displacements (overlap at least mx by my).
+func (m *StageModel) onBoxEdge(t, start Translation, radius, mx, my int) bool {
+	ax, ay := m.Width-max(mx, 1), m.Height-max(my, 1)
+	edgeX := (t.X == start.X-radius && t.X > -ax) || (t.X == start.X+radius && t.X < ax)
+	edgeY := (t.Y == start.Y-radius && t.Y > -ay) || (t.Y == start.Y+radius && t.Y < ay)
+	return edgeX || edgeY
+}
+
+// refineOnce is one search of RefineWithin: raw, then filtered for
+// noise-limited pairs, with the rule that decides between them.
+func (m *StageModel) refineOnce(r *Refiner, t1, t2 *image.Gray16, start Translation, radius, mx, my int) Translation {
+	best := r.Refine(t1, t2, start, radius, mx, my)
 	if best.Corr >= ConfidentCorr || best.Corr == -1 || overlapNoiseCeiling(t1, t2, best.X, best.Y) >= ConfidentCorr {
 		return best
 	}
-	return r.RefineDenoised(t1, t2, start, m.SearchRadius(), mx, my)
+	den := r.RefineDenoised(t1, t2, start, radius, mx, my)
+	if den.Corr == -1 {
+		return best
+	}
+	den.Spread = max(den.Spread, best.Spread, max(abs(den.X-best.X), abs(den.Y-best.Y)))
+	return den
 }
 
 // overlapNoiseCeiling is [NoiseCeiling] of the overlaps of t1 and t2 at

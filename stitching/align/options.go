@@ -86,6 +86,14 @@ type Options struct {
 	// ([TileFFT], [Aligner]): FFTAuto (the zero value) uses FFTW when it
 	// can be loaded, FFTGonum forces the pure-Go transforms.
 	FFT FFTKernel
+
+	// SpanningTree places the tiles as MIST does, by composing the
+	// refined translations along a maximum spanning tree of correlations
+	// ([GlobalPositions]), instead of the default global, loop-consistent
+	// solve over every pair ([SolvePositions], with the re-search of the
+	// pairs that the loops contradict in stitching.Sequential and
+	// stitching.Stitch).
+	SpanningTree bool
 }
 
 // options is Options with defaults resolved.

@@ -29,6 +29,8 @@ type Refiner struct {
 	ibb   []uint64
 	dbuf  []float64 // scratch of denoiseRegion
 	dspec []complex128
+	surf  []float64  // the NCC surface of the last search
+	cnt   []uint64   // its overlap areas
 	weak  *WeakPairs // scratch of RefineDenoised, if set
 	keep  int        // plans kept
 }
@@ -68,7 +70,9 @@ func (r *Refiner) SetWeakPairs(p *WeakPairs) { r.weak = p }
 // Refine returns the displacement (x, y) with |x-start.X| <= radius and
 // |y-start.Y| <= radius that maximizes the NCC of t1 and t2 ([NCC]) among
 // those leaving an overlap of at least mx by my pixels. Ties go to the
-// displacement closest to start. The returned Corr is the NCC there; if no
+// displacement closest to start. The returned Corr is the NCC there, and
+// Margin and Spread say how clearly the surface peaks (see
+// [Translation]); if no
 // displacement in the square is admissible, start is returned with
 // Corr = -1. The tiles must have the same size.
 func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my int) Translation {
@@ -81,21 +85,67 @@ func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my
 	if !ok {
 		return Translation{X: start.X, Y: start.Y, Corr: -1}
 	}
-	if (x1-x0+1)*(y1-y0+1) <= 4 {
+	bw := x1 - x0 + 1
+	r.surf = growF(r.surf, bw*(y1-y0+1))
+	r.cnt = growU(r.cnt, bw*(y1-y0+1))
+	best := Translation{Corr: math.Inf(-1)}
+	if bw*(y1-y0+1) <= 4 {
 		// Tiny boxes: direct evaluation is cheaper.
-		best := Translation{Corr: math.Inf(-1)}
 		for y := y0; y <= y1; y++ {
 			for x := x0; x <= x1; x++ {
-				best = better(best, Translation{X: x, Y: y, Corr: NCC(t1, t2, x, y)}, start)
+				v := NCC(t1, t2, x, y)
+				r.surf[(y-y0)*bw+x-x0] = v
+				r.cnt[(y-y0)*bw+x-x0] = uint64(min(w, w+x)-max(0, x)) * uint64(min(h, h+y)-max(0, y))
+				best = better(best, Translation{X: x, Y: y, Corr: v}, start)
 			}
 		}
-		return best
+	} else {
+		r.surface(t1, t2, x0, x1, y0, y1, func(x, y int, n uint64, v float64) {
+			r.surf[(y-y0)*bw+x-x0] = v
+			r.cnt[(y-y0)*bw+x-x0] = n
+			best = better(best, Translation{X: x, Y: y, Corr: v}, start)
+		})
 	}
-	best := Translation{Corr: math.Inf(-1)}
-	r.surface(t1, t2, x0, x1, y0, y1, func(x, y int, _ uint64, v float64) {
-		best = better(best, Translation{X: x, Y: y, Corr: v}, start)
-	})
+	best.Margin, best.Spread = peakShape(r.surf, r.cnt, x0, x1, y0, y1, best)
 	return best
+}
+
+// peakShape measures how clearly the NCC surface vals (the box [x0, x1] x
+// [y0, y1], row by row, with the overlap areas cnt) peaks at best: the
+// margin, best's NCC minus the highest NCC more than 1 px (Chebyshev)
+// from it (1 + best's NCC when there is none), and the spread, the
+// largest Chebyshev distance from best of a displacement whose NCC is
+// within [NCCTolerance] of best's.
+func peakShape(vals []float64, cnt []uint64, x0, x1, y0, y1 int, best Translation) (margin float64, spread int) {
+	bw := x1 - x0 + 1
+	tol := NCCTolerance(best.Corr, cnt[(best.Y-y0)*bw+best.X-x0])
+	far := -1.0
+	for y := y0; y <= y1; y++ {
+		for x := x0; x <= x1; x++ {
+			v := vals[(y-y0)*bw+x-x0]
+			d := max(abs(x-best.X), abs(y-best.Y))
+			if d > 1 {
+				far = max(far, v)
+			}
+			if v >= best.Corr-tol {
+				spread = max(spread, d)
+			}
+		}
+	}
+	return best.Corr - far, spread
+}
+
+// NCCTolerance is the difference of normalized cross-correlations that
+// the noise of an estimate c over n pixels can explain: (1 - c^2) /
+// sqrt(n), the standard error of a sample correlation coefficient of n
+// independent pairs. Displacements of a pair whose NCC lies within it of
+// the best one are not told apart by the image content.
+func NCCTolerance(c float64, n uint64) float64 {
+	if n == 0 || math.IsNaN(c) {
+		return 1
+	}
+	c = max(-1, min(1, c))
+	return (1 - c*c) / math.Sqrt(float64(n))
 }
 
 // surface computes the NCC of t1 and t2 (w x h each) at every displacement

@@ -81,9 +81,21 @@ func Pairs(rows, cols int) []Pair {
 // normalized cross-correlation of the two tiles over their overlap at that
 // displacement. Corr is in [-1, 1]; -1 also marks "no admissible
 // displacement found".
+//
+// Translations found by a search of the NCC surface ([Refiner.Refine],
+// [StageModel.Refine]) also say how clearly the surface peaks there: Margin
+// is Corr minus the highest NCC of the searched box more than 1 px
+// (Chebyshev) away (a small margin: another displacement matches almost
+// as well), and Spread is the largest Chebyshev distance in pixels from
+// (X, Y) of a displacement of the box whose NCC is within
+// [NCCTolerance] of Corr (0: the peak is sharp; 1 or more: the content
+// cannot tell the displacements within Spread apart). Both are 0 for
+// translations not found by such a search (PCIAM+CCF, repairs).
 type Translation struct {
-	X, Y int
-	Corr float64
+	X, Y   int
+	Corr   float64
+	Margin float64
+	Spread int
 }
 
 // Translations holds one [Translation] per adjacent pair of a Rows x Cols

@@ -1,0 +1,314 @@
+package align
+
+import (
+	"math"
+	"slices"
+)
+
+// Candidate is one displacement hypothesis of a pair for [SolvePositions]:
+// the pair's measured translation, or one found by searching the pair's
+// NCC surface again around the displacement the other pairs imply.
+type Candidate struct {
+	Pair Pair
+	Translation
+}
+
+// Solution is the outcome of [SolvePositions].
+type Solution struct {
+	Rows, Cols int
+	// Positions are the tile positions, row-major, shifted so that the
+	// smallest X and the smallest Y are 0. The Corr of a tile is the
+	// largest correlation of the hypotheses its position agrees with (-1
+	// when it agrees with none).
+	Positions []Position
+	// Cost is the weighted sum of absolute residuals at Positions.
+	Cost float64
+}
+
+// Implied returns the displacement of pair p that the positions imply
+// (tile 2 minus tile 1).
+func (s *Solution) Implied(p Pair) (x, y int) {
+	nr, nc := p.Neighbor()
+	a, b := s.Positions[nr*s.Cols+nc], s.Positions[p.Row*s.Cols+p.Col]
+	return b.X - a.X, b.Y - a.Y
+}
+
+// candidateWeight is the weight of a hypothesis in the solve: its
+// correlation, floored at a small positive value so that unmeasured
+// (-1, NaN) or anti-correlated pairs still tie the graph together
+// without deciding anything.
+func candidateWeight(c float64) float64 {
+	if !(c > minSolveWeight) {
+		return minSolveWeight
+	}
+	return c
+}
+
+// minSolveWeight is the weight of a hypothesis without positive
+// correlation.
+const minSolveWeight = 1e-3
+
+// SolvePositions places the tiles of the grid of t by a robust global fit
+// over every pair rather than a spanning tree: it minimizes, separately
+// in X and in Y, the sum over all hypotheses (the translation of every
+// pair in t and the extra candidates) of weight * |implied - hypothesis|,
+// where the weight is the hypothesis's correlation (floored at 1e-3).
+// Minimizing absolute residuals (L1) rather than squared ones lets a pair
+// that the loops around it contradict carry its whole error instead of
+// spreading it over its neighbours, so wrong pairs do not move correctly
+// registered tiles; and each loop of pairs votes, so a wrong pair of high
+// correlation cannot place a tile against two correct ones of lower
+// correlation, as it can in a maximum spanning tree.
+//
+// The fit starts from start (the spanning tree's positions, see
+// [GlobalPositions]), runs iteratively reweighted least squares (weights
+// w / max(|r|, 0.05), solved by conjugate gradients on the pair graph),
+// rounds, and finishes with exact integer coordinate descent (each tile
+// moved to the weighted median of the positions its hypotheses imply)
+// while the cost decreases. When start already satisfies every
+// hypothesis, it is returned unchanged (correlations included): then no
+// fit can do better. Otherwise the Corr of each tile is the largest
+// correlation of the hypotheses its position agrees with.
+func SolvePositions(t *Translations, extra []Candidate, start []Position) *Solution {
+	rows, cols := t.Rows, t.Cols
+	n := rows * cols
+	s := &Solution{Rows: rows, Cols: cols, Positions: slices.Clone(start)}
+	if n == 0 {
+		return s
+	}
+	hs := hypotheses(t, extra)
+	changed := false
+	for _, ax := range []int{0, 1} {
+		x := make([]float64, n)
+		for i, p := range start {
+			x[i] = float64(p.X)
+			if ax == 1 {
+				x[i] = float64(p.Y)
+			}
+		}
+		if l1Cost(hs, x, ax) > 0 {
+			changed = true
+			irls(hs, x, ax, n)
+			for i := range x {
+				x[i] = math.Round(x[i])
+			}
+			medianDescent(hs, x, ax, n)
+		}
+		for i := range x {
+			if ax == 0 {
+				s.Positions[i].X = int(x[i])
+			} else {
+				s.Positions[i].Y = int(x[i])
+			}
+		}
+	}
+	if changed {
+		s.normalize(hs)
+	}
+	return s
+}
+
+// hyp is one hypothesis between tiles a (tile 1) and b (tile 2): b - a
+// should be (dx, dy).
+type hyp struct {
+	a, b   int
+	dx, dy float64
+	w      float64
+	corr   float64
+}
+
+func (h hyp) d(ax int) float64 {
+	if ax == 0 {
+		return h.dx
+	}
+	return h.dy
+}
+
+// hypotheses lists the measured translations of t and the candidates.
+func hypotheses(t *Translations, extra []Candidate) []hyp {
+	ps := Pairs(t.Rows, t.Cols)
+	hs := make([]hyp, 0, len(ps)+len(extra))
+	add := func(p Pair, tr Translation) {
+		nr, nc := p.Neighbor()
+		hs = append(hs, hyp{a: nr*t.Cols + nc, b: p.Row*t.Cols + p.Col, dx: float64(tr.X), dy: float64(tr.Y), w: candidateWeight(tr.Corr), corr: corrOf(tr)})
+	}
+	for _, p := range ps {
+		add(p, t.At(p))
+	}
+	for _, c := range extra {
+		add(c.Pair, c.Translation)
+	}
+	return hs
+}
+
+// l1Cost is the weighted sum of absolute residuals of axis ax.
+func l1Cost(hs []hyp, x []float64, ax int) float64 {
+	c := 0.0
+	for _, h := range hs {
+		c += h.w * math.Abs(x[h.b]-x[h.a]-h.d(ax))
+	}
+	return c
+}
+
+// irlsEps bounds the reweighting of iteratively reweighted least squares:
+// residuals below it (in pixels) weigh as much as it.
+const irlsEps = 0.05
+
+// irls approximately minimizes the L1 cost of axis ax from x, in place.
+func irls(hs []hyp, x []float64, ax, n int) {
+	w := make([]float64, len(hs))
+	best, bestCost := slices.Clone(x), l1Cost(hs, x, ax)
+	for it := 0; it < 40; it++ {
+		for k, h := range hs {
+			w[k] = h.w / max(math.Abs(x[h.b]-x[h.a]-h.d(ax)), irlsEps)
+		}
+		cgSolve(hs, w, x, ax, n)
+		if c := l1Cost(hs, x, ax); c < bestCost-1e-9 {
+			copy(best, x)
+			bestCost = c
+		} else if it > 4 {
+			break
+		}
+	}
+	copy(x, best)
+}
+
+// cgSolve solves the weighted least-squares problem min sum w_k (x_b - x_a
+// - d_k)^2 with x[0] fixed, by conjugate gradients on the reduced graph
+// Laplacian, starting from x (in place).
+func cgSolve(hs []hyp, w, x []float64, ax, n int) {
+	// A x = b with A the weighted Laplacian; node 0 is fixed.
+	apply := func(v, out []float64) {
+		clear(out)
+		for k, h := range hs {
+			d := w[k] * (v[h.b] - v[h.a])
+			out[h.b] += d
+			out[h.a] -= d
+		}
+		out[0] = v[0]
+	}
+	b := make([]float64, n)
+	for k, h := range hs {
+		b[h.b] += w[k] * h.d(ax)
+		b[h.a] -= w[k] * h.d(ax)
+	}
+	b[0] = x[0]
+	r := make([]float64, n)
+	apply(x, r)
+	rr := 0.0
+	for i := range r {
+		r[i] = b[i] - r[i]
+		rr += r[i] * r[i]
+	}
+	p := slices.Clone(r)
+	ap := make([]float64, n)
+	for it := 0; it < 4*n && rr > 1e-14; it++ {
+		apply(p, ap)
+		pap := 0.0
+		for i := range p {
+			pap += p[i] * ap[i]
+		}
+		if !(pap > 0) {
+			break
+		}
+		alpha := rr / pap
+		nrr := 0.0
+		for i := range x {
+			x[i] += alpha * p[i]
+			r[i] -= alpha * ap[i]
+			nrr += r[i] * r[i]
+		}
+		beta := nrr / rr
+		rr = nrr
+		for i := range p {
+			p[i] = r[i] + beta*p[i]
+		}
+	}
+}
+
+// medianDescent moves each tile, in turn, to the weighted median of the
+// positions its hypotheses imply, while the L1 cost of axis ax decreases
+// (integer positions stay integer).
+func medianDescent(hs []hyp, x []float64, ax, n int) {
+	inc := make([][]int, n)
+	for k, h := range hs {
+		inc[h.a] = append(inc[h.a], k)
+		inc[h.b] = append(inc[h.b], k)
+	}
+	type vw struct{ v, w float64 }
+	var buf []vw
+	for sweep := 0; sweep < 50; sweep++ {
+		moved := false
+		for i := 0; i < n; i++ {
+			buf = buf[:0]
+			tot := 0.0
+			for _, k := range inc[i] {
+				h := hs[k]
+				v := x[h.a] + h.d(ax) // i is b
+				if h.a == i {
+					v = x[h.b] - h.d(ax)
+				}
+				buf = append(buf, vw{v, h.w})
+				tot += h.w
+			}
+			if len(buf) == 0 {
+				continue
+			}
+			slices.SortFunc(buf, func(a, b vw) int { return cmpF(a.v, b.v) })
+			acc, med := 0.0, buf[len(buf)-1].v
+			for _, e := range buf {
+				acc += e.w
+				if acc >= tot/2 {
+					med = e.v
+					break
+				}
+			}
+			if med == x[i] {
+				continue
+			}
+			cost := func(xi float64) float64 {
+				c := 0.0
+				for _, e := range buf {
+					c += e.w * math.Abs(xi-e.v)
+				}
+				return c
+			}
+			if cost(med) < cost(x[i])-1e-12 {
+				x[i] = med
+				moved = true
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+}
+
+// normalize shifts the positions so that the smallest X and Y are 0, sets
+// each tile's Corr and the solution's cost.
+func (s *Solution) normalize(hs []hyp) {
+	pos := s.Positions
+	minX, minY := pos[0].X, pos[0].Y
+	for _, p := range pos {
+		minX, minY = min(minX, p.X), min(minY, p.Y)
+	}
+	for i := range pos {
+		pos[i].X -= minX
+		pos[i].Y -= minY
+		pos[i].Corr = -1
+	}
+	s.Cost = 0
+	for _, h := range hs {
+		rx := float64(pos[h.b].X-pos[h.a].X) - h.dx
+		ry := float64(pos[h.b].Y-pos[h.a].Y) - h.dy
+		s.Cost += h.w * (math.Abs(rx) + math.Abs(ry))
+		if rx == 0 && ry == 0 {
+			c := h.corr
+			if math.IsInf(c, -1) {
+				c = -1
+			}
+			pos[h.a].Corr = max(pos[h.a].Corr, c)
+			pos[h.b].Corr = max(pos[h.b].Corr, c)
+		}
+	}
+}

@@ -1,0 +1,314 @@
+package stitching
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"sync"
+
+	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/tileio"
+)
+
+// Placement is the outcome of placing the tiles from the refined
+// translations (see [Optimize]).
+type Placement struct {
+	// Positions are the global tile positions, row-major.
+	Positions []align.Position
+	// Optimized are the translations after placement: a pair whose
+	// refined translation the loops of pairs around it contradicted, and
+	// whose re-search found the displacement the positions imply, carries
+	// that displacement and its NCC; the others are the refined ones.
+	Optimized *align.Translations
+	// Inconsistent lists the pairs whose translation in Optimized differs
+	// from the displacement the positions imply, in canonical order.
+	Inconsistent []align.Pair
+	// Uncertainty is the estimated position uncertainty of each tile in
+	// pixels, row-major (see [Result.Uncertainty]).
+	Uncertainty []int
+	// Researched is the number of pair searches the loop-consistency
+	// checks ran.
+	Researched int
+}
+
+// maxSolveRounds bounds the rounds of re-search and solve of place.
+const maxSolveRounds = 3
+
+// researchRadius is the radius of the re-search of a pair around the
+// displacement the loops imply (widened while the maximum lies on the
+// box's edge, see align.StageModel.RefineWithin).
+const researchRadius = 2
+
+// tileCacheLimit bounds the tiles place keeps loaded for re-searches.
+const tileCacheLimit = 256
+
+// place positions the tiles of src from the refined translations. With
+// opt.SpanningTree it is MIST's maximum spanning tree. Otherwise the
+// tree's positions start a robust global solve over every pair
+// (align.SolvePositions); then, for up to maxSolveRounds rounds, every
+// pair whose translation disagrees with the solved positions is searched
+// again around the displacement they imply, and so are the other pairs of
+// its two tiles around the displacements that would make it agree (the
+// alternative explanation of the disagreement); the results join the
+// solve as further hypotheses, weighted by their NCC, and the solve is
+// repeated. It stops when every pair agrees with the positions or a
+// round finds nothing new. When the refined translations are already
+// loop-consistent (every pair of a correctly registered grid), nothing
+// is searched and the positions are the tree's. Re-searches run on up to
+// workers goroutines (inline with 1); the result does not depend on
+// workers.
+func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, refined *align.Translations, opt align.Options, workers int) (*Placement, error) {
+	tree := align.GlobalPositions(refined)
+	pl := &Placement{Positions: tree, Optimized: refined}
+	if opt.SpanningTree {
+		pl.finish(refined)
+		return pl, nil
+	}
+	sol := align.SolvePositions(refined, nil, tree)
+	var cands []align.Candidate
+	type key struct {
+		p    align.Pair
+		x, y int
+	}
+	known := map[key]bool{}
+	for _, p := range align.Pairs(refined.Rows, refined.Cols) {
+		t := refined.At(p)
+		known[key{p, t.X, t.Y}] = true
+	}
+	cache := newTileCache(src)
+	for round := 0; round < maxSolveRounds; round++ {
+		type job struct {
+			p    align.Pair
+			x, y int
+		}
+		var jobs []job
+		queued := map[key]bool{}
+		addJob := func(p align.Pair, x, y int) {
+			k := key{p, x, y}
+			if !known[k] && !queued[k] {
+				queued[k] = true
+				jobs = append(jobs, job{p, x, y})
+			}
+		}
+		for _, p := range align.Pairs(refined.Rows, refined.Cols) {
+			ix, iy := sol.Implied(p)
+			t := refined.At(p)
+			if ix == t.X && iy == t.Y {
+				continue
+			}
+			addJob(p, ix, iy)
+			// The alternative: p is right, and one of its tiles is where
+			// p puts it; its other pairs then have other displacements.
+			rx, ry := t.X-ix, t.Y-iy
+			nr, nc := p.Neighbor()
+			for _, end := range []struct {
+				r, c   int
+				dx, dy int
+			}{{p.Row, p.Col, rx, ry}, {nr, nc, -rx, -ry}} {
+				for _, q := range tilePairs(refined.Rows, refined.Cols, end.r, end.c) {
+					if q == p {
+						continue
+					}
+					qx, qy := sol.Implied(q)
+					if q.Row == end.r && q.Col == end.c { // the moved tile is tile 2 of q
+						addJob(q, qx+end.dx, qy+end.dy)
+					} else {
+						addJob(q, qx-end.dx, qy-end.dy)
+					}
+				}
+			}
+		}
+		if len(jobs) == 0 {
+			break
+		}
+		found := make([]align.Translation, len(jobs))
+		err := parallelJobs(ctx, len(jobs), workers, func(ref *align.Refiner, i int) error {
+			j := jobs[i]
+			nr, nc := j.p.Neighbor()
+			t1, err := cache.load(nr, nc)
+			if err != nil {
+				return err
+			}
+			t2, err := cache.load(j.p.Row, j.p.Col)
+			if err != nil {
+				return err
+			}
+			found[i] = model.RefineWithin(ref, t1, t2, align.Translation{X: j.x, Y: j.y, Corr: -1}, researchRadius)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		pl.Researched += len(jobs)
+		added := 0
+		for i, t := range found {
+			k := key{jobs[i].p, t.X, t.Y}
+			if t.Corr == -1 || known[k] {
+				continue
+			}
+			known[k] = true
+			cands = append(cands, align.Candidate{Pair: jobs[i].p, Translation: t})
+			added++
+		}
+		if added == 0 {
+			break
+		}
+		sol = align.SolvePositions(refined, cands, sol.Positions)
+	}
+	pl.Positions = sol.Positions
+	out := refined.Clone()
+	for _, p := range align.Pairs(refined.Rows, refined.Cols) {
+		ix, iy := sol.Implied(p)
+		if t := refined.At(p); t.X == ix && t.Y == iy {
+			continue
+		}
+		for _, c := range cands {
+			if c.Pair == p && c.X == ix && c.Y == iy {
+				out.Set(p, c.Translation)
+				break
+			}
+		}
+	}
+	pl.finish(out)
+	return pl, nil
+}
+
+// finish sets Optimized, Inconsistent and Uncertainty from the positions
+// and the final translations.
+func (pl *Placement) finish(opt *align.Translations) {
+	pl.Optimized = opt
+	rows, cols := opt.Rows, opt.Cols
+	pl.Inconsistent = nil
+	pl.Uncertainty = make([]int, rows*cols)
+	for i := range pl.Uncertainty {
+		pl.Uncertainty[i] = -1
+	}
+	for _, p := range align.Pairs(rows, cols) {
+		nr, nc := p.Neighbor()
+		a, b := nr*cols+nc, p.Row*cols+p.Col
+		t := opt.At(p)
+		rx := abs(pl.Positions[b].X - pl.Positions[a].X - t.X)
+		ry := abs(pl.Positions[b].Y - pl.Positions[a].Y - t.Y)
+		if rx != 0 || ry != 0 {
+			pl.Inconsistent = append(pl.Inconsistent, p)
+		}
+		if !(t.Corr >= LowCorrelation) {
+			continue
+		}
+		u := t.Spread + max(rx, ry)
+		for _, i := range []int{a, b} {
+			if pl.Uncertainty[i] < 0 || u < pl.Uncertainty[i] {
+				pl.Uncertainty[i] = u
+			}
+		}
+	}
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// tilePairs lists the pairs tile (r, c) of a rows x cols grid belongs to.
+func tilePairs(rows, cols, r, c int) []align.Pair {
+	return pairsOf(rows, cols, r, c, nil, nil)
+}
+
+// parallelJobs runs f(ref, i) for i in [0, n) on up to workers
+// goroutines (inline with workers <= 1), each with a Refiner of its own
+// sharing one scratch space for noise-limited pairs, and returns the
+// first error. It stops early when ctx is done.
+func parallelJobs(ctx context.Context, n, workers int, f func(*align.Refiner, int) error) error {
+	weak := align.NewWeakPairs(1)
+	newRef := func() *align.Refiner {
+		ref := align.NewRefiner()
+		ref.SetWeakPairs(weak)
+		return ref
+	}
+	if workers <= 1 || n <= 1 {
+		ref := newRef()
+		for i := range n {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := f(ref, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		next  int
+		first error
+	)
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ref := newRef()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := first != nil
+				mu.Unlock()
+				if stop || i >= n {
+					return
+				}
+				err := ctx.Err()
+				if err == nil {
+					err = f(ref, i)
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// tileCache loads the tiles of a source once, keeping at most
+// tileCacheLimit of them (dropping all when full). It is safe for
+// concurrent use.
+type tileCache struct {
+	src   tileio.TileSource
+	mu    sync.Mutex
+	tiles map[int]*image.Gray16
+}
+
+func newTileCache(src tileio.TileSource) *tileCache {
+	return &tileCache{src: src, tiles: map[int]*image.Gray16{}}
+}
+
+func (c *tileCache) load(r, col int) (*image.Gray16, error) {
+	i := r*c.src.Cols() + col
+	c.mu.Lock()
+	t, ok := c.tiles[i]
+	c.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	w, h := c.src.TileSize()
+	t, err := loadChecked(c.src, r, col, w, h)
+	if err != nil {
+		return nil, fmt.Errorf("stitching: placement: %w", err)
+	}
+	c.mu.Lock()
+	if len(c.tiles) >= tileCacheLimit {
+		clear(c.tiles)
+	}
+	c.tiles[i] = t
+	c.mu.Unlock()
+	return t, nil
+}
