@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,7 +51,24 @@ const (
 	pullWait      = 250 * time.Millisecond // a worker's pull requests, hence how long it takes to stop
 	reconnectWait = 250 * time.Millisecond // between a worker's reconnection attempts
 	reconnects    = 20                     // attempts before a worker gives the server up (about 5 s)
+	// tileAckWait is the tile task's AckWait: a tile a dead worker held
+	// goes to another worker this long after its last progress report (a
+	// live worker reports every third of it while a tile runs).
+	tileAckWait = 5 * time.Second
 )
+
+// clusterFlags are the flags of a -cluster run's supervision of its
+// workers.
+type clusterFlags struct {
+	restart bool          // -restart
+	timeout time.Duration // -worker-timeout
+}
+
+// addClusterFlags declares the supervision flags into o.
+func addClusterFlags(fs *flag.FlagSet, o *options) {
+	fs.BoolVar(&o.cl.restart, "restart", true, "with -cluster: start a worker process again when it dies (its tiles go to the others meanwhile)")
+	fs.DurationVar(&o.cl.timeout, "worker-timeout", time.Minute, "with -cluster: fail when no worker has served for this `long`")
+}
 
 // tileWork is the input of the remote stage: one tile of the slide, and
 // what a worker needs to find it in the region storage.
@@ -108,6 +122,10 @@ func (o *options) checkCluster() error {
 		return cli.Usagef("-cluster is a real run: it goes with none of -sim, -experiment and -hardware")
 	case set["cluster"] && (set["storage"] || set["dir"]):
 		return cli.Usagef("-cluster keeps the regions in the cluster's storage: -storage and -dir do not apply")
+	case (set["restart"] || set["worker-timeout"]) && !set["cluster"]:
+		return cli.Usagef("-restart and -worker-timeout supervise the workers of -cluster")
+	case set["worker-timeout"] && o.cl.timeout <= 0:
+		return cli.Usagef("-worker-timeout %v: must be positive", o.cl.timeout)
 	}
 	if o.worker {
 		// A worker takes the settings of its node (units and scheduling);
@@ -172,26 +190,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	}
 	defer nc.Close()
 
-	// A worker process that exits during the run fails it.
-	ctx, fail := context.WithCancelCause(parent)
-	defer fail(nil)
-	defer func() {
-		if err != nil && parent.Err() == nil {
-			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-				err = cause // the worker's exit, not the cancellation it caused
-			}
-		}
-	}()
-	procs := &workerProcs{fail: fail, out: &lockedWriter{w: stderr}}
-	defer procs.stop()
-	for k := range o.clusterN {
-		name := fmt.Sprintf("%s-w%d", prog, k+1)
-		if err := procs.start(exe, o.workerArgs(srv.URL(), name), srv.Token(), name); err != nil {
-			return err
-		}
-	}
-
-	client, err := cluster.NewClient(ctx, nc)
+	client, err := cluster.NewClient(parent, nc)
 	if err != nil {
 		return fmt.Errorf("cluster: client: %w", err)
 	}
@@ -200,6 +199,31 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 			err = fmt.Errorf("cluster: close the client: %w", cerr)
 		}
 	}()
+	// A worker process that dies is reported and restarted; the run fails
+	// only when no worker has served for -worker-timeout.
+	sup, ctx := cluster.Supervise(parent, client, tileTask, tileVersion, cluster.Restart(o.cl.restart),
+		cluster.WorkerTimeout(o.cl.timeout), cluster.Reports(stderr), cluster.WorkerOutput(stderr), cluster.StopWait(stopWait))
+	defer func() {
+		if serr := sup.Close(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	defer func() {
+		if err != nil && parent.Err() == nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = cause // no worker served, not the cancellation it caused
+			}
+		}
+	}()
+	for k := range o.clusterN {
+		name := fmt.Sprintf("%s-w%d", prog, k+1)
+		// The token goes through the environment: the -nats URL on the
+		// command line carries none, since other users of the machine can
+		// read command lines.
+		if _, err := sup.Start(cluster.LocalWorker{Name: name, Path: exe, Args: o.workerArgs(srv.URL(), name), Env: []string{natsconn.EnvToken + "=" + srv.Token()}}); err != nil {
+			return err
+		}
+	}
 	chunk := regionChunk(o.tileSize)
 	store, err := cluster.NewRegions(ctx, nc, cluster.RegionChunk(chunk, chunk, 1))
 	if err != nil {
@@ -209,9 +233,11 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	if err != nil {
 		return fmt.Errorf("cluster: write the slide: %w", err)
 	}
-	infos, err := waitWorkers(ctx, client, procs.names())
+	wctx, wcancel := context.WithTimeout(ctx, registerWait)
+	infos, err := sup.WaitServing(wctx, o.clusterN)
+	wcancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("cluster: waiting for the worker processes to register: %w", err)
 	}
 	var joined []string
 	for _, w := range infos {
@@ -237,6 +263,9 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	}
 	wall := time.Since(start)
 	o.writeClusterReport(stdout, results, wall, client.Stats())
+	if st := sup.Stats(); st.Deaths > 0 {
+		fmt.Fprintf(stdout, "cluster: %d worker process(es) died, %d restarted, %d given up\n", st.Deaths, st.Restarts, st.GivenUp)
+	}
 	plain := make([]tileResult, len(results))
 	for i, r := range results {
 		plain[i] = r.tileResult
@@ -419,164 +448,6 @@ func (o *options) writeClusterReport(w io.Writer, results []clusterTile, wall ti
 	}
 }
 
-// waitWorkers waits until every named worker has registered with the
-// cluster and returns their descriptions.
-func waitWorkers(ctx context.Context, client *cluster.Client, names []string) ([]cluster.WorkerInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, registerWait)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		infos, err := client.Workers(ctx)
-		if err == nil {
-			var ours []cluster.WorkerInfo
-			for _, w := range infos {
-				for _, n := range names {
-					if w.Name == n && w.Tasks[tileTask] == tileVersion {
-						ours = append(ours, w)
-					}
-				}
-			}
-			if len(ours) == len(names) {
-				return ours, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, fmt.Errorf("cluster: the worker processes %s did not all register within %v", strings.Join(names, ", "), registerWait)
-			}
-			return nil, fmt.Errorf("cluster: waiting for the workers: %w", context.Cause(ctx))
-		case <-tick.C:
-		}
-	}
-}
-
-// workerProcs are the worker processes of a -cluster run.
-type workerProcs struct {
-	fail     context.CancelCauseFunc // called when a worker exits before stop
-	out      *lockedWriter           // their standard output and error, line by line
-	stopping atomic.Bool
-	procs    []*workerProc
-}
-
-// workerProc is one worker process.
-type workerProc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *prefixWriter
-	done chan struct{} // closed when it has exited and been waited for
-}
-
-// start starts the worker process name, running exe with args and the
-// token in its environment.
-func (ps *workerProcs) start(exe string, args []string, token, name string) error {
-	cmd := exec.Command(exe, args...)
-	// The token goes through the environment: the -nats URL on the command
-	// line carries none, since other users of the machine can read command
-	// lines.
-	cmd.Env = append(os.Environ(), natsconn.EnvToken+"="+token)
-	p := &workerProc{name: name, cmd: cmd, out: &prefixWriter{w: ps.out, prefix: "[" + name + "] "}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	cmd.SysProcAttr = childProcAttr()
-	cmd.WaitDelay = time.Second // output pipes held by nobody else
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("cluster: start worker %s: %w", name, err)
-	}
-	ps.procs = append(ps.procs, p)
-	go func() {
-		err := cmd.Wait()
-		close(p.done)
-		if !ps.stopping.Load() {
-			if err == nil {
-				err = errors.New("exit status 0")
-			}
-			ps.fail(fmt.Errorf("cluster: worker %s (pid %d) exited during the run: %w", name, cmd.Process.Pid, err))
-		}
-	}()
-	return nil
-}
-
-// names returns the workers' names.
-func (ps *workerProcs) names() []string {
-	out := make([]string, len(ps.procs))
-	for i, p := range ps.procs {
-		out[i] = p.name
-	}
-	return out
-}
-
-// stop stops every worker process: SIGTERM, then SIGKILL for those still
-// running after stopWait, and waits for them all.
-func (ps *workerProcs) stop() {
-	ps.stopping.Store(true)
-	for _, p := range ps.procs {
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			_ = p.cmd.Process.Kill() // no SIGTERM here (Windows), or already gone
-		}
-	}
-	deadline := time.NewTimer(stopWait)
-	defer deadline.Stop()
-	for _, p := range ps.procs {
-		select {
-		case <-p.done:
-		case <-deadline.C:
-			for _, q := range ps.procs {
-				_ = q.cmd.Process.Kill()
-			}
-			<-p.done
-		}
-	}
-	for _, p := range ps.procs {
-		<-p.done
-		p.out.flush()
-	}
-}
-
-// lockedWriter serializes the writes of several processes' outputs.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-// prefixWriter writes whole lines to a lockedWriter, each with a prefix.
-type prefixWriter struct {
-	w      *lockedWriter
-	prefix string
-	mu     sync.Mutex
-	buf    []byte
-}
-
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.buf = append(p.buf, b...)
-	for {
-		i := bytes.IndexByte(p.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		p.emit(p.buf[:i+1])
-		p.buf = p.buf[i+1:]
-	}
-}
-
-// flush writes what is left of a last line without newline.
-func (p *prefixWriter) flush() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.buf) > 0 {
-		p.emit(append(p.buf, '\n'))
-		p.buf = nil
-	}
-}
-
-func (p *prefixWriter) emit(line []byte) {
-	p.w.mu.Lock()
-	defer p.w.mu.Unlock()
-	fmt.Fprintf(p.w.w, "%s%s", p.prefix, line)
-}
-
 // runWorker is -worker: it joins the server o.natsURL names and runs tiles
 // for -cluster runs until ctx is cancelled (SIGINT, SIGTERM) or the server
 // is gone for good.
@@ -590,6 +461,9 @@ func runWorker(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 		name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	shown := natsconn.Redact(o.natsURL)
+	// A worker of -cluster stops when the run's supervisor goes.
+	ctx, stopped := cluster.Supervised(ctx)
+	defer stopped()
 	ctx, gone := context.WithCancelCause(ctx)
 	defer gone(nil)
 	nopts := []nats.Option{nats.Name(prog + " worker " + name), nats.MaxReconnects(reconnects), nats.ReconnectWait(reconnectWait),
@@ -609,7 +483,7 @@ func runWorker(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 	w := cluster.NewWorker(cluster.WorkerName(name), cluster.PullWait(pullWait),
 		cluster.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	threads := o.workerThreads()
-	if err := cluster.Handle(w, tileTask, svc.newTask, cluster.Version(tileVersion), cluster.Threads(threads)); err != nil {
+	if err := cluster.Handle(w, tileTask, svc.newTask, cluster.Version(tileVersion), cluster.Threads(threads), cluster.AckWait(tileAckWait)); err != nil {
 		_ = svc.m.Close()
 		return fmt.Errorf("worker %s: %w", name, err)
 	}

@@ -189,24 +189,90 @@ func lineWith(out, prefix string) string {
 	return ""
 }
 
-// TestClusterWorkerExit: a worker process that exits during the run fails
-// it with an error naming the worker, and the run stops the other.
+// TestClusterWorkerExit: a worker process that cannot run (it exits at
+// once, status 3, each time it starts) is reported by name with its exit
+// status, restarted, given up after three failed starts, and the run ends
+// well on the other worker. With -restart=false and every worker gone, the
+// run fails after -worker-timeout with an error saying so.
 func TestClusterWorkerExit(t *testing.T) {
 	t.Setenv(envTestProcess, "1")
 	t.Setenv(envTestExit, "pathology-w2")
-	var out bytes.Buffer
+	t.Run("restarts", func(t *testing.T) {
+		var out bytes.Buffer
+		stderr := &syncBuffer{}
+		err := run(context.Background(), []string{"-cluster", "2", "-tiles", "4", "-tile-size", "32", "-scale", "0.001"}, &out, stderr)
+		if err != nil {
+			t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+		}
+		died := regexp.MustCompile(`(?m)^cluster: worker pathology-w2 \(pid \d+\) died after \S+: exit status 3; its inputs go to the other workers; `)
+		if n := len(died.FindAllString(stderr.String(), -1)); n < 1 || n > 3 {
+			t.Errorf("%d reports of pathology-w2's exit, want 1 to 3:\n%s", n, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "[pathology-w2] pathology-w2: exiting on purpose") {
+			t.Errorf("the worker's output is not passed on:\n%s", stderr.String())
+		}
+		if !strings.Contains(out.String(), "worker pathology-w1: 4 tiles") {
+			t.Errorf("pathology-w1 did not run the 4 tiles:\n%s", out.String())
+		}
+	})
+	t.Run("none left", func(t *testing.T) {
+		t.Setenv(envTestExit, "pathology-w1")
+		var out bytes.Buffer
+		stderr := &syncBuffer{}
+		start := time.Now()
+		err := run(context.Background(), []string{"-cluster", "1", "-restart=false", "-worker-timeout", "1s", "-tiles", "4", "-tile-size", "32", "-scale", "0.001"}, &out, stderr)
+		if err == nil || !strings.Contains(err.Error(), `task "pathology-tile": no worker has served it for 1`) || !strings.Contains(err.Error(), "pathology-w1 (dead, given up)") {
+			t.Fatalf("run: %v, want no worker served\nstderr:\n%s", err, stderr.String())
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("the failed run took %v", d)
+		}
+		if !strings.Contains(stderr.String(), "cluster: worker pathology-w1 (pid ") || !strings.Contains(stderr.String(), "exit status 3; its inputs go to the other workers; not restarted (restarts are off)") {
+			t.Errorf("stderr:\n%s", stderr.String())
+		}
+	})
+}
+
+// TestClusterSurvivesKilledWorker kills one of three worker processes with
+// SIGKILL in the middle of a run, while every worker holds a tile: the
+// run ends well, the GeoJSON of the nuclei is byte for byte a
+// single-process run's, the death is reported and the worker restarted.
+func TestClusterSurvivesKilledWorker(t *testing.T) {
+	t.Setenv(envTestProcess, "1")
+	ctx := context.Background()
+	dir := t.TempDir()
+	// -scale sets the time a tile takes, not what is found in it: the
+	// cluster's tiles take long enough (about 0.3 s each) for the kill to
+	// find every worker in one.
+	common := []string{"-tiles", "12", "-tile-size", "40", "-window", "1"}
+	var single, errOut bytes.Buffer
+	if err := run(ctx, append(common, "-scale", "0.01", "-nuclei", filepath.Join(dir, "single.json")), &single, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	out := &triggerWriter{on: "progress: ", fire: func() {}}
+	out.fire = func() {
+		pid = workerPIDs(t, out.b.String())["pathology-w2"]
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	stderr := &syncBuffer{}
-	start := time.Now()
-	err := run(context.Background(), []string{"-cluster", "2", "-tiles", "4", "-tile-size", "32", "-scale", "0.001"}, &out, stderr)
-	if err == nil || !strings.Contains(err.Error(), "worker pathology-w2") || !strings.Contains(err.Error(), "exit status 3") {
-		t.Fatalf("run: %v, want worker pathology-w2's exit\nstderr:\n%s", err, stderr.String())
+	err := run(ctx, append(common, "-scale", "0.5", "-cluster", "3", "-nuclei", filepath.Join(dir, "cluster.json")), out, stderr)
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out.b.String(), stderr.String())
 	}
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("the failed run took %v", d)
+	a, _ := os.ReadFile(filepath.Join(dir, "single.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil || !bytes.Equal(a, b) || len(a) == 0 {
+		t.Errorf("the nuclei (GeoJSON) differ (%v):\nsingle:  %.300s\ncluster: %.300s", err, a, b)
 	}
-	if !strings.Contains(stderr.String(), "[pathology-w2] pathology-w2: exiting on purpose") {
-		t.Errorf("the worker's output is not passed on:\n%s", stderr.String())
+	died := `cluster: worker pathology-w2 (pid ` + strconv.Itoa(pid) + `) died after `
+	if pid == 0 || !strings.Contains(stderr.String(), died) || !strings.Contains(stderr.String(), "signal: killed; its inputs go to the other workers; restarting it in") {
+		t.Errorf("no report of pathology-w2's death (pid %d):\n%s", pid, stderr.String())
 	}
+	if !strings.Contains(out.b.String(), "progress: 12/12 tiles") || !strings.Contains(out.b.String(), "cluster: 1 worker process(es) died, 1 restarted, 0 given up") {
+		t.Errorf("stdout:\n%s", out.b.String())
+	}
+	t.Logf("stdout:\n%s", out.b.String())
 }
 
 // TestClusterCancel cancels a -cluster run in the middle, with tiles on
@@ -318,7 +384,7 @@ func TestWorkerServes(t *testing.T) {
 				nc.Close()
 				t.Fatal(err)
 			}
-			_, werr := waitWorkers(ctx, client, []string{"w-test"})
+			werr := waitRegistered(ctx, client, "w-test")
 			if err := client.Close(); err != nil {
 				t.Error(err)
 			}
@@ -355,6 +421,24 @@ func TestWorkerServes(t *testing.T) {
 	}
 }
 
+// waitRegistered waits up to registerWait until worker name serves the
+// tile task.
+func waitRegistered(ctx context.Context, client *cluster.Client, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, registerWait)
+	defer cancel()
+	for {
+		ws, err := client.Workers(ctx)
+		if err == nil && slices.ContainsFunc(ws, func(w cluster.WorkerInfo) bool { return w.Name == name && w.Tasks[tileTask] == tileVersion }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("worker %s did not register: %w", name, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // TestClusterFlags: -cluster and -worker misuse is a usage error (status
 // 2) saying what is wrong.
 func TestClusterFlags(t *testing.T) {
@@ -374,6 +458,8 @@ func TestClusterFlags(t *testing.T) {
 		{[]string{"-cluster", "2", "-worker", "-nats", "nats://127.0.0.1:4222"}, "-worker and -cluster do not go together"},
 		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-tiles", "3", "-nuclei", "x.json"}, "-nuclei, -tiles belong to the -cluster run"},
 		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-sim"}, "-sim belong to the -cluster run"},
+		{[]string{"-restart=false"}, "-restart and -worker-timeout supervise the workers of -cluster"},
+		{[]string{"-cluster", "2", "-worker-timeout", "0s"}, "-worker-timeout 0s: must be positive"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)

@@ -46,8 +46,12 @@
 // and the run reads them from there. It prints each worker's progress and
 // work, and the same nuclei, ROI answer and GeoJSON as a run in one
 // process. The server's token reaches the workers through the environment
-// ($HTGS_NATS_TOKEN), never their command line; the workers are stopped
-// (SIGTERM, then SIGKILL) when the run ends, fails or is interrupted. With
+// ($HTGS_NATS_TOKEN), never their command line. A worker process that dies
+// is reported (name, pid, exit status) and restarted (-restart), and the
+// tiles it held go to the others after 5 s; the run fails only when no
+// worker has served for -worker-timeout. The workers are stopped (their
+// standard input closed, then SIGKILL) when the run ends, fails or is
+// interrupted. With
 // -worker -nats URL the program is such a worker, joining the server at
 // URL (the token from $HTGS_NATS_TOKEN or the URL) until SIGINT or SIGTERM,
 // or until the server has been unreachable for about five seconds.
@@ -150,6 +154,7 @@ type options struct {
 	worker     bool
 	natsURL    string
 	workerName string
+	cl         clusterFlags    // -restart, -worker-timeout (cluster.go)
 	set        map[string]bool // flags given on the command line
 }
 
@@ -186,6 +191,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.worker, "worker", false, "serve tiles to -cluster runs: join the server -nats names (token in $"+natsconn.EnvToken+" or the URL) until SIGINT, SIGTERM or the server's end")
 	fs.StringVar(&o.natsURL, "nats", "", "with -worker: the NATS server's `URL`")
 	fs.StringVar(&o.workerName, "name", "", "with -worker: the worker's `name` (default: host-pid)")
+	addClusterFlags(fs, o)
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
 }
