@@ -70,8 +70,8 @@ func (cl *clusterConfig) distributed() bool { return cl.nats != "" || cl.cluster
 func addClusterFlags(fs *flag.FlagSet, c *config) {
 	cl := &c.cl
 	fs.StringVar(&cl.nats, "nats", "", "NATS server `URL`: register by bands of rows on the workers that serve it (stitch -worker), which read the tiles at the same path; the token comes from $"+natsconn.EnvToken+" or nats://TOKEN@HOST:PORT. With -worker: the server to join (default $"+cluster.EnvURL+")")
-	fs.BoolVar(&cl.worker, "worker", false, "serve as a worker registering bands of rows for -nats clients until interrupted (-workers cores per band, -gpu)")
-	fs.IntVar(&cl.cluster, "cluster", 0, "start an embedded NATS server and `N` local worker processes, and register by bands of rows on them")
+	fs.BoolVar(&cl.worker, "worker", false, "serve as a worker registering bands of rows for -nats clients until interrupted, one band at a time, each with -workers copies of each compute task (default: this machine's cores), on the GPUs with -gpu")
+	fs.IntVar(&cl.cluster, "cluster", 0, "start an embedded NATS server and `N` local worker processes, and register by bands of rows on them; -workers given is each worker's copies of each compute task, otherwise they share this machine's cores (cores/N each)")
 	fs.IntVar(&cl.bandRows, "band-rows", 0, "with -nats or -cluster: grid rows per band (0: about 3 bands per worker, at least 4 rows when the grid has them)")
 	fs.StringVar(&cl.allow, "allow", "", "with -worker: read tiles only from folders under `DIR` (default: any folder a client names)")
 	fs.StringVar(&cl.workerName, "name", "", "with -worker: the worker's name in the clients' progress lines (default HOST-PID)")
