@@ -112,7 +112,11 @@ func (m *mosaicFormat) omeOptions(name string) tiled.OMETIFFOptions {
 
 // describe says what the mosaic file holds, for the run's messages.
 func (m *mosaicFormat) describe() string {
-	s := fmt.Sprintf("tiled (%d px) pyramidal OME-TIFF, %v", m.tileSize, m.compression)
+	comp := m.compression.String() + "-compressed"
+	if m.compression == tiled.CompressionNone {
+		comp = "uncompressed"
+	}
+	s := fmt.Sprintf("tiled (%d px) pyramidal OME-TIFF, %s", m.tileSize, comp)
 	if m.sizeX > 0 {
 		s += fmt.Sprintf(", pixel %s x %s %s", strconv.FormatFloat(m.sizeX, 'g', -1, 64), strconv.FormatFloat(m.sizeY, 'g', -1, 64), m.unit)
 	}
