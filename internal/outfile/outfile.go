@@ -25,6 +25,7 @@ type Output struct {
 	Path string // the file the user asked for
 	Temp string // where the data is written until Commit
 	done bool
+	dir  bool // a folder (NewDirOutput)
 }
 
 // NewOutput reserves a temporary file next to path. The caller writes Temp
@@ -50,11 +51,73 @@ func NewOutput(path string) (*Output, error) {
 	return &Output{Path: path, Temp: name}, nil
 }
 
+// NewDirOutput reserves a temporary name next to path for an output that
+// is a folder (such as an OME-Zarr image). Temp does not exist: the caller
+// creates the folder there, fills it and ends with Commit or Abort.
+func NewDirOutput(path string) (*Output, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	name, err := os.MkdirTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-*")
+	if err != nil {
+		return nil, fmt.Errorf("output %s: %w", path, err)
+	}
+	// The name is reserved; the writer creates the folder itself.
+	if err := os.Remove(name); err != nil {
+		return nil, fmt.Errorf("output %s: %w", path, err)
+	}
+	return &Output{Path: path, Temp: name, dir: true}, nil
+}
+
+// commitDir puts the folder Temp in place of Path. A folder (or file)
+// already at Path is first renamed aside, under a temporary name of its
+// own, and removed once the new folder is in place; if that fails, it is
+// renamed back, so Path keeps what it had.
+func (o *Output) commitDir() error {
+	old := ""
+	if _, err := os.Lstat(o.Path); err == nil {
+		dir, base := filepath.Split(o.Path)
+		if dir == "" {
+			dir = "."
+		}
+		aside, err := os.MkdirTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-old-*")
+		if err != nil {
+			o.Abort()
+			return fmt.Errorf("output %s: %w", o.Path, err)
+		}
+		os.Remove(aside)
+		if err := os.Rename(o.Path, aside); err != nil {
+			o.Abort()
+			return fmt.Errorf("output %s: %w", o.Path, err)
+		}
+		old = aside
+	}
+	if err := os.Rename(o.Temp, o.Path); err != nil {
+		if old != "" {
+			os.Rename(old, o.Path)
+		}
+		o.Abort()
+		return fmt.Errorf("output %s: %w", o.Path, err)
+	}
+	o.done = true
+	if old != "" {
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("output %s is in place, but its old content, renamed to %s, could not be removed: %w", o.Path, old, err)
+		}
+	}
+	return nil
+}
+
 // Commit makes the written file visible under Path, replacing what was
-// there. The file gets mode 0644, or the mode of the file it replaces.
+// there. The file gets mode 0644, or the mode of the file it replaces. A
+// folder output (NewDirOutput) replaces what was at Path as a whole.
 func (o *Output) Commit() error {
 	if o.done {
 		return fmt.Errorf("output %s: already committed or aborted", o.Path)
+	}
+	if o.dir {
+		return o.commitDir()
 	}
 	mode := os.FileMode(0o644)
 	if st, err := os.Stat(o.Path); err == nil && st.Mode().IsRegular() {
@@ -79,6 +142,10 @@ func (o *Output) Abort() {
 		return
 	}
 	o.done = true
+	if o.dir {
+		os.RemoveAll(o.Temp)
+		return
+	}
 	os.Remove(o.Temp)
 }
 
@@ -166,6 +233,21 @@ func (b *Batch) AddFile(path string, write func(temp string) error) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return out.sync()
+}
+
+// AddDir is AddFile for an output that is a folder: write creates and
+// fills the folder whose name it is given (see NewDirOutput). After an
+// error the caller still ends the batch with Abort.
+func (b *Batch) AddDir(path string, write func(temp string) error) error {
+	out, err := NewDirOutput(path)
+	if err != nil {
+		return err
+	}
+	b.list = append(b.list, out)
+	if err := write(out.Temp); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // Commit renames every file added since the last Commit into place, in the
@@ -279,7 +361,7 @@ func RemoveStale(paths ...string) ([]Stale, error) {
 		prefix := tempPrefix(base)
 		for _, e := range ents {
 			rest, ok := strings.CutPrefix(e.Name(), prefix)
-			if !ok || !e.Type().IsRegular() {
+			if !ok || !e.Type().IsRegular() && !e.IsDir() {
 				continue
 			}
 			fi, err := e.Info()
@@ -298,7 +380,11 @@ func RemoveStale(paths ...string) ([]Stale, error) {
 				continue
 			}
 			temp := filepath.Join(dir, e.Name())
-			if err := os.Remove(temp); err != nil {
+			remove := os.Remove
+			if e.IsDir() {
+				remove = os.RemoveAll // a folder output's (NewDirOutput)
+			}
+			if err := remove(temp); err != nil {
 				if errors.Is(err, os.ErrNotExist) {
 					continue
 				}

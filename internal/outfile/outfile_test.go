@@ -278,3 +278,98 @@ func TestRemoveStale(t *testing.T) {
 		t.Errorf("temporary name %s carries no process id", out.Temp)
 	}
 }
+
+// A folder output (an OME-Zarr image) replaces what was at its path as a
+// whole on Commit, leaves it as it was on Abort or a failed write, and
+// never shows a half-written folder under the final name.
+func TestBatchAddDir(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mosaic.ome.zarr")
+	fill := func(content string) func(string) error {
+		return func(temp string) error {
+			if _, err := os.Stat(path); err == nil {
+				if b, _ := os.ReadFile(filepath.Join(path, "zarr.json")); string(b) == content {
+					return fmt.Errorf("the new content is visible before Commit")
+				}
+			}
+			if err := os.MkdirAll(filepath.Join(temp, "0", "c"), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(temp, "zarr.json"), []byte(content), 0o644)
+		}
+	}
+	read := func() string {
+		b, err := os.ReadFile(filepath.Join(path, "zarr.json"))
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return string(b)
+	}
+	var b Batch
+	if err := b.AddDir(path, fill("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "one" {
+		t.Fatalf("after the first commit: %q", got)
+	}
+	// A second run replaces it whole.
+	if err := os.WriteFile(filepath.Join(path, "stale-chunk"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AddDir(path, fill("two")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "two" {
+		t.Fatalf("after the second commit: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(path, "stale-chunk")); err == nil {
+		t.Error("the old folder's files survived the replacement")
+	}
+	// A failed write leaves the folder as it was, and nothing else.
+	if err := b.AddDir(path, func(temp string) error {
+		if err := fill("three")(temp); err != nil {
+			return err
+		}
+		return fmt.Errorf("disk full")
+	}); err == nil {
+		t.Fatal("the failing write succeeded")
+	}
+	b.Abort()
+	if got := read(); got != "two" {
+		t.Errorf("after a failed write: %q", got)
+	}
+	es, _ := os.ReadDir(dir)
+	if len(es) != 1 {
+		var names []string
+		for _, e := range es {
+			names = append(names, e.Name())
+		}
+		t.Errorf("folder holds %q, want only the output", names)
+	}
+}
+
+// A folder left by a killed writer is removed by RemoveStale like a file.
+func TestRemoveStaleFolder(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skipf("cannot start a process: %v", err)
+	}
+	dir := t.TempDir()
+	stale := filepath.Join(dir, fmt.Sprintf(".m.ome.zarr.tmp-%d-9", dead.Process.Pid))
+	if err := os.MkdirAll(filepath.Join(stale, "0", "c", "0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemoveStale(filepath.Join(dir, "m.ome.zarr"))
+	if err != nil || len(removed) != 1 || removed[0].Temp != stale {
+		t.Fatalf("removed %v, %v", removed, err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("stale folder still there")
+	}
+}
