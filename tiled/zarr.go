@@ -174,9 +174,14 @@ type ZarrLevel struct {
 	Path         string  // the array's folder, relative to the image
 	W, H, TW, TH int     // size and chunk size
 	Scale        float64 // the dataset's scale on x and y
+
+	v3          bool        // NGFF 0.5 (Zarr v3): chunks at c/0/cy/cx
+	compression Compression // v3: the chunks' codec
 }
 
-// OMEZarr is an open OME-Zarr v0.4 multiscale image of 16-bit pixels.
+// OMEZarr is an open OME-Zarr multiscale image of 16-bit pixels: NGFF 0.4
+// (Zarr v2, as WriteOMEZarr writes it) or 0.5 (Zarr v3, as CreateOMEZarr
+// writes it).
 type OMEZarr struct {
 	Dir    string
 	Levels []ZarrLevel
@@ -184,7 +189,7 @@ type OMEZarr struct {
 
 // ErrZarr is wrapped by every error about metadata this package does not
 // read as a 2-D, uint16, uncompressed OME-Zarr v0.4 multiscale image.
-var ErrZarr = errors.New("tiled: not a supported OME-Zarr v0.4 image")
+var ErrZarr = errors.New("tiled: not a supported OME-Zarr image")
 
 func zarrErr(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrZarr}, a...)...)
@@ -271,8 +276,12 @@ func ParseZarrArray(b []byte) (w, h, tw, th int, err error) {
 	return a.Shape[1], a.Shape[0], a.Chunks[1], a.Chunks[0], nil
 }
 
-// OpenOMEZarr reads the metadata of the OME-Zarr image in dir.
+// OpenOMEZarr reads the metadata of the OME-Zarr image in dir: NGFF 0.5
+// when dir holds a zarr.json (see ParseNGFF05), else 0.4.
 func OpenOMEZarr(dir string) (*OMEZarr, error) {
+	if b, err := os.ReadFile(filepath.Join(dir, "zarr.json")); err == nil {
+		return openNGFF05(dir, b)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, ".zattrs"))
 	if err != nil {
 		return nil, err
@@ -307,6 +316,9 @@ func (z *OMEZarr) ReadChunk(l, cx, cy int) ([]uint16, error) {
 		return nil, fmt.Errorf("tiled: chunk (%d, %d) outside level %d", cx, cy, l)
 	}
 	px := make([]uint16, lv.TW*lv.TH)
+	if lv.v3 {
+		return z.readChunkV3(l, cx, cy, px)
+	}
 	f, err := infile.Open(filepath.Join(z.Dir, lv.Path, strconv.Itoa(cy), strconv.Itoa(cx)))
 	if errors.Is(err, os.ErrNotExist) {
 		return px, nil
@@ -326,6 +338,36 @@ func (z *OMEZarr) ReadChunk(l, cx, cy int) ([]uint16, error) {
 	}
 	for i := range px {
 		px[i] = binary.LittleEndian.Uint16(b[2*i:])
+	}
+	return px, nil
+}
+
+// readChunkV3 reads chunk (cx, cy) of the v3 level l into px.
+func (z *OMEZarr) readChunkV3(l, cx, cy int, px []uint16) ([]uint16, error) {
+	lv := z.Levels[l]
+	f, err := infile.Open(filepath.Join(z.Dir, lv.Path, "c", "0", strconv.Itoa(cy), strconv.Itoa(cx)))
+	if errors.Is(err, os.ErrNotExist) {
+		return px, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n := 2 * len(px)
+	// A compressed chunk is at most a little larger than its pixels.
+	data, err := io.ReadAll(io.LimitReader(f, int64(n)+1<<16))
+	if err != nil {
+		return nil, fmt.Errorf("tiled: chunk %d/c/0/%d/%d: %w", l, cy, cx, err)
+	}
+	raw, err := decodeChunk(lv.compression, data, n)
+	if err != nil {
+		return nil, zarrErr("chunk %d/c/0/%d/%d: %v", l, cy, cx, err)
+	}
+	if len(raw) != n {
+		return nil, zarrErr("chunk %d/c/0/%d/%d holds %d bytes, want %d", l, cy, cx, len(raw), n)
+	}
+	for i := range px {
+		px[i] = binary.LittleEndian.Uint16(raw[2*i:])
 	}
 	return px, nil
 }
