@@ -57,7 +57,7 @@ func FuzzParseTruth(f *testing.F) {
 		}
 		back, err := ParseTruth(bytes.NewReader(w.Bytes()))
 		if err != nil || !reflect.DeepEqual(back, es) {
-			t.Fatalf("round trip: %v\nread  %q\nwrote %q\nback  %q", err, es, w.Bytes(), back)
+			t.Fatalf("round trip: %v\nread  %+v\nwrote %q\nback  %+v", err, es, w.Bytes(), back)
 		}
 	})
 }
