@@ -682,7 +682,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 	nWarnings := 0
 	for k, t := range runSlices {
 		src := srcs[k]
-		names := sliceNames(c.prefix, t, c.maxSlice())
+		names := c.sliceNames(t)
 		if c.slices != nil {
 			fmt.Fprintf(stdout, "time slice %d (%d of %d)\n", t, k+1, len(runSlices))
 		}
@@ -1136,8 +1136,8 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 		}
 		// The composed image streams through the same writer as the
 		// out-of-core path's bands: the same OME-TIFF, byte for byte.
-		if err := outs.AddFile(filepath.Join(c.out, names.mosaic), func(temp string) error {
-			out, err := tiled.CreateOMETIFF(temp, plan.w, plan.h, c.format.omeOptions(names.mosaic))
+		if err := c.format.stage(outs, filepath.Join(c.out, names.mosaic), func(temp string) error {
+			out, err := c.format.create(temp, plan.w, plan.h, names.mosaic)
 			if err != nil {
 				return err
 			}
@@ -1165,9 +1165,9 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 // preview from a pyramid level.
 func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, load func(int) (*image.Gray16, error), plan mosaicPlanned, names outNames, outs *outfile.Batch) error {
 	var staged string
-	if err := outs.AddFile(filepath.Join(c.out, names.mosaic), func(temp string) error {
+	if err := c.format.stage(outs, filepath.Join(c.out, names.mosaic), func(temp string) error {
 		staged = temp
-		out, err := tiled.CreateOMETIFF(temp, plan.w, plan.h, c.format.omeOptions(names.mosaic))
+		out, err := c.format.create(temp, plan.w, plan.h, names.mosaic)
 		if err != nil {
 			return err
 		}
@@ -1182,39 +1182,64 @@ func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, load
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	prev, err := tiffPreview(staged)
+	prev, err := mosaicPreview(staged, c.format.kind)
 	if err != nil {
 		return fmt.Errorf("mosaic preview: %w", err)
 	}
 	return outs.Add(filepath.Join(c.out, names.preview), func(w io.Writer) error { return png.Encode(w, prev) })
 }
 
-// tiffPreview makes the preview from the smallest pyramid level of the
-// OME-TIFF (or BigTIFF) at path whose longer side is still at least
-// previewSide (the full resolution when the mosaic is smaller).
-func tiffPreview(path string) (*image.Gray, error) {
-	t, err := tiled.OpenBigTIFF(path)
-	if err != nil {
-		return nil, err
+// mosaicPreview makes the preview from the smallest pyramid level of the
+// mosaic at path (an OME-TIFF, or an OME-Zarr folder for formatOMEZarr)
+// whose longer side is still at least previewSide (the full resolution
+// when the mosaic is smaller).
+func mosaicPreview(path, kind string) (*image.Gray, error) {
+	type level struct{ w, h, tw, th int }
+	var (
+		levels []level
+		read   func(l, tx, ty int, dst []uint16) error
+	)
+	if kind == formatOMEZarr {
+		z, err := tiled.OpenOMEZarr(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, lv := range z.Levels {
+			levels = append(levels, level{lv.W, lv.H, lv.TW, lv.TH})
+		}
+		read = func(l, tx, ty int, dst []uint16) error {
+			px, err := z.ReadChunk(l, tx, ty)
+			copy(dst, px)
+			return err
+		}
+	} else {
+		t, err := tiled.OpenBigTIFF(path)
+		if err != nil {
+			return nil, err
+		}
+		defer t.Close()
+		for _, lv := range t.Levels {
+			levels = append(levels, level{lv.W, lv.H, lv.TW, lv.TH})
+		}
+		read = func(l, tx, ty int, dst []uint16) error { return t.ReadTile(l, tiled.Coord{X: tx, Y: ty}, dst) }
 	}
-	defer t.Close()
 	l := 0
-	for i, lv := range t.Levels {
-		if max(lv.W, lv.H) >= previewSide {
+	for i, lv := range levels {
+		if max(lv.w, lv.h) >= previewSide {
 			l = i
 		}
 	}
-	lv := t.Levels[l]
-	img := image.NewGray16(image.Rect(0, 0, lv.W, lv.H))
-	buf := make([]uint16, lv.TW*lv.TH)
-	for ty := 0; ty*lv.TH < lv.H; ty++ {
-		for tx := 0; tx*lv.TW < lv.W; tx++ {
-			if err := t.ReadTile(l, tiled.Coord{X: tx, Y: ty}, buf); err != nil {
+	lv := levels[l]
+	img := image.NewGray16(image.Rect(0, 0, lv.w, lv.h))
+	buf := make([]uint16, lv.tw*lv.th)
+	for ty := 0; ty*lv.th < lv.h; ty++ {
+		for tx := 0; tx*lv.tw < lv.w; tx++ {
+			if err := read(l, tx, ty, buf); err != nil {
 				return nil, err
 			}
-			for y := ty * lv.TH; y < min(lv.H, (ty+1)*lv.TH); y++ {
-				for x := tx * lv.TW; x < min(lv.W, (tx+1)*lv.TW); x++ {
-					v := buf[(y-ty*lv.TH)*lv.TW+x-tx*lv.TW]
+			for y := ty * lv.th; y < min(lv.h, (ty+1)*lv.th); y++ {
+				for x := tx * lv.tw; x < min(lv.w, (tx+1)*lv.tw); x++ {
+					v := buf[(y-ty*lv.th)*lv.tw+x-tx*lv.tw]
 					img.Pix[y*img.Stride+2*x], img.Pix[y*img.Stride+2*x+1] = byte(v>>8), byte(v)
 				}
 			}

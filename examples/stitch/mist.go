@@ -46,6 +46,14 @@ func sliceNames(prefix string, t, maxT int) outNames {
 	}
 }
 
+// sliceNames are the names of slice t's outputs in this run: the
+// mosaic's as -format names it.
+func (c *config) sliceNames(t int) outNames {
+	n := sliceNames(c.prefix, t, c.maxSlice())
+	n.mosaic = c.format.mosaicName(n.mosaic)
+	return n
+}
+
 func (n outNames) list() []string {
 	return []string{n.global, n.relative, n.noOpt, n.mosaic, n.preview}
 }
@@ -520,7 +528,7 @@ func hasTimePlaceholder(path string) bool { return positionsPath(path, 0) != pat
 func outputsOf(c *config) []string {
 	var names []string
 	for _, t := range c.runSlices() {
-		names = append(names, sliceNames(c.prefix, t, c.maxSlice()).list()...)
+		names = append(names, c.sliceNames(t).list()...)
 	}
 	return append(names, statsName(c.prefix), logName(c.prefix))
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gohtgs/htgs/examples/internal/cli"
+	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/tiled"
 )
 
@@ -29,6 +30,7 @@ const defaultCompression = tiled.CompressionNone
 
 // mosaicFormat is how the mosaic file is written.
 type mosaicFormat struct {
+	kind        string // -format: formatOMETIFF or formatOMEZarr
 	tileSize    int
 	compression tiled.Compression
 	pixelSize   string // -pixel-size as given
@@ -44,10 +46,17 @@ type mosaicFormat struct {
 	mistUnitY       float64
 }
 
+// The mosaic's file formats (-format).
+const (
+	formatOMETIFF = "ome-tiff" // one tiled pyramidal OME-TIFF file
+	formatOMEZarr = "ome-zarr" // an OME-Zarr NGFF 0.5 (Zarr v3) folder
+)
+
 // addMosaicFlags registers the mosaic format's flags on fs.
 func addMosaicFlags(fs *flag.FlagSet, c *config) {
 	m := &c.format
 	m.compression = defaultCompression
+	fs.StringVar(&m.kind, "format", formatOMETIFF, "the mosaic's format: ome-tiff (PREFIXstitched-T.ome.tif, a tiled pyramidal OME-TIFF) or ome-zarr (PREFIXstitched-T.ome.zarr, an OME-Zarr NGFF 0.5 folder on Zarr v3, chunks of -tile-size)")
 	fs.IntVar(&m.tileSize, "tile-size", defaultTileSize, "tile side of the mosaic's OME-TIFF in pixels, a multiple of 16; its reduced levels go down to one tile")
 	fs.TextVar(&m.compression, "compression", defaultCompression, "compression of the mosaic's tiles: none, deflate or zstd (with the horizontal predictor)")
 	fs.StringVar(&m.pixelSize, "pixel-size", "", "physical `size` of a tile pixel, written into the mosaic's OME-XML: SIZE or XxY, then a unit (default µm), such as 0.65, 0.65um, 0.5x0.6 or 325nm")
@@ -57,6 +66,9 @@ func addMosaicFlags(fs *flag.FlagSet, c *config) {
 // which maps MIST's onto them) and sets the pixel size.
 func checkMosaicFlags(c *config, set map[string]bool) error {
 	m := &c.format
+	if m.kind != formatOMETIFF && m.kind != formatOMEZarr {
+		return cli.Usagef("-format %s: must be %s or %s", m.kind, formatOMETIFF, formatOMEZarr)
+	}
 	if m.tileSize < 16 || m.tileSize%16 != 0 || m.tileSize > 1<<15 {
 		return cli.Usagef("-tile-size %d: must be a multiple of 16 from 16 to 32768", m.tileSize)
 	}
@@ -117,8 +129,38 @@ func (m *mosaicFormat) describe() string {
 		comp = "uncompressed"
 	}
 	s := fmt.Sprintf("tiled (%d px) pyramidal OME-TIFF, %s", m.tileSize, comp)
+	if m.kind == formatOMEZarr {
+		s = fmt.Sprintf("OME-Zarr (NGFF 0.5, %d px chunks, %s)", m.tileSize, comp)
+	}
 	if m.sizeX > 0 {
 		s += fmt.Sprintf(", pixel %s x %s %s", strconv.FormatFloat(m.sizeX, 'g', -1, 64), strconv.FormatFloat(m.sizeY, 'g', -1, 64), m.unit)
 	}
 	return s
+}
+
+// mosaicName is the name of the mosaic of a slice whose OME-TIFF would be
+// tifName: the same with .ome.zarr for -format ome-zarr.
+func (m *mosaicFormat) mosaicName(tifName string) string {
+	if m.kind == formatOMEZarr {
+		return strings.TrimSuffix(tifName, ".ome.tif") + ".ome.zarr"
+	}
+	return tifName
+}
+
+// create starts the mosaic's stream at temp: an OME-TIFF file or an
+// OME-Zarr folder.
+func (m *mosaicFormat) create(temp string, w, h int, name string) (*tiled.BigTIFFStream, error) {
+	if m.kind == formatOMEZarr {
+		return tiled.CreateOMEZarr(temp, w, h, m.omeOptions(name))
+	}
+	return tiled.CreateOMETIFF(temp, w, h, m.omeOptions(name))
+}
+
+// stage adds the mosaic at path to outs, written by write into a
+// temporary file or folder.
+func (m *mosaicFormat) stage(outs *outfile.Batch, path string, write func(temp string) error) error {
+	if m.kind == formatOMEZarr {
+		return outs.AddDir(path, write)
+	}
+	return outs.AddFile(path, write)
 }
