@@ -450,10 +450,14 @@ type Level struct {
 type TIFF struct {
 	r io.ReaderAt
 	f *os.File
-	// Levels are the full resolution and its reduced levels: the
-	// top-level IFDs in file order, the first IFD's SubIFDs (OME-TIFF's
-	// pyramid) right after it.
+	// Levels are the full resolution and its reduced levels: the first
+	// IFD and its SubIFDs (OME-TIFF's pyramid), or, in a file without
+	// SubIFDs, the top-level IFDs in file order (GeoTIFF's overviews).
 	Levels []Level
+	// Planes are the image's planes (an OME-TIFF's channels), each its
+	// levels: a top-level IFD and its SubIFDs. Planes[0] is Levels. A
+	// file without SubIFDs has one plane.
+	Planes [][]Level
 	// Description is the first IFD's ImageDescription (an OME-TIFF's
 	// OME-XML), "" when it has none.
 	Description string
@@ -521,27 +525,39 @@ func ParseBigTIFF(r io.ReaderAt, size int64) (*TIFF, error) {
 	p := &ifdParser{r: r, size: size, seen: map[uint64]bool{}, budget: 8*size + 1<<16}
 	t := &TIFF{r: r}
 	off := le.Uint64(h[8:])
+	var top []Level      // the top-level IFDs
+	var planes [][]Level // each top-level IFD with its SubIFDs
+	subs := false
 	for off != 0 {
 		d, err := p.parse(off)
 		if err != nil {
 			return nil, err
 		}
-		t.Levels = append(t.Levels, d.level)
-		if len(t.Levels) == 1 {
+		if len(top) == 0 {
 			t.Description = d.desc
-			for _, so := range d.subs {
-				sub, err := p.parse(so)
-				if err != nil {
-					return nil, err
-				}
-				t.Levels = append(t.Levels, sub.level)
-			}
 		}
+		top = append(top, d.level)
+		plane := []Level{d.level}
+		for _, so := range d.subs {
+			sub, err := p.parse(so)
+			if err != nil {
+				return nil, err
+			}
+			plane = append(plane, sub.level)
+			subs = true
+		}
+		planes = append(planes, plane)
 		off = d.next
 	}
-	if len(t.Levels) == 0 {
+	if len(top) == 0 {
 		return nil, formatErr("no IFD")
 	}
+	if subs {
+		t.Planes = planes
+	} else {
+		t.Planes = [][]Level{top}
+	}
+	t.Levels = t.Planes[0]
 	return t, nil
 }
 
@@ -745,10 +761,19 @@ func readVals(r io.ReaderAt, size int64, typ uint16, cnt uint64, inline []byte) 
 // ReadTile reads tile c of level l into dst (TW*TH values), decompressed
 // and with the predictor undone. It is safe for concurrent use.
 func (t *TIFF) ReadTile(l int, c Coord, dst []uint16) error {
-	if l < 0 || l >= len(t.Levels) {
-		return fmt.Errorf("tiled: level %d of %d", l, len(t.Levels))
+	return t.ReadPlaneTile(0, l, c, dst)
+}
+
+// ReadPlaneTile reads tile c of level l of plane p (an OME-TIFF's channel
+// p) into dst (TW*TH values).
+func (t *TIFF) ReadPlaneTile(p, l int, c Coord, dst []uint16) error {
+	if p < 0 || p >= len(t.Planes) {
+		return fmt.Errorf("tiled: plane %d of %d", p, len(t.Planes))
 	}
-	lv := t.Levels[l]
+	if l < 0 || l >= len(t.Planes[p]) {
+		return fmt.Errorf("tiled: level %d of %d", l, len(t.Planes[p]))
+	}
+	lv := t.Planes[p][l]
 	tx := (lv.W + lv.TW - 1) / lv.TW
 	if c.X < 0 || c.Y < 0 || c.X >= tx || c.Y >= (lv.H+lv.TH-1)/lv.TH {
 		return fmt.Errorf("tiled: tile %v outside level %d", c, l)

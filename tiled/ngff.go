@@ -53,6 +53,9 @@ func CreateOMEZarr(dir string, w, h int, o OMETIFFOptions) (*BigTIFFStream, erro
 	if err != nil {
 		return nil, err
 	}
+	if len(o.Channels) > 1 {
+		return nil, fmt.Errorf("tiled: OME-Zarr of %d channels: this writer takes one channel", len(o.Channels))
+	}
 	z := &zarrSink{dir: dir, o: o}
 	switch o.Compression {
 	case CompressionNone, CompressionDeflate:

@@ -90,6 +90,12 @@ type OMETIFFOptions struct {
 	PhysicalSizeUnit string
 	// Name is the OME Image's name ("" leaves it out).
 	Name string
+	// Channels are the names of the image's channels, one plane each
+	// (SizeC); none or one is a single channel (its name written when
+	// given). A stream of several channels takes every row of the first,
+	// then NextChannel, then the next channel's, and so on. OME-Zarr
+	// takes one channel.
+	Channels []string
 }
 
 // lengthUnits are the OME-XML UnitsLength symbols of the metric lengths
@@ -118,9 +124,9 @@ func LengthUnit(s string) (string, error) {
 	return "", fmt.Errorf("tiled: length unit %q: want one of %s", s, strings.Join(lengthUnits, ", "))
 }
 
-// omeXML returns the OME-XML (schema 2016-06) of one w x h 16-bit
-// grayscale plane stored in IFD 0 of the file, its reduced levels in
-// SubIFDs.
+// omeXML returns the OME-XML (schema 2016-06) of a w x h 16-bit grayscale
+// image of len(o.Channels) channels (at least one), channel c stored in
+// IFD c of the file, each with its reduced levels in SubIFDs.
 func omeXML(w, h int, o OMETIFFOptions) string {
 	var b strings.Builder
 	esc := func(s string) string {
@@ -138,7 +144,8 @@ func omeXML(w, h int, o OMETIFFOptions) string {
 		b.WriteString(` Name="` + esc(o.Name) + `"`)
 	}
 	b.WriteString(`>`)
-	fmt.Fprintf(&b, `<Pixels ID="Pixels:0" DimensionOrder="XYZCT" Type="uint16" SignificantBits="16" BigEndian="false" Interleaved="false" SizeX="%d" SizeY="%d" SizeZ="1" SizeC="1" SizeT="1"`, w, h)
+	nc := max(1, len(o.Channels))
+	fmt.Fprintf(&b, `<Pixels ID="Pixels:0" DimensionOrder="XYZCT" Type="uint16" SignificantBits="16" BigEndian="false" Interleaved="false" SizeX="%d" SizeY="%d" SizeZ="1" SizeC="%d" SizeT="1"`, w, h, nc)
 	size := func(axis string, v float64) {
 		if v <= 0 {
 			return
@@ -152,8 +159,15 @@ func omeXML(w, h int, o OMETIFFOptions) string {
 	}
 	size("X", o.PhysicalSizeX)
 	size("Y", o.PhysicalSizeY)
-	b.WriteString(`><Channel ID="Channel:0:0" SamplesPerPixel="1"><LightPath/></Channel>`)
-	b.WriteString(`<TiffData IFD="0" PlaneCount="1"/></Pixels></Image></OME>`)
+	b.WriteString(`>`)
+	for c := range nc {
+		fmt.Fprintf(&b, `<Channel ID="Channel:0:%d"`, c)
+		if c < len(o.Channels) && o.Channels[c] != "" {
+			b.WriteString(` Name="` + esc(o.Channels[c]) + `"`)
+		}
+		b.WriteString(` SamplesPerPixel="1"><LightPath/></Channel>`)
+	}
+	fmt.Fprintf(&b, `<TiffData IFD="0" PlaneCount="%d"/></Pixels></Image></OME>`, nc)
 	return b.String()
 }
 

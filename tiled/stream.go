@@ -37,6 +37,8 @@ type BigTIFFStream struct {
 	raw    []byte      // the row as little-endian bytes (big-endian hosts only)
 	done   bool
 
+	planes [][]*streamLevel // the channels written before the current one (NextChannel)
+
 	ome     *OMETIFFOptions // nil: the plain layout (levels as top-level IFDs)
 	codec   *tileCodec      // nil: tiles uncompressed
 	zarr    *zarrSink       // set: tiles go to an OME-Zarr's chunks, not a TIFF
@@ -70,11 +72,12 @@ func CreateBigTIFF(path string, w, h, tw, th, levels int, tmpDir string, budget 
 
 // CreateOMETIFF starts a tiled pyramidal OME-TIFF (always a BigTIFF) of a
 // w x h 16-bit grayscale image at path, written as a BigTIFFStream: the
-// full resolution in the first and only top-level IFD, whose
-// ImageDescription holds the OME-XML (size, pixel type, physical pixel
-// size), and each 2x2-mean reduced level in an IFD listed by its SubIFDs
-// tag (NewSubfileType=1), as Bio-Formats, tifffile and QuPath read
-// pyramids; GDAL lists them as overviews. Tiles are compressed as o says;
+// full resolution in the first top-level IFD (one per channel when
+// o.Channels names several, see NextChannel), whose ImageDescription
+// holds the OME-XML (size, channels, pixel type, physical pixel size),
+// and each 2x2-mean reduced level in an IFD listed by its channel's
+// SubIFDs tag (NewSubfileType=1), as Bio-Formats, tifffile and QuPath
+// read pyramids; GDAL lists them as overviews. Tiles are compressed as o says;
 // the physical pixel size also goes into XResolution, YResolution and
 // ResolutionUnit (centimetres) where it is given and converts, and
 // nowhere when it is not.
@@ -509,8 +512,56 @@ func parallel(n, size int, f func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-// Close writes every level's IFD and finishes the file; every row must
-// have been written. On error the file is removed.
+// channels is how many channels the stream takes (OMETIFFOptions.Channels).
+func (s *BigTIFFStream) channels() int {
+	if s.ome == nil {
+		return 1
+	}
+	return max(1, len(s.ome.Channels))
+}
+
+// complete returns an error unless every row of every level of the
+// current channel is written.
+func (s *BigTIFFStream) complete() error {
+	if y := s.levels[0].y; y != s.H {
+		return fmt.Errorf("tiled: channel %d: %d of %d rows written", len(s.planes), y, s.H)
+	}
+	for l, lv := range s.levels {
+		if lv.y != lv.h {
+			return fmt.Errorf("tiled: channel %d: level %d has %d of %d rows", len(s.planes), l, lv.y, lv.h)
+		}
+	}
+	return nil
+}
+
+// NextChannel ends the current channel, every row of which must have been
+// written, and starts the next of a stream of several channels (see
+// OMETIFFOptions.Channels): WriteRows then takes its rows from row 0.
+func (s *BigTIFFStream) NextChannel() error {
+	switch {
+	case s.done:
+		return errors.New("tiled: NextChannel after Close")
+	case len(s.planes)+1 >= s.channels():
+		return fmt.Errorf("tiled: NextChannel after the last of %d channels", s.channels())
+	}
+	if err := s.complete(); err != nil {
+		return err
+	}
+	s.planes = append(s.planes, s.levels)
+	next := make([]*streamLevel, len(s.levels))
+	for l, lv := range s.levels {
+		next[l] = &streamLevel{w: lv.w, h: lv.h}
+		if l > 0 {
+			next[l].buf = lv.buf // drained: every row went out
+			lv.buf = nil
+		}
+	}
+	s.levels = next
+	return nil
+}
+
+// Close writes every level's IFD and finishes the file; every row of
+// every channel must have been written. On error the file is removed.
 func (s *BigTIFFStream) Close() error {
 	if s.done {
 		return errors.New("tiled: BigTIFFStream closed twice")
@@ -519,11 +570,8 @@ func (s *BigTIFFStream) Close() error {
 	var err error
 	if y := s.levels[0].y; y != s.H {
 		err = fmt.Errorf("tiled: closed after %d of %d rows", y, s.H)
-	}
-	for l, lv := range s.levels {
-		if err == nil && lv.y != lv.h {
-			err = fmt.Errorf("tiled: level %d has %d of %d rows", l, lv.y, lv.h)
-		}
+	} else if err = s.complete(); err == nil && len(s.planes)+1 != s.channels() {
+		err = fmt.Errorf("tiled: closed after %d of %d channels", len(s.planes)+1, s.channels())
 	}
 	if s.zarr != nil {
 		err = s.zarr.finish(s, err)
@@ -559,18 +607,24 @@ func (s *BigTIFFStream) writeIFDs() {
 		}
 		return
 	}
-	var subs []uint64
-	for _, lv := range s.levels[1:] {
-		subs = append(subs, s.t.ifd(levelEntries(true, lv.w, lv.h, s.TW, s.TH, lv.offs, lv.counts, comp), false))
+	// One top-level IFD per channel, in order, each after its reduced
+	// levels' IFDs; the OME-XML in the first.
+	for c, levels := range append(s.planes, s.levels) {
+		var subs []uint64
+		for _, lv := range levels[1:] {
+			subs = append(subs, s.t.ifd(levelEntries(true, lv.w, lv.h, s.TW, s.TH, lv.offs, lv.counts, comp), false))
+		}
+		lv := levels[0]
+		ents := levelEntries(false, lv.w, lv.h, s.TW, s.TH, lv.offs, lv.counts, comp)
+		if c == 0 {
+			ents = append(ents, asciiEntry(tagImageDesc, omeXML(s.W, s.H, *s.ome)), asciiEntry(tagSoftware, "htgs"))
+		}
+		if len(subs) > 0 {
+			ents = append(ents, newEntry(tagSubIFDs, typeIFD8, subs...))
+		}
+		ents = append(ents, resolutionEntries(*s.ome)...)
+		s.t.ifd(ents, true)
 	}
-	lv := s.levels[0]
-	ents := levelEntries(false, lv.w, lv.h, s.TW, s.TH, lv.offs, lv.counts, comp)
-	ents = append(ents, asciiEntry(tagImageDesc, omeXML(s.W, s.H, *s.ome)), asciiEntry(tagSoftware, "htgs"))
-	if len(subs) > 0 {
-		ents = append(ents, newEntry(tagSubIFDs, typeIFD8, subs...))
-	}
-	ents = append(ents, resolutionEntries(*s.ome)...)
-	s.t.ifd(ents, true)
 }
 
 // resolutionEntries are the XResolution, YResolution and ResolutionUnit
