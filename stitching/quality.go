@@ -3,6 +3,7 @@ package stitching
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/gohtgs/htgs/internal/stat"
 	"github.com/gohtgs/htgs/stitching/align"
@@ -46,6 +47,19 @@ type DirectionQuality struct {
 	// measured instead of being repaired, and refinement searched the
 	// whole overlap window.
 	ModelSkipped bool
+	// Matched is the number of translations the stage model's windows
+	// and threshold accepted before trusting translations on their own
+	// correlation ([align.DirectionModel.Matched]).
+	Matched int
+}
+
+// UncertainTile is a tile whose estimated position uncertainty is 1 px or
+// more (see [Result.Uncertainty]).
+type UncertainTile struct {
+	Row, Col int
+	// Pixels is the estimated uncertainty; -1: no pair correlating at
+	// least LowCorrelation confirms the tile.
+	Pixels int
 }
 
 // Quality gathers measures of how much a [Result] can be trusted, taken
@@ -67,6 +81,12 @@ type Quality struct {
 	// RepeatabilityGiven reports whether the repeatability came from the
 	// options rather than from the translations.
 	RepeatabilityGiven bool
+	// Uncertain lists the tiles whose position is uncertain by 1 px or
+	// more, row-major (from [Result.Uncertainty]).
+	Uncertain []UncertainTile
+	// Contradicted is the number of pairs whose refined translation the
+	// global solve's positions contradict ([Result.Inconsistent]).
+	Contradicted int
 }
 
 // Quality returns the quality measures of r (see [Quality]).
@@ -74,7 +94,7 @@ func (r *Result) Quality() Quality {
 	q := Quality{MedianCorr: math.NaN()}
 	if r.Model != nil {
 		dq := func(d align.DirectionModel) DirectionQuality {
-			return DirectionQuality{Pairs: d.Pairs, Valid: d.Valid, Overlap: d.Overlap, OverlapGiven: d.OverlapGiven, ModelSkipped: d.TooFewPairs}
+			return DirectionQuality{Pairs: d.Pairs, Valid: d.Valid, Overlap: d.Overlap, OverlapGiven: d.OverlapGiven, ModelSkipped: d.TooFewPairs, Matched: d.Matched}
 		}
 		q.West, q.North = dq(r.Model.West), dq(r.Model.North)
 		q.RepeatabilityGiven = r.Model.RepeatabilityGiven
@@ -92,6 +112,12 @@ func (r *Result) Quality() Quality {
 		}
 		q.MedianCorr = stat.Median(corrs)
 	}
+	for i, u := range r.Uncertainty {
+		if u != 0 && r.Cols > 0 {
+			q.Uncertain = append(q.Uncertain, UncertainTile{Row: i / r.Cols, Col: i % r.Cols, Pixels: u})
+		}
+	}
+	q.Contradicted = len(r.Inconsistent)
 	// Every tile but the root of the spanning tree, tile (0, 0), was
 	// placed by an edge whose correlation it carries (see GlobalPositions).
 	for i, p := range r.Positions {
@@ -114,6 +140,12 @@ func (r *Result) Quality() Quality {
 //     valid translations while it estimated something (the overlap or the
 //     repeatability);
 //   - a direction's stage model was skipped (too few pairs);
+//   - fewer than half of a direction's translations (of 4 or more) are
+//     valid;
+//   - pairs disagreed with the loops around them (the global solve
+//     overrode them);
+//   - tiles are placed with an uncertainty of 1 px or more (named, the
+//     first 12);
 //   - tiles were placed by pairs correlating below LowCorrelation.
 func (q Quality) Warnings() []string {
 	var w []string
@@ -141,13 +173,36 @@ func (q Quality) Warnings() []string {
 			}
 		}
 		if d.q.ModelSkipped {
-			w = append(w, fmt.Sprintf("%s model skipped: too few pairs (%d of %d matched, want at least %d): translations that match were kept as measured and searched over the whole overlap window",
-				d.name, d.q.Valid, d.q.Pairs, align.MinModelPairs))
+			w = append(w, fmt.Sprintf("%s model skipped: too few pairs (%d of %d matched the stage model, want at least %d): translations reaching the correlation threshold were kept as measured, and refinement searched around them, widening its box while the best match lay on its edge",
+				d.name, d.q.Matched, d.q.Pairs, align.MinModelPairs))
+		}
+		if d.q.Pairs >= 4 && 2*d.q.Valid < d.q.Pairs && d.q.Valid >= MinModelTranslations {
+			w = append(w, fmt.Sprintf("only %d of the %d %s translations are valid: the others were repaired from the stage model and searched again, and may be wrong",
+				d.q.Valid, d.q.Pairs, d.name))
 		}
 		if d.q.Valid < MinModelTranslations && (!d.q.OverlapGiven || !q.RepeatabilityGiven) {
 			w = append(w, fmt.Sprintf("the %s stage model rests on %d valid translation(s) of %d pairs (want at least %d): the grid is too small or the pairs do not match, and the estimated overlap and repeatability may be wrong",
 				d.name, d.q.Valid, d.q.Pairs, MinModelTranslations))
 		}
+	}
+	if q.Contradicted > 0 {
+		w = append(w, fmt.Sprintf("%d pair(s) disagreed with the loops of pairs around them; the positions follow the loops (see the pairs' Spread)", q.Contradicted))
+	}
+	if len(q.Uncertain) > 0 {
+		const show = 12
+		var names []string
+		for k, u := range q.Uncertain {
+			if k == show {
+				names = append(names, fmt.Sprintf("and %d more", len(q.Uncertain)-show))
+				break
+			}
+			if u.Pixels < 0 {
+				names = append(names, fmt.Sprintf("(%d,%d) unconfirmed", u.Row, u.Col))
+			} else {
+				names = append(names, fmt.Sprintf("(%d,%d) ±%d px", u.Row, u.Col, u.Pixels))
+			}
+		}
+		w = append(w, fmt.Sprintf("%d tile(s) placed with an uncertainty of 1 px or more (row,col): %s", len(q.Uncertain), strings.Join(names, ", ")))
 	}
 	if q.LowCorrTiles > 0 {
 		w = append(w, fmt.Sprintf("%d tile(s) were placed by pairs correlating below %.1f: their positions are not confirmed by the image content",

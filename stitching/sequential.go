@@ -35,9 +35,10 @@ type Result struct {
 	// disagreement with the positions; -1 when no such pair confirms the
 	// tile. [Quality.Warnings] names the tiles uncertain by 1 px or more.
 	Uncertainty []int
-	// Inconsistent lists the pairs whose optimized translation the
-	// positions contradict (the loops of pairs around them disagree, and
-	// a re-search found nothing the positions agree with).
+	// Inconsistent lists the pairs whose refined translation the
+	// positions contradict: the loops of pairs around them disagree with
+	// it, and Optimized carries the displacement the positions imply
+	// instead (see [Placement.Optimized]).
 	Inconsistent []align.Pair
 	// Researched is the number of pair searches the loop-consistency
 	// checks of the global solve ran (0 when the refined translations

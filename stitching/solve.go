@@ -15,13 +15,16 @@ import (
 type Placement struct {
 	// Positions are the global tile positions, row-major.
 	Positions []align.Position
-	// Optimized are the translations after placement: a pair whose
-	// refined translation the loops of pairs around it contradicted, and
-	// whose re-search found the displacement the positions imply, carries
-	// that displacement and its NCC; the others are the refined ones.
+	// Optimized are the translations after placement: the refined ones,
+	// except for the pairs whose refined translation the positions
+	// contradict (the loops of pairs around them disagree), which carry
+	// the displacement the positions imply: the peak a re-search found
+	// there, or else that displacement with its NCC and a Spread of its
+	// distance from the pair's own peak. With the global solve they agree
+	// with Positions; with the spanning tree they are the refined ones.
 	Optimized *align.Translations
-	// Inconsistent lists the pairs whose translation in Optimized differs
-	// from the displacement the positions imply, in canonical order.
+	// Inconsistent lists the pairs whose refined translation the
+	// positions contradict, in canonical order.
 	Inconsistent []align.Pair
 	// Uncertainty is the estimated position uncertainty of each tile in
 	// pixels, row-major (see [Result.Uncertainty]).
@@ -34,10 +37,14 @@ type Placement struct {
 // maxSolveRounds bounds the rounds of re-search and solve of place.
 const maxSolveRounds = 3
 
-// researchRadius is the radius of the re-search of a pair around the
-// displacement the loops imply (widened while the maximum lies on the
-// box's edge, see align.StageModel.RefineWithin).
-const researchRadius = 2
+// researchRadius and researchSteps are the radius of the re-search of a
+// pair around the displacement the loops imply, and the number of times
+// it may move its box to climb to the nearest local maximum (see
+// align.StageModel.ClimbFrom).
+const (
+	researchRadius = 2
+	researchSteps  = 8
+)
 
 // tileCacheLimit bounds the tiles place keeps loaded for re-searches.
 const tileCacheLimit = 256
@@ -133,7 +140,7 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 			if err != nil {
 				return err
 			}
-			found[i] = model.RefineWithin(ref, t1, t2, align.Translation{X: j.x, Y: j.y, Corr: -1}, researchRadius)
+			found[i] = model.ClimbFrom(ref, t1, t2, align.Translation{X: j.x, Y: j.y, Corr: -1}, researchRadius, researchSteps)
 			return nil
 		})
 		if err != nil {
@@ -159,26 +166,44 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 	out := refined.Clone()
 	for _, p := range align.Pairs(refined.Rows, refined.Cols) {
 		ix, iy := sol.Implied(p)
-		if t := refined.At(p); t.X == ix && t.Y == iy {
+		t := refined.At(p)
+		if t.X == ix && t.Y == iy {
 			continue
 		}
+		pl.Inconsistent = append(pl.Inconsistent, p)
+		found := false
 		for _, c := range cands {
 			if c.Pair == p && c.X == ix && c.Y == iy {
 				out.Set(p, c.Translation)
+				found = true
 				break
 			}
 		}
+		if found {
+			continue
+		}
+		// No search found a peak there: the displacement the loops imply,
+		// its NCC, and a Spread of its distance from the pair's own peak.
+		nr, nc := p.Neighbor()
+		t1, err := cache.load(nr, nc)
+		if err != nil {
+			return nil, err
+		}
+		t2, err := cache.load(p.Row, p.Col)
+		if err != nil {
+			return nil, err
+		}
+		out.Set(p, align.Translation{X: ix, Y: iy, Corr: align.NCC(t1, t2, ix, iy), Spread: max(abs(t.X-ix), abs(t.Y-iy))})
 	}
 	pl.finish(out)
 	return pl, nil
 }
 
-// finish sets Optimized, Inconsistent and Uncertainty from the positions
-// and the final translations.
+// finish sets Optimized and Uncertainty from the positions and the final
+// translations (which agree with the positions).
 func (pl *Placement) finish(opt *align.Translations) {
 	pl.Optimized = opt
 	rows, cols := opt.Rows, opt.Cols
-	pl.Inconsistent = nil
 	pl.Uncertainty = make([]int, rows*cols)
 	for i := range pl.Uncertainty {
 		pl.Uncertainty[i] = -1
@@ -189,9 +214,6 @@ func (pl *Placement) finish(opt *align.Translations) {
 		t := opt.At(p)
 		rx := abs(pl.Positions[b].X - pl.Positions[a].X - t.X)
 		ry := abs(pl.Positions[b].Y - pl.Positions[a].Y - t.Y)
-		if rx != 0 || ry != 0 {
-			pl.Inconsistent = append(pl.Inconsistent, p)
-		}
 		if !(t.Corr >= LowCorrelation) {
 			continue
 		}

@@ -43,6 +43,11 @@ type DirectionModel struct {
 	// keeps every translation that reaches the correlation threshold
 	// instead of replacing it by a median of one or two others.
 	TooFewPairs bool
+	// Matched is the number of translations the model's windows and
+	// threshold accepted before translations were trusted on their own
+	// correlation (step 4 of [EstimateModel]); TooFewPairs is Matched <
+	// [MinModelPairs].
+	Matched int
 }
 
 // MinModelPairs is the least number of valid translations per direction
@@ -381,6 +386,7 @@ func (e *dirEstimate) trust() {
 			n++
 		}
 	}
+	e.dm.Matched = n
 	e.dm.TooFewPairs = n < MinModelPairs
 	for _, p := range e.ps {
 		t := e.rel.At(p)
@@ -529,6 +535,26 @@ func (m *StageModel) RefineWithin(r *Refiner, t1, t2 *image.Gray16, start Transl
 		}
 		radius = min(2*max(radius, 1), limit)
 	}
+}
+
+// ClimbFrom searches the NCC surface of the pair (t1, t2) for the local
+// maximum nearest start, as [StageModel.RefineWithin] does within radius
+// of start, but instead of widening the box while its maximum lies on
+// its edge, it moves the box there (up to maxSteps times): it finds the
+// peak that start lies on, not the highest one around. It searches the
+// raw tiles only (the Wiener-filtered surface of a noise-limited pair is
+// smoother and would carry the climb to the highest peak). The global
+// solve uses it to re-search a pair around the displacement its loops
+// imply.
+func (m *StageModel) ClimbFrom(r *Refiner, t1, t2 *image.Gray16, start Translation, radius, maxSteps int) Translation {
+	mx, my := m.opt.minOverlap(m.Width, m.Height)
+	radius = max(radius, 1)
+	best := r.Refine(t1, t2, start, radius, mx, my)
+	for step := 0; step < maxSteps && best.Corr != -1 && m.onBoxEdge(best, start, radius, mx, my); step++ {
+		start = best
+		best = r.Refine(t1, t2, start, radius, mx, my)
+	}
+	return best
 }
 
 // onBoxEdge reports whether t lies on the edge of the search box of

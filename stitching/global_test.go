@@ -1,0 +1,252 @@
+package stitching
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gohtgs/htgs/stitching/align"
+)
+
+// Failure classes of issue 31 ("a global, loop-consistent solve instead of
+// a spanning tree, search windows that contain the truth, and honest
+// uncertainty"), each built from the package's own generators.
+
+// doubleEdgeGrid is a blob grid (see blobGrid) in which the overlap of
+// tile b with its west neighbour carries two peaks: the strip of b that
+// overlaps it shows the plane's content at b's true position weighted by
+// 1-alpha plus the content shift px further right weighted by alpha (a
+// ghost, as from a sample that moved between the two exposures, or
+// repeated structure). With alpha above 0.5 the west pair's best
+// displacement is shift px off with a higher correlation than the true
+// one, a local maximum of its own. The rest of tile b gets extra read
+// noise (extra DN), so that b's other pairs correlate less than the
+// wrong one: the maximum spanning tree places b through the wrong pair.
+func doubleEdgeGrid(seed uint64, rows, cols, w, h int, overlap float64, b [2]int, shift int, alpha, noise, extra float64) *testGrid {
+	rng := rand.New(rand.NewPCG(seed, 31))
+	g, plane, pw, ph := jitterGrid(rng, rows, cols, w, h, overlap, 2)
+	for k := 0; k < 4; k++ {
+		fx, fy := rng.Float64()*0.02, rng.Float64()*0.02
+		ph0, amp := rng.Float64()*2*math.Pi, 30+rng.Float64()*30
+		for y := 0; y < ph; y++ {
+			for x := 0; x < pw; x++ {
+				plane[y*pw+x] += amp * math.Sin(fx*float64(x)+fy*float64(y)+ph0)
+			}
+		}
+	}
+	addBlobs(rng, plane, pw, ph, pw*ph/100, func() (s, amp float64) {
+		return 1 + rng.ExpFloat64()*0.7, (rng.Float64()*2 - 0.5) * 3000
+	})
+	g.cut(rng, plane, pw, w, h, 20000, 65535, noise)
+	i := b[0]*cols + b[1]
+	strip := int(float64(w)*overlap) + 6
+	t := g.tiles[i]
+	at := func(x, y int) float64 { return plane[min(ph-1, y)*pw+min(pw-1, x)] }
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			px, py := g.x[i]+x, g.y[i]+y
+			v := 20000.0
+			if x < strip {
+				v += (1-alpha)*at(px, py) + alpha*at(px+shift, py) + rng.NormFloat64()*noise
+			} else {
+				v += at(px, py) + rng.NormFloat64()*math.Hypot(noise, extra)
+			}
+			v = math.Max(0, math.Min(65535, math.Round(v)))
+			t.Pix[y*t.Stride+2*x] = uint8(uint16(v) >> 8)
+			t.Pix[y*t.Stride+2*x+1] = uint8(uint16(v))
+		}
+	}
+	return g
+}
+
+// exactCheck stitches g with opt (both stitchers when graph is set),
+// asserts that every pair is exact and every tile within 1 px, and
+// returns the Sequential result.
+func exactCheck(t *testing.T, name string, g *testGrid, opt align.Options) *Result {
+	t.Helper()
+	res, err := Sequential(context.Background(), g.source(t), opt)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	a := measure(g, res)
+	t.Logf("%s: %d/%d pairs exact (relative %d), max tile error %d px, %d re-searches, inconsistent %v",
+		name, a.ExactOptimal, a.Pairs, a.ExactRelative, a.MaxTileError, res.Researched, res.Inconsistent)
+	if a.ExactOptimal != a.Pairs || a.MaxTileError > 1 {
+		t.Errorf("%s: %d of %d pairs exact, max tile error %d px; want all and <= 1 px", name, a.ExactOptimal, a.Pairs, a.MaxTileError)
+		logWrongPairs(t, g, res)
+	}
+	return res
+}
+
+// logWrongPairs logs the pairs of res that differ from the truth of g.
+func logWrongPairs(t *testing.T, g *testGrid, res *Result) {
+	t.Helper()
+	for _, p := range align.Pairs(g.rows, g.cols) {
+		tx, ty := g.trueTranslation(p)
+		nr, nc := p.Neighbor()
+		if o := res.Optimized.At(p); o.X != tx || o.Y != ty {
+			t.Logf("  %v: truth (%d,%d) NCC %.3f, relative %+v, optimized %+v", p, tx, ty,
+				align.NCC(g.tiles[nr*g.cols+nc], g.tiles[p.Row*g.cols+p.Col], tx, ty), res.Relative.At(p), o)
+		}
+	}
+}
+
+// compositionCases are the grids of class 1: tile b's west pair is wrong
+// (a ghost shift px to the right) and correlates better than b's other
+// pairs. The last case is kept aside: it was not used to tune anything.
+var compositionCases = []struct {
+	name       string
+	seed       uint64
+	rows, cols int
+	b          [2]int
+	shift      int
+	alpha      float64
+}{
+	{"interior tile", 1, 4, 5, [2]int{2, 2}, 7, 0.7},
+	{"top-row tile", 2, 4, 5, [2]int{0, 3}, 6, 0.6},
+	{"kept aside: bottom-row tile, 3x6", 9, 3, 6, [2]int{2, 4}, 8, 0.65},
+}
+
+// TestGlobalComposition is class 1 of issue 31: a pair's own
+// displacement is wrong with a higher correlation than the correct pairs
+// of its tile, so the maximum spanning tree places the tile through it.
+// The global solve places it right, and the pair, contradicted by the
+// loops around it, reports the displacement the positions imply. (A
+// corner tile, with one correct pair against the wrong one and no peak
+// of the wrong pair at the truth, stays wrong: see docs/stitching.md.)
+func TestGlobalComposition(t *testing.T) {
+	for _, c := range compositionCases {
+		g := doubleEdgeGrid(c.seed, c.rows, c.cols, 200, 160, 0.2, c.b, c.shift, c.alpha, 40, 500)
+		name := fmt.Sprintf("class 1 %s seed %d", c.name, c.seed)
+		tree, err := Sequential(context.Background(), g.source(t), align.Options{SpanningTree: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := measure(g, tree)
+		t.Logf("%s, spanning tree: %d/%d pairs exact, max tile error %d px", name, a.ExactOptimal, a.Pairs, a.MaxTileError)
+		if a.MaxTileError <= 1 {
+			t.Errorf("%s: the spanning tree places every tile within 1 px: the case does not exercise class 1", name)
+		}
+		exactCheck(t, name, g, align.Options{})
+	}
+}
+
+// TestSolvePositionsLoops is class 1 on translations alone (the issue's
+// example): in a 3x3 grid, the centre tile has a wrong west pair of
+// correlation 0.712 and a correct north pair of 0.55, and every other
+// pair is correct with 0.6; the tree takes the wrong pair, the L1 fit
+// over the loops does not.
+func TestSolvePositionsLoops(t *testing.T) {
+	tr := align.NewTranslations(3, 3)
+	// Truth: tile (r, c) at (100c, 80r).
+	for _, p := range align.Pairs(3, 3) {
+		x, y := 100, 0
+		if p.Dir == align.North {
+			x, y = 0, 80
+		}
+		tr.Set(p, align.Translation{X: x, Y: y, Corr: 0.6})
+	}
+	tr.Set(align.Pair{Row: 1, Col: 1, Dir: align.West}, align.Translation{X: 104, Y: 1, Corr: 0.712})
+	tr.Set(align.Pair{Row: 1, Col: 1, Dir: align.North}, align.Translation{X: 0, Y: 80, Corr: 0.55})
+	tree := align.GlobalPositions(tr)
+	sol := align.SolvePositions(tr, nil, tree)
+	if p := tree[4]; p.X-tree[0].X == 100 && p.Y-tree[0].Y == 80 {
+		t.Fatalf("the tree places tile (1,1) right: the case does not exercise class 1")
+	}
+	for i, p := range sol.Positions {
+		if wx, wy := 100*(i%3), 80*(i/3); p.X != wx || p.Y != wy {
+			t.Errorf("tile %d at (%d,%d), want (%d,%d)", i, p.X, p.Y, wx, wy)
+		}
+	}
+	if x, y := sol.Implied(align.Pair{Row: 1, Col: 1, Dir: align.West}); x != 100 || y != 0 {
+		t.Errorf("implied west(1,1) = (%d,%d), want (100,0)", x, y)
+	}
+	// Consistent translations: the start comes back unchanged.
+	tr.Set(align.Pair{Row: 1, Col: 1, Dir: align.West}, align.Translation{X: 100, Y: 0, Corr: 0.712})
+	tree = align.GlobalPositions(tr)
+	if sol := align.SolvePositions(tr, nil, tree); fmt.Sprint(sol.Positions) != fmt.Sprint(tree) || sol.Cost != 0 {
+		t.Errorf("consistent grid: solve %v (cost %v), tree %v", sol.Positions, sol.Cost, tree)
+	}
+}
+
+// TestGlobalCompositionGraph checks that Stitch places the class 1 grids
+// as Sequential does (the placement runs its re-searches on the workers).
+func TestGlobalCompositionGraph(t *testing.T) {
+	c := compositionCases[0]
+	g := doubleEdgeGrid(c.seed, c.rows, c.cols, 200, 160, 0.2, c.b, c.shift, c.alpha, 40, 800)
+	seq, err := Sequential(context.Background(), g.source(t), align.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gr, err := Stitch(context.Background(), g.source(t), align.Options{}, GraphOptions{Workers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(seq.Positions) != fmt.Sprint(gr.Positions) || fmt.Sprint(seq.Optimized) != fmt.Sprint(gr.Optimized) ||
+		fmt.Sprint(seq.Uncertainty) != fmt.Sprint(gr.Uncertainty) {
+		t.Errorf("Stitch and Sequential differ:\n%v\n%v", seq.Positions, gr.Positions)
+	}
+}
+
+// TestSearchWindowContainsTruth is class 2 of issue 31: the refinement
+// box is centred 3 px from the truth with a radius of 2 (repeatability
+// 1), so the truth lies outside it and the box's maximum on its edge.
+// Before, that edge was the answer; now the box widens until the maximum
+// is interior.
+func TestSearchWindowContainsTruth(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 5} { // 5: kept aside
+		g := blobGrid(seed, 1, 2, 160, 120, 0.25, 3, 30)
+		p := align.Pair{Row: 0, Col: 1, Dir: align.West}
+		tx, ty := g.trueTranslation(p)
+		rel := align.NewTranslations(1, 2)
+		rel.Set(p, align.Translation{X: tx, Y: ty, Corr: 0.9})
+		m, err := align.EstimateModel(rel, 160, 120, align.Options{Repeatability: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := align.Translation{X: tx + 3, Y: ty - 3, Corr: -1}
+		ref := align.NewRefiner()
+		boxed := ref.Refine(g.tiles[0], g.tiles[1], start, m.SearchRadius(), 1, 1)
+		got := m.Refine(ref, g.tiles[0], g.tiles[1], start)
+		t.Logf("seed %d: truth (%d,%d), box of radius %d: %+v, widened: %+v", seed, tx, ty, m.SearchRadius(), boxed, got)
+		if boxed.X == tx && boxed.Y == ty {
+			t.Errorf("seed %d: the box contains the truth: the case does not exercise class 2", seed)
+		}
+		if got.X != tx || got.Y != ty {
+			t.Errorf("seed %d: refined to (%d,%d), want the truth (%d,%d)", seed, got.X, got.Y, tx, ty)
+		}
+	}
+}
+
+// TestInformationLimited is class 4 of issue 31: low-contrast grids (one
+// cell on a faint banded background, noise near the content's spread)
+// whose NCC surfaces are flat to 1e-3 along the bands. No search can be
+// sure there; the bar is every tile within 2 px of the truth and a
+// WARNING naming the tiles whose placement is uncertain, whenever a tile
+// is off. Seed 8 is kept aside.
+func TestInformationLimited(t *testing.T) {
+	for _, seed := range []uint64{4, 7, 8} {
+		g := phaseCellGrid(seed, 4, 5, 400, 300, 0.1, 2, 29)
+		res, err := Sequential(context.Background(), g.source(t), align.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := measure(g, res)
+		warned := ""
+		for _, w := range res.Warnings() {
+			if strings.Contains(w, "uncertainty of 1 px or more") {
+				warned = w
+			}
+		}
+		t.Logf("class 4 seed %d: %d/%d pairs exact, max tile error %d px; warning %q", seed, a.ExactOptimal, a.Pairs, a.MaxTileError, warned)
+		if a.MaxTileError > 2 {
+			t.Errorf("seed %d: max tile error %d px, want <= 2", seed, a.MaxTileError)
+		}
+		if a.ExactOptimal < a.Pairs && warned == "" {
+			t.Errorf("seed %d: %d of %d pairs off the truth and no warning names uncertain tiles: %q", seed, a.Pairs-a.ExactOptimal, a.Pairs, res.Warnings())
+		}
+	}
+}
