@@ -266,7 +266,7 @@ func AddGraph[In, Out any](b Builder, name string, inner *Graph[In, Out]) *Node[
 
 // StartOption configures a run: [WithLogger], [WithTrace],
 // [WithoutCounters], [WithStallReport], [WithoutStallReport],
-// [WithProgress].
+// [WithProgress], [WithAbandonAfter].
 type StartOption interface{ applyStart(*startConfig) }
 
 // startOption is a StartOption made of a function.
@@ -283,6 +283,7 @@ type startConfig struct {
 	progressEvery time.Duration
 	progressFn    func(Stats)
 	started       []func(*Execution)
+	abandonAfter  time.Duration
 }
 
 // WithLogger sends the run's diagnostics to l. By default they are
@@ -310,6 +311,9 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	rt := &Runtime[In, Out]{}
 	rt.Execution = &rt.exec
 	rt.exec.run = r
+	if cfg.abandonAfter > 0 {
+		r.AbandonAfter, r.Abandoned = cfg.abandonAfter, rt.exec.abandoned(cfg.abandonAfter)
+	}
 	r.Reserve(len(bp.Specs))
 	input, results := &rt.in, &rt.out
 	input.InitNamed(r, "input of graph ", bp.Name, true)
@@ -469,7 +473,9 @@ func (e *Execution) Name() string { return e.run.Name }
 
 // Wait blocks until every task copy has stopped and returns the first error:
 // a *task.Error naming the failing task, or the context's error if the run
-// was cancelled. No goroutine of the run is left when Wait returns.
+// was cancelled. No goroutine of the run is left when Wait returns, unless
+// [WithAbandonAfter] let it give up on copies that ignore their context:
+// it then returns an [*AbandonedError] naming them.
 func (e *Execution) Wait() error { return e.run.Wait() }
 
 // Done returns a channel that is closed when every task copy of the run has

@@ -1,8 +1,11 @@
 package graph
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,13 +41,26 @@ const DefaultStallDelay = 10 * time.Second
 // consumed or produced anywhere, no buffer taken from a pool) for after; it
 // is called again only once progress has resumed and stopped again. A
 // graph waiting for input that never comes — a forgotten Close — is reported
-// too.
+// too. The cancellation of the run (or its failure) starts a new stall:
+// if task copies are still executing after more, the report says how long
+// ago the run was cancelled and names each copy that does not honour its
+// context, and for how long it has been executing (Wait waits for them;
+// see [WithAbandonAfter]).
 //
 // Without this option a stall is reported after [DefaultStallDelay]. A nil
-// report logs the report at level Warn, with the text of [Stats.String] in
-// the attribute "report", through the logger given with [WithLogger], or
-// slog.Default() if none was. An after of zero or less turns stall reports
-// off, as [WithoutStallReport] does.
+// report logs the report at level Warn through the logger given with
+// [WithLogger], or slog.Default() if none was, written for whoever reads
+// it: through slog's own default handler (a program that never called
+// slog.SetDefault, a person at a terminal) one record whose message is the
+// multi-line text of [Stats.String]; through any other handler (JSON, text,
+// a log collector) one record for the stall, then one per task and pool,
+// with the counters and each copy's state as attributes. To write the text
+// to a plain writer instead, pass a report that does:
+//
+//	graph.WithStallReport(time.Minute, func(s graph.Stats) { fmt.Fprint(os.Stderr, s) })
+//
+// An after of zero or less turns stall reports off, as
+// [WithoutStallReport] does.
 func WithStallReport(after time.Duration, report func(Stats)) StartOption {
 	return startOption(func(c *startConfig) { c.stallAfter, c.stallFn = after, report })
 }
@@ -66,15 +82,15 @@ func WithProgress(interval time.Duration, fn func(Stats)) StartOption {
 // copy's state, the queue length, and the pools' levels. Values sent to a
 // task are either in its queue ("queue"), in a batch a copy took from the
 // queue and has not finished ("held", and per copy "batch of"), or done;
-// "in" counts those taken from the queue, held ones included.
+// "in" counts those taken from the queue, held ones included. Once the run
+// was cancelled (or failed), the first line says how long ago, and a copy
+// still executing says for how long and that it does not honour its
+// context.
 func (r Stats) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "graph %q after %v", r.Graph, r.Elapsed.Round(time.Millisecond))
-	if r.Idle > 0 {
-		fmt.Fprintf(&b, ", no progress for %v", r.Idle.Round(time.Millisecond))
-	}
+	b.WriteString(r.headline())
 	b.WriteString("\n")
-	if r.Cyclic {
+	if r.Cyclic && !r.Done {
 		fmt.Fprintf(&b, "  cyclic graph: %d values queued or executing (input open counts 1)\n", r.Pending)
 	}
 	for _, t := range r.Tasks {
@@ -106,6 +122,10 @@ func (r Stats) String() string {
 			if c.Batch > 0 {
 				fmt.Fprintf(&b, " (batch of %d taken from the queue)", c.Batch)
 			}
+			if r.ignoresContext(c) {
+				fmt.Fprintf(&b, " for %v, %v after the run was cancelled: it does not honour its context",
+					round(c.Executing), round(r.Stopped))
+			}
 			b.WriteString("\n")
 		}
 	}
@@ -114,6 +134,49 @@ func (r Stats) String() string {
 	}
 	return b.String()
 }
+
+// headline is the first line of the report.
+func (r Stats) headline() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "graph %q after %v", r.Graph, round(r.Elapsed))
+	if r.Done {
+		b.WriteString(", done")
+	}
+	if r.Idle > 0 {
+		fmt.Fprintf(&b, ", no progress for %v", round(r.Idle))
+	}
+	if r.Stopped > 0 {
+		fmt.Fprintf(&b, ", cancelled %v ago", round(r.Stopped))
+		if r.StopReason != "" {
+			fmt.Fprintf(&b, " (%s)", r.StopReason)
+		}
+	}
+	return b.String()
+}
+
+// ignoresContext reports whether copy c goes on executing although the
+// run was cancelled: it began its batch before, and is still in Execute
+// (a copy waiting for memory or for room in a queue is woken by the
+// runtime).
+func (r Stats) ignoresContext(c CopyStats) bool {
+	return r.Stopped > 0 && !r.Done && c.State == core.StateExecuting.String() && c.Executing >= r.Stopped
+}
+
+// stuck names the copies that ignore the cancellation of the run.
+func (r Stats) stuck() []StuckCopy {
+	var out []StuckCopy
+	for _, t := range r.Tasks {
+		for _, c := range t.Copies {
+			if r.ignoresContext(c) {
+				out = append(out, StuckCopy{Task: t.Name, Thread: c.Thread, Executing: c.Executing})
+			}
+		}
+	}
+	return out
+}
+
+// round rounds d for a person: to the millisecond.
+func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 // writePlace tells where a remote copy's input runs, or ran last.
 func (c CopyStats) writePlace(b *strings.Builder) {
@@ -210,6 +273,7 @@ type watcher struct {
 	last     int64
 	since    time.Time
 	reported bool
+	sawStop  bool // the run's cancellation was seen (and started a stall)
 
 	progressFn func(Stats)
 	stop       chan struct{} // closed to end the progress goroutine
@@ -291,10 +355,16 @@ func (w *watcher) fire() {
 }
 
 // check reports the run if it has made no progress for w.after, once per
-// stall.
+// stall. The cancellation of the run starts a new stall: if copies are
+// still executing w.after later, they are reported.
 func (w *watcher) check() {
 	e := w.e
 	a := e.progressMark()
+	if !w.sawStop && e.run.Stopped() {
+		w.sawStop = true
+		w.last, w.since, w.reported = a, time.Now(), false
+		return
+	}
 	if a != w.last {
 		w.last, w.since, w.reported = a, time.Now(), false
 		return
@@ -303,6 +373,9 @@ func (w *watcher) check() {
 		w.reported = true
 		r := e.Stats()
 		r.Idle = idle
+		if r.Done {
+			return // ended meanwhile
+		}
 		if w.report != nil {
 			w.report(r)
 		} else {
@@ -311,17 +384,109 @@ func (w *watcher) check() {
 	}
 }
 
-// logStall is the default stall report: a warning through log, or through
-// slog.Default() when log is nil.
+// logStall is the default stall report: warnings through log, or through
+// slog.Default() when log is nil. The report is written for whoever reads
+// the logger's output: through slog's default handler (slog.SetDefault
+// never called: lines on standard error) it is one record whose message
+// is the whole multi-line report; through any other handler (JSON, text,
+// a collector) it is one record for the stall and one per task, with
+// attributes rather than text.
 func logStall(log *slog.Logger, r Stats) {
 	if log == nil {
 		log = slog.Default()
 	}
-	msg := fmt.Sprintf("htgs: graph %q has made no progress for %v", r.Graph, r.Idle.Round(time.Millisecond))
-	if r.awaitingInput() {
+	ctx := context.Background()
+	if !log.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	msg := stallMessage(r)
+	if isDefaultHandler(log.Handler()) {
+		log.Warn(msg + "\n" + strings.TrimSuffix(r.String(), "\n"))
+		return
+	}
+	attrs := []slog.Attr{slog.String("graph", r.Graph), slog.Duration("elapsed", r.Elapsed), slog.Duration("idle", r.Idle)}
+	if r.Stopped > 0 {
+		attrs = append(attrs, slog.Duration("cancelled_ago", r.Stopped), slog.String("reason", r.StopReason))
+	}
+	if r.Cyclic {
+		attrs = append(attrs, slog.Int64("pending", r.Pending))
+	}
+	attrs = append(attrs, slog.Int("tasks", len(r.Tasks)), slog.Int("pools", len(r.Pools)))
+	log.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
+	for _, t := range r.Tasks {
+		copies := make([]any, 0, len(t.Copies))
+		for _, c := range t.Copies {
+			copies = append(copies, slog.Group(strconv.Itoa(c.Thread), copyAttrs(r, c)...))
+		}
+		log.LogAttrs(ctx, slog.LevelWarn, "htgs: stalled graph: task", slog.String("graph", r.Graph),
+			slog.String("task", t.Name), slog.String("kind", string(t.Kind)),
+			slog.Int("queue", t.Queue), slog.Int("max_queue", t.MaxQueue), slog.Int("held", t.Held),
+			slog.Int64("in", t.ItemsIn), slog.Int64("out", t.ItemsOut), slog.Group("copies", copies...))
+	}
+	for _, p := range r.Pools {
+		log.LogAttrs(ctx, slog.LevelWarn, "htgs: stalled graph: pool", slog.String("graph", r.Graph),
+			slog.String("pool", p.Name), slog.Int("in_use", p.InUse), slog.Int("capacity", p.Capacity),
+			slog.Int("peak", p.Peak), slog.Int64("waits", p.Waits))
+	}
+}
+
+// copyAttrs are the attributes of copy c in a stall record.
+func copyAttrs(r Stats, c CopyStats) []any {
+	a := []any{slog.String("state", c.State)}
+	if c.Batch > 0 {
+		a = append(a, slog.Int("batch", c.Batch), slog.Duration("executing", c.Executing))
+	}
+	if c.MemoryPool != "" {
+		a = append(a, slog.String("pool", c.MemoryPool))
+	}
+	if c.FullQueue != "" {
+		a = append(a, slog.String("full_queue", c.FullQueue))
+	}
+	if c.Worker != "" {
+		a = append(a, slog.String("worker", workerName(c.Worker, c.Host)))
+	}
+	if r.ignoresContext(c) {
+		a = append(a, slog.Bool("ignores_context", true))
+	}
+	return a
+}
+
+// stallMessage is the first line of a logged stall report.
+func stallMessage(r Stats) string {
+	if stuck := r.stuck(); len(stuck) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "htgs: graph %q was cancelled %v ago", r.Graph, round(r.Stopped))
+		if r.StopReason != "" {
+			fmt.Fprintf(&b, " (%s)", r.StopReason)
+		}
+		if len(stuck) == 1 {
+			b.WriteString(", but 1 task copy is still executing and does not honour its context:")
+		} else {
+			fmt.Fprintf(&b, ", but %d task copies are still executing and do not honour their context:", len(stuck))
+		}
+		for i, c := range stuck {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, " task %q copy %d (executing for %v)", c.Task, c.Thread, round(c.Executing))
+		}
+		b.WriteString("; Wait returns when they do (see graph.WithAbandonAfter)")
+		return b.String()
+	}
+	msg := fmt.Sprintf("htgs: graph %q has made no progress for %v", r.Graph, round(r.Idle))
+	if r.Stopped > 0 {
+		msg += fmt.Sprintf(" since it was cancelled %v ago", round(r.Stopped))
+	} else if r.awaitingInput() {
 		msg += "; it is waiting for input (is Close missing?)"
 	}
-	log.Warn(msg, "graph", r.Graph, "idle", r.Idle, "report", r.String())
+	return msg
+}
+
+// isDefaultHandler reports whether h is slog's own default handler, which
+// writes through package log (to standard error unless redirected): its
+// message is written as is, so a multi-line report stays readable there.
+func isDefaultHandler(h slog.Handler) bool {
+	return reflect.TypeOf(h).String() == "*slog.defaultHandler"
 }
 
 // awaitingInput reports whether every task copy waits for input (or has

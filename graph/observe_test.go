@@ -397,15 +397,23 @@ func TestStallReportIsLoggedByDefault(t *testing.T) {
 		t.Fatalf("%d records through slog.Default, want 1 for one stall", len(recs))
 	}
 	r := recs[0]
-	var report string
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "report" {
-			report = a.Value.String()
+	if r.Level != slog.LevelWarn || !strings.Contains(r.Message, `"stuck"`) {
+		t.Fatalf("record %v %q", r.Level, r.Message)
+	}
+	// Then one record per task, with the copies' states as attributes.
+	var task slog.Record
+	for _, rec := range def.recs {
+		if rec.Message == "htgs: stalled graph: task" {
+			task = rec
 		}
+	}
+	attrs := map[string]string{}
+	task.Attrs(func(a slog.Attr) bool {
+		attrs[a.Key] = a.Value.String()
 		return true
 	})
-	if r.Level != slog.LevelWarn || !strings.Contains(r.Message, `"stuck"`) || !strings.Contains(report, `waiting for memory from pool "frames"`) {
-		t.Fatalf("record %v %q, report:\n%s", r.Level, r.Message, report)
+	if attrs["task"] != "hoarder" || !strings.Contains(attrs["copies"], "waiting for memory") || !strings.Contains(attrs["copies"], "frames") {
+		t.Fatalf("task record %q: %v", task.Message, attrs)
 	}
 
 	own := &recorder{}

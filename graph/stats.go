@@ -15,15 +15,22 @@ import (
 // stuck graph.
 type Stats struct {
 	Graph   string
-	Elapsed time.Duration // since Start
+	Elapsed time.Duration // since Start; frozen once every task copy has stopped
 	Sent    int64         // values given to Send
 	Outputs int64         // values that reached the graph's output
-	Done    bool          // the run has finished (the last WithProgress call)
+	// Done tells that every task copy of the run has stopped (the last
+	// WithProgress call has it, and every snapshot taken after).
+	Done    bool
 	Cyclic  bool          // the graph has cycles: it ends when quiescent
 	Pending int64         // queued or executing values (cyclic graphs only; the open input counts 1)
 	Idle    time.Duration // in a stall report: how long the run has made no progress
-	Tasks   []TaskStats
-	Pools   []PoolStats
+	// Stopped is how long ago the run was cancelled or failed, 0 if it
+	// was not; StopReason is its error then (the context's cause, or the
+	// first task's error).
+	Stopped    time.Duration
+	StopReason string
+	Tasks      []TaskStats
+	Pools      []PoolStats
 }
 
 // TaskStats sums the counters of a task's copies (a bookkeeper is a task
@@ -96,6 +103,10 @@ type CopyStats struct {
 	Worker   string
 	Host     string
 	OnWorker time.Duration
+	// Executing is how long the copy has been in the batch it executes
+	// (waits inside it included); 0 outside a batch, and when counters are
+	// off ([WithoutCounters]).
+	Executing time.Duration
 }
 
 // PoolStats describes a memory pool instance.
@@ -113,7 +124,10 @@ type PoolStats struct {
 func (e *Execution) Stats() Stats {
 	s := snapshot(e.run)
 	s.Sent, s.Outputs = e.sent.Load(), e.outputs()
-	s.Cyclic, s.Pending = e.run.Cyclic(), e.run.Pending()
+	s.Cyclic = e.run.Cyclic()
+	if s.Cyclic && !s.Done {
+		s.Pending = e.run.Pending()
+	}
 	return s
 }
 
@@ -128,7 +142,14 @@ func itemsOut(n *core.NodeStats) int64 {
 }
 
 func snapshot(r *core.Run) Stats {
-	s := Stats{Graph: r.Name, Elapsed: time.Since(r.Epoch)}
+	s := Stats{Graph: r.Name}
+	s.Elapsed, s.Done = r.Elapsed()
+	if at, ok := r.StoppedAt(); ok {
+		s.Stopped = max(s.Elapsed-at, 0)
+		if err := r.Err(); err != nil {
+			s.StopReason = err.Error()
+		}
+	}
 	for _, n := range r.Nodes() {
 		ts := TaskStats{Name: n.Name, Kind: TaskKind(n.Kind), Pipeline: n.Pipeline, ItemsOut: itemsOut(n)}
 		if n.QueueLen != nil {
@@ -139,7 +160,7 @@ func snapshot(r *core.Run) Stats {
 				Thread: c.Thread, State: c.State().String(), MemoryPool: c.MemoryPool(), FullQueue: c.FullQueue(),
 				Batch: c.Batch(), ItemsIn: c.ItemsIn.Load(),
 				Compute: time.Duration(c.Compute.Load()), Wait: time.Duration(c.Wait.Load()),
-				MemoryWait: time.Duration(c.MemWait.Load()),
+				MemoryWait: time.Duration(c.MemWait.Load()), Executing: c.Executing(),
 			}
 			ts.ItemsIn += cs.ItemsIn
 			ts.Held += cs.Batch

@@ -468,3 +468,38 @@ func TestHandlerOverHTTP(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
+
+// After the run every view says it is done, with nothing pending and the
+// elapsed time frozen: what -http-wait serves once the work is over.
+func TestFinalStateIsDone(t *testing.T) {
+	h := observe.Handler(runRich(t).Execution)
+	var first graph.Stats
+	for i := range 2 {
+		code, _, body := get(h, "GET", "?format=json", "")
+		var st graph.Stats
+		if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
+			t.Fatalf("json view: %d %v", code, err)
+		}
+		if !st.Done || st.Pending != 0 {
+			t.Errorf("final json view: Done %v, Pending %d", st.Done, st.Pending)
+		}
+		if i == 0 {
+			first = st
+			time.Sleep(20 * time.Millisecond)
+		} else if st.Elapsed != first.Elapsed {
+			t.Errorf("elapsed grows after the run: %v then %v", first.Elapsed, st.Elapsed)
+		}
+	}
+	_, _, body := get(h, "GET", "?format=live", "")
+	var v struct {
+		Done  bool        `json:"done"`
+		Stats graph.Stats `json:"stats"`
+		Idle  float64     `json:"idle"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil || !v.Done || !v.Stats.Done || v.Stats.Pending != 0 || v.Stats.Elapsed != first.Elapsed || v.Idle != 0 {
+		t.Errorf("final live view (%v): done %v/%v, pending %d, elapsed %v (want %v), idle %v", err, v.Done, v.Stats.Done, v.Stats.Pending, v.Stats.Elapsed, first.Elapsed, v.Idle)
+	}
+	if _, _, text := get(h, "GET", "?format=text", ""); !strings.Contains(text, ", done\n") {
+		t.Errorf("final text view:\n%s", text)
+	}
+}

@@ -27,8 +27,10 @@
 //   - inbox.go: Inbox, the FIFO queue of a node (bounded or not, counted
 //     producers, close and wake-up), or a priority queue (SetPriority).
 //   - outlet.go: Outlet, the fan-out of a producer port to its consumers.
-//   - run.go: Run, one execution: context, first error, quiescence of
-//     cyclic graphs, OnFinish hooks, Watcher, Wait.
+//   - run.go: Run, one execution: context, first error (and when the run
+//     stopped), quiescence of cyclic graphs, OnFinish hooks, Watcher, Wait
+//     (and AbandonAfter, which lets it give up on copies that ignore
+//     their context: the hooks then run when the last of them returns).
 //   - shape.go: the cached shape of a blueprint started many times (copy
 //     contexts, task.Info), kept by the blueprint itself.
 //   - stats.go: always-on counters per copy (CopyStats, State), NodeStats

@@ -385,6 +385,7 @@ func (n *node[In]) next(c *copyRT[In], b *batchState[In]) bool {
 		// Counted when taken, so that a copy blocked in the middle of a
 		// batch shows where the values are (ItemsIn and Batch).
 		cs.ItemsIn.Add(int64(len(b.batch)))
+		cs.since.Store(int64(b.last))
 		cs.setExecuting(len(b.batch))
 	}
 	b.done = 0

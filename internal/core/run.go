@@ -49,8 +49,25 @@ type Run struct {
 	cancel context.CancelCauseFunc
 
 	stopped atomic.Bool
-	errMu   sync.Mutex
-	err     error
+	// stopAt is when the run was stopped (failed or cancelled), in
+	// nanoseconds since Epoch, plus one; 0 while it runs.
+	stopAt atomic.Int64
+	errMu  sync.Mutex
+	err    error
+
+	// AbandonAfter, when positive, lets Wait return that long after the
+	// run was stopped although some of its goroutines are still running
+	// (task copies that do not honour their context): see Wait.
+	AbandonAfter time.Duration
+	// Abandoned makes the error Wait returns when it gives up on the run's
+	// goroutines, from the run's error; nil: an error saying so.
+	Abandoned func(err error) error
+	// fate tells, once the last goroutine has stopped or Wait has given up
+	// on them, which came first: fateEnded or fateAbandoned.
+	fate atomic.Int32
+	// endAt is when the last goroutine stopped, since Epoch (set before
+	// finished is closed).
+	endAt atomic.Int64
 
 	wg        sync.WaitGroup
 	counting  bool // the graph has a cycle: track pending work
@@ -313,12 +330,35 @@ func (r *Run) Go(f func()) {
 
 func (r *Run) exited() {
 	if r.live.Add(-1) == 0 {
+		r.endAt.Store(int64(time.Since(r.Epoch)))
 		close(r.finished)
+		if !r.fate.CompareAndSwap(fateRunning, fateEnded) {
+			r.lateFinish() // Wait has given up on this goroutine
+			return
+		}
 		if w := r.watcher; w != nil {
 			w.End()
 		}
 	}
 }
+
+// Elapsed returns the time since Epoch, frozen when the run's last
+// goroutine stopped, and whether it has.
+func (r *Run) Elapsed() (time.Duration, bool) {
+	select {
+	case <-r.finished:
+		return time.Duration(r.endAt.Load()), true
+	default:
+		return time.Since(r.Epoch), false
+	}
+}
+
+// The fates of a run (Run.fate).
+const (
+	fateRunning   = iota
+	fateEnded     // every goroutine stopped before Wait gave up
+	fateAbandoned // Wait gave up (AbandonAfter) before they stopped
+)
 
 // Watcher watches a run: End is called once every goroutine of the run has
 // stopped (when Finished is closed), on the goroutine that stopped last;
@@ -405,8 +445,16 @@ func (r *Run) fail(err error) {
 	}
 	r.errMu.Unlock()
 	if !r.stopped.Swap(true) {
+		r.stopAt.Store(int64(time.Since(r.Epoch)) + 1)
 		r.WakeAll()
 	}
+}
+
+// StoppedAt returns when the run was stopped — it failed or was
+// cancelled — since Epoch, and false while it runs.
+func (r *Run) StoppedAt() (time.Duration, bool) {
+	at := r.stopAt.Load()
+	return time.Duration(at - 1), at != 0
 }
 
 func isCtxErr(err error) bool {
@@ -436,10 +484,34 @@ func (r *Run) quiesce() {
 func (r *Run) Pending() int64 { return r.pending.Load() }
 
 // Wait waits for every goroutine of the run, then returns the first error.
-// After Wait returns no goroutine of the run is left.
+// After Wait returns no goroutine of the run is left, unless AbandonAfter
+// is set: Wait then returns AbandonAfter after the run was stopped even
+// if goroutines are still running (a task copy that ignores its context),
+// with the error Abandoned makes; the OnFinish hooks run when the last of
+// them stops (their errors are logged), and the watcher's Finish at once.
 // Wait may be called more than once.
 func (r *Run) Wait() error {
 	r.waitOnce.Do(func() {
+		if r.AbandonAfter > 0 && !r.waitOrAbandon() {
+			err := r.Err()
+			if r.stopAfter != nil && !r.stopAfter() {
+				<-r.afterDone
+				err = r.Err()
+			}
+			r.cancel(nil)
+			if r.Abandoned != nil {
+				err = r.Abandoned(err)
+			} else {
+				err = fmt.Errorf("htgs: graph %q: goroutines still running %v after the run stopped were left running: %w", r.Name, r.AbandonAfter, err)
+			}
+			if w := r.watcher; w != nil {
+				if e := w.Finish(err); e != nil {
+					err = errors.Join(err, e)
+				}
+			}
+			r.waitErr = err
+			return
+		}
 		r.wg.Wait()
 		if r.stopAfter != nil && !r.stopAfter() {
 			<-r.afterDone
@@ -449,4 +521,43 @@ func (r *Run) Wait() error {
 		r.waitErr = r.finish(err)
 	})
 	return r.waitErr
+}
+
+// waitOrAbandon waits for every goroutine of the run to stop, or for
+// AbandonAfter to pass since the run stopped; false if it gave up on
+// them.
+func (r *Run) waitOrAbandon() bool {
+	select {
+	case <-r.finished:
+		return true
+	case <-r.ctx.Done():
+	}
+	wait := r.AbandonAfter
+	if at, ok := r.StoppedAt(); ok {
+		wait -= time.Since(r.Epoch) - at
+	}
+	t := time.NewTimer(max(wait, 0))
+	defer t.Stop()
+	select {
+	case <-r.finished:
+		return true
+	case <-t.C:
+	}
+	if !r.fate.CompareAndSwap(fateRunning, fateAbandoned) {
+		<-r.finished // the last goroutine is stopping now
+		return true
+	}
+	return false
+}
+
+// lateFinish runs the OnFinish hooks of a run that Wait gave up on, when
+// its last goroutine stops; their errors are logged, for Wait has returned.
+func (r *Run) lateFinish() {
+	err := r.Err()
+	for _, h := range r.hooks {
+		if e := h(err); e != nil {
+			r.Log.Warn("htgs: a finish hook of an abandoned run failed", "graph", r.Name, "err", e)
+		}
+	}
+	r.hooks = nil
 }

@@ -47,7 +47,10 @@ type CopyStats struct {
 	// state holds the State in its low stateBits bits and, while the copy
 	// executes a batch, the batch's size above them: one store per batch
 	// says both.
-	state   atomic.Int32
+	state atomic.Int32
+	// since is when the copy began the batch it executes, in nanoseconds
+	// since the run's epoch: one store per batch, while counting.
+	since   atomic.Int64
 	memPool atomic.Pointer[string] // pool waited on, while in StateMemoryWait
 	full    atomic.Pointer[label]  // queue waited on, while in StateEmitWait
 	track   *Track                 // set when the run is traced
@@ -118,6 +121,17 @@ func (c *CopyStats) State() State { return State(c.state.Load() & (1<<stateBits 
 // queue and is executing (or is blocked in, getting memory): values no
 // longer queued and not yet done. It is 0 while the copy waits for input.
 func (c *CopyStats) Batch() int { return int(c.state.Load() >> stateBits) }
+
+// Executing returns for how long the copy has been in the batch it
+// executes (waits inside it included), or 0 when it executes none or the
+// run keeps no counters.
+func (c *CopyStats) Executing() time.Duration {
+	raw := c.state.Load()
+	if raw>>stateBits == 0 || c.epoch == nil {
+		return 0
+	}
+	return max(time.Since(*c.epoch)-time.Duration(c.since.Load()), 0)
+}
 
 // SetState records what the copy is doing (outside a batch).
 func (c *CopyStats) SetState(s State) { c.state.Store(int32(s)) }
