@@ -5,12 +5,13 @@ import (
 	"math/rand/v2"
 )
 
-// This file holds small, real image kernels for the real-time run: a
-// synthetic H&E-like tile generator and simplified versions of the
-// segmentation and feature operations. They are deliberately cheap (the
-// modelled costs of the simulated devices dominate) but compute real
-// results, so that a run can be checked: every policy must find the same
-// nuclei.
+// This file holds a synthetic H&E-like tile generator, FillHoles and the
+// feature operations. The other segmentation operations, as Table I of
+// seed 001 defines them, are in morph.go (MorphOpen), recon.go (Vincent's
+// reconstruction: RBCDetection, ReconToNuclei), label.go (AreaThreshold,
+// BWLabel), edt.go (PreWatershed) and watershed.go (Watershed). They
+// compute real results, so that a run can be checked: every policy must
+// find the same nuclei.
 
 // genTile fills planar RGB data (3 planes of w*h bytes) with a pink
 // background, dark purple nuclei and a few red blood cells, deterministic
@@ -40,242 +41,65 @@ func genTile(rgb []uint8, w, h int, seed uint64, tile int) {
 	}
 }
 
-// rbcDetect marks red blood cells: strongly red, little green and blue.
-func rbcDetect(rgb, out []uint8, n int) {
-	for i := range n {
-		if rgb[i] > 150 && rgb[n+i] < 80 && rgb[2*n+i] < 100 {
-			out[i] = 1
-		} else {
-			out[i] = 0
-		}
-	}
-}
-
-// morphOpen computes the darkness image (255 - mean of RGB) and opens it
-// with a 3x3 square: erosion (min) then dilation (max).
-func morphOpen(rgb, out []uint8, w, h int) {
-	n := w * h
-	dark := make([]uint8, n)
-	for i := range n {
-		dark[i] = 255 - uint8((int(rgb[i])+int(rgb[n+i])+int(rgb[2*n+i]))/3)
-	}
-	eroded := make([]uint8, n)
-	filter3(dark, eroded, w, h, func(a, b uint8) uint8 { return min(a, b) }, 255)
-	filter3(eroded, out, w, h, func(a, b uint8) uint8 { return max(a, b) }, 0)
-}
-
-// filter3 applies a 3x3 reduction f with neutral element z.
-func filter3(in, out []uint8, w, h int, f func(a, b uint8) uint8, z uint8) {
-	for y := range h {
-		for x := range w {
-			acc := z
-			for dy := -1; dy <= 1; dy++ {
-				for dx := -1; dx <= 1; dx++ {
-					xx, yy := x+dx, y+dy
-					if xx >= 0 && xx < w && yy >= 0 && yy < h {
-						acc = f(acc, in[yy*w+xx])
-					}
-				}
-			}
-			out[y*w+x] = acc
-		}
-	}
-}
-
-// reconToNuclei keeps dark regions that are not red blood cells.
-func reconToNuclei(opened, rbc, out []uint8) {
-	for i := range out {
-		if opened[i] > 100 && rbc[i] == 0 {
-			out[i] = 1
-		} else {
-			out[i] = 0
-		}
-	}
-}
-
-// areaThreshold drops isolated pixels: a pixel stays if at least 5 pixels
-// of its 3x3 neighbourhood are set.
-func areaThreshold(in, out []uint8, w, h int) {
-	for y := range h {
-		for x := range w {
-			c := 0
-			for dy := -1; dy <= 1; dy++ {
-				for dx := -1; dx <= 1; dx++ {
-					xx, yy := x+dx, y+dy
-					if xx >= 0 && xx < w && yy >= 0 && yy < h && in[yy*w+xx] != 0 {
-						c++
-					}
-				}
-			}
-			if in[y*w+x] != 0 && c >= 5 {
-				out[y*w+x] = 1
-			} else {
-				out[y*w+x] = 0
-			}
-		}
-	}
-}
-
 // fillHoles fills the holes of a mask: a morphological reconstruction of
 // the outside, the background pixels 4-connected to the image border
-// through background, found breadth-first; every other pixel is set.
+// through background; every other pixel is set (out 1, the outside 0).
+// Vincent's hybrid scheme on a copy with a border of outside pixels: a
+// raster and an anti-raster scan, then a FIFO queue of the outside pixels
+// next to background not yet reached.
 func fillHoles(in, out []uint8, w, h int) {
-	reach := make([]bool, w*h)
-	queue := make([]int32, 0, 2*(w+h))
-	seed := func(x, y int) {
-		i := y*w + x
-		if in[i] == 0 && !reach[i] {
-			reach[i] = true
+	const fg, bg, outside = 0, 1, 2
+	W := w + 2
+	s := make([]uint8, W*(h+2))
+	for i := range s[:W] {
+		s[i] = outside
+		s[len(s)-W+i] = outside
+	}
+	for y := range h {
+		r := s[(y+1)*W : (y+2)*W]
+		r[0], r[W-1] = outside, outside
+		for x, v := range in[y*w : (y+1)*w] {
+			if v == 0 {
+				r[x+1] = bg
+			} else {
+				r[x+1] = fg
+			}
+		}
+	}
+	for i := W + 1; i < len(s)-W-1; i++ {
+		if s[i] == bg && (s[i-1] == outside || s[i-W] == outside) {
+			s[i] = outside
+		}
+	}
+	var queue []int32
+	for i := len(s) - W - 2; i > W; i-- {
+		if s[i] == bg && (s[i+1] == outside || s[i+W] == outside) {
+			s[i] = outside
+		}
+		if s[i] == outside && (s[i+1] == bg || s[i+W] == bg) {
 			queue = append(queue, int32(i))
 		}
 	}
-	for x := range w {
-		seed(x, 0)
-		seed(x, h-1)
-	}
-	for y := range h {
-		seed(0, y)
-		seed(w-1, y)
-	}
 	for len(queue) > 0 {
-		i := int(queue[len(queue)-1])
+		p := int(queue[len(queue)-1])
 		queue = queue[:len(queue)-1]
-		x, y := i%w, i/w
-		if x > 0 {
-			seed(x-1, y)
-		}
-		if x < w-1 {
-			seed(x+1, y)
-		}
-		if y > 0 {
-			seed(x, y-1)
-		}
-		if y < h-1 {
-			seed(x, y+1)
-		}
-	}
-	for i := range out {
-		if in[i] != 0 || !reach[i] {
-			out[i] = 1
-		} else {
-			out[i] = 0
-		}
-	}
-}
-
-// distanceTransform computes the city-block distance of each mask pixel to
-// the background (two passes).
-func distanceTransform(mask []uint8, dist []uint16, w, h int) {
-	const inf = math.MaxUint16
-	for i := range dist {
-		if mask[i] != 0 {
-			dist[i] = inf
-		} else {
-			dist[i] = 0
+		for _, q := range [4]int{p - 1, p + 1, p - W, p + W} {
+			if s[q] == bg {
+				s[q] = outside
+				queue = append(queue, int32(q))
+			}
 		}
 	}
 	for y := range h {
-		for x := range w {
-			i := y*w + x
-			if dist[i] == 0 {
-				continue
-			}
-			d := uint32(inf)
-			if x > 0 {
-				d = min(d, uint32(dist[i-1])+1)
+		r, o := s[(y+1)*W+1:(y+1)*W+1+w], out[y*w:(y+1)*w]
+		for x, v := range r {
+			if v == outside {
+				o[x] = 0
 			} else {
-				d = 1
-			}
-			if y > 0 {
-				d = min(d, uint32(dist[i-w])+1)
-			} else {
-				d = 1
-			}
-			dist[i] = uint16(min(d, inf))
-		}
-	}
-	for y := h - 1; y >= 0; y-- {
-		for x := w - 1; x >= 0; x-- {
-			i := y*w + x
-			if dist[i] == 0 {
-				continue
-			}
-			d := uint32(dist[i])
-			if x < w-1 {
-				d = min(d, uint32(dist[i+1])+1)
-			} else {
-				d = 1
-			}
-			if y < h-1 {
-				d = min(d, uint32(dist[i+w])+1)
-			} else {
-				d = 1
-			}
-			dist[i] = uint16(d)
-		}
-	}
-}
-
-// watershedCores keeps the cores of objects (distance >= 2), which splits
-// objects touching through thin necks.
-func watershedCores(dist []uint16, filled []uint8, out []uint16) {
-	for i := range out {
-		if filled[i] != 0 && dist[i] >= 2 {
-			out[i] = 1
-		} else {
-			out[i] = 0
-		}
-	}
-}
-
-// bwLabel labels the 4-connected components of mask with 1, 2, ... using
-// union-find, and returns the number of components.
-func bwLabel(mask []uint16, labels []uint16, w, h int) int {
-	parent := make([]int32, w*h)
-	var find func(i int32) int32
-	find = func(i int32) int32 {
-		for parent[i] != i {
-			parent[i] = parent[parent[i]]
-			i = parent[i]
-		}
-		return i
-	}
-	for i := range parent {
-		parent[i] = int32(i)
-	}
-	for y := range h {
-		for x := range w {
-			i := int32(y*w + x)
-			if mask[i] == 0 {
-				continue
-			}
-			if x > 0 && mask[i-1] != 0 {
-				a, b := find(i), find(i-1)
-				parent[max(a, b)] = min(a, b)
-			}
-			if y > 0 && mask[i-int32(w)] != 0 {
-				a, b := find(i), find(i-int32(w))
-				parent[max(a, b)] = min(a, b)
+				o[x] = 1
 			}
 		}
 	}
-	next := uint16(0)
-	ids := map[int32]uint16{}
-	for i := range labels {
-		if mask[i] == 0 {
-			labels[i] = 0
-			continue
-		}
-		r := find(int32(i))
-		id, ok := ids[r]
-		if !ok && next < math.MaxUint16 {
-			next++
-			id = next
-			ids[r] = id
-		}
-		labels[i] = id
-	}
-	return int(next)
 }
 
 // maxObjects bounds the rows of the feature tables.

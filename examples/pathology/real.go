@@ -216,7 +216,7 @@ func kernelOps(est map[string]float64) map[string]*pats.Op[*tileJob] {
 		"RBCDetection": func(ctx context.Context, j *tileJob) error {
 			in, err := rgb(ctx, j)
 			if err == nil {
-				rbcDetect(in, u8(ctx, j.u8["rbc"]), j.w*j.h)
+				rbcDetect(in, u8(ctx, j.u8["rbc"]), j.w, j.h)
 			}
 			return err
 		},
@@ -228,8 +228,11 @@ func kernelOps(est map[string]float64) map[string]*pats.Op[*tileJob] {
 			return err
 		},
 		"ReconToNuclei": func(ctx context.Context, j *tileJob) error {
-			reconToNuclei(u8(ctx, j.u8["opened"]), u8(ctx, j.u8["rbc"]), u8(ctx, j.u8["candidates"]))
-			return nil
+			in, err := rgb(ctx, j)
+			if err == nil {
+				reconToNuclei(in, u8(ctx, j.u8["opened"]), u8(ctx, j.u8["rbc"]), u8(ctx, j.u8["candidates"]), j.w, j.h)
+			}
+			return err
 		},
 		"AreaThreshold": func(ctx context.Context, j *tileJob) error {
 			areaThreshold(u8(ctx, j.u8["candidates"]), u8(ctx, j.u8["area"]), j.w, j.h)
@@ -240,11 +243,11 @@ func kernelOps(est map[string]float64) map[string]*pats.Op[*tileJob] {
 			return nil
 		},
 		"PreWatershed": func(ctx context.Context, j *tileJob) error {
-			distanceTransform(u8(ctx, j.u8["filled"]), u16(ctx, j.u16["distance"]), j.w, j.h)
+			preWatershed(u8(ctx, j.u8["filled"]), u16(ctx, j.u16["distance"]), j.w, j.h)
 			return nil
 		},
 		"Watershed": func(ctx context.Context, j *tileJob) error {
-			watershedCores(u16(ctx, j.u16["distance"]), u8(ctx, j.u8["filled"]), u16(ctx, j.u16["watershed"]))
+			watershed(u16(ctx, j.u16["distance"]), u8(ctx, j.u8["filled"]), u16(ctx, j.u16["watershed"]), j.w, j.h)
 			return nil
 		},
 		"BWLabel": func(ctx context.Context, j *tileJob) error {
