@@ -134,3 +134,24 @@ func BenchmarkStart(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/node")
 }
+
+// benchRunOnce runs a graph built once with g.Run of one item per
+// iteration: the cost compared with go-taskflow's Run().Wait() (a
+// taskflow built once, run many times) in issue 36.
+func benchRunOnce(b *testing.B, g *graph.Graph[int, int], tasks int) {
+	b.Helper()
+	ctx := context.Background()
+	one := func(yield func(int) bool) { yield(1) }
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := g.Run(ctx, one, nil, graph.WithoutStallReport()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tasks), "ns/task")
+}
+
+func BenchmarkRunOnceChain8(b *testing.B)   { g, n := chainGraph(8); benchRunOnce(b, g, n) }
+func BenchmarkRunOnceChain128(b *testing.B) { g, n := chainGraph(128); benchRunOnce(b, g, n) }
+func BenchmarkRunOnceTree15(b *testing.B)   { g, n := treeGraph(4); benchRunOnce(b, g, n) }
+func BenchmarkRunOnceTree127(b *testing.B)  { g, n := treeGraph(7); benchRunOnce(b, g, n) }

@@ -82,7 +82,8 @@ func WithProgress(interval time.Duration, fn func(Stats)) StartOption {
 // copy's state, the queue length, and the pools' levels. Values sent to a
 // task are either in its queue ("queue"), in a batch a copy took from the
 // queue and has not finished ("held", and per copy "batch of"), or done;
-// "in" counts those taken from the queue, held ones included. Once the run
+// "in" counts those taken from the queue, held ones included; a copy
+// executing says for how long it has been in its batch. Once the run
 // was cancelled (or failed), the first line says how long ago, and a copy
 // still executing says for how long and that it does not honour its
 // context.
@@ -122,9 +123,11 @@ func (r Stats) String() string {
 			if c.Batch > 0 {
 				fmt.Fprintf(&b, " (batch of %d taken from the queue)", c.Batch)
 			}
+			if c.State == core.StateExecuting.String() && c.Executing > 0 {
+				fmt.Fprintf(&b, " for %v", round(c.Executing))
+			}
 			if r.ignoresContext(c) {
-				fmt.Fprintf(&b, " for %v, %v after the run was cancelled: it does not honour its context",
-					round(c.Executing), round(r.Stopped))
+				fmt.Fprintf(&b, ", %v after the run was cancelled: it does not honour its context", round(r.Stopped))
 			}
 			b.WriteString("\n")
 		}
