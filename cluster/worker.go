@@ -203,8 +203,23 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		st   *stores
 		runs []run
 	)
+	// The worker's entry in the directory, under its name with the
+	// characters keys do not allow replaced (host names have dots).
+	info := WorkerInfo{Name: cfg.workerName, Host: w.host, PID: os.Getpid(), Tasks: map[string]string{}}
+	for _, key := range w.order {
+		info.Tasks[key] = w.handlers[key].tc.version
+	}
+	entry, _ := json.Marshal(info)
+	key := strings.Map(func(r rune) rune {
+		if r < 128 && (r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, cfg.workerName)
 	// A worker may start before its cluster is ready (no JetStream leader
-	// yet): it retries the set-up for a while before giving up.
+	// yet, or a replicated directory slow to answer on a loaded machine):
+	// it retries the set-up, registration included, for a while before
+	// giving up.
 	deadline := time.Now().Add(setupPatience)
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		st, runs, err = func() (*stores, []run, error) {
@@ -232,6 +247,11 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 				}
 				runs = append(runs, run{h, cons})
 			}
+			// Register in the directory (again at every heartbeat) until
+			// Serve returns.
+			if _, err := st.dir.Put(ctx, key, entry); err != nil {
+				return nil, nil, fmt.Errorf("register: %w", err)
+			}
 			return st, runs, nil
 		}()
 		if err == nil {
@@ -245,24 +265,6 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
-	}
-
-	// Register in the directory until Serve returns.
-	info := WorkerInfo{Name: cfg.workerName, Host: w.host, PID: os.Getpid(), Tasks: map[string]string{}}
-	for _, key := range w.order {
-		info.Tasks[key] = w.handlers[key].tc.version
-	}
-	entry, _ := json.Marshal(info)
-	// The directory key is the name with characters keys do not allow
-	// replaced (host names have dots).
-	key := strings.Map(func(r rune) rune {
-		if r < 128 && (r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return r
-		}
-		return '_'
-	}, cfg.workerName)
-	if _, err := st.dir.Put(ctx, key, entry); err != nil {
-		return fmt.Errorf("cluster: worker %s: register: %w", cfg.workerName, err)
 	}
 
 	runCtx, stop := context.WithCancel(ctx)
