@@ -287,6 +287,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := checkChannels(c, set); err != nil {
+		return nil, err
+	}
 	if err := checkMIST(c, set); err != nil {
 		return nil, err
 	}
@@ -616,6 +619,38 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 		}
 		srcs[k] = src
 	}
+	// With -channels, every channel's tiles: the same grid, tile size and
+	// bit depth as the reference channel's, checked before any work.
+	chanSrcs := make([][]*tileio.TileSet, len(runSlices))
+	for k, t := range runSlices {
+		if len(c.format.channels) == 0 {
+			chanSrcs[k] = []*tileio.TileSet{srcs[k]}
+			continue
+		}
+		refW, refH := srcs[k].TileSize()
+		for ch, p := range c.format.patterns {
+			if ch == c.format.ref {
+				chanSrcs[k] = append(chanSrcs[k], srcs[k])
+				continue
+			}
+			cpat, err := tileio.ParsePattern(p, c.start)
+			if err != nil {
+				return cli.UsageError{Err: err}
+			}
+			cpat.Layout = pat.Layout
+			src, err := tileio.OpenTileSetLimit(c.dir, cpat.AtTime(t), c.rows, c.cols, limit)
+			if err != nil {
+				return fmt.Errorf("channel %s: %w", c.format.channels[ch], err)
+			}
+			if w, h := src.TileSize(); w != refW || h != refH {
+				return fmt.Errorf("channel %s: tiles of %d x %d, the reference channel %s has %d x %d", c.format.channels[ch], w, h, c.format.channels[c.format.ref], refW, refH)
+			}
+			if err := checkOverwrite(c, src); err != nil {
+				return err
+			}
+			chanSrcs[k] = append(chanSrcs[k], src)
+		}
+	}
 	// Positions files to assemble from are read before any work too.
 	var given [][]tileio.GlobalPosition
 	if c.assemble {
@@ -714,7 +749,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 			}
 			if c.mosaic {
 				fmt.Fprintf(stdout, "composing %d x %d tiles from %s at the positions of %s\n", c.rows, c.cols, c.dir, from)
-				if err := writeMosaic(ctx, c, src, positionSlots(pos, src), ff, names, &outs, bars, stdout); err != nil {
+				if err := writeMosaic(ctx, c, mosaicChannels(ctx, c, chanSrcs[k], ff), positionSlots(pos, src), names, &outs, bars, stdout); err != nil {
 					return err
 				}
 			}
@@ -757,7 +792,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 				first, firstFF = res.GlobalPositions(), res.FlatField
 			}
 			t0 = time.Now()
-			if err := writeOutputs(ctx, c, src, res, names, &outs, bars, stdout); err != nil {
+			if err := writeOutputs(ctx, c, src, mosaicChannels(ctx, c, chanSrcs[k], res.FlatField), res, names, &outs, bars, stdout); err != nil {
 				return err
 			}
 			st.output = time.Since(t0)
@@ -991,7 +1026,7 @@ func checkMemory(c *config, src *tileio.TileSet, opt align.Options, gopt stitchi
 	return nil
 }
 
-func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stitching.Result, names outNames, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
+func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, chans []mosaicChannel, res *stitching.Result, names outNames, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
 	pos := res.GlobalPositions()
 	if err := outs.Add(filepath.Join(c.out, names.global), func(w io.Writer) error {
 		return tileio.WriteGlobalPositions(w, pos)
@@ -1011,7 +1046,7 @@ func writeOutputs(ctx context.Context, c *config, src *tileio.TileSet, res *stit
 	if !c.mosaic {
 		return nil
 	}
-	return writeMosaic(ctx, c, src, positionSlots(pos, src), res.FlatField, names, outs, bars, stdout)
+	return writeMosaic(ctx, c, chans, positionSlots(pos, src), names, outs, bars, stdout)
 }
 
 // mosaicTile is the tile side of the out-of-core mosaic's temporary
@@ -1075,10 +1110,34 @@ func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64, par, tile 
 	return p
 }
 
-// writeMosaic composes the tiles of src at slots, corrected with ff unless
-// it is nil or the identity, and adds the mosaic and its preview to outs:
-// in memory when it fits in -mem, else out of core (see planMosaic).
-func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []compose.Slot, ff *align.FlatField, names outNames, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
+// mosaicChannel is one channel of the mosaic: its tiles and their
+// illumination correction (nil or the identity: none).
+type mosaicChannel struct {
+	src *tileio.TileSet
+	ff  *align.FlatField
+}
+
+// mosaicChannels are the channels of one slice's mosaic, srcs in the
+// mosaic's order: the reference channel (the only one without -channels)
+// corrected with ff, the correction its registration used; every other
+// channel with a correction estimated from its own tiles, when the mosaic
+// is composed.
+func mosaicChannels(ctx context.Context, c *config, srcs []*tileio.TileSet, ff *align.FlatField) []mosaicChannel {
+	chans := make([]mosaicChannel, len(srcs))
+	for ch, src := range srcs {
+		chans[ch].src = src
+		if ch == c.format.ref || len(srcs) == 1 {
+			chans[ch].ff = ff
+		}
+	}
+	return chans
+}
+
+// writeMosaic composes the tiles of each channel at slots, corrected with
+// its flat field, and adds the mosaic and its preview (of the first
+// channel) to outs: in memory, one channel at a time, when it fits in
+// -mem, else out of core (see planMosaic).
+func writeMosaic(ctx context.Context, c *config, chans []mosaicChannel, slots []compose.Slot, names outNames, outs *outfile.Batch, bars *bars, stdout io.Writer) error {
 	mem := c.memBudget // set by checkMemory
 	avail := availableMemory()
 	limit := mem
@@ -1094,28 +1153,38 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 			plan.w, plan.h, gib(plan.need), gib(avail), c.out)
 	}
 	t0 := time.Now()
-	// The tiles are decoded and corrected ahead of the sweep, -workers at
-	// a time; progress is counted as the sweep takes them.
-	fetch, stop := compose.Prefetch(ctx, slots, func(i int) (*image.Gray16, error) {
-		t, err := src.Load(i/c.cols, i%c.cols)
-		if err != nil {
-			return nil, err
+	loaded, total := 0, len(slots)*len(chans)
+	// channel returns the loader of channel ch's tiles: decoded and
+	// corrected ahead of the sweep, -workers at a time, progress counted
+	// as the sweep takes them; stop ends its prefetching.
+	channel := func(ch int) (load func(int) (*image.Gray16, error), stop func(), err error) {
+		src, ff := chans[ch].src, chans[ch].ff
+		if ff == nil && len(chans) > 1 {
+			// A channel other than the registered one: its own
+			// illumination correction, as an assembly run estimates it.
+			if ff, err = estimateFlatField(ctx, src); err != nil {
+				return nil, nil, err
+			}
 		}
-		if ff != nil && !ff.Identity() {
-			t = ff.Apply(t) // the same illumination correction the registration used
-		}
-		return t, nil
-	}, c.workers)
-	defer stop()
-	loaded := 0
-	load := func(i int) (*image.Gray16, error) {
-		t, err := fetch(i)
-		if err != nil {
-			return nil, err
-		}
-		loaded++
-		bars.set("mosaic", "tiles", loaded, len(slots))
-		return t, nil
+		fetch, stop := compose.Prefetch(ctx, slots, func(i int) (*image.Gray16, error) {
+			t, err := src.Load(i/c.cols, i%c.cols)
+			if err != nil {
+				return nil, err
+			}
+			if ff != nil && !ff.Identity() {
+				t = ff.Apply(t) // the same illumination correction the registration used
+			}
+			return t, nil
+		}, c.workers)
+		return func(i int) (*image.Gray16, error) {
+			t, err := fetch(i)
+			if err != nil {
+				return nil, err
+			}
+			loaded++
+			bars.set("mosaic", "tiles", loaded, total)
+			return t, nil
+		}, stop, nil
 	}
 	if plan.tiled {
 		fmt.Fprintf(stdout, "mosaic %d x %d: out of core into a %s (in memory it needs about %s; -mem %s; tile cache %s)\n",
@@ -1123,34 +1192,47 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 		// Keep the heap within -mem: without a limit the garbage
 		// collector lets it grow to twice what is live.
 		restore := heapLimit(mem)
-		err := writeTiledMosaic(ctx, c, slots, load, plan, names, outs)
+		err := writeTiledMosaic(ctx, c, slots, len(chans), channel, plan, names, outs)
 		restore()
 		if err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintf(stdout, "mosaic %d x %d: in memory (about %s; -mem %s) into a %s\n", plan.w, plan.h, gib(plan.inMemory), gib(mem), c.format.describe())
-		mosaic, err := compose.ComposeFunc(ctx, slots, load, c.blend)
-		if err != nil {
-			return fmt.Errorf("composing the mosaic: %w", err)
-		}
-		// The composed image streams through the same writer as the
-		// out-of-core path's bands: the same OME-TIFF, byte for byte.
+		// Each channel is composed, then streams through the same writer
+		// as the out-of-core path's bands: the same file, byte for byte.
+		var preview *image.Gray
 		if err := c.format.stage(outs, filepath.Join(c.out, names.mosaic), func(temp string) error {
 			out, err := c.format.create(temp, plan.w, plan.h, names.mosaic)
 			if err != nil {
 				return err
 			}
-			if err := out.WriteRowsBE(0, plan.h, mosaic.Pix, mosaic.Stride); err != nil {
-				_ = out.Close() // the write's error is the one to report
-				return fmt.Errorf("writing the mosaic: %w", err)
+			for ch := range chans {
+				err := composeChannel(ctx, c, slots, ch, channel, out, func(mosaic *image.Gray16) error {
+					if ch > 0 {
+						if err := out.NextChannel(); err != nil {
+							return err
+						}
+					}
+					if err := out.WriteRowsBE(0, plan.h, mosaic.Pix, mosaic.Stride); err != nil {
+						return fmt.Errorf("writing the mosaic: %w", err)
+					}
+					if ch == 0 {
+						preview = compose.Preview(mosaic, previewSide)
+					}
+					return nil
+				})
+				if err != nil {
+					_ = out.Close() // the composing error is the one to report
+					return err
+				}
 			}
 			return out.Close()
 		}); err != nil {
 			return err
 		}
 		if err := outs.Add(filepath.Join(c.out, names.preview), func(w io.Writer) error {
-			return png.Encode(w, compose.Preview(mosaic, previewSide))
+			return png.Encode(w, preview)
 		}); err != nil {
 			return err
 		}
@@ -1159,11 +1241,28 @@ func writeMosaic(ctx context.Context, c *config, src *tileio.TileSet, slots []co
 	return nil
 }
 
+// composeChannel composes channel ch in memory and hands the image to
+// write.
+func composeChannel(ctx context.Context, c *config, slots []compose.Slot, ch int,
+	channel func(int) (func(int) (*image.Gray16, error), func(), error), out *tiled.BigTIFFStream, write func(*image.Gray16) error) error {
+	load, stop, err := channel(ch)
+	if err != nil {
+		return err
+	}
+	mosaic, err := compose.ComposeFunc(ctx, slots, load, c.blend)
+	stop()
+	if err != nil {
+		return fmt.Errorf("composing the mosaic: %w", err)
+	}
+	return write(mosaic)
+}
+
 // writeTiledMosaic composes the mosaic band by band (ComposeBigTIFF)
 // straight into its tiled pyramidal OME-TIFF, staged through outs (only
 // two bands and the reduced levels' pending rows are in memory), and the
 // preview from a pyramid level.
-func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, load func(int) (*image.Gray16, error), plan mosaicPlanned, names outNames, outs *outfile.Batch) error {
+func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, nch int,
+	channel func(int) (func(int) (*image.Gray16, error), func(), error), plan mosaicPlanned, names outNames, outs *outfile.Batch) error {
 	var staged string
 	if err := c.format.stage(outs, filepath.Join(c.out, names.mosaic), func(temp string) error {
 		staged = temp
@@ -1171,9 +1270,27 @@ func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, load
 		if err != nil {
 			return err
 		}
-		if err := compose.ComposeBigTIFF(ctx, slots, load, c.blend, out); err != nil {
-			_ = out.Close() // the composing error is the one to report
-			return fmt.Errorf("composing the mosaic: %w", err)
+		for ch := range nch {
+			err := func() error {
+				if ch > 0 {
+					if err := out.NextChannel(); err != nil {
+						return err
+					}
+				}
+				load, stop, err := channel(ch)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				if err := compose.ComposeBigTIFF(ctx, slots, load, c.blend, out); err != nil {
+					return fmt.Errorf("composing the mosaic: %w", err)
+				}
+				return nil
+			}()
+			if err != nil {
+				_ = out.Close() // the composing error is the one to report
+				return err
+			}
 		}
 		return out.Close()
 	}); err != nil {

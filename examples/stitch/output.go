@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,16 @@ const defaultCompression = tiled.CompressionNone
 // mosaicFormat is how the mosaic file is written.
 type mosaicFormat struct {
 	kind        string // -format: formatOMETIFF or formatOMEZarr
+	channelList string // -channels as given
+	refChannel  string // -ref-channel as given
+
+	// Set by checkChannels from -channels: the channels' names and tile
+	// patterns ({ch} replaced), in the mosaic's order, and which one the
+	// registration uses. One channel and no name without -channels.
+	channels []string
+	patterns []string
+	ref      int
+
 	tileSize    int
 	compression tiled.Compression
 	pixelSize   string // -pixel-size as given
@@ -58,8 +69,61 @@ func addMosaicFlags(fs *flag.FlagSet, c *config) {
 	m.compression = defaultCompression
 	fs.StringVar(&m.kind, "format", formatOMETIFF, "the mosaic's format: ome-tiff (PREFIXstitched-T.ome.tif, a tiled pyramidal OME-TIFF) or ome-zarr (PREFIXstitched-T.ome.zarr, an OME-Zarr NGFF 0.5 folder on Zarr v3, chunks of -tile-size)")
 	fs.IntVar(&m.tileSize, "tile-size", defaultTileSize, "tile side of the mosaic's OME-TIFF in pixels, a multiple of 16; its reduced levels go down to one tile")
+	fs.StringVar(&m.channelList, "channels", "", "`names` of the channels, comma-separated, such as DAPI,GFP,Cy5: {ch} in -pattern is a channel's name; the grid is registered on -ref-channel and every channel composed at the same positions into one OME-TIFF of named channels")
+	fs.StringVar(&m.refChannel, "ref-channel", "", "the channel the registration uses (default: the first of -channels)")
 	fs.TextVar(&m.compression, "compression", defaultCompression, "compression of the mosaic's tiles: none, deflate or zstd (with the horizontal predictor)")
 	fs.StringVar(&m.pixelSize, "pixel-size", "", "physical `size` of a tile pixel, written into the mosaic's OME-XML: SIZE or XxY, then a unit (default µm), such as 0.65, 0.65um, 0.5x0.6 or 325nm")
+}
+
+// chanPlaceholder in -pattern stands for a channel's name (-channels).
+const chanPlaceholder = "{ch}"
+
+// checkChannels checks -channels and -ref-channel against -pattern, and
+// sets -pattern to the reference channel's tiles, the ones registered (so
+// every later check and the workers see a plain pattern). It runs before
+// the pattern is parsed.
+func checkChannels(c *config, set map[string]bool) error {
+	m := &c.format
+	has := strings.Contains(c.pattern, chanPlaceholder)
+	if !set["channels"] {
+		if has {
+			return cli.Usagef("-pattern %q has %s, the channel's name: give the names with -channels", c.pattern, chanPlaceholder)
+		}
+		if set["ref-channel"] {
+			return cli.Usagef("-ref-channel applies to -channels")
+		}
+		return nil
+	}
+	if !has {
+		return cli.Usagef("-channels %s: -pattern %q has no %s where a channel's name goes in the file names", m.channelList, c.pattern, chanPlaceholder)
+	}
+	seen := map[string]bool{}
+	for _, n := range strings.Split(m.channelList, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			return cli.Usagef("-channels %q: an empty name", m.channelList)
+		case strings.ContainsAny(n, "{}/\\") || n == "." || n == "..":
+			return cli.Usagef("-channels: name %q: braces and path separators cannot be in a file name's part", n)
+		case seen[n]:
+			return cli.Usagef("-channels: %q named twice", n)
+		}
+		seen[n] = true
+		m.channels = append(m.channels, n)
+		m.patterns = append(m.patterns, strings.ReplaceAll(c.pattern, chanPlaceholder, n))
+	}
+	if m.kind == formatOMEZarr && len(m.channels) > 1 {
+		return cli.Usagef("-channels with -format ome-zarr: the OME-Zarr writer takes one channel; use the OME-TIFF")
+	}
+	m.ref = 0
+	if set["ref-channel"] {
+		m.ref = slices.Index(m.channels, strings.TrimSpace(m.refChannel))
+		if m.ref < 0 {
+			return cli.Usagef("-ref-channel %s: not one of -channels %s", m.refChannel, m.channelList)
+		}
+	}
+	c.pattern = m.patterns[m.ref]
+	return nil
 }
 
 // checkMosaicFlags checks the mosaic format's flags (after checkMIST,
@@ -118,7 +182,8 @@ func (m *mosaicFormat) omeOptions(name string) tiled.OMETIFFOptions {
 		TileW: m.tileSize, TileH: m.tileSize,
 		Compression:   m.compression,
 		PhysicalSizeX: m.sizeX, PhysicalSizeY: m.sizeY, PhysicalSizeUnit: m.unit,
-		Name: name,
+		Name:     name,
+		Channels: m.channels,
 	}
 }
 
@@ -131,6 +196,9 @@ func (m *mosaicFormat) describe() string {
 	s := fmt.Sprintf("tiled (%d px) pyramidal OME-TIFF, %s", m.tileSize, comp)
 	if m.kind == formatOMEZarr {
 		s = fmt.Sprintf("OME-Zarr (NGFF 0.5, %d px chunks, %s)", m.tileSize, comp)
+	}
+	if len(m.channels) > 0 {
+		s += fmt.Sprintf(", %d channel(s) %s registered on %s", len(m.channels), strings.Join(m.channels, ","), m.channels[m.ref])
 	}
 	if m.sizeX > 0 {
 		s += fmt.Sprintf(", pixel %s x %s %s", strconv.FormatFloat(m.sizeX, 'g', -1, 64), strconv.FormatFloat(m.sizeY, 'g', -1, 64), m.unit)
