@@ -12,6 +12,7 @@
 //	pathology -sim [flags]                      discrete-event simulation
 //	pathology -experiment [-quick] [-out DIR]   every experiment of docs/pats
 //	pathology -hardware [-out DIR]              the experiment on this machine's cores and GPUs
+//	pathology -cpu-ops [-tile-size N]           each operation timed on one core
 //	pathology -cluster N [flags]                real run on N local worker processes
 //	pathology -worker -nats URL [node flags]    a worker joining a -cluster run's server
 //
@@ -82,6 +83,14 @@
 // them to DIR/hardware.md). -host-gpus N poses host memory as N GPUs
 // instead, running Go mirrors of the kernels, for machines without one.
 //
+// With -cpu-ops it times each operation on one core (GOMAXPROCS 1, a
+// locked thread) on a generated tile of -tile-size pixels (4096 unless
+// given): a warm-up run, then the median of 3, one line per operation,
+// exactly "op NAME: MS ms" (-cpu-time: the thread's CPU time instead of
+// the wall clock, for a loaded machine). With -out DIR it also writes the tile and the
+// operations' inputs as .npy files, for testdata/opencv_ops.py, which does
+// the same operations with OpenCV on one thread.
+//
 // Elsewhere the CPU cores and GPUs are simulated, so the transfer counts and volumes
 // and the peak host and GPU memory it reports are modelled (from the sizes
 // of 4K tiles and a modelled host-GPU link), not measured. Speedups that
@@ -146,6 +155,8 @@ type options struct {
 	seed       uint64
 	quick      bool
 	hardware   bool
+	cpuOps     bool
+	cpuTime    bool
 	hostGPUs   int
 	nucleiOut  string
 	roi        string
@@ -187,6 +198,8 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.nucleiOut, "nuclei", "", "real run: write the nuclei (polygons and features) as GeoJSON into `FILE`")
 	fs.StringVar(&o.roi, "roi", "", "real run: report the nuclei whose polygons intersect the box `x0,y0,x1,y1` (slide pixels, a ROI query)")
 	fs.BoolVar(&o.hardware, "hardware", false, "run the experiment on this machine's CPU cores and CUDA GPUs (4K tiles; needs a -tags cuda build)")
+	fs.BoolVar(&o.cpuOps, "cpu-ops", false, "time each operation on one core on a generated tile of -tile-size pixels (default 4096) and print 'op NAME: MS ms' lines; -out DIR also writes the tile and the operations' inputs as .npy files")
+	fs.BoolVar(&o.cpuTime, "cpu-time", false, "with -cpu-ops: time by the thread's CPU time instead of the wall clock (Linux)")
 	fs.IntVar(&o.clusterN, "cluster", 0, "real run on `N` worker processes: start an embedded NATS server and N copies of this program with -worker, which run the tiles' stage instances")
 	fs.BoolVar(&o.worker, "worker", false, "serve tiles to -cluster runs: join the server -nats names (token in $"+natsconn.EnvToken+" or the URL) until SIGINT, SIGTERM or the server's end")
 	fs.StringVar(&o.natsURL, "nats", "", "with -worker: the NATS server's `URL`")
@@ -203,6 +216,7 @@ func usage(w io.Writer) {
   %[1]s -sim [flags]                      discrete-event simulation of 4K tiles
   %[1]s -experiment [-quick] [-out DIR]   every experiment: results.md and SVG figures
   %[1]s -hardware [-out DIR]              the experiment on this machine's cores and CUDA GPUs
+  %[1]s -cpu-ops [-tile-size N] [-out DIR] each operation timed on one core: "op NAME: MS ms"
   %[1]s -cluster N [flags]                real run on N local worker processes (embedded NATS server)
   %[1]s -worker -nats URL [node flags]    a worker process joining a -cluster run's server
 
@@ -234,14 +248,18 @@ func parseFlags(args []string) (*options, error) {
 	switch {
 	case o.experiment && o.sim:
 		return nil, cli.Usagef("-experiment and -sim do not go together")
+	case o.cpuOps && (o.experiment || o.sim || o.hardware || o.dynamic || o.profile != "" || o.httpAddr != "" || o.nucleiOut != "" || o.roi != "" || o.clusterN > 0 || o.worker || set["dir"]):
+		return nil, cli.Usagef("-cpu-ops goes with -tile-size, -seed and -out only")
+	case o.cpuTime && !o.cpuOps:
+		return nil, cli.Usagef("-cpu-time goes with -cpu-ops")
 	case o.hardware && (o.experiment || o.sim || o.profile != "" || o.httpAddr != "" || set["quick"]):
 		return nil, cli.Usagef("-hardware goes with none of -experiment, -sim, -quick, -profile and -http")
 	case o.dynamic && (o.experiment || o.hardware):
 		return nil, cli.Usagef("-dynamic goes with a real run or -sim, not -experiment or -hardware")
 	case o.hostGPUs < 0 || o.hostGPUs > 0 && !o.hardware:
 		return nil, cli.Usagef("-host-gpus %d: want a positive count, with -hardware", o.hostGPUs)
-	case !o.experiment && !o.hardware && set["out"]:
-		return nil, cli.Usagef("-out goes with -experiment or -hardware")
+	case !o.experiment && !o.hardware && !o.cpuOps && set["out"]:
+		return nil, cli.Usagef("-out goes with -experiment, -hardware or -cpu-ops")
 	case !o.experiment && set["quick"]:
 		return nil, cli.Usagef("-quick goes with -experiment")
 	case set["out"] && o.out == "":
@@ -328,6 +346,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.hardware {
 		return runHardware(ctx, o, stdout, stderr)
+	}
+	if o.cpuOps {
+		return runCPUOps(o, stdout)
 	}
 	if o.worker {
 		return runWorker(ctx, o, stdout, stderr)

@@ -1,0 +1,19 @@
+package main
+
+import (
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// threadCPUTime returns the CPU time the calling OS thread has used
+// (clock_gettime of CLOCK_THREAD_CPUTIME_ID), and true; the caller must be
+// locked to its thread.
+func threadCPUTime() (time.Duration, bool) {
+	const clockThreadCPUTime = 3 // CLOCK_THREAD_CPUTIME_ID
+	var ts syscall.Timespec
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		return 0, false
+	}
+	return time.Duration(ts.Nano()), true
+}

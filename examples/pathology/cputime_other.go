@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "time"
+
+// threadCPUTime reports that the thread's CPU time is not available on
+// this platform.
+func threadCPUTime() (time.Duration, bool) { return 0, false }
