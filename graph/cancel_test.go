@@ -330,3 +330,47 @@ func TestStatsAfterRunAreFinal(t *testing.T) {
 		t.Errorf("report of a finished run:\n%s", a)
 	}
 }
+
+// Through a text handler a stall is one line for the run and one per task,
+// none with text quoted in it.
+func TestStallReportTextHandler(t *testing.T) {
+	var buf syncBuffer
+	runDeafLogged(t, graph.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	var head, read string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.Contains(line, `\n`) {
+			t.Errorf("a record with text in it: %s", line)
+		}
+		if strings.Contains(line, "task=read ") {
+			read = line
+		} else if strings.Contains(line, "cancelled_ago=") {
+			head = line
+		}
+	}
+	if !strings.Contains(head, `does not honour its context`) || !strings.Contains(head, "level=WARN") {
+		t.Errorf("head line %q", head)
+	}
+	if !strings.Contains(read, "copies.") || !strings.Contains(read, ".state=executing") || !strings.Contains(read, ".ignores_context=true") {
+		t.Errorf("task line %q\n%s", read, buf.String())
+	}
+}
+
+// Graph.Run honours WithAbandonAfter too: it returns, naming the copy.
+func TestRunAbandonAfter(t *testing.T) {
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-entered
+		cancel()
+	}()
+	var exec *graph.Execution
+	err := deafGraph(release, entered).Run(ctx, func(yield func(int) bool) { yield(1) }, nil,
+		graph.WithAbandonAfter(30*time.Millisecond), graph.WithStarted(func(e *graph.Execution) { exec = e }))
+	var ab *graph.AbandonedError
+	close(release)
+	<-exec.Done() // the abandoned copy has returned
+	if !errors.As(err, &ab) || len(ab.Copies) != 1 || ab.Copies[0].Task != "read" {
+		t.Fatalf("Run: %v", err)
+	}
+}
