@@ -33,13 +33,7 @@ func smooth(w, h int, seed uint64) ([]uint16, []byte) {
 // it.
 func writeStream(t *testing.T, s *BigTIFFStream, px []uint16) {
 	t.Helper()
-	for y := 0; y < s.H; {
-		n := min(2*s.TH, s.H-y)
-		if err := s.WriteRows(y, n, px[y*s.W:]); err != nil {
-			t.Fatal(err)
-		}
-		y += n
-	}
+	writeRows(t, s, px)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -1203,31 +1203,24 @@ func writeMosaic(ctx context.Context, c *config, chans []mosaicChannel, slots []
 		// as the out-of-core path's bands: the same file, byte for byte.
 		var preview *image.Gray
 		if err := c.format.stage(outs, filepath.Join(c.out, names.mosaic), func(temp string) error {
-			out, err := c.format.create(temp, plan.w, plan.h, names.mosaic)
-			if err != nil {
-				return err
-			}
-			for ch := range chans {
-				err := composeChannel(ctx, c, slots, ch, channel, out, func(mosaic *image.Gray16) error {
-					if ch > 0 {
-						if err := out.NextChannel(); err != nil {
-							return err
-						}
-					}
-					if err := out.WriteRowsBE(0, plan.h, mosaic.Pix, mosaic.Stride); err != nil {
-						return fmt.Errorf("writing the mosaic: %w", err)
-					}
-					if ch == 0 {
-						preview = compose.Preview(mosaic, previewSide)
-					}
-					return nil
-				})
+			return c.format.stream(temp, plan.w, plan.h, names.mosaic, len(chans), func(ch int, out *tiled.BigTIFFStream) error {
+				load, stop, err := channel(ch)
 				if err != nil {
-					_ = out.Close() // the composing error is the one to report
 					return err
 				}
-			}
-			return out.Close()
+				mosaic, err := compose.ComposeFunc(ctx, slots, load, c.blend)
+				stop()
+				if err != nil {
+					return fmt.Errorf("composing the mosaic: %w", err)
+				}
+				if err := out.WriteRowsBE(0, plan.h, mosaic.Pix, mosaic.Stride); err != nil {
+					return fmt.Errorf("writing the mosaic: %w", err)
+				}
+				if ch == 0 {
+					preview = compose.Preview(mosaic, previewSide)
+				}
+				return nil
+			})
 		}); err != nil {
 			return err
 		}
@@ -1241,22 +1234,6 @@ func writeMosaic(ctx context.Context, c *config, chans []mosaicChannel, slots []
 	return nil
 }
 
-// composeChannel composes channel ch in memory and hands the image to
-// write.
-func composeChannel(ctx context.Context, c *config, slots []compose.Slot, ch int,
-	channel func(int) (func(int) (*image.Gray16, error), func(), error), out *tiled.BigTIFFStream, write func(*image.Gray16) error) error {
-	load, stop, err := channel(ch)
-	if err != nil {
-		return err
-	}
-	mosaic, err := compose.ComposeFunc(ctx, slots, load, c.blend)
-	stop()
-	if err != nil {
-		return fmt.Errorf("composing the mosaic: %w", err)
-	}
-	return write(mosaic)
-}
-
 // writeTiledMosaic composes the mosaic band by band (ComposeBigTIFF)
 // straight into its tiled pyramidal OME-TIFF, staged through outs (only
 // two bands and the reduced levels' pending rows are in memory), and the
@@ -1266,33 +1243,17 @@ func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, nch 
 	var staged string
 	if err := c.format.stage(outs, filepath.Join(c.out, names.mosaic), func(temp string) error {
 		staged = temp
-		out, err := c.format.create(temp, plan.w, plan.h, names.mosaic)
-		if err != nil {
-			return err
-		}
-		for ch := range nch {
-			err := func() error {
-				if ch > 0 {
-					if err := out.NextChannel(); err != nil {
-						return err
-					}
-				}
-				load, stop, err := channel(ch)
-				if err != nil {
-					return err
-				}
-				defer stop()
-				if err := compose.ComposeBigTIFF(ctx, slots, load, c.blend, out); err != nil {
-					return fmt.Errorf("composing the mosaic: %w", err)
-				}
-				return nil
-			}()
+		return c.format.stream(temp, plan.w, plan.h, names.mosaic, nch, func(ch int, out *tiled.BigTIFFStream) error {
+			load, stop, err := channel(ch)
 			if err != nil {
-				_ = out.Close() // the composing error is the one to report
 				return err
 			}
-		}
-		return out.Close()
+			defer stop()
+			if err := compose.ComposeBigTIFF(ctx, slots, load, c.blend, out); err != nil {
+				return fmt.Errorf("composing the mosaic: %w", err)
+			}
+			return nil
+		})
 	}); err != nil {
 		return err
 	}

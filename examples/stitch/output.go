@@ -232,3 +232,27 @@ func (m *mosaicFormat) stage(outs *outfile.Batch, path string, write func(temp s
 	}
 	return outs.AddFile(path, write)
 }
+
+// stream writes the mosaic of nch channels at temp: it starts the file
+// (or folder), has write fill channel ch's rows, one channel after the
+// other, and closes it. On an error the partial file is removed and the
+// error returned.
+func (m *mosaicFormat) stream(temp string, w, h int, name string, nch int, write func(ch int, out *tiled.BigTIFFStream) error) error {
+	out, err := m.create(temp, w, h, name)
+	if err != nil {
+		return err
+	}
+	for ch := range nch {
+		if ch > 0 {
+			err = out.NextChannel()
+		}
+		if err == nil {
+			err = write(ch, out)
+		}
+		if err != nil {
+			_ = out.Close() // the writing error is the one to report
+			return err
+		}
+	}
+	return out.Close()
+}
