@@ -89,6 +89,11 @@ func onOneCore(f func()) {
 // thread's CPU time (less disturbed by other processes on a loaded
 // machine). It returns the medians in pipeline order.
 func timeCPUOps(t *cpuOpTile, rounds int, cpuTime bool) ([]time.Duration, error) {
+	return timeOps(t.ops(), rounds, cpuTime)
+}
+
+// timeOps times ops as timeCPUOps does.
+func timeOps(ops []cpuOp, rounds int, cpuTime bool) ([]time.Duration, error) {
 	if _, ok := threadCPUTime(); cpuTime && !ok {
 		return nil, errors.New("-cpu-time: the thread's CPU time is not available on this platform")
 	}
@@ -99,7 +104,6 @@ func timeCPUOps(t *cpuOpTile, rounds int, cpuTime bool) ([]time.Duration, error)
 		}
 		return time.Duration(time.Now().UnixNano())
 	}
-	ops := t.ops()
 	med := make([]time.Duration, len(ops))
 	onOneCore(func() {
 		for k, op := range ops {

@@ -44,59 +44,52 @@ func genTile(rgb []uint8, w, h int, seed uint64, tile int) {
 // fillHoles fills the holes of a mask: a morphological reconstruction of
 // the outside, the background pixels 4-connected to the image border
 // through background; every other pixel is set (out 1, the outside 0).
-// Vincent's hybrid scheme on a copy with a border of outside pixels: a
-// raster and an anti-raster scan, then a FIFO queue of the outside pixels
-// next to background not yet reached.
+// Vincent's hybrid scheme on a state image with a frame of outside pixels:
+// a raster scan (which also builds the states) and an anti-raster scan
+// (which also writes out), then a FIFO queue of the outside pixels next
+// to background not yet reached, rare, which corrects out.
 func fillHoles(in, out []uint8, w, h int) {
-	const fg, bg, outside = 0, 1, 2
+	// States: fg 0, background not reached 1, outside 3 (bit 1: outside).
+	const bg, outside = 1, 3
 	W := w + 2
 	s := make([]uint8, W*(h+2))
 	for i := range s[:W] {
 		s[i] = outside
 		s[len(s)-W+i] = outside
 	}
-	for y := range h {
-		r := s[(y+1)*W : (y+2)*W]
+	for y := 1; y <= h; y++ {
+		r, up := s[y*W:(y+1)*W], s[(y-1)*W:y*W]
 		r[0], r[W-1] = outside, outside
-		for x, v := range in[y*w : (y+1)*w] {
+		src := in[(y-1)*w : y*w]
+		for x, v := range src {
+			b := uint8(0)
 			if v == 0 {
-				r[x+1] = bg
-			} else {
-				r[x+1] = fg
+				b = bg
 			}
-		}
-	}
-	for i := W + 1; i < len(s)-W-1; i++ {
-		if s[i] == bg && (s[i-1] == outside || s[i-W] == outside) {
-			s[i] = outside
+			r[x+1] = b | (b&((r[x]|up[x+1])>>1))<<1
 		}
 	}
 	var queue []int32
-	for i := len(s) - W - 2; i > W; i-- {
-		if s[i] == bg && (s[i+1] == outside || s[i+W] == outside) {
-			s[i] = outside
-		}
-		if s[i] == outside && (s[i+1] == bg || s[i+W] == bg) {
-			queue = append(queue, int32(i))
-		}
-	}
-	for len(queue) > 0 {
-		p := int(queue[len(queue)-1])
-		queue = queue[:len(queue)-1]
-		for _, q := range [4]int{p - 1, p + 1, p - W, p + W} {
-			if s[q] == bg {
-				s[q] = outside
-				queue = append(queue, int32(q))
+	for y := h; y >= 1; y-- {
+		r, down, o := s[y*W:(y+1)*W], s[(y+1)*W:(y+2)*W], out[(y-1)*w:y*w]
+		for x := w; x >= 1; x-- {
+			t := r[x]
+			nb := r[x+1] | down[x]
+			t |= (t & (nb >> 1)) << 1
+			r[x] = t
+			o[x-1] = 1 - t>>1
+			if t == outside && (r[x+1] == bg || down[x] == bg) {
+				queue = append(queue, int32(y*W+x))
 			}
 		}
 	}
-	for y := range h {
-		r, o := s[(y+1)*W+1:(y+1)*W+1+w], out[y*w:(y+1)*w]
-		for x, v := range r {
-			if v == outside {
-				o[x] = 0
-			} else {
-				o[x] = 1
+	for head := 0; head < len(queue); head++ {
+		p := int(queue[head])
+		for _, q := range [4]int{p - 1, p + 1, p - W, p + W} {
+			if s[q] == bg {
+				s[q] = outside
+				out[(q/W-1)*w+q%W-1] = 0
+				queue = append(queue, int32(q))
 			}
 		}
 	}

@@ -10,11 +10,12 @@ import (
 // dilation of 8-bit images by a flat disk, in the decomposition of a disk
 // into horizontal segments (one per row of the disk). Each segment's
 // minimum is a window minimum along the row, made from doubling windows
-// (van Herk/Gil-Werman style: every window of length L is the minimum of
-// two overlapping power-of-two windows); the disk's minimum is the minimum
-// over its rows of the segment minima. The arithmetic works on eight pixels
-// at once, packed in a uint64 (SWAR), so that no inner loop calls a
-// function value.
+// (every window of length L is the minimum of two overlapping
+// power-of-two windows, as in van Herk/Gil-Werman's reuse of partial
+// minima); the disk's minimum is the minimum over its rows of the segment
+// minima. Every pass is a whole-row minimum or maximum of two byte rows
+// (minBytes, maxBytes: SSE2 on amd64, eight bytes in a uint64 elsewhere),
+// so that no inner loop calls a function value.
 
 // openDiskRadius is the radius of MorphOpen's disk: 19 x 19, as in seed 001
 // (Table I).
@@ -53,75 +54,74 @@ func ld(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
 // st stores v into 8 bytes of b at i.
 func st(b []byte, i int, v uint64) { binary.LittleEndian.PutUint64(b[i:], v) }
 
-// diskEroder erodes w x h 8-bit images by a flat disk; its buffers are
-// reused from image to image (one eroder per goroutine).
-type diskEroder struct {
+// diskFilter erodes or dilates w x h 8-bit images by a flat disk; its
+// buffers are reused from image to image (one filter per goroutine).
+type diskFilter struct {
 	w, h, r int
-	hw      []int    // half-width of each row of the disk
-	widths  []int    // the distinct half-widths
+	widths  []int    // the distinct half-widths of the disk's rows
 	widx    []int    // index in widths of each row of the disk
 	pad     int      // neutral bytes on each side of a padded row
-	stride  int      // padded row length, a multiple of 8
+	stride  int      // padded row length
 	row     []byte   // the padded input row
-	m       [][]byte // m[k][i] = min(row[i .. i+2^k-1]), k = 1..4
-	ring    [][]byte // ring[wi*(2r+1) + y%(2r+1)]: row y's minimum over [x-hw, x+hw] for widths[wi]
-	acc     []byte
+	m       [][]byte // m[k][i] = min (max) of row[i .. i+2^k-1], k = 1..4
+	ring    [][]byte // ring[wi*(2r+1) + y%(2r+1)]: row y's min (max) over [x-a, x+a], a = widths[wi]
 }
 
-// newDiskEroder returns an eroder of w x h images by the disk of radius r
+// newDiskFilter returns a filter of w x h images by the disk of radius r
 // (at most 15, so that a row segment is at most 31 pixels).
-func newDiskEroder(w, h, r int) (*diskEroder, error) {
+func newDiskFilter(w, h, r int) (*diskFilter, error) {
 	if r < 0 || r > 15 {
-		return nil, fmt.Errorf("disk erosion: radius %d: want 0..15", r)
+		return nil, fmt.Errorf("disk filter: radius %d: want 0..15", r)
 	}
-	e := &diskEroder{w: w, h: h, r: r, hw: diskHalfWidths(r), pad: 24}
+	e := &diskFilter{w: w, h: h, r: r, pad: 24}
 	idx := map[int]int{}
-	for _, v := range e.hw {
+	for _, v := range diskHalfWidths(r) {
 		if _, ok := idx[v]; !ok {
 			idx[v] = len(e.widths)
 			e.widths = append(e.widths, v)
 		}
 		e.widx = append(e.widx, idx[v])
 	}
-	e.stride = (w + 2*e.pad + 7) &^ 7
-	n := e.stride + 32 // slack for the unaligned loads past the end
-	e.row = make([]byte, n)
-	for i := range e.row {
-		e.row[i] = 0xff
-	}
+	e.stride = w + 2*e.pad
+	e.row = make([]byte, e.stride+16)
 	e.m = make([][]byte, 5)
 	for k := 1; k <= 4; k++ {
-		e.m[k] = make([]byte, n)
+		e.m[k] = make([]byte, e.stride)
 	}
 	e.ring = make([][]byte, len(e.widths)*(2*r+1))
 	for i := range e.ring {
-		e.ring[i] = make([]byte, e.stride+8)
+		e.ring[i] = make([]byte, w)
 	}
-	e.acc = make([]byte, e.stride+8)
 	return e, nil
 }
 
 // erode writes into out the erosion of in by the disk: each pixel the
 // minimum of in over the disk centred on it, pixels outside the image left
-// out (as OpenCV's erode with its default border). With invert, in and out
-// are both complemented (255 - v): the erosion of the complement, whose
-// complement is the dilation of in. in and out must not overlap.
-func (e *diskEroder) erode(in, out []uint8, invert bool) {
+// out (as OpenCV's erode with its default border). in and out must not
+// overlap.
+func (e *diskFilter) erode(in, out []uint8) { e.apply(in, out, minBytes, 0xff) }
+
+// dilate writes into out the dilation of in by the disk (the maximum over
+// the disk; the disk is symmetric), pixels outside the image left out.
+func (e *diskFilter) dilate(in, out []uint8) { e.apply(in, out, maxBytes, 0) }
+
+// apply filters in into out by op (minBytes or maxBytes, called once per
+// row and pass), neutral being op's neutral element.
+func (e *diskFilter) apply(in, out []uint8, op func(dst, a, b []byte), neutral byte) {
 	w, h, r := e.w, e.h, e.r
 	span := 2*r + 1
-	var flip uint64
-	if invert {
-		flip = ^uint64(0)
+	for i := range e.row {
+		e.row[i] = neutral
 	}
 	for y := -r; y < h; y++ {
 		// Row y+r enters the ring.
 		if yy := y + r; yy < h {
-			e.segments(in[yy*w:(yy+1)*w], yy%span, flip)
+			e.segments(in[yy*w:(yy+1)*w], yy%span, op)
 		}
 		if y < 0 {
 			continue
 		}
-		acc := e.acc
+		o := out[y*w : (y+1)*w]
 		first := true
 		for dy := -r; dy <= r; dy++ {
 			yy := y + dy
@@ -130,65 +130,43 @@ func (e *diskEroder) erode(in, out []uint8, invert bool) {
 			}
 			src := e.ring[e.widx[dy+r]*span+yy%span]
 			if first {
-				copy(acc, src)
+				copy(o, src)
 				first = false
-				continue
+			} else {
+				op(o, o, src)
 			}
-			for i := 0; i < w; i += 8 {
-				st(acc, i, min8(ld(acc, i), ld(src, i)))
-			}
-		}
-		o := out[y*w : (y+1)*w]
-		i := 0
-		for ; i+8 <= w; i += 8 {
-			st(o, i, ld(acc, i)^flip)
-		}
-		for ; i < w; i++ {
-			o[i] = acc[i] ^ uint8(flip)
 		}
 	}
 }
 
-// segments computes the window minima of one image row (complemented by
-// flip) for every distinct half-width into ring slot slot.
-func (e *diskEroder) segments(src []uint8, slot int, flip uint64) {
+// segments computes the window minima (maxima) of one image row for every
+// distinct half-width into ring slot slot. The window [x-a, x+a] is the
+// minimum of the two power-of-two windows of length 2^k <= 2a+1 starting
+// at x-a and at x+a-2^k+1, made by doubling.
+func (e *diskFilter) segments(src []uint8, slot int, op func(dst, a, b []byte)) {
 	w, p, span := e.w, e.pad, 2*e.r+1
-	row := e.row // its pads stay 0xff (newDiskEroder)
-	copy(row[p:], src)
-	if flip != 0 {
-		for i := p; i < p+w; i++ {
-			row[i] = ^row[i]
-		}
-	}
+	row := e.row // its pads hold the neutral element (apply)
+	copy(row[p:p+w], src)
 	n := e.stride
 	prev := row
 	for k := 1; k <= 4; k++ {
-		m, s := e.m[k], 1<<(k-1)
-		for i := 0; i < n; i += 8 {
-			st(m, i, min8(ld(prev, i), ld(prev, i+s)))
-		}
-		for i := n; i < len(m); i++ {
-			m[i] = 0xff
-		}
-		prev = m
+		s := 1 << (k - 1)
+		op(e.m[k][:n-s], prev[:n-s], prev[s:n])
+		prev = e.m[k]
+		n -= s
 	}
 	for wi, a := range e.widths {
 		dst := e.ring[wi*span+slot]
 		if a == 0 {
-			copy(dst[:w], row[p:p+w])
+			copy(dst, row[p:p+w])
 			continue
 		}
-		// The window [x-a, x+a] is the minimum of two windows of length
-		// 2^k <= 2a+1 starting at x-a and at x+a-2^k+1.
 		k := 1
 		for 1<<(k+1) <= 2*a+1 {
 			k++
 		}
-		m := e.m[k]
 		lo, hi := p-a, p+a-(1<<k)+1
-		for i := 0; i < w; i += 8 {
-			st(dst, i, min8(ld(m, lo+i), ld(m, hi+i)))
-		}
+		op(dst, e.m[k][lo:lo+w], e.m[k][hi:hi+w])
 	}
 }
 
@@ -199,13 +177,13 @@ func morphOpen(rgb, out []uint8, w, h int) {
 	n := w * h
 	dark := make([]uint8, n)
 	darkness(rgb, dark, n)
-	e, err := newDiskEroder(w, h, openDiskRadius)
+	e, err := newDiskFilter(w, h, openDiskRadius)
 	if err != nil {
 		panic(err) // the radius is a valid constant
 	}
 	eroded := make([]uint8, n)
-	e.erode(dark, eroded, false)
-	e.erode(eroded, out, true)
+	e.erode(dark, eroded)
+	e.dilate(eroded, out)
 }
 
 // darkness writes 255 - (R+G+B)/3 (integer division) of each pixel of the

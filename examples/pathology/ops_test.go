@@ -95,18 +95,22 @@ func TestMorphOpenMatchesReference(t *testing.T) {
 			t.Fatalf("%dx%d: opening by the 19x19 disk differs from the reference:\n got %v\nwant %v", w, h, got, want)
 		}
 		for _, rad := range []int{0, 1, 3, 15} {
-			e, err := newDiskEroder(w, h, rad)
+			e, err := newDiskFilter(w, h, rad)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := make([]uint8, w*h)
-			e.erode(dark, got, false)
+			e.erode(dark, got)
 			if want := refErode(dark, w, h, rad); !slices.Equal(got, want) {
 				t.Fatalf("%dx%d: erosion by the disk of radius %d differs", w, h, rad)
 			}
+			e.dilate(dark, got)
+			if want := complement(refErode(complement(dark), w, h, rad)); !slices.Equal(got, want) {
+				t.Fatalf("%dx%d: dilation by the disk of radius %d differs", w, h, rad)
+			}
 		}
 	}
-	if _, err := newDiskEroder(4, 4, 16); err == nil {
+	if _, err := newDiskFilter(4, 4, 16); err == nil {
 		t.Error("radius 16 accepted")
 	}
 }
@@ -576,6 +580,40 @@ func TestRBCAndCandidatesMatchReference(t *testing.T) {
 		reconToNuclei(rgb, opened, rbc, got, w, h)
 		if !slices.Equal(got, wantC) {
 			t.Fatalf("%dx%d: candidates %v, want %v", w, h, got, wantC)
+		}
+	}
+}
+
+// TestMinMaxBytes checks the row minimum and maximum (and the SWAR byte
+// minimum) against the scalar ones, on every length and alignment.
+func TestMinMaxBytes(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for n := range 70 {
+		for off := range 3 {
+			a, b := make([]byte, n+off), make([]byte, n+off)
+			for i := range a {
+				a[i], b[i] = uint8(r.IntN(256)), uint8(r.IntN(256))
+				if r.IntN(4) == 0 {
+					b[i] = a[i]
+				}
+			}
+			lo, hi := make([]byte, n), make([]byte, n)
+			minBytes(lo, a[off:], b[off:])
+			maxBytes(hi, a[off:], b[off:])
+			for i := range n {
+				if lo[i] != min(a[off+i], b[off+i]) || hi[i] != max(a[off+i], b[off+i]) {
+					t.Fatalf("n %d offset %d: byte %d of %d, %d: min %d max %d", n, off, i, a[off+i], b[off+i], lo[i], hi[i])
+				}
+			}
+		}
+	}
+	for range 10000 {
+		x, y := r.Uint64(), r.Uint64()
+		m := min8(x, y)
+		for k := 0; k < 64; k += 8 {
+			if uint8(m>>k) != min(uint8(x>>k), uint8(y>>k)) {
+				t.Fatalf("min8(%#x, %#x) = %#x", x, y, m)
+			}
 		}
 	}
 }
