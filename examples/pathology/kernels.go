@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 )
@@ -44,54 +45,76 @@ func genTile(rgb []uint8, w, h int, seed uint64, tile int) {
 // fillHoles fills the holes of a mask: a morphological reconstruction of
 // the outside, the background pixels 4-connected to the image border
 // through background; every other pixel is set (out 1, the outside 0).
-// Vincent's hybrid scheme on a state image with a frame of outside pixels:
-// a raster scan (which also builds the states) and an anti-raster scan
-// (which also writes out), then a FIFO queue of the outside pixels next
-// to background not yet reached, rare, which corrects out.
+// The reconstruction works on runs of background along the rows, in
+// raster and anti-raster scans as in Vincent's hybrid scheme: a run is
+// outside when it touches the border or a run outside in the row before
+// (above in a raster scan, below in an anti-raster one); the scans repeat
+// until one changes nothing (two or three, unless the background winds
+// up and down).
 func fillHoles(in, out []uint8, w, h int) {
-	// States: fg 0, background not reached 1, outside 3 (bit 1: outside).
+	// States: fg 0, background not reached 1, outside 3.
 	const bg, outside = 1, 3
-	W := w + 2
-	s := make([]uint8, W*(h+2))
-	for i := range s[:W] {
-		s[i] = outside
-		s[len(s)-W+i] = outside
+	n := w * h
+	s := make([]uint8, n)
+	for i, v := range in[:n] {
+		b := uint8(0)
+		if v == 0 {
+			b = bg
+		}
+		s[i] = b
 	}
-	for y := 1; y <= h; y++ {
-		r, up := s[y*W:(y+1)*W], s[(y-1)*W:y*W]
-		r[0], r[W-1] = outside, outside
-		src := in[(y-1)*w : y*w]
-		for x, v := range src {
-			b := uint8(0)
-			if v == 0 {
-				b = bg
+	fill := bytes.Repeat([]byte{outside}, w)
+	// scan marks the runs of row y reached from row nb (-1: none) and
+	// reports whether it marked any.
+	scan := func(y, nb int) bool {
+		r := s[y*w : (y+1)*w]
+		var near []uint8
+		if nb >= 0 {
+			near = s[nb*w : (nb+1)*w]
+		}
+		changed := false
+		for x := 0; x < w; {
+			a := bytes.IndexByte(r[x:], bg)
+			if a < 0 {
+				break
 			}
-			r[x+1] = b | (b&((r[x]|up[x+1])>>1))<<1
+			a += x
+			e := bytes.IndexByte(r[a:], 0)
+			if e < 0 {
+				e = w
+			} else {
+				e += a
+			}
+			if o := bytes.IndexByte(r[a:e], outside); o >= 0 { // the run ends at an outside pixel
+				e = a + o
+			}
+			if y == 0 || y == h-1 || a == 0 || e == w || (a > 0 && r[a-1] == outside) || (e < w && r[e] == outside) ||
+				(near != nil && bytes.IndexByte(near[a:e], outside) >= 0) {
+				copy(r[a:e], fill)
+				changed = true
+			}
+			x = e
+		}
+		return changed
+	}
+	for pass, changed := 0, true; changed; pass++ {
+		changed = false
+		if pass%2 == 0 {
+			for y := range h {
+				changed = scan(y, y-1) || changed
+			}
+		} else {
+			for y := h - 1; y >= 0; y-- {
+				nb := y + 1
+				if nb == h {
+					nb = -1
+				}
+				changed = scan(y, nb) || changed
+			}
 		}
 	}
-	var queue []int32
-	for y := h; y >= 1; y-- {
-		r, down, o := s[y*W:(y+1)*W], s[(y+1)*W:(y+2)*W], out[(y-1)*w:y*w]
-		for x := w; x >= 1; x-- {
-			t := r[x]
-			nb := r[x+1] | down[x]
-			t |= (t & (nb >> 1)) << 1
-			r[x] = t
-			o[x-1] = 1 - t>>1
-			if t == outside && (r[x+1] == bg || down[x] == bg) {
-				queue = append(queue, int32(y*W+x))
-			}
-		}
-	}
-	for head := 0; head < len(queue); head++ {
-		p := int(queue[head])
-		for _, q := range [4]int{p - 1, p + 1, p - W, p + W} {
-			if s[q] == bg {
-				s[q] = outside
-				out[(q/W-1)*w+q%W-1] = 0
-				queue = append(queue, int32(q))
-			}
-		}
+	for i, v := range s {
+		out[i] = 1 - v>>1
 	}
 }
 
