@@ -69,7 +69,21 @@ func TestCancelWaitsForCopyIgnoringContext(t *testing.T) {
 	_ = rt.Send(1)
 	<-entered
 	rt.Close()
-	time.Sleep(20 * time.Millisecond)
+	// A stall before the cancellation is reported, and the cancellation
+	// starts a new one.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		n := len(reports)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+	}
+	mu.Lock()
+	if len(reports) != 1 || reports[0].Stopped != 0 || strings.Contains(reports[0].String(), "cancelled") {
+		t.Errorf("%d reports before the cancellation, want 1 not saying cancelled", len(reports))
+	}
+	mu.Unlock()
 	cancel()
 	done := waitAsync(rt)
 	var after graph.Stats
@@ -106,7 +120,7 @@ func TestCancelWaitsForCopyIgnoringContext(t *testing.T) {
 	if c.State != "executing" {
 		c = after.Tasks[0].Copies[1]
 	}
-	if after.Stopped < 40*time.Millisecond || c.Executing < after.Stopped+20*time.Millisecond {
+	if after.Stopped < 40*time.Millisecond || c.Executing < after.Stopped+40*time.Millisecond {
 		t.Errorf("cancelled %v ago, copy executing for %v", after.Stopped, c.Executing)
 	}
 	close(release)
