@@ -2,13 +2,17 @@ package stitching
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/synth"
+	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
 // Failure classes of issue 31 ("a global, loop-consistent solve instead of
@@ -247,6 +251,125 @@ func TestInformationLimited(t *testing.T) {
 		}
 		if a.ExactOptimal < a.Pairs && warned == "" {
 			t.Errorf("seed %d: %d of %d pairs off the truth and no warning names uncertain tiles: %q", seed, a.Pairs-a.ExactOptimal, a.Pairs, res.Warnings())
+		}
+	}
+}
+
+// BenchmarkPlacement times the placement alone (the global solve and its
+// re-searches, against the spanning tree) after one Sequential run that
+// provides the refined translations, on generated grids: the synth
+// generator's realistic and hard levels (512 x 384 tiles), the
+// low-contrast phase cell of class 4 and the ghost pairs of class 1 (8 x
+// 10 of 400 x 300 and 200 x 160), where pairs contradict their loops:
+//
+//	go test ./stitching -run '^$' -bench Placement -benchtime 3x
+func BenchmarkPlacement(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		grid func() *testGrid
+	}{
+		{"realistic_8x10", func() *testGrid { return synthGrid(b, synthConfig(synth.Realistic, 1, 8, 10, 512, 384)) }},
+		{"realistic_16x20", func() *testGrid { return synthGrid(b, synthConfig(synth.Realistic, 1, 16, 20, 512, 384)) }},
+		{"hard_8x10", func() *testGrid { return synthGrid(b, synthConfig(synth.Hard, 1, 8, 10, 512, 384)) }},
+		{"hard_16x20", func() *testGrid { return synthGrid(b, synthConfig(synth.Hard, 1, 16, 20, 512, 384)) }},
+		{"lowcontrast_8x10", func() *testGrid { return phaseCellGrid(4, 8, 10, 400, 300, 0.1, 2, 29) }},
+		{"ghost_8x10", func() *testGrid {
+			return doubleEdgeGrid(1, 8, 10, 200, 160, 0.2, [2]int{4, 5}, 7, 0.7, 40, 500)
+		}},
+	} {
+		if !strings.Contains(c.name, benchFilter()) {
+			continue
+		}
+		g := c.grid()
+		var src tileio.TileSource = g.source(b)
+		opt := align.Options{}
+		t0 := time.Now()
+		res, err := Sequential(context.Background(), src, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stitch := time.Since(t0)
+		if ff := res.FlatField; ff != nil && !ff.Identity() {
+			src = CorrectedSource(src, ff) // the pixels Sequential refined
+		}
+		o, err := Optimize(context.Background(), src, res.Relative, opt)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, tree := range []bool{false, true} {
+			name := c.name + "/solve"
+			if tree {
+				name = c.name + "/tree"
+			}
+			b.Run(name, func(b *testing.B) {
+				po := opt
+				po.SpanningTree = tree
+				var pl *Placement
+				for b.Loop() {
+					if pl, err = place(context.Background(), src, o.Model, o.Refined, po, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				a := Evaluate(&Result{Rows: g.rows, Cols: g.cols, Relative: res.Relative, Optimized: pl.Optimized, Positions: pl.Positions}, g.x, g.y)
+				b.ReportMetric(float64(pl.Researched), "researches")
+				b.ReportMetric(float64(len(pl.Inconsistent)), "contradicted")
+				b.ReportMetric(stitch.Seconds(), "stitch-s")
+				b.ReportMetric(float64(a.ExactOptimal), "exact-pairs")
+				b.ReportMetric(float64(a.MaxTileError), "max-tile-err")
+			})
+		}
+	}
+}
+
+// benchFilter is the grid name part of -test.bench after
+// "Placement/", or "" for every grid (the grids are generated before
+// the sub-benchmarks that the filter would skip).
+func benchFilter() string {
+	f := flag.Lookup("test.bench")
+	if f == nil {
+		return ""
+	}
+	_, after, ok := strings.Cut(f.Value.String(), "Placement/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(after, "/")
+	return name
+}
+
+// TestWarningsAgreeWithNumbers is the "silence" finding of issue 31: on a
+// 2x3 grid the warning said "too few pairs (3 of 3 matched, want at least
+// 3)". The count is now the model's before any translation was trusted
+// on its own correlation, which is below the minimum whenever the model
+// is skipped.
+func TestWarningsAgreeWithNumbers(t *testing.T) {
+	for _, c := range []struct {
+		seed       uint64
+		rows, cols int
+	}{{3, 2, 3}, {2, 2, 2}, {4, 1, 3}} {
+		g := synthGrid(t, synthConfig(synth.Realistic, c.seed, c.rows, c.cols, 256, 192))
+		res, err := Sequential(context.Background(), g.source(t), align.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		skipped := 0
+		for _, w := range res.Warnings() {
+			var k, n, want int
+			i := strings.Index(w, "too few pairs (")
+			if i < 0 {
+				continue
+			}
+			if _, err := fmt.Sscanf(w[i:], "too few pairs (%d of %d matched the stage model, want at least %d)", &k, &n, &want); err != nil {
+				t.Fatalf("%q: %v", w, err)
+			}
+			skipped++
+			t.Logf("%dx%d seed %d: %s", c.rows, c.cols, c.seed, w)
+			if k >= want || k > n {
+				t.Errorf("%dx%d seed %d: %q contradicts itself", c.rows, c.cols, c.seed, w)
+			}
+		}
+		if skipped == 0 {
+			t.Errorf("%dx%d seed %d: no \"model skipped\" warning in %q", c.rows, c.cols, c.seed, res.Warnings())
 		}
 	}
 }

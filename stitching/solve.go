@@ -46,6 +46,15 @@ const (
 	researchSteps  = 8
 )
 
+// researchBudget is the most pair searches the loop-consistency checks
+// of a rows x cols grid run in all: a quarter of the pairs, at least 32.
+// On a grid whose pairs are mostly wrong (every loop contradicted) the
+// checks would otherwise cost more than the refinement; the direct
+// re-searches (around the displacement the loops imply) go first.
+func researchBudget(rows, cols int) int {
+	return max(32, len(align.Pairs(rows, cols))/4)
+}
+
 // tileCacheLimit bounds the tiles place keeps loaded for re-searches.
 const tileCacheLimit = 256
 
@@ -58,9 +67,9 @@ const tileCacheLimit = 256
 // its two tiles around the displacements that would make it agree (the
 // alternative explanation of the disagreement); the results join the
 // solve as further hypotheses, weighted by their NCC, and the solve is
-// repeated. It stops when every pair agrees with the positions or a
-// round finds nothing new. When the refined translations are already
-// loop-consistent (every pair of a correctly registered grid), nothing
+// repeated. It stops when every pair agrees with the positions, when a
+// round finds nothing new, or after researchBudget searches. When the
+// refined translations are already loop-consistent (every pair of a correctly registered grid), nothing
 // is searched and the positions are the tree's. Re-searches run on up to
 // workers goroutines (inline with 1); the result does not depend on
 // workers.
@@ -83,6 +92,7 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 		known[key{p, t.X, t.Y}] = true
 	}
 	cache := newTileCache(src)
+	budget := researchBudget(refined.Rows, refined.Cols)
 	for round := 0; round < maxSolveRounds; round++ {
 		type job struct {
 			p    align.Pair
@@ -104,6 +114,13 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 				continue
 			}
 			addJob(p, ix, iy)
+		}
+		for _, p := range align.Pairs(refined.Rows, refined.Cols) {
+			ix, iy := sol.Implied(p)
+			t := refined.At(p)
+			if ix == t.X && iy == t.Y {
+				continue
+			}
 			// The alternative: p is right, and one of its tiles is where
 			// p puts it; its other pairs then have other displacements.
 			rx, ry := t.X-ix, t.Y-iy
@@ -125,9 +142,13 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 				}
 			}
 		}
+		if len(jobs) > budget {
+			jobs = jobs[:budget] // the direct re-searches come first
+		}
 		if len(jobs) == 0 {
 			break
 		}
+		budget -= len(jobs)
 		found := make([]align.Translation, len(jobs))
 		err := parallelJobs(ctx, len(jobs), workers, func(ref *align.Refiner, i int) error {
 			j := jobs[i]

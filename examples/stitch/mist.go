@@ -411,6 +411,15 @@ func writeStatistics(w io.Writer, c *config, fftDesc string, total time.Duration
 		for _, warning := range s.res.Warnings() {
 			p("Warning: %s", warning)
 		}
+		// Estimated position uncertainty of each tile in pixels (-1: no
+		// pair confirms it), one line per grid row.
+		for r := 0; r < s.res.Rows && len(s.res.Uncertainty) == s.res.Rows*s.res.Cols; r++ {
+			u := make([]string, s.res.Cols)
+			for c := range u {
+				u[c] = strconv.Itoa(s.res.Uncertainty[r*s.res.Cols+c])
+			}
+			p("Position uncertainty (px) of row %d: %s", r, strings.Join(u, " "))
+		}
 		p("")
 	}
 	p("Stitching Run-time parameters:")
