@@ -98,6 +98,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 		Description:       "htgs cluster: results of one client",
 		FilterSubject:     st.n.result(c.id),
 		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           resultAckWait,
 		InactiveThreshold: time.Minute,
 		MaxAckPending:     -1,
 	})
@@ -236,9 +237,18 @@ func (c *Client) deliver(m jetstream.Msg) {
 // resultAckDelay is how long a result may stay unacknowledged, so that the
 // acknowledgements of a burst of results leave in one write, off the path
 // of the results that follow. It is far below the result consumer's ack
-// wait (30 s), after which a result would come again (and be dropped as a
+// wait, after which a result would come again (and be dropped as a
 // duplicate).
 const resultAckDelay = 5 * time.Millisecond
+
+// resultAckWait is the result consumer's ack wait: a result the consumer
+// sent that never reached the client comes again after it. That happens
+// when the consumer's leader goes down (a server lost) while the result is
+// on its way: the new leader counts it as delivered and waiting for its
+// acknowledgement. With JetStream's default, 30 s, a run losing a server
+// stalled for 30 s on such a result (TestClusterLosesOneServer, 1 run in
+// about 30 under load).
+const resultAckWait = 5 * time.Second
 
 // ackResults acknowledges the results received and not yet acknowledged.
 func (c *Client) ackResults() { c.ackBatch(nil) }

@@ -300,7 +300,15 @@ func TestClusterLosesOneServer(t *testing.T) {
 		t.Fatalf("%d inputs in flight when the server went down (%d results), want more than 60", at.Sent-at.Results, at.Results)
 	}
 	t.Logf("shut down n%d, the work stream's leader, after %d results, %d inputs in flight", victim, at.Results, at.Sent-at.Results)
-	got := <-done
+	var got []answer
+	select {
+	case got = <-done:
+	case <-time.After(15 * time.Second):
+		// Stalled: say where the missing inputs are before the run's
+		// deadline withdraws them.
+		t.Errorf("no end 15 s after the shutdown (%d results)\n%s", c.Stats().Results, streamState(c))
+		got = <-done
+	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("after losing a server: %d results\n got %v\nwant %v", len(got), got, want)
 	}
@@ -342,4 +350,38 @@ func TestPoisonInputGivenUp(t *testing.T) {
 	if outs, err := r.Call(context.Background(), 5); err != nil || len(outs) != 1 || outs[0] != 5 {
 		t.Fatalf("after the poison: %v, %v", outs, err)
 	}
+}
+
+// streamState describes the work and result streams and their consumers,
+// and the inputs still in the work stream, for a stalled test.
+func streamState(c *Client) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var b strings.Builder
+	c.mu.Lock()
+	for id := range c.waiting {
+		fmt.Fprintf(&b, "client waits for %s\n", id)
+	}
+	c.mu.Unlock()
+	for _, name := range []string{c.st.n.workStream(), c.st.n.resultStream()} {
+		str, err := c.st.js.Stream(ctx, name)
+		if err != nil {
+			fmt.Fprintf(&b, "stream %s: %v\n", name, err)
+			continue
+		}
+		si := str.CachedInfo()
+		fmt.Fprintf(&b, "stream %s: %d messages, seq %d..%d, leader %v\n", name, si.State.Msgs, si.State.FirstSeq, si.State.LastSeq, si.Cluster)
+		for cons := range str.ListConsumers(ctx).Info() {
+			fmt.Fprintf(&b, "  consumer %s: pending %d, ack pending %d, redelivered %d, waiting %d, delivered %+v, ack floor %+v, leader %v\n",
+				cons.Name, cons.NumPending, cons.NumAckPending, cons.NumRedelivered, cons.NumWaiting, cons.Delivered, cons.AckFloor, cons.Cluster)
+		}
+		if name == c.st.n.workStream() {
+			for seq := si.State.FirstSeq; seq <= si.State.LastSeq && seq > 0; seq++ {
+				if m, err := str.GetMsg(ctx, seq); err == nil {
+					fmt.Fprintf(&b, "  input seq %d: %s %s\n", seq, m.Subject, m.Header.Get(hMsgID))
+				}
+			}
+		}
+	}
+	return b.String()
 }

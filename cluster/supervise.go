@@ -368,14 +368,19 @@ func (s *Supervisor) noWorkerError(since time.Duration, listErr error) error {
 
 // WaitServing waits until n workers serve the task, or until at least one
 // does and every local worker still running serves it too (no more are
-// coming), and returns them. It fails when ctx is done first, or the
+// coming), and returns them. When ctx's deadline passes with some serving,
+// it returns those. It fails when ctx is done with none serving, or the
 // supervisor's timeout passes with none serving (the context Supervise
 // returned says so).
 func (s *Supervisor) WaitServing(ctx context.Context, n int) ([]WorkerInfo, error) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
+	var last []WorkerInfo
 	for {
 		ws, err := s.Serving(ctx)
+		if err == nil {
+			last = ws
+		}
 		if err == nil && len(ws) > 0 {
 			if len(ws) >= n {
 				return ws, nil
@@ -394,6 +399,9 @@ func (s *Supervisor) WaitServing(ctx context.Context, n int) ([]WorkerInfo, erro
 		}
 		select {
 		case <-ctx.Done():
+			if len(last) > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return last, nil
+			}
 			return nil, context.Cause(ctx)
 		case <-t.C:
 		}

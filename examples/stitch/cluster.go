@@ -443,7 +443,10 @@ func startDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) 
 			}
 			fmt.Fprintf(stdout, "started local worker %s (pid %d, -workers %d)\n", name, pid, perWorker)
 		}
-		if _, err := d.sup.WaitServing(ctx, n); err != nil {
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute) // then go on with those that joined
+		_, err = d.sup.WaitServing(wctx, n)
+		wcancel()
+		if err != nil {
 			return nil, nil, fmt.Errorf("-cluster: waiting for the local workers to join: %w", err)
 		}
 	}
