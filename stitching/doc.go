@@ -26,7 +26,7 @@
 //   - stitching/align: the algorithm itself, in pieces that work on one
 //     tile, one adjacent pair or the grid's translations: flat-field
 //     correction, FFTs, phase correlation and cross-correlation factors,
-//     stage model, refinement, spanning tree; and [align.Options], which
+//     stage model, refinement, global solve or spanning tree; and [align.Options], which
 //     tune them. Its documentation says where the algorithm departs from
 //     MIST and fixes the conventions (pairs, signs of translations);
 //   - stitching (this package): runs those pieces over a whole grid,

@@ -18,7 +18,9 @@
 //   - global optimization: [EstimateModel] (stage model: overlap,
 //     repeatability, outliers), [StageModel.Repair], [StageModel.Refine]
 //     with a [Refiner] (search of the NCC surface around each translation,
-//     one Refiner per goroutine), [GlobalPositions] (maximum spanning
+//     one Refiner per goroutine), [SolvePositions] (robust L1 fit of the
+//     positions over every pair, the default of stitching.Sequential and
+//     stitching.Stitch), [GlobalPositions] (MIST's maximum spanning
 //     tree);
 //   - [Options] tune all of the above.
 //
