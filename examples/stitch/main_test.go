@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
 	"golang.org/x/image/tiff"
 
 	"encoding/json"
@@ -76,6 +77,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if genRoot != "" {
 		os.RemoveAll(genRoot)
+	}
+	// No goroutine outlives the package's tests (the cluster tests check
+	// their own too, around each embedded server).
+	if code == 0 {
+		if err := goleak.Find(natsLeak); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
