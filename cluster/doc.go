@@ -66,6 +66,12 @@
 // that takes it is given up after [MaxDeliver] deliveries, and its Execute
 // fails with [ErrPoison].
 //
+// A program that starts its workers itself hands them to a [Supervisor]:
+// it reports a worker process that dies (name, pid, exit status), restarts
+// it, and fails the run only when no worker has served the task for its
+// [WorkerTimeout]; the workers serve under [Supervised], which ends when
+// their supervisor goes.
+//
 // A server restart loses nothing with [FileStorage]: clients and workers
 // reconnect, a client publishes an unacknowledged input again under the
 // same message ID, and a worker gives back an input whose result it could
