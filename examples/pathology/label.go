@@ -49,9 +49,25 @@ func (l *labeller) union(a, b int32) int32 {
 // of their first pixel), 8-connected when eight is set, 4-connected
 // otherwise, and returns the number of components.
 func label[T uint8 | uint16](l *labeller, mask []T, lab []int32, w, h int, eight bool) int {
+	labelPass(l, mask, lab, w, h, eight, math.MaxInt32)
+	p := l.parent
+	n := l.flatten()
+	for i, v := range lab[:w*h] {
+		lab[i] = p[v]
+	}
+	return n
+}
+
+// labelPass is the raster pass of label: it writes provisional labels
+// into lab and their forest into l. It stops and returns false if a
+// provisional label would exceed limit.
+func labelPass[T uint8 | uint16, L uint16 | int32](l *labeller, mask []T, lab []L, w, h int, eight bool, limit int) bool {
 	l.parent = append(l.parent[:0], 0) // label 0: the background
 	for y := range h {
 		row, lr := mask[y*w:(y+1)*w], lab[y*w:(y+1)*w]
+		if len(l.parent)-1+(w+1)/2 > limit {
+			return false // this row could take the labels past the limit
+		}
 		if y == 0 {
 			for x, v := range row {
 				switch {
@@ -60,7 +76,7 @@ func label[T uint8 | uint16](l *labeller, mask []T, lab []int32, w, h int, eight
 				case x > 0 && lr[x-1] != 0:
 					lr[x] = lr[x-1]
 				default:
-					lr[x] = l.newLabel()
+					lr[x] = L(l.newLabel())
 				}
 			}
 			continue
@@ -71,7 +87,7 @@ func label[T uint8 | uint16](l *labeller, mask []T, lab []int32, w, h int, eight
 				lr[x] = 0
 				continue
 			}
-			var left, ul, ur int32
+			var left, ul, ur L
 			if x > 0 {
 				left = lr[x-1]
 				if eight {
@@ -88,28 +104,34 @@ func label[T uint8 | uint16](l *labeller, mask []T, lab []int32, w, h int, eight
 				// (they are its neighbours, labelled before), except to
 				// left under 4-connectivity.
 				if !eight && left != 0 && left != u {
-					u = l.union(u, left)
+					u = L(l.union(int32(u), int32(left)))
 				}
 				lr[x] = u
 			case left != 0:
 				if ur != 0 && ur != left {
-					left = l.union(left, ur)
+					left = L(l.union(int32(left), int32(ur)))
 				}
 				lr[x] = left
 			case ul != 0:
 				if ur != 0 && ur != ul {
-					ul = l.union(ul, ur)
+					ul = L(l.union(int32(ul), int32(ur)))
 				}
 				lr[x] = ul
 			case ur != 0:
 				lr[x] = ur
 			default:
-				lr[x] = l.newLabel()
+				lr[x] = L(l.newLabel())
 			}
 		}
 	}
-	// Flatten: a root gets the next final label, any other label its
-	// root's (roots are smaller than the labels under them).
+	return true
+}
+
+// flatten turns the forest into the final labels: parent[a] becomes the
+// final label of provisional label a, a root getting the next final label
+// and any other label its root's (roots are smaller than the labels under
+// them). It returns the number of final labels.
+func (l *labeller) flatten() int {
 	p := l.parent
 	n := int32(0)
 	for a := 1; a < len(p); a++ {
@@ -119,9 +141,6 @@ func label[T uint8 | uint16](l *labeller, mask []T, lab []int32, w, h int, eight
 		} else {
 			p[a] = p[p[a]]
 		}
-	}
-	for i, v := range lab[:w*h] {
-		lab[i] = p[v]
 	}
 	return int(n)
 }
@@ -153,8 +172,18 @@ func areaThreshold(in, out []uint8, w, h int) {
 // bwLabel labels the 4-connected components of mask with 1, 2, ... in the
 // raster order of their first pixel, by union-find, and returns the
 // number of labels written: components past the 65535th are left out (0).
+// The provisional labels go straight into labels when they fit in 16 bits
+// (the usual case), into a 32-bit scratch image otherwise.
 func bwLabel(mask []uint16, labels []uint16, w, h int) int {
 	var l labeller
+	if labelPass(&l, mask, labels, w, h, false, math.MaxUint16) {
+		p := l.parent
+		n := l.flatten()
+		for i, v := range labels[:w*h] {
+			labels[i] = uint16(p[v])
+		}
+		return n
+	}
 	lab := make([]int32, w*h)
 	n := label(&l, mask, lab, w, h, false)
 	for i, v := range lab {

@@ -617,3 +617,22 @@ func TestMinMaxBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestBWLabelPast16Bits: a mask of 65536 isolated pixels takes the
+// 32-bit path; the last component is left out, the others keep raster
+// order.
+func TestBWLabelPast16Bits(t *testing.T) {
+	const w, h = 512, 512
+	mask, labels := make([]uint16, w*h), make([]uint16, w*h)
+	for y := 0; y < h; y += 2 {
+		for x := 0; x < w; x += 2 {
+			mask[y*w+x] = 1
+		}
+	}
+	if n := bwLabel(mask, labels, w, h); n != 65535 {
+		t.Fatalf("%d labels, want 65535", n)
+	}
+	if labels[0] != 1 || labels[2] != 2 || labels[w*2] != 257 || labels[(h-2)*w+w-4] != 65535 || labels[(h-2)*w+w-2] != 0 {
+		t.Errorf("labels %d %d %d %d %d, want 1 2 257 65535 0", labels[0], labels[2], labels[w*2], labels[(h-2)*w+w-4], labels[(h-2)*w+w-2])
+	}
+}

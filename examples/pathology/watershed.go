@@ -31,6 +31,7 @@ const (
 	line    = -1 // a watershed line
 	queued  = -2 // in the hierarchical queue
 	notPeak = -3 // (finding the markers) on a plateau with a higher neighbour
+	outMask = -4 // not in the mask (the frame around the image included)
 	free    = 0  // none of the above
 )
 
@@ -43,28 +44,43 @@ const (
 // outside) with no higher neighbour, labelled in the raster order of their
 // first pixel; a basin takes the pixels of the mask in the order of the
 // hierarchical queue: the highest f first, first in, first out at a level.
-// Only the mask's pixels are visited after one scan of the image.
+// After one scan of the image, which copies the relief into a buffer with
+// a one-pixel frame (so that neighbours need no bounds checks), only the
+// mask's pixels are visited.
 func watershed(dist []uint16, filled []uint8, out []uint16, w, h int) {
-	n := w * h
-	var pix []int32 // the mask's pixels, in raster order
-	maxF := uint16(0)
-	for i, m := range filled[:n] {
-		if m != 0 {
-			pix = append(pix, int32(i))
-			maxF = max(maxF, min(dist[i], 0xfffe)+1)
+	W := w + 2
+	fl := &flooder{W: W, f: make([]uint16, W*(h+2)), state: make([]int32, W*(h+2))}
+	fl.off = [8]int{-W - 1, -W, -W + 1, -1, 1, W - 1, W, W + 1}
+	var pix, at []int32 // the mask's pixels in raster order: index in the frame, in the image
+	st := fl.state
+	for i := range st[:W] {
+		st[i], st[len(st)-W+i] = outMask, outMask
+	}
+	for y := range h {
+		fr, sr := fl.f[(y+1)*W:(y+2)*W], st[(y+1)*W:(y+2)*W]
+		sr[0], sr[W-1] = outMask, outMask
+		for x, m := range filled[y*w : (y+1)*w] {
+			if m == 0 {
+				sr[x+1] = outMask
+				continue
+			}
+			v := min(dist[y*w+x], 0xfffe) + 1
+			fr[x+1] = v
+			fl.maxF = max(fl.maxF, v)
+			pix = append(pix, int32((y+1)*W+x+1))
+			at = append(at, int32(y*w+x))
 		}
 	}
-	clear(out[:n])
+	clear(out[:w*h])
 	if len(pix) == 0 {
 		return
 	}
-	fl := &flooder{w: w, h: h, dist: dist, filled: filled, state: make([]int32, n), maxF: maxF}
 	fl.markers(pix)
-	fl.levels = make([][]int32, int(maxF)+1)
-	fl.pos = make([]int, int(maxF)+1)
+	fl.levels = make([][]int32, int(fl.maxF)+1)
+	fl.pos = make([]int, int(fl.maxF)+1)
 	fl.cur = len(fl.levels)
 	for _, p := range pix {
-		if fl.state[p] > 0 {
+		if st[p] > 0 {
 			fl.pushNeighbours(int(p))
 		}
 	}
@@ -79,25 +95,26 @@ func watershed(dist []uint16, filled []uint8, out []uint16, w, h int) {
 		fl.pos[k]++
 		// The label of the basins around p: one, or a line.
 		lab := fl.around(p)
-		fl.state[p] = lab
+		st[p] = lab
 		if lab > 0 {
 			fl.pushNeighbours(p)
 		}
 	}
-	for _, p := range pix {
-		if fl.state[p] > 0 {
-			out[p] = 1
+	for k, p := range pix {
+		if st[p] > 0 {
+			out[at[k]] = 1
 		}
 	}
 }
 
-// flooder is the state of a flooding: each pixel's state (a basin label or
-// one of the states above) and the hierarchical queue, a FIFO per level
+// flooder is the state of a flooding on an image with a one-pixel frame
+// (rows of W pixels): each pixel's relief and state (a basin label or one
+// of the states above) and the hierarchical queue, a FIFO per level
 // maxF - f (the highest f first).
 type flooder struct {
-	w, h   int
-	dist   []uint16
-	filled []uint8
+	W      int
+	off    [8]int // the offsets of the 8 neighbours
+	f      []uint16
 	state  []int32
 	maxF   uint16
 	levels [][]int32 // per level, the queued pixels; pos[k] is the next one out
@@ -105,43 +122,17 @@ type flooder struct {
 	cur    int // no level below cur holds a pixel
 }
 
-// f returns the relief at mask pixel p.
-func (fl *flooder) f(p int) uint16 { return min(fl.dist[p], 0xfffe) + 1 }
-
-// neighbours returns the in-image 8-neighbours of p into buf.
-func (fl *flooder) neighbours(p int, buf *[8]int) []int {
-	w, h := fl.w, fl.h
-	x, y := p%w, p/w
-	k := 0
-	for dy := -1; dy <= 1; dy++ {
-		yy := y + dy
-		if yy < 0 || yy >= h {
-			continue
-		}
-		for dx := -1; dx <= 1; dx++ {
-			xx := x + dx
-			if xx < 0 || xx >= w || (dx == 0 && dy == 0) {
-				continue
-			}
-			buf[k] = yy*w + xx
-			k++
-		}
-	}
-	return buf[:k]
-}
-
 // markers labels the regional maxima of the relief among the mask pixels
 // pix (raster order): the pixels below a neighbour and the plateaus they
 // are on are marked notPeak, the rest labelled plateau by plateau; then
 // the notPeak marks are cleared.
 func (fl *flooder) markers(pix []int32) {
-	var buf [8]int
-	st := fl.state
+	st, f := fl.state, fl.f
 	var stack []int32
 	for _, p := range pix {
-		v := fl.f(int(p))
-		for _, q := range fl.neighbours(int(p), &buf) {
-			if fl.filled[q] != 0 && fl.f(q) > v {
+		v := f[p]
+		for _, o := range fl.off {
+			if f[int(p)+o] > v { // outside the mask f is 0
 				st[p] = notPeak
 				stack = append(stack, p)
 				break
@@ -151,9 +142,9 @@ func (fl *flooder) markers(pix []int32) {
 	for len(stack) > 0 {
 		p := int(stack[len(stack)-1])
 		stack = stack[:len(stack)-1]
-		v := fl.f(p)
-		for _, q := range fl.neighbours(p, &buf) {
-			if st[q] == free && fl.filled[q] != 0 && fl.f(q) == v {
+		v := f[p]
+		for _, o := range fl.off {
+			if q := p + o; st[q] == free && f[q] == v {
 				st[q] = notPeak
 				stack = append(stack, int32(q))
 			}
@@ -170,8 +161,8 @@ func (fl *flooder) markers(pix []int32) {
 		for len(stack) > 0 {
 			p := int(stack[len(stack)-1])
 			stack = stack[:len(stack)-1]
-			for _, q := range fl.neighbours(p, &buf) {
-				if st[q] == free && fl.filled[q] != 0 {
+			for _, o := range fl.off {
+				if q := p + o; st[q] == free {
 					st[q] = n
 					stack = append(stack, int32(q))
 				}
@@ -188,10 +179,9 @@ func (fl *flooder) markers(pix []int32) {
 // around returns the one basin label among p's neighbours, or line if
 // there are several (0 if none).
 func (fl *flooder) around(p int) int32 {
-	var buf [8]int
 	lab := int32(0)
-	for _, q := range fl.neighbours(p, &buf) {
-		b := fl.state[q]
+	for _, o := range fl.off {
+		b := fl.state[p+o]
 		if b <= 0 {
 			continue
 		}
@@ -207,12 +197,12 @@ func (fl *flooder) around(p int) int32 {
 // pushNeighbours queues the mask neighbours of p that are in no basin,
 // line or queue, at their levels.
 func (fl *flooder) pushNeighbours(p int) {
-	var buf [8]int
-	for _, q := range fl.neighbours(p, &buf) {
-		if fl.filled[q] == 0 || fl.state[q] != free {
+	for _, o := range fl.off {
+		q := p + o
+		if fl.state[q] != free {
 			continue
 		}
-		k := int(fl.maxF - fl.f(q))
+		k := int(fl.maxF - fl.f[q])
 		fl.levels[k] = append(fl.levels[k], int32(q))
 		fl.state[q] = queued
 		fl.cur = min(fl.cur, k)
