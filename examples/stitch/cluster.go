@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gohtgs/htgs/cluster"
 	"github.com/gohtgs/htgs/examples/internal/cli"
@@ -42,6 +45,9 @@ const (
 	// goes to another worker this long after its last progress report
 	// (a live worker reports every third of it while a band runs).
 	bandAckWait = 5 * time.Second
+	// viaFolder and viaStore are the values of -tiles-via.
+	viaFolder = "folder"
+	viaStore  = "store"
 	// envChild is set in the environment of the local workers -cluster
 	// starts (by its cluster.Supervisor): they stop when their standard
 	// input, a pipe from the parent, closes.
@@ -59,6 +65,7 @@ type clusterConfig struct {
 	bandRows   int           // -band-rows
 	workerName string        // -name
 	allow      string        // -allow
+	via        string        // -tiles-via
 	restart    bool          // -restart
 	timeout    time.Duration // -worker-timeout
 	workersSet bool          // -workers was given
@@ -75,6 +82,7 @@ func addClusterFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&cl.bandRows, "band-rows", 0, "with -nats or -cluster: grid rows per band (0: about 3 bands per worker, at least 4 rows when the grid has them)")
 	fs.StringVar(&cl.allow, "allow", "", "with -worker: read tiles only from folders under `DIR` (default: any folder a client names)")
 	fs.StringVar(&cl.workerName, "name", "", "with -worker: the worker's name in the clients' progress lines (default HOST-PID)")
+	fs.StringVar(&cl.via, "tiles-via", viaFolder, "with -nats or -cluster: how workers get the tiles: "+viaFolder+" (they read the client's tile folder at the same path) or "+viaStore+" (the client puts them in the JetStream object store; no shared folder needed)")
 	fs.BoolVar(&cl.restart, "restart", true, "with -cluster: start a local worker again when it dies (its bands go to the others meanwhile)")
 	fs.DurationVar(&cl.timeout, "worker-timeout", time.Minute, "with -nats or -cluster: fail when no worker has served for this `long`")
 }
@@ -101,6 +109,10 @@ func checkCluster(c *config, set map[string]bool) error {
 		return cli.Usagef("-allow restricts a worker's reads: it applies to -worker")
 	case set["allow"] && cl.allow == "":
 		return cli.Usagef("-allow needs a folder")
+	case cl.via != viaFolder && cl.via != viaStore:
+		return cli.Usagef("-tiles-via %q: want %s or %s", cl.via, viaFolder, viaStore)
+	case set["tiles-via"] && (!cl.distributed() || cl.worker):
+		return cli.Usagef("-tiles-via applies to the client of a distributed registration (-nats or -cluster)")
 	case set["restart"] && cl.cluster == 0:
 		return cli.Usagef("-restart applies to the local workers of -cluster")
 	case set["worker-timeout"] && !cl.distributed():
@@ -184,6 +196,10 @@ type bandJob struct {
 	Options                 align.Options
 	// FlatField corrects the tiles; nil: none (or the identity).
 	FlatField *align.FlatField
+	// Store, with -tiles-via store, is the JetStream object store bucket
+	// holding the grid's tile files, which the worker copies into a
+	// folder of its own instead of reading Dir; "": read Dir.
+	Store string
 }
 
 // bandDone is the output of the workers' task.
@@ -232,15 +248,19 @@ func (s *tileSets) inside(dir string) (string, error) {
 // open returns the tile set of j's grid, reusing the last one when j names
 // the same grid. The worker's task runs one band at a time (Threads(1)),
 // so the set replaced here is no longer in use.
-func (s *tileSets) open(j *bandJob) (*tileio.TileSet, error) {
+//
+// staged, when not "", is a folder of the worker's own holding the grid's
+// tiles copied from the object store: it is read instead of j.Dir, and
+// -allow does not apply to it.
+func (s *tileSets) open(j *bandJob, staged string) (*tileio.TileSet, error) {
 	rel := ""
-	if s.allow != "" {
+	if s.allow != "" && staged == "" {
 		var err error
 		if rel, err = s.inside(j.Dir); err != nil {
 			return nil, err
 		}
 	}
-	key := fmt.Sprintf("%q %q %d %s %s %d %dx%d %d", j.Dir, j.Pattern, j.Start, j.Numbering, j.Origin, j.Time, j.Rows, j.Cols, j.MaxTilePixels)
+	key := fmt.Sprintf("%q %q %q %d %s %s %d %dx%d %d", staged, j.Dir, j.Pattern, j.Start, j.Numbering, j.Origin, j.Time, j.Rows, j.Cols, j.MaxTilePixels)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.key == key {
@@ -264,12 +284,15 @@ func (s *tileSets) open(j *bandJob) (*tileio.TileSet, error) {
 		ts  *tileio.TileSet
 		sub *os.Root
 	)
-	if s.root != nil {
+	switch {
+	case staged != "":
+		ts, err = tileio.OpenTileSetLimit(staged, pat, j.Rows, j.Cols, j.MaxTilePixels)
+	case s.root != nil:
 		if sub, err = s.root.OpenRoot(rel); err != nil {
 			return nil, fmt.Errorf("tile folder %q: outside the folder this worker may read (-allow %s): %w", j.Dir, s.allow, err)
 		}
 		ts, err = tileio.OpenTileSetIn(sub, pat, j.Rows, j.Cols, j.MaxTilePixels)
-	} else {
+	default:
 		ts, err = tileio.OpenTileSetLimit(j.Dir, pat, j.Rows, j.Cols, j.MaxTilePixels)
 	}
 	if err != nil {
@@ -311,9 +334,11 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 	w := cluster.NewWorker(cluster.WorkerName(name), cluster.Logger(logger))
 	gopt := stitching.GraphOptions{Workers: c.workers, GPU: c.gpu}
 	var (
-		sets tileSets
-		mu   sync.Mutex // stdout
+		sets  tileSets
+		stage stagedTiles
+		mu    sync.Mutex // stdout
 	)
+	defer stage.close()
 	if c.cl.allow != "" {
 		abs, err := filepath.Abs(c.cl.allow)
 		if err == nil {
@@ -336,7 +361,14 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 	newTask := func() task.Task[bandJob, bandDone] {
 		return task.Map(func(ctx context.Context, j bandJob) (bandDone, error) {
 			t0 := time.Now()
-			src, err := sets.open(&j)
+			staged := ""
+			if j.Store != "" {
+				var err error
+				if staged, err = stage.fetch(ctx, nc, j.Store); err != nil {
+					return bandDone{}, fmt.Errorf("worker %s: band %d of %d: tiles from the object store: %w", name, j.Band+1, j.Bands, err)
+				}
+			}
+			src, err := sets.open(&j, staged)
 			if err != nil {
 				return bandDone{}, fmt.Errorf("worker %s: band %d of %d: %w", name, j.Band+1, j.Bands, err)
 			}
@@ -550,6 +582,14 @@ func (d *distributed) register(c *config, t int, gopt stitching.GraphOptions, op
 		if job.MaxTilePixels == 0 {
 			job.MaxTilePixels = -1 // no limit, as the client opened them
 		}
+		if c.cl.via == viaStore {
+			bucket, drop, err := d.putTiles(ctx, src, stdout)
+			if err != nil {
+				return nil, err
+			}
+			defer drop()
+			job.Store = bucket
+		}
 		fmt.Fprintf(stdout, "registration: %d bands of up to %d rows on %s (%d live)\n", len(bands), h, d.where, len(live))
 		g := graph.New[bandJob, bandDone]("registration")
 		node := graph.AddTask(g, "band", len(bands), d.remote.Task)
@@ -681,4 +721,124 @@ func runDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "local workers: %d died, %d restarted, %d given up; %d band(s) run again by another worker\n", st.Deaths, st.Restarts, st.GivenUp, d.client.Stats().Redelivered)
 	}
 	return errors.Join(err, d.close())
+}
+
+// stagedTiles is the folder of this worker holding the tiles of the last
+// object store bucket a band named (-tiles-via store): the bands of one
+// grid copy its tiles once.
+type stagedTiles struct {
+	mu     sync.Mutex
+	bucket string
+	dir    string
+}
+
+// maxStagedFile bounds one tile file copied from the object store.
+const maxStagedFile = 1 << 30
+
+// fetch returns the folder holding the tile files of bucket, copying them
+// from the object store the first time. Every object name must be a plain
+// file name: nothing a client puts there can land outside the folder.
+func (st *stagedTiles) fetch(ctx context.Context, nc *nats.Conn, bucket string) (string, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.bucket == bucket {
+		return st.dir, nil
+	}
+	st.closeLocked()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	obs, err := js.ObjectStore(ctx, bucket)
+	if err != nil {
+		return "", fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	infos, err := obs.List(ctx)
+	if err != nil {
+		return "", fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	dir, err := os.MkdirTemp("", "stitch-worker-tiles-")
+	if err != nil {
+		return "", err
+	}
+	for _, info := range infos {
+		if !filepath.IsLocal(info.Name) || filepath.Base(info.Name) != info.Name || strings.ContainsAny(info.Name, `/\`) {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("bucket %s: object %q is not a plain file name", bucket, info.Name)
+		}
+		if info.Size > maxStagedFile {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("bucket %s: object %q: %d bytes, over %d", bucket, info.Name, info.Size, maxStagedFile)
+		}
+		data, err := obs.GetBytes(ctx, info.Name)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, info.Name), data, 0o600)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("bucket %s: %s: %w", bucket, info.Name, err)
+		}
+	}
+	st.bucket, st.dir = bucket, dir
+	return dir, nil
+}
+
+// close removes the folder.
+func (st *stagedTiles) close() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closeLocked()
+}
+
+func (st *stagedTiles) closeLocked() {
+	if st.dir != "" {
+		os.RemoveAll(st.dir)
+		st.bucket, st.dir = "", ""
+	}
+}
+
+// putTiles puts the tile files of src into a new object store bucket for
+// the workers (-tiles-via store) and returns its name and a function that
+// deletes it.
+func (d *distributed) putTiles(ctx context.Context, src tileio.TileSource, stdout io.Writer) (string, func(), error) {
+	ps, ok := src.(interface{ Path(row, col int) string })
+	if !ok {
+		return "", nil, fmt.Errorf("-tiles-via store: the tiles are not files")
+	}
+	js, err := jetstream.New(d.nc)
+	if err != nil {
+		return "", nil, err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, err
+	}
+	bucket := "HTGS_STITCH_TILES_" + hex.EncodeToString(b[:])
+	obs, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket, Description: "stitch: the tiles of one grid, for the workers", Storage: jetstream.FileStorage, TTL: 24 * time.Hour})
+	if err != nil {
+		return "", nil, fmt.Errorf("-tiles-via store: %w", err)
+	}
+	drop := func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = js.DeleteObjectStore(dctx, bucket)
+	}
+	t0 := time.Now()
+	var bytes int64
+	for r := range src.Rows() {
+		for c := range src.Cols() {
+			path := ps.Path(r, c)
+			data, err := os.ReadFile(path)
+			if err == nil {
+				_, err = obs.PutBytes(ctx, filepath.Base(path), data)
+			}
+			if err != nil {
+				drop()
+				return "", nil, fmt.Errorf("-tiles-via store: %w", err)
+			}
+			bytes += int64(len(data))
+		}
+	}
+	fmt.Fprintf(stdout, "tiles: %d files (%.1f MiB) put in the object store in %v\n", src.Rows()*src.Cols(), float64(bytes)/(1<<20), time.Since(t0).Round(time.Millisecond))
+	return bucket, drop, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/gohtgs/htgs/cluster"
@@ -114,6 +115,48 @@ func TestClusterMatchesSingleProcess(t *testing.T) {
 		}
 		if !strings.Contains(w.stdout, "band 2/2 (rows 3..3 of 4 x 5 tiles") || !strings.Contains(w.stdout, "stopped after 2 bands") {
 			t.Errorf("worker's output:\n%s", w.stdout)
+		}
+	})
+
+	t.Run("store", func(t *testing.T) {
+		// The worker may read only a folder of its own (-allow): it
+		// cannot see the client's tiles, and gets them from the object
+		// store.
+		srv, err := cluster.StartServer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Shutdown()
+		t.Setenv(natsconn.EnvToken, srv.Token())
+		wctx, stop := context.WithCancel(ctx)
+		worker := make(chan result, 1)
+		go func() {
+			var o, e bytes.Buffer
+			code := runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "fenced", "-workers", "2", "-allow", t.TempDir()}, &o, &e)
+			worker <- result{code, o.String(), e.String()}
+		}()
+		out := t.TempDir()
+		r := runArgs(t, ctx, append(grid, "-out", out, "-nats", srv.URL(), "-band-rows", "2", "-tiles-via", "store")...)
+		stop()
+		w := <-worker
+		if r.code != 0 || w.code != 0 {
+			t.Fatalf("-tiles-via store: exit %d\n%s%s\nworker: exit %d\n%s%s", r.code, r.stdout, r.stderr, w.code, w.stdout, w.stderr)
+		}
+		sameOutputs(t, single, out)
+		if !strings.Contains(r.stdout, "tiles: 20 files (") || !strings.Contains(r.stdout, "by worker fenced on ") {
+			t.Errorf("stdout:\n%s", r.stdout)
+		}
+		// The bucket is gone with the run.
+		nc, err := natsconn.Connect(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		for name := range js.ObjectStoreNames(ctx).Name() {
+			if strings.HasPrefix(name, "HTGS_STITCH_TILES_") {
+				t.Errorf("bucket %s left after the run", name)
+			}
 		}
 	})
 	goleak.VerifyNone(t, before, natsLeak)
