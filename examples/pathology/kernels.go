@@ -150,12 +150,6 @@ func intensityFeatures(rgb []uint8, labels []uint16, out []float64) {
 
 // gradientFeatures writes the mean Sobel gradient magnitude of each object.
 func gradientFeatures(rgb []uint8, labels []uint16, out []float64, w, h int) {
-	n := w * h
-	gray := func(x, y int) float64 {
-		x, y = min(max(x, 0), w-1), min(max(y, 0), h-1)
-		i := y*w + x
-		return float64(int(rgb[i])+int(rgb[n+i])+int(rgb[2*n+i])) / 3
-	}
 	area := make([]float64, maxObjects)
 	for y := range h {
 		for x := range w {
@@ -163,9 +157,7 @@ func gradientFeatures(rgb []uint8, labels []uint16, out []float64, w, h int) {
 			if l == 0 || int(l) > maxObjects {
 				continue
 			}
-			gx := gray(x+1, y-1) + 2*gray(x+1, y) + gray(x+1, y+1) - gray(x-1, y-1) - 2*gray(x-1, y) - gray(x-1, y+1)
-			gy := gray(x-1, y+1) + 2*gray(x, y+1) + gray(x+1, y+1) - gray(x-1, y-1) - 2*gray(x, y-1) - gray(x+1, y-1)
-			out[(int(l)-1)*numFeatures+featGrad] += math.Hypot(gx, gy)
+			out[(int(l)-1)*numFeatures+featGrad] += sobelAt(rgb, w, h, x, y)
 			area[l-1]++
 		}
 	}
@@ -174,6 +166,24 @@ func gradientFeatures(rgb []uint8, labels []uint16, out []float64, w, h int) {
 			out[r*numFeatures+featGrad] /= a
 		}
 	}
+}
+
+// grayAt returns the mean of RGB at (x, y) of the planar w x h image rgb,
+// the coordinates clamped into the image.
+func grayAt(rgb []uint8, w, h, x, y int) float64 {
+	n := w * h
+	x, y = min(max(x, 0), w-1), min(max(y, 0), h-1)
+	i := y*w + x
+	return float64(int(rgb[i])+int(rgb[n+i])+int(rgb[2*n+i])) / 3
+}
+
+// sobelAt returns the Sobel gradient magnitude of the grey image at (x, y).
+func sobelAt(rgb []uint8, w, h, x, y int) float64 {
+	gx := grayAt(rgb, w, h, x+1, y-1) + 2*grayAt(rgb, w, h, x+1, y) + grayAt(rgb, w, h, x+1, y+1) -
+		grayAt(rgb, w, h, x-1, y-1) - 2*grayAt(rgb, w, h, x-1, y) - grayAt(rgb, w, h, x-1, y+1)
+	gy := grayAt(rgb, w, h, x-1, y+1) + 2*grayAt(rgb, w, h, x, y+1) + grayAt(rgb, w, h, x+1, y+1) -
+		grayAt(rgb, w, h, x-1, y-1) - 2*grayAt(rgb, w, h, x, y-1) - grayAt(rgb, w, h, x+1, y-1)
+	return math.Hypot(gx, gy)
 }
 
 // morphometryFeatures writes the perimeter (pixels with a background
