@@ -430,3 +430,69 @@ func TestOverrideOutvoted(t *testing.T) {
 		}
 	}
 }
+
+// TestDenoisedKeepsDistinctRawMatch is class 3 of issue 31 on our own
+// data: the synth generator's hard level (shot and read noise,
+// vignetting, per-tile gain) stitched without its flat-field correction,
+// where many pairs fall below 0.9 and are searched again on
+// Wiener-filtered tiles. Before, the filtered search jumped from a raw
+// maximum that was the truth, and a distinct peak (nothing else in the
+// box within align.NCCTolerance of it), to another peak 5-20 px away
+// (13 such pairs on seeds 1-3). Now the rule align.DenoisedOverrides keeps
+// such a raw match. Moves of 1 px away from it (2 pairs, seeds 2 and 3)
+// are allowed by the rule and logged, not fixed. Seed 3 is kept aside.
+func TestDenoisedKeepsDistinctRawMatch(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		g := synthGrid(t, synthConfig(synth.Hard, seed, 4, 5, 400, 300))
+		src := g.source(t)
+		opt := align.Options{NoFlatField: true}
+		res, err := Sequential(context.Background(), src, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := res.Model
+		repaired := m.Repair(res.Relative)
+		mx, my := align.MinOverlap(m.Width, m.Height, opt)
+		raw, full := align.NewRefiner(), align.NewRefiner()
+		kept, distinct := 0, 0
+		for _, p := range align.Pairs(g.rows, g.cols) {
+			tx, ty := g.trueTranslation(p)
+			nr, nc := p.Neighbor()
+			t1, t2 := g.tiles[nr*g.cols+nc], g.tiles[p.Row*g.cols+p.Col]
+			start := repaired.At(p)
+			r := raw.Refine(t1, t2, start, m.SearchRadius(), mx, my)
+			if r.X != tx || r.Y != ty || r.Spread != 0 || r.Corr >= align.ConfidentCorr {
+				continue
+			}
+			distinct++
+			f := m.Refine(full, t1, t2, start)
+			switch d := max(abs(f.X-tx), abs(f.Y-ty)); {
+			case d == 0:
+				kept++
+			case d == 1: // not fixed: see docs/stitching.md
+				t.Logf("seed %d %v: the raw maximum (%d,%d) NCC %.4f is the truth and distinct, refinement chose (%d,%d) NCC %.4f, 1 px off",
+					seed, p, r.X, r.Y, r.Corr, f.X, f.Y, f.Corr)
+			default:
+				t.Errorf("seed %d %v: the raw maximum (%d,%d) NCC %.4f is the truth and distinct, refinement chose (%d,%d) NCC %.4f",
+					seed, p, r.X, r.Y, r.Corr, f.X, f.Y, f.Corr)
+			}
+		}
+		t.Logf("seed %d: %d weak pairs whose raw maximum is the truth and distinct, %d kept", seed, distinct, kept)
+	}
+}
+
+// TestDenoisedOverridesRule pins the rule itself.
+func TestDenoisedOverridesRule(t *testing.T) {
+	for _, c := range []struct {
+		raw, den align.Translation
+		want     bool
+	}{
+		{align.Translation{X: 10, Y: 0, Corr: 0.68}, align.Translation{X: 11, Y: 1, Corr: 0.67}, true},            // within 1 px
+		{align.Translation{X: 10, Y: 0, Corr: 0.68}, align.Translation{X: 12, Y: 0, Corr: 0.67}, false},           // distinct raw peak, 2 px
+		{align.Translation{X: 10, Y: 0, Corr: 0.68, Spread: 2}, align.Translation{X: 12, Y: 0, Corr: 0.67}, true}, // flat raw surface
+	} {
+		if got := align.DenoisedOverrides(c.raw, c.den); got != c.want {
+			t.Errorf("DenoisedOverrides(%+v, %+v) = %v, want %v", c.raw, c.den, got, c.want)
+		}
+	}
+}

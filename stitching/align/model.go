@@ -520,21 +520,35 @@ func (m *StageModel) WidestRadius() int {
 // the best displacement lies on the edge of the box (where the surface
 // may still rise outside) and not on the edge of the admissible
 // displacements, the radius is doubled, up to [StageModel.WidestRadius].
+// The wider box's answer is kept only if its NCC beats the first box's by
+// more than [NCCTolerance]: a maximum on the edge is a reason to look
+// further, not to take a far peak that matches no better.
 //
 // Pairs whose best raw NCC is below [ConfidentCorr] and whose overlaps
 // are noise-limited are searched again on Wiener-filtered tiles
-// ([Refiner.RefineDenoised]), whose displacement is returned, with a
-// Spread of at least its distance from the raw maximum.
+// ([Refiner.RefineDenoised]), whose displacement replaces the raw one
+// as [DenoisedOverrides] says, with a Spread of at least its distance
+// from the raw maximum.
 func (m *StageModel) RefineWithin(r *Refiner, t1, t2 *image.Gray16, start Translation, radius int) Translation {
 	mx, my := m.opt.minOverlap(m.Width, m.Height)
 	limit := max(radius, m.WidestRadius())
-	for {
-		best := m.refineOnce(r, t1, t2, start, radius, mx, my)
-		if best.Corr == -1 || radius >= limit || !m.onBoxEdge(best, start, radius, mx, my) {
-			return best
-		}
+	first := m.refineOnce(r, t1, t2, start, radius, mx, my)
+	best := first
+	for best.Corr != -1 && radius < limit && m.onBoxEdge(best, start, radius, mx, my) {
 		radius = min(2*max(radius, 1), limit)
+		best = m.refineOnce(r, t1, t2, start, radius, mx, my)
 	}
+	if best != first && !(best.Corr > first.Corr+NCCTolerance(first.Corr, overlapArea(m.Width, m.Height, first))) {
+		// The wider box found nothing clearly better than the first
+		// box's edge.
+		return first
+	}
+	return best
+}
+
+// overlapArea is the overlap in pixels of two w x h tiles at t.
+func overlapArea(w, h int, t Translation) uint64 {
+	return uint64(max(0, w-abs(t.X))) * uint64(max(0, h-abs(t.Y)))
 }
 
 // ClimbFrom searches the NCC surface of the pair (t1, t2) for the local
@@ -578,8 +592,23 @@ func (m *StageModel) refineOnce(r *Refiner, t1, t2 *image.Gray16, start Translat
 	if den.Corr == -1 {
 		return best
 	}
+	if !DenoisedOverrides(best, den) {
+		return best
+	}
 	den.Spread = max(den.Spread, best.Spread, max(abs(den.X-best.X), abs(den.Y-best.Y)))
 	return den
+}
+
+// DenoisedOverrides is the rule by which the displacement den that a
+// search of Wiener-filtered tiles found replaces raw, the raw NCC maximum
+// of the same box: always, except when raw is a distinct peak (its Spread
+// is 0: no other displacement of the box is within [NCCTolerance] of its
+// NCC) and den lies more than 1 px from it. Within a pixel the filtered
+// surface corrects the raw one's bias where noise is comparable to the
+// content (the low-contrast grids); a jump to another peak against a raw
+// maximum that the raw tiles single out clearly is not believed.
+func DenoisedOverrides(raw, den Translation) bool {
+	return raw.Spread > 0 || max(abs(raw.X-den.X), abs(raw.Y-den.Y)) <= 1
 }
 
 // overlapNoiseCeiling is [NoiseCeiling] of the overlaps of t1 and t2 at
