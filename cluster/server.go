@@ -36,6 +36,7 @@ type serverConfig struct {
 	dir         string
 	token       string
 	port        int
+	host        string
 	maxWait     time.Duration
 	name        string
 	clusterName string
@@ -68,6 +69,14 @@ func ServerPort(port int) ServerOption {
 	return serverOption(func(c *serverConfig) { c.port = port })
 }
 
+// ServerHost makes the server listen for clients on host (an address of
+// this machine) instead of 127.0.0.1, so that workers on other hosts can
+// join; the token still guards it. Use it on a trusted network, or put TLS
+// in front: the embedded server speaks plain NATS.
+func ServerHost(host string) ServerOption {
+	return serverOption(func(c *serverConfig) { c.host = host })
+}
+
 // ServerName names the server (default "htgs-embedded"); the servers of a
 // cluster need distinct names.
 func ServerName(name string) ServerOption {
@@ -89,7 +98,7 @@ func ServerCluster(name string, port int, routes ...string) ServerOption {
 // StartServer starts an embedded NATS server with JetStream on 127.0.0.1
 // and waits until it accepts connections.
 func StartServer(opts ...ServerOption) (*Server, error) {
-	cfg := serverConfig{port: -1, maxWait: 10 * time.Second}
+	cfg := serverConfig{port: -1, host: "127.0.0.1", maxWait: 10 * time.Second}
 	for _, o := range opts {
 		o.applyServer(&cfg)
 	}
@@ -113,7 +122,7 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 	}
 	sopts := &server.Options{
 		ServerName:    cfg.name,
-		Host:          "127.0.0.1",
+		Host:          cfg.host,
 		Port:          cfg.port,
 		Authorization: s.token,
 		JetStream:     true,
