@@ -25,9 +25,14 @@ func reconstruct[T uint8 | uint16](marker, mask, out []T, w, h int) {
 			jr[x] = min(m, ir[x])
 		}
 	}
-	// Raster scan: the neighbours before the pixel.
+	// Raster scan: the neighbours before the pixel. Where the mask is 0,
+	// so is the result (and such a pixel raises no neighbour): skipped,
+	// which makes sparse masks cheap.
 	for y := 1; y <= h; y++ {
 		for i := y*W + 1; i <= y*W+w; i++ {
+			if I[i] == 0 {
+				continue
+			}
 			v := max(J[i], J[i-1], J[i-W-1], J[i-W], J[i-W+1])
 			J[i] = min(v, I[i])
 		}
@@ -37,6 +42,9 @@ func reconstruct[T uint8 | uint16](marker, mask, out []T, w, h int) {
 	var queue []int32
 	for y := h; y >= 1; y-- {
 		for i := y*W + w; i >= y*W+1; i-- {
+			if I[i] == 0 {
+				continue
+			}
 			v := min(max(J[i], J[i+1], J[i+W-1], J[i+W], J[i+W+1]), I[i])
 			J[i] = v
 			if (J[i+1] < v && J[i+1] < I[i+1]) || (J[i+W-1] < v && J[i+W-1] < I[i+W-1]) ||
