@@ -36,8 +36,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, natsLeak)
 }
 
-// natsLeak ignores a goroutine that nats.go v1.48.0 (and v1.49.0) leaks now
-// and then from an object store Put: the Put's private JetStream context
+// natsLeak ignores a goroutine that nats.go v1.48.0 (and v1.49.0; v1.55.0
+// has the same code) leaks now and then from an object store Put: the Put's private JetStream context
 // starts resetPendingAcksOnReconnect, and if the Put is over before that
 // goroutine first takes its lock, it reads the status channel the clean-up
 // has just set to nil and blocks on it forever. It is not ours to fix here;

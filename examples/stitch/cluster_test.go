@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
@@ -115,6 +116,24 @@ func TestClusterMatchesSingleProcess(t *testing.T) {
 		}
 		if !strings.Contains(w.stdout, "band 2/2 (rows 3..3 of 4 x 5 tiles") || !strings.Contains(w.stdout, "stopped after 2 bands") {
 			t.Errorf("worker's output:\n%s", w.stdout)
+		}
+	})
+
+	t.Run("no worker", func(t *testing.T) {
+		srv, err := cluster.StartServer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Shutdown()
+		t.Setenv(natsconn.EnvToken, srv.Token())
+		start := time.Now()
+		r := runArgs(t, ctx, append(grid, "-out", t.TempDir(), "-nats", srv.URL(), "-worker-timeout", "1s")...)
+		want := `task "stitch-band": no worker has served it for 1`
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("-nats without workers: exit %d, want 1 and %q\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("took %v to fail", d)
 		}
 	})
 
