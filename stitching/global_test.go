@@ -439,8 +439,9 @@ func TestOverrideOutvoted(t *testing.T) {
 // maximum that was the truth, and a distinct peak (nothing else in the
 // box within align.NCCTolerance of it), to another peak 5-20 px away
 // (13 such pairs on seeds 1-3). Now the rule align.DenoisedOverrides keeps
-// such a raw match. Moves of 1 px away from it (2 pairs, seeds 2 and 3)
-// are allowed by the rule and logged, not fixed. Seed 3 is kept aside.
+// such a raw match. Moves of 1 or 2 px away from it (2 pairs of 1 px,
+// seeds 2 and 3) are allowed by the rule and logged, not fixed. Seed 3 is
+// kept aside.
 func TestDenoisedKeepsDistinctRawMatch(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		g := synthGrid(t, synthConfig(synth.Hard, seed, 4, 5, 400, 300))
@@ -469,9 +470,9 @@ func TestDenoisedKeepsDistinctRawMatch(t *testing.T) {
 			switch d := max(abs(f.X-tx), abs(f.Y-ty)); {
 			case d == 0:
 				kept++
-			case d == 1: // not fixed: see docs/stitching.md
-				t.Logf("seed %d %v: the raw maximum (%d,%d) NCC %.4f is the truth and distinct, refinement chose (%d,%d) NCC %.4f, 1 px off",
-					seed, p, r.X, r.Y, r.Corr, f.X, f.Y, f.Corr)
+			case d <= 2: // not fixed: see docs/stitching.md
+				t.Logf("seed %d %v: the raw maximum (%d,%d) NCC %.4f is the truth and distinct, refinement chose (%d,%d) NCC %.4f, %d px off",
+					seed, p, r.X, r.Y, r.Corr, f.X, f.Y, f.Corr, d)
 			default:
 				t.Errorf("seed %d %v: the raw maximum (%d,%d) NCC %.4f is the truth and distinct, refinement chose (%d,%d) NCC %.4f",
 					seed, p, r.X, r.Y, r.Corr, f.X, f.Y, f.Corr)
@@ -488,8 +489,9 @@ func TestDenoisedOverridesRule(t *testing.T) {
 		want     bool
 	}{
 		{align.Translation{X: 10, Y: 0, Corr: 0.68}, align.Translation{X: 11, Y: 1, Corr: 0.67}, true},            // within 1 px
-		{align.Translation{X: 10, Y: 0, Corr: 0.68}, align.Translation{X: 12, Y: 0, Corr: 0.67}, false},           // distinct raw peak, 2 px
-		{align.Translation{X: 10, Y: 0, Corr: 0.68, Spread: 2}, align.Translation{X: 12, Y: 0, Corr: 0.67}, true}, // flat raw surface
+		{align.Translation{X: 10, Y: 0, Corr: 0.68}, align.Translation{X: 12, Y: 0, Corr: 0.67}, true},            // within 2 px
+		{align.Translation{X: 10, Y: 0, Corr: 0.68}, align.Translation{X: 13, Y: 0, Corr: 0.67}, false},           // distinct raw peak, 3 px
+		{align.Translation{X: 10, Y: 0, Corr: 0.68, Spread: 2}, align.Translation{X: 13, Y: 0, Corr: 0.67}, true}, // flat raw surface
 	} {
 		if got := align.DenoisedOverrides(c.raw, c.den); got != c.want {
 			t.Errorf("DenoisedOverrides(%+v, %+v) = %v, want %v", c.raw, c.den, got, c.want)

@@ -608,7 +608,7 @@ func (m *StageModel) refineOnce(r *Refiner, t1, t2 *image.Gray16, start Translat
 // content (the low-contrast grids); a jump to another peak against a raw
 // maximum that the raw tiles single out clearly is not believed.
 func DenoisedOverrides(raw, den Translation) bool {
-	return raw.Spread > 0 || max(abs(raw.X-den.X), abs(raw.Y-den.Y)) <= 1
+	return raw.Spread > 0 || max(abs(raw.X-den.X), abs(raw.Y-den.Y)) <= 2
 }
 
 // overlapNoiseCeiling is [NoiseCeiling] of the overlaps of t1 and t2 at
