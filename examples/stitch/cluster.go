@@ -219,12 +219,13 @@ type bandDone struct {
 // inside it, so a client holding the token cannot make the worker read
 // (or hang on) a file elsewhere.
 type tileSets struct {
-	allow string   // -allow: the folder the tiles must be under ("" any), absolute, clean, links resolved
-	root  *os.Root // -allow: that folder, opened
-	mu    sync.Mutex
-	key   string
-	ts    *tileio.TileSet
-	sub   *os.Root // the job folder's root under root, for ts
+	maxPixels int64    // the worker's -max-tile-pixels (0: no limit); a job's own limit may only be lower
+	allow     string   // -allow: the folder the tiles must be under ("" any), absolute, clean, links resolved
+	root      *os.Root // -allow: that folder, opened
+	mu        sync.Mutex
+	key       string
+	ts        *tileio.TileSet
+	sub       *os.Root // the job folder's root under root, for ts
 }
 
 // inside returns the job folder dir relative to -allow. Links are resolved
@@ -253,6 +254,18 @@ func (s *tileSets) inside(dir string) (string, error) {
 // tiles copied from the object store: it is read instead of j.Dir, and
 // -allow does not apply to it.
 func (s *tileSets) open(j *bandJob, staged string) (*tileio.TileSet, error) {
+	// The worker's own limit on a tile's pixels holds whatever the
+	// client asks (-1, no limit, included): a client cannot make it
+	// decode a tile of any size.
+	if s.maxPixels > 0 {
+		asked := j.MaxTilePixels // 0: the default, negative: no limit
+		if asked == 0 {
+			asked = tileio.DefaultMaxTilePixels
+		}
+		if asked < 0 || asked > s.maxPixels {
+			j.MaxTilePixels = s.maxPixels
+		}
+	}
 	rel := ""
 	if s.allow != "" && staged == "" {
 		var err error
@@ -334,7 +347,7 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 	w := cluster.NewWorker(cluster.WorkerName(name), cluster.Logger(logger))
 	gopt := stitching.GraphOptions{Workers: c.workers, GPU: c.gpu}
 	var (
-		sets  tileSets
+		sets  = tileSets{maxPixels: c.maxTilePixels}
 		stage stagedTiles
 		mu    sync.Mutex // stdout
 	)

@@ -21,6 +21,8 @@ import (
 	"github.com/gohtgs/htgs/cluster"
 	"github.com/gohtgs/htgs/internal/natsconn"
 	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/synth"
+	"image"
 )
 
 // watchWriter is a stdout that calls on with everything written so far,
@@ -214,6 +216,12 @@ func TestClusterWorkerAllowHostileClient(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(allow, "dirlink")); err != nil {
 		t.Fatal(err)
 	}
+	// A grid whose first tile is larger than the worker's -max-tile-pixels
+	// (the generated tiles are 256 x 192 = 49152 px, the worker's limit).
+	copyGrid(filepath.Join(allow, "big"))
+	if err := synth.WriteTIFF(filepath.Join(allow, "big", "img_r001_c001.tif"), image.NewGray16(image.Rect(0, 0, 300, 200))); err != nil {
+		t.Fatal(err)
+	}
 	copyGrid(filepath.Join(allow, "fifo"))
 	os.Remove(filepath.Join(allow, "fifo", "img_r001_c002.tif"))
 	if err := syscall.Mkfifo(filepath.Join(allow, "fifo", "img_r001_c002.tif"), 0o644); err != nil {
@@ -225,7 +233,7 @@ func TestClusterWorkerAllowHostileClient(t *testing.T) {
 	worker := make(chan int, 1)
 	var wout, werr bytes.Buffer
 	go func() {
-		worker <- runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "fenced", "-workers", "1", "-allow", allow}, &wout, &werr)
+		worker <- runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "fenced", "-workers", "1", "-allow", allow, "-max-tile-pixels", "49152"}, &wout, &werr)
 	}()
 	defer func() {
 		stop()
@@ -272,6 +280,11 @@ func TestClusterWorkerAllowHostileClient(t *testing.T) {
 		{"folder links out", job(filepath.Join(allow, "dirlink"), "img_r{rrr}_c{ccc}.tif"), "outside the folder this worker may read"},
 		{"folder outside", job(filepath.Join(outside, "secret"), "img_r{rrr}_c{ccc}.tif"), "outside the folder this worker may read"},
 		{"fifo", job(filepath.Join(allow, "fifo"), "img_r{rrr}_c{ccc}.tif"), "is a named pipe (FIFO)"},
+		{"no pixel limit", func() bandJob {
+			j := job(filepath.Join(allow, "big"), "img_r{rrr}_c{ccc}.tif")
+			j.MaxTilePixels = -1
+			return j
+		}(), "tile too large"},
 	} {
 		if err := call(c.job); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
