@@ -191,7 +191,8 @@ func InlineLimit(bytes int) Option { return option(func(c *config) { c.inlineLim
 const DefaultMaxPayload = 1 << 30
 
 // MaxPayload sets the largest payload, in bytes, that a worker reads as an
-// input or a client as a result from the object store (default
+// input, a client as a result, or a [Regions] as an object's body from the
+// object store (default
 // [DefaultMaxPayload]). The object's size is checked before it is read: a
 // larger one is refused as [ErrMalformed], so that a peer cannot make a
 // process load an object of any size. Inline payloads are bounded by the
@@ -239,7 +240,14 @@ type stores struct {
 // too large for a message. An object larger than the MaxPayload limit is
 // refused before any of it is read.
 func (s *stores) payload(ctx context.Context, ref string) ([]byte, error) {
-	r, err := s.obj.Get(ctx, ref)
+	return readObject(ctx, s.obj, ref, s.cfg.maxPayload)
+}
+
+// readObject reads the object ref of obj, refusing (ErrMalformed) one
+// whose size is over limit before any of it is read, and reading at most
+// limit bytes.
+func readObject(ctx context.Context, obj jetstream.ObjectStore, ref string, limit int64) ([]byte, error) {
+	r, err := obj.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +256,6 @@ func (s *stores) payload(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	limit := s.cfg.maxPayload
 	if info.Size > uint64(limit) {
 		return nil, fmt.Errorf("%w: object %s holds %d bytes, over the limit of %d (MaxPayload)", ErrMalformed, ref, info.Size, limit)
 	}

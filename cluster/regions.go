@@ -40,6 +40,7 @@ type Regions struct {
 	obj   jetstream.ObjectStore
 	chunk [3]int
 	ns    string
+	limit int64 // MaxPayload: the largest object body read
 }
 
 // RegionChunk sets the chunk shape of a [Regions] storage, in elements
@@ -98,7 +99,7 @@ func NewRegions(ctx context.Context, nc *nats.Conn, opts ...Option) (*Regions, e
 	if err != nil {
 		return nil, fmt.Errorf("cluster: regions: bucket %s: %w", objBucket, err)
 	}
-	return &Regions{kv: kv, obj: obj, chunk: cfg.chunk, ns: cfg.ns}, nil
+	return &Regions{kv: kv, obj: obj, chunk: cfg.chunk, ns: cfg.ns, limit: cfg.maxPayload}, nil
 }
 
 // idKey encodes an identifier for a key ("::" and the kind are not key
@@ -433,9 +434,12 @@ func (s *Regions) body(ctx context.Context, id region.ID) ([]byte, objPtr, uint6
 		if err != nil || rev == 0 {
 			return nil, p, rev, err
 		}
-		b, err := s.obj.GetBytes(ctx, p.Cur)
+		b, err := readObject(ctx, s.obj, p.Cur, s.limit)
 		if err == nil {
 			return b, p, rev, nil
+		}
+		if errors.Is(err, ErrMalformed) {
+			return nil, p, rev, fmt.Errorf("cluster: object %v: %w", id, err)
 		}
 		if _, rev2, err2 := s.pointer(ctx, id); err2 != nil || rev2 == rev {
 			return nil, p, rev, fmt.Errorf("cluster: object %v: %w", id, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -187,5 +188,24 @@ func TestRegionsObjects(t *testing.T) {
 	ps, err := back.Polygons(ctx)
 	if err != nil || len(ps) != 1 || ps[0].ID != 7 {
 		t.Fatalf("reopened polygons %v, %v", ps, err)
+	}
+}
+
+// A region object larger than the reader's MaxPayload is refused before
+// it is read (it used to be read whole with GetBytes, whatever its size).
+func TestRegionsObjectOverMaxPayload(t *testing.T) {
+	s := startServer(t)
+	ctx := context.Background()
+	w := newRegions(t, s)
+	id := region.ID{Name: "big", Type: region.Sparse2D}
+	if err := w.UpdateObject(ctx, id, func([]byte) ([]byte, error) { return make([]byte, 4096), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := w.ReadObject(ctx, id); err != nil || len(b) != 4096 {
+		t.Fatalf("within the limit: %d bytes, %v", len(b), err)
+	}
+	r := newRegions(t, s, MaxPayload(1024))
+	if b, err := r.ReadObject(ctx, id); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "MaxPayload") {
+		t.Fatalf("over the limit: %d bytes, %v; want ErrMalformed naming MaxPayload", len(b), err)
 	}
 }
