@@ -128,6 +128,7 @@ type config struct {
 	gpu                   bool
 	fft                   string
 	maxTilePixels         int64
+	spanningTree          bool         // -spanning-tree: MIST's placement
 	mem                   string       // -mem as given
 	memBudget             int64        // -mem parsed, or the default once checkMemory ran
 	format                mosaicFormat // the mosaic file's tiles, compression, pixel size (see output.go)
@@ -215,6 +216,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.mosaic, "mosaic", true, "compose the mosaic (PREFIXstitched-T.ome.tif) and its preview")
 	fs.StringVar(&c.mem, "mem", "", "memory `size` for the mosaic, such as 512MiB: a larger mosaic is composed out of core, band by band (default: 1/4 of the available memory, 1GiB when unknown)")
 	fs.BoolVar(&c.gpu, "gpu", false, "run the registration (FFT, PCIAM, CCF) on the GPUs, refinement on the CPU (needs a build with -tags cuda)")
+	fs.BoolVar(&c.spanningTree, "spanning-tree", false, "place the tiles as MIST does, along a maximum spanning tree of correlations, instead of the global loop-consistent solve over every pair (docs/mist.md)")
 	fs.StringVar(&c.fft, "fft", "auto", "FFT `kernel`: auto (FFTW when libfftw3.so.3 is installed, else gonum), fftw or gonum")
 	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", tileio.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
 	fs.BoolVar(&c.keep, "keep", false, "demo only: keep the generated tiles and the outputs, and print where they are")
@@ -673,6 +675,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 		OverlapUncertainty: nanZero(c.uncertainty),
 		Repeatability:      c.repeatability,
 		PeakCount:          c.peaks,
+		SpanningTree:       c.spanningTree,
 		FFT:                fftKernel,
 	}
 	if err := opt.Validate(); err != nil {

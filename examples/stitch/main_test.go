@@ -878,3 +878,33 @@ func TestFailedRunLeavesNoEmptyFolder(t *testing.T) {
 		t.Errorf("the user's own folder was removed: %v", err)
 	}
 }
+
+// -spanning-tree places the tiles as MIST does; on a grid whose pairs all
+// agree it gives the default solve's positions.
+func TestSpanningTreeFlag(t *testing.T) {
+	dir := generated(t, 3, 4, 1, nil)
+	var files [][]byte
+	for _, extra := range [][]string{nil, {"-spanning-tree"}} {
+		out := t.TempDir()
+		r := runArgs(t, context.Background(), append([]string{"-dir", dir, "-rows", "3", "-cols", "4", "-out", out, "-workers", "2", "-mosaic=false"}, extra...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d\n%s", extra, r.code, r.stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(out, defNames.global))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, b)
+		st, err := os.ReadFile(filepath.Join(out, statsName(defaultPrefix)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "placement: global solve over every pair\n", true: "placement: maximum spanning tree (MIST's)\n"}[extra != nil]
+		if !strings.Contains(string(st), want) {
+			t.Errorf("%v: the statistics file lacks %q", extra, want)
+		}
+	}
+	if !bytes.Equal(files[0], files[1]) {
+		t.Errorf("a consistent grid placed differently by the solve and the tree:\n%s\n%s", files[0], files[1])
+	}
+}

@@ -453,6 +453,7 @@ func writeStatistics(w io.Writer, c *config, fftDesc string, total time.Duration
 		{"verticalOverlap", fmtParam(vOv)},
 		{"overlapUncertainty", fmtParam(opt.EffectiveOverlapUncertainty())},
 		{"numFFTPeaks", strconv.Itoa(c.peaks)},
+		{"placement", map[bool]string{false: "global solve over every pair", true: "maximum spanning tree (MIST's)"}[c.spanningTree]},
 		{"numCPUThreads", strconv.Itoa(c.workers)},
 		{"reusePositions", strconv.FormatBool(c.reuse)},
 	}
