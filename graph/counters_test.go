@@ -151,12 +151,19 @@ func TestCountersOfTaskBlockedEmitting(t *testing.T) {
 	}
 	// Steady: b holds the batch it took (blocked on 0), its queue is full,
 	// and a waits to emit.
+	// A snapshot reads the tasks one after the other, so the one that
+	// first shows the steady state may have read a's counters before a
+	// emitted; the state holds from then on, so the next snapshot is
+	// consistent.
 	var s graph.Stats
-	waitFor(t, "a blocked emitting", func() bool {
-		s = rt.Stats()
+	steady := func(s graph.Stats) bool {
 		tb := taskStats(s, "b")
 		return taskStats(s, "a").Copies[0].State == "waiting for room in a full queue" && tb.Queue == 2 && tb.Held > 0
-	})
+	}
+	waitFor(t, "a blocked emitting", func() bool { return steady(rt.Stats()) })
+	if s = rt.Stats(); !steady(s) {
+		t.Fatalf("the steady state did not last: %+v", s)
+	}
 	ta, tb := taskStats(s, "a"), taskStats(s, "b")
 	if ta.Copies[0].FullQueue != `task "b"` || int64(ta.Queue)+ta.ItemsIn != 10 || ta.ItemsOut != int64(tb.Queue+tb.Held) {
 		t.Errorf("a: %+v\nb: %+v", ta, tb)
