@@ -455,8 +455,10 @@ func TestManagerLearnsSpeedups(t *testing.T) {
 	var hs []*Handle
 	for i := range 6 {
 		f := NewFlow(fmt.Sprint(i))
-		Add(f, fast, 0, WithCost(Cost{CPU: 8 * ms, GPU: ms}))
-		Add(f, slow, 0, WithCost(Cost{CPU: 2 * ms, GPU: 4 * ms}))
+		// Costs of several milliseconds: a loaded machine's oversleeping
+		// (a millisecond or two) must not turn the ratios around.
+		Add(f, fast, 0, WithCost(Cost{CPU: 32 * ms, GPU: 4 * ms}))
+		Add(f, slow, 0, WithCost(Cost{CPU: 8 * ms, GPU: 16 * ms}))
 		hs = append(hs, submit(t, m, f))
 	}
 	for _, h := range hs {
