@@ -38,17 +38,7 @@ func TestOMEZarrNGFF05(t *testing.T) {
 	dir := t.TempDir()
 	w, h := 333, 250
 	px, _ := smooth(w, h, 11)
-	tifPath := filepath.Join(dir, "ref.ome.tif")
-	s, err := CreateOMETIFF(tifPath, w, h, OMETIFFOptions{TileW: 64, TileH: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeStream(t, s, px)
-	ref, err := OpenBigTIFF(tifPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := refOMETIFF(t, dir, w, h, 64, px)
 	for _, c := range []Compression{CompressionNone, CompressionDeflate, CompressionZstd} {
 		zdir := filepath.Join(dir, c.String()+".ome.zarr")
 		s, err := CreateOMEZarr(zdir, w, h, OMETIFFOptions{TileW: 64, TileH: 64, Compression: c, PhysicalSizeX: 0.5, PhysicalSizeY: 0.25, PhysicalSizeUnit: "nm", Name: "m"})
@@ -104,6 +94,25 @@ func TestOMEZarrNGFF05(t *testing.T) {
 			checkChunks(t, zdir, c, ref, l)
 		}
 	}
+}
+
+// refOMETIFF writes px (w x h) as an OME-TIFF of tile x tile tiles in
+// dir and opens it, closed when the test ends: the reference other
+// writers' output is compared with.
+func refOMETIFF(t *testing.T, dir string, w, h, tile int, px []uint16) *TIFF {
+	t.Helper()
+	path := filepath.Join(dir, "ref.ome.tif")
+	s, err := CreateOMETIFF(path, w, h, OMETIFFOptions{TileW: tile, TileH: tile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeStream(t, s, px)
+	ref, err := OpenBigTIFF(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Close() })
+	return ref
 }
 
 // checkChunks compares every chunk of level l with ref's tile.

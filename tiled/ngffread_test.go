@@ -18,17 +18,7 @@ func TestOpenOMEZarrNGFF05(t *testing.T) {
 	dir := t.TempDir()
 	w, h := 300, 170
 	px, _ := smooth(w, h, 5)
-	tifPath := filepath.Join(dir, "ref.ome.tif")
-	s, err := CreateOMETIFF(tifPath, w, h, OMETIFFOptions{TileW: 32, TileH: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeStream(t, s, px)
-	ref, err := OpenBigTIFF(tifPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := refOMETIFF(t, dir, w, h, 32, px)
 	want := make([]uint16, 32*32)
 	for _, c := range []Compression{CompressionNone, CompressionDeflate, CompressionZstd} {
 		zdir := filepath.Join(dir, c.String()+".ome.zarr")

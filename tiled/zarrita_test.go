@@ -46,17 +46,7 @@ func TestZarritaReadsNGFF05(t *testing.T) {
 	}
 	w, h := 333, 250
 	px, _ := smooth(w, h, 9)
-	tif := filepath.Join(dir, "ref.ome.tif")
-	s, err := CreateOMETIFF(tif, w, h, OMETIFFOptions{TileW: 64, TileH: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeStream(t, s, px)
-	ref, err := OpenBigTIFF(tif)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
+	ref := refOMETIFF(t, dir, w, h, 64, px)
 	want := []string{"0.5"}
 	buf := make([]uint16, 64*64)
 	for l, lv := range ref.Levels {
