@@ -1189,7 +1189,21 @@ func writeMosaic(ctx context.Context, c *config, chans []mosaicChannel, slots []
 			return t, nil
 		}, stop, nil
 	}
-	if plan.tiled {
+	if c.format.kind == formatOMEZarr04 {
+		// NGFF 0.4's writer builds its levels from a tiled image: the
+		// mosaic is composed out of core into one, whatever its size.
+		if !plan.tiled {
+			plan.cache = plan.inMemory // it fits in -mem: the tiles may stay cached
+		}
+		fmt.Fprintf(stdout, "mosaic %d x %d: out of core into an %s (-mem %s; tile cache %s)\n",
+			plan.w, plan.h, c.format.describe(), gib(mem), gib(plan.cache))
+		restore := heapLimit(mem)
+		err := writeZarr04(ctx, c, slots, channel, plan, names, outs)
+		restore()
+		if err != nil {
+			return err
+		}
+	} else if plan.tiled {
 		fmt.Fprintf(stdout, "mosaic %d x %d: out of core into a %s (in memory it needs about %s; -mem %s; tile cache %s)\n",
 			plan.w, plan.h, c.format.describe(), gib(plan.inMemory), gib(mem), gib(plan.cache))
 		// Keep the heap within -mem: without a limit the garbage
@@ -1270,6 +1284,47 @@ func writeTiledMosaic(ctx context.Context, c *config, slots []compose.Slot, nch 
 	return outs.Add(filepath.Join(c.out, names.preview), func(w io.Writer) error { return png.Encode(w, prev) })
 }
 
+// writeZarr04 composes the (one-channel) mosaic band by band into a
+// temporary tiled image in a folder inside -out (removed on return),
+// writes it as an OME-Zarr NGFF 0.4 folder staged through outs, and the
+// preview from one of its levels.
+func writeZarr04(ctx context.Context, c *config, slots []compose.Slot,
+	channel func(int) (func(int) (*image.Gray16, error), func(), error), plan mosaicPlanned, names outNames, outs *outfile.Batch) error {
+	tmp, err := os.MkdirTemp(c.out, ".stitch-mosaic-")
+	if err != nil {
+		return fmt.Errorf("mosaic: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	tile := c.format.tileSize
+	cache := max(plan.cache/2, int64(8*tile*tile))
+	im, err := tiled.CreateTemp(tmp, plan.w, plan.h, tile, tile, cache)
+	if err != nil {
+		return fmt.Errorf("mosaic: %w", err)
+	}
+	defer im.Close()
+	load, stop, err := channel(0)
+	if err != nil {
+		return err
+	}
+	err = compose.ComposeTiled(ctx, slots, load, c.blend, im)
+	stop()
+	if err != nil {
+		return fmt.Errorf("composing the mosaic: %w", err)
+	}
+	var staged string
+	if err := outs.AddDir(filepath.Join(c.out, names.mosaic), func(temp string) error {
+		staged = temp
+		return tiled.WriteOMEZarr(temp, names.mosaic, im, 0, tmp, cache)
+	}); err != nil {
+		return err
+	}
+	prev, err := mosaicPreview(staged, formatOMEZarr04)
+	if err != nil {
+		return fmt.Errorf("mosaic preview: %w", err)
+	}
+	return outs.Add(filepath.Join(c.out, names.preview), func(w io.Writer) error { return png.Encode(w, prev) })
+}
+
 // mosaicPreview makes the preview from the smallest pyramid level of the
 // mosaic at path (an OME-TIFF, or an OME-Zarr folder for formatOMEZarr)
 // whose longer side is still at least previewSide (the full resolution
@@ -1280,7 +1335,7 @@ func mosaicPreview(path, kind string) (*image.Gray, error) {
 		levels []level
 		read   func(l, tx, ty int, dst []uint16) error
 	)
-	if kind == formatOMEZarr {
+	if kind == formatOMEZarr || kind == formatOMEZarr04 {
 		z, err := tiled.OpenOMEZarr(path)
 		if err != nil {
 			return nil, err

@@ -84,3 +84,56 @@ func TestMosaicOMEZarr(t *testing.T) {
 		t.Errorf("-format zarr: exit %d, %s", r.code, r.stderr)
 	}
 }
+
+// -format ome-zarr-0.4 writes the same levels as an OME-Zarr NGFF 0.4
+// folder (Zarr v2, uncompressed), for readers without Zarr v3; the
+// preview is the OME-TIFF run's, and a compression is refused.
+func TestMosaicOMEZarr04(t *testing.T) {
+	dir := generateSmall(t)
+	tifOut := t.TempDir()
+	ref, err := tiled.OpenBigTIFF(stitchSmall(t, dir, tifOut, "-tile-size", "64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	out := t.TempDir()
+	stitchSmall(t, dir, out, "-tile-size", "64", "-format", "ome-zarr-0.4")
+	zdir := filepath.Join(out, strings.TrimSuffix(defNames.mosaic, ".ome.tif")+".ome.zarr")
+	if _, err := os.Stat(filepath.Join(zdir, ".zattrs")); err != nil {
+		t.Fatalf("not a Zarr v2 group: %v", err)
+	}
+	z, err := tiled.OpenOMEZarr(zdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(z.Levels) != len(ref.Levels) {
+		t.Fatalf("%d levels, the OME-TIFF has %d", len(z.Levels), len(ref.Levels))
+	}
+	want := make([]uint16, 64*64)
+	for l, lv := range z.Levels {
+		for ty := 0; ty*lv.TH < lv.H; ty++ {
+			for tx := 0; tx*lv.TW < lv.W; tx++ {
+				got, err := z.ReadChunk(l, tx, ty)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ref.ReadTile(l, tiled.Coord{X: tx, Y: ty}, want); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("level %d chunk (%d, %d) differs from the OME-TIFF", l, tx, ty)
+				}
+			}
+		}
+	}
+	a, err1 := os.ReadFile(filepath.Join(tifOut, defNames.preview))
+	b, err2 := os.ReadFile(filepath.Join(out, defNames.preview))
+	if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+		t.Errorf("preview differs from the OME-TIFF run's (%v, %v)", err1, err2)
+	}
+	noTemp(t, out)
+	r := runArgs(t, context.Background(), "-dir", dir, "-rows", "2", "-cols", "3", "-out", t.TempDir(), "-format", "ome-zarr-0.4", "-compression", "zstd")
+	if r.code != 2 || !strings.Contains(r.stderr, "uncompressed") {
+		t.Errorf("-format ome-zarr-0.4 -compression zstd: exit %d, %s", r.code, r.stderr)
+	}
+}

@@ -61,13 +61,16 @@ type mosaicFormat struct {
 const (
 	formatOMETIFF = "ome-tiff" // one tiled pyramidal OME-TIFF file
 	formatOMEZarr = "ome-zarr" // an OME-Zarr NGFF 0.5 (Zarr v3) folder
+	// formatOMEZarr04 is an OME-Zarr NGFF 0.4 (Zarr v2) folder, for
+	// readers that do not read Zarr v3 yet (uncompressed chunks).
+	formatOMEZarr04 = "ome-zarr-0.4"
 )
 
 // addMosaicFlags registers the mosaic format's flags on fs.
 func addMosaicFlags(fs *flag.FlagSet, c *config) {
 	m := &c.format
 	m.compression = defaultCompression
-	fs.StringVar(&m.kind, "format", formatOMETIFF, "the mosaic's format: ome-tiff (PREFIXstitched-T.ome.tif, a tiled pyramidal OME-TIFF) or ome-zarr (PREFIXstitched-T.ome.zarr, an OME-Zarr NGFF 0.5 folder on Zarr v3, chunks of -tile-size)")
+	fs.StringVar(&m.kind, "format", formatOMETIFF, "the mosaic's format: ome-tiff (PREFIXstitched-T.ome.tif, a tiled pyramidal OME-TIFF), ome-zarr (PREFIXstitched-T.ome.zarr, an OME-Zarr NGFF 0.5 folder on Zarr v3, chunks of -tile-size) or ome-zarr-0.4 (the same name, NGFF 0.4 on Zarr v2, uncompressed, for readers without Zarr v3)")
 	fs.IntVar(&m.tileSize, "tile-size", defaultTileSize, "tile side of the mosaic's OME-TIFF in pixels, a multiple of 16; its reduced levels go down to one tile")
 	fs.StringVar(&m.channelList, "channels", "", "`names` of the channels, comma-separated, such as DAPI,GFP,Cy5: {ch} in -pattern is a channel's name; the grid is registered on -ref-channel and every channel composed at the same positions into one OME-TIFF of named channels")
 	fs.StringVar(&m.refChannel, "ref-channel", "", "the channel the registration uses (default: the first of -channels)")
@@ -112,7 +115,7 @@ func checkChannels(c *config, set map[string]bool) error {
 		m.channels = append(m.channels, n)
 		m.patterns = append(m.patterns, strings.ReplaceAll(c.pattern, chanPlaceholder, n))
 	}
-	if m.kind == formatOMEZarr && len(m.channels) > 1 {
+	if m.zarr() && len(m.channels) > 1 {
 		return cli.Usagef("-channels with -format ome-zarr: the OME-Zarr writer takes one channel; use the OME-TIFF")
 	}
 	m.ref = 0
@@ -130,8 +133,11 @@ func checkChannels(c *config, set map[string]bool) error {
 // which maps MIST's onto them) and sets the pixel size.
 func checkMosaicFlags(c *config, set map[string]bool) error {
 	m := &c.format
-	if m.kind != formatOMETIFF && m.kind != formatOMEZarr {
-		return cli.Usagef("-format %s: must be %s or %s", m.kind, formatOMETIFF, formatOMEZarr)
+	if m.kind != formatOMETIFF && !m.zarr() {
+		return cli.Usagef("-format %s: must be %s, %s or %s", m.kind, formatOMETIFF, formatOMEZarr, formatOMEZarr04)
+	}
+	if m.kind == formatOMEZarr04 && m.compression != tiled.CompressionNone {
+		return cli.Usagef("-format %s stores its chunks uncompressed: leave -compression out, or use -format %s", formatOMEZarr04, formatOMEZarr)
 	}
 	if m.tileSize < 16 || m.tileSize%16 != 0 || m.tileSize > 1<<15 {
 		return cli.Usagef("-tile-size %d: must be a multiple of 16 from 16 to 32768", m.tileSize)
@@ -194,8 +200,11 @@ func (m *mosaicFormat) describe() string {
 		comp = "uncompressed"
 	}
 	s := fmt.Sprintf("tiled (%d px) pyramidal OME-TIFF, %s", m.tileSize, comp)
-	if m.kind == formatOMEZarr {
+	switch m.kind {
+	case formatOMEZarr:
 		s = fmt.Sprintf("OME-Zarr (NGFF 0.5, %d px chunks, %s)", m.tileSize, comp)
+	case formatOMEZarr04:
+		s = fmt.Sprintf("OME-Zarr (NGFF 0.4 on Zarr v2, %d px chunks, uncompressed)", m.tileSize)
 	}
 	if len(m.channels) > 0 {
 		s += fmt.Sprintf(", %d channel(s) %s registered on %s", len(m.channels), strings.Join(m.channels, ","), m.channels[m.ref])
@@ -209,7 +218,7 @@ func (m *mosaicFormat) describe() string {
 // mosaicName is the name of the mosaic of a slice whose OME-TIFF would be
 // tifName: the same with .ome.zarr for -format ome-zarr.
 func (m *mosaicFormat) mosaicName(tifName string) string {
-	if m.kind == formatOMEZarr {
+	if m.zarr() {
 		return strings.TrimSuffix(tifName, ".ome.tif") + ".ome.zarr"
 	}
 	return tifName
@@ -227,7 +236,7 @@ func (m *mosaicFormat) create(temp string, w, h int, name string) (*tiled.BigTIF
 // stage adds the mosaic at path to outs, written by write into a
 // temporary file or folder.
 func (m *mosaicFormat) stage(outs *outfile.Batch, path string, write func(temp string) error) error {
-	if m.kind == formatOMEZarr {
+	if m.zarr() {
 		return outs.AddDir(path, write)
 	}
 	return outs.AddFile(path, write)
@@ -256,3 +265,6 @@ func (m *mosaicFormat) stream(temp string, w, h int, name string, nch int, write
 	}
 	return out.Close()
 }
+
+// zarr reports whether the mosaic is an OME-Zarr folder (NGFF 0.5 or 0.4).
+func (m *mosaicFormat) zarr() bool { return m.kind == formatOMEZarr || m.kind == formatOMEZarr04 }
