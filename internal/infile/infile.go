@@ -53,17 +53,6 @@ func ReadFile(path string) ([]byte, error) {
 	return readAll(f)
 }
 
-// ReadFileIn reads the whole of the regular file name inside root (see
-// [OpenIn]).
-func ReadFileIn(root *os.Root, name string) ([]byte, error) {
-	f, err := OpenIn(root, name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readAll(f)
-}
-
 // readAll reads f in one buffer sized from its length.
 func readAll(f *os.File) ([]byte, error) {
 	fi, err := f.Stat()
@@ -91,12 +80,12 @@ func checked(f *os.File, name string) (*os.File, error) {
 		return f, nil
 	}
 	f.Close()
-	return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: %s", ErrNotRegular, Kind(fi.Mode()))}
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: %s", ErrNotRegular, kind(fi.Mode()))}
 }
 
-// Kind says in words what a file of mode m is, as the end of a sentence
+// kind says in words what a file of mode m is, as the end of a sentence
 // about it: "is a directory", "is a named pipe (FIFO)", "is a socket", ...
-func Kind(m fs.FileMode) string {
+func kind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "is a directory"
@@ -108,8 +97,6 @@ func Kind(m fs.FileMode) string {
 		return "is a block device"
 	case m&fs.ModeSocket != 0:
 		return "is a socket"
-	case m.IsRegular():
-		return "is a regular file"
 	}
 	return "is not a regular file"
 }

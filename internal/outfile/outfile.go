@@ -32,14 +32,7 @@ type Output struct {
 // (it may recreate or truncate it) and ends with Commit or Abort; a deferred
 // Abort after Commit does nothing.
 func NewOutput(path string) (*Output, error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	// The name carries the writer's process id, so that a later run can
-	// tell a file left by a crash from one still being written (see
-	// RemoveStale).
-	f, err := os.CreateTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-*")
+	f, err := os.CreateTemp(tempPattern(path, ""))
 	if err != nil {
 		return nil, fmt.Errorf("output %s: %w", path, err)
 	}
@@ -55,19 +48,33 @@ func NewOutput(path string) (*Output, error) {
 // is a folder (such as an OME-Zarr image). Temp does not exist: the caller
 // creates the folder there, fills it and ends with Commit or Abort.
 func NewDirOutput(path string) (*Output, error) {
+	name, err := reserveName(path, "")
+	if err != nil {
+		return nil, fmt.Errorf("output %s: %w", path, err)
+	}
+	return &Output{Path: path, Temp: name, dir: true}, nil
+}
+
+// tempPattern returns the folder and the os.CreateTemp pattern of path's
+// temporary names: ".BASE.tmp-PID" then tag, "-" and a random number.
+// The name carries the writer's process id, so that a later run can tell
+// a file left by a crash from one still being written (see RemoveStale).
+func tempPattern(path, tag string) (dir, pattern string) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	name, err := os.MkdirTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-*")
+	return dir, tempPrefix(base) + strconv.Itoa(os.Getpid()) + tag + "-*"
+}
+
+// reserveName returns a new temporary name next to path (see
+// tempPattern) that nothing holds: the caller creates it.
+func reserveName(path, tag string) (string, error) {
+	name, err := os.MkdirTemp(tempPattern(path, tag))
 	if err != nil {
-		return nil, fmt.Errorf("output %s: %w", path, err)
+		return "", err
 	}
-	// The name is reserved; the writer creates the folder itself.
-	if err := os.Remove(name); err != nil {
-		return nil, fmt.Errorf("output %s: %w", path, err)
-	}
-	return &Output{Path: path, Temp: name, dir: true}, nil
+	return name, os.Remove(name)
 }
 
 // commitDir puts the folder Temp in place of Path. A folder (or file)
@@ -77,16 +84,11 @@ func NewDirOutput(path string) (*Output, error) {
 func (o *Output) commitDir() error {
 	old := ""
 	if _, err := os.Lstat(o.Path); err == nil {
-		dir, base := filepath.Split(o.Path)
-		if dir == "" {
-			dir = "."
-		}
-		aside, err := os.MkdirTemp(dir, tempPrefix(base)+strconv.Itoa(os.Getpid())+"-old-*")
+		aside, err := reserveName(o.Path, "-old")
 		if err != nil {
 			o.Abort()
 			return fmt.Errorf("output %s: %w", o.Path, err)
 		}
-		os.Remove(aside)
 		if err := os.Rename(o.Path, aside); err != nil {
 			o.Abort()
 			return fmt.Errorf("output %s: %w", o.Path, err)
