@@ -752,7 +752,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 			}
 			if c.mosaic {
 				fmt.Fprintf(stdout, "composing %d x %d tiles from %s at the positions of %s\n", c.rows, c.cols, c.dir, from)
-				if err := writeMosaic(ctx, c, mosaicChannels(ctx, c, chanSrcs[k], ff), positionSlots(pos, src), names, &outs, bars, stdout); err != nil {
+				if err := writeMosaic(ctx, c, mosaicChannels(c, chanSrcs[k], ff), positionSlots(pos, src), names, &outs, bars, stdout); err != nil {
 					return err
 				}
 			}
@@ -795,7 +795,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 				first, firstFF = res.GlobalPositions(), res.FlatField
 			}
 			t0 = time.Now()
-			if err := writeOutputs(ctx, c, src, mosaicChannels(ctx, c, chanSrcs[k], res.FlatField), res, names, &outs, bars, stdout); err != nil {
+			if err := writeOutputs(ctx, c, src, mosaicChannels(c, chanSrcs[k], res.FlatField), res, names, &outs, bars, stdout); err != nil {
 				return err
 			}
 			st.output = time.Since(t0)
@@ -1114,23 +1114,27 @@ func planMosaic(slots []compose.Slot, blend compose.Blend, mem int64, par, tile 
 }
 
 // mosaicChannel is one channel of the mosaic: its tiles and their
-// illumination correction (nil or the identity: none).
+// illumination correction (nil or the identity: none), or estimate to
+// have it estimated from the channel's own tiles when it is composed.
 type mosaicChannel struct {
-	src *tileio.TileSet
-	ff  *align.FlatField
+	src      *tileio.TileSet
+	ff       *align.FlatField
+	estimate bool
 }
 
 // mosaicChannels are the channels of one slice's mosaic, srcs in the
 // mosaic's order: the reference channel (the only one without -channels)
 // corrected with ff, the correction its registration used; every other
-// channel with a correction estimated from its own tiles, when the mosaic
-// is composed.
-func mosaicChannels(ctx context.Context, c *config, srcs []*tileio.TileSet, ff *align.FlatField) []mosaicChannel {
+// channel with a correction estimated from its own tiles, as an assembly
+// run estimates it, unless the registration used none (ff nil).
+func mosaicChannels(c *config, srcs []*tileio.TileSet, ff *align.FlatField) []mosaicChannel {
 	chans := make([]mosaicChannel, len(srcs))
 	for ch, src := range srcs {
 		chans[ch].src = src
 		if ch == c.format.ref || len(srcs) == 1 {
 			chans[ch].ff = ff
+		} else {
+			chans[ch].estimate = ff != nil
 		}
 	}
 	return chans
@@ -1162,9 +1166,7 @@ func writeMosaic(ctx context.Context, c *config, chans []mosaicChannel, slots []
 	// as the sweep takes them; stop ends its prefetching.
 	channel := func(ch int) (load func(int) (*image.Gray16, error), stop func(), err error) {
 		src, ff := chans[ch].src, chans[ch].ff
-		if ff == nil && len(chans) > 1 {
-			// A channel other than the registered one: its own
-			// illumination correction, as an assembly run estimates it.
+		if chans[ch].estimate {
 			if ff, err = estimateFlatField(ctx, src); err != nil {
 				return nil, nil, err
 			}
