@@ -48,7 +48,6 @@ type Run struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	stopped atomic.Bool
 	// stopAt is when the run was stopped (failed or cancelled), in
 	// nanoseconds since Epoch, plus one; 0 while it runs.
 	stopAt atomic.Int64
@@ -199,13 +198,7 @@ func (r *Run) OnFinish(f func(error) error) {
 // finish runs the hooks once, with the run's error, and returns it joined
 // with theirs (err itself, unwrapped, when they all succeed).
 func (r *Run) finish(err error) error {
-	var errs []error
-	for _, h := range r.hooks {
-		if e := h(err); e != nil {
-			errs = append(errs, e)
-		}
-	}
-	r.hooks = nil
+	errs := r.runHooks(err)
 	if w := r.watcher; w != nil {
 		r.watcher = nil
 		if e := w.Finish(err); e != nil {
@@ -216,6 +209,18 @@ func (r *Run) finish(err error) error {
 		return err
 	}
 	return errors.Join(append([]error{err}, errs...)...)
+}
+
+// runHooks runs the OnFinish hooks, once, and returns their errors.
+func (r *Run) runHooks(err error) []error {
+	var errs []error
+	for _, h := range r.hooks {
+		if e := h(err); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	r.hooks = nil
+	return errs
 }
 
 // Validate checks the wiring: every sink other than the graph's result queue
@@ -404,7 +409,7 @@ func (r *Run) WakeAll() {
 }
 
 // Stopped reports whether the run failed or was cancelled.
-func (r *Run) Stopped() bool { return r.stopped.Load() }
+func (r *Run) Stopped() bool { return r.stopAt.Load() != 0 }
 
 // StopErr returns the error that stopped the run.
 func (r *Run) StopErr() error {
@@ -444,8 +449,7 @@ func (r *Run) fail(err error) {
 		r.err = err
 	}
 	r.errMu.Unlock()
-	if !r.stopped.Swap(true) {
-		r.stopAt.Store(int64(time.Since(r.Epoch)) + 1)
+	if r.stopAt.Load() == 0 && r.stopAt.CompareAndSwap(0, int64(time.Since(r.Epoch))+1) {
 		r.WakeAll()
 	}
 }
@@ -492,33 +496,31 @@ func (r *Run) Pending() int64 { return r.pending.Load() }
 // Wait may be called more than once.
 func (r *Run) Wait() error {
 	r.waitOnce.Do(func() {
-		if r.AbandonAfter > 0 && !r.waitOrAbandon() {
-			err := r.Err()
-			if r.stopAfter != nil && !r.stopAfter() {
-				<-r.afterDone
-				err = r.Err()
-			}
-			r.cancel(nil)
-			if r.Abandoned != nil {
-				err = r.Abandoned(err)
-			} else {
-				err = fmt.Errorf("htgs: graph %q: goroutines still running %v after the run stopped were left running: %w", r.Name, r.AbandonAfter, err)
-			}
-			if w := r.watcher; w != nil {
-				if e := w.Finish(err); e != nil {
-					err = errors.Join(err, e)
-				}
-			}
-			r.waitErr = err
-			return
+		gaveUp := r.AbandonAfter > 0 && !r.waitOrAbandon()
+		if !gaveUp {
+			r.wg.Wait()
 		}
-		r.wg.Wait()
 		if r.stopAfter != nil && !r.stopAfter() {
 			<-r.afterDone
 		}
 		err := r.Err()
 		r.cancel(nil)
-		r.waitErr = r.finish(err)
+		if !gaveUp {
+			r.waitErr = r.finish(err)
+			return
+		}
+		// The hooks run when the last goroutine stops (lateFinish).
+		if r.Abandoned != nil {
+			err = r.Abandoned(err)
+		} else {
+			err = fmt.Errorf("htgs: graph %q: goroutines still running %v after the run stopped were left running: %w", r.Name, r.AbandonAfter, err)
+		}
+		if w := r.watcher; w != nil {
+			if e := w.Finish(err); e != nil {
+				err = errors.Join(err, e)
+			}
+		}
+		r.waitErr = err
 	})
 	return r.waitErr
 }
@@ -553,11 +555,7 @@ func (r *Run) waitOrAbandon() bool {
 // lateFinish runs the OnFinish hooks of a run that Wait gave up on, when
 // its last goroutine stops; their errors are logged, for Wait has returned.
 func (r *Run) lateFinish() {
-	err := r.Err()
-	for _, h := range r.hooks {
-		if e := h(err); e != nil {
-			r.Log.Warn("htgs: a finish hook of an abandoned run failed", "graph", r.Name, "err", e)
-		}
+	for _, e := range r.runHooks(r.Err()) {
+		r.Log.Warn("htgs: a finish hook of an abandoned run failed", "graph", r.Name, "err", e)
 	}
-	r.hooks = nil
 }
