@@ -479,7 +479,7 @@ func stallMessage(r Stats) string {
 	msg := fmt.Sprintf("htgs: graph %q has made no progress for %v", r.Graph, round(r.Idle))
 	if r.Stopped > 0 {
 		msg += fmt.Sprintf(" since it was cancelled %v ago", round(r.Stopped))
-	} else if r.awaitingInput() {
+	} else if r.AwaitingInput() {
 		msg += "; it is waiting for input (is Close missing?)"
 	}
 	return msg
@@ -492,10 +492,10 @@ func isDefaultHandler(h slog.Handler) bool {
 	return reflect.TypeOf(h).String() == "*slog.defaultHandler"
 }
 
-// awaitingInput reports whether every task copy waits for input (or has
+// AwaitingInput reports whether every task copy waits for input (or has
 // ended) with nothing queued and no pool buffer out: the graph only needs
-// more input, or Close.
-func (r Stats) awaitingInput() bool {
+// more input, or Close (the hint a stall report gives).
+func (r Stats) AwaitingInput() bool {
 	for _, t := range r.Tasks {
 		if t.Queue > 0 {
 			return false

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
-	"github.com/gohtgs/htgs/internal/core"
 )
 
 // The live view: a page (ui/index.html with its CSS and script inlined)
@@ -104,28 +103,6 @@ func finished(e *graph.Execution) bool {
 	}
 }
 
-// awaitingInput reports whether every task copy waits for input (or has
-// ended) with nothing queued and no pool buffer out: the graph only needs
-// more input, or Close.
-func awaitingInput(st graph.Stats) bool {
-	for _, t := range st.Tasks {
-		if t.Queue > 0 {
-			return false
-		}
-		for _, c := range t.Copies {
-			if c.State != core.StateWaiting.String() && c.State != core.StateDone.String() {
-				return false
-			}
-		}
-	}
-	for _, p := range st.Pools {
-		if p.InUse > 0 {
-			return false
-		}
-	}
-	return true
-}
-
 type liveView struct {
 	Run    int64       `json:"run"`
 	Stats  graph.Stats `json:"stats"`
@@ -145,11 +122,10 @@ type liveTrack struct {
 
 func (u *ui) live(w http.ResponseWriter) {
 	e := u.e
-	done := finished(e)
 	st := e.Stats()
+	done := st.Done
 	tl, err := e.Timeline(st.Elapsed-liveWindow, liveSlices)
 	v := liveView{Run: u.run, Stats: st, Done: done, Trace: err == nil}
-	v.Stats.Done = done
 	v.Now = us(st.Elapsed)
 	mark := progressMark(st)
 	u.mu.Lock()
@@ -164,7 +140,7 @@ func (u *ui) live(w http.ResponseWriter) {
 			s := v.Stats
 			s.Idle = idle
 			v.Stall = s.String()
-			if awaitingInput(s) {
+			if s.AwaitingInput() {
 				v.Stall = "it is waiting for input (is Close missing?)\n" + v.Stall
 			}
 		}
@@ -289,7 +265,7 @@ func topologyOf(t graph.Topology, run int64) topoView {
 	for _, ed := range v.Edges {
 		if ed.Memory {
 			f, t := at[ed.From], at[ed.To]
-			if v.Nodes[f].Kind == string(core.KindMemory) {
+			if v.Nodes[f].Kind == "memory" {
 				v.Nodes[f].Layer = max(v.Nodes[t].Layer-1, 0)
 			}
 		}
