@@ -41,6 +41,9 @@ func TestPublicAPINamesNoInternals(t *testing.T) {
 	}
 }
 
+// module prefixes the import paths of the module's packages.
+const module = "github.com/gohtgs/htgs/"
+
 // frameworkPackages are the framework's own: they link nothing but the
 // standard library, and neither its HTTP server nor os/exec (a program
 // opts in to those by importing graph/observe).
@@ -54,7 +57,6 @@ func TestFrameworkLinksOnlyTheStandardLibrary(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not on PATH")
 	}
-	const module = "github.com/gohtgs/htgs/"
 	own := map[string]bool{}
 	for _, p := range frameworkPackages {
 		own[module+p] = true
@@ -85,7 +87,6 @@ func TestInternalImportsNoPublicPackage(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not on PATH")
 	}
-	const module = "github.com/gohtgs/htgs/"
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./internal/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list ./internal/...: %v\n%s", err, out)
