@@ -27,7 +27,8 @@ import (
 // distance) compute the operations' former, simplified definitions, not
 // the CPU's (reconstruction, a 19x19 disk, a Euclidean distance with
 // h-maxima): those operations run on CPU cores only until their kernels
-// are rewritten. hostAccel still runs their Go mirrors, for the tests.
+// are rewritten (hostAccel, which runs only the operations listed here,
+// has no case for them).
 func gpuOpNames() []string {
 	return []string{"FillHoles", "FeatIntensity", "FeatGradient"}
 }
@@ -151,24 +152,12 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 	n := w * h
 	b := func(i int) []byte { return bufs[i].host }
 	switch op {
-	case "RBCDetection":
-		refRBC(b(0), b(1), n)
-	case "MorphOpen":
-		dark, eroded := make([]uint8, n), make([]uint8, n)
-		refDark(b(0), dark, n)
-		refFilter3(dark, eroded, w, h, 0)
-		refFilter3(eroded, b(1), w, h, 1)
 	case "FillHoles":
 		reach := make([]uint8, n)
 		refFillInit(b(0), reach, w, h)
 		for refFillStep(b(0), reach, w, h) {
 		}
 		refFillFinal(b(0), reach, b(1))
-	case "PreWatershed":
-		dist := view[uint16](b(1))
-		refDTInit(b(0), dist)
-		for refDTStep(dist, w, h) {
-		}
 	case "FeatIntensity", "FeatGradient":
 		kind := featKind(op)
 		sums, counts := make([]float64, maxObjects), make([]uint64, maxObjects)

@@ -84,15 +84,10 @@ func onOneCore(f func()) {
 	f()
 }
 
-// timeCPUOps times each operation of t on one core: a warm-up run, then
-// the median of rounds runs, in wall time or, with cpuTime, in the
-// thread's CPU time (less disturbed by other processes on a loaded
-// machine). It returns the medians in pipeline order.
-func timeCPUOps(t *cpuOpTile, rounds int, cpuTime bool) ([]time.Duration, error) {
-	return timeOps(t.ops(), rounds, cpuTime)
-}
-
-// timeOps times ops as timeCPUOps does.
+// timeOps times each of ops on one core: a warm-up run, then the median
+// of rounds runs, in wall time or, with cpuTime, in the thread's CPU time
+// (less disturbed by other processes on a loaded machine). It returns the
+// medians in the order of ops.
 func timeOps(ops []cpuOp, rounds int, cpuTime bool) ([]time.Duration, error) {
 	if _, ok := threadCPUTime(); cpuTime && !ok {
 		return nil, errors.New("-cpu-time: the thread's CPU time is not available on this platform")
@@ -138,11 +133,12 @@ func runCPUOps(o *options, stdout io.Writer) error {
 			return err
 		}
 	}
-	med, err := timeCPUOps(t, 3, o.cpuTime)
+	ops := t.ops()
+	med, err := timeOps(ops, 3, o.cpuTime)
 	if err != nil {
 		return err
 	}
-	for k, op := range t.ops() {
+	for k, op := range ops {
 		fmt.Fprintf(stdout, "op %s: %.2f ms\n", op.name, float64(med[k])/1e6)
 	}
 	return nil
@@ -166,7 +162,7 @@ func writeOpInputs(dir string, t *cpuOpTile) error {
 	maxF := uint16(0)
 	for i, m := range t.filled {
 		if m != 0 {
-			f[i] = min(t.distance[i], 0xfffe) + 1
+			f[i] = relief(t.distance[i])
 			maxF = max(maxF, f[i])
 		}
 	}
@@ -175,9 +171,9 @@ func writeOpInputs(dir string, t *cpuOpTile) error {
 	var l labeller
 	markers := make([]int32, n)
 	label(&l, peaks, markers, t.w, t.h, true)
-	relief := make([]uint8, n)
+	rel := make([]uint8, n)
 	for i, v := range f {
-		relief[i] = uint8(min(int(maxF-v), 255))
+		rel[i] = uint8(min(int(maxF-v), 255))
 	}
 	ws := make([]uint8, n)
 	for i, v := range t.ws {
@@ -193,7 +189,7 @@ func writeOpInputs(dir string, t *cpuOpTile) error {
 		{"candidates", "|u1", []int{t.h, t.w}, t.cand},
 		{"area", "|u1", []int{t.h, t.w}, t.area},
 		{"filled", "|u1", []int{t.h, t.w}, t.filled},
-		{"relief", "|u1", []int{t.h, t.w}, relief},
+		{"relief", "|u1", []int{t.h, t.w}, rel},
 		{"markers", "<i4", []int{t.h, t.w}, int32Bytes(markers)},
 		{"ws", "|u1", []int{t.h, t.w}, ws},
 	}

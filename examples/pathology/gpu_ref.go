@@ -7,56 +7,10 @@ import "math"
 // become plain loops, in-place relaxations sweep in index order). The host
 // accelerator (hostAccel) runs these mirrors, so that without a GPU the
 // tests check the kernels' arithmetic, and the plumbing of the GPU units,
-// against the CPU implementations of kernels.go.
-
-// refRBC mirrors patho_rbc.
-func refRBC(rgb, out []uint8, n int) {
-	for i := range n {
-		if rgb[i] > 150 && rgb[n+i] < 80 && rgb[2*n+i] < 100 {
-			out[i] = 1
-		} else {
-			out[i] = 0
-		}
-	}
-}
-
-// refDark mirrors patho_dark.
-func refDark(rgb, dark []uint8, n int) {
-	for i := range n {
-		s := int(rgb[i]) + int(rgb[n+i]) + int(rgb[2*n+i])
-		dark[i] = uint8(255 - s/3)
-	}
-}
-
-// refFilter3 mirrors patho_filter3: op 0 erodes (min), op 1 dilates (max).
-func refFilter3(in, out []uint8, w, h, op int) {
-	for i := range w * h {
-		x, y := i%w, i/w
-		acc := 0
-		if op == 0 {
-			acc = 255
-		}
-		for dy := -1; dy <= 1; dy++ {
-			yy := y + dy
-			if yy < 0 || yy >= h {
-				continue
-			}
-			for dx := -1; dx <= 1; dx++ {
-				xx := x + dx
-				if xx < 0 || xx >= w {
-					continue
-				}
-				v := int(in[yy*w+xx])
-				if op == 0 {
-					acc = min(acc, v)
-				} else {
-					acc = max(acc, v)
-				}
-			}
-		}
-		out[i] = uint8(acc)
-	}
-}
+// against the CPU implementations of kernels.go. The kernels of the
+// operations that run on CPU cores only (patho_rbc, patho_dark,
+// patho_filter3: their former definitions) have no mirror; patho_dt_init
+// and patho_dt_step keep theirs, which TestDistanceMirror checks.
 
 // refFillInit mirrors patho_fill_init.
 func refFillInit(in, reach []uint8, w, h int) {

@@ -50,10 +50,16 @@ func (l *labeller) union(a, b int32) int32 {
 // otherwise, and returns the number of components.
 func label[T uint8 | uint16](l *labeller, mask []T, lab []int32, w, h int, eight bool) int {
 	labelPass(l, mask, lab, w, h, eight, math.MaxInt32)
-	p := l.parent
+	return relabel(l, lab[:w*h])
+}
+
+// relabel flattens the forest of labelPass and replaces the provisional
+// labels in lab by the final ones; it returns their number.
+func relabel[L uint16 | int32](l *labeller, lab []L) int {
 	n := l.flatten()
-	for i, v := range lab[:w*h] {
-		lab[i] = p[v]
+	p := l.parent
+	for i, v := range lab {
+		lab[i] = L(p[v])
 	}
 	return n
 }
@@ -177,12 +183,7 @@ func areaThreshold(in, out []uint8, w, h int) {
 func bwLabel(mask []uint16, labels []uint16, w, h int) int {
 	var l labeller
 	if labelPass(&l, mask, labels, w, h, false, math.MaxUint16) {
-		p := l.parent
-		n := l.flatten()
-		for i, v := range labels[:w*h] {
-			labels[i] = uint16(p[v])
-		}
-		return n
+		return relabel(&l, labels[:w*h])
 	}
 	lab := make([]int32, w*h)
 	n := label(&l, mask, lab, w, h, false)

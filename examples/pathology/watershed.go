@@ -64,7 +64,7 @@ func watershed(dist []uint16, filled []uint8, out []uint16, w, h int) {
 				sr[x+1] = outMask
 				continue
 			}
-			v := min(dist[y*w+x], 0xfffe) + 1
+			v := relief(dist[y*w+x])
 			fr[x+1] = v
 			fl.maxF = max(fl.maxF, v)
 			pix = append(pix, int32((y+1)*W+x+1))
@@ -106,6 +106,11 @@ func watershed(dist []uint16, filled []uint8, out []uint16, w, h int) {
 		}
 	}
 }
+
+// relief returns the relief the watershed floods at a mask pixel of
+// PreWatershed's distance d: d+1 (saturated), so that 0 is left for the
+// pixels outside the mask.
+func relief(d uint16) uint16 { return min(d, 0xfffe) + 1 }
 
 // flooder is the state of a flooding on an image with a one-pixel frame
 // (rows of W pixels): each pixel's relief and state (a basin label or one
