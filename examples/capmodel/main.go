@@ -337,6 +337,22 @@ func (o *options) prepare() error {
 	return nil
 }
 
+// openOutput reserves the temporary file of output path (of flag name)
+// and opens it for writing; the caller closes the file and commits or
+// aborts the output.
+func openOutput(name, path string) (*outfile.Output, *os.File, error) {
+	out, err := outfile.NewOutput(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	f, err := os.OpenFile(out.Temp, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		out.Abort()
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, f, nil
+}
+
 // execute runs the checked command line: the checks that need no work
 // first, then the outputs' temporary files, then the run, then the
 // outputs renamed into place.
@@ -345,15 +361,11 @@ func (o *options) execute() (err error) {
 		return err
 	}
 	if o.raw != "" {
-		out, err := outfile.NewOutput(o.raw)
+		out, f, err := openOutput("-raw", o.raw)
 		if err != nil {
-			return fmt.Errorf("-raw: %w", err)
+			return err
 		}
 		defer out.Abort()
-		f, err := os.OpenFile(out.Temp, os.O_WRONLY|os.O_TRUNC, 0)
-		if err != nil {
-			return fmt.Errorf("-raw: %w", err)
-		}
 		defer f.Close()
 		bw := bufio.NewWriter(f)
 		o.rawW = bw
@@ -377,15 +389,11 @@ func (o *options) execute() (err error) {
 		}()
 	}
 	if o.cpuprofile != "" {
-		out, err := outfile.NewOutput(o.cpuprofile)
+		out, f, err := openOutput("-cpuprofile", o.cpuprofile)
 		if err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
+			return err
 		}
 		defer out.Abort()
-		f, err := os.OpenFile(out.Temp, os.O_WRONLY|os.O_TRUNC, 0)
-		if err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
-		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return fmt.Errorf("-cpuprofile: %w", err)
