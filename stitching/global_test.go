@@ -32,15 +32,7 @@ import (
 func doubleEdgeGrid(seed uint64, rows, cols, w, h int, overlap float64, b [2]int, shift int, alpha, noise, extra float64) *testGrid {
 	rng := rand.New(rand.NewPCG(seed, 31))
 	g, plane, pw, ph := jitterGrid(rng, rows, cols, w, h, overlap, 2)
-	for k := 0; k < 4; k++ {
-		fx, fy := rng.Float64()*0.02, rng.Float64()*0.02
-		ph0, amp := rng.Float64()*2*math.Pi, 30+rng.Float64()*30
-		for y := 0; y < ph; y++ {
-			for x := 0; x < pw; x++ {
-				plane[y*pw+x] += amp * math.Sin(fx*float64(x)+fy*float64(y)+ph0)
-			}
-		}
-	}
+	addWaves(rng, plane, pw, ph, 30)
 	addBlobs(rng, plane, pw, ph, pw*ph/100, func() (s, amp float64) {
 		return 1 + rng.ExpFloat64()*0.7, (rng.Float64()*2 - 0.5) * 3000
 	})
@@ -58,9 +50,7 @@ func doubleEdgeGrid(seed uint64, rows, cols, w, h int, overlap float64, b [2]int
 			} else {
 				v += at(px, py) + rng.NormFloat64()*math.Hypot(noise, extra)
 			}
-			v = math.Max(0, math.Min(65535, math.Round(v)))
-			t.Pix[y*t.Stride+2*x] = uint8(uint16(v) >> 8)
-			t.Pix[y*t.Stride+2*x+1] = uint8(uint16(v))
+			setPixel(t, x, y, v, 65535)
 		}
 	}
 	return g
@@ -83,19 +73,6 @@ func exactCheck(t *testing.T, name string, g *testGrid, opt align.Options) *Resu
 		logWrongPairs(t, g, res)
 	}
 	return res
-}
-
-// logWrongPairs logs the pairs of res that differ from the truth of g.
-func logWrongPairs(t *testing.T, g *testGrid, res *Result) {
-	t.Helper()
-	for _, p := range align.Pairs(g.rows, g.cols) {
-		tx, ty := g.trueTranslation(p)
-		nr, nc := p.Neighbor()
-		if o := res.Optimized.At(p); o.X != tx || o.Y != ty {
-			t.Logf("  %v: truth (%d,%d) NCC %.3f, relative %+v, optimized %+v", p, tx, ty,
-				align.NCC(g.tiles[nr*g.cols+nc], g.tiles[p.Row*g.cols+p.Col], tx, ty), res.Relative.At(p), o)
-		}
-	}
 }
 
 // compositionCases are the grids of class 1: tile b's west pair is wrong

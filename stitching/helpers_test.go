@@ -44,15 +44,7 @@ func blobGrid(seed uint64, rows, cols, w, h int, overlap float64, jitter int, no
 	rng := rand.New(rand.NewPCG(seed, 7))
 	g, plane, pw, ph := jitterGrid(rng, rows, cols, w, h, overlap, jitter)
 	// Smooth background: a few low-frequency waves.
-	for k := 0; k < 4; k++ {
-		fx, fy := rng.Float64()*0.02, rng.Float64()*0.02
-		ph0, amp := rng.Float64()*2*math.Pi, 300+rng.Float64()*300
-		for y := 0; y < ph; y++ {
-			for x := 0; x < pw; x++ {
-				plane[y*pw+x] += amp * math.Sin(fx*float64(x)+fy*float64(y)+ph0)
-			}
-		}
-	}
+	addWaves(rng, plane, pw, ph, 300)
 	addBlobs(rng, plane, pw, ph, pw*ph/300, func() (s, amp float64) {
 		return 1.5 + rng.ExpFloat64()*3, (rng.Float64()*2 - 0.5) * 3000
 	})
@@ -79,6 +71,45 @@ func jitterGrid(rng *rand.Rand, rows, cols, w, h int, overlap float64, jitter in
 	return g, make([]float64, pw*ph), pw, ph
 }
 
+// addWaves adds four low-frequency waves (wave numbers below 0.02 rad/px)
+// of random phase and an amplitude from amp to 2*amp to the pw x ph plane.
+func addWaves(rng *rand.Rand, plane []float64, pw, ph int, amp float64) {
+	for k := 0; k < 4; k++ {
+		fx, fy := rng.Float64()*0.02, rng.Float64()*0.02
+		ph0, a := rng.Float64()*2*math.Pi, amp+rng.Float64()*amp
+		addWave(plane, pw, ph, a, fx, fy, ph0)
+	}
+}
+
+// addWave adds amp * sin(fx*x + fy*y + ph0) to the pw x ph plane.
+func addWave(plane []float64, pw, ph int, amp, fx, fy, ph0 float64) {
+	for y := 0; y < ph; y++ {
+		for x := 0; x < pw; x++ {
+			plane[y*pw+x] += amp * math.Sin(fx*float64(x)+fy*float64(y)+ph0)
+		}
+	}
+}
+
+// setPixel sets pixel (x, y) of t to v rounded and clamped to [0, maxV].
+func setPixel(t *image.Gray16, x, y int, v, maxV float64) {
+	v = math.Max(0, math.Min(maxV, math.Round(v)))
+	t.Pix[y*t.Stride+2*x] = uint8(uint16(v) >> 8)
+	t.Pix[y*t.Stride+2*x+1] = uint8(uint16(v))
+}
+
+// logWrongPairs logs the pairs of res that differ from the truth of g.
+func logWrongPairs(t *testing.T, g *testGrid, res *Result) {
+	t.Helper()
+	for _, p := range align.Pairs(g.rows, g.cols) {
+		tx, ty := g.trueTranslation(p)
+		nr, nc := p.Neighbor()
+		if o := res.Optimized.At(p); o.X != tx || o.Y != ty {
+			t.Logf("  %v: truth (%d,%d) NCC %.3f, relative %+v, optimized %+v, valid %v", p, tx, ty,
+				align.NCC(g.tiles[nr*g.cols+nc], g.tiles[p.Row*g.cols+p.Col], tx, ty), res.Relative.At(p), o, res.Model.Valid(p))
+		}
+	}
+}
+
 // addBlobs adds n Gaussian blobs to the pw x ph plane, each at a random
 // centre with the width and amplitude blob draws.
 func addBlobs(rng *rand.Rand, plane []float64, pw, ph, n int, blob func() (s, amp float64)) {
@@ -103,10 +134,7 @@ func (g *testGrid) cut(rng *rand.Rand, plane []float64, pw, w, h int, base, maxV
 		t := image.NewGray16(image.Rect(0, 0, w, h))
 		for y := 0; y < h; y++ {
 			for x := 0; x < w; x++ {
-				v := base + plane[(g.y[i]+y)*pw+g.x[i]+x] + rng.NormFloat64()*noise
-				v = math.Max(0, math.Min(maxV, math.Round(v)))
-				t.Pix[y*t.Stride+2*x] = uint8(uint16(v) >> 8)
-				t.Pix[y*t.Stride+2*x+1] = uint8(uint16(v))
+				setPixel(t, x, y, base+plane[(g.y[i]+y)*pw+g.x[i]+x]+rng.NormFloat64()*noise, maxV)
 			}
 		}
 		g.tiles = append(g.tiles, t)

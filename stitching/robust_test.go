@@ -29,11 +29,7 @@ func phaseCellGrid(seed uint64, rows, cols, w, h int, overlap float64, jitter in
 		per := 25 + rng.Float64()*40
 		fx, fy := math.Sin(ang)*2*math.Pi/per, math.Cos(ang)*2*math.Pi/per
 		ph0, amp := rng.Float64()*2*math.Pi, 25+rng.Float64()*15
-		for y := 0; y < ph; y++ {
-			for x := 0; x < pw; x++ {
-				plane[y*pw+x] += amp * math.Sin(fx*float64(x)+fy*float64(y)+ph0)
-			}
-		}
+		addWave(plane, pw, ph, amp, fx, fy, ph0)
 	}
 	// Smooth texture: small faint blobs everywhere.
 	addBlobs(rng, plane, pw, ph, pw*ph/400, func() (s, amp float64) {
@@ -68,14 +64,7 @@ func robustCheck(t *testing.T, name string, g *testGrid, opt align.Options) *Res
 		name, a.ExactOptimal, a.Pairs, a.ExactRelative, a.MaxTileError, res.Model.West.Overlap, res.Model.North.Overlap, res.Model.Repeatability)
 	if a.FracOptimal < 0.98 || a.MaxTileError > 1 {
 		t.Errorf("%s: %d of %d pairs exact, max tile error %d px; want >= 98%% and <= 1 px", name, a.ExactOptimal, a.Pairs, a.MaxTileError)
-		for _, p := range align.Pairs(g.rows, g.cols) {
-			tx, ty := g.trueTranslation(p)
-			nr, nc := p.Neighbor()
-			if o := res.Optimized.At(p); o.X != tx || o.Y != ty {
-				t.Logf("  %v: truth (%d,%d) NCC %.3f, relative %+v, optimized %+v, valid %v", p, tx, ty,
-					align.NCC(g.tiles[nr*g.cols+nc], g.tiles[p.Row*g.cols+p.Col], tx, ty), res.Relative.At(p), o, res.Model.Valid(p))
-			}
-		}
+		logWrongPairs(t, g, res)
 	}
 	return res
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"image"
+	"slices"
 	"sync"
 
 	"github.com/gohtgs/htgs/stitching/align"
@@ -69,8 +70,9 @@ const tileCacheLimit = 256
 // solve as further hypotheses, weighted by their NCC, and the solve is
 // repeated. It stops when every pair agrees with the positions, when a
 // round finds nothing new, or after researchBudget searches. When the
-// refined translations are already loop-consistent (every pair of a correctly registered grid), nothing
-// is searched and the positions are the tree's. Re-searches run on up to
+// refined translations are already loop-consistent (every pair of a
+// correctly registered grid), nothing is searched and the positions are
+// the tree's. Re-searches run on up to
 // workers goroutines (inline with 1); the result does not depend on
 // workers.
 func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, refined *align.Translations, opt align.Options, workers int) (*Placement, error) {
@@ -82,45 +84,38 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 	}
 	sol := align.SolvePositions(refined, nil, tree)
 	var cands []align.Candidate
+	// A key is a displacement (x, y) of pair p: a search's start, or a
+	// hypothesis the solve already has.
 	type key struct {
 		p    align.Pair
 		x, y int
 	}
+	pairs := align.Pairs(refined.Rows, refined.Cols)
 	known := map[key]bool{}
-	for _, p := range align.Pairs(refined.Rows, refined.Cols) {
+	for _, p := range pairs {
 		t := refined.At(p)
 		known[key{p, t.X, t.Y}] = true
 	}
 	cache := newTileCache(src)
 	budget := researchBudget(refined.Rows, refined.Cols)
 	for round := 0; round < maxSolveRounds; round++ {
-		type job struct {
-			p    align.Pair
-			x, y int
-		}
-		var jobs []job
+		var jobs []key
 		queued := map[key]bool{}
 		addJob := func(p align.Pair, x, y int) {
 			k := key{p, x, y}
 			if !known[k] && !queued[k] {
 				queued[k] = true
-				jobs = append(jobs, job{p, x, y})
+				jobs = append(jobs, k)
 			}
 		}
-		for _, p := range align.Pairs(refined.Rows, refined.Cols) {
+		bad := contradicted(pairs, refined, sol)
+		for _, p := range bad {
 			ix, iy := sol.Implied(p)
-			t := refined.At(p)
-			if ix == t.X && iy == t.Y {
-				continue
-			}
 			addJob(p, ix, iy)
 		}
-		for _, p := range align.Pairs(refined.Rows, refined.Cols) {
+		for _, p := range bad {
 			ix, iy := sol.Implied(p)
 			t := refined.At(p)
-			if ix == t.X && iy == t.Y {
-				continue
-			}
 			// The alternative: p is right, and one of its tiles is where
 			// p puts it; its other pairs then have other displacements.
 			rx, ry := t.X-ix, t.Y-iy
@@ -129,7 +124,7 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 				r, c   int
 				dx, dy int
 			}{{p.Row, p.Col, rx, ry}, {nr, nc, -rx, -ry}} {
-				for _, q := range tilePairs(refined.Rows, refined.Cols, end.r, end.c) {
+				for _, q := range pairsOf(refined.Rows, refined.Cols, end.r, end.c, nil, nil) {
 					if q == p {
 						continue
 					}
@@ -152,12 +147,7 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 		found := make([]align.Translation, len(jobs))
 		err := parallelJobs(ctx, len(jobs), workers, func(ref *align.Refiner, i int) error {
 			j := jobs[i]
-			nr, nc := j.p.Neighbor()
-			t1, err := cache.load(nr, nc)
-			if err != nil {
-				return err
-			}
-			t2, err := cache.load(j.p.Row, j.p.Col)
+			t1, t2, err := cache.pair(j.p)
 			if err != nil {
 				return err
 			}
@@ -184,33 +174,18 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 		sol = align.SolvePositions(refined, cands, sol.Positions)
 	}
 	pl.Positions = sol.Positions
+	pl.Inconsistent = contradicted(pairs, refined, sol)
 	out := refined.Clone()
-	for _, p := range align.Pairs(refined.Rows, refined.Cols) {
+	for _, p := range pl.Inconsistent {
 		ix, iy := sol.Implied(p)
 		t := refined.At(p)
-		if t.X == ix && t.Y == iy {
-			continue
-		}
-		pl.Inconsistent = append(pl.Inconsistent, p)
-		found := false
-		for _, c := range cands {
-			if c.Pair == p && c.X == ix && c.Y == iy {
-				out.Set(p, c.Translation)
-				found = true
-				break
-			}
-		}
-		if found {
+		if k := slices.IndexFunc(cands, func(c align.Candidate) bool { return c.Pair == p && c.X == ix && c.Y == iy }); k >= 0 {
+			out.Set(p, cands[k].Translation)
 			continue
 		}
 		// No search found a peak there: the displacement the loops imply,
 		// its NCC, and a Spread of its distance from the pair's own peak.
-		nr, nc := p.Neighbor()
-		t1, err := cache.load(nr, nc)
-		if err != nil {
-			return nil, err
-		}
-		t2, err := cache.load(p.Row, p.Col)
+		t1, t2, err := cache.pair(p)
 		if err != nil {
 			return nil, err
 		}
@@ -254,9 +229,17 @@ func abs(v int) int {
 	return v
 }
 
-// tilePairs lists the pairs tile (r, c) of a rows x cols grid belongs to.
-func tilePairs(rows, cols, r, c int) []align.Pair {
-	return pairsOf(rows, cols, r, c, nil, nil)
+// contradicted lists the pairs (of pairs) whose translation in t the
+// positions of sol contradict.
+func contradicted(pairs []align.Pair, t *align.Translations, sol *align.Solution) []align.Pair {
+	var bad []align.Pair
+	for _, p := range pairs {
+		ix, iy := sol.Implied(p)
+		if tr := t.At(p); tr.X != ix || tr.Y != iy {
+			bad = append(bad, p)
+		}
+	}
+	return bad
 }
 
 // parallelJobs runs f(ref, i) for i in [0, n) on up to workers
@@ -354,4 +337,16 @@ func (c *tileCache) load(r, col int) (*image.Gray16, error) {
 	c.tiles[i] = t
 	c.mu.Unlock()
 	return t, nil
+}
+
+// pair loads the two tiles of p (tile 1, the neighbour, first).
+func (c *tileCache) pair(p align.Pair) (t1, t2 *image.Gray16, err error) {
+	nr, nc := p.Neighbor()
+	if t1, err = c.load(nr, nc); err != nil {
+		return nil, nil, err
+	}
+	if t2, err = c.load(p.Row, p.Col); err != nil {
+		return nil, nil, err
+	}
+	return t1, t2, nil
 }

@@ -603,7 +603,7 @@ func (m *StageModel) refineOnce(r *Refiner, t1, t2 *image.Gray16, start Translat
 // search of Wiener-filtered tiles found replaces raw, the raw NCC maximum
 // of the same box: always, except when raw is a distinct peak (its Spread
 // is 0: no other displacement of the box is within [NCCTolerance] of its
-// NCC) and den lies more than 1 px from it. Within a pixel the filtered
+// NCC) and den lies more than 2 px from it. Within 2 px the filtered
 // surface corrects the raw one's bias where noise is comparable to the
 // content (the low-contrast grids); a jump to another peak against a raw
 // maximum that the raw tiles single out clearly is not believed.

@@ -72,6 +72,13 @@ func GlobalPositions(t *Translations) []Position {
 		push(e.to)
 	}
 	pos[0].Corr = rootCorr
+	shiftToOrigin(pos)
+	return pos
+}
+
+// shiftToOrigin shifts the positions (at least one) so that the smallest X
+// and the smallest Y are 0.
+func shiftToOrigin(pos []Position) {
 	minX, minY := pos[0].X, pos[0].Y
 	for _, p := range pos {
 		minX, minY = min(minX, p.X), min(minY, p.Y)
@@ -80,7 +87,6 @@ func GlobalPositions(t *Translations) []Position {
 		pos[i].X -= minX
 		pos[i].Y -= minY
 	}
-	return pos
 }
 
 type edge struct {

@@ -72,9 +72,8 @@ func (r *Refiner) SetWeakPairs(p *WeakPairs) { r.weak = p }
 // those leaving an overlap of at least mx by my pixels. Ties go to the
 // displacement closest to start. The returned Corr is the NCC there, and
 // Margin and Spread say how clearly the surface peaks (see
-// [Translation]); if no
-// displacement in the square is admissible, start is returned with
-// Corr = -1. The tiles must have the same size.
+// [Translation]); if no displacement in the square is admissible, start
+// is returned with Corr = -1. The tiles must have the same size.
 func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my int) Translation {
 	b1 := t1.Bounds()
 	w, h := b1.Dx(), b1.Dy()
@@ -85,17 +84,17 @@ func (r *Refiner) Refine(t1, t2 *image.Gray16, start Translation, radius, mx, my
 	if !ok {
 		return Translation{X: start.X, Y: start.Y, Corr: -1}
 	}
-	bw := x1 - x0 + 1
-	r.surf = growF(r.surf, bw*(y1-y0+1))
-	r.cnt = growU(r.cnt, bw*(y1-y0+1))
+	bw, cells := x1-x0+1, (x1-x0+1)*(y1-y0+1)
+	r.surf = growF(r.surf, cells)
+	r.cnt = growU(r.cnt, cells)
 	best := Translation{Corr: math.Inf(-1)}
-	if bw*(y1-y0+1) <= 4 {
+	if cells <= 4 {
 		// Tiny boxes: direct evaluation is cheaper.
 		for y := y0; y <= y1; y++ {
 			for x := x0; x <= x1; x++ {
 				v := NCC(t1, t2, x, y)
 				r.surf[(y-y0)*bw+x-x0] = v
-				r.cnt[(y-y0)*bw+x-x0] = uint64(min(w, w+x)-max(0, x)) * uint64(min(h, h+y)-max(0, y))
+				r.cnt[(y-y0)*bw+x-x0] = overlapArea(w, h, Translation{X: x, Y: y})
 				best = better(best, Translation{X: x, Y: y, Corr: v}, start)
 			}
 		}

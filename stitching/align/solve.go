@@ -88,11 +88,11 @@ func SolvePositions(t *Translations, extra []Candidate, start []Position) *Solut
 		}
 		if l1Cost(hs, x, ax) > 0 {
 			changed = true
-			irls(hs, x, ax, n)
+			irls(hs, x, ax)
 			for i := range x {
 				x[i] = math.Round(x[i])
 			}
-			medianDescent(hs, x, ax, n)
+			medianDescent(hs, x, ax)
 		}
 		for i := range x {
 			if ax == 0 {
@@ -155,14 +155,14 @@ func l1Cost(hs []hyp, x []float64, ax int) float64 {
 const irlsEps = 0.05
 
 // irls approximately minimizes the L1 cost of axis ax from x, in place.
-func irls(hs []hyp, x []float64, ax, n int) {
+func irls(hs []hyp, x []float64, ax int) {
 	w := make([]float64, len(hs))
 	best, bestCost := slices.Clone(x), l1Cost(hs, x, ax)
 	for it := 0; it < 40; it++ {
 		for k, h := range hs {
 			w[k] = h.w / max(math.Abs(x[h.b]-x[h.a]-h.d(ax)), irlsEps)
 		}
-		cgSolve(hs, w, x, ax, n)
+		cgSolve(hs, w, x, ax)
 		if c := l1Cost(hs, x, ax); c < bestCost-1e-9 {
 			copy(best, x)
 			bestCost = c
@@ -176,7 +176,8 @@ func irls(hs []hyp, x []float64, ax, n int) {
 // cgSolve solves the weighted least-squares problem min sum w_k (x_b - x_a
 // - d_k)^2 with x[0] fixed, by conjugate gradients on the reduced graph
 // Laplacian, starting from x (in place).
-func cgSolve(hs []hyp, w, x []float64, ax, n int) {
+func cgSolve(hs []hyp, w, x []float64, ax int) {
+	n := len(x)
 	// A x = b with A the weighted Laplacian; node 0 is fixed.
 	apply := func(v, out []float64) {
 		clear(out)
@@ -229,7 +230,8 @@ func cgSolve(hs []hyp, w, x []float64, ax, n int) {
 // medianDescent moves each tile, in turn, to the weighted median of the
 // positions its hypotheses imply, while the L1 cost of axis ax decreases
 // (integer positions stay integer).
-func medianDescent(hs []hyp, x []float64, ax, n int) {
+func medianDescent(hs []hyp, x []float64, ax int) {
+	n := len(x)
 	inc := make([][]int, n)
 	for k, h := range hs {
 		inc[h.a] = append(inc[h.a], k)
@@ -288,13 +290,8 @@ func medianDescent(hs []hyp, x []float64, ax, n int) {
 // each tile's Corr and the solution's cost.
 func (s *Solution) normalize(hs []hyp) {
 	pos := s.Positions
-	minX, minY := pos[0].X, pos[0].Y
-	for _, p := range pos {
-		minX, minY = min(minX, p.X), min(minY, p.Y)
-	}
+	shiftToOrigin(pos)
 	for i := range pos {
-		pos[i].X -= minX
-		pos[i].Y -= minY
 		pos[i].Corr = -1
 	}
 	s.Cost = 0
@@ -302,13 +299,9 @@ func (s *Solution) normalize(hs []hyp) {
 		rx := float64(pos[h.b].X-pos[h.a].X) - h.dx
 		ry := float64(pos[h.b].Y-pos[h.a].Y) - h.dy
 		s.Cost += h.w * (math.Abs(rx) + math.Abs(ry))
-		if rx == 0 && ry == 0 {
-			c := h.corr
-			if math.IsInf(c, -1) {
-				c = -1
-			}
-			pos[h.a].Corr = max(pos[h.a].Corr, c)
-			pos[h.b].Corr = max(pos[h.b].Corr, c)
+		if rx == 0 && ry == 0 { // h.corr is never NaN (corrOf); -Inf loses to -1
+			pos[h.a].Corr = max(pos[h.a].Corr, h.corr)
+			pos[h.b].Corr = max(pos[h.b].Corr, h.corr)
 		}
 	}
 }
