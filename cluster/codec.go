@@ -243,18 +243,23 @@ func (w *gobWalk) stream() error {
 			}
 			continue
 		}
-		t, err := w.lookup(id)
-		if err != nil {
-			return err
-		}
-		if t == nil || t.kind != gobStruct {
-			// Not a struct: a singleton, after a zero field delta.
-			if d, err := w.uint(); err != nil || d != 0 {
-				return errors.New("non-zero delta for a singleton value")
-			}
-		}
-		return w.value(id, 0)
+		return w.topValue(id, 0)
 	}
+}
+
+// topValue reads a message's value of type id: a struct, or any other
+// type as a singleton, after a zero field delta.
+func (w *gobWalk) topValue(id int32, depth int) error {
+	t, err := w.lookup(id)
+	if err != nil {
+		return err
+	}
+	if t == nil || t.kind != gobStruct {
+		if d, err := w.uint(); err != nil || d != 0 {
+			return errors.New("non-zero delta for a singleton value")
+		}
+	}
+	return w.value(id, depth)
 }
 
 // next starts the next message: it reads its length and sets w.end.
@@ -531,16 +536,7 @@ func (w *gobWalk) iface(depth int) error {
 			if _, err := w.count("interface value", 1); err != nil {
 				return err
 			}
-			t, err := w.lookup(id)
-			if err != nil {
-				return err
-			}
-			if t == nil || t.kind != gobStruct {
-				if d, err := w.uint(); err != nil || d != 0 {
-					return errors.New("non-zero delta for a singleton value")
-				}
-			}
-			return w.value(id, depth+1)
+			return w.topValue(id, depth+1)
 		}
 		if err := w.define(-id); err != nil {
 			return err

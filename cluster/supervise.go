@@ -106,6 +106,7 @@ const restartAttempts = 3
 type Supervisor struct {
 	client        *Client
 	task, version string
+	host          string // this machine's name, as its workers register it
 	cfg           superviseConfig
 	fail          context.CancelCauseFunc
 	done          chan struct{} // closed by Close: stops the watch and the restarts
@@ -145,7 +146,8 @@ func Supervise(ctx context.Context, c *Client, task, version string, opts ...Sup
 		o(&cfg)
 	}
 	ctx, fail := context.WithCancelCause(ctx)
-	s := &Supervisor{client: c, task: task, version: version, cfg: cfg, fail: fail, done: make(chan struct{}), served: time.Now()}
+	host, _ := os.Hostname()
+	s := &Supervisor{client: c, task: task, version: version, host: host, cfg: cfg, fail: fail, done: make(chan struct{}), served: time.Now()}
 	if cfg.output != nil {
 		s.out = &lineSink{w: cfg.output}
 	}
@@ -286,7 +288,6 @@ func (s *Supervisor) Serving(ctx context.Context) ([]WorkerInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []WorkerInfo
@@ -295,7 +296,7 @@ func (s *Supervisor) Serving(ctx context.Context) ([]WorkerInfo, error) {
 		if !ok || s.version != "" && v != s.version {
 			continue
 		}
-		if w.Host == host && slices.ContainsFunc(s.procs, func(p *localProc) bool {
+		if w.Host == s.host && slices.ContainsFunc(s.procs, func(p *localProc) bool {
 			return p.spec.Name == w.Name && (p.dead || p.cmd.Process.Pid != w.PID)
 		}) {
 			continue // a local worker that died, or its previous process

@@ -3,7 +3,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -11,29 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// syncBuf is a bytes.Buffer safe for concurrent writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // testWorker is a local worker process from the test binary, joining s.
 func testWorker(s *Server, name string, threads int, env ...string) LocalWorker {
@@ -52,7 +32,7 @@ func TestSupervisorRestartsKilledWorker(t *testing.T) {
 	s := startServer(t)
 	nc := connect(t, s)
 	c := newClient(t, nc, fastProbe())
-	var reports, output syncBuf
+	var reports, output syncBuffer
 	sup, ctx := Supervise(context.Background(), c, "square", "v1", Reports(&reports), WorkerOutput(&output), WorkerTimeout(20*time.Second))
 	for _, n := range []string{"A", "B"} {
 		if _, err := sup.Start(testWorker(s, n, 4)); err != nil {
@@ -114,7 +94,7 @@ func TestSupervisorNoWorkerServed(t *testing.T) {
 	s := startServer(t)
 	nc := connect(t, s)
 	c := newClient(t, nc)
-	var reports syncBuf
+	var reports syncBuffer
 	start := time.Now()
 	sup, ctx := Supervise(context.Background(), c, "square", "v1", Reports(&reports), WorkerTimeout(3*time.Second))
 	defer sup.Close()

@@ -250,7 +250,7 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pid int
-	out := &triggerWriter{on: "progress: ", fire: func() {}}
+	out := &triggerWriter{on: "progress: "}
 	out.fire = func() {
 		pid = workerPIDs(t, out.b.String())["pathology-w2"]
 		_ = syscall.Kill(pid, syscall.SIGKILL)

@@ -23,6 +23,34 @@ import (
 // Put (see cluster's tests); every other goroutine is checked.
 var natsLeak = goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect")
 
+// tokenServer starts an embedded server and puts its token in
+// $HTGS_NATS_TOKEN for the runs of the test; the caller shuts it down.
+func tokenServer(t *testing.T) *cluster.Server {
+	t.Helper()
+	srv, err := cluster.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(natsconn.EnvToken, srv.Token())
+	return srv
+}
+
+// startWorker runs the program with args (a -worker) until the function
+// it returns is called, which stops it and returns its run.
+func startWorker(ctx context.Context, args ...string) (stop func() result) {
+	wctx, cancel := context.WithCancel(ctx)
+	worker := make(chan result, 1)
+	go func() {
+		var o, e bytes.Buffer
+		code := runMain(wctx, args, &o, &e)
+		worker <- result{code, o.String(), e.String()}
+	}()
+	return func() result {
+		cancel()
+		return <-worker
+	}
+}
+
 // sameOutputs fails unless every output of a run in want (the log and
 // statistics, which hold times and paths, excepted) is in got, byte for
 // byte.
@@ -90,23 +118,12 @@ func TestClusterMatchesSingleProcess(t *testing.T) {
 	})
 
 	t.Run("nats", func(t *testing.T) {
-		srv, err := cluster.StartServer()
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := tokenServer(t)
 		defer srv.Shutdown()
-		t.Setenv(natsconn.EnvToken, srv.Token())
-		wctx, stop := context.WithCancel(ctx)
-		worker := make(chan result, 1)
-		go func() {
-			var o, e bytes.Buffer
-			code := runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "joined", "-workers", "2"}, &o, &e)
-			worker <- result{code, o.String(), e.String()}
-		}()
+		stop := startWorker(ctx, "-worker", "-nats", srv.URL(), "-name", "joined", "-workers", "2")
 		out := t.TempDir()
 		r := runArgs(t, ctx, append(grid, "-out", out, "-nats", srv.URL(), "-band-rows", "3")...)
-		stop()
-		w := <-worker
+		w := stop()
 		if r.code != 0 || w.code != 0 {
 			t.Fatalf("-nats: exit %d\n%s%s\nworker: exit %d\n%s%s", r.code, r.stdout, r.stderr, w.code, w.stdout, w.stderr)
 		}
@@ -120,12 +137,8 @@ func TestClusterMatchesSingleProcess(t *testing.T) {
 	})
 
 	t.Run("no worker", func(t *testing.T) {
-		srv, err := cluster.StartServer()
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := tokenServer(t)
 		defer srv.Shutdown()
-		t.Setenv(natsconn.EnvToken, srv.Token())
 		start := time.Now()
 		r := runArgs(t, ctx, append(grid, "-out", t.TempDir(), "-nats", srv.URL(), "-worker-timeout", "1s")...)
 		want := `task "stitch-band": no worker has served it for 1`
@@ -141,23 +154,12 @@ func TestClusterMatchesSingleProcess(t *testing.T) {
 		// The worker may read only a folder of its own (-allow): it
 		// cannot see the client's tiles, and gets them from the object
 		// store.
-		srv, err := cluster.StartServer()
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := tokenServer(t)
 		defer srv.Shutdown()
-		t.Setenv(natsconn.EnvToken, srv.Token())
-		wctx, stop := context.WithCancel(ctx)
-		worker := make(chan result, 1)
-		go func() {
-			var o, e bytes.Buffer
-			code := runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "fenced", "-workers", "2", "-allow", t.TempDir()}, &o, &e)
-			worker <- result{code, o.String(), e.String()}
-		}()
+		stop := startWorker(ctx, "-worker", "-nats", srv.URL(), "-name", "fenced", "-workers", "2", "-allow", t.TempDir())
 		out := t.TempDir()
 		r := runArgs(t, ctx, append(grid, "-out", out, "-nats", srv.URL(), "-band-rows", "2", "-tiles-via", "store")...)
-		stop()
-		w := <-worker
+		w := stop()
 		if r.code != 0 || w.code != 0 {
 			t.Fatalf("-tiles-via store: exit %d\n%s%s\nworker: exit %d\n%s%s", r.code, r.stdout, r.stderr, w.code, w.stdout, w.stderr)
 		}
@@ -280,22 +282,12 @@ func TestBandRows(t *testing.T) {
 func TestClusterWorkerAllow(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	ctx := context.Background()
-	srv, err := cluster.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(natsconn.EnvToken, srv.Token())
+	srv := tokenServer(t)
 	dir := generated(t, 2, 2, 1, nil)
-	wctx, stop := context.WithCancel(ctx)
-	worker := make(chan int, 1)
-	go func() {
-		var o, e bytes.Buffer
-		worker <- runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "fenced", "-allow", t.TempDir()}, &o, &e)
-	}()
+	stop := startWorker(ctx, "-worker", "-nats", srv.URL(), "-name", "fenced", "-allow", t.TempDir())
 	out := filepath.Join(t.TempDir(), "out")
 	r := runArgs(t, ctx, "-dir", dir, "-rows", "2", "-cols", "2", "-out", out, "-nats", srv.URL())
-	stop()
-	code := <-worker
+	code := stop().code
 	srv.Shutdown()
 	if code != 0 {
 		t.Errorf("worker: exit %d", code)

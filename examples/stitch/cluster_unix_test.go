@@ -185,11 +185,7 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 func TestClusterWorkerAllowHostileClient(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	ctx := context.Background()
-	srv, err := cluster.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(natsconn.EnvToken, srv.Token())
+	srv := tokenServer(t)
 	grid := generated(t, 2, 2, 1, nil) // img_r{rrr}_c{ccc}.tif, from 1
 	allow, outside := t.TempDir(), t.TempDir()
 	copyGrid := func(to string) {
@@ -229,16 +225,10 @@ func TestClusterWorkerAllowHostileClient(t *testing.T) {
 		t.Skipf("no FIFOs here: %v", err)
 	}
 
-	wctx, stop := context.WithCancel(ctx)
-	worker := make(chan int, 1)
-	var wout, werr bytes.Buffer
-	go func() {
-		worker <- runMain(wctx, []string{"-worker", "-nats", srv.URL(), "-name", "fenced", "-workers", "1", "-allow", allow, "-max-tile-pixels", "49152"}, &wout, &werr)
-	}()
+	stop := startWorker(ctx, "-worker", "-nats", srv.URL(), "-name", "fenced", "-workers", "1", "-allow", allow, "-max-tile-pixels", "49152")
 	defer func() {
-		stop()
-		if code := <-worker; code != 0 {
-			t.Errorf("worker: exit %d\n%s%s", code, wout.String(), werr.String())
+		if w := stop(); w.code != 0 {
+			t.Errorf("worker: exit %d\n%s%s", w.code, w.stdout, w.stderr)
 		}
 		srv.Shutdown()
 		goleak.VerifyNone(t, before, natsLeak)
