@@ -124,10 +124,9 @@ func (c *CopyStats) Batch() int { return int(c.state.Load() >> stateBits) }
 
 // Executing returns for how long the copy has been in the batch it
 // executes (waits inside it included), or 0 when it executes none or the
-// run keeps no counters.
+// run keeps no counters (no batch is recorded then).
 func (c *CopyStats) Executing() time.Duration {
-	raw := c.state.Load()
-	if raw>>stateBits == 0 || c.epoch == nil {
+	if c.Batch() == 0 {
 		return 0
 	}
 	return max(time.Since(*c.epoch)-time.Duration(c.since.Load()), 0)
