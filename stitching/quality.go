@@ -119,7 +119,9 @@ func (r *Result) Quality() Quality {
 	}
 	q.Contradicted = len(r.Inconsistent)
 	// Every tile but the root of the spanning tree, tile (0, 0), was
-	// placed by an edge whose correlation it carries (see GlobalPositions).
+	// placed by an edge whose correlation it carries (see GlobalPositions);
+	// after the global solve a tile carries the largest correlation of
+	// the pairs its position agrees with (see align.Solution).
 	for i, p := range r.Positions {
 		if i > 0 && !(p.Corr >= LowCorrelation) {
 			q.LowCorrTiles++
