@@ -73,8 +73,6 @@ func (e *AbandonedError) Error() string {
 func (e *AbandonedError) Unwrap() error { return e.Err }
 
 // abandoned makes the error of a Wait that gave up on the run's copies.
-func (e *Execution) abandoned(after time.Duration) func(error) error {
-	return func(err error) error {
-		return &AbandonedError{Graph: e.run.Name, After: after, Copies: e.Stats().stuck(), Err: err}
-	}
+func (e *Execution) abandoned(err error) error {
+	return &AbandonedError{Graph: e.run.Name, After: e.run.AbandonAfter, Copies: e.Stats().stuck(), Err: err}
 }

@@ -312,7 +312,7 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	rt.Execution = &rt.exec
 	rt.exec.run = r
 	if cfg.abandonAfter > 0 {
-		r.AbandonAfter, r.Abandoned = cfg.abandonAfter, rt.exec.abandoned(cfg.abandonAfter)
+		r.AbandonAfter, r.Abandoned = cfg.abandonAfter, rt.exec.abandoned
 	}
 	r.Reserve(len(bp.Specs))
 	input, results := &rt.in, &rt.out
