@@ -59,7 +59,7 @@ type Run struct {
 	// (task copies that do not honour their context): see Wait.
 	AbandonAfter time.Duration
 	// Abandoned makes the error Wait returns when it gives up on the run's
-	// goroutines, from the run's error; nil: an error saying so.
+	// goroutines, from the run's error; set with AbandonAfter.
 	Abandoned func(err error) error
 	// fate tells, once the last goroutine has stopped or Wait has given up
 	// on them, which came first: fateEnded or fateAbandoned.
@@ -510,11 +510,7 @@ func (r *Run) Wait() error {
 			return
 		}
 		// The hooks run when the last goroutine stops (lateFinish).
-		if r.Abandoned != nil {
-			err = r.Abandoned(err)
-		} else {
-			err = fmt.Errorf("htgs: graph %q: goroutines still running %v after the run stopped were left running: %w", r.Name, r.AbandonAfter, err)
-		}
+		err = r.Abandoned(err)
 		if w := r.watcher; w != nil {
 			if e := w.Finish(err); e != nil {
 				err = errors.Join(err, e)
