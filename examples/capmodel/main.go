@@ -303,27 +303,12 @@ func (o *options) checkNames() error {
 // stderr, the temporary files that killed runs left beside the outputs.
 func (o *options) prepare() error {
 	if o.dir != "" {
-		st, err := os.Stat(o.dir)
-		if err != nil {
-			return fmt.Errorf("-dir: %w", err)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("-dir %s is not a folder", o.dir)
-		}
 		if err := outfile.Writable(o.dir); err != nil {
 			return fmt.Errorf("-dir: %w", err)
 		}
 	}
 	for _, x := range o.outputs() {
-		dir := filepath.Dir(x.path)
-		st, err := os.Stat(dir)
-		if err != nil {
-			return fmt.Errorf("%s %s: its folder: %w", x.flag, x.path, err)
-		}
-		if !st.IsDir() {
-			return fmt.Errorf("%s %s: %s is not a folder", x.flag, x.path, dir)
-		}
-		if err := outfile.Writable(dir); err != nil {
+		if err := outfile.Writable(filepath.Dir(x.path)); err != nil {
 			return fmt.Errorf("%s %s: %w", x.flag, x.path, err)
 		}
 		stale, err := outfile.RemoveStale(x.path)

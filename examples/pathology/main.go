@@ -516,15 +516,7 @@ func (o *options) prepareOutputs(stderr io.Writer) error {
 				return cli.Usagef("-nuclei %s is a file of -profile %s: the profile would overwrite it", o.nucleiOut, o.profile)
 			}
 		}
-		dir := filepath.Dir(o.nucleiOut)
-		st, err := os.Stat(dir)
-		switch {
-		case err != nil:
-			return fmt.Errorf("-nuclei %s: its folder: %w", o.nucleiOut, err)
-		case !st.IsDir():
-			return fmt.Errorf("-nuclei %s: %s is not a folder", o.nucleiOut, dir)
-		}
-		if err := outfile.Writable(dir); err != nil {
+		if err := outfile.Writable(filepath.Dir(o.nucleiOut)); err != nil {
 			return fmt.Errorf("-nuclei %s: %w", o.nucleiOut, err)
 		}
 		outputs = append(outputs, o.nucleiOut)

@@ -303,9 +303,16 @@ func CheckDir(dir string) error {
 	return nil
 }
 
-// Writable checks that a file can be created in the existing folder dir
-// (it creates and removes one).
+// Writable checks that dir is an existing folder in which a file can be
+// created (it creates and removes one). The error names dir.
 func Writable(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("folder: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
 	f, err := os.CreateTemp(dir, ".write-check-*")
 	if err != nil {
 		return fmt.Errorf("folder %s is not writable: %w", dir, err)
