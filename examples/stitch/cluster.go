@@ -783,17 +783,36 @@ func (st *stagedTiles) fetch(ctx context.Context, nc *nats.Conn, bucket string) 
 			os.RemoveAll(dir)
 			return "", fmt.Errorf("bucket %s: object %q: %d bytes, over %d", bucket, info.Name, info.Size, maxStagedFile)
 		}
-		data, err := obs.GetBytes(ctx, info.Name)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, info.Name), data, 0o600)
-		}
-		if err != nil {
+		if err := stageObject(ctx, obs, info.Name, filepath.Join(dir, info.Name)); err != nil {
 			os.RemoveAll(dir)
 			return "", fmt.Errorf("bucket %s: %s: %w", bucket, info.Name, err)
 		}
 	}
 	st.bucket, st.dir = bucket, dir
 	return dir, nil
+}
+
+// stageObject copies the object name of obs into the new file path,
+// streamed, and refuses more than maxStagedFile bytes whatever the
+// object's listing said.
+func stageObject(ctx context.Context, obs jetstream.ObjectStore, name, path string) error {
+	r, err := obs.Get(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(f, io.LimitReader(r, maxStagedFile+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > maxStagedFile {
+		err = fmt.Errorf("more than %d bytes", int64(maxStagedFile))
+	}
+	return err
 }
 
 // close removes the folder.
