@@ -152,9 +152,6 @@ func runCPUOps(o *options, stdout io.Writer) error {
 // uint8 when the map fits, which the check needs), markers (Watershed's
 // markers: labels of the regional maxima, int32) and ws (BWLabel's input).
 func writeOpInputs(dir string, t *cpuOpTile) error {
-	if err := outfile.CheckDir(dir); err != nil {
-		return fmt.Errorf("-cpu-ops -out: %w", err)
-	}
 	n := t.w * t.h
 	dark := make([]uint8, n)
 	darkness(t.rgb, dark, n)

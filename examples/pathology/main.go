@@ -521,13 +521,16 @@ func (o *options) prepareOutputs(stderr io.Writer) error {
 		}
 		outputs = append(outputs, o.nucleiOut)
 	}
-	if o.out != "" && (o.experiment || o.hardware) {
+	if o.out != "" {
 		if err := outfile.CheckDir(o.out); err != nil {
 			return fmt.Errorf("-out: %w", err)
 		}
-		names := []string{"hardware.md"}
-		if o.experiment {
+		var names []string
+		switch {
+		case o.experiment:
 			names = experimentFiles()
+		case o.hardware:
+			names = []string{"hardware.md"}
 		}
 		for _, f := range names {
 			outputs = append(outputs, filepath.Join(o.out, f))
