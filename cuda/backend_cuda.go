@@ -384,6 +384,57 @@ func blasDgemm(ctx, h uintptr, transA, transB bool, m, n, k int, alpha float64, 
 	return libCall(LibCUBLAS, "cublasDgemm", st, drv)
 }
 
+// ---- cuBLASXt ----------------------------------------------------------
+
+func xtCreate(ctx uintptr) (uintptr, error) {
+	var h C.uintptr_t
+	var drv C.int
+	st := C.htgs_cublasxt_create(C.uintptr_t(ctx), &h, &drv)
+	if err := libCall(LibCUBLAS, "cublasXtCreate", st, drv); err != nil {
+		return 0, err
+	}
+	return uintptr(h), nil
+}
+
+func xtDestroy(ctx, h uintptr) error {
+	var drv C.int
+	st := C.htgs_cublasxt_destroy(C.uintptr_t(ctx), C.uintptr_t(h), &drv)
+	return libCall(LibCUBLAS, "cublasXtDestroy", st, drv)
+}
+
+func xtDeviceSelect(ctx, h uintptr, ids []int) error {
+	cids := make([]C.int, len(ids))
+	for i, id := range ids {
+		cids[i] = C.int(id)
+	}
+	var drv C.int
+	st := C.htgs_cublasxt_device_select(C.uintptr_t(ctx), C.uintptr_t(h), C.int(len(cids)), &cids[0], &drv)
+	return libCall(LibCUBLAS, "cublasXtDeviceSelect", st, drv)
+}
+
+func xtSetBlockDim(ctx, h uintptr, dim int) error {
+	var drv C.int
+	st := C.htgs_cublasxt_set_block_dim(C.uintptr_t(ctx), C.uintptr_t(h), C.int(dim), &drv)
+	return libCall(LibCUBLAS, "cublasXtSetBlockDim", st, drv)
+}
+
+func xtSetPinning(ctx, h uintptr, on bool) error {
+	var drv C.int
+	st := C.htgs_cublasxt_set_pinning(C.uintptr_t(ctx), C.uintptr_t(h), cbool(on), &drv)
+	return libCall(LibCUBLAS, "cublasXtSetPinningMemMode", st, drv)
+}
+
+// xtDgemm is column-major cublasXtDgemm on host memory; a, b and c are the
+// addresses of Go memory that the caller keeps alive for the call.
+func xtDgemm(ctx, h uintptr, transA, transB bool, m, n, k int, alpha float64, a uintptr, lda int,
+	b uintptr, ldb int, beta float64, c uintptr, ldc int) error {
+	var drv C.int
+	st := C.htgs_cublasxt_dgemm(C.uintptr_t(ctx), C.uintptr_t(h), cbool(transA), cbool(transB),
+		C.size_t(m), C.size_t(n), C.size_t(k), C.double(alpha), C.uintptr_t(a), C.size_t(lda),
+		C.uintptr_t(b), C.size_t(ldb), C.double(beta), C.uintptr_t(c), C.size_t(ldc), &drv)
+	return libCall(LibCUBLAS, "cublasXtDgemm", st, drv)
+}
+
 // ---- cuFFT -------------------------------------------------------------
 
 func fftPlan2d(ctx uintptr, nx, ny, typ int) (int, error) {

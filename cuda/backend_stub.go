@@ -74,6 +74,15 @@ func blasDgemm(uintptr, uintptr, bool, bool, int, int, int, float64, DevicePtr, 
 	return noCUDAError{}
 }
 
+func xtCreate(uintptr) (uintptr, error)            { return 0, noCUDAError{} }
+func xtDestroy(uintptr, uintptr) error             { return noCUDAError{} }
+func xtDeviceSelect(uintptr, uintptr, []int) error { return noCUDAError{} }
+func xtSetBlockDim(uintptr, uintptr, int) error    { return noCUDAError{} }
+func xtSetPinning(uintptr, uintptr, bool) error    { return noCUDAError{} }
+func xtDgemm(uintptr, uintptr, bool, bool, int, int, int, float64, uintptr, int, uintptr, int, float64, uintptr, int) error {
+	return noCUDAError{}
+}
+
 func fftPlan2d(uintptr, int, int, int) (int, error)              { return 0, noCUDAError{} }
 func fftDestroy(uintptr, int) error                              { return noCUDAError{} }
 func fftVersion() (int, error)                                   { return 0, noCUDAError{} }

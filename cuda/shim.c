@@ -8,6 +8,7 @@
 
 #include "shim.h"
 
+#include <cublasXt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cufft.h>
@@ -65,6 +66,16 @@
 	X(cublasSetStream_v2)                                                                      \
 	X(cublasDgemm_v2)
 
+// cuBLASXt, in the same library: optional (a library without it still
+// serves cuBLAS; the Xt calls then report HTGS_ERR_NOT_LOADED).
+#define HTGS_CUBLASXT_FUNCS(X)                                                                     \
+	X(cublasXtCreate)                                                                          \
+	X(cublasXtDestroy)                                                                         \
+	X(cublasXtDeviceSelect)                                                                    \
+	X(cublasXtSetBlockDim)                                                                     \
+	X(cublasXtSetPinningMemMode)                                                               \
+	X(cublasXtDgemm)
+
 #define HTGS_CUFFT_FUNCS(X)                                                                        \
 	X(cufftPlan2d)                                                                             \
 	X(cufftDestroy)                                                                            \
@@ -79,9 +90,10 @@
 #define HTGS_DECLARE(f) static __typeof__(f) *p_##f;
 HTGS_CU_FUNCS(HTGS_DECLARE)
 HTGS_CUBLAS_FUNCS(HTGS_DECLARE)
+HTGS_CUBLASXT_FUNCS(HTGS_DECLARE)
 HTGS_CUFFT_FUNCS(HTGS_DECLARE)
 
-static int cu_loaded, cublas_loaded, cufft_loaded;
+static int cu_loaded, cublas_loaded, cublasxt_loaded, cufft_loaded;
 
 // lookup resolves every function of a table in handle h; on failure it
 // names the first missing symbol in err.
@@ -175,6 +187,12 @@ int htgs_cublas_load(const char *names, char *soname, size_t sonamelen, char *er
 		return -2;
 	}
 	cublas_loaded = 1;
+	// The Xt table is optional: its lookup failing leaves cuBLAS loaded.
+	char xterr[256];
+	err = xterr;
+	errlen = sizeof xterr;
+	HTGS_CUBLASXT_FUNCS(HTGS_LOOKUP)
+	cublasxt_loaded = ok;
 	return 0;
 }
 
@@ -626,6 +644,54 @@ int htgs_cublas_dgemm(uintptr_t ctx, uintptr_t handle, int transa, int transb, i
 				   transb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
 				   (const double *)(uintptr_t)a, lda, (const double *)(uintptr_t)b,
 				   ldb, &beta, (double *)(uintptr_t)c, ldc));
+}
+
+// ---- cuBLASXt -----------------------------------------------------------
+
+static cublasStatus_t xt_create(uintptr_t *handle)
+{
+	cublasXtHandle_t h = NULL;
+	cublasStatus_t s = p_cublasXtCreate(&h);
+	*handle = (uintptr_t)h;
+	return s;
+}
+
+int htgs_cublasxt_create(uintptr_t ctx, uintptr_t *handle, int *drv)
+{
+	LIBSCOPED(ctx, drv, cublasxt_loaded, xt_create(handle));
+}
+
+int htgs_cublasxt_destroy(uintptr_t ctx, uintptr_t handle, int *drv)
+{
+	LIBSCOPED(ctx, drv, cublasxt_loaded, p_cublasXtDestroy((cublasXtHandle_t)handle));
+}
+
+int htgs_cublasxt_device_select(uintptr_t ctx, uintptr_t handle, int n, int *ids, int *drv)
+{
+	LIBSCOPED(ctx, drv, cublasxt_loaded, p_cublasXtDeviceSelect((cublasXtHandle_t)handle, n, ids));
+}
+
+int htgs_cublasxt_set_block_dim(uintptr_t ctx, uintptr_t handle, int dim, int *drv)
+{
+	LIBSCOPED(ctx, drv, cublasxt_loaded, p_cublasXtSetBlockDim((cublasXtHandle_t)handle, dim));
+}
+
+int htgs_cublasxt_set_pinning(uintptr_t ctx, uintptr_t handle, int on, int *drv)
+{
+	LIBSCOPED(ctx, drv, cublasxt_loaded,
+		  p_cublasXtSetPinningMemMode((cublasXtHandle_t)handle, on ? CUBLASXT_PINNING_ENABLED
+									      : CUBLASXT_PINNING_DISABLED));
+}
+
+int htgs_cublasxt_dgemm(uintptr_t ctx, uintptr_t handle, int transa, int transb, size_t m, size_t n,
+			size_t k, double alpha, uintptr_t a, size_t lda, uintptr_t b, size_t ldb,
+			double beta, uintptr_t c, size_t ldc, int *drv)
+{
+	LIBSCOPED(ctx, drv, cublasxt_loaded,
+		  p_cublasXtDgemm((cublasXtHandle_t)handle, transa ? CUBLAS_OP_T : CUBLAS_OP_N,
+				  transb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
+				  (const double *)a, lda, (const double *)b, ldb, &beta, (double *)c,
+				  ldc));
 }
 
 // ---- cuFFT ------------------------------------------------------------

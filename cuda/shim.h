@@ -113,6 +113,19 @@ int htgs_cublas_dgemm(uintptr_t ctx, uintptr_t handle, int transa, int transb, i
 		      double alpha, unsigned long long a, int lda, unsigned long long b, int ldb,
 		      double beta, unsigned long long c, int ldc, int *drv);
 
+// ---- cuBLASXt (host-memory BLAS over several GPUs, in libcublas) -------
+
+int htgs_cublasxt_create(uintptr_t ctx, uintptr_t *handle, int *drv);
+int htgs_cublasxt_destroy(uintptr_t ctx, uintptr_t handle, int *drv);
+int htgs_cublasxt_device_select(uintptr_t ctx, uintptr_t handle, int n, int *ids, int *drv);
+int htgs_cublasxt_set_block_dim(uintptr_t ctx, uintptr_t handle, int dim, int *drv);
+int htgs_cublasxt_set_pinning(uintptr_t ctx, uintptr_t handle, int on, int *drv);
+// htgs_cublasxt_dgemm is cublasXtDgemm (column-major, host pointers, host
+// scalars); it returns when C is in host memory.
+int htgs_cublasxt_dgemm(uintptr_t ctx, uintptr_t handle, int transa, int transb, size_t m, size_t n,
+			size_t k, double alpha, uintptr_t a, size_t lda, uintptr_t b, size_t ldb,
+			double beta, uintptr_t c, size_t ldc, int *drv);
+
 // ---- cuFFT ------------------------------------------------------------
 
 // FFT plan types (the values of cufftType).
