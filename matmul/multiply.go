@@ -31,10 +31,22 @@ type Report struct {
 	// running (an upper bound on the time it computed; nil for CPU
 	// kernels).
 	DeviceBusy []float64
-	// HostPin is the part of Elapsed spent page-locking the operands for
-	// the run and unlocking them afterwards (HTGS_MATMUL_REGISTER=1 with
-	// a device kernel; 0 otherwise, and for matrices pinned by PinHost).
+	// HostPin is the part of Elapsed spent page-locking the operands
+	// before the run and unlocking them afterwards, outside the graph
+	// (the register and pipelined host copies of a device kernel, see
+	// offload_tuning.go; 0 otherwise, and for matrices pinned by
+	// PinHost). Pipelined registrations overlap the graph and are not in
+	// it.
 	HostPin time.Duration
+	// HostCopy names how the blocks of ordinary host memory moved to and
+	// from the devices (staging, register or pipelined; "" for CPU
+	// kernels).
+	HostCopy string
+	// PinnedBytes is the host memory the run page-locked, and DirectBytes
+	// the part of UploadBytes and DownloadBytes copied straight between
+	// page-locked host memory (that, or PinHost's) and the devices,
+	// without staging.
+	PinnedBytes, DirectBytes int64
 	// Stats are the graph's counters at the end of the run.
 	Stats graph.Stats
 }
@@ -106,27 +118,33 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 	var written, products atomic.Int64
 	var g *graph.Graph[blockRequest, blockDone]
 	var moved offloadCounters
-	var unpin func() error
+	var pins *hostPinner
 	pinStart := time.Now()
 	if off, ok := kernel.(offloader); ok {
-		tune := tuningFor(len(off.offloadDevices()))
-		var direct [3]bool
-		direct, unpin, err = pinOperands(off, tune, a, b, c)
+		hc, err := hostCopyFromEnv()
 		if err != nil {
-			return rep, err
+			return rep, fmt.Errorf("matmul: %w", err)
 		}
-		rep.HostPin = time.Since(pinStart)
-		g = buildOffload(&plan, cfg, off, tune, direct, oa, ob, c, &written, &moved)
+		tune := tuningFor(len(off.offloadDevices()))
+		rep.HostCopy = hc.String()
+		var direct [3]bool
+		direct, pins = pinOperands(off, tune, a, b, c)
+		if hc == copyRegister {
+			rep.HostPin = time.Since(pinStart)
+		}
+		g = buildOffload(&plan, cfg, off, tune, direct, pins, oa, ob, c, &written, &moved)
 	} else {
 		g = build(&plan, cfg, oa, ob, c, &written, &products)
 	}
 	err = runGraph(ctx, g, plan.requests, plan.MB*plan.NB, cfg, rep)
-	if unpin != nil {
+	if pins != nil {
 		t0 := time.Now()
-		err = errors.Join(err, unpin())
+		rep.PinnedBytes = pins.bytes.Load()
+		err = errors.Join(err, pins.close())
 		rep.HostPin += time.Since(t0)
 		rep.Elapsed += rep.HostPin
 	}
+	rep.DirectBytes = moved.direct.Load()
 	rep.UploadBytes, rep.DownloadBytes = moved.uploaded.Load(), moved.downloaded.Load()
 	products.Add(moved.products.Load())
 	for i := range moved.busy {

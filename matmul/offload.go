@@ -250,6 +250,10 @@ type offloadShared struct {
 	// directA, directB and directOut: the blocks of A, of B and of C are
 	// copied straight between registered host memory and the devices.
 	directA, directB, directOut bool
+	// pins registers the other *Dense operands' memory during the run
+	// (nil: none): a block that lies wholly in registered memory is
+	// copied straight too.
+	pins *hostPinner
 }
 
 // copyIn is the copy-in task of a device (one copy, so that device
@@ -287,10 +291,11 @@ func (c *copyIn) Shutdown(ctx context.Context) error {
 // packs b into it, and queues the upload after the last product that read
 // dst. dst's fence then marks the upload.
 func (c *copyIn) upload(ctx context.Context, dst devMem, b *block) error {
-	if (b.op == OperandA && c.directA) || (b.op == OperandB && c.directB) {
+	if (b.op == OperandA && c.directA) || (b.op == OperandB && c.directB) || c.pins.ready(b.data, b.rows, b.cols, b.stride) {
 		if b.rows*b.cols > dst.Len() {
 			return fmt.Errorf("%dx%d block larger than the device buffer (%d)", b.rows, b.cols, dst.Len())
 		}
+		c.counters.direct.Add(8 * int64(b.rows) * int64(b.cols))
 		return errors.Join(c.q.await(dst), c.q.uploadFrom(dst, b.data, b.stride, b.rows, b.cols), c.q.signal(dst))
 	}
 	st, err := c.staging.Get(ctx, 1)
@@ -491,7 +496,8 @@ func (c *copyOut) Execute(ctx context.Context, dr devResult, out task.Emitter[*p
 
 // download copies the device block of dr into p through a staging buffer.
 func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error {
-	if c.directOut && p.buf == nil {
+	if p.buf == nil && (c.directOut || c.pins.ready(p.data, dr.rows, dr.cols, p.stride)) {
+		c.counters.direct.Add(8 * int64(dr.rows) * int64(dr.cols))
 		err := errors.Join(c.q.await(dr.buf.Data), c.q.downloadTo(p.data, p.stride, dr.buf.Data, dr.rows, dr.cols), c.q.signal(dr.buf.Data))
 		if err == nil {
 			err = c.q.wait(dr.buf.Data)
@@ -602,13 +608,16 @@ func (m *busyMeter) stop() error {
 // offloadCounters count the work of an offload run.
 type offloadCounters struct {
 	uploaded, downloaded, products atomic.Int64
+	direct                         atomic.Int64   // bytes copied straight from or to registered host memory
 	busy                           []atomic.Int64 // nanoseconds per device
 }
 
-// maxCopyWorkers bounds the goroutines of one staging copy: eight cores
-// saturate the memory bandwidth of a server socket, and the threads that
-// wait for the GPU (they spin) need cores too.
-const maxCopyWorkers = 8
+// maxCopyWorkers bounds the goroutines of one staging copy. One core
+// copies about 10 GB/s from ordinary memory; packing A and B for a GPU
+// that multiplies at 50 TFLOP/s needs several times that, so the copies
+// take the cores a GPU machine has (16 on the H100 and H200 machines
+// measured; eight left the copies the bound, at 41% GPU busy).
+const maxCopyWorkers = 16
 
 // Copies per device of the copy-out task: one downloads while the other
 // unpacks.
@@ -622,7 +631,7 @@ const copyOutThreads = 2
 //
 // The accumulate bookkeeper only passes the finished blocks on: they come
 // from the devices complete.
-func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, direct [3]bool, a, b *operand, c Sink, written *atomic.Int64, counters *offloadCounters) *graph.Graph[blockRequest, blockDone] {
+func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, direct [3]bool, pins *hostPinner, a, b *operand, c Sink, written *atomic.Int64, counters *offloadCounters) *graph.Graph[blockRequest, blockDone] {
 	g := graph.New[blockRequest, blockDone]("matmul")
 	bs := plan.BlockSize
 	sizeA, sizeB, sizeC := min(bs, plan.M)*min(bs, plan.K), min(bs, plan.K)*min(bs, plan.N), min(bs, plan.M)*min(bs, plan.N)
@@ -630,7 +639,7 @@ func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, dir
 	devs := off.offloadDevices()
 	counters.busy = make([]atomic.Int64, len(devs))
 	shared := &offloadShared{plan: plan, counters: counters, workers: tune.packWorkers,
-		directA: direct[0], directB: direct[1], directOut: direct[2]}
+		directA: direct[0], directB: direct[1], directOut: direct[2], pins: pins}
 	home, _ := c.(*Dense)
 
 	// One device's subgraph, cloned per device: its pools allocate on the

@@ -41,6 +41,11 @@ type fakeGPU struct {
 	registered            hostPins
 	pinned                hostPins
 	direct, registrations atomic.Int64
+	// staged counts the copies through staging buffers (up and down).
+	staged atomic.Int64
+	// registerGate, when set, holds every registration until it is
+	// closed.
+	registerGate chan struct{}
 }
 
 type fakeDevice struct {
@@ -108,7 +113,10 @@ func (k *fakeGPU) offloadDevices() []device.Device {
 func (k *fakeGPU) offloadMemory() int64 { return k.memory }
 
 func (k *fakeGPU) registerHost(data []float64) (func() error, error) {
-	if k.registered.covers(data) {
+	if k.registerGate != nil {
+		<-k.registerGate
+	}
+	if k.registered.overlaps(data) {
 		return nil, errors.New("fake: memory already registered")
 	}
 	k.registrations.Add(1)
@@ -229,6 +237,7 @@ func (q *fakeQueue) upload(dst devMem, src stagingMem, n int) error {
 	if n > len(d.data) || n > len(s.data) {
 		return fmt.Errorf("upload of %d into %d elements (staging %d)", n, len(d.data), len(s.data))
 	}
+	q.k.staged.Add(1)
 	if q.dev.gemmsQueued.Load() > 0 {
 		q.dev.overlapped.Add(1)
 	}
@@ -290,6 +299,7 @@ func (q *fakeQueue) download(dst stagingMem, src devMem, n int) error {
 	if err != nil {
 		return err
 	}
+	q.k.staged.Add(1)
 	q.ops <- func() {
 		q.dev.mu.Lock()
 		if q.dev.downloads[s]++; q.dev.downloads[s] > 1 {
@@ -796,7 +806,7 @@ func TestOffloadTuning(t *testing.T) {
 	t.Setenv("HTGS_MATMUL_COPYOUT", "1")
 	t.Setenv("HTGS_MATMUL_DEVCACHE", "0")
 	tune := tuningFor(1)
-	if tune.packWorkers != 3 || tune.stagingIn != 5 || tune.copyOut != 1 || tune.register || tune.devCache {
+	if tune.packWorkers != 3 || tune.stagingIn != 5 || tune.copyOut != 1 || tune.hostCopy != copyStaging || tune.devCache {
 		t.Fatalf("tuning %+v", tune)
 	}
 	a, b := Random(64, 80, 1), Random(80, 48, 2)

@@ -17,16 +17,28 @@ import (
 // one session on a GPU machine can compare them:
 //
 //	HTGS_MATMUL_PACK=N      goroutines per staging copy (pack and unpack);
-//	                        default min(8, GOMAXPROCS/devices)
+//	                        default min(16, GOMAXPROCS/devices)
 //	HTGS_MATMUL_STAGING=N   pinned staging buffers of each copy-in task
 //	                        (default 3)
 //	HTGS_MATMUL_COPYOUT=N   copies of each device's copy-out task, and
 //	                        staging buffers for downloads (default 2)
-//	HTGS_MATMUL_REGISTER=1  page-lock (cuMemHostRegister) the *Dense A, B
-//	                        and C for the run and copy blocks straight
-//	                        between them and the device with 2-D copies: no
-//	                        packing, no staging (default 0). Matrices pinned
-//	                        with PinHost are copied that way whatever it says.
+//	HTGS_MATMUL_HOSTCOPY=S  how the blocks of ordinary *Dense operands move
+//	                        (see hostCopy): staging (pack into pinned
+//	                        buffers), register (page-lock A, B and C with
+//	                        cuMemHostRegister before the product, in chunks
+//	                        on parallel goroutines, then 2-D copies straight
+//	                        between them and the devices: no packing, no
+//	                        staging) or pipelined (register the chunks while
+//	                        the product runs; blocks not yet registered go
+//	                        through staging). Default: defaultHostCopy.
+//	                        Matrices pinned with PinHost are copied straight
+//	                        whatever it says.
+//	HTGS_MATMUL_REGISTER=1  the same as HTGS_MATMUL_HOSTCOPY=register
+//	HTGS_MATMUL_PINCHUNK=K  KiB of host memory per registration (default
+//	                        65536: 64 MiB)
+//	HTGS_MATMUL_PINWORKERS=N goroutines registering chunks (default: the
+//	                        CPUs with register, a quarter of them, at least
+//	                        2, with pipelined, which packs at the same time)
 //	HTGS_MATMUL_BLOCKSYNC=1 host threads waiting for the GPU (for a
 //	                        staging buffer, a download, the busy meter)
 //	                        sleep instead of spinning on a core (cuda
@@ -38,7 +50,9 @@ type offloadTuning struct {
 	packWorkers int
 	stagingIn   int
 	copyOut     int
-	register    bool
+	hostCopy    hostCopy
+	pinChunk    int64 // bytes
+	pinWorkers  int
 	devCache    bool
 }
 
@@ -62,14 +76,40 @@ func envBool(name string, def bool) bool {
 }
 
 // tuningFor returns the knobs for a product on devices devices.
+// An invalid HTGS_MATMUL_HOSTCOPY leaves the default (hostCopyFromEnv
+// reports it).
 func tuningFor(devices int) offloadTuning {
+	hc, _ := hostCopyFromEnv()
+	cpus := runtime.GOMAXPROCS(0)
+	pinWorkers := cpus
+	if hc == copyPipelined {
+		pinWorkers = max(2, cpus/4)
+	}
 	return offloadTuning{
-		packWorkers: envInt("HTGS_MATMUL_PACK", max(1, min(maxCopyWorkers, runtime.GOMAXPROCS(0)/max(1, devices)))),
+		packWorkers: envInt("HTGS_MATMUL_PACK", max(1, min(maxCopyWorkers, cpus/max(1, devices)))),
 		stagingIn:   envInt("HTGS_MATMUL_STAGING", stagingInBuffers),
 		copyOut:     envInt("HTGS_MATMUL_COPYOUT", copyOutThreads),
-		register:    envBool("HTGS_MATMUL_REGISTER", false),
+		hostCopy:    hc,
+		pinChunk:    int64(envInt("HTGS_MATMUL_PINCHUNK", defaultPinChunk>>10)) << 10,
+		pinWorkers:  envInt("HTGS_MATMUL_PINWORKERS", pinWorkers),
 		devCache:    envBool("HTGS_MATMUL_DEVCACHE", true),
 	}
+}
+
+// hostCopyFromEnv returns the strategy HTGS_MATMUL_HOSTCOPY names (or
+// HTGS_MATMUL_REGISTER=1 asks for), or defaultHostCopy.
+func hostCopyFromEnv() (hostCopy, error) {
+	if v := os.Getenv("HTGS_MATMUL_HOSTCOPY"); strings.TrimSpace(v) != "" {
+		hc, err := parseHostCopy(v)
+		if err != nil {
+			return defaultHostCopy, fmt.Errorf("HTGS_MATMUL_HOSTCOPY: %w", err)
+		}
+		return hc, nil
+	}
+	if envBool("HTGS_MATMUL_REGISTER", false) {
+		return copyRegister, nil
+	}
+	return defaultHostCopy, nil
 }
 
 // hostPins records the host memory that PinHost registered with an
@@ -109,16 +149,42 @@ func (h *hostPins) remove(d []float64) {
 	}
 }
 
-// covers reports whether d lies within a pinned span.
+// covers reports whether d lies within the pinned spans (one or several
+// adjacent ones).
 func (h *hostPins) covers(d []float64) bool {
 	if len(d) == 0 {
 		return false
 	}
 	s := spanOf(d)
+	lo, hi := s.addr, s.addr+uintptr(8*s.n)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for lo < hi {
+		next := lo
+		for p := range h.pins {
+			if end := p.addr + uintptr(8*p.n); p.addr <= lo && end > next {
+				next = end
+			}
+		}
+		if next == lo {
+			return false
+		}
+		lo = next
+	}
+	return true
+}
+
+// overlaps reports whether any of d lies within a pinned span.
+func (h *hostPins) overlaps(d []float64) bool {
+	if len(d) == 0 {
+		return false
+	}
+	s := spanOf(d)
+	lo, hi := s.addr, s.addr+uintptr(8*s.n)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for p := range h.pins {
-		if s.addr >= p.addr && s.addr+uintptr(8*s.n) <= p.addr+uintptr(8*p.n) {
+		if p.addr < hi && lo < p.addr+uintptr(8*p.n) {
 			return true
 		}
 	}
@@ -190,65 +256,33 @@ func PinHost(k Kernel, ms ...*Dense) (unpin func() error, err error) {
 }
 
 // pinOperands decides which operands are copied straight between host
-// memory and the devices: the *Dense ones pinned with PinHost, and, with
-// tune.register, the others, which it registers for the run (unpin
-// releases them; those it cannot register go through staging). It
-// returns the choice for A, B and C.
-func pinOperands(off offloader, tune offloadTuning, a, b Source, c Sink) (direct [3]bool, unpin func() error, err error) {
-	var undo []func() error
-	unpin = func() error {
-		var errs []error
-		for _, u := range undo {
-			errs = append(errs, u())
-		}
-		undo = nil
-		return errors.Join(errs...)
-	}
+// memory and the devices: the *Dense ones pinned with PinHost (direct),
+// and, with the register and pipelined strategies, the others, whose
+// memory the returned pinner page-locks chunk by chunk (before it returns
+// with register, in the background with pipelined; nil with staging).
+// The caller closes the pinner after the product.
+func pinOperands(off offloader, tune offloadTuning, a, b Source, c Sink) (direct [3]bool, pins *hostPinner) {
 	var views [3][]float64
-	var todo [][]float64 // to register, each once (A and B may be one matrix)
-	var planned hostPins
 	for i, m := range []any{a, b, c} {
 		d, ok := m.(*Dense)
 		if !ok || d.R == 0 || d.C == 0 {
 			continue
 		}
-		views[i] = d.view(0, 0, d.R, d.C)
-		if off.hostPins().covers(views[i]) {
+		v := d.view(0, 0, d.R, d.C)
+		if off.hostPins().covers(v) {
 			direct[i] = true
 			continue
 		}
-		if tune.register && !planned.covers(views[i]) {
-			todo = append(todo, views[i])
-			planned.add(views[i])
-		}
+		views[i] = v
 	}
-	// The registrations run at once: pinning pages takes the operating
-	// system time, which may overlap.
-	releases := make([]func() error, len(todo))
-	var wg sync.WaitGroup
-	for i, data := range todo {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if r, err := off.registerHost(data); err == nil {
-				releases[i] = r
-			}
-			// Memory that cannot be registered (say, overlapping memory
-			// registered by someone else) goes through staging.
-		}()
+	if tune.hostCopy == copyStaging || views[0] == nil && views[1] == nil && views[2] == nil {
+		return direct, nil
 	}
-	wg.Wait()
-	var mine hostPins
-	for i, r := range releases {
-		if r != nil {
-			undo = append(undo, r)
-			mine.add(todo[i])
-		}
+	// A and B interleaved, then C, whose blocks come back last.
+	pins = newHostPinner(off, views[:], []int{0, 0, 1}, tune.pinChunk, tune.pinWorkers)
+	pins.start()
+	if tune.hostCopy == copyRegister {
+		pins.wait()
 	}
-	for i, v := range views {
-		if v != nil && mine.covers(v) {
-			direct[i] = true
-		}
-	}
-	return direct, unpin, nil
+	return direct, pins
 }

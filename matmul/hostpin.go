@@ -1,0 +1,241 @@
+package matmul
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// hostCopy is how blocks of ordinary (pageable) *Dense operands reach the
+// devices and the blocks of C come back (matrices pinned with PinHost are
+// always copied straight):
+//
+//   - copyStaging packs each block into a pinned staging buffer, with
+//     parallel host copies, and uploads it from there (downloads unpack
+//     the same way);
+//   - copyRegister page-locks the operands before the product, in chunks
+//     registered in parallel, then copies every block straight between
+//     them and the devices (the registration counts in the product's
+//     time: Report.HostPin);
+//   - copyPipelined registers the chunks in the background while the
+//     product runs: a block whose memory is registered by the time it is
+//     copied goes straight, the others through staging.
+//
+// HTGS_MATMUL_HOSTCOPY selects one for a run (staging, register,
+// pipelined); HTGS_MATMUL_REGISTER=1 is the older spelling of register.
+type hostCopy int
+
+const (
+	copyStaging hostCopy = iota
+	copyRegister
+	copyPipelined
+)
+
+// defaultHostCopy is the strategy when HTGS_MATMUL_HOSTCOPY is unset.
+const defaultHostCopy = copyStaging
+
+var hostCopyNames = [...]string{copyStaging: "staging", copyRegister: "register", copyPipelined: "pipelined"}
+
+func (h hostCopy) String() string {
+	if int(h) < len(hostCopyNames) {
+		return hostCopyNames[h]
+	}
+	return fmt.Sprintf("hostCopy(%d)", int(h))
+}
+
+// parseHostCopy returns the strategy named s.
+func parseHostCopy(s string) (hostCopy, error) {
+	for i, n := range hostCopyNames {
+		if strings.EqualFold(strings.TrimSpace(s), n) {
+			return hostCopy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: host copy %q: want one of %s", ErrConfig, s, strings.Join(hostCopyNames[:], ", "))
+}
+
+// defaultPinChunk is the bytes of host memory each registration covers:
+// small enough that the first blocks are registered soon after the start
+// and that registrations run in parallel, large enough that the calls'
+// fixed cost (and the driver's bookkeeping of regions) stays small.
+const defaultPinChunk = 64 << 20
+
+const pageSize = 4096
+
+// pinChunk is one registration: a page-aligned piece of an operand (its
+// first and last may start or end inside a page).
+type pinChunk struct {
+	data    []float64
+	lo, hi  uintptr
+	ready   atomic.Bool // registered, until the pinner closes
+	release func() error
+	rank    float64 // order of registration: smaller first
+}
+
+// hostPinner page-locks the memory of the operands chunk by chunk on
+// worker goroutines, and tells the copy tasks which blocks lie wholly in
+// registered memory. Chunks that cannot be registered (memory registered
+// by someone else) stay unregistered: their blocks go through staging.
+type hostPinner struct {
+	off     offloader
+	chunks  []*pinChunk // by address
+	order   []*pinChunk // by rank
+	next    atomic.Int64
+	stop    atomic.Bool
+	wg      sync.WaitGroup
+	workers int
+	bytes   atomic.Int64 // registered
+	mu      sync.Mutex
+	errs    []error // registrations refused
+}
+
+// newHostPinner plans the chunks of the given views (nil ones skipped;
+// overlapping ones merged) of chunk bytes each. rank orders the views'
+// registrations: chunks of views of equal rank interleave by their
+// position in the view, lower ranks go first.
+func newHostPinner(off offloader, views [][]float64, ranks []int, chunk int64, workers int) *hostPinner {
+	type span struct {
+		base   *float64 // first element
+		lo, hi uintptr
+		rank   int
+	}
+	var spans []span
+	for i, v := range views {
+		if len(v) == 0 {
+			continue
+		}
+		lo := uintptr(unsafe.Pointer(&v[0]))
+		spans = append(spans, span{&v[0], lo, lo + uintptr(8*len(v)), ranks[i]})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	var merged []span
+	for _, s := range spans {
+		if n := len(merged); n > 0 && s.lo < merged[n-1].hi {
+			merged[n-1].hi = max(merged[n-1].hi, s.hi)
+			merged[n-1].rank = min(merged[n-1].rank, s.rank)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	p := &hostPinner{off: off, workers: max(1, workers)}
+	chunk = max(pageSize, chunk/pageSize*pageSize)
+	for _, s := range merged {
+		// The memory of a merged span lies in one allocation (its views
+		// overlap), so one slice may cover it.
+		all := unsafe.Slice(s.base, (s.hi-s.lo)/8)
+		var cs []*pinChunk
+		for lo := s.lo; lo < s.hi; {
+			// Chunks end on page boundaries, so that no two share a page.
+			hi := min(s.hi, (lo+uintptr(chunk))&^(pageSize-1))
+			cs = append(cs, &pinChunk{data: all[(lo-s.lo)/8 : (hi-s.lo)/8], lo: lo, hi: hi})
+			lo = hi
+		}
+		for i, c := range cs {
+			c.rank = float64(s.rank) + (float64(i)+0.5)/float64(len(cs))
+		}
+		p.chunks = append(p.chunks, cs...)
+	}
+	p.order = slices.Clone(p.chunks)
+	sort.SliceStable(p.order, func(i, j int) bool { return p.order[i].rank < p.order[j].rank })
+	return p
+}
+
+// start registers the chunks on the pinner's workers, in rank order.
+func (p *hostPinner) start() {
+	for range min(p.workers, len(p.order)) {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for !p.stop.Load() {
+				i := int(p.next.Add(1)) - 1
+				if i >= len(p.order) {
+					return
+				}
+				c := p.order[i]
+				release, err := p.off.registerHost(c.data)
+				if err != nil {
+					p.mu.Lock()
+					p.errs = append(p.errs, err)
+					p.mu.Unlock()
+					continue
+				}
+				c.release = release
+				p.bytes.Add(int64(c.hi - c.lo))
+				c.ready.Store(true)
+			}
+		}()
+	}
+}
+
+// wait waits for the workers (every chunk tried, unless closed).
+func (p *hostPinner) wait() { p.wg.Wait() }
+
+// ready reports whether the rows x cols block data (stride ld) lies
+// wholly in registered memory. A nil pinner has none.
+func (p *hostPinner) ready(data []float64, rows, cols, ld int) bool {
+	if p == nil || rows == 0 || cols == 0 || len(data) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(&data[0]))
+	hi := lo + uintptr(8*((rows-1)*ld+cols))
+	i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].hi > lo })
+	for ; lo < hi; i++ {
+		if i >= len(p.chunks) || p.chunks[i].lo > lo || !p.chunks[i].ready.Load() {
+			return false
+		}
+		lo = p.chunks[i].hi
+	}
+	return true
+}
+
+// all reports whether every chunk is registered.
+func (p *hostPinner) all() bool {
+	for _, c := range p.chunks {
+		if !c.ready.Load() {
+			return false
+		}
+	}
+	return len(p.chunks) > 0
+}
+
+// close stops the registrations, waits for those under way, and
+// unregisters every chunk, on the pinner's workers. The copies from and to
+// the chunks must have completed.
+func (p *hostPinner) close() error {
+	if p == nil {
+		return nil
+	}
+	p.stop.Store(true)
+	p.wg.Wait()
+	var todo []*pinChunk
+	for _, c := range p.chunks {
+		if c.ready.Swap(false) {
+			todo = append(todo, c)
+		}
+	}
+	errs := make([]error, len(todo))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(p.workers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(todo) {
+					return
+				}
+				errs[i] = todo[i].release()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("matmul: unregistering host memory: %w", err)
+	}
+	return nil
+}
