@@ -6,6 +6,10 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"gonum.org/v1/gonum/blas"
+
+	"github.com/gohtgs/htgs/cuda"
 )
 
 // cudaTag tells the tests whether the cuda kernel is compiled in.
@@ -125,5 +129,47 @@ func TestCUDAOffloadSumsOnDevice(t *testing.T) {
 	}
 	if c := int64(8 * 300 * 310); rep.DownloadBytes != c {
 		t.Errorf("out of core: downloaded %d bytes, want |C| = %d", rep.DownloadBytes, c)
+	}
+}
+
+// cuBLASXt (the reference of the benchmarks and of matmul -compare-xt)
+// gives gonum's result on host memory, with strides and tiles smaller than
+// the matrices.
+func TestCUDABLASXtMatchesGonum(t *testing.T) {
+	cudaKernelOrSkip(t)
+	ds, err := cuda.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := cuda.NewBLASXt(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if err := x.SetBlockDim(128); err != nil {
+		t.Fatal(err)
+	}
+	a, b := Random(300, 257, 1), Random(257, 411, 2)
+	want := NewDense(300, 411)
+	if err := Gonum().(Gemmer).Gemm(1, a, b, want); err != nil {
+		t.Fatal(err)
+	}
+	// C is a view with a stride larger than its width: the columns
+	// beyond it must be left alone.
+	wide := NewDense(300, 420)
+	for i := range wide.Data {
+		wide.Data[i] = -7
+	}
+	got := &Dense{R: 300, C: 411, Stride: 420, Data: wide.Data}
+	if err := x.Dgemm(blas.NoTrans, blas.NoTrans, 300, 411, 257, 1, a.Data, a.Stride, b.Data, b.Stride, 0, got.Data, got.Stride); err != nil {
+		t.Fatal(err)
+	}
+	checkProduct(t, a, b, got, want)
+	for i := range 300 {
+		for j := 411; j < 420; j++ {
+			if v := wide.At(i, j); v != -7 {
+				t.Fatalf("element (%d,%d) beyond C's width changed to %g", i, j, v)
+			}
+		}
 	}
 }

@@ -27,6 +27,14 @@ type sweepVariant struct {
 
 var sweepVariants = []sweepVariant{
 	{name: "base"},
+	{name: "staging", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging"}},
+	{name: "pack8", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_PACK": "8"}},
+	{name: "staging-s5", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_STAGING": "5", "HTGS_MATMUL_COPYOUT": "3"}},
+	{name: "regchunks", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "register"}},
+	{name: "regchunks-w8", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "register", "HTGS_MATMUL_PINWORKERS": "8"}},
+	{name: "pipelined", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "pipelined"}},
+	{name: "pipelined-w8", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "pipelined", "HTGS_MATMUL_PINWORKERS": "8"}},
+	{name: "pipelined-c16", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "pipelined", "HTGS_MATMUL_PINCHUNK": "16384"}},
 	{name: "pinhost", pin: true},
 	{name: "register", env: map[string]string{"HTGS_MATMUL_REGISTER": "1"}},
 	{name: "blocksync", env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
@@ -106,7 +114,7 @@ func TestCUDASweep(t *testing.T) {
 				if len(want) > 0 && !want[v.name] {
 					continue
 				}
-				if pinCost[n] > 1 && v.env["HTGS_MATMUL_REGISTER"] != "" {
+				if pinCost[n] > 1 && (v.env["HTGS_MATMUL_REGISTER"] != "" || v.env["HTGS_MATMUL_HOSTCOPY"] == "register") {
 					// Registering inside each product would cost more
 					// than the product: not worth the sweep's time.
 					fmt.Printf("SWEEP n=%-6s bs=%-5d %-12s skipped: page-locking A, B and C took %.2f s\n", size, bs, v.name, pinCost[n])
@@ -175,9 +183,10 @@ func sweepOne(ctx context.Context, v sweepVariant, a, b, c *matmul.Dense, cfg ma
 		busy = rep.DeviceBusy[0]
 	}
 	moved, least := rep.Plan.BusBytes()
-	return fmt.Sprintf("%6.2f TFLOP/s  best %.3f s  mean %.3f s  busy %.2f  bus %5.1f GB/s (%.2fx min)  run-pin %.3f s  PinHost %.3f s  pools A%d B%d C%d",
+	direct := float64(rep.DirectBytes) / float64(max(1, rep.UploadBytes+rep.DownloadBytes))
+	return fmt.Sprintf("%6.2f TFLOP/s  best %.3f s  mean %.3f s  busy %.2f  bus %5.1f GB/s (%.2fx min)  run-pin %.3f s  PinHost %.3f s  %s direct %.2f  pools A%d B%d C%d",
 		2*n*n*n/best/1e12, best, sum/float64(runs), busy, float64(rep.UploadBytes+rep.DownloadBytes)/best/1e9,
-		float64(moved)/float64(least), rep.HostPin.Seconds(), pinTime, rep.Plan.DevicePoolA, rep.Plan.DevicePoolB, rep.Plan.DevicePoolC), pinTime, nil
+		float64(moved)/float64(least), rep.HostPin.Seconds(), pinTime, rep.HostCopy, direct, rep.Plan.DevicePoolA, rep.Plan.DevicePoolB, rep.Plan.DevicePoolC), pinTime, nil
 }
 
 func envList(name, def string) []string {

@@ -33,6 +33,19 @@
 //	-pin          with -kernel cuda in memory: page-lock A, B and C before the
 //	              timed product (matmul.PinHost), so that blocks go straight
 //	              between them and the GPUs by DMA, without staging copies
+//	-host-copy S  with -kernel cuda: how blocks of ordinary memory reach the
+//	              GPUs: staging (packed into pinned buffers by parallel
+//	              copies), register (A, B and C page-locked in chunks before
+//	              the product, counted in its time) or pipelined (chunks
+//	              page-locked while the product runs; blocks not yet locked
+//	              go through staging). Default: the package's choice (the
+//	              environment variable HTGS_MATMUL_HOSTCOPY, which this sets).
+//	-compare-xt   with -kernel cuda in memory (build with -tags cuda): after
+//	              the product, run in the same process cuBLASXt on the same
+//	              ordinary memory, then the graph and cuBLASXt on A, B and C
+//	              page-locked (PinHost), then one cuBLAS DGEMM on operands
+//	              already on the GPU, and print the rates side by side
+//	-xt-block N   cuBLASXt's tile side for -compare-xt (default 4096)
 //
 // C is written to a temporary file next to -o and renamed onto it only when
 // the whole run succeeds (including -verify and -profile): a failed run
@@ -96,6 +109,9 @@ type options struct {
 	progress   bool
 	hadamard   bool
 	pin        bool
+	hostCopy   string
+	compareXt  bool
+	xtBlock    int
 	httpAddr   string
 	httpWait   bool
 	live       *cli.Live // serving -http
@@ -125,6 +141,9 @@ func flagSet(o *options, raw *rawFlags) *flag.FlagSet {
 	fs.BoolVar(&o.progress, "progress", false, "draw the progress bars even if stderr is not a terminal")
 	fs.StringVar(&raw.op, "op", "mul", "`operation`: mul or hadamard")
 	fs.BoolVar(&o.pin, "pin", false, "with -kernel cuda in memory: page-lock A, B and C before the timed product (not counted in its time), so that blocks are copied straight between them and the GPUs")
+	fs.StringVar(&o.hostCopy, "host-copy", "", "with -kernel cuda: how blocks of ordinary memory reach the GPUs: staging, register or pipelined (default: the package's)")
+	fs.BoolVar(&o.compareXt, "compare-xt", false, "with -kernel cuda in memory: also run cuBLASXt, the graph and cuBLASXt on page-locked memory, and resident cuBLAS, and print the rates side by side")
+	fs.IntVar(&o.xtBlock, "xt-block", 4096, "cuBLASXt tile `side` for -compare-xt")
 	fs.StringVar(&o.tmp, "tmp", "", "`directory` for temporary files of out-of-core -n runs (default: the system's)")
 	return fs
 }
@@ -170,6 +189,13 @@ func parse(args []string) (*options, error) {
 		return nil, cli.Usagef("-block %d: want a positive block size", o.block)
 	case o.threads < 0:
 		return nil, cli.Usagef("-threads %d: want a positive count (or 0 for one per CPU)", o.threads)
+	case o.xtBlock < 1:
+		return nil, cli.Usagef("-xt-block %d: want a positive tile side", o.xtBlock)
+	}
+	switch o.hostCopy {
+	case "", "staging", "register", "pipelined":
+	default:
+		return nil, cli.Usagef("-host-copy %q: want staging, register or pipelined", o.hostCopy)
 	}
 	switch raw.op {
 	case "mul":
@@ -203,6 +229,12 @@ func parse(args []string) (*options, error) {
 		return nil, cli.Usagef("-kernel %s: %s", raw.kernel, strings.TrimPrefix(err.Error(), "matmul: "))
 	}
 	o.kernel = k
+	if (o.hostCopy != "" || o.compareXt) && k.Name() != "cuda" {
+		return nil, cli.Usagef("-host-copy and -compare-xt need -kernel cuda")
+	}
+	if o.compareXt && (o.hadamard || o.mem != 0) {
+		return nil, cli.Usagef("-compare-xt compares products in memory: not with -op hadamard or -mem")
+	}
 	return o, nil
 }
 
@@ -269,6 +301,12 @@ func (o *options) config(stderr io.Writer, budget int64) (matmul.Config, *progre
 }
 
 func (o *options) execute(ctx context.Context, stdout, stderr io.Writer) error {
+	if o.hostCopy != "" {
+		// The knob that package matmul reads for each product.
+		if err := os.Setenv("HTGS_MATMUL_HOSTCOPY", o.hostCopy); err != nil {
+			return err
+		}
+	}
 	live, err := cli.ServeLive(prog, o.httpAddr, stdout)
 	if err != nil {
 		return err
@@ -533,6 +571,11 @@ func (o *options) product(ctx context.Context, stdout, stderr io.Writer, a, b ma
 		}
 	}
 	o.summary(stdout, rep)
+	if o.compareXt {
+		if err := compareXt(ctx, stdout, o, asDense(a), asDense(b), cDense, cfg, rep); err != nil {
+			return fmt.Errorf("-compare-xt: %w", err)
+		}
+	}
 	if o.verify {
 		da, db, dc := asDense(a), asDense(b), cDense
 		if !inMemory {
@@ -706,6 +749,15 @@ func gpuLine(rep *matmul.Report) string {
 		float64(rep.UploadBytes+rep.DownloadBytes)/sec/1e9, float64(moved)/float64(max(1, least)), units.FormatBytes(least))
 	if rep.BytesRead > 0 {
 		s += fmt.Sprintf("; disk %.2f GB/s read", float64(rep.BytesRead)/sec/1e9)
+	}
+	if rep.HostCopy != "" {
+		s += "; host copy " + rep.HostCopy
+		if rep.PinnedBytes > 0 {
+			s += fmt.Sprintf(" (page-locked %s)", units.FormatBytes(rep.PinnedBytes))
+		}
+		if all := rep.UploadBytes + rep.DownloadBytes; all > 0 {
+			s += fmt.Sprintf(", %.0f%% of the bytes straight from/to host memory", 100*float64(rep.DirectBytes)/float64(all))
+		}
 	}
 	if rep.HostPin > 0 {
 		s += fmt.Sprintf("; page-locking %.3f s of the time", rep.HostPin.Seconds())

@@ -137,6 +137,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-n", "10", "-op", "divide"}, "want mul or hadamard"},
 		{[]string{"-n", "10", "extra"}, "unexpected arguments"},
 		{[]string{"-bogus"}, "not defined"},
+		{[]string{"-n", "10", "-host-copy", "osmosis"}, "want staging, register or pipelined"},
+		{[]string{"-n", "10", "-kernel", "gonum", "-host-copy", "staging"}, "need -kernel cuda"},
+		{[]string{"-n", "10", "-kernel", "gonum", "-compare-xt"}, "need -kernel cuda"},
+		{[]string{"-n", "10", "-xt-block", "0"}, "positive tile side"},
 	} {
 		if tc.want == "" {
 			continue // the cuda kernel runs here
