@@ -20,17 +20,14 @@ import (
 
 // gpuOpNames returns the operations with a GPU implementation (the others
 // run on CPU cores only), with the kernels of kernels/pathology.cu whose
-// definitions are those of the CPU: reconstruction of the background from
-// the border (FillHoles, iterative) and per-object reductions
-// (FeatIntensity, FeatGradient). The file's kernels for RBCDetection (a
-// threshold), MorphOpen (a 3x3 opening) and PreWatershed (a city-block
-// distance) compute the operations' former, simplified definitions, not
-// the CPU's (reconstruction, a 19x19 disk, a Euclidean distance with
-// h-maxima): those operations run on CPU cores only until their kernels
-// are rewritten (hostAccel, which runs only the operations listed here,
-// has no case for them).
+// definitions are those of the CPU: reconstructions by iterated geodesic
+// dilation (RBCDetection, FillHoles, PreWatershed's h-maxima), the opening
+// by the 19x19 disk (MorphOpen), the exact Euclidean distance
+// (PreWatershed) and per-object reductions (FeatIntensity, FeatGradient).
+// Each output equals the CPU's bit for bit (the feature tables within
+// 1e-9: sums in another order).
 func gpuOpNames() []string {
-	return []string{"FillHoles", "FeatIntensity", "FeatGradient"}
+	return []string{"RBCDetection", "MorphOpen", "FillHoles", "PreWatershed", "FeatIntensity", "FeatGradient"}
 }
 
 // hasGPUImpl reports whether op has a GPU implementation.
@@ -152,6 +149,25 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 	n := w * h
 	b := func(i int) []byte { return bufs[i].host }
 	switch op {
+	case "RBCDetection":
+		loose := make([]uint8, n)
+		refRBCInit(b(0), loose, b(1), n)
+		for refRecon8Step(b(1), loose, w, h) {
+		}
+	case "MorphOpen":
+		dark, eroded := make([]uint8, n), make([]uint8, n)
+		disk := diskTable(openDiskRadius)
+		refDark(b(0), dark, n)
+		refDisk(dark, eroded, w, h, 0, disk)
+		refDisk(eroded, b(1), w, h, 1, disk)
+	case "PreWatershed":
+		g, dist := make([]int32, n), make([]uint16, n)
+		refEDTCols(b(0), g, w, h)
+		refEDTRows(g, dist, w, h)
+		out := view[uint16](b(1))
+		refHMaxInit(dist, out)
+		for refRecon8Step(out, dist, w, h) {
+		}
 	case "FillHoles":
 		reach := make([]uint8, n)
 		refFillInit(b(0), reach, w, h)

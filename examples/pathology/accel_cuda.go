@@ -25,13 +25,15 @@ type cudaAccel struct {
 	runMu            sync.Mutex     // one kernel sequence at a time (scratch below)
 	flag             cuda.DeviceMem // the iterative kernels' "changed" flag (int32)
 	sums, counts     cuda.DeviceMem // the feature kernels' per-object sums (float64) and counts (uint64)
-	checkFill, check int            // steps of FillHoles and of PreWatershed between looks at the flag
+	disk             cuda.DeviceMem // MorphOpen's disk (diskTable, int32)
+	checkFill, check int            // steps of FillHoles and of the reconstructions between looks at the flag
 }
 
 // kernelNames returns the kernels of kernels/pathology.cu.
 func kernelNames() []string {
-	return []string{"patho_rbc", "patho_dark", "patho_filter3", "patho_fill_init", "patho_fill_step",
-		"patho_fill_final", "patho_dt_init", "patho_dt_step", "patho_feat_accum", "patho_feat_final"}
+	return []string{"patho_rbc_init", "patho_dark", "patho_disk", "patho_recon8_u8", "patho_recon8_u16",
+		"patho_fill_init", "patho_fill_step", "patho_fill_final", "patho_edt_cols", "patho_edt_rows",
+		"patho_hmax_init", "patho_feat_accum", "patho_feat_final"}
 }
 
 // cudaAccels opens every CUDA device (at most limit, 0: all) as an
@@ -65,6 +67,7 @@ func cudaAccels(limit int) ([]accel, error) {
 // memory; on success the accelerator owns d.
 func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
 	a := &cudaAccel{dev: d, fn: map[string]*cuda.Function{}, checkFill: 16, check: 2}
+	disk := diskTable(openDiskRadius)
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%s: %w", d.Name(), err)
@@ -100,6 +103,12 @@ func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
 		return nil, err
 	}
 	if a.counts, err = d.Alloc(8 * maxObjects); err != nil {
+		return nil, err
+	}
+	if a.disk, err = d.Alloc(int64(4 * len(disk))); err != nil {
+		return nil, err
+	}
+	if err = cuda.CopyToDevice(a.comp, a.disk, disk); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -292,6 +301,29 @@ func (a *cudaAccel) launch(name string, n int64, args ...any) error {
 	return a.fn[name].Launch(a.comp, cuda.GridFor(n, block, 8192), block, args...)
 }
 
+// launchTiles queues kernel name, which takes 32 x 32 tiles of a w x h
+// image in turn per block (patho_disk, patho_recon8_*), on the compute
+// stream.
+func (a *cudaAccel) launchTiles(name string, w, h int64, args ...any) error {
+	const block, tile = 256, 32
+	tiles := ((w + tile - 1) / tile) * ((h + tile - 1) / tile)
+	return a.fn[name].Launch(a.comp, cuda.GridFor(tiles, 1, 65535), block, args...)
+}
+
+// launchCols queues patho_edt_cols, a thread per column, in blocks of 64
+// so that a narrow image still spreads over the multiprocessors.
+func (a *cudaAccel) launchCols(name string, w int64, args ...any) error {
+	const block = 64
+	return a.fn[name].Launch(a.comp, cuda.GridFor(w, block, 65535), block, args...)
+}
+
+// reconstruct reconstructs J (the marker, in place) under I by iterated
+// geodesic dilation (kernel patho_recon8_u8 or _u16) until a launch
+// changes nothing.
+func (a *cudaAccel) reconstruct(ctx context.Context, kernel string, J, I cuda.DeviceMem, w, h int64) error {
+	return a.iterate(ctx, a.check, func() error { return a.launchTiles(kernel, w, h, J, I, w, h, a.flag) })
+}
+
 // iterate runs step until it changes nothing, looking at the flag every
 // every steps.
 func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) error {
@@ -333,7 +365,14 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 	var err error
 	switch op {
 	case "RBCDetection":
-		err = a.launch("patho_rbc", n, m(0), m(1), n)
+		var loose gpuBuf
+		if loose, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(loose)
+		if err = a.launch("patho_rbc_init", n, m(0), loose.mem, m(1), n); err == nil {
+			err = a.reconstruct(ctx, "patho_recon8_u8", m(1), loose.mem, W, H)
+		}
 	case "MorphOpen":
 		var dark, eroded gpuBuf
 		if dark, err = scratch(); err != nil {
@@ -345,8 +384,8 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		}
 		defer a.release(eroded)
 		err = errors.Join(a.launch("patho_dark", n, m(0), dark.mem, n),
-			a.launch("patho_filter3", n, dark.mem, eroded.mem, W, H, int64(0)),
-			a.launch("patho_filter3", n, eroded.mem, m(1), W, H, int64(1)))
+			a.launchTiles("patho_disk", W, H, dark.mem, eroded.mem, W, H, int64(0), a.disk),
+			a.launchTiles("patho_disk", W, H, eroded.mem, m(1), W, H, int64(1), a.disk))
 	case "FillHoles":
 		var reach gpuBuf
 		if reach, err = scratch(); err != nil {
@@ -360,8 +399,20 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 			err = a.launch("patho_fill_final", n, m(0), reach.mem, m(1), n)
 		}
 	case "PreWatershed":
-		if err = a.launch("patho_dt_init", n, m(0), m(1), n); err == nil {
-			err = a.iterate(ctx, a.check, func() error { return a.launch("patho_dt_step", n, m(1), W, H, a.flag) })
+		var g, dist gpuBuf
+		if g, err = a.alloc(4 * n); err != nil {
+			return err
+		}
+		defer a.release(g)
+		if dist, err = a.alloc(2 * n); err != nil {
+			return err
+		}
+		defer a.release(dist)
+		err = errors.Join(a.launchCols("patho_edt_cols", W, m(0), g.mem, W, H),
+			a.launch("patho_edt_rows", n, g.mem, dist.mem, W, H),
+			a.launch("patho_hmax_init", n, dist.mem, m(1), n))
+		if err == nil {
+			err = a.reconstruct(ctx, "patho_recon8_u16", m(1), dist.mem, W, H)
 		}
 	case "FeatIntensity", "FeatGradient":
 		kind := int64(featKind(op))
@@ -391,7 +442,7 @@ func (a *cudaAccel) closeParts() error {
 	for _, b := range a.pool.drain() {
 		errs = append(errs, b.mem.Free())
 	}
-	for _, m := range []cuda.DeviceMem{a.flag, a.sums, a.counts} {
+	for _, m := range []cuda.DeviceMem{a.flag, a.sums, a.counts, a.disk} {
 		if m.Size() > 0 {
 			errs = append(errs, m.Free())
 		}

@@ -53,6 +53,17 @@ func TestCUDAKernelsMatchCPU(t *testing.T) {
 	}
 }
 
+// TestCUDAKernelEdgeCases compares the CUDA kernels of RBCDetection,
+// MorphOpen, PreWatershed and FillHoles with the CPU kernels on the edge
+// cases of gpu_cases_test.go and on larger images, and names the first
+// differing pixels.
+func TestCUDAKernelEdgeCases(t *testing.T) {
+	as := cudaOrSkip(t)
+	for _, op := range kernelOpsUnderTest() {
+		t.Run(op.name, func(t *testing.T) { checkKernelCases(t, as[0], op, true) })
+	}
+}
+
 // TestCUDAHardwareRun runs a small hardware experiment on the GPU.
 func TestCUDAHardwareRun(t *testing.T) {
 	cudaOrSkip(t) // skip early; the run opens its own

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,45 +65,6 @@ func TestGPUMirrorsMatchCPU(t *testing.T) {
 		}
 	}
 }
-
-// TestDistanceMirror checks the iterated relaxation of patho_dt_step (no
-// longer PreWatershed's definition: a city-block distance, pixels outside
-// the image counting as background) against that distance by exhaustive
-// search.
-func TestDistanceMirror(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 20 {
-		w, h := 1+r.IntN(40), 1+r.IntN(40)
-		mask := make([]uint8, w*h)
-		for i := range mask {
-			if r.IntN(5) > 0 {
-				mask[i] = 1
-			}
-		}
-		want, got := make([]uint16, w*h), make([]uint16, w*h)
-		for p := range want {
-			if mask[p] == 0 {
-				continue
-			}
-			x, y := p%w, p/w
-			d := min(x+1, y+1, w-x, h-y) // to the nearest pixel outside
-			for q, v := range mask {
-				if v == 0 {
-					d = min(d, abs(x-q%w)+abs(y-q/w))
-				}
-			}
-			want[p] = uint16(d)
-		}
-		refDTInit(mask, got)
-		for refDTStep(got, w, h) {
-		}
-		if !bytes.Equal(bytesOf(want), bytesOf(got)) {
-			t.Fatalf("%dx%d: relaxation %v, exhaustive %v", w, h, got, want)
-		}
-	}
-}
-
-func abs(v int) int { return max(v, -v) }
 
 // TestHardwareHostGPUs runs the hardware experiment with host memory
 // posing as a GPU.

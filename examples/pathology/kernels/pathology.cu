@@ -24,14 +24,20 @@ typedef unsigned long long u64;
 
 #define FOR_EACH(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
-// RBCDetection: strongly red, little green and blue.
-extern "C" __global__ void patho_rbc(const u8 *rgb, u8 *out, i64 n) {
+// RBCDetection, first step: the reddish pixels (the mask of the
+// reconstruction) and, among them, the strongly red ones (its marker), as
+// rbcLoose and rbcSeed of ../recon.go. The reconstruction is then
+// patho_recon8_u8 (out the marker, loose the mask).
+extern "C" __global__ void patho_rbc_init(const u8 *rgb, u8 *loose, u8 *out, i64 n) {
 	FOR_EACH(i, n) {
-		out[i] = (rgb[i] > 150 && rgb[n + i] < 80 && rgb[2 * n + i] < 100) ? 1 : 0;
+		int r = rgb[i], g = rgb[n + i], b = rgb[2 * n + i];
+		int l = r > 120 && g < 110 && b < 130;
+		loose[i] = (u8)l;
+		out[i] = (u8)(l && r > 150 && g < 80 && b < 100);
 	}
 }
 
-// MorphOpen, first step: darkness = 255 - mean of RGB.
+// MorphOpen, first step: darkness = 255 - (R+G+B)/3, integer division.
 extern "C" __global__ void patho_dark(const u8 *rgb, u8 *dark, i64 n) {
 	FOR_EACH(i, n) {
 		int s = (int)rgb[i] + (int)rgb[n + i] + (int)rgb[2 * n + i];
@@ -39,24 +45,140 @@ extern "C" __global__ void patho_dark(const u8 *rgb, u8 *dark, i64 n) {
 	}
 }
 
-// MorphOpen: 3x3 erosion (op 0: min) or dilation (op 1: max); pixels
-// outside the image are skipped.
-extern "C" __global__ void patho_filter3(const u8 *in, u8 *out, i64 w, i64 h, i64 op) {
-	FOR_EACH(i, w * h) {
-		i64 x = i % w, y = i / w;
-		int acc = op == 0 ? 255 : 0;
-		for (int dy = -1; dy <= 1; dy++) {
-			i64 yy = y + dy;
-			if (yy < 0 || yy >= h) continue;
-			for (int dx = -1; dx <= 1; dx++) {
-				i64 xx = x + dx;
-				if (xx < 0 || xx >= w) continue;
-				int v = in[yy * w + xx];
-				acc = op == 0 ? min(acc, v) : max(acc, v);
+// MorphOpen: erosion (op 0: min) or dilation (op 1: max) by a flat disk,
+// pixels outside the image left out, as diskFilter of ../morph.go. The
+// disk is given by its rows: disk[0] = r (at most DISK_MAXR), disk[1] = nw,
+// the number of distinct half-widths, disk[2 .. 2+nw) those half-widths,
+// disk[DISK_WIDX + r + dy] the index among them of row dy's (dy = -r..r).
+// Each block takes DISK_TW x DISK_TH tiles of the output in turn: the tile
+// and an r-pixel frame go into shared memory (outside the image: op's
+// neutral element, which leaves those pixels out), then the minimum
+// (maximum) of every row of that over [x-a, x+a] for each half-width a,
+// then each output pixel combines its 2r+1 rows.
+#define DISK_MAXR 15
+#define DISK_WIDX 18
+#define DISK_TW 32
+#define DISK_TH 32
+#define DISK_SW (DISK_TW + 2 * DISK_MAXR)
+#define DISK_SH (DISK_TH + 2 * DISK_MAXR)
+
+extern "C" __global__ void patho_disk(const u8 *in, u8 *out, i64 w, i64 h, i64 op, const int *disk) {
+	__shared__ u8 s_in[DISK_SH][DISK_SW];
+	__shared__ u8 s_row[DISK_MAXR + 1][DISK_SH][DISK_TW];
+	const int r = disk[0], nw = disk[1];
+	const int neutral = op == 0 ? 255 : 0;
+	const i64 tx = (w + DISK_TW - 1) / DISK_TW, ty = (h + DISK_TH - 1) / DISK_TH;
+	const int sw = DISK_TW + 2 * r, sh = DISK_TH + 2 * r;
+	for (i64 t = blockIdx.x; t < tx * ty; t += gridDim.x) {
+		const i64 x0 = (t % tx) * DISK_TW, y0 = (t / tx) * DISK_TH;
+		__syncthreads(); // the previous tile is done with the shared arrays
+		for (int k = threadIdx.x; k < sw * sh; k += blockDim.x) {
+			int sy = k / sw, sx = k % sw;
+			i64 x = x0 - r + sx, y = y0 - r + sy;
+			s_in[sy][sx] = (x >= 0 && x < w && y >= 0 && y < h) ? in[y * w + x] : (u8)neutral;
+		}
+		__syncthreads();
+		for (int k = threadIdx.x; k < sh * DISK_TW; k += blockDim.x) {
+			int sy = k / DISK_TW, cx = k % DISK_TW;
+			int m = s_in[sy][cx + r];
+			for (int a = 0; a <= r; a++) {
+				if (a > 0) {
+					int u = s_in[sy][cx + r - a], v = s_in[sy][cx + r + a];
+					m = op == 0 ? min(m, min(u, v)) : max(m, max(u, v));
+				}
+				for (int wi = 0; wi < nw; wi++) {
+					if (disk[2 + wi] == a) s_row[wi][sy][cx] = (u8)m;
+				}
 			}
 		}
-		out[i] = (u8)acc;
+		__syncthreads();
+		for (int k = threadIdx.x; k < DISK_TW * DISK_TH; k += blockDim.x) {
+			int oy = k / DISK_TW, ox = k % DISK_TW;
+			i64 x = x0 + ox, y = y0 + oy;
+			if (x >= w || y >= h) continue;
+			int m = neutral;
+			for (int dy = -r; dy <= r; dy++) {
+				int v = s_row[disk[DISK_WIDX + r + dy]][oy + r + dy][ox];
+				m = op == 0 ? min(m, v) : max(m, v);
+			}
+			out[y * w + x] = (u8)m;
+		}
 	}
+}
+
+// Morphological reconstruction by dilation (8-connected), as reconstruct
+// of ../recon.go, by iterated geodesic dilation: J starts as min(marker,
+// mask) (the caller's) and each pixel becomes min(max of J over its 3x3
+// neighbourhood in the image, I) until nothing changes. Values only rise,
+// and never above the reconstruction, so any order of the updates ends at
+// it. Each block takes RECON_T x RECON_T tiles in turn and iterates on the
+// tile in shared memory (its one-pixel frame read once from J) until the
+// tile is stable, then writes it back and sets *changed if it changed:
+// the caller launches until a launch changes nothing.
+#define RECON_T 32
+
+template <typename T>
+__device__ void recon8(T *J, const T *I, i64 w, i64 h, int *changed) {
+	__shared__ T sj[RECON_T + 2][RECON_T + 2];
+	__shared__ T si[RECON_T][RECON_T];
+	__shared__ int tile_changed, any;
+	const i64 tx = (w + RECON_T - 1) / RECON_T, ty = (h + RECON_T - 1) / RECON_T;
+	for (i64 t = blockIdx.x; t < tx * ty; t += gridDim.x) {
+		const i64 x0 = (t % tx) * RECON_T, y0 = (t / tx) * RECON_T;
+		__syncthreads();
+		if (threadIdx.x == 0) any = 0;
+		for (int k = threadIdx.x; k < (RECON_T + 2) * (RECON_T + 2); k += blockDim.x) {
+			int sy = k / (RECON_T + 2), sx = k % (RECON_T + 2);
+			i64 x = x0 - 1 + sx, y = y0 - 1 + sy;
+			sj[sy][sx] = (x >= 0 && x < w && y >= 0 && y < h) ? J[y * w + x] : (T)0;
+		}
+		for (int k = threadIdx.x; k < RECON_T * RECON_T; k += blockDim.x) {
+			int sy = k / RECON_T, sx = k % RECON_T;
+			i64 x = x0 + sx, y = y0 + sy;
+			si[sy][sx] = (x < w && y < h) ? I[y * w + x] : (T)0; // outside: mask 0, J stays 0
+		}
+		for (;;) {
+			__syncthreads();
+			if (threadIdx.x == 0) tile_changed = 0;
+			__syncthreads();
+			for (int k = threadIdx.x; k < RECON_T * RECON_T; k += blockDim.x) {
+				int sy = k / RECON_T + 1, sx = k % RECON_T + 1;
+				T m = si[sy - 1][sx - 1], v = sj[sy][sx];
+				if (v == m) continue; // at the mask (0 included): cannot rise
+				T nv = v;
+				for (int dy = -1; dy <= 1; dy++) {
+					for (int dx = -1; dx <= 1; dx++) {
+						nv = max(nv, sj[sy + dy][sx + dx]);
+					}
+				}
+				nv = min(nv, m);
+				if (nv != v) {
+					sj[sy][sx] = nv;
+					tile_changed = 1;
+				}
+			}
+			__syncthreads();
+			if (!tile_changed) break;
+			if (threadIdx.x == 0) any = 1;
+		}
+		__syncthreads();
+		if (any) {
+			for (int k = threadIdx.x; k < RECON_T * RECON_T; k += blockDim.x) {
+				int sy = k / RECON_T, sx = k % RECON_T;
+				i64 x = x0 + sx, y = y0 + sy;
+				if (x < w && y < h) J[y * w + x] = sj[sy + 1][sx + 1];
+			}
+			if (threadIdx.x == 0) *changed = 1;
+		}
+	}
+}
+
+extern "C" __global__ void patho_recon8_u8(u8 *J, const u8 *I, i64 w, i64 h, int *changed) {
+	recon8<u8>(J, I, w, h, changed);
+}
+
+extern "C" __global__ void patho_recon8_u16(u16 *J, const u16 *I, i64 w, i64 h, int *changed) {
+	recon8<u16>(J, I, w, h, changed);
 }
 
 // FillHoles is a morphological reconstruction: the background reachable
@@ -89,29 +211,72 @@ extern "C" __global__ void patho_fill_final(const u8 *in, const u8 *reach, u8 *o
 	}
 }
 
-// PreWatershed: city-block distance of each mask pixel to the background,
-// pixels outside the image counting as background. Iterated relaxation:
-// each step lowers dist to 1 + the least 4-neighbour until *changed stays 0.
-extern "C" __global__ void patho_dt_init(const u8 *mask, u16 *dist, i64 n) {
-	FOR_EACH(i, n) {
-		dist[i] = mask[i] != 0 ? 0xffff : 0;
+// PreWatershed: the exact Euclidean distance of ../edt.go. First, per
+// column (one thread each), g = the distance to the nearest zero of mask in
+// the column, inf = w+h+1 where there is none (a downward then an upward
+// pass, as phase 1 of distanceTransform).
+extern "C" __global__ void patho_edt_cols(const u8 *mask, int *g, i64 w, i64 h) {
+	const int inf = (int)(w + h + 1);
+	FOR_EACH(x, w) {
+		int d = mask[x] == 0 ? 0 : inf;
+		g[x] = d;
+		for (i64 y = 1; y < h; y++) {
+			d = mask[y * w + x] == 0 ? 0 : min(d + 1, inf);
+			g[y * w + x] = d;
+		}
+		for (i64 y = h - 2; y >= 0; y--) {
+			int v = g[y * w + x];
+			if (d + 1 < v) {
+				v = d + 1;
+				g[y * w + x] = v;
+			}
+			d = v;
+		}
 	}
 }
 
-extern "C" __global__ void patho_dt_step(u16 *dist, i64 w, i64 h, int *changed) {
+// Then per pixel, d2 = min over the row's columns i of (x-i)^2 + g(i)^2
+// (what the lower envelope of Meijster's phase 2 gives), searched outwards
+// from x while (x-i)^2 is below the best so far; dist gets 0 where g is 0,
+// 65535 where d2 reaches inf^2 (no zero in the image), else
+// round(8*sqrt(d2)) saturated at 65535 (the same double arithmetic as the
+// Go code: a correctly rounded square root, a multiplication by a power of
+// two, rounding half away from zero).
+extern "C" __global__ void patho_edt_rows(const int *g, u16 *dist, i64 w, i64 h) {
+	const i64 inf = w + h + 1;
 	FOR_EACH(i, w * h) {
-		unsigned d = dist[i];
-		if (d == 0) continue;
-		i64 x = i % w, y = i / w;
-		unsigned m = 0xffff;
-		m = min(m, x > 0 ? (unsigned)dist[i - 1] : 0u);
-		m = min(m, x < w - 1 ? (unsigned)dist[i + 1] : 0u);
-		m = min(m, y > 0 ? (unsigned)dist[i - w] : 0u);
-		m = min(m, y < h - 1 ? (unsigned)dist[i + w] : 0u);
-		if (m + 1 < d) {
-			dist[i] = (u16)(m + 1);
-			*changed = 1;
+		i64 x = i % w, row = i - x;
+		i64 gx = g[i];
+		if (gx == 0) {
+			dist[i] = 0;
+			continue;
 		}
+		i64 best = gx * gx;
+		for (i64 k = 1; k * k < best && (x - k >= 0 || x + k < w); k++) {
+			if (x - k >= 0) {
+				i64 v = g[row + x - k];
+				best = min(best, k * k + v * v);
+			}
+			if (x + k < w) {
+				i64 v = g[row + x + k];
+				best = min(best, k * k + v * v);
+			}
+		}
+		if (best >= inf * inf) {
+			dist[i] = 0xffff;
+		} else {
+			double d = round(8.0 * sqrt((double)best));
+			dist[i] = (u16)(d > 65535.0 ? 65535.0 : d);
+		}
+	}
+}
+
+// PreWatershed, h-maxima: the marker dist - min(dist, 8) (one pixel, in
+// eighths), reconstructed under dist by patho_recon8_u16.
+extern "C" __global__ void patho_hmax_init(const u16 *dist, u16 *marker, i64 n) {
+	FOR_EACH(i, n) {
+		unsigned d = dist[i];
+		marker[i] = (u16)(d - min(d, 8u));
 	}
 }
 
