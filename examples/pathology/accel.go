@@ -21,7 +21,8 @@ import (
 // gpuOpNames returns the operations with a GPU implementation (the others
 // run on CPU cores only), with the kernels of kernels/pathology.cu whose
 // definitions are those of the CPU: reconstructions by iterated geodesic
-// dilation (RBCDetection, FillHoles, PreWatershed's h-maxima), the opening
+// dilation (RBCDetection, FillHoles 4-connected, PreWatershed's h-maxima),
+// the opening
 // by the 19x19 disk (MorphOpen), the exact Euclidean distance
 // (PreWatershed) and per-object reductions (FeatIntensity, FeatGradient).
 // Each output equals the CPU's bit for bit (the feature tables within
@@ -152,7 +153,7 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 	case "RBCDetection":
 		loose := make([]uint8, n)
 		refRBCInit(b(0), loose, b(1), n)
-		for refRecon8Step(b(1), loose, w, h) {
+		for refReconStep(b(1), loose, w, h, 8) {
 		}
 	case "MorphOpen":
 		dark, eroded := make([]uint8, n), make([]uint8, n)
@@ -166,12 +167,12 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		refEDTRows(g, dist, w, h)
 		out := view[uint16](b(1))
 		refHMaxInit(dist, out)
-		for refRecon8Step(out, dist, w, h) {
+		for refReconStep(out, dist, w, h, 8) {
 		}
 	case "FillHoles":
-		reach := make([]uint8, n)
-		refFillInit(b(0), reach, w, h)
-		for refFillStep(b(0), reach, w, h) {
+		reach, bg := make([]uint8, n), make([]uint8, n)
+		refFillInit(b(0), reach, bg, w, h)
+		for refReconStep(reach, bg, w, h, 4) {
 		}
 		refFillFinal(b(0), reach, b(1))
 	case "FeatIntensity", "FeatGradient":

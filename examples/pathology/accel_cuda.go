@@ -15,24 +15,24 @@ import (
 // prefetching pats worker overlaps them. Without the cuda build tag
 // cuda.Devices fails, so none is ever made.
 type cudaAccel struct {
-	dev              *cuda.Device
-	mod              *cuda.Module
-	fn               map[string]*cuda.Function
-	up, comp, down   *cuda.Stream
-	toDev, fromDev   *pinnedRing // staging of uploads (on up) and downloads (on down)
-	compDone         *cuda.Event // blocking: run waits for its kernels without spinning on a core
-	pool             bufPool
-	runMu            sync.Mutex     // one kernel sequence at a time (scratch below)
-	flag             cuda.DeviceMem // the iterative kernels' "changed" flag (int32)
-	sums, counts     cuda.DeviceMem // the feature kernels' per-object sums (float64) and counts (uint64)
-	disk             cuda.DeviceMem // MorphOpen's disk (diskTable, int32)
-	checkFill, check int            // steps of FillHoles and of the reconstructions between looks at the flag
+	dev            *cuda.Device
+	mod            *cuda.Module
+	fn             map[string]*cuda.Function
+	up, comp, down *cuda.Stream
+	toDev, fromDev *pinnedRing // staging of uploads (on up) and downloads (on down)
+	compDone       *cuda.Event // blocking: run waits for its kernels without spinning on a core
+	pool           bufPool
+	runMu          sync.Mutex     // one kernel sequence at a time (scratch below)
+	flag           cuda.DeviceMem // the iterative kernels' "changed" flag (int32)
+	sums, counts   cuda.DeviceMem // the feature kernels' per-object sums (float64) and counts (uint64)
+	disk           cuda.DeviceMem // MorphOpen's disk (diskTable, int32)
+	check          int            // launches of a reconstruction between looks at the flag
 }
 
 // kernelNames returns the kernels of kernels/pathology.cu.
 func kernelNames() []string {
 	return []string{"patho_rbc_init", "patho_dark", "patho_disk", "patho_recon8_u8", "patho_recon8_u16",
-		"patho_fill_init", "patho_fill_step", "patho_fill_final", "patho_edt_cols", "patho_edt_rows",
+		"patho_recon4_u8", "patho_fill_init", "patho_fill_final", "patho_edt_cols", "patho_edt_rows",
 		"patho_hmax_init", "patho_feat_accum", "patho_feat_final"}
 }
 
@@ -66,7 +66,7 @@ func cudaAccels(limit int) ([]accel, error) {
 // newCUDAAccel loads the kernels on d and makes its streams and scratch
 // memory; on success the accelerator owns d.
 func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
-	a := &cudaAccel{dev: d, fn: map[string]*cuda.Function{}, checkFill: 16, check: 2}
+	a := &cudaAccel{dev: d, fn: map[string]*cuda.Function{}, check: 2}
 	disk := diskTable(openDiskRadius)
 	defer func() {
 		if err != nil {
@@ -302,7 +302,7 @@ func (a *cudaAccel) launch(name string, n int64, args ...any) error {
 }
 
 // launchTiles queues kernel name, which takes 32 x 32 tiles of a w x h
-// image in turn per block (patho_disk, patho_recon8_*), on the compute
+// image in turn per block (patho_disk, patho_recon*), on the compute
 // stream.
 func (a *cudaAccel) launchTiles(name string, w, h int64, args ...any) error {
 	const block, tile = 256, 32
@@ -318,7 +318,7 @@ func (a *cudaAccel) launchCols(name string, w int64, args ...any) error {
 }
 
 // reconstruct reconstructs J (the marker, in place) under I by iterated
-// geodesic dilation (kernel patho_recon8_u8 or _u16) until a launch
+// geodesic dilation (kernel patho_recon8_u8, _u16 or patho_recon4_u8) until a launch
 // changes nothing.
 func (a *cudaAccel) reconstruct(ctx context.Context, kernel string, J, I cuda.DeviceMem, w, h int64) error {
 	return a.iterate(ctx, a.check, func() error { return a.launchTiles(kernel, w, h, J, I, w, h, a.flag) })
@@ -387,13 +387,17 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 			a.launchTiles("patho_disk", W, H, dark.mem, eroded.mem, W, H, int64(0), a.disk),
 			a.launchTiles("patho_disk", W, H, eroded.mem, m(1), W, H, int64(1), a.disk))
 	case "FillHoles":
-		var reach gpuBuf
+		var reach, bg gpuBuf
 		if reach, err = scratch(); err != nil {
 			return err
 		}
 		defer a.release(reach)
-		if err = a.launch("patho_fill_init", n, m(0), reach.mem, W, H); err == nil {
-			err = a.iterate(ctx, a.checkFill, func() error { return a.launch("patho_fill_step", n, m(0), reach.mem, W, H, a.flag) })
+		if bg, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(bg)
+		if err = a.launch("patho_fill_init", n, m(0), reach.mem, bg.mem, W, H); err == nil {
+			err = a.reconstruct(ctx, "patho_recon4_u8", reach.mem, bg.mem, W, H)
 		}
 		if err == nil {
 			err = a.launch("patho_fill_final", n, m(0), reach.mem, m(1), n)

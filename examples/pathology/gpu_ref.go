@@ -10,33 +10,14 @@ import "math"
 // against the CPU implementations (kernels.go, morph.go, recon.go,
 // edt.go).
 
-// refFillInit mirrors patho_fill_init.
-func refFillInit(in, reach []uint8, w, h int) {
+// refFillInit mirrors patho_fill_init: reach gets the background pixels of
+// the border, bg the background.
+func refFillInit(in, reach, bg []uint8, w, h int) {
 	for i := range w * h {
 		x, y := i%w, i/w
-		if in[i] == 0 && (x == 0 || y == 0 || x == w-1 || y == h-1) {
-			reach[i] = 1
-		} else {
-			reach[i] = 0
-		}
+		bg[i] = b2u8(in[i] == 0)
+		reach[i] = b2u8(in[i] == 0 && (x == 0 || y == 0 || x == w-1 || y == h-1))
 	}
-}
-
-// refFillStep mirrors patho_fill_step and reports whether it changed reach.
-func refFillStep(in, reach []uint8, w, h int) bool {
-	changed := false
-	for i := range w * h {
-		if in[i] != 0 || reach[i] != 0 {
-			continue
-		}
-		x, y := i%w, i/w
-		if (x > 0 && reach[i-1] != 0) || (x < w-1 && reach[i+1] != 0) ||
-			(y > 0 && reach[i-w] != 0) || (y < h-1 && reach[i+w] != 0) {
-			reach[i] = 1
-			changed = true
-		}
-	}
-	return changed
 }
 
 // refFillFinal mirrors patho_fill_final.
@@ -205,14 +186,15 @@ func refDisk(in, out []uint8, w, h, op int, disk []int32) {
 	}
 }
 
-// reconTile is patho_recon8's tile edge (RECON_T).
+// reconTile is the tile edge of patho_recon* (RECON_T).
 const reconTile = 32
 
-// refRecon8Step mirrors one launch of patho_recon8_u8/u16: tile by tile,
-// the tile and its one-pixel frame copied, the tile relaxed until stable
-// (each pixel min(max of its 3x3 neighbourhood, I)), then written back. It
-// reports whether any tile changed.
-func refRecon8Step[T uint8 | uint16](J, I []T, w, h int) bool {
+// refReconStep mirrors one launch of patho_recon8_u8/u16 (conn 8) and
+// patho_recon4_u8 (conn 4): tile by tile, the tile and its one-pixel frame
+// copied, the tile relaxed until stable (each pixel min(max of its
+// neighbourhood, I)), then written back. It reports whether any tile
+// changed.
+func refReconStep[T uint8 | uint16](J, I []T, w, h, conn int) bool {
 	const t = reconTile
 	var sj [(t + 2) * (t + 2)]T
 	changed := false
@@ -244,7 +226,9 @@ func refRecon8Step[T uint8 | uint16](J, I []T, w, h int) bool {
 					nv := v
 					for dy := -1; dy <= 1; dy++ {
 						for dx := -1; dx <= 1; dx++ {
-							nv = max(nv, sj[(sy+dy)*(t+2)+sx+dx])
+							if conn == 8 || dx == 0 || dy == 0 {
+								nv = max(nv, sj[(sy+dy)*(t+2)+sx+dx])
+							}
 						}
 					}
 					if nv = min(nv, m); nv != v {

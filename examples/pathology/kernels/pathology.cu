@@ -65,7 +65,16 @@ extern "C" __global__ void patho_dark(const u8 *rgb, u8 *dark, i64 n) {
 extern "C" __global__ void patho_disk(const u8 *in, u8 *out, i64 w, i64 h, i64 op, const int *disk) {
 	__shared__ u8 s_in[DISK_SH][DISK_SW];
 	__shared__ u8 s_row[DISK_MAXR + 1][DISK_SH][DISK_TW];
+	__shared__ int s_slot[DISK_MAXR + 1];     // s_slot[a]: the index of half-width a, -1 if none
+	__shared__ int s_widx[2 * DISK_MAXR + 1]; // the index of each row's half-width
 	const int r = disk[0], nw = disk[1];
+	for (int k = threadIdx.x; k <= r; k += blockDim.x) {
+		s_slot[k] = -1;
+		for (int wi = 0; wi < nw; wi++) {
+			if (disk[2 + wi] == k) s_slot[k] = wi;
+		}
+	}
+	for (int k = threadIdx.x; k <= 2 * r; k += blockDim.x) s_widx[k] = disk[DISK_WIDX + k];
 	const int neutral = op == 0 ? 255 : 0;
 	const i64 tx = (w + DISK_TW - 1) / DISK_TW, ty = (h + DISK_TH - 1) / DISK_TH;
 	const int sw = DISK_TW + 2 * r, sh = DISK_TH + 2 * r;
@@ -86,9 +95,7 @@ extern "C" __global__ void patho_disk(const u8 *in, u8 *out, i64 w, i64 h, i64 o
 					int u = s_in[sy][cx + r - a], v = s_in[sy][cx + r + a];
 					m = op == 0 ? min(m, min(u, v)) : max(m, max(u, v));
 				}
-				for (int wi = 0; wi < nw; wi++) {
-					if (disk[2 + wi] == a) s_row[wi][sy][cx] = (u8)m;
-				}
+				if (s_slot[a] >= 0) s_row[s_slot[a]][sy][cx] = (u8)m;
 			}
 		}
 		__syncthreads();
@@ -98,7 +105,7 @@ extern "C" __global__ void patho_disk(const u8 *in, u8 *out, i64 w, i64 h, i64 o
 			if (x >= w || y >= h) continue;
 			int m = neutral;
 			for (int dy = -r; dy <= r; dy++) {
-				int v = s_row[disk[DISK_WIDX + r + dy]][oy + r + dy][ox];
+				int v = s_row[s_widx[r + dy]][oy + r + dy][ox];
 				m = op == 0 ? min(m, v) : max(m, v);
 			}
 			out[y * w + x] = (u8)m;
@@ -106,10 +113,11 @@ extern "C" __global__ void patho_disk(const u8 *in, u8 *out, i64 w, i64 h, i64 o
 	}
 }
 
-// Morphological reconstruction by dilation (8-connected), as reconstruct
-// of ../recon.go, by iterated geodesic dilation: J starts as min(marker,
-// mask) (the caller's) and each pixel becomes min(max of J over its 3x3
-// neighbourhood in the image, I) until nothing changes. Values only rise,
+// Morphological reconstruction by dilation, as reconstruct of ../recon.go
+// (8-connected; 4-connected for FillHoles), by iterated geodesic dilation:
+// J starts as min(marker, mask) (the caller's) and each pixel becomes
+// min(max of J over its neighbourhood in the image, I) until nothing
+// changes. Values only rise,
 // and never above the reconstruction, so any order of the updates ends at
 // it. Each block takes RECON_T x RECON_T tiles in turn and iterates on the
 // tile in shared memory (its one-pixel frame read once from J) until the
@@ -117,8 +125,8 @@ extern "C" __global__ void patho_disk(const u8 *in, u8 *out, i64 w, i64 h, i64 o
 // the caller launches until a launch changes nothing.
 #define RECON_T 32
 
-template <typename T>
-__device__ void recon8(T *J, const T *I, i64 w, i64 h, int *changed) {
+template <typename T, int CONN>
+__device__ void recon(T *J, const T *I, i64 w, i64 h, int *changed) {
 	__shared__ T sj[RECON_T + 2][RECON_T + 2];
 	__shared__ T si[RECON_T][RECON_T];
 	__shared__ int tile_changed, any;
@@ -146,10 +154,14 @@ __device__ void recon8(T *J, const T *I, i64 w, i64 h, int *changed) {
 				T m = si[sy - 1][sx - 1], v = sj[sy][sx];
 				if (v == m) continue; // at the mask (0 included): cannot rise
 				T nv = v;
-				for (int dy = -1; dy <= 1; dy++) {
-					for (int dx = -1; dx <= 1; dx++) {
-						nv = max(nv, sj[sy + dy][sx + dx]);
+				if (CONN == 8) {
+					for (int dy = -1; dy <= 1; dy++) {
+						for (int dx = -1; dx <= 1; dx++) {
+							nv = max(nv, sj[sy + dy][sx + dx]);
+						}
 					}
+				} else {
+					nv = max(max(nv, max(sj[sy - 1][sx], sj[sy + 1][sx])), max(sj[sy][sx - 1], sj[sy][sx + 1]));
 				}
 				nv = min(nv, m);
 				if (nv != v) {
@@ -174,34 +186,28 @@ __device__ void recon8(T *J, const T *I, i64 w, i64 h, int *changed) {
 }
 
 extern "C" __global__ void patho_recon8_u8(u8 *J, const u8 *I, i64 w, i64 h, int *changed) {
-	recon8<u8>(J, I, w, h, changed);
+	recon<u8, 8>(J, I, w, h, changed);
 }
 
 extern "C" __global__ void patho_recon8_u16(u16 *J, const u16 *I, i64 w, i64 h, int *changed) {
-	recon8<u16>(J, I, w, h, changed);
+	recon<u16, 8>(J, I, w, h, changed);
+}
+
+extern "C" __global__ void patho_recon4_u8(u8 *J, const u8 *I, i64 w, i64 h, int *changed) {
+	recon<u8, 4>(J, I, w, h, changed);
 }
 
 // FillHoles is a morphological reconstruction: the background reachable
 // from the image border through 4-connected background pixels is the
-// outside; everything else is filled. reach starts as the background
-// pixels of the border and grows by one step (or more, as updates are in
-// place) per launch of patho_fill_step, until *changed stays 0.
-extern "C" __global__ void patho_fill_init(const u8 *in, u8 *reach, i64 w, i64 h) {
+// outside; everything else is filled. patho_fill_init writes the marker
+// (reach: the background pixels of the border) and the mask (bg: the
+// background), patho_recon4_u8 reconstructs reach under bg, and
+// patho_fill_final sets every pixel not reached.
+extern "C" __global__ void patho_fill_init(const u8 *in, u8 *reach, u8 *bg, i64 w, i64 h) {
 	FOR_EACH(i, w * h) {
 		i64 x = i % w, y = i / w;
+		bg[i] = in[i] == 0 ? 1 : 0;
 		reach[i] = (in[i] == 0 && (x == 0 || y == 0 || x == w - 1 || y == h - 1)) ? 1 : 0;
-	}
-}
-
-extern "C" __global__ void patho_fill_step(const u8 *in, u8 *reach, i64 w, i64 h, int *changed) {
-	FOR_EACH(i, w * h) {
-		if (in[i] != 0 || reach[i] != 0) continue;
-		i64 x = i % w, y = i / w;
-		if ((x > 0 && reach[i - 1]) || (x < w - 1 && reach[i + 1]) ||
-		    (y > 0 && reach[i - w]) || (y < h - 1 && reach[i + w])) {
-			reach[i] = 1;
-			*changed = 1;
-		}
 	}
 }
 
