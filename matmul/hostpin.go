@@ -73,7 +73,8 @@ type pinChunk struct {
 	lo, hi  uintptr
 	ready   atomic.Bool // registered, until the pinner closes
 	release func() error
-	rank    float64 // order of registration: smaller first
+	rank    float64 // order of registration without a schedule: smaller first
+	need    int     // position in the schedule's needs (orderBy); -1: not needed
 }
 
 // hostPinner page-locks the memory of the operands chunk by chunk on
@@ -136,12 +137,79 @@ func newHostPinner(off offloader, views [][]float64, ranks []int, chunk int64, w
 		}
 		for i, c := range cs {
 			c.rank = float64(s.rank) + (float64(i)+0.5)/float64(len(cs))
+			c.need = -1
 		}
 		p.chunks = append(p.chunks, cs...)
 	}
 	p.order = slices.Clone(p.chunks)
 	sort.SliceStable(p.order, func(i, j int) bool { return p.order[i].rank < p.order[j].rank })
 	return p
+}
+
+// orderBy makes the chunks register in the order in which the blocks
+// lying in them are needed (needs, in order); the chunks no block needs
+// come last, in rank order. It must be called before start.
+func (p *hostPinner) orderBy(needs [][]float64) {
+	pos := 0
+	for _, d := range needs {
+		if len(d) == 0 {
+			continue
+		}
+		lo := uintptr(unsafe.Pointer(&d[0]))
+		hi := lo + uintptr(8*len(d))
+		for i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].hi > lo }); i < len(p.chunks) && p.chunks[i].lo < hi; i++ {
+			if p.chunks[i].need < 0 {
+				p.chunks[i].need = pos
+				pos++
+			}
+		}
+	}
+	sort.SliceStable(p.order, func(i, j int) bool {
+		a, b := p.order[i], p.order[j]
+		if (a.need < 0) != (b.need < 0) {
+			return b.need < 0
+		}
+		if a.need != b.need {
+			return a.need < b.need
+		}
+		return a.rank < b.rank
+	})
+}
+
+// needOrder returns the memory of the blocks of a, b and c (nil ones
+// skipped) in the order the plan's schedule needs it: a block of A or B at
+// its first product, a block of C at its last, when it is downloaded. Very
+// long schedules (over maxOrdered products) return nil: the pinner's own
+// order serves.
+func needOrder(p *Plan, a, b, c *Dense) [][]float64 {
+	const maxOrdered = 1 << 20
+	if p.Multiplies == 0 || p.Multiplies > maxOrdered || p.BlockSize <= 0 {
+		return nil
+	}
+	bs := p.BlockSize
+	side := func(i, n int) int { return min(bs, n-i*bs) }
+	seenA := make([]bool, p.MB*p.KB)
+	seenB := make([]bool, p.KB*p.NB)
+	doneC := make([]int, p.MB*p.NB)
+	var out [][]float64
+	cur := newCursor(p)
+	for {
+		s, ok := cur.next()
+		if !ok {
+			return out
+		}
+		if a != nil && !seenA[s.i*p.KB+s.l] {
+			seenA[s.i*p.KB+s.l] = true
+			out = append(out, a.view(s.i*bs, s.l*bs, side(s.i, p.M), side(s.l, p.K)))
+		}
+		if b != nil && !seenB[s.l*p.NB+s.j] {
+			seenB[s.l*p.NB+s.j] = true
+			out = append(out, b.view(s.l*bs, s.j*bs, side(s.l, p.K), side(s.j, p.N)))
+		}
+		if doneC[s.i*p.NB+s.j]++; c != nil && doneC[s.i*p.NB+s.j] == p.KB {
+			out = append(out, c.view(s.i*bs, s.j*bs, side(s.i, p.M), side(s.j, p.N)))
+		}
+	}
 }
 
 // start registers the chunks on the pinner's workers, in rank order.

@@ -206,3 +206,56 @@ func TestOffloadHostCopy(t *testing.T) {
 		}
 	})
 }
+
+// TestNeedOrder: the schedule's needs list every block of A and B once,
+// before the products that use it, and every block of C once, after its
+// last product; the pinner registers the chunk of the first need first.
+func TestNeedOrder(t *testing.T) {
+	a := &Dense{R: 100, C: 70, Stride: 70, Data: pageAligned(100 * 70)}
+	b := &Dense{R: 70, C: 90, Stride: 90, Data: pageAligned(70 * 90)}
+	c := &Dense{R: 100, C: 90, Stride: 90, Data: pageAligned(100 * 90)}
+	fake := newFakeGPU(2)
+	for _, order := range []Order{RowPanels, ColumnPanels, Streamed} {
+		p, err := newPlan(100, 70, 90, true, Config{BlockSize: 16, Threads: 2, Kernel: fake})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.setOrder(order, 2)
+		needs := needOrder(&p, a, b, c)
+		if want := p.MB*p.KB + p.KB*p.NB + p.MB*p.NB; len(needs) != want {
+			t.Fatalf("%v: %d needs, want %d", order, len(needs), want)
+		}
+		first := map[uintptr]int{}
+		for k, d := range needs {
+			if _, dup := first[addrOf(d)]; dup {
+				t.Fatalf("%v: need %d repeats a block", order, k)
+			}
+			first[addrOf(d)] = k
+		}
+		// C(i,j) after A(i,l) and B(l,j) for every l.
+		for i := range p.MB {
+			for j := range p.NB {
+				kc := first[addrOf(c.view(i*16, j*16, 1, 1))]
+				for l := range p.KB {
+					if first[addrOf(a.view(i*16, l*16, 1, 1))] > kc || first[addrOf(b.view(l*16, j*16, 1, 1))] > kc {
+						t.Fatalf("%v: C(%d,%d) needed before A(%d,%d) or B(%d,%d)", order, i, j, i, l, l, j)
+					}
+				}
+			}
+		}
+		pins := newHostPinner(fake, [][]float64{a.Data, b.Data, c.Data}, []int{0, 0, 1}, 4096, 1)
+		pins.orderBy(needs)
+		if ch := pins.order[0]; addrOf(needs[0]) < ch.lo || addrOf(needs[0]) >= ch.hi {
+			t.Errorf("%v: first chunk registered [%#x, %#x) does not hold the first need %#x", order, ch.lo, ch.hi, addrOf(needs[0]))
+		}
+		for k := 1; k < len(pins.order); k++ {
+			if x, y := pins.order[k-1].need, pins.order[k].need; y >= 0 && (x < 0 || x > y) {
+				t.Fatalf("%v: registration order breaks the needs' order at %d (%d then %d)", order, k, x, y)
+			}
+		}
+	}
+	var p Plan
+	if needOrder(&p, a, b, c) != nil {
+		t.Error("needs of an empty plan")
+	}
+}

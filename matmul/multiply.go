@@ -128,7 +128,7 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 		tune := tuningFor(len(off.offloadDevices()))
 		rep.HostCopy = hc.String()
 		var direct [3]bool
-		direct, pins = pinOperands(off, tune, a, b, c)
+		direct, pins = pinOperands(off, tune, &plan, a, b, c)
 		if hc == copyRegister {
 			rep.HostPin = time.Since(pinStart)
 		}

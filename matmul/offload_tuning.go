@@ -261,8 +261,9 @@ func PinHost(k Kernel, ms ...*Dense) (unpin func() error, err error) {
 // memory the returned pinner page-locks chunk by chunk (before it returns
 // with register, in the background with pipelined; nil with staging).
 // The caller closes the pinner after the product.
-func pinOperands(off offloader, tune offloadTuning, a, b Source, c Sink) (direct [3]bool, pins *hostPinner) {
+func pinOperands(off offloader, tune offloadTuning, plan *Plan, a, b Source, c Sink) (direct [3]bool, pins *hostPinner) {
 	var views [3][]float64
+	var dense [3]*Dense
 	for i, m := range []any{a, b, c} {
 		d, ok := m.(*Dense)
 		if !ok || d.R == 0 || d.C == 0 {
@@ -273,13 +274,15 @@ func pinOperands(off offloader, tune offloadTuning, a, b Source, c Sink) (direct
 			direct[i] = true
 			continue
 		}
-		views[i] = v
+		views[i], dense[i] = v, d
 	}
 	if tune.hostCopy == copyStaging || views[0] == nil && views[1] == nil && views[2] == nil {
 		return direct, nil
 	}
-	// A and B interleaved, then C, whose blocks come back last.
+	// In the order of the schedule's needs; without one, A and B
+	// interleaved, then C, whose blocks come back last.
 	pins = newHostPinner(off, views[:], []int{0, 0, 1}, tune.pinChunk, tune.pinWorkers)
+	pins.orderBy(needOrder(plan, dense[0], dense[1], dense[2]))
 	pins.start()
 	if tune.hostCopy == copyRegister {
 		pins.wait()

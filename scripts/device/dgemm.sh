@@ -9,8 +9,9 @@
 #  1. the cuda-tagged matmul tests (and the offload tests on fake GPUs);
 #  2. TestCUDASweep at n=8192 (blocks of 2048) and n=16384 (4096): each
 #     host-copy strategy from ordinary memory (staging with 16 and with 8
-#     packing goroutines, register, pipelined with 4 and 8 registering
-#     goroutines) and PinHost, best of 2 timed runs each;
+#     packing goroutines, staging with sleeping GPU waits, register,
+#     pipelined with 4 and 8 registering goroutines) and PinHost, best of 2
+#     timed runs each;
 #  3. matmul -compare-xt at n=16384 and at n=8192 (-verify there), with the
 #     strategy the sweep found best at that size: graph vs cuBLASXt from
 #     ordinary and page-locked memory, and resident cuBLAS, in one process;
@@ -43,7 +44,7 @@ grep -E -- '--- (FAIL|SKIP)' "$o/tests.log" | head -n 10
 # 2. Strategies, one process.
 stamp "sweep"
 (cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=2048 HTGS_SWEEP_BS16384=4096 \
-	HTGS_SWEEP_RUNS=2 HTGS_SWEEP_VARIANTS=staging,pack8,regchunks,pipelined,pipelined-w8,pinhost \
+	HTGS_SWEEP_RUNS=2 HTGS_SWEEP_VARIANTS=staging,pack8,blocksync,regchunks,pipelined,pipelined-w8,pinhost \
 	timeout -k 5 45 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
 echo "sweep rc=$?"
 grep '^SWEEP' "$o/sweep.log"
@@ -60,6 +61,7 @@ variant_env() {
 	regchunks) echo "HTGS_MATMUL_HOSTCOPY=register" ;;
 	pipelined-w8) echo "HTGS_MATMUL_HOSTCOPY=pipelined HTGS_MATMUL_PINWORKERS=8" ;;
 	pipelined) echo "HTGS_MATMUL_HOSTCOPY=pipelined" ;;
+	blocksync) echo "HTGS_MATMUL_HOSTCOPY=staging HTGS_MATMUL_BLOCKSYNC=1" ;;
 	*) echo "HTGS_MATMUL_HOSTCOPY=staging" ;;
 	esac
 }
