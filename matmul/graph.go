@@ -106,6 +106,17 @@ type Config struct {
 	Buffers *BufferCache
 }
 
+// BlockSizeFor returns the block size Multiply uses for an m x k by k x n
+// product with c: c.BlockSize when set, else the kernel's default for the
+// shapes (for a device kernel, DefaultDeviceBlockSize or
+// LargeDeviceBlockSize).
+func (c Config) BlockSizeFor(m, k, n int) int {
+	if _, ok := offloadOf(c); ok && c.BlockSize == 0 {
+		return deviceBlockSize(m, k, n, c.DeviceMemory)
+	}
+	return c.blockSize()
+}
+
 func (c Config) blockSize() int {
 	if c.BlockSize > 0 {
 		return c.BlockSize

@@ -139,10 +139,7 @@ func capPartials(c, multiplies int) int { return max(1, min(c, multiplies)) }
 // newPlan plans C = A·B for the given shapes. inMemory means both operands
 // are in memory (no pools for A and B, no budget for them).
 func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
-	bs, threads := cfg.blockSize(), cfg.threads()
-	if _, ok := offloadOf(cfg); ok && cfg.BlockSize == 0 {
-		bs = deviceBlockSize(m, k, n, cfg.DeviceMemory)
-	}
+	bs, threads := cfg.BlockSizeFor(m, k, n), cfg.threads()
 	p := Plan{M: m, K: k, N: n, BlockSize: bs, Threads: threads, InMemory: inMemory,
 		MB: ceilDiv(m, bs), KB: ceilDiv(k, bs), NB: ceilDiv(n, bs)}
 	p.Multiplies = p.MB * p.NB * p.KB

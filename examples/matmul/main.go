@@ -528,7 +528,7 @@ func (o *options) product(ctx context.Context, stdout, stderr io.Writer, a, b ma
 			return err
 		}
 		cDense = matmul.NewDense(m, n)
-		if err := o.warmUp(ctx, stdout, cfg, cDense); err != nil {
+		if err := o.warmUp(ctx, stdout, cfg, m, a.Cols(), n, cDense); err != nil {
 			return err
 		}
 		if o.pin && !o.hadamard {
@@ -559,7 +559,7 @@ func (o *options) product(ctx context.Context, stdout, stderr io.Writer, a, b ma
 		if err != nil {
 			return fmt.Errorf("C: %w", err)
 		}
-		if err = o.warmUp(ctx, stdout, cfg, nil); err == nil {
+		if err = o.warmUp(ctx, stdout, cfg, m, a.Cols(), n, nil); err == nil {
 			rep, err = o.multiply(ctx, a, b, fc, cfg)
 		}
 		bar.finish()
@@ -672,21 +672,21 @@ func writeRandom(ctx context.Context, name string, n int, seed uint64, bar *prog
 }
 
 // warmUp readies the cuda kernel before the timed product, as benchmarks
-// do: one product of a single block creates the CUDA context, loads cuBLAS
-// and pins the staging buffers (which the kernel keeps for the product),
-// and the pages of c, when given, are touched so that the first writes of
-// C do not fault them in during the product. It prints how long that took;
-// the product's time does not include it. Other kernels need no warm-up.
-func (o *options) warmUp(ctx context.Context, stdout io.Writer, cfg matmul.Config, c *matmul.Dense) error {
+// do: one product of 2x2 blocks of the m x k by k x n product's size (the
+// smaller of its block size and its sides) creates the CUDA
+// context, loads cuBLAS and allocates the pinned staging buffers and some
+// device blocks (which the kernel keeps for the product: pinning a buffer
+// of 128 MiB takes tens of milliseconds), and the pages of c, when given,
+// are touched so that the first writes of C do not fault them in during
+// the product. It prints how long that took; the product's time does not
+// include it. Other kernels need no warm-up.
+func (o *options) warmUp(ctx context.Context, stdout io.Writer, cfg matmul.Config, m, k, n int, c *matmul.Dense) error {
 	if o.hadamard || o.kernel.Name() != "cuda" {
 		return nil
 	}
 	start := time.Now()
-	bs := cfg.BlockSize
-	if bs == 0 {
-		bs = matmul.DefaultDeviceBlockSize
-	}
-	x := matmul.Random(bs, bs, 1)
+	bs := max(1, min(cfg.BlockSizeFor(m, k, n), m, k, n))
+	x := matmul.Random(2*bs, 2*bs, 1)
 	warm := matmul.Config{BlockSize: bs, Kernel: cfg.Kernel, DeviceMemory: cfg.DeviceMemory}
 	if _, _, err := matmul.MultiplyDense(ctx, x, x, warm); err != nil {
 		return fmt.Errorf("GPU warm-up: %w", err)
