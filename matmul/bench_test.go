@@ -88,6 +88,16 @@ func BenchmarkMatmulOpenBLAS(b *testing.B) {
 	benchMatmulInMemory(b, "openblas", func(n int) int { return n / 2 })
 }
 
+// BenchmarkMatmulOpenBLASDefault: in-memory products with the OpenBLAS
+// kernel as the CLI runs them by default (Config.BlockSize, Threads and
+// BLASThreads 0: one block, one library call on every CPU, through the
+// graph) vs one threaded OpenBLAS dgemm call. Target ratio >= 0.95; the
+// comparison with numpy on the same OpenBLAS is
+// examples/matmul/compare-numpy.sh.
+func BenchmarkMatmulOpenBLASDefault(b *testing.B) {
+	benchMatmulInMemory(b, "openblas", func(int) int { return 0 })
+}
+
 // BenchmarkMatmulOutOfCore multiplies .npy files whose pages are evicted
 // from the page cache before every run (matmul.EvictFromCache: fsync, then
 // posix_fadvise DONTNEED), so that the inputs come from the disk; every

@@ -51,9 +51,12 @@
 //     tiles with a k-depth of 256 also run faster than gonum's own 64x64x64
 //     sub-blocks (about 9.5 against 8 GFLOP/s on one core here).
 //   - "openblas" (every build, cgo or not; Debian's libopenblas0-pthread at
-//     run time): one single-threaded cblas_dgemm per block (the library's
-//     thread count is process-wide; it is set to 1 at load and the
-//     multipliers keep it there). "auto", the default (nil Config.Kernel),
+//     run time): one cblas_dgemm per block, single-threaded (the task
+//     copies are the parallelism) unless Config.BLASThreads says otherwise;
+//     the library's thread count is process-wide, set to 1 at load and by
+//     each multiplier before its call. By default, with operands in
+//     memory, the product is one block multiplied by one call on every CPU
+//     (Config.BLASThreads): what OpenBLAS runs fastest. "auto", the default (nil Config.Kernel),
 //     is this kernel when the library loads and "gonum" otherwise. The
 //     library is loaded at first use through purego
 //     (dlopen without cgo), not linked: OpenBLAS chooses its CPU

@@ -68,6 +68,16 @@ type Config struct {
 	// one stream, and Threads only sizes the streamed blocks held ahead on
 	// each device (0: 2).
 	Threads int
+	// BLASThreads is the number of threads of each block product's
+	// library call, for kernels whose library runs threads of its own
+	// (OpenBLAS; 0: see below). Other kernels ignore it.
+	//
+	// With OpenBLAS, operands in memory and BlockSize, Threads and
+	// BLASThreads all 0, Multiply takes the whole product as one block
+	// multiplied by one library call on every CPU, which is what OpenBLAS
+	// runs fastest (see BlockSizeFor); otherwise each call has BLASThreads
+	// threads (0: one, the task copies being the parallelism).
+	BLASThreads int
 	// AccumulateThreads is the number of copies of the accumulate task
 	// (0: half of Threads, or of runtime.GOMAXPROCS with a device kernel,
 	// at least 1).
@@ -107,14 +117,52 @@ type Config struct {
 }
 
 // BlockSizeFor returns the block size Multiply uses for an m x k by k x n
-// product with c: c.BlockSize when set, else the kernel's default for the
-// shapes (for a device kernel, DefaultDeviceBlockSize or
-// LargeDeviceBlockSize).
+// product of operands in memory with c: c.BlockSize when set, else the
+// kernel's default for the shapes (for a device kernel,
+// DefaultDeviceBlockSize or LargeDeviceBlockSize; for OpenBLAS with
+// Threads and BLASThreads 0, one block: see cpuShape).
 func (c Config) BlockSizeFor(m, k, n int) int {
-	if _, ok := offloadOf(c); ok && c.BlockSize == 0 {
-		return deviceBlockSize(m, k, n, c.DeviceMemory)
+	bs, _, _ := c.cpuShape(m, k, n, true)
+	return bs
+}
+
+// threadedKernel is a kernel whose library calls can run threads of their
+// own (OpenBLAS).
+type threadedKernel interface {
+	Kernel
+	// newThreadedMultiplier returns a multiplier whose calls use threads
+	// library threads.
+	newThreadedMultiplier(threads int) Multiplier
+}
+
+// cpuShape returns the block size, the multiply-task copies and the
+// library threads of each call for an m x k by k x n product with c.
+//
+// The default for OpenBLAS on operands in memory is one block: one
+// library call, with every CPU, through the graph. OpenBLAS runs one large
+// multithreaded call faster than any split of it into calls of its own:
+// its packing and threading amortize over the call, while blocks add
+// calls, partial products to sum (memory passes that take cores from the
+// library) and a tail where some threads wait. Measured on the
+// development VM (2 cores, loaded), against numpy on the same OpenBLAS:
+// blocks of 512 on 2 copies 0.62x/0.70x at n = 2048/4096, blocks of n/2
+// on 2 single-threaded copies 0.90-1.03x, 2x2x2 blocks with 2-thread
+// calls 0.89x, one block 1.0x within the noise (compare-numpy.sh). Out of
+// core, and whenever the caller sets any of the three, the blocking is the
+// usual one.
+func (c Config) cpuShape(m, k, n int, inMemory bool) (bs, threads, blasThreads int) {
+	if _, ok := offloadOf(c); ok {
+		bs = c.blockSize()
+		if c.BlockSize == 0 {
+			bs = deviceBlockSize(m, k, n, c.DeviceMemory)
+		}
+		return bs, c.threads(), 1
 	}
-	return c.blockSize()
+	_, threaded := c.kernel().(threadedKernel)
+	if threaded && inMemory && c.BlockSize == 0 && c.Threads == 0 && c.BLASThreads == 0 {
+		return max(DefaultBlockSize, m, k, n), 1, runtime.GOMAXPROCS(0)
+	}
+	return c.blockSize(), c.threads(), max(1, c.BLASThreads)
 }
 
 func (c Config) blockSize() int {
@@ -480,7 +528,11 @@ func build(plan *Plan, cfg Config, a, b *operand, c Sink, written *atomic.Int64,
 	home, _ := c.(*Dense)
 	kernel := cfg.kernel()
 	mul := graph.AddTask(g, "multiply", plan.Threads, func() task.Task[product, *partial] {
-		return &mulTask{mult: kernel.NewMultiplier(), pool: partials, home: home, bs: bs, count: products}
+		mult := kernel.NewMultiplier()
+		if tk, ok := kernel.(threadedKernel); ok && plan.BLASThreads > 1 {
+			mult = tk.newThreadedMultiplier(plan.BLASThreads)
+		}
+		return &mulTask{mult: mult, pool: partials, home: home, bs: bs, count: products}
 	})
 	memmgr.Use(partials, mul)
 	graph.Connect(toMul, mul)

@@ -62,12 +62,23 @@ func (k openblasKernel) Gemm(threads int, a, b, c *Dense) error {
 	})
 }
 
-// openblasMultiplier runs single-threaded dgemm calls: the multiply task's
-// copies are the parallelism, so the library's own threads would
-// oversubscribe the cores.
-type openblasMultiplier struct{ lib *native.OpenBLAS }
+// newThreadedMultiplier returns a multiplier whose calls use threads
+// OpenBLAS threads.
+func (k openblasKernel) newThreadedMultiplier(threads int) Multiplier {
+	return &openblasMultiplier{lib: k.lib, threads: threads}
+}
 
-// Mul computes c = a·b + beta·c with one OpenBLAS thread.
+// openblasMultiplier runs dgemm calls with threads library threads (0 or
+// 1: single-threaded calls, when the multiply task's copies are the
+// parallelism and the library's own threads would oversubscribe the
+// cores). The library's thread count is process-wide: the multiplier sets
+// it before each call, so copies must not mix counts.
+type openblasMultiplier struct {
+	lib     *native.OpenBLAS
+	threads int
+}
+
+// Mul computes c = a·b + beta·c with the multiplier's OpenBLAS threads.
 func (p *openblasMultiplier) Mul(_ context.Context, m, n, k int, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) error {
 	if err := checkMul(m, n, k, a, lda, b, ldb, c, ldc); err != nil {
 		return err
@@ -79,7 +90,7 @@ func (p *openblasMultiplier) Mul(_ context.Context, m, n, k int, a []float64, ld
 		scale(m, n, beta, c, ldc)
 		return nil
 	}
-	p.lib.SetThreads(1)
+	p.lib.SetThreads(max(1, p.threads))
 	return p.lib.Dgemm(m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
 }
 

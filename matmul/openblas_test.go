@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -72,5 +73,55 @@ func TestAutoKernel(t *testing.T) {
 	}
 	if d := (Config{}).kernel(); d.Name() != k.Name() {
 		t.Errorf("default kernel %s, auto %s", d.Name(), k.Name())
+	}
+}
+
+// TestCPUShape checks the default blocking per kernel: OpenBLAS in memory
+// with nothing set is one block on one copy whose calls use every CPU;
+// any setting, out of core, or another kernel keeps the usual blocking.
+func TestCPUShape(t *testing.T) {
+	cpus := runtime.GOMAXPROCS(0)
+	gonumCfg := Config{Kernel: Gonum()}
+	if bs, th, bt := gonumCfg.cpuShape(3000, 2000, 1000, true); bs != DefaultBlockSize || th != cpus || bt != 1 {
+		t.Errorf("gonum: %d, %d, %d", bs, th, bt)
+	}
+	k := lookupOpenBLAS(t)
+	for _, tc := range []struct {
+		cfg          Config
+		inMemory     bool
+		bs, th, blas int
+	}{
+		{Config{Kernel: k}, true, 3000, 1, cpus},
+		{Config{Kernel: k}, false, DefaultBlockSize, cpus, 1},
+		{Config{Kernel: k, BlockSize: 256}, true, 256, cpus, 1},
+		{Config{Kernel: k, Threads: 3}, true, DefaultBlockSize, 3, 1},
+		{Config{Kernel: k, BLASThreads: 2}, true, DefaultBlockSize, cpus, 2},
+	} {
+		bs, th, bt := tc.cfg.cpuShape(3000, 2000, 1000, tc.inMemory)
+		if bs != tc.bs || th != tc.th || bt != tc.blas {
+			t.Errorf("%+v in memory %v: block %d, %d copies, %d BLAS threads; want %d, %d, %d", tc.cfg, tc.inMemory, bs, th, bt, tc.bs, tc.th, tc.blas)
+		}
+	}
+	if bs := (Config{Kernel: k}).BlockSizeFor(100, 100, 100); bs != DefaultBlockSize {
+		t.Errorf("small product: block %d", bs)
+	}
+}
+
+// TestOpenBLASThreadedCalls: products whose calls run several OpenBLAS
+// threads, from one copy (the default) and from two at once, give the
+// one-call result.
+func TestOpenBLASThreadedCalls(t *testing.T) {
+	k := lookupOpenBLAS(t)
+	a, b := Random(300, 257, 1), Random(257, 411, 2)
+	want := reference(t, a, b)
+	for _, cfg := range []Config{{Kernel: k}, {Kernel: k, BlockSize: 128, Threads: 2, BLASThreads: 2}} {
+		got, rep, err := MultiplyDense(context.Background(), a, b, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProduct(t, a, b, got, want)
+		if cfg.BLASThreads == 0 && (rep.Plan.MB*rep.Plan.KB*rep.Plan.NB != 1 || rep.Plan.BLASThreads != runtime.GOMAXPROCS(0)) {
+			t.Errorf("default plan %v: want one block on every CPU", rep.Plan)
+		}
 	}
 }

@@ -55,6 +55,9 @@ type Plan struct {
 	Panel      int   // block rows (RowPanels) or block columns (ColumnPanels) per panel; 1 for Streamed
 	Panels     int   // number of panels (passes over the streamed operand)
 	Threads    int   // multiply-task copies
+	// BLASThreads is the threads of each library call of a kernel that
+	// runs threads of its own (OpenBLAS; 1 otherwise).
+	BLASThreads int
 	// Pool capacities in blocks (0: no pool, the operand is in memory).
 	PoolA, PoolB, PoolC int
 	// PoolBytes is the memory the three pools can hold at once.
@@ -96,6 +99,9 @@ func (p Plan) BusBytes() (moved, least int64) {
 // String summarizes the plan on one line.
 func (p Plan) String() string {
 	s := fmt.Sprintf("%dx%d · %dx%d, block %d (%dx%dx%d blocks), %d threads", p.M, p.K, p.K, p.N, p.BlockSize, p.MB, p.KB, p.NB, p.Threads)
+	if p.BLASThreads > 1 {
+		s += fmt.Sprintf(" of %d BLAS threads", p.BLASThreads)
+	}
 	if p.Devices > 0 {
 		moved, least := p.BusBytes()
 		s += fmt.Sprintf(" per device on %d devices: %s of %d blocks (%d passes), device pools A %d B %d C %d (%s per device), uploads %s, downloads %s (bus %.2fx the minimum %s)",
@@ -139,8 +145,8 @@ func capPartials(c, multiplies int) int { return max(1, min(c, multiplies)) }
 // newPlan plans C = A·B for the given shapes. inMemory means both operands
 // are in memory (no pools for A and B, no budget for them).
 func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
-	bs, threads := cfg.BlockSizeFor(m, k, n), cfg.threads()
-	p := Plan{M: m, K: k, N: n, BlockSize: bs, Threads: threads, InMemory: inMemory,
+	bs, threads, blasThreads := cfg.cpuShape(m, k, n, inMemory)
+	p := Plan{M: m, K: k, N: n, BlockSize: bs, Threads: threads, BLASThreads: blasThreads, InMemory: inMemory,
 		MB: ceilDiv(m, bs), KB: ceilDiv(k, bs), NB: ceilDiv(n, bs)}
 	p.Multiplies = p.MB * p.NB * p.KB
 	p.Flops = 2 * float64(m) * float64(n) * float64(k)

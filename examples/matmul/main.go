@@ -8,8 +8,14 @@
 //
 // Flags:
 //
-//	-block B      block size (default 512, with -kernel cuda 2048)
-//	-threads T    copies of the multiply task (default: the number of CPUs)
+//	-block B      block size (default 512; with -kernel cuda 2048, or 4096 for
+//	              matrices of 16384 and more; with OpenBLAS in memory and no
+//	              -threads or -blas-threads, about half the largest side)
+//	-threads T    copies of the multiply task (default: the number of CPUs;
+//	              with OpenBLAS in memory and no -block or -blas-threads, one
+//	              copy whose library calls use every CPU)
+//	-blas-threads N  OpenBLAS threads of each block product (default 1, or
+//	              every CPU with the in-memory default above)
 //	-mem SIZE     RAM budget for matrix blocks, such as 64MiB or 2GiB; when the
 //	              matrices (A, B and C) do not fit in it, or in the memory the
 //	              machine has available, the product runs out of core: blocks
@@ -102,6 +108,7 @@ type options struct {
 	verify     bool
 	block      int
 	threads    int
+	blasThr    int
 	mem        int64
 	gpuMem     int64
 	kernel     matmul.Kernel
@@ -130,8 +137,9 @@ func flagSet(o *options, raw *rawFlags) *flag.FlagSet {
 	fs.IntVar(&o.n, "n", 0, "multiply random `N` x N matrices")
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` of the random matrices")
 	fs.BoolVar(&o.verify, "verify", false, "check the result against one gonum Dgemm call")
-	fs.IntVar(&o.block, "block", 0, fmt.Sprintf("block `size` (default %d; with -kernel cuda %d, or %d for matrices of %d and more without -gpumem)", matmul.DefaultBlockSize, matmul.DefaultDeviceBlockSize, matmul.LargeDeviceBlockSize, 4*matmul.LargeDeviceBlockSize))
-	fs.IntVar(&o.threads, "threads", 0, "multiply-task `copies` (0: one per CPU)")
+	fs.IntVar(&o.block, "block", 0, fmt.Sprintf("block `size` (default %d; with -kernel cuda %d, or %d for matrices of %d and more without -gpumem; with OpenBLAS in memory and no -threads or -blas-threads, about half the largest side)", matmul.DefaultBlockSize, matmul.DefaultDeviceBlockSize, matmul.LargeDeviceBlockSize, 4*matmul.LargeDeviceBlockSize))
+	fs.IntVar(&o.threads, "threads", 0, "multiply-task `copies` (0: one per CPU; with OpenBLAS in memory and no -block or -blas-threads, one)")
+	fs.IntVar(&o.blasThr, "blas-threads", 0, "OpenBLAS `threads` of each block product (0: 1, or every CPU with OpenBLAS in memory and no -block or -threads)")
 	fs.StringVar(&raw.mem, "mem", "", "RAM `budget` for blocks, e.g. 64MiB; out of core when A, B and C do not fit (default: no limit)")
 	fs.StringVar(&raw.gpuMem, "gpumem", "", "GPU memory `budget` per device for blocks with -kernel cuda (default: 3/4 of the free memory)")
 	fs.StringVar(&raw.kernel, "kernel", "auto", "block `kernel`: "+strings.Join(matmul.KernelNames(), ", "))
@@ -189,6 +197,8 @@ func parse(args []string) (*options, error) {
 		return nil, cli.Usagef("-block %d: want a positive block size", o.block)
 	case o.threads < 0:
 		return nil, cli.Usagef("-threads %d: want a positive count (or 0 for one per CPU)", o.threads)
+	case o.blasThr < 0:
+		return nil, cli.Usagef("-blas-threads %d: want a positive count (or 0 for the default)", o.blasThr)
 	case o.xtBlock < 1:
 		return nil, cli.Usagef("-xt-block %d: want a positive tile side", o.xtBlock)
 	}
@@ -287,7 +297,7 @@ func (o *options) newBar(stderr io.Writer, unit string) *progressBar {
 type observer struct{ rt *graph.Execution }
 
 func (o *options) config(stderr io.Writer, budget int64) (matmul.Config, *progressBar, *observer) {
-	cfg := matmul.Config{BlockSize: o.block, Threads: o.threads, Kernel: o.kernel, MemoryBudget: budget, DeviceMemory: o.gpuMem}
+	cfg := matmul.Config{BlockSize: o.block, Threads: o.threads, BLASThreads: o.blasThr, Kernel: o.kernel, MemoryBudget: budget, DeviceMemory: o.gpuMem}
 	bar := o.newBar(stderr, "blocks of C")
 	if bar != nil {
 		cfg.Progress = bar.update
