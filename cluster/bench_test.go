@@ -64,13 +64,32 @@ func latency(b *testing.B, newTask func() task.Task[job, answer]) {
 // the overhead per remote item.
 func BenchmarkItemLatency(b *testing.B) {
 	b.Run("in-process", func(b *testing.B) { latency(b, squareTask) })
-	b.Run("remote", func(b *testing.B) {
+	remote := func(b *testing.B, opts ...TaskOption) {
 		s := startServer(b)
 		c := newClient(b, connect(b, s))
 		startProc(b, s, "W", 1)
-		r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+		r, _ := NewRemote[job, answer](c, "square", append([]TaskOption{Version("v1")}, opts...)...)
+		waitDirect(b, c, "square")
+		before := c.Stats()
 		latency(b, r.Task)
-	})
+		st := c.Stats()
+		b.ReportMetric(100*float64(st.Direct-st.Fallback-before.Direct+before.Fallback)/float64(st.Sent-before.Sent), "%direct")
+	}
+	// remote: small inputs go as direct requests (DirectLimit's default).
+	b.Run("remote", func(b *testing.B) { remote(b) })
+	// remote-stream: every input through the work and result streams.
+	b.Run("remote-stream", func(b *testing.B) { remote(b, DirectLimit(0)) })
+}
+
+// waitDirect waits (at most 5 s) until c has read from the directory that
+// a worker takes direct requests for task key.
+func waitDirect(tb testing.TB, c *Client, key string) {
+	tb.Helper()
+	for deadline := time.Now().Add(5 * time.Second); c.directFor(key).threads == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("the directory lists no worker taking direct requests for %q", key)
+		}
+	}
 }
 
 // BenchmarkRemoteThroughputSmall keeps 256 small inputs in flight through
@@ -219,6 +238,36 @@ func BenchmarkBrokerFloor(b *testing.B) {
 		for range b.N {
 			t0 := time.Now()
 			if _, err := nc.Request("echo", []byte("x"), time.Second); err != nil {
+				b.Fatal(err)
+			}
+			d = append(d, time.Since(t0))
+		}
+		reportP50(b, d)
+	})
+	// core-request-process: the same, answered by a worker process: the
+	// floor of a direct request (DirectLimit).
+	b.Run("core-request-process", func(b *testing.B) {
+		s := startServer(b)
+		nc := connect(b, s)
+		startProc(b, s, "W", 1)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if _, err := nc.Request(floorEcho, []byte("x"), time.Second); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				b.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for range 50 {
+			if _, err := nc.Request(floorEcho, []byte("x"), time.Second); err != nil {
+				b.Fatal(err)
+			}
+		}
+		d := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for range b.N {
+			t0 := time.Now()
+			if _, err := nc.Request(floorEcho, []byte("x"), time.Second); err != nil {
 				b.Fatal(err)
 			}
 			d = append(d, time.Since(t0))

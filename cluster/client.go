@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +37,12 @@ type Client struct {
 	closed  bool
 	adv     *nats.Subscription // max-deliveries advisories of the work stream
 	starts  *nats.Subscription // workers' notices that they took an input
-	bg      sync.WaitGroup     // deletions of given-up inputs
-	seq     atomic.Uint64
+	directs *nats.Subscription // answers to direct requests
+	// inflight counts the inputs of each task (by the name it is served
+	// under) whose Execute waits, through the stream or direct.
+	inflight map[string]int
+	bg       sync.WaitGroup // deletions of given-up inputs
+	seq      atomic.Uint64
 
 	// The results are acknowledged together, resultAckDelay after the
 	// first not yet acknowledged: one write for a burst.
@@ -48,8 +53,30 @@ type Client struct {
 	ackNow  bool       // closed: a result that still comes is acknowledged at once
 	ackRun  sync.Mutex // held while a batch is acknowledged
 
+	// What the worker directory says of direct requests, read again in the
+	// background at most every directRefresh.
+	dirMu   sync.Mutex
+	dirAt   time.Time
+	dirBusy bool
+	dirCaps map[string]directCap
+
 	stats clientStats
 }
+
+// directCap is what the live workers of a task offer for direct requests:
+// their copies together, and the longest ack wait among them.
+type directCap struct {
+	threads int
+	silence time.Duration
+}
+
+// directRefresh is how often a client reads the worker directory again
+// for direct requests, while it sends inputs; directRetry, while it
+// sends inputs of a task the directory did not list for them.
+const (
+	directRefresh = time.Second
+	directRetry   = 100 * time.Millisecond
+)
 
 // waiter is an Execute (or Call) waiting for the result of its input.
 type waiter struct {
@@ -57,11 +84,21 @@ type waiter struct {
 	// at, for a graph-side copy, is where it says its input runs
 	// (task.Placer); nil for Call.
 	at *atomic.Pointer[task.Placement]
+	// again, for a direct request, is told that it was not run (a busy
+	// worker, or none listening): send it through the work stream.
+	again chan bool // true: no worker listens
+	// heard is when a worker last said it runs the input (UnixNano).
+	heard atomic.Int64
+	// resent: sent through the work stream after its direct request's
+	// worker fell silent.
+	resent atomic.Bool
 }
 
 type clientStats struct {
 	mu          sync.Mutex
 	sent        int64
+	direct      int64
+	fallback    int64
 	results     int64
 	duplicates  int64
 	redelivered int64
@@ -88,7 +125,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("cluster: client id: %w", err)
 	}
-	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]*waiter{}}
+	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]*waiter{}, inflight: map[string]int{}, dirCaps: map[string]directCap{}}
 	c.ackT = time.AfterFunc(time.Hour, c.ackResults)
 	c.ackT.Stop()
 	c.stats.byWorker = map[string]int64{}
@@ -125,7 +162,81 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 		c.cons.Stop()
 		return nil, fmt.Errorf("cluster: client %s: start notices: %w", c.id, err)
 	}
+	c.directs, err = nc.Subscribe(st.n.directAll(c.id), c.directAnswer)
+	if err != nil {
+		_ = c.starts.Unsubscribe()
+		_ = c.adv.Unsubscribe()
+		c.cons.Stop()
+		return nil, fmt.Errorf("cluster: client %s: direct answers: %w", c.id, err)
+	}
+	c.directFor("") // read the directory now, in the background
 	return c, nil
+}
+
+// directAnswer takes the answer to a direct request: a result, handed to
+// its Execute, or word that the request was not run (a busy worker, or the
+// server's 503: no worker listening), which makes its Execute send it
+// through the work stream.
+func (c *Client) directAnswer(m *nats.Msg) {
+	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	if m.Header.Get("Status") == "503" || m.Header.Get(hKind) == kindBusy {
+		c.mu.Lock()
+		w := c.waiting[id]
+		c.mu.Unlock()
+		if w != nil && w.again != nil {
+			select {
+			case w.again <- m.Header.Get("Status") == "503":
+			default:
+			}
+		}
+		return
+	}
+	if m.Header.Get(hID) != id {
+		return // not an answer of this namespace's workers
+	}
+	c.hand(id, m)
+}
+
+// directFor returns what the directory said of the direct requests of
+// task key when last read, and reads it again in the background if that
+// was more than directRefresh ago.
+func (c *Client) directFor(key string) directCap {
+	c.dirMu.Lock()
+	defer c.dirMu.Unlock()
+	dc, known := c.dirCaps[key]
+	if since := time.Since(c.dirAt); !c.dirBusy && (since >= directRefresh || !known && since >= directRetry) {
+		c.dirBusy = true
+		c.background(func(ctx context.Context) {
+			ws, err := listWorkers(ctx, c.st.dir)
+			caps := map[string]directCap{}
+			for _, w := range ws {
+				for k, d := range w.Direct {
+					if _, ok := w.Tasks[k]; !ok || d.Threads < 1 {
+						continue
+					}
+					dc := caps[k]
+					dc.threads += d.Threads
+					dc.silence = max(dc.silence, d.AckWait)
+					caps[k] = dc
+				}
+			}
+			c.dirMu.Lock()
+			defer c.dirMu.Unlock()
+			c.dirBusy, c.dirAt = false, time.Now()
+			if err == nil {
+				c.dirCaps = caps
+			}
+		})
+	}
+	return dc
+}
+
+// noDirect forgets, until the directory is read again, that task key has
+// workers taking direct requests: the server said none listens.
+func (c *Client) noDirect(key string) {
+	c.dirMu.Lock()
+	defer c.dirMu.Unlock()
+	delete(c.dirCaps, key)
 }
 
 // started records which worker took an input, from the notice the worker
@@ -141,6 +252,9 @@ func (c *Client) started(m *nats.Msg) {
 	c.mu.Lock()
 	w := c.waiting[m.Header.Get(hID)]
 	c.mu.Unlock()
+	if w != nil {
+		w.heard.Store(time.Now().UnixNano())
+	}
 	if w != nil && w.at != nil {
 		// The worker says for how long: no need for the clocks to agree.
 		ran, _ := time.ParseDuration(m.Header.Get(hRunning))
@@ -296,7 +410,7 @@ func (c *Client) hand(id string, res *nats.Msg) {
 		if w := res.Header.Get(hWorker); w != "" {
 			c.stats.byWorker[w]++
 		}
-		if res.Header.Get(hDelivered) != "" {
+		if res.Header.Get(hDelivered) != "" || w.resent.Load() {
 			c.stats.redelivered++
 		}
 	} else {
@@ -332,6 +446,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	_ = c.adv.Unsubscribe()
 	_ = c.starts.Unsubscribe()
+	_ = c.directs.Unsubscribe()
 	c.cons.Stop()
 	<-c.cons.Closed()
 	c.ackMu.Lock()
@@ -363,10 +478,15 @@ func (c *Client) Close() error {
 
 // ClientStats counts what a client received.
 type ClientStats struct {
-	Sent        int64            // inputs published
-	Results     int64            // results delivered to a waiting Execute
-	Duplicates  int64            // results dropped: already delivered, or for a cancelled Execute
-	Redelivered int64            // delivered results whose input had been delivered to a worker before
+	Sent       int64 // inputs published
+	Direct     int64 // of those, sent first as a direct request (DirectLimit)
+	Fallback   int64 // of those, sent through the work stream after all: a busy worker, none listening, or one silent
+	Results    int64 // results delivered to a waiting Execute
+	Duplicates int64 // results dropped: already delivered, or for a cancelled Execute
+	// Redelivered counts delivered results whose input had been delivered
+	// to a worker before (by the stream, or as a direct request whose
+	// worker fell silent).
+	Redelivered int64
 	ByWorker    map[string]int64 // delivered results per worker name
 }
 
@@ -374,7 +494,7 @@ type ClientStats struct {
 func (c *Client) Stats() ClientStats {
 	c.stats.mu.Lock()
 	defer c.stats.mu.Unlock()
-	s := ClientStats{Sent: c.stats.sent, Results: c.stats.results, Duplicates: c.stats.duplicates, Redelivered: c.stats.redelivered, ByWorker: map[string]int64{}}
+	s := ClientStats{Sent: c.stats.sent, Direct: c.stats.direct, Fallback: c.stats.fallback, Results: c.stats.results, Duplicates: c.stats.duplicates, Redelivered: c.stats.redelivered, ByWorker: map[string]int64{}}
 	for k, v := range c.stats.byWorker {
 		s.ByWorker[k] = v
 	}
@@ -387,6 +507,15 @@ type WorkerInfo struct {
 	Host  string            `json:"host"`
 	PID   int               `json:"pid"`
 	Tasks map[string]string `json:"tasks"` // task name → version
+	// Direct lists the tasks of Tasks that the worker also takes as
+	// direct requests ([DirectLimit]).
+	Direct map[string]DirectTask `json:"direct,omitempty"`
+}
+
+// DirectTask is how a worker takes the direct requests of one task.
+type DirectTask struct {
+	Threads int           `json:"threads"`  // its copies of the task: direct requests it runs at a time
+	AckWait time.Duration `json:"ack_wait"` // it reports progress on an input every third of it
 }
 
 // Workers lists the live workers of the namespace, sorted by name.
@@ -431,6 +560,7 @@ type Remote[In, Out any] struct {
 	version  string
 	codec    Codec
 	perClone bool
+	direct   int // DirectLimit
 }
 
 // TaskOption configures a [Remote] or a task a [Worker] handles.
@@ -449,10 +579,11 @@ type taskConfig struct {
 	perClone      bool
 	clone         int // -1: all inputs
 	maxDeliver    int // 0: no limit
+	directLimit   int // 0: no direct requests
 }
 
 func newTaskConfig(opts []TaskOption) taskConfig {
-	c := taskConfig{version: "v0", codec: Gob(), threads: 1, ackWait: 30 * time.Second, maxAckPending: 1000, clone: -1}
+	c := taskConfig{version: "v0", codec: Gob(), threads: 1, ackWait: 30 * time.Second, maxAckPending: 1000, clone: -1, directLimit: DefaultDirectLimit}
 	for _, o := range opts {
 		o.applyTask(&c)
 	}
@@ -494,6 +625,35 @@ func MaxAckPending(n int) TaskOption {
 	return taskOption(func(c *taskConfig) { c.maxAckPending = n })
 }
 
+// DefaultDirectLimit is the default of [DirectLimit], 64 KiB.
+const DefaultDirectLimit = 64 << 10
+
+// DirectLimit sets the largest encoded input, in bytes, that a Remote
+// sends as a direct request before trying the work stream; 0 sends every
+// input through the work stream. Default [DefaultDirectLimit] (and never
+// above [InlineLimit]).
+//
+// A direct request is a core NATS request to the workers of the task (a
+// queue group: one of them gets it), outside JetStream: it crosses the
+// server twice each way with no stream in between, about half the cost of
+// a small item through the streams. A Remote sends one only while fewer of
+// its inputs are in flight than the live workers have copies of the task
+// (from the worker directory), so that under load inputs queue in the work
+// stream as before. It keeps the stream's guarantees: a worker with no
+// copy free answers "busy" and the input goes through the work stream; no
+// worker listening (the server says so), or a worker silent for longer
+// than the task's AckWait (it reports progress every third of it while the
+// input runs: it died, or the server was lost), sends it through the work
+// stream too, which redelivers it from then on; the first result counts
+// and a later one is dropped.
+//
+// On a worker, 0 makes it take no direct request for the task; a worker
+// also takes none for a task with [MaxDeliver], since only the stream
+// counts deliveries.
+func DirectLimit(bytes int) TaskOption {
+	return taskOption(func(c *taskConfig) { c.directLimit = max(bytes, 0) })
+}
+
 // PerClone makes a Remote inside an execution pipeline send each input to
 // the workers serving its pipeline clone (task.Info.Pipeline), registered
 // with [Clone]: the clone, with its state, runs on those workers, the way a
@@ -521,7 +681,7 @@ func NewRemote[In, Out any](c *Client, name string, opts ...TaskOption) (*Remote
 		return nil, err
 	}
 	tc := newTaskConfig(opts)
-	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec, perClone: tc.perClone}, nil
+	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec, perClone: tc.perClone, direct: tc.directLimit}, nil
 }
 
 // Name returns the task name the workers registered.
@@ -592,6 +752,12 @@ func (r *Remote[In, Out]) CallClone(ctx context.Context, k int, in In) ([]Out, e
 }
 
 // call runs in on a worker; at, if not nil, is told which worker has it.
+//
+// A small input goes first as a direct request while fewer inputs of the
+// task are in flight than the workers have copies (see DirectLimit); it
+// goes through the work stream if the answer says it was not run, or if
+// its worker falls silent. Otherwise it goes through the work stream at
+// once.
 func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic.Pointer[task.Placement]) ([]Out, error) {
 	c := r.c
 	st := c.st
@@ -601,36 +767,63 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	}
 	id := c.id + "-" + strconv.FormatUint(c.seq.Add(1), 36)
 	key := cloneKey(r.name, clone)
-	msg := nats.NewMsg(st.n.work(key))
-	msg.Header.Set(hProto, protoVersion)
-	msg.Header.Set(hTask, r.name)
-	msg.Header.Set(hVersion, r.version)
-	msg.Header.Set(hCodec, r.codec.Name())
-	msg.Header.Set(hReply, st.n.result(c.id))
-	if len(data) > st.cfg.inlineLimit {
-		ref := id + ".in"
-		if _, err := st.obj.PutBytes(ctx, ref, data); err != nil {
-			return nil, fmt.Errorf("cluster: task %q: store input: %w", r.name, err)
-		}
-		defer st.obj.Delete(context.WithoutCancel(ctx), ref)
-		msg.Header.Set(hRef, ref)
-		data = nil
+	hdr := nats.Header{}
+	hdr.Set(hProto, protoVersion)
+	hdr.Set(hTask, r.name)
+	hdr.Set(hVersion, r.version)
+	hdr.Set(hCodec, r.codec.Name())
+	var dc directCap
+	if len(data) <= min(r.direct, st.cfg.inlineLimit) {
+		dc = c.directFor(key)
 	}
-	msg.Data = data
 
-	ch := make(chan *nats.Msg, 1)
+	w := &waiter{ch: make(chan *nats.Msg, 1), at: at}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
 	}
-	c.waiting[id] = &waiter{ch: ch, at: at}
+	direct := c.inflight[key] < dc.threads
+	if direct {
+		w.again = make(chan bool, 1)
+		w.heard.Store(time.Now().UnixNano())
+	}
+	c.waiting[id] = w
+	c.inflight[key]++
 	c.mu.Unlock()
-	forget := func() {
+	defer func() {
 		c.mu.Lock()
 		delete(c.waiting, id)
+		if c.inflight[key]--; c.inflight[key] == 0 {
+			delete(c.inflight, key)
+		}
 		c.mu.Unlock()
+	}()
+
+	// The work stream's message, made when the input goes there.
+	var msg *nats.Msg
+	streamMsg := func() (*nats.Msg, error) {
+		m := nats.NewMsg(st.n.work(key))
+		for k, v := range hdr {
+			m.Header[k] = v
+		}
+		m.Header.Set(hReply, st.n.result(c.id))
+		m.Data = data
+		if len(data) > st.cfg.inlineLimit {
+			ref := id + ".in"
+			if _, err := st.obj.PutBytes(ctx, ref, data); err != nil {
+				return nil, fmt.Errorf("cluster: task %q: store input: %w", r.name, err)
+			}
+			m.Header.Set(hRef, ref)
+			m.Data = nil
+		}
+		return m, nil
 	}
+	defer func() {
+		if msg != nil && msg.Header.Get(hRef) != "" {
+			_ = st.obj.Delete(context.WithoutCancel(ctx), msg.Header.Get(hRef))
+		}
+	}()
 	// A publish that fails (the server restarting, a lost connection) is
 	// retried with the same message ID: the stream stores the input once.
 	// Its acknowledgement is not waited for: only a failure wakes this
@@ -643,6 +836,13 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		attempts int
 	)
 	publish := func() error {
+		if msg == nil {
+			m, err := streamMsg()
+			if err != nil {
+				return err
+			}
+			msg = m
+		}
 		attempts++
 		f, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
 		if err == nil {
@@ -652,60 +852,127 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	}
 	failed := func(err error) error {
 		if attempts >= maxPublishAttempts || ctx.Err() != nil {
-			forget()
 			return fmt.Errorf("cluster: task %q: publish input (%d attempts): %w", r.name, attempts, err)
 		}
 		ack, ackErr = nil, nil
 		retry = time.After(time.Duration(attempts) * 100 * time.Millisecond)
 		return nil
 	}
-	if err := publish(); err != nil {
-		if err := failed(err); err != nil {
-			return nil, err
+	// viaStream sends the input through the work stream (at once, or after
+	// its direct request).
+	viaStream := func() error {
+		if err := publish(); err != nil {
+			return failed(err)
+		}
+		return nil
+	}
+	var (
+		again   <-chan bool
+		silence *time.Timer
+		quiet   <-chan time.Time
+	)
+	if direct {
+		dm := &nats.Msg{Subject: st.n.call(key), Reply: st.n.direct(c.id, id), Header: hdr, Data: data}
+		dm.Header.Set(hID, id)
+		if err := st.js.Conn().PublishMsg(dm); err != nil {
+			direct = false
+		} else {
+			again = w.again
+			silence = time.NewTimer(dc.silence)
+			defer silence.Stop()
+			quiet = silence.C
 		}
 	}
 	c.stats.mu.Lock()
 	c.stats.sent++
+	if direct {
+		c.stats.direct++
+	}
 	c.stats.mu.Unlock()
+	// fallback sends a direct request's input through the work stream.
+	fallback := func() error {
+		again, quiet = nil, nil
+		c.stats.mu.Lock()
+		c.stats.fallback++
+		c.stats.mu.Unlock()
+		return viaStream()
+	}
+	if !direct {
+		if err := viaStream(); err != nil {
+			return nil, err
+		}
+	}
 
 	probe := time.NewTimer(st.cfg.probe)
 	defer probe.Stop()
 	for {
 		select {
-		case res, ok := <-ch:
+		case res, ok := <-w.ch:
 			if !ok {
 				return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
 			}
+			if direct && ack != nil {
+				r.withdraw(ack) // answered directly after all: spare the workers
+			}
 			return r.decode(ctx, res)
+		case none := <-again: // not run: a busy worker, or none listening
+			if none {
+				c.noDirect(key)
+			}
+			if err := fallback(); err != nil {
+				return nil, err
+			}
+		case <-quiet:
+			if left := dc.silence - time.Since(time.Unix(0, w.heard.Load())); left > 0 {
+				silence.Reset(left)
+				continue
+			}
+			w.resent.Store(true) // its worker said nothing for a whole ack wait
+			if err := fallback(); err != nil {
+				return nil, err
+			}
 		case err := <-ackErr:
 			if err := failed(err); err != nil {
 				return nil, err
 			}
 		case <-retry:
 			retry = nil
-			if err := publish(); err != nil {
-				if err := failed(err); err != nil {
-					return nil, err
-				}
+			if err := viaStream(); err != nil {
+				return nil, err
 			}
 		case <-probe.C:
 			if err := r.checkServed(ctx, key); err != nil {
-				forget()
 				return nil, err
 			}
 			probe.Reset(st.cfg.probe)
 		case <-ctx.Done():
-			forget()
 			if ack != nil {
-				select {
-				case pa := <-ack.Ok():
-					c.withdraw(pa.Sequence) // no one waits for it: spare the workers
-				default: // not stored yet, or not acknowledged
-				}
+				r.withdraw(ack)
 			}
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// withdraw removes the input whose publish ack is from the work stream,
+// once it is stored: no one waits for it any more.
+func (r *Remote[In, Out]) withdraw(ack jetstream.PubAckFuture) {
+	select {
+	case pa := <-ack.Ok():
+		r.c.withdraw(pa.Sequence)
+		return
+	default: // not acknowledged yet
+	}
+	r.c.background(func(ctx context.Context) {
+		select {
+		case pa := <-ack.Ok():
+			if str, err := r.c.st.js.Stream(ctx, r.c.st.n.workStream()); err == nil {
+				_ = str.DeleteMsg(ctx, pa.Sequence)
+			}
+		case <-ack.Err():
+		case <-ctx.Done():
+		}
+	})
 }
 
 // maxPublishAttempts bounds the publishes of one input (about 20 s of

@@ -27,6 +27,7 @@ const (
 	envWorker  = "HTGS_CLUSTER_TEST_WORKER"  // the worker's name
 	envThreads = "HTGS_CLUSTER_TEST_THREADS" // copies per task
 	envExitAt  = "HTGS_CLUSTER_TEST_EXIT_AT" // exit after storing this many results, before acking the last
+	floorEcho  = "floor.echo"                // a worker process answers requests here with their data
 )
 
 func TestMain(m *testing.M) {
@@ -143,6 +144,14 @@ func workerMain(name string) int {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 2
 	}
+	// An echo for BenchmarkBrokerFloor: the floor of a round trip to
+	// another process.
+	echo, err := nc.Subscribe(floorEcho, func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	defer echo.Unsubscribe()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	ctx, cancel := Supervised(ctx) // a Supervisor's worker stops when its stdin closes

@@ -24,6 +24,12 @@ const protoVersion = "1"
 // The notice a worker sends when an input has run on it for a while (on
 // the client's started subject, outside the streams, best effort) carries
 // hID, hWorker, hHost and hRunning.
+//
+// A direct request (core NATS, on the task's call subject, see
+// [DirectLimit]) carries the headers of a work message with hID for the
+// message ID and its reply subject as the message's own; its answer is a
+// result, or a busy answer (hID and hKind kindBusy, no error) saying that
+// the worker did not run it.
 const (
 	hProto   = "Htgs-Proto"
 	hTask    = "Htgs-Task"
@@ -52,6 +58,10 @@ const (
 	kindMismatch  = "mismatch"  // protocol, version or codec mismatch
 	kindMalformed = "malformed" // the message does not decode
 	kindPoison    = "poison"    // delivered MaxDeliver times, never answered
+	// kindBusy answers a direct request that the worker did not run (no
+	// copy free, or stopping): the client sends the input through the
+	// work stream instead. Not an error.
+	kindBusy = "busy"
 )
 
 // Errors a [Remote] and a [Worker] report; test for them with errors.Is.
@@ -225,6 +235,37 @@ func (n names) result(client string) string { return n.ns + ".res." + client }
 // started is the subject of the notices the workers send a client when
 // they take one of its inputs: plain NATS, outside the streams.
 func (n names) started(client string) string { return n.ns + ".run." + client }
+
+// call is the subject of the direct requests of a task (under the name it
+// is served under), outside the streams; its workers subscribe to it in a
+// queue group, so that each request goes to one of them.
+func (n names) call(task string) string { return n.ns + ".call." + task }
+
+// direct is the reply subject of the direct request id of a client,
+// outside the streams; the client subscribes to directAll.
+func (n names) direct(client, id string) string { return n.ns + ".dres." + client + "." + id }
+func (n names) directAll(client string) string  { return n.ns + ".dres." + client + ".*" }
+func (n names) directPrefix() string            { return n.ns + ".dres." }
+
+// clientOf returns the client id in reply, the reply subject of a work
+// message (ns.res.CLIENT) or of a direct request (ns.dres.CLIENT.ID), or
+// "" if reply is neither.
+func (n names) clientOf(reply string) string {
+	if rest, ok := strings.CutPrefix(reply, n.ns+".res."); ok {
+		if rest == "" || strings.ContainsAny(rest, ".*> ") {
+			return ""
+		}
+		return rest
+	}
+	if rest, ok := strings.CutPrefix(reply, n.directPrefix()); ok {
+		client, id, ok := strings.Cut(rest, ".")
+		if !ok || client == "" || id == "" || strings.ContainsAny(client, "*> ") || strings.ContainsAny(id, ".*> ") {
+			return ""
+		}
+		return client
+	}
+	return ""
+}
 
 // stores is what a client and a worker share: the JetStream context, the
 // object store for large payloads and the worker directory.

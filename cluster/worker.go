@@ -198,6 +198,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	type run struct {
 		h    handler
 		cons jetstream.Consumer
+		d    *directRun // nil: no direct requests
 	}
 	var (
 		st   *stores
@@ -207,7 +208,14 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	// characters keys do not allow replaced (host names have dots).
 	info := WorkerInfo{Name: cfg.workerName, Host: w.host, PID: os.Getpid(), Tasks: map[string]string{}}
 	for _, key := range w.order {
-		info.Tasks[key] = w.handlers[key].tc.version
+		h := w.handlers[key]
+		info.Tasks[key] = h.tc.version
+		if h.direct() {
+			if info.Direct == nil {
+				info.Direct = map[string]DirectTask{}
+			}
+			info.Direct[key] = DirectTask{Threads: h.tc.threads, AckWait: h.tc.ackWait}
+		}
 	}
 	entry, _ := json.Marshal(info)
 	key := strings.Map(func(r rune) rune {
@@ -245,7 +253,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 				if err != nil {
 					return nil, nil, fmt.Errorf("task %q: consumer: %w", key, err)
 				}
-				runs = append(runs, run{h, cons})
+				runs = append(runs, run{h: h, cons: cons})
 			}
 			// Register in the directory (again at every heartbeat) until
 			// Serve returns.
@@ -269,6 +277,26 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	// Direct requests: a queue subscription per task, handing each request
+	// to a free copy. The subscriptions are there before the copies and
+	// the heartbeat; clients that read the directory before them got the
+	// server's "no one listens" and used the stream.
+	var directs []*nats.Subscription
+	for i := range runs {
+		if !runs[i].h.direct() {
+			continue
+		}
+		d := &directRun{fast: make(chan *nats.Msg), threads: int32(runs[i].h.tc.threads)}
+		sub, err := nc.QueueSubscribe(st.n.call(runs[i].h.key), runs[i].h.key, func(m *nats.Msg) { w.dispatch(st, d, m) })
+		if err != nil {
+			for _, s := range directs {
+				_ = s.Unsubscribe()
+			}
+			return fmt.Errorf("cluster: worker %s: task %q: direct requests: %w", cfg.workerName, runs[i].h.key, err)
+		}
+		runs[i].d = d
+		directs = append(directs, sub)
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
 	fail := func(err error) {
@@ -298,12 +326,20 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			}
 		}
 	}()
+	if len(directs) > 0 {
+		wg.Add(1)
+		go func() { // no direct request once Serve ends
+			defer wg.Done()
+			<-runCtx.Done()
+			stopDirect(directs)
+		}()
+	}
 	for _, r := range runs {
 		for i := range r.h.tc.threads {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := w.runCopy(runCtx, st, r.h, nc, i); err != nil {
+				if err := w.runCopy(runCtx, st, r.h, nc, i, r.d); err != nil {
 					fail(err)
 				}
 			}()
@@ -324,12 +360,81 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 // consumers.
 const setupPatience = 30 * time.Second
 
+// directRun hands the direct requests of one task to its free copies.
+type directRun struct {
+	fast    chan *nats.Msg // a free copy waits on it
+	threads int32
+	busy    atomic.Int32 // copies running an input
+}
+
+// direct says whether the worker takes direct requests for h.
+func (h handler) direct() bool { return h.tc.directLimit > 0 && h.tc.maxDeliver <= 0 }
+
+// directGrace is how long a direct request waits for a copy that has
+// finished an input and is about to wait for the next, before the worker
+// answers that it is busy.
+const directGrace = time.Millisecond
+
+// dispatch hands direct request m to a free copy, or answers that the
+// worker is busy (the client then sends it through the work stream).
+func (w *Worker) dispatch(st *stores, d *directRun, m *nats.Msg) {
+	select {
+	case d.fast <- m:
+		return
+	default:
+	}
+	if d.busy.Load() < d.threads { // a copy between two inputs
+		t := time.NewTimer(directGrace)
+		select {
+		case d.fast <- m:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	w.busyAnswer(st, m)
+}
+
+// busyAnswer tells the client of direct request m that it was not run.
+func (w *Worker) busyAnswer(st *stores, m *nats.Msg) {
+	if st.n.clientOf(m.Reply) == "" || !strings.HasPrefix(m.Reply, st.n.directPrefix()) {
+		return
+	}
+	res := nats.NewMsg(m.Reply)
+	res.Header.Set(hID, m.Header.Get(hID))
+	res.Header.Set(hKind, kindBusy)
+	res.Header.Set(hWorker, w.cfg.workerName)
+	_ = st.js.Conn().PublishMsg(res)
+}
+
+// stopDirect ends the direct subscriptions: the requests already received
+// are still handed out (or answered busy), then no more come.
+func stopDirect(subs []*nats.Subscription) {
+	var closed []<-chan nats.SubStatus
+	for _, s := range subs {
+		ch := s.StatusChanged(nats.SubscriptionClosed)
+		if s.Drain() == nil {
+			closed = append(closed, ch)
+		}
+	}
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	for _, ch := range closed {
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		}
+	}
+}
+
 // runCopy is one copy of a task: it pulls one input at a time, only when
 // it is free, until ctx is cancelled. It speaks JetStream's pull protocol
 // on a subscription of its own that lives as long as the copy: a pull
 // request for one message, then the message or a status (408: the request
-// expired).
-func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Conn, thread int) error {
+// expired). While its pull request waits, it also takes the task's direct
+// requests (d, nil if none).
+func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Conn, thread int, d *directRun) error {
 	wc := h.newCopy()
 	info := task.Info{Task: h.name, Thread: thread, Threads: h.tc.threads, Pipelines: 1}
 	if h.tc.clone >= 0 {
@@ -344,56 +449,120 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 		}
 	}()
 	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	msgs := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
 		return fmt.Errorf("cluster: worker %s: task %q (thread %d): %w", w.cfg.workerName, h.name, thread, err)
 	}
 	defer sub.Unsubscribe()
+	var fast chan *nats.Msg
+	if d != nil {
+		fast = d.fast
+	}
 	next := "$JS.API.CONSUMER.MSG.NEXT." + st.n.workStream() + "." + h.key
 	req := []byte(`{"batch":1,"expires":` + strconv.FormatInt(w.cfg.pullWait.Nanoseconds(), 10) + `}`)
 	ectx := task.WithInfo(ctx, info)
-	waiting := false // a pull request is out
+	// lost fires when the pull request has had no answer at all for
+	// PullWait and a half: it was lost.
+	lost := time.NewTimer(time.Hour)
+	lost.Stop()
+	defer lost.Stop()
+	waiting := false   // a pull request is out
+	var held *nats.Msg // its answer, received while a direct request ran
 	for ctx.Err() == nil || waiting {
-		if !waiting {
+		if !waiting && ctx.Err() == nil {
 			if err := nc.PublishRequest(next, inbox, req); err != nil {
 				w.cfg.log.Warn("cluster: pull", "worker", w.cfg.workerName, "task", h.name, "err", err)
 				sleep(ctx, 100*time.Millisecond)
 				continue
 			}
 			waiting = true
+			lost.Reset(w.cfg.pullWait + 500*time.Millisecond)
 		}
 		// The pull is not cancelled with ctx: an input delivered to a
 		// cancelled pull would wait for its ack wait. Serve's end waits
 		// for the request to expire instead, and gives back what it got.
-		m, err := sub.NextMsg(w.cfg.pullWait + 500*time.Millisecond)
-		switch {
-		case errors.Is(err, nats.ErrTimeout):
-			waiting = false // no answer at all: the request was lost
-			continue
-		case err != nil:
-			waiting = false
+		m := held
+		held = nil
+		if m == nil {
+			f, done := fast, ctx.Done()
 			if ctx.Err() != nil {
-				return nil
+				f, done = nil, nil
 			}
-			w.cfg.log.Warn("cluster: pull", "worker", w.cfg.workerName, "task", h.name, "err", err)
-			sleep(ctx, 100*time.Millisecond)
-			continue
-		case m.Reply == "": // a status: 408 expired, 409 refused...
-			waiting = false
+			select {
+			case m = <-msgs:
+			case dm := <-f:
+				d.busy.Add(1)
+				held = w.runDirect(ectx, st, h, wc, dm, msgs)
+				d.busy.Add(-1)
+				continue
+			case <-lost.C:
+				waiting = false // no answer at all: the request was lost
+				continue
+			case <-done:
+				continue
+			}
+		}
+		waiting = false
+		lost.Stop()
+		if m.Reply == "" { // a status: 408 expired, 409 refused...
 			if code := m.Header.Get("Status"); code != "408" && code != "404" && code != "100" {
 				w.cfg.log.Warn("cluster: pull", "worker", w.cfg.workerName, "task", h.name, "status", code, "description", m.Header.Get("Description"))
 				sleep(ctx, 100*time.Millisecond)
 			}
 			continue
 		}
-		waiting = false
 		if ctx.Err() != nil {
 			_ = m.Nak() // taken as the worker stops: give it back at once
 			continue
 		}
-		w.handle(ectx, st, h, wc, m)
+		if d != nil {
+			d.busy.Add(1)
+		}
+		w.handle(ectx, st, h, wc, m, false)
+		if d != nil {
+			d.busy.Add(-1)
+		}
 	}
 	return nil
+}
+
+// runDirect runs direct request dm on copy wc. The copy's pull request
+// stays out meanwhile: an input the stream delivers to it (from msgs) is
+// kept and reported in progress every third of the ack wait, so that it
+// is not delivered elsewhere, and returned to be run next.
+func (w *Worker) runDirect(ctx context.Context, st *stores, h handler, wc workerCopy, dm *nats.Msg, msgs <-chan *nats.Msg) (held *nats.Msg) {
+	every := max(h.tc.ackWait/3, 10*time.Millisecond)
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if held == nil {
+			select {
+			case held = <-msgs:
+			default:
+			}
+		}
+		if held != nil && held.Reply != "" {
+			_ = held.InProgress()
+		}
+		t.Reset(every)
+	})
+	mu.Unlock()
+	w.handle(ctx, st, h, wc, dm, true)
+	mu.Lock()
+	stopped = true
+	t.Stop()
+	mu.Unlock()
+	return held
 }
 
 // sleep waits for d or until ctx is done.
@@ -419,25 +588,49 @@ func guard(f func() error) (err error) {
 // acknowledges the input. A message it cannot accept is answered with an
 // error if it names a reply subject of this namespace, and terminated so
 // that it is not delivered again.
-func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCopy, m *nats.Msg) {
+//
+// A direct request (direct) is answered on its reply subject and neither
+// acknowledged nor terminated; one not run (the worker stopping) is
+// answered busy.
+func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCopy, m *nats.Msg, direct bool) {
 	hd := m.Header
-	id := hd.Get(hMsgID)
-	reply := hd.Get(hReply)
-	var delivered uint64
-	if md, err := m.Metadata(); err == nil {
-		delivered = md.NumDelivered
+	var (
+		id, reply string
+		delivered uint64
+	)
+	if direct {
+		id, reply = hd.Get(hID), m.Reply
+		if !strings.HasPrefix(reply, st.n.directPrefix()) {
+			reply = ""
+		}
+	} else {
+		id, reply = hd.Get(hMsgID), hd.Get(hReply)
+		if md, err := m.Metadata(); err == nil {
+			delivered = md.NumDelivered
+		}
+		if !strings.HasPrefix(reply, st.n.ns+".res.") {
+			reply = ""
+		}
 	}
-	if !strings.HasPrefix(reply, st.n.ns+".res.") || strings.ContainsAny(reply[len(st.n.ns)+5:], ".*> ") || len(reply) == len(st.n.ns)+5 {
+	if st.n.clientOf(reply) == "" {
 		reply = ""
+	}
+	// term: never deliver m again; giveBack: let another worker run it.
+	term, giveBack := func() { _ = m.Term() }, func() { _ = m.Nak() }
+	settle := ackOrNak
+	if direct {
+		term = func() {}
+		giveBack = func() { w.busyAnswer(st, m) }
+		settle = func(*nats.Msg, bool) {}
 	}
 	refuse := func(kind string, err error) {
 		w.refused.Add(1)
 		w.cfg.log.Error("cluster: refused message", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
 		if reply != "" && id != "" {
-			w.answer(ctx, st, h, reply, id, delivered, nil, 0, kind, err.Error(), func(bool) { _ = m.Term() })
+			w.answer(ctx, st, h, reply, id, delivered, nil, 0, kind, err.Error(), direct, func(bool) { term() })
 			return
 		}
-		_ = m.Term()
+		term()
 	}
 	switch {
 	case id == "" || reply == "" || hd.Get(hProto) == "":
@@ -462,7 +655,7 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		data, err = st.payload(ctx, ref)
 		if err != nil {
 			if ctx.Err() != nil {
-				_ = m.Nak()
+				giveBack()
 				return
 			}
 			refuse(kindMalformed, fmt.Errorf("%w: input object %s: %v", ErrMalformed, ref, err))
@@ -473,10 +666,20 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 	// Tell the client which worker has its input, if it runs for long
 	// enough to be worth it: a result names the worker of shorter ones.
 	t0 := time.Now()
-	notice := time.AfterFunc(startNoticeAfter, func() { w.notifyStarted(st, reply, id, t0) })
-	// Report progress while the task runs, so that a long task keeps its
-	// input; a killed worker stops reporting and the input goes elsewhere.
-	stopProgress := progressReporter(m, h.tc.ackWait)
+	var stopProgress func()
+	if direct {
+		// The notice, again every third of the ack wait, is the progress
+		// report of a direct request: a client that hears nothing for an
+		// ack wait sends the input through the work stream.
+		stopProgress = w.reportDirect(st, reply, id, t0, h.tc.ackWait)
+	} else {
+		notice := time.AfterFunc(startNoticeAfter, func() { w.notifyStarted(st, reply, id, t0) })
+		// Report progress while the task runs, so that a long task keeps
+		// its input; a killed worker stops reporting and the input goes
+		// elsewhere.
+		stop := progressReporter(m, h.tc.ackWait)
+		stopProgress = func() { stop(); notice.Stop() }
+	}
 	var (
 		out       []byte
 		n         int
@@ -488,9 +691,8 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		return err
 	})
 	stopProgress()
-	notice.Stop()
 	if ctx.Err() != nil && err != nil {
-		_ = m.Nak() // stopped by Serve's end: another worker will run it
+		giveBack() // stopped by Serve's end: another worker will run it
 		return
 	}
 	if !malformed {
@@ -502,13 +704,13 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		return
 	case err != nil:
 		w.cfg.log.Warn("cluster: task failed", "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
-		w.answer(ctx, st, h, reply, id, delivered, nil, 0, kindTask, err.Error(), func(stored bool) { ackOrNak(m, stored) })
+		w.answer(ctx, st, h, reply, id, delivered, nil, 0, kindTask, err.Error(), direct, func(stored bool) { settle(m, stored) })
 	default:
-		w.answer(ctx, st, h, reply, id, delivered, out, n, "", "", func(stored bool) {
+		w.answer(ctx, st, h, reply, id, delivered, out, n, "", "", direct, func(stored bool) {
 			if stored && w.afterAnswer != nil {
 				w.afterAnswer()
 			}
-			ackOrNak(m, stored)
+			settle(m, stored)
 		})
 	}
 }
@@ -524,7 +726,7 @@ const startNoticeAfter = 100 * time.Millisecond
 // client is not listening (an older client), which the client's graph
 // uses to name the worker while the input runs.
 func (w *Worker) notifyStarted(st *stores, reply, id string, t0 time.Time) {
-	msg := nats.NewMsg(st.n.started(reply[len(st.n.ns)+len(".res."):]))
+	msg := nats.NewMsg(st.n.started(st.n.clientOf(reply)))
 	msg.Header.Set(hID, id)
 	msg.Header.Set(hWorker, w.cfg.workerName)
 	msg.Header.Set(hHost, w.host)
@@ -532,11 +734,41 @@ func (w *Worker) notifyStarted(st *stores, reply, id string, t0 time.Time) {
 	_ = st.js.Conn().PublishMsg(msg)
 }
 
+// reportDirect sends the client of a direct request the started notice
+// after startNoticeAfter (or a third of ackWait, if sooner), then every
+// third of ackWait, until the returned function is called.
+func (w *Worker) reportDirect(st *stores, reply, id string, t0 time.Time, ackWait time.Duration) (stop func()) {
+	every := max(ackWait/3, 10*time.Millisecond)
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(min(startNoticeAfter, every), func() {
+		w.notifyStarted(st, reply, id, t0)
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(every)
+		}
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
+	}
+}
+
 // answer publishes a result (or an error, if errMsg is set) and, once the
 // result stream has stored it or failed to, calls then on another goroutine
 // (Serve waits for it) with whether it was stored. The copy that called
-// answer is free meanwhile to take its next input.
-func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id string, delivered uint64, out []byte, n int, kind, errMsg string, then func(stored bool)) {
+// answer is free meanwhile to take its next input. The answer to a direct
+// request goes straight to its reply subject, outside the streams, and
+// then is called at once.
+func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id string, delivered uint64, out []byte, n int, kind, errMsg string, direct bool, then func(stored bool)) {
 	msg := nats.NewMsg(reply)
 	msg.Header.Set(hID, id)
 	msg.Header.Set(hWorker, w.cfg.workerName)
@@ -563,6 +795,17 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 		out = nil
 	}
 	msg.Data = out
+	if direct {
+		if err := st.js.Conn().PublishMsg(msg); err != nil {
+			failed("send result", err)
+			return
+		}
+		if w.afterAnswer != nil {
+			_ = st.js.Conn().Flush() // a test's hook may end the process
+		}
+		then(true)
+		return
+	}
 	f, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
 	if err != nil {
 		failed("publish result", err)

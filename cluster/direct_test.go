@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// heardOnce waits until c's only waiting input has been reported running
+// by a worker (its started notice).
+func heardOnce(t *testing.T, c *Client) {
+	t.Helper()
+	var sent int64
+	waitFor(t, "the worker's started notice", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, w := range c.waiting {
+			if sent == 0 {
+				sent = w.heard.Load()
+			}
+			return w.heard.Load() > sent
+		}
+		return false
+	})
+}
+
+// A small input goes as a direct request to a worker process; when that
+// worker is killed with SIGKILL mid-task, it falls silent, and the client
+// sends the input through the work stream after the task's ack wait (1 s):
+// another worker runs it, and it counts once, as delivered again.
+func TestDirectRequestWorkerKilled(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, connect(t, s))
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	a := startProc(t, s, "A", 1)
+	waitDirect(t, c, "square")
+
+	type result struct {
+		outs []answer
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		outs, err := r.Call(ctx, job{N: 7, Sleep: 3 * time.Second})
+		res <- result{outs, err}
+	}()
+	heardOnce(t, c) // A runs it
+	a.kill(t)
+	startProc(t, s, "B", 1)
+	got := <-res
+	if got.err != nil || len(got.outs) != 1 || got.outs[0] != (answer{7, 49}) {
+		t.Fatalf("Call = %v, %v", got.outs, got.err)
+	}
+	st := c.Stats()
+	if st.Sent != 1 || st.Direct != 1 || st.Fallback != 1 || st.Results != 1 || st.Redelivered != 1 || st.ByWorker["B"] != 1 {
+		t.Errorf("stats %+v, want one input sent direct, resent through the stream and answered by B", st)
+	}
+}
+
+// A worker whose only copy runs a direct request answers a second client's
+// direct request "busy": that input goes through the work stream, and the
+// work stream's delivery to the busy copy's waiting pull is kept, reported
+// in progress (the ack wait is 300 ms, the first input runs 1.5 s, the pull
+// waits 5 s), and run next on it, never delivered twice.
+func TestDirectRequestBusyWorker(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	serveInProcess(t, nc, "w", func(w *Worker) error {
+		return Handle(w, "square", squareTask, Version("v1"), Threads(1), AckWait(300*time.Millisecond))
+	}, PullWait(5*time.Second)) // the copy's pull request stays out while it runs the first input
+	c1, c2 := newClient(t, nc), newClient(t, nc)
+	r1, _ := NewRemote[job, answer](c1, "square", Version("v1"))
+	r2, _ := NewRemote[job, answer](c2, "square", Version("v1"))
+	waitDirect(t, c1, "square")
+	waitDirect(t, c2, "square")
+	// A second worker, taking inputs from the stream only: its pull
+	// requests (100 ms each) queue behind w's, so the stream delivers the
+	// second input to w's copy; were that delivery not reported in
+	// progress, it would go to this worker after 300 ms.
+	time.Sleep(200 * time.Millisecond)
+	serveInProcess(t, nc, "stream-only", func(w *Worker) error {
+		return Handle(w, "square", squareTask, Version("v1"), Threads(1), AckWait(300*time.Millisecond), DirectLimit(0))
+	})
+
+	first := make(chan error, 1)
+	go func() {
+		outs, err := r1.Call(context.Background(), job{N: 5, Sleep: 1500 * time.Millisecond})
+		if err == nil && (len(outs) != 1 || outs[0] != (answer{5, 25})) {
+			t.Errorf("first Call = %v", outs)
+		}
+		first <- err
+	}()
+	heardOnce(t, c1)
+	t0 := time.Now()
+	outs, err := r2.Call(context.Background(), job{N: 3})
+	if err != nil || len(outs) != 1 || outs[0] != (answer{3, 9}) {
+		t.Fatalf("second Call = %v, %v", outs, err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	st1, st2 := c1.Stats(), c2.Stats()
+	if st1.Direct != 1 || st1.Fallback != 0 || st1.Redelivered != 0 {
+		t.Errorf("first client: %+v, want its input run as a direct request", st1)
+	}
+	if st2.Direct != 1 || st2.Fallback != 1 || st2.Redelivered != 0 || st2.Duplicates != 0 || st2.ByWorker["w"] != 1 {
+		t.Errorf("second client: %+v, want its input answered busy, then run once through the stream", st2)
+	}
+	if d := time.Since(t0); d < time.Second {
+		t.Errorf("the second input took %v: it did not wait for the busy copy", d)
+	}
+}
+
+// Direct requests keep the outputs of a graph equal to the in-process
+// run's, with some inputs direct and the rest through the work stream.
+func TestDirectRequestsInGraph(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	serveInProcess(t, nc, "w1", registerV1)
+	serveInProcess(t, nc, "w2", registerV1)
+	c := newClient(t, nc)
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	waitDirect(t, c, "square")
+	in := jobs(200, 0)
+	got := runSquares(t, r.Task, 16, in)
+	want := runSquares(t, squareTask, 4, in)
+	if len(got) != len(want) {
+		t.Fatalf("%d results, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("result %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	st := c.Stats()
+	if st.Direct == 0 || st.Direct == st.Sent || st.Results != 200 || st.Duplicates != 0 {
+		t.Errorf("stats %+v: want some inputs direct, some through the stream, each counted once", st)
+	}
+	t.Logf("stats %+v", st)
+}
