@@ -173,3 +173,43 @@ func TestCUDABLASXtMatchesGonum(t *testing.T) {
 		}
 	}
 }
+
+// Each host-copy strategy gives gonum's result on the GPU: register
+// page-locks A, B and C in chunks (small here, so that blocks straddle
+// them) and copies every block straight; pipelined mixes staged and
+// straight copies; nothing stays registered (PinHost afterwards succeeds).
+func TestCUDAHostCopyStrategies(t *testing.T) {
+	k := cudaKernelOrSkip(t)
+	a, b := Random(700, 600, 1), Random(600, 500, 2)
+	want := NewDense(700, 500)
+	if err := Gonum().(Gemmer).Gemm(1, a, b, want); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HTGS_MATMUL_PINCHUNK", "256")
+	for _, mode := range []string{"staging", "register", "pipelined"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv("HTGS_MATMUL_HOSTCOPY", mode)
+			c := NewDense(700, 500)
+			rep, err := Multiply(context.Background(), a, b, c, Config{BlockSize: 128, Kernel: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkProduct(t, a, b, c, want)
+			all := rep.UploadBytes + rep.DownloadBytes
+			t.Logf("%s: %d of %d bytes straight, %d page-locked, page-locking %v", mode, rep.DirectBytes, all, rep.PinnedBytes, rep.HostPin)
+			if mode == "register" && rep.DirectBytes != all {
+				t.Errorf("register: %d of %d bytes straight", rep.DirectBytes, all)
+			}
+			if mode == "staging" && rep.DirectBytes != 0 {
+				t.Errorf("staging: %d bytes straight", rep.DirectBytes)
+			}
+			unpin, err := PinHost(k, a, b, c)
+			if err != nil {
+				t.Fatalf("PinHost after the run (registrations left?): %v", err)
+			}
+			if err := unpin(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
