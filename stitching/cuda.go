@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"math"
+	"sync/atomic"
 
 	"github.com/gohtgs/htgs/cuda"
 	"github.com/gohtgs/htgs/device"
@@ -17,8 +18,14 @@ import (
 )
 
 // cudaBackend registers tiles on the machine's GPUs with cuFFT and the
-// package cuda kernels.
-type cudaBackend struct{ devs []*cuda.Device }
+// package cuda kernels, and refines pairs with the kernels of
+// kernels/refine.cu.
+type cudaBackend struct {
+	devs []*cuda.Device
+	// bus counts the bytes copied between host and devices (tiles, border
+	// spectra, sums; not the few bytes of peaks and offsets).
+	bus atomic.Int64
+}
 
 func newCUDABackend() (gpuBackend, error) {
 	ds, err := cuda.Devices()
@@ -93,6 +100,7 @@ type worker struct {
 	stream *cuda.Stream
 	plan   *cuda.FFT2D
 	frees  []func() error
+	noPlan bool // start makes no FFT plan (uploads and refinement)
 }
 
 func (k *worker) start(ctx context.Context, info task.Info) error {
@@ -110,6 +118,9 @@ func (k *worker) start(ctx context.Context, info task.Info) error {
 		return err
 	}
 	k.frees = append(k.frees, k.stream.Close)
+	if k.noPlan {
+		return nil
+	}
 	if k.plan, err = d.NewFFT2D(k.h, k.w, cuda.Real); err != nil {
 		return err
 	}
@@ -148,6 +159,7 @@ func (k *worker) stop() error {
 // converted to float64 on the GPU.
 type cudaTransformer struct {
 	worker
+	be       *cudaBackend
 	periodic bool
 	// Pinned staging: the tile's pixels, then a and b (float64: w/2+1 and
 	// h complex values), then the pixel sum; scratch on the device: the
@@ -169,7 +181,7 @@ type cudaTransformer struct {
 }
 
 func (be *cudaBackend) newTransformer(w, h int, opt align.Options, ff *align.FlatField) transformer {
-	return &cudaTransformer{worker: worker{w: w, h: h}, periodic: !opt.NoPeriodicDecomposition, ff: ff}
+	return &cudaTransformer{worker: worker{w: w, h: h}, be: be, periodic: !opt.NoPeriodicDecomposition, ff: ff}
 }
 
 // borderFloats is the number of float64 values of a and b.
@@ -250,6 +262,7 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 	if err := cuda.CopyHtoD(t.stream, pix, t.hostPix); err != nil {
 		return 0, err
 	}
+	t.be.bus.Add(pixBytes(w, h))
 	if t.periodic {
 		a, bb := t.cpu.BorderSpectra(t.borders(tile))
 		offB := 2 * (w/2 + 1)
@@ -262,6 +275,7 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 		if err := cuda.CopyHtoD(t.stream, t.ab, t.hostAB); err != nil {
 			return 0, err
 		}
+		t.be.bus.Add(t.hostAB.Size())
 	}
 	if err := cuda.Memset(t.stream, t.sum, 0); err != nil {
 		return 0, err

@@ -54,11 +54,17 @@ type GraphOptions struct {
 	// GPU runs the registration's FFTs, phase correlations (PCIAM) and
 	// cross-correlation factors (CCF) on every GPU of the machine (see
 	// package cuda; needs a build with -tags cuda, and fails with a clear
-	// error otherwise). Each tile crosses the bus once, as its 16-bit
-	// pixels, and stays in device memory, with its spectrum, until its
-	// last pair is registered. The grid's rows are split into one band per
-	// GPU, each stitched by an execution-pipeline clone bound to its GPU;
-	// refinement runs on the CPU.
+	// error otherwise), and then the refinement's NCC searches. In the
+	// registration each tile crosses the bus once, as its 16-bit pixels,
+	// and stays in device memory, with its spectrum, until its last pair
+	// is registered; the refinement, which needs the stage model that all
+	// the registered pairs decide, uploads each tile's pixels once more
+	// and computes the NCC of every displacement of each pair's search box
+	// from exact sums on the GPU, giving the CPU refinement's translations
+	// to the last bit (pairs whose NCC is not confident are checked for
+	// noise, and searched on denoised tiles, on the CPU: see
+	// Result.HostRefined). The grid's rows are split into one band per
+	// GPU, each stitched by an execution-pipeline clone bound to its GPU.
 	GPU bool
 	// GPUStreams is the number of copies, each with a stream of its own,
 	// of the FFT and of the PCIAM+CCF task per GPU. 0 means 4.
@@ -96,6 +102,7 @@ type pairJob struct {
 type pairDone struct {
 	pair align.Pair
 	tr   align.Translation
+	host bool // GPU refinement: tr is not set, the pair is refined on the host
 }
 
 // neighbours returns how many adjacent tiles (row, col) has.
@@ -410,7 +417,11 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 		return nil, err
 	}
 	res.Relative = rel
-	return finish(ctx, res, src, opt, gopt, slots, readers, workers, rel)
+	var rb refineBackend
+	if be != nil {
+		rb, _ = be.(refineBackend)
+	}
+	return finishOn(ctx, res, src, opt, gopt, slots, readers, workers, rel, rb)
 }
 
 // registerCPU runs the registration graph on the CPU.
@@ -442,6 +453,12 @@ func registerCPU(ctx context.Context, src tileio.TileSource, opt align.Options, 
 // finish estimates the stage model, repairs the translations and refines
 // them on the CPU.
 func finish(ctx context.Context, res *Result, src tileio.TileSource, opt align.Options, gopt GraphOptions, slots, readers, workers int, rel *align.Translations) (*Result, error) {
+	return finishOn(ctx, res, src, opt, gopt, slots, readers, workers, rel, nil)
+}
+
+// finishOn is finish with the refinement on the GPUs of be (nil: on the
+// CPU).
+func finishOn(ctx context.Context, res *Result, src tileio.TileSource, opt align.Options, gopt GraphOptions, slots, readers, workers int, rel *align.Translations, be refineBackend) (*Result, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	// Global optimization: stage model and repair, then refinement.
@@ -450,21 +467,34 @@ func finish(ctx context.Context, res *Result, src tileio.TileSource, opt align.O
 		return nil, err
 	}
 	repaired := model.Repair(rel)
-	weak := align.NewWeakPairs(gopt.weakPairs(workers)) // shared by the task copies
-	g2, _ := pairGraph("refinement", src, slots, readers, workers,
-		func() (slotData, error) { return slotData{}, nil },
-		nil,
-		func() func(pairJob) align.Translation {
-			ref := align.NewRefiner() // scratch per task copy
-			ref.SetWeakPairs(weak)
-			return func(j pairJob) align.Translation {
-				return model.Refine(ref, j.t1.img, j.t2.img, repaired.At(j.pair))
-			}
-		})
+	var g2 *graph.Graph[tileRef, pairDone]
+	var counts refineCounts
+	if be != nil {
+		gpuReaders := readers
+		if gopt.Readers <= 0 {
+			gpuReaders = max(2, workers)
+		}
+		if g2, err = gpuRefineGraph(be, src, model, repaired, slots, gpuReaders, workers, gopt.GPUStreams, gopt.weakPairs(workers), &counts); err != nil {
+			return nil, err
+		}
+	} else {
+		weak := align.NewWeakPairs(gopt.weakPairs(workers)) // shared by the task copies
+		g2, _ = pairGraph("refinement", src, slots, readers, workers,
+			func() (slotData, error) { return slotData{}, nil },
+			nil,
+			func() func(pairJob) align.Translation {
+				ref := align.NewRefiner() // scratch per task copy
+				ref.SetWeakPairs(weak)
+				return func(j pairJob) align.Translation {
+					return model.Refine(ref, j.t1.img, j.t2.img, repaired.At(j.pair))
+				}
+			})
+	}
 	refined, err := runPairs(ctx, "refinement", g2, rows, cols, gopt)
 	if err != nil {
 		return nil, err
 	}
+	res.HostRefined = int(counts.hostPairs.Load())
 	pl, err := place(ctx, src, model, refined, opt, workers)
 	if err != nil {
 		return nil, err

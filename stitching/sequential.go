@@ -40,6 +40,11 @@ type Result struct {
 	// it, and Optimized carries the displacement the positions imply
 	// instead (see [Placement.Optimized]).
 	Inconsistent []align.Pair
+	// HostRefined is, when the refinement ran on GPUs (GraphOptions.GPU),
+	// the number of pairs whose tiles it loaded on the host: those whose
+	// best raw NCC is below align.ConfidentCorr, checked for noise and
+	// searched on denoised tiles on the CPU. 0 on the CPU.
+	HostRefined int
 	// Researched is the number of pair searches the loop-consistency
 	// checks of the global solve ran (0 when the refined translations
 	// were consistent, or with align.Options.SpanningTree).

@@ -530,20 +530,73 @@ func (m *StageModel) WidestRadius() int {
 // as [DenoisedOverrides] says, with a Spread of at least its distance
 // from the raw maximum.
 func (m *StageModel) RefineWithin(r *Refiner, t1, t2 *image.Gray16, start Translation, radius int) Translation {
+	tr, _ := m.refineWithin(pairSearch{
+		raw: func(start Translation, radius, mx, my int) (Translation, error) {
+			return r.Refine(t1, t2, start, radius, mx, my), nil
+		},
+		tiles: func() (*image.Gray16, *image.Gray16, error) { return t1, t2, nil },
+		r:     r,
+	}, start, radius)
+	return tr
+}
+
+// RefineBox is [StageModel.Refine] with the raw NCC values of the pair
+// from ncc (see [Refiner.RefineBox]), such as a GPU's, which has the tiles
+// in its memory: the result is Refine's. The tiles themselves are needed
+// only for a pair whose best raw NCC is below [ConfidentCorr] (the
+// noise-limited pairs' check and denoised search); tiles loads them then,
+// and host reports whether it was called.
+func (m *StageModel) RefineBox(r *Refiner, ncc BoxNCC, tiles func() (t1, t2 *image.Gray16, err error), start Translation) (tr Translation, host bool, err error) {
+	var t1, t2 *image.Gray16
+	var terr error
+	s := pairSearch{
+		raw: func(start Translation, radius, mx, my int) (Translation, error) {
+			return r.RefineBox(m.Width, m.Height, ncc, start, radius, mx, my)
+		},
+		tiles: func() (*image.Gray16, *image.Gray16, error) {
+			if !host { // once, for all the boxes of the pair
+				host = true
+				t1, t2, terr = tiles()
+			}
+			return t1, t2, terr
+		},
+		r: r,
+	}
+	tr, err = m.refineWithin(s, start, m.SearchRadius())
+	return tr, host, err
+}
+
+// pairSearch is how RefineWithin searches a pair: raw is the raw NCC
+// search of a box (Refiner.Refine or RefineBox), tiles gives the pair's
+// tiles (for the noise-limited pairs), r the Refiner of their denoised
+// search.
+type pairSearch struct {
+	raw   func(start Translation, radius, mx, my int) (Translation, error)
+	tiles func() (t1, t2 *image.Gray16, err error)
+	r     *Refiner
+}
+
+// refineWithin is RefineWithin with the searches of s.
+func (m *StageModel) refineWithin(s pairSearch, start Translation, radius int) (Translation, error) {
 	mx, my := m.opt.minOverlap(m.Width, m.Height)
 	limit := max(radius, m.WidestRadius())
-	first := m.refineOnce(r, t1, t2, start, radius, mx, my)
+	first, err := m.refineOnce(s, start, radius, mx, my)
+	if err != nil {
+		return Translation{}, err
+	}
 	best := first
 	for best.Corr != -1 && radius < limit && m.onBoxEdge(best, start, radius, mx, my) {
 		radius = min(2*max(radius, 1), limit)
-		best = m.refineOnce(r, t1, t2, start, radius, mx, my)
+		if best, err = m.refineOnce(s, start, radius, mx, my); err != nil {
+			return Translation{}, err
+		}
 	}
 	if best != first && !(best.Corr > first.Corr+NCCTolerance(first.Corr, overlapArea(m.Width, m.Height, first))) {
 		// The wider box found nothing clearly better than the first
 		// box's edge.
-		return first
+		return first, nil
 	}
-	return best
+	return best, nil
 }
 
 // overlapArea is the overlap in pixels of two w x h tiles at t.
@@ -583,20 +636,27 @@ func (m *StageModel) onBoxEdge(t, start Translation, radius, mx, my int) bool {
 
 // refineOnce is one search of RefineWithin: raw, then filtered for
 // noise-limited pairs, with the rule that decides between them.
-func (m *StageModel) refineOnce(r *Refiner, t1, t2 *image.Gray16, start Translation, radius, mx, my int) Translation {
-	best := r.Refine(t1, t2, start, radius, mx, my)
-	if best.Corr >= ConfidentCorr || best.Corr == -1 || overlapNoiseCeiling(t1, t2, best.X, best.Y) >= ConfidentCorr {
-		return best
+func (m *StageModel) refineOnce(s pairSearch, start Translation, radius, mx, my int) (Translation, error) {
+	best, err := s.raw(start, radius, mx, my)
+	if err != nil || best.Corr >= ConfidentCorr || best.Corr == -1 {
+		return best, err
 	}
-	den := r.RefineDenoised(t1, t2, start, radius, mx, my)
+	t1, t2, err := s.tiles()
+	if err != nil {
+		return Translation{}, err
+	}
+	if overlapNoiseCeiling(t1, t2, best.X, best.Y) >= ConfidentCorr {
+		return best, nil
+	}
+	den := s.r.RefineDenoised(t1, t2, start, radius, mx, my)
 	if den.Corr == -1 {
-		return best
+		return best, nil
 	}
 	if !DenoisedOverrides(best, den) {
-		return best
+		return best, nil
 	}
 	den.Spread = max(den.Spread, best.Spread, max(abs(den.X-best.X), abs(den.Y-best.Y)))
-	return den
+	return den, nil
 }
 
 // DenoisedOverrides is the rule by which the displacement den that a

@@ -306,7 +306,7 @@ func searchDenoised(t1, t2 *image.Gray16, dir Direction, o options, r *Refiner) 
 		x0, x1, y0, y1 = -(wd - mxd), wd-mxd, 0, hd-myd
 	}
 	bestS, best := math.Inf(-1), Translation{}
-	r.surface(f1, f2, x0, x1, y0, y1, func(x, y int, n uint64, v float64) {
+	r.surface(f1, f2, x0, x1, y0, y1, func(x, y int, n uint64, v, _ float64) {
 		dof := float64(n)/area - 3
 		if dof < 1 {
 			return

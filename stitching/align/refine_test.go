@@ -1,6 +1,7 @@
 package align
 
 import (
+	"image"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -90,6 +91,103 @@ func TestGoodSize(t *testing.T) {
 	for n, want := range map[int]int{0: 1, 1: 1, 7: 8, 11: 12, 97: 100, 1040: 1080, 1392: 1440} {
 		if got := goodSize(n); got != want {
 			t.Errorf("goodSize(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// exactBox is a BoxNCC from direct NCC evaluations (exact sums), as a
+// GPU computes them.
+func exactBox(t1, t2 *image.Gray16, calls *int) BoxNCC {
+	return func(x0, x1, y0, y1 int, dst []float64) error {
+		*calls++
+		bw := x1 - x0 + 1
+		for y := y0; y <= y1; y++ {
+			for x := x0; x <= x1; x++ {
+				dst[(y-y0)*bw+x-x0] = NCC(t1, t2, x, y)
+			}
+		}
+		return nil
+	}
+}
+
+// TestRefineIsExact checks that Refine, whose surface comes from an FFT
+// correlation, returns to the last bit (X, Y, Corr, Margin, Spread) what
+// RefineBox returns from the exact NCC of every displacement: the
+// translation the GPU's refinement computes from exact sums. The cases
+// include smooth random content, coarsely quantized content (exact ties
+// of the NCC between displacements) and constant tiles (NCC 0
+// everywhere).
+func TestRefineIsExact(t *testing.T) {
+	const w, h = 64, 48
+	smooth := cutTiles(11, w, h, [][2]int{{0, 0}, {45, 2}}, 300)
+	quant := cutTiles(12, w, h, [][2]int{{0, 0}, {44, -3}}, 0)
+	for _, q := range quant {
+		for i := 0; i+1 < len(q.Pix); i += 2 {
+			v := (uint16(q.Pix[i])<<8 | uint16(q.Pix[i+1])) &^ 0x3fff // 4 levels
+			q.Pix[i], q.Pix[i+1] = uint8(v>>8), uint8(v)
+		}
+	}
+	flat := []*image.Gray16{image.NewGray16(image.Rect(0, 0, w, h)), image.NewGray16(image.Rect(0, 0, w, h))}
+	for i := range flat[1].Pix {
+		flat[1].Pix[i] = 0x40
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	r, rb := NewRefiner(), NewRefiner()
+	ties := 0
+	for name, tl := range map[string][]*image.Gray16{"smooth": smooth, "quantized": quant, "flat": flat} {
+		t1, t2 := tl[0], tl[1]
+		for it := 0; it < 150; it++ {
+			start := Translation{X: 40 + rng.IntN(11), Y: rng.IntN(11) - 5}
+			if it%3 == 0 {
+				start = Translation{X: rng.IntN(2*w+1) - w, Y: rng.IntN(2*h+1) - h}
+			}
+			rad := 2 + rng.IntN(6)
+			mx, my := 1+rng.IntN(10), 1+rng.IntN(10)
+			got := r.Refine(t1, t2, start, rad, mx, my)
+			calls := 0
+			want, err := rb.RefineBox(w, h, exactBox(t1, t2, &calls), start, rad, mx, my)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("%s: start %+v radius %d min overlap %d,%d: Refine %+v, RefineBox on exact NCC %+v", name, start, rad, mx, my, got, want)
+			}
+			if want.Spread > 0 {
+				ties++
+			}
+		}
+	}
+	if ties == 0 {
+		t.Error("no case with a spread: the ties are not tested")
+	}
+}
+
+// rowSum and crossRow give the sums of a plain loop, for every length
+// (the words and the tail) and for rows long enough to need rowSum's
+// lanes flushed.
+func TestRowSums(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, n := range []int{0, 1, 3, 4, 5, 7, 8, 9, 1391, 1<<17 + 5} {
+		p1, p2 := make([]byte, 2*n), make([]byte, 2*n)
+		for i := range p1 {
+			p1[i], p2[i] = byte(rng.IntN(256)), byte(rng.IntN(256))
+		}
+		if n > 1000 {
+			for i := range p1 {
+				p1[i] = 0xff // the largest sums
+			}
+		}
+		var s, c uint64
+		for i := 0; i < 2*n; i += 2 {
+			a, b := uint64(p1[i])<<8|uint64(p1[i+1]), uint64(p2[i])<<8|uint64(p2[i+1])
+			s += a
+			c += a * b
+		}
+		if got := rowSum(p1); got != s {
+			t.Errorf("rowSum of %d pixels: %d, want %d", n, got, s)
+		}
+		if got := crossRow(p1, p2); got != c {
+			t.Errorf("crossRow of %d pixels: %d, want %d", n, got, c)
 		}
 	}
 }

@@ -1,0 +1,194 @@
+package stitching
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"image"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/memmgr"
+	"github.com/gohtgs/htgs/stitching/align"
+)
+
+// fakeRefineGPUs are fakeGPUs that also refine "on the device": the
+// uploader copies a tile's pixels into a slot of host memory, and the box
+// scorer computes the NCC of every displacement of a box from the slots'
+// pixels only (with align.NCC, the exact sums a GPU computes). It records
+// the bytes uploaded and how often each tile (by content) went to each
+// device.
+type fakeRefineGPUs struct {
+	*fakeGPUs
+	w, h     int
+	bytes    atomic.Int64
+	boxes    atomic.Int64
+	mu       sync.Mutex
+	uploaded map[[2]uint64]int // (device, hash of the pixels) -> uploads
+}
+
+func newFakeRefineGPUs(n, w, h int) *fakeRefineGPUs {
+	f := &fakeRefineGPUs{fakeGPUs: newFakeGPUs(n), w: w, h: h, uploaded: map[[2]uint64]int{}}
+	f.ccfOnDevice = true
+	return f
+}
+
+func (f *fakeRefineGPUs) pixels(w, h int) memmgr.Allocator[devSpectrum] {
+	return fakeSpecAlloc{pix: 2 * w * h}
+}
+
+type fakeUploader struct {
+	onGPU
+	f *fakeRefineGPUs
+}
+
+func (f *fakeRefineGPUs) newUploader(w, h int) uploader { return &fakeUploader{f: f} }
+
+func (u *fakeUploader) upload(_ context.Context, tile *image.Gray16, dst devSpectrum) error {
+	if _, err := u.spec(dst); err != nil {
+		return err
+	}
+	b := tile.Bounds()
+	pix, w := dst.(fakeSpec).pix, b.Dx()
+	if len(pix) != 2*b.Dx()*b.Dy() {
+		return fmt.Errorf("slot of %d bytes for a %dx%d tile", len(pix), b.Dx(), b.Dy())
+	}
+	hs := fnv.New64a()
+	for y := range b.Dy() {
+		row := tile.Pix[tile.PixOffset(b.Min.X, b.Min.Y+y):][:2*w]
+		copy(pix[2*w*y:], row)
+		hs.Write(row)
+	}
+	u.f.bytes.Add(int64(len(pix)))
+	u.f.mu.Lock()
+	u.f.uploaded[[2]uint64{uint64(u.dev.id), hs.Sum64()}]++
+	u.f.mu.Unlock()
+	return nil
+}
+
+type fakeBoxScorer struct {
+	onGPU
+	f *fakeRefineGPUs
+}
+
+func (f *fakeRefineGPUs) newBoxScorer(w, h int) boxScorer { return &fakeBoxScorer{f: f} }
+
+func (s *fakeBoxScorer) boxNCC(_ context.Context, t1, t2 devSpectrum, x0, x1, y0, y1 int, dst []float64) error {
+	if _, err := s.spec(t1); err != nil {
+		return err
+	}
+	if _, err := s.spec(t2); err != nil {
+		return err
+	}
+	img := func(v devSpectrum) *image.Gray16 {
+		return &image.Gray16{Pix: v.(fakeSpec).pix, Stride: 2 * s.f.w, Rect: image.Rect(0, 0, s.f.w, s.f.h)}
+	}
+	a, b := img(t1), img(t2)
+	bw := x1 - x0 + 1
+	for y := y0; y <= y1; y++ {
+		for x := x0; x <= x1; x++ {
+			dst[(y-y0)*bw+x-x0] = align.NCC(a, b, x, y)
+		}
+	}
+	s.f.boxes.Add(1)
+	return nil
+}
+
+// The refinement on the GPUs (host memory posing as them) gives the CPU
+// refinement's translations and positions to the last bit; each clone
+// uploads each tile of its band (and halo) once, and frees every slot.
+func TestStitchGPURefineMatchesCPU(t *testing.T) {
+	const rows, cols, w, h = 5, 4, 256, 192
+	g := smallSynth(t, rows, cols, 11)
+	src := g.source(t)
+	cpu, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 2, 3} {
+		fake := newFakeRefineGPUs(n, w, h)
+		pools := 0
+		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake,
+			Observe: func(phase string, r *graph.Execution) {
+				if phase != "refinement" {
+					return
+				}
+				for _, p := range r.Stats().Pools {
+					pools++
+					if p.InUse != 0 || p.Peak > p.Capacity {
+						t.Errorf("%d GPUs: pool %s clone %d: in use %d, peak %d of %d", n, p.Name, p.Pipeline, p.InUse, p.Peak, p.Capacity)
+					}
+				}
+			}})
+		if err != nil {
+			t.Fatalf("%d GPUs: %v", n, err)
+		}
+		sameTranslations(t, fmt.Sprintf("%d GPUs: relative", n), res.Relative, cpu.Relative)
+		sameTranslations(t, fmt.Sprintf("%d GPUs: optimized", n), res.Optimized, cpu.Optimized)
+		for i := range cpu.Positions {
+			if res.Positions[i] != cpu.Positions[i] {
+				t.Fatalf("%d GPUs: tile %d at %+v, CPU %+v", n, i, res.Positions[i], cpu.Positions[i])
+			}
+		}
+		if pools != n {
+			t.Errorf("%d GPUs: %d tile pools in the refinement, want one per GPU", n, pools)
+		}
+		if fake.boxes.Load() < int64(len(align.Pairs(rows, cols))) {
+			t.Errorf("%d GPUs: %d boxes searched on the devices for %d pairs", n, fake.boxes.Load(), len(align.Pairs(rows, cols)))
+		}
+		// Each clone uploads the tiles its band uses, once each.
+		var tiles int64
+		for _, d := range fake.devs {
+			if d.live.Load() != 0 {
+				t.Errorf("%d GPUs: %v: %d slots never freed", n, d.Name(), d.live.Load())
+			}
+			for r := range rows {
+				for c := range cols {
+					if bandOf(d.id, n, rows).uses(rows, cols, r, c) > 0 {
+						tiles++
+					}
+				}
+			}
+		}
+		fake.mu.Lock()
+		uploads := 0
+		for k, v := range fake.uploaded {
+			uploads += v
+			if v != 1 {
+				t.Errorf("%d GPUs: device %d got a tile %d times", n, k[0], v)
+			}
+		}
+		fake.mu.Unlock()
+		if int64(uploads) != tiles || fake.bytes.Load() != tiles*2*w*h {
+			t.Errorf("%d GPUs: %d uploads of %d bytes in all, want %d tiles of %d bytes", n, uploads, fake.bytes.Load(), tiles, 2*w*h)
+		}
+		t.Logf("%d GPUs: %d tiles uploaded for the refinement (%d bytes), %d boxes, %d pairs refined with their tiles on the host",
+			n, uploads, fake.bytes.Load(), fake.boxes.Load(), res.HostRefined)
+	}
+}
+
+// On the low-contrast grid of issue 15, where the raw NCC is not
+// confident and the denoised search decides, the pairs the GPU refinement
+// sends to the host get the CPU's search: the translations are the CPU's.
+func TestStitchGPURefineWeakPairsMatchCPU(t *testing.T) {
+	const w, h = 400, 300
+	g := phaseCellGrid(1, 4, 5, w, h, 0.1, 2, 29)
+	src := g.source(t)
+	cpu, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := newFakeRefineGPUs(2, w, h)
+	res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTranslations(t, "relative", res.Relative, cpu.Relative)
+	sameTranslations(t, "optimized", res.Optimized, cpu.Optimized)
+	if res.HostRefined == 0 {
+		t.Error("no pair refined with its tiles on the host: the weak pairs' path is not tested")
+	}
+	t.Logf("%d of %d pairs refined with their tiles on the host", res.HostRefined, len(align.Pairs(4, 5)))
+}
