@@ -1,0 +1,758 @@
+package stitching
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"image"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/tileio"
+)
+
+// LiveOptions configure [StitchLive].
+type LiveOptions struct {
+	// Update, if set, is called on StitchLive's goroutine with the state
+	// of the stitch as tiles arrive and pairs are registered, at most
+	// once per Every, and once more when the tiles stop coming (every
+	// tile in, the arrivals ended without them, or ctx done). It must
+	// not keep the state's Positions.
+	Update func(LiveState)
+	// Every is the shortest interval between two Updates; 0 means 250 ms.
+	Every time.Duration
+
+	// spectra, if set, counts the spectra the run allocates (tests).
+	spectra *atomic.Int64
+}
+
+// LiveState is the state of a [StitchLive] run.
+type LiveState struct {
+	// Tiles is the number of tiles of the grid, Arrived how many have
+	// arrived.
+	Tiles, Arrived int
+	// Pairs is the number of adjacent pairs; Registered of them have
+	// their final translation, and Provisional more have one computed
+	// before the flat field was known (their tiles uncorrected), which
+	// place the tiles for now and are computed again once it is.
+	Pairs, Registered, Provisional int
+	// Placed is the number of tiles in Positions.
+	Placed int
+	// FlatFieldTiles is the number of sample tiles the flat field is
+	// estimated from (0 with align.Options.NoFlatField), FlatFieldArrived
+	// how many of them have arrived; every registration waits for all of
+	// them, as the offline stitch's does.
+	FlatFieldTiles, FlatFieldArrived int
+	// Positions are the provisional global positions of the tiles joined
+	// so far into the largest group of tiles linked by registered pairs,
+	// row-major: each tile placed along a maximum spanning tree of the
+	// pairs' correlations, as MIST places them, the group's upper-left
+	// corner at (0, 0). Corr is the best correlation of the tile's pairs.
+	Positions []tileio.GlobalPosition
+}
+
+// IncompleteError is the error of a [StitchLive] run whose tiles stopped
+// coming before every tile of the grid had arrived.
+type IncompleteError struct {
+	// Missing are the tiles that did not arrive, row-major, with their
+	// names.
+	Missing []tileio.Arrival
+	Names   []string
+	// Tiles is the number of tiles of the grid.
+	Tiles int
+	// Cause is why the tiles stopped: ctx's error, or nil when the
+	// arrivals ended.
+	Cause error
+}
+
+// Error names the missing tiles (the first 10 of them).
+func (e *IncompleteError) Error() string {
+	why := "the arrivals ended"
+	if e.Cause != nil {
+		why = e.Cause.Error()
+	}
+	names := e.Names
+	more := ""
+	if len(names) > 10 {
+		names, more = names[:10], fmt.Sprintf(" and %d more", len(e.Names)-10)
+	}
+	return fmt.Sprintf("stitching: %s with %d of %d tiles missing: %s%s", why, len(e.Missing), e.Tiles, strings.Join(names, ", "), more)
+}
+
+// Unwrap returns Cause.
+func (e *IncompleteError) Unwrap() error { return e.Cause }
+
+// StitchLive stitches the grid of src while its tiles are acquired: each
+// tile is announced on arrivals once src can load it, in any order, and
+// the registration of every adjacent pair (FFT, PCIAM and CCF) runs as
+// soon as both of its tiles are in. Once every tile has arrived, the
+// rest runs as in [Stitch] (stage model, repair, refinement, global
+// solve), and the Result is the one [Stitch] returns for the finished
+// grid, translation for translation.
+//
+// The flat field (unless opt.NoFlatField) is estimated as Stitch does,
+// from up to 64 tiles spread over the grid, so the final registration
+// starts only when all of those have arrived: on a grid of up to 64 tiles
+// that is the last tile. Until then each pair is registered on
+// uncorrected tiles, for the provisional positions only (see
+// [LiveState]), and again with the flat field once it is known. With
+// gopt.GPU the final registration runs on the GPUs, as Stitch's does,
+// after the last tile; the provisional one runs on the CPU.
+//
+// src's TileSize must be that of the tiles once the first arrival is
+// announced (a [tileio.Watcher] is such a source), and a tile must not
+// change after its arrival; an arrival outside the grid is an error, a
+// repeated one is ignored. At most as many tiles and spectra as
+// GraphOptions.PoolSize says (at least 2 per worker and one more) are
+// held at once, whatever the order of arrival: a tile that left them
+// and is needed again, by a pair whose other tile arrived much later, is
+// loaded and transformed again.
+//
+// When arrivals is closed, or ctx is done, before every tile has arrived,
+// StitchLive returns an [*IncompleteError] naming the missing tiles, after
+// a last Update.
+func StitchLive(ctx context.Context, src tileio.TileSource, arrivals <-chan tileio.Arrival, opt align.Options, gopt GraphOptions, lopt LiveOptions) (*Result, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	rows, cols := src.Rows(), src.Cols()
+	workers, _, slots, err := gopt.checkedSizes(rows, cols)
+	if err != nil {
+		return nil, err
+	}
+	if lopt.Every <= 0 {
+		lopt.Every = 250 * time.Millisecond
+	}
+	e := newLive(src, opt, gopt, lopt, workers, slots)
+	err = e.run(ctx, arrivals)
+	e.stop()
+	if err != nil {
+		return nil, err
+	}
+	if gopt.GPU {
+		// Stitch's GPU registration and refinement, on the finished grid.
+		return Stitch(ctx, src, opt, gopt)
+	}
+	// The rest of the stitch as for a registration done elsewhere: the
+	// flat field StitchRegistered estimates is the one the final pairs
+	// were registered with (the same tiles, the same estimate).
+	return StitchRegistered(ctx, src, opt, gopt, func(ctx context.Context, raw tileio.TileSource, ff *align.FlatField) (*align.Translations, error) {
+		if sameFlatField(ff, e.ff) {
+			return e.final, nil
+		}
+		pts, err := RegisterBand(ctx, raw, 0, rows, ff, opt, gopt) // not expected: register again
+		if err != nil {
+			return nil, err
+		}
+		rel := align.NewTranslations(rows, cols)
+		for _, pt := range pts {
+			rel.Set(pt.Pair, pt.Translation)
+		}
+		return rel, nil
+	})
+}
+
+// sameFlatField reports whether a and b correct tiles alike.
+func sameFlatField(a, b *align.FlatField) bool {
+	if a == nil || b == nil || a.Identity() || b.Identity() {
+		return (a == nil || a.Identity()) == (b == nil || b.Identity())
+	}
+	return slices.Equal(a.Gains(), b.Gains())
+}
+
+// live is the state of a StitchLive run, owned by its goroutine but for
+// the tile cache and the workers' channels.
+type live struct {
+	src              tileio.TileSource
+	opt              align.Options
+	gopt             GraphOptions
+	lopt             LiveOptions
+	rows, cols       int
+	workers, slots   int
+	arrived          []bool
+	nArrived         int
+	sample           []bool // the flat field's sample tiles
+	nSample, nSeen   int
+	finalGen         bool // the flat field is known: jobs are final
+	finalReady       atomic.Bool
+	ff               *align.FlatField // once finalGen; nil with NoFlatField
+	final, prov      *align.Translations
+	done             [2][]bool // per generation, per pair index: result in
+	queued           [2][]bool
+	nFinal, nProv    int
+	pending          int // jobs sent and not answered
+	jobs             chan liveJob
+	results          chan liveResult
+	wg               sync.WaitGroup
+	cache            *liveCache
+	started          bool
+	lastUpdate       time.Time
+	dirty            bool
+	pairsTotal       int
+	cancelWorkers    context.CancelFunc
+	workerCtx        context.Context
+	weak             *align.WeakPairs
+	srcs             [2]tileio.TileSource
+	provisionalGroup []tileio.GlobalPosition
+}
+
+// liveJob is a pair to register in a generation: 0 on uncorrected tiles
+// (provisional), 1 with the flat field (final).
+type liveJob struct {
+	pair align.Pair
+	gen  int
+}
+
+type liveResult struct {
+	job     liveJob
+	tr      align.Translation
+	skipped bool
+	err     error
+}
+
+func newLive(src tileio.TileSource, opt align.Options, gopt GraphOptions, lopt LiveOptions, workers, slots int) *live {
+	rows, cols := src.Rows(), src.Cols()
+	n := rows * cols
+	e := &live{src: src, opt: opt, gopt: gopt, lopt: lopt, rows: rows, cols: cols, workers: workers,
+		slots: max(slots, 2*workers+1), arrived: make([]bool, n), sample: make([]bool, n),
+		pairsTotal: len(align.Pairs(rows, cols))}
+	for g := range 2 {
+		e.done[g], e.queued[g] = make([]bool, 2*n), make([]bool, 2*n)
+	}
+	if !opt.NoFlatField {
+		// The tiles estimateFlatFieldWorkers samples.
+		k := min(n, flatFieldTiles)
+		for j := range k {
+			e.sample[j*n/k] = true
+		}
+		e.nSample = k
+	}
+	e.final, e.prov = align.NewTranslations(rows, cols), align.NewTranslations(rows, cols)
+	// Each pair is queued at most once per generation: the channels
+	// never block their senders.
+	e.jobs = make(chan liveJob, 2*e.pairsTotal)
+	e.results = make(chan liveResult, 2*e.pairsTotal)
+	return e
+}
+
+// pairIndex numbers the pairs of the grid for the done and queued flags.
+func (e *live) pairIndex(p align.Pair) int { return 2*(p.Row*e.cols+p.Col) + int(p.Dir) }
+
+// stop ends the workers and waits for them.
+func (e *live) stop() {
+	if e.started {
+		e.cancelWorkers()
+		close(e.jobs)
+		e.wg.Wait()
+	}
+}
+
+// run follows the arrivals until every tile is in and every final pair
+// registered (with GPU: every tile in and the flat field known), and
+// returns the Result begun and the source to finish with.
+func (e *live) run(ctx context.Context, arrivals <-chan tileio.Arrival) error {
+	n := e.rows * e.cols
+	var timer *time.Timer
+	var timerC <-chan time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if e.nArrived == n && e.finalGen && (e.gopt.GPU || e.nFinal == e.pairsTotal) {
+			e.update(true)
+			return nil
+		}
+		if e.dirty && timerC == nil {
+			if wait := e.lopt.Every - time.Since(e.lastUpdate); wait <= 0 {
+				e.update(false)
+			} else {
+				timer = time.NewTimer(wait)
+				timerC = timer.C
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return e.incomplete(ctx.Err())
+		case <-timerC:
+			timerC = nil
+			e.update(false)
+		case a, ok := <-arrivals:
+			if !ok {
+				if e.nArrived < n {
+					// The pairs in flight still place their tiles.
+					if err := e.drain(ctx); err != nil {
+						return err
+					}
+					return e.incomplete(nil)
+				}
+				arrivals = nil
+				continue
+			}
+			if err := e.arrive(ctx, a); err != nil {
+				return err
+			}
+		case r := <-e.results:
+			e.pending--
+			if r.err != nil {
+				return r.err
+			}
+			e.result(r)
+		}
+	}
+}
+
+// drain waits for the jobs sent to the workers (or ctx).
+func (e *live) drain(ctx context.Context) error {
+	for e.pending > 0 {
+		select {
+		case <-ctx.Done():
+			return e.incomplete(ctx.Err())
+		case r := <-e.results:
+			e.pending--
+			if r.err != nil {
+				return r.err
+			}
+			e.result(r)
+		}
+	}
+	return nil
+}
+
+// incomplete is the error of a run whose tiles stopped coming, after a
+// last Update.
+func (e *live) incomplete(cause error) error {
+	e.update(true)
+	if e.nArrived == len(e.arrived) {
+		return fmt.Errorf("stitching: live: every tile arrived, then: %w", cause)
+	}
+	err := &IncompleteError{Tiles: len(e.arrived), Cause: cause}
+	for i, ok := range e.arrived {
+		if !ok {
+			err.Missing = append(err.Missing, tileio.Arrival{Row: i / e.cols, Col: i % e.cols})
+			err.Names = append(err.Names, e.src.Name(i/e.cols, i%e.cols))
+		}
+	}
+	return err
+}
+
+// arrive takes tile a in: it queues the pairs it completes, and once the
+// flat field's samples are all in, estimates it and queues every pair
+// again with it.
+func (e *live) arrive(ctx context.Context, a tileio.Arrival) error {
+	if a.Row < 0 || a.Row >= e.rows || a.Col < 0 || a.Col >= e.cols {
+		return fmt.Errorf("stitching: live: arrival of tile (%d, %d) outside the %dx%d grid", a.Row, a.Col, e.rows, e.cols)
+	}
+	i := a.Row*e.cols + a.Col
+	if e.arrived[i] {
+		return nil
+	}
+	if !e.started {
+		if err := e.start(ctx); err != nil {
+			return err
+		}
+	}
+	e.arrived[i] = true
+	e.nArrived++
+	e.dirty = true
+	if e.sample[i] {
+		e.nSeen++
+	}
+	// With GPU the final registration waits for the last tile: the
+	// provisional one goes on to the end.
+	gen := 0
+	if e.finalGen && !e.gopt.GPU {
+		gen = 1
+	}
+	for _, p := range pairsOf(e.rows, e.cols, a.Row, a.Col, nil, nil) {
+		e.queue(p, gen)
+	}
+	if !e.finalGen && e.nSeen == e.nSample {
+		return e.flatFieldKnown(ctx)
+	}
+	return nil
+}
+
+// start sets the run up at the first arrival, when the tile size is
+// known: the cache and the workers, and without a flat field the Result.
+func (e *live) start(ctx context.Context) error {
+	w, h := e.src.TileSize()
+	if w < 2 || h < 2 {
+		return fmt.Errorf("stitching: live: the source gives tiles of %dx%d at the first arrival", w, h)
+	}
+	e.started = true
+	e.workerCtx, e.cancelWorkers = context.WithCancel(ctx)
+	e.weak = align.NewWeakPairs(e.gopt.weakPairs(e.workers))
+	e.srcs[0] = e.src
+	e.cache = newLiveCache(e.slots, align.NewTileFFT(w, h, e.opt).SpectrumLen())
+	e.cache.allocated = e.lopt.spectra
+	for range e.workers {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.work(w, h)
+		}()
+	}
+	if e.opt.NoFlatField {
+		return e.flatFieldKnown(ctx)
+	}
+	return nil
+}
+
+// flatFieldKnown estimates the flat field (every sample tile has
+// arrived) as Stitch does and queues the final registration of every
+// pair whose tiles are in, in the order Stitch's traversal takes them.
+func (e *live) flatFieldKnown(ctx context.Context) error {
+	res, csrc, err := beginWorkers(ctx, e.src, e.opt, e.workers)
+	if err != nil {
+		return fmt.Errorf("stitching: live: flat field: %w", err)
+	}
+	e.ff, e.srcs[1] = res.FlatField, csrc
+	e.finalGen = true
+	e.dirty = true
+	if e.gopt.GPU {
+		return nil
+	}
+	e.finalReady.Store(true) // the provisional jobs still queued are dropped
+	for _, t := range traversal(e.rows, e.cols) {
+		for _, p := range []align.Pair{{Row: t.row, Col: t.col, Dir: align.West}, {Row: t.row, Col: t.col, Dir: align.North}} {
+			if (p.Dir == align.West && p.Col > 0) || (p.Dir == align.North && p.Row > 0) {
+				e.queue(p, 1)
+			}
+		}
+	}
+	return nil
+}
+
+// queue sends pair p to the workers in generation gen once both of its
+// tiles are in (and, in generation 0, unless the final one has it).
+func (e *live) queue(p align.Pair, gen int) {
+	r, c := p.Neighbor()
+	if !e.arrived[p.Row*e.cols+p.Col] || !e.arrived[r*e.cols+c] {
+		return
+	}
+	k := e.pairIndex(p)
+	if e.queued[gen][k] || (gen == 0 && e.queued[1][k]) {
+		return
+	}
+	e.queued[gen][k] = true
+	e.pending++
+	e.jobs <- liveJob{pair: p, gen: gen}
+}
+
+// result records a worker's translation.
+func (e *live) result(r liveResult) {
+	if r.skipped {
+		return
+	}
+	k := e.pairIndex(r.job.pair)
+	e.done[r.job.gen][k] = true
+	if r.job.gen == 1 {
+		e.final.Set(r.job.pair, r.tr)
+		e.nFinal++
+		if e.gopt.Progress != nil {
+			e.gopt.Progress("registration", e.nFinal, e.pairsTotal)
+		}
+	} else {
+		e.prov.Set(r.job.pair, r.tr)
+		e.nProv++
+	}
+	e.dirty = true
+}
+
+// work registers the pairs of the jobs channel with its own FFT plan and
+// aligner.
+func (e *live) work(w, h int) {
+	f := align.NewTileFFT(w, h, e.opt)
+	a := align.NewAligner(w, h, e.opt)
+	a.SetWeakPairs(e.weak)
+	for j := range e.jobs {
+		if e.workerCtx.Err() != nil || (j.gen == 0 && e.finalReady.Load()) {
+			e.results <- liveResult{job: j, skipped: true}
+			continue
+		}
+		tr, err := e.register(f, a, j, w, h)
+		e.results <- liveResult{job: j, tr: tr, err: err}
+	}
+}
+
+// register computes the translation of job j's pair.
+func (e *live) register(f *align.TileFFT, a *align.Aligner, j liveJob, w, h int) (align.Translation, error) {
+	src := e.srcs[j.gen] // set before the generation's first job is sent
+	r1, c1 := j.pair.Neighbor()
+	t1, err := e.cache.get(liveKey{r1*e.cols + c1, j.gen}, func(dst []complex128) (*image.Gray16, error) {
+		return e.transform(f, src, r1, c1, w, h, dst)
+	})
+	if err != nil {
+		return align.Translation{}, err
+	}
+	defer e.cache.put(t1)
+	t2, err := e.cache.get(liveKey{j.pair.Row*e.cols + j.pair.Col, j.gen}, func(dst []complex128) (*image.Gray16, error) {
+		return e.transform(f, src, j.pair.Row, j.pair.Col, w, h, dst)
+	})
+	if err != nil {
+		return align.Translation{}, err
+	}
+	defer e.cache.put(t2)
+	return a.Align(t1.img, t2.img, t1.spec, t2.spec, j.pair.Dir), nil
+}
+
+// transform loads tile (r, c) of src and computes its spectrum into dst.
+func (e *live) transform(f *align.TileFFT, src tileio.TileSource, r, c, w, h int, dst []complex128) (*image.Gray16, error) {
+	img, err := loadChecked(src, r, c, w, h)
+	if err != nil {
+		return nil, fmt.Errorf("stitching: live: %w", err)
+	}
+	f.Forward(img, dst)
+	return img, nil
+}
+
+// update calls the Update option with the current state, unless nothing
+// changed since the last call (force: even then).
+func (e *live) update(force bool) {
+	if !e.dirty && !force {
+		return
+	}
+	e.dirty = false
+	e.lastUpdate = time.Now()
+	if e.lopt.Update == nil {
+		return
+	}
+	pos := e.provisional()
+	e.lopt.Update(LiveState{Tiles: len(e.arrived), Arrived: e.nArrived, Pairs: e.pairsTotal, Registered: e.nFinal,
+		Provisional: e.provisionalOnly(), Placed: len(pos), FlatFieldTiles: e.nSample, FlatFieldArrived: e.nSeen, Positions: pos})
+}
+
+// provisionalOnly counts the pairs registered in generation 0 only.
+func (e *live) provisionalOnly() int {
+	n := 0
+	for k, ok := range e.done[0] {
+		if ok && !e.done[1][k] {
+			n++
+		}
+	}
+	return n
+}
+
+// provisional places the largest group of tiles linked by registered
+// pairs (final translations first) along a maximum spanning tree of their
+// correlations.
+func (e *live) provisional() []tileio.GlobalPosition {
+	type edge struct {
+		p  align.Pair
+		tr align.Translation
+	}
+	var edges []edge
+	for _, p := range align.Pairs(e.rows, e.cols) {
+		k := e.pairIndex(p)
+		switch {
+		case e.done[1][k]:
+			edges = append(edges, edge{p, e.final.At(p)})
+		case e.done[0][k]:
+			edges = append(edges, edge{p, e.prov.At(p)})
+		}
+	}
+	n := e.rows * e.cols
+	parent := make([]int, n)
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	// Kruskal: the best correlations first, ties in grid order.
+	slices.SortStableFunc(edges, func(a, b edge) int { return cmp.Compare(b.tr.Corr, a.tr.Corr) })
+	adj := make([][]edge, n)
+	for _, ed := range edges {
+		r, c := ed.p.Neighbor()
+		i, j := ed.p.Row*e.cols+ed.p.Col, r*e.cols+c
+		if ri, rj := find(i), find(j); ri != rj {
+			parent[ri] = rj
+			adj[i] = append(adj[i], ed)
+			adj[j] = append(adj[j], ed)
+		}
+	}
+	size := make([]int, n)
+	best := -1
+	for i := range n {
+		if len(adj[i]) > 0 {
+			root := find(i)
+			size[root]++
+			if best < 0 || size[root] > size[best] || (size[root] == size[best] && root < best) {
+				best = root
+			}
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	// Positions along the tree from the group's first tile.
+	type pos struct{ x, y int }
+	at := make([]pos, n)
+	placed := make([]bool, n)
+	corr := make([]float64, n)
+	for i := range corr {
+		corr[i] = -1
+	}
+	var stack []int
+	for i := range n {
+		if len(adj[i]) > 0 && find(i) == best {
+			placed[i] = true
+			stack = append(stack, i)
+			break
+		}
+	}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, ed := range adj[i] {
+			r, c := ed.p.Neighbor()
+			t2, t1 := ed.p.Row*e.cols+ed.p.Col, r*e.cols+c
+			corr[t1], corr[t2] = max(corr[t1], ed.tr.Corr), max(corr[t2], ed.tr.Corr)
+			switch {
+			case i == t1 && !placed[t2]:
+				at[t2] = pos{at[t1].x + ed.tr.X, at[t1].y + ed.tr.Y}
+				placed[t2] = true
+				stack = append(stack, t2)
+			case i == t2 && !placed[t1]:
+				at[t1] = pos{at[t2].x - ed.tr.X, at[t2].y - ed.tr.Y}
+				placed[t1] = true
+				stack = append(stack, t1)
+			}
+		}
+	}
+	minX, minY := 0, 0
+	first := true
+	for i := range n {
+		if placed[i] {
+			if first {
+				minX, minY, first = at[i].x, at[i].y, false
+			}
+			minX, minY = min(minX, at[i].x), min(minY, at[i].y)
+		}
+	}
+	out := e.provisionalGroup[:0]
+	for i := range n {
+		if placed[i] {
+			out = append(out, tileio.GlobalPosition{Name: e.src.Name(i/e.cols, i%e.cols), Corr: corr[i],
+				X: at[i].x - minX, Y: at[i].y - minY, Row: i / e.cols, Col: i % e.cols})
+		}
+	}
+	e.provisionalGroup = out
+	return out
+}
+
+// liveKey is a tile (row-major index) in a generation.
+type liveKey struct{ tile, gen int }
+
+// liveTile is a tile and its spectrum in the cache.
+type liveTile struct {
+	key   liveKey
+	img   *image.Gray16
+	spec  []complex128
+	err   error
+	ready chan struct{}
+	pins  int
+	last  uint64
+}
+
+// liveCache holds at most max tiles and spectra, loaded by the first
+// worker that needs one; a tile no worker uses may be evicted, the least
+// recently used first, when another needs its place.
+type liveCache struct {
+	mu      sync.Mutex
+	freed   *sync.Cond
+	max     int
+	specLen int
+	tick    uint64
+	tiles   map[liveKey]*liveTile
+	free    [][]complex128
+	// allocated, if set, counts the spectra allocated.
+	allocated *atomic.Int64
+}
+
+func newLiveCache(max, specLen int) *liveCache {
+	c := &liveCache{max: max, specLen: specLen, tiles: map[liveKey]*liveTile{}}
+	c.freed = sync.NewCond(&c.mu)
+	return c
+}
+
+// get returns tile k, pinned until put, loading it with load (into a
+// spectrum of the cache) if it is not held.
+func (c *liveCache) get(k liveKey, load func(spec []complex128) (*image.Gray16, error)) (*liveTile, error) {
+	c.mu.Lock()
+	c.tick++
+	if t := c.tiles[k]; t != nil {
+		t.pins++
+		t.last = c.tick
+		c.mu.Unlock()
+		<-t.ready
+		if t.err != nil {
+			c.put(t)
+			return nil, t.err
+		}
+		return t, nil
+	}
+	for len(c.tiles) >= c.max {
+		var victim *liveTile
+		for _, t := range c.tiles {
+			if t.pins == 0 && (victim == nil || t.last < victim.last) {
+				victim = t
+			}
+		}
+		if victim == nil {
+			c.freed.Wait()
+			continue
+		}
+		delete(c.tiles, victim.key)
+		if victim.spec != nil {
+			c.free = append(c.free, victim.spec)
+		}
+	}
+	t := &liveTile{key: k, ready: make(chan struct{}), pins: 1, last: c.tick}
+	c.tiles[k] = t
+	var spec []complex128
+	if len(c.free) > 0 {
+		spec, c.free = c.free[len(c.free)-1], c.free[:len(c.free)-1]
+	}
+	c.mu.Unlock()
+	if spec == nil {
+		spec = make([]complex128, c.specLen)
+		if c.allocated != nil {
+			c.allocated.Add(1)
+		}
+	}
+	t.img, t.err = load(spec)
+	t.spec = spec
+	close(t.ready)
+	if t.err != nil {
+		c.mu.Lock()
+		if c.tiles[k] == t {
+			delete(c.tiles, k) // not kept: a later get tries again
+		}
+		c.mu.Unlock()
+		c.put(t)
+		return nil, t.err
+	}
+	return t, nil
+}
+
+// put unpins a tile got from get.
+func (c *liveCache) put(t *liveTile) {
+	c.mu.Lock()
+	t.pins--
+	if t.pins == 0 {
+		c.freed.Broadcast()
+	}
+	c.mu.Unlock()
+}

@@ -1,0 +1,239 @@
+package stitching
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/tileio"
+)
+
+// arrivingTiles is a tile source whose tiles can be loaded only once they
+// have arrived, as a folder being filled by an acquisition.
+type arrivingTiles struct {
+	*tileio.MemoryTiles
+	mu      sync.Mutex
+	arrived map[[2]int]bool
+}
+
+func (a *arrivingTiles) arrive(r, c int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.arrived[[2]int{r, c}] = true
+}
+
+func (a *arrivingTiles) Load(r, c int) (*image.Gray16, error) {
+	a.mu.Lock()
+	ok := a.arrived[[2]int{r, c}]
+	a.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("tile (%d, %d) loaded before it arrived", r, c)
+	}
+	return a.MemoryTiles.Load(r, c)
+}
+
+// acquisitionOrder returns the tiles of a rows x cols grid in the order
+// of a layout's sequential index.
+func acquisitionOrder(rows, cols int, l tileio.Layout) []tileio.Arrival {
+	out := make([]tileio.Arrival, rows*cols)
+	for r := range rows {
+		for c := range cols {
+			out[l.Index(r, c, rows, cols)] = tileio.Arrival{Row: r, Col: c}
+		}
+	}
+	return out
+}
+
+// feed announces the tiles of order on a channel, each once it can be
+// loaded, and closes the channel after the first n of them.
+func feed(src *arrivingTiles, order []tileio.Arrival, n int, pause time.Duration) <-chan tileio.Arrival {
+	ch := make(chan tileio.Arrival)
+	go func() {
+		defer close(ch)
+		for _, a := range order[:n] {
+			src.arrive(a.Row, a.Col)
+			ch <- a
+			time.Sleep(pause)
+		}
+	}()
+	return ch
+}
+
+// A live stitch computes what Stitch computes on the finished grid,
+// whatever the order the tiles arrive in, holding no more spectra than
+// the pool has slots.
+func TestStitchLiveMatchesStitch(t *testing.T) {
+	g := smallSynth(t, 3, 4, 3)
+	mem := g.source(t)
+	gopt := GraphOptions{Workers: 2}
+	for _, noFF := range []bool{false, true} {
+		opt := align.Options{NoFlatField: noFF}
+		want, err := Stitch(context.Background(), mem, opt, gopt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !noFF && want.FlatField.Identity() {
+			t.Fatal("the grid's flat field is the identity: the comparison would not test the correction")
+		}
+		_, _, slots := gopt.sizes(g.rows, g.cols)
+		random := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+		rand.New(rand.NewPCG(1, 2)).Shuffle(len(random), func(i, j int) { random[i], random[j] = random[j], random[i] })
+		orders := map[string][]tileio.Arrival{
+			"rows":    acquisitionOrder(g.rows, g.cols, tileio.Layout{}),
+			"snake":   acquisitionOrder(g.rows, g.cols, tileio.Layout{Numbering: tileio.HorizontalContinuous, Origin: tileio.LowerRight}),
+			"columns": acquisitionOrder(g.rows, g.cols, tileio.Layout{Numbering: tileio.VerticalCombing, Origin: tileio.UpperRight}),
+			"random":  random,
+		}
+		for name, order := range orders {
+			if !noFF && name != "rows" && name != "random" {
+				continue // the flat field's wait is the same in every order
+			}
+			t.Run(fmt.Sprintf("%s/noFlatField=%v", name, noFF), func(t *testing.T) {
+				src := &arrivingTiles{MemoryTiles: mem, arrived: map[[2]int]bool{}}
+				var spectra atomic.Int64
+				var last LiveState
+				lopt := LiveOptions{Every: time.Millisecond, spectra: &spectra, Update: func(s LiveState) {
+					if s.Placed != len(s.Positions) {
+						t.Errorf("update: %d placed, %d positions", s.Placed, len(s.Positions))
+					}
+					last = s
+					last.Positions = slices.Clone(s.Positions)
+				}}
+				res, err := StitchLive(context.Background(), src, feed(src, order, len(order), 0), opt, gopt, lopt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameTranslations(t, "relative", res.Relative, want.Relative)
+				sameTranslations(t, "optimized", res.Optimized, want.Optimized)
+				if !slices.Equal(res.Positions, want.Positions) {
+					t.Errorf("positions %v, Stitch's %v", res.Positions, want.Positions)
+				}
+				if !sameFlatField(res.FlatField, want.FlatField) {
+					t.Error("the flat field differs from Stitch's")
+				}
+				n := g.rows * g.cols
+				if last.Arrived != n || last.Registered != last.Pairs || last.Placed != n || last.Provisional != 0 {
+					t.Errorf("last update %d of %d tiles, %d of %d pairs (%d provisional), %d placed",
+						last.Arrived, last.Tiles, last.Registered, last.Pairs, last.Provisional, last.Placed)
+				}
+				if got := spectra.Load(); got > int64(slots) {
+					t.Errorf("%d spectra allocated, the pool has %d slots", got, slots)
+				}
+			})
+		}
+	}
+}
+
+// Without a flat field to wait for, the pairs are registered as their
+// tiles arrive: before the last tile, every pair without it is final, and
+// the provisional positions place the tiles that have arrived.
+func TestStitchLiveRegistersBeforeTheLastTile(t *testing.T) {
+	g := smallSynth(t, 3, 4, 5)
+	src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
+	order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+	ch := make(chan tileio.Arrival)
+	states := make(chan LiveState, 100)
+	type out struct {
+		res *Result
+		err error
+	}
+	done := make(chan out)
+	go func() {
+		res, err := StitchLive(context.Background(), src, ch, align.Options{NoFlatField: true}, GraphOptions{Workers: 2},
+			LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = slices.Clone(s.Positions); states <- s }})
+		done <- out{res, err}
+	}()
+	n := len(order)
+	for _, a := range order[:n-1] {
+		src.arrive(a.Row, a.Col)
+		ch <- a
+	}
+	// The last tile (2, 3) has 2 pairs; the 15 others are final.
+	wantPairs := len(align.Pairs(g.rows, g.cols)) - 2
+	timeout := time.After(30 * time.Second)
+	for s := (LiveState{}); s.Registered < wantPairs; {
+		select {
+		case s = <-states:
+			if s.Registered == wantPairs && (s.Placed != n-1 || s.Arrived != n-1) {
+				t.Errorf("before the last tile: %d placed, %d arrived; want %d", s.Placed, s.Arrived, n-1)
+			}
+		case <-timeout:
+			t.Fatalf("before the last tile: %d of %d pairs registered", s.Registered, wantPairs)
+		}
+	}
+	last := order[n-1]
+	src.arrive(last.Row, last.Col)
+	ch <- last
+	close(ch)
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	want, err := Stitch(context.Background(), g.source(t), align.Options{NoFlatField: true}, GraphOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTranslations(t, "relative", o.res.Relative, want.Relative)
+	if !slices.Equal(o.res.Positions, want.Positions) {
+		t.Errorf("positions %v, Stitch's %v", o.res.Positions, want.Positions)
+	}
+}
+
+// Tiles that stop coming end the run with an error naming the missing
+// ones, after an update with what had arrived.
+func TestStitchLiveIncomplete(t *testing.T) {
+	g := smallSynth(t, 3, 3, 7)
+	order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+	for _, cancel := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cancel=%v", cancel), func(t *testing.T) {
+			src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			fed := feed(src, order, 6, 0)
+			arrivals := fed
+			if cancel {
+				ch := make(chan tileio.Arrival)
+				go func() {
+					for a := range fed {
+						ch <- a
+					}
+					stop() // the tiles stop coming; the channel stays open
+				}()
+				arrivals = ch
+			}
+			var last LiveState
+			_, err := StitchLive(ctx, src, arrivals, align.Options{}, GraphOptions{Workers: 2},
+				LiveOptions{Update: func(s LiveState) { last = s }})
+			var inc *IncompleteError
+			if !errors.As(err, &inc) {
+				t.Fatalf("error %v, want an IncompleteError", err)
+			}
+			if cancel != errors.Is(err, context.Canceled) {
+				t.Errorf("error %v: cancelled %v", err, cancel)
+			}
+			if len(inc.Missing) != 3 || inc.Missing[0] != (tileio.Arrival{Row: 2, Col: 0}) || !strings.Contains(err.Error(), "3 of 9 tiles missing: tile_r2_c0, tile_r2_c1, tile_r2_c2") {
+				t.Errorf("error %q, missing %v", err, inc.Missing)
+			}
+			// Cancelled, the run ends at once; else the pairs in flight
+			// are waited for and place the 6 tiles.
+			if last.Arrived != 6 || (!cancel && last.Placed != 6) {
+				t.Errorf("last update: %d arrived, %d placed; want 6 and 6", last.Arrived, last.Placed)
+			}
+		})
+	}
+	src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
+	ch := make(chan tileio.Arrival, 1)
+	ch <- tileio.Arrival{Row: 3, Col: 0}
+	if _, err := StitchLive(context.Background(), src, ch, align.Options{}, GraphOptions{}, LiveOptions{}); err == nil || !strings.Contains(err.Error(), "outside the 3x3 grid") {
+		t.Errorf("arrival outside the grid: error %v", err)
+	}
+}
