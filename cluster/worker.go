@@ -527,23 +527,31 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 	return nil
 }
 
-// runDirect runs direct request dm on copy wc. The copy's pull request
-// stays out meanwhile: an input the stream delivers to it (from msgs) is
-// kept and reported in progress every third of the ack wait, so that it
-// is not delivered elsewhere, and returned to be run next.
+// runDirect runs direct request dm on copy wc. While it runs, it tells
+// the client so after startNoticeAfter (or a third of the ack wait, if
+// sooner), then every third of the ack wait: a client that hears nothing
+// for an ack wait sends the input through the work stream. The copy's pull
+// request stays out meanwhile: an input the stream delivers to it (from
+// msgs) is kept and reported in progress at the same times, so that it is
+// not delivered elsewhere, and returned to be run next.
 func (w *Worker) runDirect(ctx context.Context, st *stores, h handler, wc workerCopy, dm *nats.Msg, msgs <-chan *nats.Msg) (held *nats.Msg) {
 	every := max(h.tc.ackWait/3, 10*time.Millisecond)
+	reply, id, t0 := dm.Reply, dm.Header.Get(hID), time.Now()
+	notify := strings.HasPrefix(reply, st.n.directPrefix()) && st.n.clientOf(reply) != ""
 	var (
 		mu      sync.Mutex
 		stopped bool
 		t       *time.Timer
 	)
 	mu.Lock()
-	t = time.AfterFunc(every, func() {
+	t = time.AfterFunc(min(startNoticeAfter, every), func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if stopped {
 			return
+		}
+		if notify {
+			w.notifyStarted(st, reply, id, t0)
 		}
 		if held == nil {
 			select {
@@ -666,13 +674,8 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 	// Tell the client which worker has its input, if it runs for long
 	// enough to be worth it: a result names the worker of shorter ones.
 	t0 := time.Now()
-	var stopProgress func()
-	if direct {
-		// The notice, again every third of the ack wait, is the progress
-		// report of a direct request: a client that hears nothing for an
-		// ack wait sends the input through the work stream.
-		stopProgress = w.reportDirect(st, reply, id, t0, h.tc.ackWait)
-	} else {
+	stopProgress := func() {} // a direct request's: runDirect's notices
+	if !direct {
 		notice := time.AfterFunc(startNoticeAfter, func() { w.notifyStarted(st, reply, id, t0) })
 		// Report progress while the task runs, so that a long task keeps
 		// its input; a killed worker stops reporting and the input goes
@@ -732,34 +735,6 @@ func (w *Worker) notifyStarted(st *stores, reply, id string, t0 time.Time) {
 	msg.Header.Set(hHost, w.host)
 	msg.Header.Set(hRunning, time.Since(t0).String())
 	_ = st.js.Conn().PublishMsg(msg)
-}
-
-// reportDirect sends the client of a direct request the started notice
-// after startNoticeAfter (or a third of ackWait, if sooner), then every
-// third of ackWait, until the returned function is called.
-func (w *Worker) reportDirect(st *stores, reply, id string, t0 time.Time, ackWait time.Duration) (stop func()) {
-	every := max(ackWait/3, 10*time.Millisecond)
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-	)
-	mu.Lock()
-	defer mu.Unlock()
-	t = time.AfterFunc(min(startNoticeAfter, every), func() {
-		w.notifyStarted(st, reply, id, t0)
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			t.Reset(every)
-		}
-	})
-	return func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-		t.Stop()
-	}
 }
 
 // answer publishes a result (or an error, if errMsg is set) and, once the
