@@ -151,6 +151,12 @@ type config struct {
 	mist                            mistConfig
 	notes                           []string // printed when the run starts
 
+	// -watch (see watch.go).
+	watch                   bool
+	watchTimeout, watchPoll time.Duration
+	flatField               bool
+	watched                 *watchedRun // the live stitch's outcome
+
 	// The distributed registration (see cluster.go).
 	cl   clusterConfig
 	dist *distributed // set while a -nats or -cluster run is connected
@@ -236,6 +242,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.vOverlap, "vertical-overlap", 0, "overlap of north-south neighbours in percent of the tile height (0: -overlap, or estimate it)")
 	fs.Float64Var(&c.uncertainty, "overlap-uncertainty", 0, "half-width of the valid overlap window in percent (0: 5; MIST uses 3)")
 	addMosaicFlags(fs, c)
+	addWatchFlags(fs, c)
 	addMISTFlags(fs, c)
 	addClusterFlags(fs, c)
 	return fs
@@ -246,6 +253,8 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, `Usage:
   %[1]s                                   demo: generate a grid, stitch it, report the accuracy
   %[1]s -dir DIR -rows R -cols C -out OUT  stitch the tiles of DIR
+  %[1]s -watch -dir DIR -rows R -cols C -out OUT [-watch-timeout D]
+                                         the same while the acquisition writes the tiles into DIR
   %[1]s -generate DIR [-rows R -cols C -tile WxH -level L -seed S]
   %[1]s -cluster N -dir DIR -rows R -cols C -out OUT
                                          the same, registering by bands of rows on N local worker processes
@@ -336,6 +345,9 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	if err := checkCluster(c, set); err != nil {
+		return nil, err
+	}
+	if err := checkWatch(c, set); err != nil {
 		return nil, err
 	}
 	if c.keep && (c.dir != "" || c.generate != "") {
@@ -602,6 +614,59 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 			return fmt.Errorf("-profile: %w", err)
 		}
 	}
+	fftKernel, _ := align.ParseFFTKernel(c.fft) // checked by parseFlags
+	fftDesc, err := align.DescribeFFT(fftKernel)
+	if err != nil {
+		return fmt.Errorf("-fft %s: %w", c.fft, err)
+	}
+	opt := align.Options{
+		Overlap:            c.overlap,
+		HorizontalOverlap:  nanZero(c.hOverlap),
+		VerticalOverlap:    nanZero(c.vOverlap),
+		OverlapUncertainty: nanZero(c.uncertainty),
+		Repeatability:      c.repeatability,
+		PeakCount:          c.peaks,
+		SpanningTree:       c.spanningTree,
+		FFT:                fftKernel,
+		NoFlatField:        !c.flatField,
+	}
+	if err := opt.Validate(); err != nil {
+		return cli.UsageError{Err: err}
+	}
+	bars := newBars(barsOut, c.showProgress)
+	var runs []observed
+	gopt := stitching.GraphOptions{
+		Workers:  c.workers,
+		GPU:      c.gpu,
+		Progress: func(phase string, done, total int) { bars.set(phase, "pairs", done, total) },
+	}
+	if c.profile != "" || c.httpAddr != "" {
+		gopt.Start = append(gopt.Start, graph.WithTrace())
+	}
+	plog := &phaseLog{start: tStart}
+	curSlice := 0
+	if c.profile != "" {
+		gopt.Observe = func(phase string, r *graph.Execution) {
+			plog.graphEnded(curSlice, phase, r.Stats().Elapsed)
+			runs = append(runs, observed{phase, r})
+		}
+	}
+	// -http: the live view shows each phase's graph from its start.
+	live, err := cli.ServeLive(prog, c.httpAddr, stdout)
+	if err != nil {
+		return err
+	}
+	defer live.Close(ctx, c.httpWait, stdout)
+	if live != nil {
+		gopt.Start = append(gopt.Start, graph.WithStarted(live.Observe))
+	}
+	// -watch: the tiles are stitched as the acquisition writes them; once
+	// every tile is in, the run goes on as on a finished folder.
+	if c.watch {
+		if err := watchGrid(ctx, c, pat, opt, gopt, stdout, stderr); err != nil {
+			return err
+		}
+	}
 	limit := c.maxTilePixels
 	if limit == 0 {
 		limit = -1 // no limit
@@ -662,51 +727,6 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 				return fmt.Errorf("-global-positions: %w", err)
 			}
 		}
-	}
-	fftKernel, _ := align.ParseFFTKernel(c.fft) // checked by parseFlags
-	fftDesc, err := align.DescribeFFT(fftKernel)
-	if err != nil {
-		return fmt.Errorf("-fft %s: %w", c.fft, err)
-	}
-	opt := align.Options{
-		Overlap:            c.overlap,
-		HorizontalOverlap:  nanZero(c.hOverlap),
-		VerticalOverlap:    nanZero(c.vOverlap),
-		OverlapUncertainty: nanZero(c.uncertainty),
-		Repeatability:      c.repeatability,
-		PeakCount:          c.peaks,
-		SpanningTree:       c.spanningTree,
-		FFT:                fftKernel,
-	}
-	if err := opt.Validate(); err != nil {
-		return cli.UsageError{Err: err}
-	}
-	bars := newBars(barsOut, c.showProgress)
-	var runs []observed
-	gopt := stitching.GraphOptions{
-		Workers:  c.workers,
-		GPU:      c.gpu,
-		Progress: func(phase string, done, total int) { bars.set(phase, "pairs", done, total) },
-	}
-	if c.profile != "" || c.httpAddr != "" {
-		gopt.Start = append(gopt.Start, graph.WithTrace())
-	}
-	plog := &phaseLog{start: tStart}
-	curSlice := 0
-	if c.profile != "" {
-		gopt.Observe = func(phase string, r *graph.Execution) {
-			plog.graphEnded(curSlice, phase, r.Stats().Elapsed)
-			runs = append(runs, observed{phase, r})
-		}
-	}
-	// -http: the live view shows each phase's graph from its start.
-	live, err := cli.ServeLive(prog, c.httpAddr, stdout)
-	if err != nil {
-		return err
-	}
-	defer live.Close(ctx, c.httpWait, stdout)
-	if live != nil {
-		gopt.Start = append(gopt.Start, graph.WithStarted(live.Observe))
 	}
 	if err := checkMemory(c, srcs[0], opt, gopt); err != nil {
 		return err
@@ -778,9 +798,16 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 			elapsed := time.Since(t0)
 			plog.fillStitch(t, t0, t0.Add(elapsed))
 			st.stitch, st.res = elapsed, res
-			fmt.Fprintf(stdout, "stitched in %v (%.1f tiles/s); overlap %s horizontal, %s vertical; repeatability %d px\n",
-				elapsed.Round(time.Millisecond), float64(c.rows*c.cols)/elapsed.Seconds(),
-				overlapText(res.Model.West), overlapText(res.Model.North), res.Model.Repeatability)
+			if c.watched != nil {
+				// Stitched as the tiles came: what took time after the last.
+				st.stitch = c.watched.after
+				fmt.Fprintf(stdout, "stitched live, %v after the last tile; overlap %s horizontal, %s vertical; repeatability %d px\n",
+					c.watched.after.Round(time.Millisecond), overlapText(res.Model.West), overlapText(res.Model.North), res.Model.Repeatability)
+			} else {
+				fmt.Fprintf(stdout, "stitched in %v (%.1f tiles/s); overlap %s horizontal, %s vertical; repeatability %d px\n",
+					elapsed.Round(time.Millisecond), float64(c.rows*c.cols)/elapsed.Seconds(),
+					overlapText(res.Model.West), overlapText(res.Model.North), res.Model.Repeatability)
+			}
 			if peak := cli.PeakMemory(); peak > 0 {
 				w, h := src.TileSize()
 				fmt.Fprintf(stdout, "peak memory so far %s (estimate for the stitching %s)\n", gib(peak),
@@ -835,6 +862,9 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 	}); err != nil {
 		return err
 	}
+	if c.watched != nil {
+		fmt.Fprintf(stdout, "outputs written %v after the last tile arrived\n", time.Since(c.watched.last).Round(time.Millisecond))
+	}
 	logText := logBuf.Bytes()
 	if err := outs.Add(filepath.Join(c.out, logName(c.prefix)), func(w io.Writer) error {
 		_, err := w.Write(logText)
@@ -842,7 +872,11 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 	}); err != nil {
 		return err
 	}
-	return outs.Commit()
+	if err := outs.Commit(); err != nil {
+		return err
+	}
+	removePartial(c, stderr)
+	return nil
 }
 
 // estimateFlatField is the flat field stitching.Stitch estimates: from up

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gohtgs/htgs/examples/internal/cli"
+	"github.com/gohtgs/htgs/internal/outfile"
+	"github.com/gohtgs/htgs/stitching"
+	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/tileio"
+)
+
+// watchedRun is the outcome of a -watch run's live stitch.
+type watchedRun struct {
+	res     *stitching.Result
+	last    time.Time     // when the last tile arrived
+	after   time.Duration // from then to the Result
+	partial string        // the provisional positions file, removed once the outputs are in
+}
+
+// progressEvery is the shortest interval between two progress lines of
+// -watch (and between two writes of the provisional positions file).
+const progressEvery = 2 * time.Second
+
+func addWatchFlags(fs *flag.FlagSet, c *config) {
+	fs.BoolVar(&c.watch, "watch", false, "stitch while the acquisition writes the tiles into -dir (which may start empty): each tile enters when its file is complete, in any order; provisional positions go to OUT/PREFIXglobal-positions-T-partial.txt, and the outputs, the same as a run on the finished folder, come once every tile is in")
+	fs.DurationVar(&c.watchTimeout, "watch-timeout", 0, "with -watch: end with an error naming the missing tiles when no new tile arrives for this `duration`, such as 10m (0: wait until interrupted)")
+	fs.DurationVar(&c.watchPoll, "watch-poll", 0, "with -watch: list the folder at this `interval` instead of following it with inotify (0: inotify where the system has it, else every 100ms)")
+	fs.BoolVar(&c.flatField, "flat-field", true, "estimate the illumination (flat field) from up to 64 tiles spread over the grid and correct every tile with it; false does as MIST does (and lets -watch register the final pairs as the tiles arrive, rather than after the flat field's last sample tile)")
+}
+
+// checkWatch checks -watch and what goes with it.
+func checkWatch(c *config, set map[string]bool) error {
+	if !c.watch {
+		for _, f := range []string{"watch-timeout", "watch-poll"} {
+			if set[f] {
+				return cli.Usagef("-%s applies to -watch", f)
+			}
+		}
+		return nil
+	}
+	switch {
+	case c.dir == "":
+		return cli.Usagef("-watch needs -dir, the folder the acquisition writes the tiles into")
+	case c.generate != "":
+		return cli.Usagef("-watch stitches an acquisition: it cannot go with -generate")
+	case c.timeSlices != "":
+		return cli.Usagef("-watch stitches one acquisition as it comes: it cannot go with -timeslices (stitch the finished slices)")
+	case c.assemble:
+		return cli.Usagef("-watch cannot go with -assemble-from-metadata")
+	case len(c.format.channels) > 0:
+		return cli.Usagef("-watch follows one channel: it cannot go with -channels (stitch the finished folder)")
+	case c.cl.worker || c.cl.distributed():
+		return cli.Usagef("-watch runs in one process: it cannot go with -cluster, -nats or -worker")
+	case c.watchTimeout < 0:
+		return cli.Usagef("-watch-timeout %v: must be at least 0", c.watchTimeout)
+	case c.watchPoll < 0:
+		return cli.Usagef("-watch-poll %v: must be at least 0", c.watchPoll)
+	}
+	return nil
+}
+
+// partialName is the name of the provisional positions file of the
+// outputs names.
+func partialName(names outNames) string {
+	return strings.TrimSuffix(names.global, ".txt") + "-partial.txt"
+}
+
+// watchGrid follows -dir while the acquisition fills it and stitches the
+// tiles as they come (stitching.StitchLive), keeping the provisional
+// positions in OUT; once every tile is in it leaves the Result in
+// c.watched for the rest of the run, which then goes on as on a finished
+// folder. Tiles that stop coming (-watch-timeout, Ctrl-C) end it with an
+// error naming them.
+func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Options, gopt stitching.GraphOptions, stdout, stderr io.Writer) error {
+	limit := c.maxTilePixels
+	if limit == 0 {
+		limit = -1
+	}
+	wopt := tileio.WatchOptions{MaxPixels: limit}
+	if c.watchPoll > 0 {
+		wopt.Polling, wopt.Poll = true, c.watchPoll
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	w, err := tileio.WatchTiles(wctx, c.dir, pat, c.rows, c.cols, wopt)
+	if err != nil {
+		return fmt.Errorf("-watch: %w", err)
+	}
+	defer w.Close()
+	partial := filepath.Join(c.out, partialName(c.sliceNames(c.runSlices()[0])))
+	timeout := ""
+	if c.watchTimeout > 0 {
+		timeout = fmt.Sprintf("; ending if no tile comes for %v", c.watchTimeout)
+	}
+	fmt.Fprintf(stdout, "watching %s for %d x %d tiles named %s, following it with %s%s\n", c.dir, c.rows, c.cols, pat, w.Mode(), timeout)
+
+	// The arrivals pass through here, timed, and stop after -watch-timeout
+	// without one.
+	arrivals := make(chan tileio.Arrival)
+	var (
+		mu       sync.Mutex
+		last     time.Time
+		timedOut bool
+		fwd      sync.WaitGroup
+	)
+	fwd.Add(1)
+	go func() {
+		defer fwd.Done()
+		defer close(arrivals)
+		var expire <-chan time.Time
+		var timer *time.Timer
+		if c.watchTimeout > 0 {
+			timer = time.NewTimer(c.watchTimeout)
+			defer timer.Stop()
+			expire = timer.C
+		}
+		for {
+			select {
+			case a, ok := <-w.Arrivals():
+				if !ok {
+					return
+				}
+				mu.Lock()
+				last = time.Now()
+				mu.Unlock()
+				select {
+				case arrivals <- a:
+				case <-wctx.Done():
+					return
+				}
+				if timer != nil {
+					timer.Reset(c.watchTimeout)
+				}
+			case <-expire:
+				mu.Lock()
+				timedOut = true
+				mu.Unlock()
+				return
+			case <-wctx.Done():
+				return
+			}
+		}
+	}()
+	defer fwd.Wait()
+	defer stopWatch() // before the wait: the forwarder ends
+
+	var (
+		placed    int
+		lastPrint time.Time
+		lastLine  string
+		writeErr  error
+	)
+	lopt := stitching.LiveOptions{Every: progressEvery, Update: func(s stitching.LiveState) {
+		placed = len(s.Positions)
+		if placed > 0 {
+			if err := outfile.WriteFile(partial, func(f io.Writer) error {
+				return tileio.WriteGlobalPositions(f, s.Positions)
+			}); err != nil && writeErr == nil {
+				writeErr = err
+				warn(stderr, "-watch: the provisional positions: %v", err)
+			}
+		}
+		line := watchLine(s)
+		if line != lastLine && (time.Since(lastPrint) >= progressEvery || s.Arrived == s.Tiles) {
+			fmt.Fprintln(stderr, line)
+			lastPrint, lastLine = time.Now(), line
+		}
+	}}
+	gopt.Progress = nil // the lines above say how the registration goes
+	res, err := stitching.StitchLive(wctx, w, arrivals, opt, gopt, lopt)
+	stopWatch()
+	fwd.Wait()
+	if err != nil {
+		return watchError(ctx, c, w, err, timedOut, placed, partial)
+	}
+	c.watched = &watchedRun{res: res, last: last, after: time.Since(last), partial: partial}
+	fmt.Fprintf(stdout, "every tile in (the last at %s); stitched %v after it\n", last.Format("15:04:05.000"), c.watched.after.Round(time.Millisecond))
+	return nil
+}
+
+// watchLine is a progress line of -watch.
+func watchLine(s stitching.LiveState) string {
+	line := fmt.Sprintf("watch: %d of %d tiles in, %d of %d pairs registered, %d tiles placed", s.Arrived, s.Tiles, s.Registered, s.Pairs, s.Placed)
+	if s.FlatFieldTiles > 0 && s.FlatFieldArrived < s.FlatFieldTiles {
+		line += fmt.Sprintf(" (the final registration waits for the flat field's sample tiles, %d of %d in; %d pairs registered provisionally)",
+			s.FlatFieldArrived, s.FlatFieldTiles, s.Provisional)
+	}
+	return line
+}
+
+// watchError words the end of a -watch run whose tiles did not all come.
+func watchError(ctx context.Context, c *config, w *tileio.Watcher, err error, timedOut bool, placed int, partial string) error {
+	if werr := w.Err(); werr != nil {
+		err = werr // a tile the watch refused ended it
+	}
+	var inc *stitching.IncompleteError
+	if !errors.As(err, &inc) {
+		return fmt.Errorf("-watch: %w", err)
+	}
+	why := "the watch ended"
+	switch {
+	case timedOut:
+		why = fmt.Sprintf("no new tile for %v (-watch-timeout)", c.watchTimeout)
+	case ctx.Err() != nil:
+		why = "interrupted"
+	}
+	missing := w.Missing()
+	var names []string
+	for i, m := range missing {
+		if i == 20 {
+			names = append(names, fmt.Sprintf("and %d more", len(missing)-20))
+			break
+		}
+		n := m.Name
+		if m.Why != nil {
+			n += fmt.Sprintf(" (there, but not complete: %v)", m.Why)
+		}
+		names = append(names, n)
+	}
+	kept := "no tile was placed, so there are no provisional positions"
+	if placed > 0 {
+		kept = fmt.Sprintf("the provisional positions of the %d tiles placed are kept in %s", placed, partial)
+	}
+	return &watchEnded{msg: fmt.Sprintf("-watch: %s with %d of %d tiles missing: %s; %s", why, len(missing), c.rows*c.cols, strings.Join(names, ", "), kept),
+		cause: ctx.Err()}
+}
+
+// watchEnded is the error of a -watch run whose tiles did not all come;
+// it wraps the context's error when interrupted.
+type watchEnded struct {
+	msg   string
+	cause error
+}
+
+func (e *watchEnded) Error() string { return e.msg }
+func (e *watchEnded) Unwrap() error { return e.cause }
+
+// removePartial removes the provisional positions file of a -watch run
+// whose outputs are in.
+func removePartial(c *config, stderr io.Writer) {
+	if c.watched != nil {
+		if err := os.Remove(c.watched.partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+			warn(stderr, "-watch: %v", err)
+		}
+	}
+}
