@@ -248,58 +248,32 @@ func (s *tileSets) inside(dir string) (string, error) {
 
 // open returns the tile set of j's grid, reusing the last one when j names
 // the same grid. The worker's task runs one band at a time (Threads(1)),
-// so the set replaced here is no longer in use.
-//
-// staged, when not "", is a folder of the worker's own holding the grid's
-// tiles copied from the object store: it is read instead of j.Dir, and
-// -allow does not apply to it.
-func (s *tileSets) open(j *bandJob, staged string) (*tileio.TileSet, error) {
-	// The worker's own limit on a tile's pixels holds whatever the
-	// client asks (-1, no limit, included): a client cannot make it
-	// decode a tile of any size.
-	if s.maxPixels > 0 {
-		asked := j.MaxTilePixels // 0: the default, negative: no limit
-		if asked == 0 {
-			asked = tileio.DefaultMaxTilePixels
-		}
-		if asked < 0 || asked > s.maxPixels {
-			j.MaxTilePixels = s.maxPixels
-		}
-	}
+// so the set replaced here is no longer in use. (With -tiles-via store,
+// stagedTiles.band gives the band's tiles instead.)
+func (s *tileSets) open(j *bandJob) (*tileio.TileSet, error) {
+	s.clamp(j)
 	rel := ""
-	if s.allow != "" && staged == "" {
+	if s.allow != "" {
 		var err error
 		if rel, err = s.inside(j.Dir); err != nil {
 			return nil, err
 		}
 	}
-	key := fmt.Sprintf("%q %q %q %d %s %s %d %dx%d %d", staged, j.Dir, j.Pattern, j.Start, j.Numbering, j.Origin, j.Time, j.Rows, j.Cols, j.MaxTilePixels)
+	key := fmt.Sprintf("%q %q %d %s %s %d %dx%d %d", j.Dir, j.Pattern, j.Start, j.Numbering, j.Origin, j.Time, j.Rows, j.Cols, j.MaxTilePixels)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.key == key {
 		return s.ts, nil
 	}
-	pat, err := tileio.ParsePattern(j.Pattern, j.Start)
+	pat, err := j.pattern()
 	if err != nil {
 		return nil, err
 	}
-	num, err := tileio.ParseNumbering(j.Numbering)
-	if err != nil {
-		return nil, err
-	}
-	org, err := tileio.ParseOrigin(j.Origin)
-	if err != nil {
-		return nil, err
-	}
-	pat.Layout = tileio.Layout{Numbering: num, Origin: org}
-	pat = pat.AtTime(j.Time)
 	var (
 		ts  *tileio.TileSet
 		sub *os.Root
 	)
 	switch {
-	case staged != "":
-		ts, err = tileio.OpenTileSetLimit(staged, pat, j.Rows, j.Cols, j.MaxTilePixels)
 	case s.root != nil:
 		if sub, err = s.root.OpenRoot(rel); err != nil {
 			return nil, fmt.Errorf("tile folder %q: outside the folder this worker may read (-allow %s): %w", j.Dir, s.allow, err)
@@ -374,14 +348,15 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 	newTask := func() task.Task[bandJob, bandDone] {
 		return task.Map(func(ctx context.Context, j bandJob) (bandDone, error) {
 			t0 := time.Now()
-			staged := ""
+			var (
+				src tileio.TileSource
+				err error
+			)
 			if j.Store != "" {
-				var err error
-				if staged, err = stage.fetch(ctx, nc, j.Store); err != nil {
-					return bandDone{}, fmt.Errorf("worker %s: band %d of %d: tiles from the object store: %w", name, j.Band+1, j.Bands, err)
-				}
+				src, err = stage.band(ctx, nc, &sets, &j)
+			} else {
+				src, err = sets.open(&j)
 			}
-			src, err := sets.open(&j, staged)
 			if err != nil {
 				return bandDone{}, fmt.Errorf("worker %s: band %d of %d: %w", name, j.Band+1, j.Bands, err)
 			}
@@ -737,99 +712,6 @@ func runDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "local workers: %d died, %d restarted, %d given up; %d band(s) run again by another worker\n", st.Deaths, st.Restarts, st.GivenUp, d.client.Stats().Redelivered)
 	}
 	return errors.Join(err, d.close())
-}
-
-// stagedTiles is the folder of this worker holding the tiles of the last
-// object store bucket a band named (-tiles-via store): the bands of one
-// grid copy its tiles once.
-type stagedTiles struct {
-	mu     sync.Mutex
-	bucket string
-	dir    string
-}
-
-// maxStagedFile bounds one tile file copied from the object store.
-const maxStagedFile = 1 << 30
-
-// fetch returns the folder holding the tile files of bucket, copying them
-// from the object store the first time. Every object name must be a plain
-// file name: nothing a client puts there can land outside the folder.
-func (st *stagedTiles) fetch(ctx context.Context, nc *nats.Conn, bucket string) (string, error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.bucket == bucket {
-		return st.dir, nil
-	}
-	st.closeLocked()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", err
-	}
-	obs, err := js.ObjectStore(ctx, bucket)
-	if err != nil {
-		return "", fmt.Errorf("bucket %s: %w", bucket, err)
-	}
-	infos, err := obs.List(ctx)
-	if err != nil {
-		return "", fmt.Errorf("bucket %s: %w", bucket, err)
-	}
-	dir, err := os.MkdirTemp("", "stitch-worker-tiles-")
-	if err != nil {
-		return "", err
-	}
-	for _, info := range infos {
-		if !filepath.IsLocal(info.Name) || filepath.Base(info.Name) != info.Name || strings.ContainsAny(info.Name, `/\`) {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("bucket %s: object %q is not a plain file name", bucket, info.Name)
-		}
-		if info.Size > maxStagedFile {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("bucket %s: object %q: %d bytes, over %d", bucket, info.Name, info.Size, maxStagedFile)
-		}
-		if err := stageObject(ctx, obs, info.Name, filepath.Join(dir, info.Name)); err != nil {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("bucket %s: %s: %w", bucket, info.Name, err)
-		}
-	}
-	st.bucket, st.dir = bucket, dir
-	return dir, nil
-}
-
-// stageObject copies the object name of obs into the new file path,
-// streamed, and refuses more than maxStagedFile bytes whatever the
-// object's listing said.
-func stageObject(ctx context.Context, obs jetstream.ObjectStore, name, path string) error {
-	r, err := obs.Get(ctx, name)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	n, err := io.Copy(f, io.LimitReader(r, maxStagedFile+1))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && n > maxStagedFile {
-		err = fmt.Errorf("more than %d bytes", int64(maxStagedFile))
-	}
-	return err
-}
-
-// close removes the folder.
-func (st *stagedTiles) close() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.closeLocked()
-}
-
-func (st *stagedTiles) closeLocked() {
-	if st.dir != "" {
-		os.RemoveAll(st.dir)
-		st.bucket, st.dir = "", ""
-	}
 }
 
 // putTiles puts the tile files of src into a new object store bucket for
