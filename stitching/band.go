@@ -128,7 +128,7 @@ func registerGrid(ctx context.Context, src tileio.TileSource, opt align.Options,
 	if gopt.Readers <= 0 {
 		gpuReaders = max(2, workers)
 	}
-	g, err := gpuPairGraph(be, src, opt, slots, gpuReaders, workers, gopt.GPUStreams, gopt.weakPairs(workers))
+	g, err := gpuPairGraph(be, src, opt, slots, gpuReaders, workers, gopt.GPUStreams, gopt.weakPairs(workers), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -286,9 +286,11 @@ func TestCUDAStitchMatchesCPU(t *testing.T) {
 // tiles (the HTGS paper's data set size) from memory with -gpu, end to end
 // (flat field, registration and refinement on the GPUs, model, placement).
 // It reports each phase's time: "registration-s" (flat-field estimate
-// included, the part HTGS timed at 17.2 s on a K40), "refinement-s" (the
-// second pass: tiles uploaded again, NCC box sums on the GPU), and
-// "rest-s" (model, placement: the host's own work); "bus-GB", the bytes
+// included, the part HTGS timed at 17.2 s on a K40; the NCC surfaces of
+// the refinement are computed there too), "refinement-s" (the second GPU
+// pass, for the pairs whose searches reach outside those surfaces), and
+// "rest-s" (model, placement, and the refinement from the surfaces the
+// registration computed: the host's own work); "bus-GB", the bytes
 // copied between host and GPUs per run; and "gpu-busy-%", the share of
 // the GPU task copies' time (FFT, PCIAM+CCF, upload, refine) spent
 // executing, over both passes (a copy waiting on its stream counts as
@@ -341,7 +343,8 @@ func BenchmarkStitchGPU(b *testing.B) {
 	if avail > 0 {
 		b.ReportMetric(100*busy.Seconds()/avail.Seconds(), "gpu-busy-%")
 	}
-	b.Logf("pairs refined with their tiles on the host: %d of %d", res.HostRefined, len(align.Pairs(cfg.Rows, cfg.Cols)))
+	b.Logf("pairs refined with their tiles on the host: %d, in a second GPU pass: %d, of %d",
+		res.HostRefined, res.RefinedAgain, len(align.Pairs(cfg.Rows, cfg.Cols)))
 	acc := measure(g, res)
 	b.Logf("accuracy: %+v", acc)
 }

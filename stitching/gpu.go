@@ -174,7 +174,12 @@ type peaksJob struct {
 // pipeline a CPU task, "weak pairs" (workers copies), loads the tiles of
 // each pair the CCF leaves unconfirmed again from src and gives a
 // noise-limited one the CPU's denoised search (align.WeakPairs.Recheck).
-func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots, readers, workers, streams, weakPairs int) (*graph.Graph[tileRef, pairDone], error) {
+//
+// With a cache (and the CCF on the devices, and a backend that refines:
+// refineBackend), the PCIAM+CCF task also computes the NCC surface of each
+// pair around its translation, within cache.radius, while the pair's tiles
+// are on the device, for the refinement (see surfaceCache).
+func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots, readers, workers, streams, weakPairs int, cache *surfaceCache) (*graph.Graph[tileRef, pairDone], error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	_, onDevice := be.newCorrelator(w, h, opt).(scorer)
@@ -237,7 +242,11 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		// PCIAM and CCF on the device: the pair's translation comes back.
 		pciam := graph.AddTask(cg, "pciam+ccf", streams, func() task.Task[pairJob, pairDone] {
 			sc := be.newCorrelator(w, h, opt).(scorer)
-			return &pciamTask{phases: phases{sc}, sc: sc, n: opt.EffectivePeakCount(), max: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt}
+			t := &pciamTask{phases: phases{sc}, sc: sc, n: opt.EffectivePeakCount(), max: opt.EffectiveMaxPeakCount(), w: w, h: h, opt: opt}
+			if rb, ok := be.(refineBackend); ok && cache != nil {
+				t.box, t.cache = rb.newBoxScorer(w, h), cache
+			}
+			return t
 		})
 		graph.Connect(pairs, pciam)
 		graph.Connect(pciam, cg.Output())
@@ -365,6 +374,10 @@ type pciamTask struct {
 	n, max int
 	w, h   int
 	opt    align.Options
+	// With a cache: the pair's NCC surface around its translation goes
+	// there, computed by box.
+	box   boxScorer
+	cache *surfaceCache
 	// The offsets scored for the current pair and their correlations:
 	// the second choice, over all the peaks, scores only new offsets.
 	offs [][2]int
@@ -391,10 +404,26 @@ func (t *pciamTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pai
 	if err != nil {
 		return fmt.Errorf("stitching: CCF of %v on the GPU: %w", j.pair, err)
 	}
+	if t.box != nil {
+		if err := t.cache.compute(ctx, t.box, j.pair, f1, f2, t.w, t.h, tr); err != nil {
+			return fmt.Errorf("stitching: NCC surface of %v on the GPU: %w", j.pair, err)
+		}
+	}
 	if err := errors.Join(j.t1.dev.Release(), j.t2.dev.Release()); err != nil {
 		return err
 	}
 	return out.Emit(pairDone{pair: j.pair, tr: tr})
+}
+
+func (t *pciamTask) Initialize(ctx context.Context, info task.Info) error {
+	if err := t.phases.Initialize(ctx, info); err != nil {
+		return err
+	}
+	return phase.Initialize(ctx, t.box, info)
+}
+
+func (t *pciamTask) Shutdown(ctx context.Context) error {
+	return errors.Join(phase.Shutdown(ctx, t.box), t.phases.Shutdown(ctx))
 }
 
 // score fills corr for offs, on the device for the offsets not scored yet

@@ -54,16 +54,19 @@ type GraphOptions struct {
 	// GPU runs the registration's FFTs, phase correlations (PCIAM) and
 	// cross-correlation factors (CCF) on every GPU of the machine (see
 	// package cuda; needs a build with -tags cuda, and fails with a clear
-	// error otherwise), and then the refinement's NCC searches. In the
-	// registration each tile crosses the bus once, as its 16-bit pixels,
-	// and stays in device memory, with its spectrum, until its last pair
-	// is registered; the refinement, which needs the stage model that all
-	// the registered pairs decide, uploads each tile's pixels once more
-	// and computes the NCC of every displacement of each pair's search box
-	// from exact sums on the GPU, giving the CPU refinement's translations
-	// to the last bit (pairs whose NCC is not confident are checked for
-	// noise, and searched on denoised tiles, on the CPU: see
-	// Result.HostRefined). The grid's rows are split into one band per
+	// error otherwise), and the refinement's NCC searches. Each tile
+	// crosses the bus once, as its 16-bit pixels, and stays in device
+	// memory, with its spectrum, until its last pair is registered; while
+	// a pair is there, the GPU also computes its NCC surface around its
+	// translation (exact sums; within twice the repeatability, or 10 px
+	// when it is estimated). The refinement, which needs the stage model
+	// that all the registered pairs decide, then chooses from those
+	// surfaces, giving the CPU refinement's translations to the last bit;
+	// the pairs whose searches reach outside them (repaired pairs, boxes
+	// widened) are refined in a second GPU pass that uploads their tiles
+	// again (Result.RefinedAgain), and those whose NCC is not confident
+	// are checked for noise, and searched on denoised tiles, on the CPU
+	// (Result.HostRefined). The grid's rows are split into one band per
 	// GPU, each stitched by an execution-pipeline clone bound to its GPU.
 	GPU bool
 	// GPUStreams is the number of copies, each with a stream of its own,
@@ -72,6 +75,9 @@ type GraphOptions struct {
 
 	// gpu replaces the cuda backend in tests.
 	gpu gpuBackend
+	// surface replaces the radius of the NCC surfaces the GPU
+	// registration computes (surfaceRadius) in tests; -1 for none.
+	surface int
 }
 
 // tileRef is a tile to load.
@@ -323,20 +329,29 @@ func pairGraph(name string, src tileio.TileSource, slots, readers, workers int,
 // runPairs runs a pair graph over the whole grid and collects the
 // translations.
 func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDone], rows, cols int, gopt GraphOptions) (*align.Translations, error) {
+	rel := align.NewTranslations(rows, cols)
+	if err := runPairsInto(ctx, phase, g, traversal(rows, cols), len(align.Pairs(rows, cols)), gopt, rel); err != nil {
+		return nil, err
+	}
+	return rel, nil
+}
+
+// runPairsInto runs a pair graph over tiles, which must give total pairs,
+// and sets their translations in rel.
+func runPairsInto(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDone], tiles []tileRef, total int, gopt GraphOptions, rel *align.Translations) error {
 	rt, err := g.Start(ctx, gopt.Start...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	go func() {
 		defer rt.Close()
-		for _, t := range traversal(rows, cols) {
+		for _, t := range tiles {
 			if rt.Send(t) != nil {
 				return
 			}
 		}
 	}()
-	rel := align.NewTranslations(rows, cols)
-	total, done := len(align.Pairs(rows, cols)), 0
+	done := 0
 	for d := range rt.Results() {
 		rel.Set(d.pair, d.tr)
 		done++
@@ -345,15 +360,15 @@ func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDon
 		}
 	}
 	if err := rt.Wait(); err != nil {
-		return nil, fmt.Errorf("stitching: %s: %w", phase, err)
+		return fmt.Errorf("stitching: %s: %w", phase, err)
 	}
 	if done != total {
-		return nil, fmt.Errorf("stitching: %s: %d of %d pairs computed", phase, done, total)
+		return fmt.Errorf("stitching: %s: %d of %d pairs computed", phase, done, total)
 	}
 	if gopt.Observe != nil {
 		gopt.Observe(phase, rt.Execution)
 	}
-	return rel, nil
+	return nil
 }
 
 // Stitch stitches the grid of src with two task graphs, producing the same
@@ -401,12 +416,18 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 
 	// Phase 1: registration.
 	var rel *align.Translations
+	var rb refineBackend
+	var cache *surfaceCache
 	if be != nil {
+		rb, _ = be.(refineBackend)
+		if r := gopt.surfaceRadius(opt); rb != nil && r >= 0 {
+			cache = newSurfaceCache(r)
+		}
 		gpuReaders := readers
 		if gopt.Readers <= 0 {
 			gpuReaders = max(2, workers)
 		}
-		g, err := gpuPairGraph(be, src, opt, slots, gpuReaders, workers, gopt.GPUStreams, gopt.weakPairs(workers))
+		g, err := gpuPairGraph(be, src, opt, slots, gpuReaders, workers, gopt.GPUStreams, gopt.weakPairs(workers), cache)
 		if err != nil {
 			return nil, err
 		}
@@ -417,11 +438,27 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 		return nil, err
 	}
 	res.Relative = rel
-	var rb refineBackend
-	if be != nil {
-		rb, _ = be.(refineBackend)
+	return finishOn(ctx, res, src, opt, gopt, slots, readers, workers, rel, rb, cache)
+}
+
+// defaultSurfaceRadius is the half-width of the NCC surfaces the GPU
+// registration computes for the refinement when the stage repeatability
+// is not given: the search radius (twice the repeatability) of stages
+// repeatable to 5 px.
+const defaultSurfaceRadius = 10
+
+// surfaceRadius returns the half-width of the NCC surfaces the GPU
+// registration computes for the refinement (see surfaceCache): the
+// search radius the stage model will use when the options give the
+// repeatability, else defaultSurfaceRadius; -1 for none.
+func (gopt GraphOptions) surfaceRadius(opt align.Options) int {
+	switch {
+	case gopt.surface != 0:
+		return gopt.surface
+	case opt.Repeatability > 0:
+		return 2 * opt.Repeatability
 	}
-	return finishOn(ctx, res, src, opt, gopt, slots, readers, workers, rel, rb)
+	return defaultSurfaceRadius
 }
 
 // registerCPU runs the registration graph on the CPU.
@@ -453,12 +490,15 @@ func registerCPU(ctx context.Context, src tileio.TileSource, opt align.Options, 
 // finish estimates the stage model, repairs the translations and refines
 // them on the CPU.
 func finish(ctx context.Context, res *Result, src tileio.TileSource, opt align.Options, gopt GraphOptions, slots, readers, workers int, rel *align.Translations) (*Result, error) {
-	return finishOn(ctx, res, src, opt, gopt, slots, readers, workers, rel, nil)
+	return finishOn(ctx, res, src, opt, gopt, slots, readers, workers, rel, nil, nil)
 }
 
 // finishOn is finish with the refinement on the GPUs of be (nil: on the
-// CPU).
-func finishOn(ctx context.Context, res *Result, src tileio.TileSource, opt align.Options, gopt GraphOptions, slots, readers, workers int, rel *align.Translations, be refineBackend) (*Result, error) {
+// CPU), starting from the NCC surfaces of cache (nil: none): the pairs
+// whose searches the cache serves are refined from it on the host, those
+// that need their tiles on the host are refined there, and the others in
+// a GPU pass over their tiles.
+func finishOn(ctx context.Context, res *Result, src tileio.TileSource, opt align.Options, gopt GraphOptions, slots, readers, workers int, rel *align.Translations, be refineBackend, cache *surfaceCache) (*Result, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	// Global optimization: stage model and repair, then refinement.
@@ -467,19 +507,17 @@ func finishOn(ctx context.Context, res *Result, src tileio.TileSource, opt align
 		return nil, err
 	}
 	repaired := model.Repair(rel)
-	var g2 *graph.Graph[tileRef, pairDone]
-	var counts refineCounts
+	var refined *align.Translations
 	if be != nil {
-		gpuReaders := readers
-		if gopt.Readers <= 0 {
-			gpuReaders = max(2, workers)
-		}
-		if g2, err = gpuRefineGraph(be, src, model, repaired, slots, gpuReaders, workers, gopt.GPUStreams, gopt.weakPairs(workers), &counts); err != nil {
+		var counts refineCounts
+		if refined, err = refineGPU(ctx, be, cache, src, model, repaired, gopt, slots, readers, workers, &counts); err != nil {
 			return nil, err
 		}
+		res.HostRefined = int(counts.hostPairs.Load())
+		res.RefinedAgain = int(counts.againPairs.Load())
 	} else {
 		weak := align.NewWeakPairs(gopt.weakPairs(workers)) // shared by the task copies
-		g2, _ = pairGraph("refinement", src, slots, readers, workers,
+		g2, _ := pairGraph("refinement", src, slots, readers, workers,
 			func() (slotData, error) { return slotData{}, nil },
 			nil,
 			func() func(pairJob) align.Translation {
@@ -489,12 +527,10 @@ func finishOn(ctx context.Context, res *Result, src tileio.TileSource, opt align
 					return model.Refine(ref, j.t1.img, j.t2.img, repaired.At(j.pair))
 				}
 			})
+		if refined, err = runPairs(ctx, "refinement", g2, rows, cols, gopt); err != nil {
+			return nil, err
+		}
 	}
-	refined, err := runPairs(ctx, "refinement", g2, rows, cols, gopt)
-	if err != nil {
-		return nil, err
-	}
-	res.HostRefined = int(counts.hostPairs.Load())
 	pl, err := place(ctx, src, model, refined, opt, workers)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ package stitching
 
 import (
 	"context"
-	"fmt"
 	"image"
 	"testing"
 
@@ -132,7 +131,13 @@ func TestCUDARefineMatchesCPU(t *testing.T) {
 			t.Errorf("tile %d at %+v, CPU %+v", i, res.Positions[i], cpu.Positions[i])
 		}
 	}
-	t.Log(fmt.Sprintf("%d of %d pairs refined with their tiles on the host; %d bytes over the bus",
-		res.HostRefined, len(align.Pairs(4, 5)), be.bus.Load()))
+	t.Logf("%d of %d pairs refined with their tiles on the host, %d in a second GPU pass; %d bytes over the bus",
+		res.HostRefined, len(align.Pairs(4, 5)), res.RefinedAgain, be.bus.Load())
+	// Without the registration's surfaces: every pair in the second pass.
+	res2, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: be, surface: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff("refined, second pass only", res2.Optimized, cpu.Optimized)
 	checkBar(t, "gpu", g, res)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gohtgs/htgs/bookkeeper"
@@ -58,6 +59,9 @@ type refineCounts struct {
 	// host: those whose best raw NCC is below align.ConfidentCorr (the
 	// noise-limited check and denoised search run on the CPU).
 	hostPairs atomic.Int64
+	// againPairs is the number of pairs refined in a second GPU pass,
+	// their searches reaching outside the registration's NCC surfaces.
+	againPairs atomic.Int64
 }
 
 // gpuRefineGraph builds the refinement graph for GPUs: like the
@@ -74,8 +78,12 @@ type refineCounts struct {
 // needs its tiles on the host, goes on to a CPU task after the pipeline,
 // "weak pairs" (workers copies), which loads them from src and refines
 // the pair as the CPU does (counted in counts).
+//
+// need (nil: every pair) restricts the graph to some pairs: a tile is then
+// loaded, by the clones whose bands need it, only if some needed pair uses
+// it (see needTiles), and its slot returns after the last of them.
 func gpuRefineGraph(be refineBackend, src tileio.TileSource, model *align.StageModel, start *align.Translations,
-	slots, readers, workers, streams, weakPairs int, counts *refineCounts) (*graph.Graph[tileRef, pairDone], error) {
+	slots, readers, workers, streams, weakPairs int, counts *refineCounts, need func(align.Pair) bool) (*graph.Graph[tileRef, pairDone], error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	devs := be.devices()
@@ -90,7 +98,7 @@ func gpuRefineGraph(be refineBackend, src tileio.TileSource, model *align.StageM
 	pool := memmgr.New(cg, "tiles", slots, be.pixels(w, h), memmgr.Dynamic(), memmgr.Reclaim())
 	acquire := graph.AddFunc(cg, "acquire", 1, func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
 		info, _ := task.InfoFrom(ctx)
-		n := bandOf(info.Pipeline, max(1, info.Pipelines), rows).uses(rows, cols, t.row, t.col)
+		n := usesNeeded(bandOf(info.Pipeline, max(1, info.Pipelines), rows), rows, cols, t.row, t.col, need)
 		if n == 0 {
 			return fmt.Errorf("stitching: tile (%d, %d) routed to a GPU clone whose band does not use it", t.row, t.col)
 		}
@@ -115,7 +123,7 @@ func gpuRefineGraph(be refineBackend, src tileio.TileSource, model *align.StageM
 	bk := bookkeeper.New[*loaded](cg, "pairs")
 	pairs := bookkeeper.AddRule(bk, "both tiles ready", func() bookkeeper.Rule[*loaded, pairJob] {
 		r := &bandPairs{rows: rows}
-		r.Join = newPairRule(rows, cols, func(p align.Pair) bool { return r.band.has(p) })
+		r.Join = newPairRule(rows, cols, func(p align.Pair) bool { return r.band.has(p) && (need == nil || need(p)) })
 		return r
 	})
 	weak := align.NewWeakPairs(weakPairs)
@@ -129,7 +137,13 @@ func gpuRefineGraph(be refineBackend, src tileio.TileSource, model *align.StageM
 	graph.Connect(pairs, refine)
 	graph.Connect(refine, cg.Output())
 
-	gpus := pipeline.NewSubset(g, "gpus", cg, devs, bandsOf(rows, cols))
+	gpus := pipeline.NewSubset(g, "gpus", cg, devs, func(t tileRef, clones int, add func(int)) {
+		for d := range clones {
+			if usesNeeded(bandOf(d, clones, rows), rows, cols, t.row, t.col, need) > 0 {
+				add(d)
+			}
+		}
+	})
 	graph.Connect(g.Input(), gpus)
 	// The pairs whose raw NCC is not confident are refined again on the
 	// host, on workers CPU copies beside the GPUs: their tiles are loaded
@@ -211,4 +225,222 @@ func (t *refineTask) Execute(ctx context.Context, j pairJob, out task.Emitter[pa
 		return err
 	}
 	return out.Emit(pairDone{pair: j.pair, tr: tr, host: host})
+}
+
+// surfaceCache holds the NCC surfaces the GPU registration computed around
+// each pair's translation while the pair's tiles were on the device, so
+// that the refinement, which needs the stage model and so runs after every
+// pair is registered, finds most of its searches there without uploading
+// the tiles again. A pair's surface covers the displacements within radius
+// of its registered translation (and leaving some overlap); a refinement
+// search whose box lies inside it is served from it (the values are the
+// exact NCC, as the GPU refinement computes them), and the others, when
+// the stage model asks for a wider search or another start (repaired
+// pairs), go to a second GPU pass over the tiles of those pairs only.
+type surfaceCache struct {
+	radius int
+	mu     sync.Mutex
+	boxes  map[align.Pair]cachedBox
+}
+
+// cachedBox is the NCC of a pair at every displacement of [x0, x1] x [y0,
+// y1], row by row.
+type cachedBox struct {
+	x0, x1, y0, y1 int
+	vals           []float64
+}
+
+func newSurfaceCache(radius int) *surfaceCache {
+	return &surfaceCache{radius: radius, boxes: map[align.Pair]cachedBox{}}
+}
+
+// compute computes and stores pair p's surface around tr with box, from
+// the slots f1 and f2 of w x h tiles.
+func (c *surfaceCache) compute(ctx context.Context, box boxScorer, p align.Pair, f1, f2 devSpectrum, w, h int, tr align.Translation) error {
+	x0, x1 := max(tr.X-c.radius, -(w-1)), min(tr.X+c.radius, w-1)
+	y0, y1 := max(tr.Y-c.radius, -(h-1)), min(tr.Y+c.radius, h-1)
+	if x0 > x1 || y0 > y1 {
+		return nil
+	}
+	vals := make([]float64, (x1-x0+1)*(y1-y0+1))
+	if err := box.boxNCC(ctx, f1, f2, x0, x1, y0, y1, vals); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.boxes[p] = cachedBox{x0, x1, y0, y1, vals}
+	c.mu.Unlock()
+	return nil
+}
+
+// errNotCached is returned by a surfaceCache's BoxNCC for a box it does
+// not cover.
+var errNotCached = errors.New("stitching: search box outside the cached NCC surface")
+
+// ncc returns pair p's cached surface as an align.BoxNCC, which fails with
+// errNotCached for a box the surface does not cover.
+func (c *surfaceCache) ncc(p align.Pair) align.BoxNCC {
+	c.mu.Lock()
+	b, ok := c.boxes[p]
+	c.mu.Unlock()
+	return func(x0, x1, y0, y1 int, dst []float64) error {
+		if !ok || x0 < b.x0 || x1 > b.x1 || y0 < b.y0 || y1 > b.y1 {
+			return errNotCached
+		}
+		bw, cw := x1-x0+1, b.x1-b.x0+1
+		for y := y0; y <= y1; y++ {
+			copy(dst[(y-y0)*bw:(y-y0+1)*bw], b.vals[(y-b.y0)*cw+x0-b.x0:])
+		}
+		return nil
+	}
+}
+
+// usesNeeded is band.uses counting only the pairs need accepts (nil:
+// every pair).
+func usesNeeded(b band, rows, cols, row, col int, need func(align.Pair) bool) int {
+	if need == nil {
+		return b.uses(rows, cols, row, col)
+	}
+	n := 0
+	for _, p := range pairsOf(rows, cols, row, col, nil, nil) {
+		if b.has(p) && need(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// needTiles returns the tiles, in traversal order, that some pair need
+// accepts uses.
+func needTiles(rows, cols int, need func(align.Pair) bool) []tileRef {
+	var out []tileRef
+	for _, t := range traversal(rows, cols) {
+		if len(pairsOf(rows, cols, t.row, t.col, need, nil)) > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// refineGPU refines every pair of the grid of src from start (the repaired
+// translations) with the stage model, on the GPUs of be, to the
+// translations of the CPU refinement:
+//
+//   - the pairs whose searches the NCC surfaces of cache (nil: none)
+//     serve are refined from them on the host (the values are exact;
+//     choosing from them is cheap);
+//   - those whose raw NCC is not confident, which need their tiles on the
+//     host, are loaded and refined on the CPU (workers at once);
+//   - the others (repaired pairs, boxes widened past the cached surface,
+//     or all of them without a cache) in a GPU pass over the tiles of
+//     those pairs only (gpuRefineGraph), beside the CPU's.
+func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src tileio.TileSource, model *align.StageModel, start *align.Translations,
+	gopt GraphOptions, slots, readers, workers int, counts *refineCounts) (*align.Translations, error) {
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	pairs := align.Pairs(rows, cols)
+	const (
+		fromCache = iota
+		onGPU
+		onHost
+	)
+	kinds := make([]int, len(pairs))
+	trs := make([]align.Translation, len(pairs))
+	weak := align.NewWeakPairs(gopt.weakPairs(workers))
+	// forEach runs f on the pairs i with kinds[i] == kind, on workers
+	// goroutines, each with its Refiner.
+	forEach := func(kind int, f func(ref *align.Refiner, i int) error) error {
+		next := atomic.Int64{}
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for k := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ref := align.NewRefiner()
+				ref.SetWeakPairs(weak)
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(pairs) || ctx.Err() != nil {
+						return
+					}
+					if kinds[i] == kind {
+						if err := f(ref, i); err != nil {
+							errs[k] = err
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return errors.Join(append(errs, ctx.Err())...)
+	}
+	if cache == nil {
+		for i := range kinds {
+			kinds[i] = onGPU
+		}
+	} else if err := forEach(fromCache, func(ref *align.Refiner, i int) error {
+		p := pairs[i]
+		tr, _, err := model.RefineBox(ref, cache.ncc(p), func() (*image.Gray16, *image.Gray16, error) { return nil, nil, errNeedHost }, start.At(p))
+		switch {
+		case err == nil:
+			trs[i] = tr
+		case errors.Is(err, errNotCached):
+			kinds[i] = onGPU
+		case errors.Is(err, errNeedHost):
+			kinds[i] = onHost
+		default:
+			return fmt.Errorf("stitching: refining %v from its NCC surface: %w", p, err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	refined := align.NewTranslations(rows, cols)
+	gpuSet := map[align.Pair]bool{}
+	for i, p := range pairs {
+		if kinds[i] == onGPU {
+			gpuSet[p] = true
+		}
+	}
+	counts.againPairs.Store(int64(len(gpuSet)))
+	var gpuErr error
+	var wg sync.WaitGroup
+	if len(gpuSet) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			need := func(p align.Pair) bool { return gpuSet[p] }
+			g, err := gpuRefineGraph(be, src, model, start, slots, readers, workers, gopt.GPUStreams, gopt.weakPairs(workers), counts, need)
+			if err == nil {
+				err = runPairsInto(ctx, "refinement", g, needTiles(rows, cols, need), len(gpuSet), gopt, refined)
+			}
+			gpuErr = err
+		}()
+	}
+	hostErr := forEach(onHost, func(ref *align.Refiner, i int) error {
+		p := pairs[i]
+		nr, nc := p.Neighbor()
+		t1, err := loadChecked(src, nr, nc, w, h)
+		if err != nil {
+			return fmt.Errorf("stitching: %v: loading a tile of a pair to refine on the host: %w", p, err)
+		}
+		t2, err := loadChecked(src, p.Row, p.Col, w, h)
+		if err != nil {
+			return fmt.Errorf("stitching: %v: loading a tile of a pair to refine on the host: %w", p, err)
+		}
+		counts.hostPairs.Add(1)
+		trs[i] = model.Refine(ref, t1, t2, start.At(p))
+		return nil
+	})
+	wg.Wait()
+	if err := errors.Join(gpuErr, hostErr); err != nil {
+		return nil, err
+	}
+	for i, p := range pairs {
+		if kinds[i] != onGPU {
+			refined.Set(p, trs[i])
+		}
+	}
+	return refined, nil
 }

@@ -97,8 +97,11 @@ func (s *fakeBoxScorer) boxNCC(_ context.Context, t1, t2 devSpectrum, x0, x1, y0
 }
 
 // The refinement on the GPUs (host memory posing as them) gives the CPU
-// refinement's translations and positions to the last bit; each clone
-// uploads each tile of its band (and halo) once, and frees every slot.
+// refinement's translations and positions to the last bit. Without the
+// registration's NCC surfaces, a second pass uploads each tile of a
+// clone's band (and halo) once and frees every slot; with them (the
+// default), the searches they cover upload nothing, and with surfaces too
+// narrow for some searches, only the tiles of those pairs are uploaded.
 func TestStitchGPURefineMatchesCPU(t *testing.T) {
 	const rows, cols, w, h = 5, 4, 256, 192
 	g := smallSynth(t, rows, cols, 11)
@@ -107,10 +110,12 @@ func TestStitchGPURefineMatchesCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{1, 2, 3} {
+	npairs := int64(len(align.Pairs(rows, cols)))
+	for _, c := range []struct{ n, surface int }{{1, -1}, {2, -1}, {3, -1}, {1, 0}, {2, 0}, {1, 1}, {3, 1}} {
+		n := c.n
 		fake := newFakeRefineGPUs(n, w, h)
 		pools := 0
-		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake,
+		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake, surface: c.surface,
 			Observe: func(phase string, r *graph.Execution) {
 				if phase != "refinement" {
 					return
@@ -132,6 +137,45 @@ func TestStitchGPURefineMatchesCPU(t *testing.T) {
 				t.Fatalf("%d GPUs: tile %d at %+v, CPU %+v", n, i, res.Positions[i], cpu.Positions[i])
 			}
 		}
+		for _, d := range fake.devs {
+			if d.live.Load() != 0 {
+				t.Errorf("%d GPUs: %v: %d slots never freed", n, d.Name(), d.live.Load())
+			}
+		}
+		fake.mu.Lock()
+		uploads := 0
+		for k, v := range fake.uploaded {
+			uploads += v
+			if v != 1 {
+				t.Errorf("%d GPUs: device %d got a tile %d times", n, k[0], v)
+			}
+		}
+		fake.mu.Unlock()
+		if c.surface >= 0 {
+			// The surfaces: one per pair, computed in the registration.
+			if fake.boxes.Load() < npairs {
+				t.Errorf("%d GPUs, surfaces of radius %d: %d boxes for %d pairs", n, c.surface, fake.boxes.Load(), npairs)
+			}
+			invalid := 0
+			for _, p := range align.Pairs(rows, cols) {
+				if !res.Model.Valid(p) {
+					invalid++
+				}
+			}
+			switch {
+			case c.surface == 0 && (res.RefinedAgain == 0 || res.RefinedAgain > invalid || uploads >= rows*cols+(n-1)*cols):
+				// This grid has repaired pairs, whose searches start
+				// away from their registered translations; the valid
+				// pairs' searches lie in their surfaces.
+				t.Errorf("%d GPUs, surfaces of the default radius: %d pairs refined again (%d repaired), %d tiles uploaded again; want the repaired pairs' tiles only",
+					n, res.RefinedAgain, invalid, uploads)
+			case c.surface == 1 && res.RefinedAgain != int(npairs):
+				t.Errorf("%d GPUs, surfaces of radius 1, narrower than the search: %d pairs refined again, want all %d", n, res.RefinedAgain, npairs)
+			}
+			t.Logf("repeatability %d; %d GPUs, surfaces of radius %d: %d pairs refined again (%d repaired), %d tiles uploaded again, %d boxes, %d pairs refined with their tiles on the host",
+				res.Model.Repeatability, n, c.surface, res.RefinedAgain, invalid, uploads, fake.boxes.Load(), res.HostRefined)
+			continue
+		}
 		if pools != n {
 			t.Errorf("%d GPUs: %d tile pools in the refinement, want one per GPU", n, pools)
 		}
@@ -152,15 +196,6 @@ func TestStitchGPURefineMatchesCPU(t *testing.T) {
 				}
 			}
 		}
-		fake.mu.Lock()
-		uploads := 0
-		for k, v := range fake.uploaded {
-			uploads += v
-			if v != 1 {
-				t.Errorf("%d GPUs: device %d got a tile %d times", n, k[0], v)
-			}
-		}
-		fake.mu.Unlock()
 		if int64(uploads) != tiles || fake.bytes.Load() != tiles*2*w*h {
 			t.Errorf("%d GPUs: %d uploads of %d bytes in all, want %d tiles of %d bytes", n, uploads, fake.bytes.Load(), tiles, 2*w*h)
 		}
@@ -180,15 +215,17 @@ func TestStitchGPURefineWeakPairsMatchCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := newFakeRefineGPUs(2, w, h)
-	res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake})
-	if err != nil {
-		t.Fatal(err)
+	for _, surface := range []int{-1, 0} { // a second pass, the registration's surfaces
+		fake := newFakeRefineGPUs(2, w, h)
+		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake, surface: surface})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameTranslations(t, fmt.Sprintf("surfaces %d: relative", surface), res.Relative, cpu.Relative)
+		sameTranslations(t, fmt.Sprintf("surfaces %d: optimized", surface), res.Optimized, cpu.Optimized)
+		if res.HostRefined == 0 {
+			t.Errorf("surfaces %d: no pair refined with its tiles on the host: the weak pairs' path is not tested", surface)
+		}
+		t.Logf("surfaces %d: %d of %d pairs refined with their tiles on the host", surface, res.HostRefined, len(align.Pairs(4, 5)))
 	}
-	sameTranslations(t, "relative", res.Relative, cpu.Relative)
-	sameTranslations(t, "optimized", res.Optimized, cpu.Optimized)
-	if res.HostRefined == 0 {
-		t.Error("no pair refined with its tiles on the host: the weak pairs' path is not tested")
-	}
-	t.Logf("%d of %d pairs refined with their tiles on the host", res.HostRefined, len(align.Pairs(4, 5)))
 }

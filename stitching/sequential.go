@@ -45,6 +45,12 @@ type Result struct {
 	// best raw NCC is below align.ConfidentCorr, checked for noise and
 	// searched on denoised tiles on the CPU. 0 on the CPU.
 	HostRefined int
+	// RefinedAgain is, when the refinement ran on GPUs, the number of
+	// pairs whose tiles it uploaded again: the pairs whose searches reach
+	// outside the NCC surfaces the registration computed around their
+	// translations (repaired pairs, boxes widened by the stage model), or
+	// every pair without them. 0 on the CPU.
+	RefinedAgain int
 	// Researched is the number of pair searches the loop-consistency
 	// checks of the global solve ran (0 when the refined translations
 	// were consistent, or with align.Options.SpanningTree).
