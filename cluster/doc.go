@@ -37,6 +37,23 @@
 // once per copy, Execute once per input, and the outputs a copy emits go
 // back together when its Execute returns.
 //
+// # Direct requests
+//
+// A small input (up to [DirectLimit], 64 KiB by default) skips the streams
+// while the task has a free worker copy: while fewer of the Remote's inputs
+// are in flight than the live workers have copies of the task (the worker
+// directory says how many), the input goes as a core NATS request on the
+// task's call subject, to the queue group of its workers, and the result
+// comes back on the client's own reply subject, with no stream in
+// between: two crossings of the server each way instead of two through
+// JetStream each way. A worker hands the request to a free copy, or
+// answers "busy"; a busy answer, no worker listening (the server's 503),
+// or a worker silent for longer than the task's AckWait (while a direct
+// request runs, its worker reports every third of it: silence means it
+// died, or the server was lost) sends the input through the work stream,
+// which redelivers it from then on. The first result counts, a later one
+// is dropped. Under load, inputs queue in the work stream as before.
+//
 // # Pipeline clones on workers
 //
 // Inside an execution pipeline, a Remote made with [PerClone] sends each
