@@ -685,9 +685,6 @@ func splitRows(rows, h int) [][2]int {
 // stitchGrid stitches src, the grid of time slice t: on this machine, or
 // with the registration on the workers of -nats or -cluster.
 func stitchGrid(ctx context.Context, c *config, src *tileio.TileSet, t int, opt align.Options, gopt stitching.GraphOptions, stdout io.Writer) (*stitching.Result, error) {
-	if c.watched != nil {
-		return c.watched.res, nil // stitched as the tiles came (-watch)
-	}
 	if c.dist == nil {
 		return stitching.Stitch(ctx, src, opt, gopt)
 	}

@@ -154,8 +154,11 @@ type config struct {
 	// -watch (see watch.go).
 	watch                   bool
 	watchTimeout, watchPoll time.Duration
-	flatField               bool
 	watched                 *watchedRun // the live stitch's outcome
+
+	// -flat-field and -save-flat-field (see flatfield.go).
+	flatField, saveFlatField string
+	givenFF                  *align.FlatField // read from -flat-field FILE
 
 	// The distributed registration (see cluster.go).
 	cl   clusterConfig
@@ -243,6 +246,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.Float64Var(&c.uncertainty, "overlap-uncertainty", 0, "half-width of the valid overlap window in percent (0: 5; MIST uses 3)")
 	addMosaicFlags(fs, c)
 	addWatchFlags(fs, c)
+	addFlatFieldFlags(fs, c)
 	addMISTFlags(fs, c)
 	addClusterFlags(fs, c)
 	return fs
@@ -348,6 +352,9 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	if err := checkWatch(c, set); err != nil {
+		return nil, err
+	}
+	if err := checkFlatField(c); err != nil {
 		return nil, err
 	}
 	if c.keep && (c.dir != "" || c.generate != "") {
@@ -628,7 +635,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 		PeakCount:          c.peaks,
 		SpanningTree:       c.spanningTree,
 		FFT:                fftKernel,
-		NoFlatField:        !c.flatField,
+		NoFlatField:        noFlatField(c),
 	}
 	if err := opt.Validate(); err != nil {
 		return cli.UsageError{Err: err}
@@ -752,8 +759,15 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 			if c.assemble {
 				pos, from = given[k], positionsPath(c.globalPositions, t)
 				// The same illumination correction a full run applies.
-				if ff, err = estimateFlatField(ctx, src); err != nil {
-					return err
+				switch {
+				case c.givenFF != nil:
+					ff = c.givenFF
+				case c.flatField == flatNone:
+					ff = nil
+				default:
+					if ff, err = estimateFlatField(ctx, src); err != nil {
+						return err
+					}
 				}
 			}
 			st.positionsFrom = from
@@ -790,7 +804,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 			}
 			t0 := time.Now()
 			restore := softMemoryLimit(src, c, opt, gopt)
-			res, err := stitchGrid(ctx, c, src, t, opt, gopt, stdout)
+			res, err := stitchSlice(ctx, c, src, t, opt, gopt, stdout)
 			restore()
 			if err != nil {
 				return err
@@ -838,6 +852,9 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 			return err
 		}
 		stats = append(stats, st)
+	}
+	if err := saveFlatField(c, firstFF, stdout); err != nil {
+		return err
 	}
 	if err := writeProfiles(c.profile, runs, stdout, stderr); err != nil {
 		return err

@@ -35,7 +35,6 @@ func addWatchFlags(fs *flag.FlagSet, c *config) {
 	fs.BoolVar(&c.watch, "watch", false, "stitch while the acquisition writes the tiles into -dir (which may start empty): each tile enters when its file is complete, in any order; provisional positions go to OUT/PREFIXglobal-positions-T-partial.txt, and the outputs, the same as a run on the finished folder, come once every tile is in")
 	fs.DurationVar(&c.watchTimeout, "watch-timeout", 0, "with -watch: end with an error naming the missing tiles when no new tile arrives for this `duration`, such as 10m (0: wait until interrupted)")
 	fs.DurationVar(&c.watchPoll, "watch-poll", 0, "with -watch: list the folder at this `interval` instead of following it with inotify (0: inotify where the system has it, else every 100ms)")
-	fs.BoolVar(&c.flatField, "flat-field", true, "estimate the illumination (flat field) from up to 64 tiles spread over the grid and correct every tile with it; false does as MIST does (and lets -watch register the final pairs as the tiles arrive, rather than after the flat field's last sample tile)")
 }
 
 // checkWatch checks -watch and what goes with it.
@@ -177,11 +176,18 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 		}
 	}}
 	gopt.Progress = nil // the lines above say how the registration goes
-	res, err := stitching.StitchLive(wctx, w, arrivals, opt, gopt, lopt)
+	src, err := givenSource(c, w)
+	if err != nil {
+		return err
+	}
+	res, err := stitching.StitchLive(wctx, src, arrivals, opt, gopt, lopt)
 	stopWatch()
 	fwd.Wait()
 	if err != nil {
 		return watchError(ctx, c, w, err, timedOut, placed, partial)
+	}
+	if c.givenFF != nil {
+		res.FlatField = c.givenFF // the tiles came corrected with it
 	}
 	c.watched = &watchedRun{res: res, last: last, after: time.Since(last), partial: partial}
 	fmt.Fprintf(stdout, "every tile in (the last at %s); stitched %v after it\n", last.Format("15:04:05.000"), c.watched.after.Round(time.Millisecond))

@@ -94,6 +94,12 @@ func TestWatchEqualsOffline(t *testing.T) {
 	random := gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{})
 	rand.New(rand.NewPCG(3, 3)).Shuffle(len(random), func(i, j int) { random[i], random[j] = random[j], random[i] })
 	snake := tileio.Layout{Numbering: tileio.HorizontalContinuous, Origin: tileio.UpperLeft}
+	// The microscope's flat field, from an earlier acquisition.
+	ffFile := filepath.Join(t.TempDir(), "flat.bin")
+	if r := runArgs(t, context.Background(), "-dir", generated(t, rows, cols, 6, nil), "-rows", fmt.Sprint(rows), "-cols", fmt.Sprint(cols),
+		"-out", t.TempDir(), "-mosaic=false", "-save-flat-field", ffFile); r.code != 0 || !strings.Contains(r.stdout, "saved in "+ffFile) {
+		t.Fatalf("-save-flat-field: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 	cases := []struct {
 		name      string
 		tiles     []watchTile
@@ -107,7 +113,8 @@ func TestWatchEqualsOffline(t *testing.T) {
 		{"out-of-order", random, nil, nil, nil},
 		{"halves", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{5: true, rows*cols - 1: true}, nil},
 		{"halves-polling", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{0: true, 20: true}, []string{"-watch-poll", "20ms"}},
-		{"no-flat-field", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field=false"}, nil, nil},
+		{"no-flat-field", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field", "none"}, nil, nil},
+		{"flat-field-file", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field", ffFile}, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,133 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/stitching/synth"
+	"github.com/gohtgs/htgs/stitching/tileio"
+)
+
+// BenchmarkWatchDelay measures, on the 6 x 8 grid of 640 x 480
+// tiles with 2 workers, the delay from the moment the last tile's file is
+// closed to the end of stitch -watch (every output written), against the
+// time of stitch on the finished folder, the two runs interleaved. The
+// tiles come one per 50 ms (a fast microscope). Metrics: offline-ms,
+// delay-ms and delay-% (delay over offline).
+//
+//	go test -run '^$' -bench WatchDelay -benchtime 5x ./examples/stitch
+func BenchmarkWatchDelay(b *testing.B) {
+	const rows, cols = 6, 8
+	grid := b.TempDir()
+	cfg := synth.ConfigFor(synth.Realistic)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = rows, cols, 640, 480, 1
+	if err := synth.GenerateToDir(context.Background(), cfg, grid, synth.DefaultName); err != nil {
+		b.Fatal(err)
+	}
+	pat, _ := tileio.ParsePattern("img_r{rrr}_c{ccc}.tif", 1)
+	var files [][]byte
+	for r := range rows {
+		for c := range cols {
+			data, err := os.ReadFile(filepath.Join(grid, pat.Name(r, c, rows, cols)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			files = append(files, data)
+		}
+	}
+	for _, v := range []struct {
+		name string
+		args []string
+	}{
+		{"default", nil},
+		{"flat-field=none", []string{"-flat-field", "none"}},
+		{"flat-field=none,mosaic=false", []string{"-flat-field", "none", "-mosaic=false"}},
+		{"mosaic=false", []string{"-mosaic=false"}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			args := append([]string{"-rows", fmt.Sprint(rows), "-cols", fmt.Sprint(cols), "-workers", "2"}, v.args...)
+			var offline, delay time.Duration
+			for i := 0; i < b.N; i++ {
+				ctx := context.Background()
+				t0 := time.Now()
+				var o, e bytes.Buffer
+				if code := runMain(ctx, append(args, "-dir", grid, "-out", b.TempDir()), &o, &e); code != 0 {
+					b.Fatalf("offline: exit %d: %s", code, e.String())
+				}
+				offline += time.Since(t0)
+
+				watched := b.TempDir()
+				done := make(chan int)
+				go func() {
+					var o, e bytes.Buffer
+					done <- runMain(ctx, append(args, "-watch", "-dir", watched, "-out", b.TempDir()), &o, &e)
+				}()
+				var last time.Time
+				for k, data := range files {
+					if err := os.WriteFile(filepath.Join(watched, pat.Name(k/cols, k%cols, rows, cols)), data, 0o644); err != nil {
+						b.Fatal(err)
+					}
+					last = time.Now()
+					if k < len(files)-1 {
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+				if code := <-done; code != 0 {
+					b.Fatalf("-watch: exit %d", code)
+				}
+				delay += time.Since(last)
+			}
+			b.ReportMetric(float64(offline.Milliseconds())/float64(b.N), "offline-ms")
+			b.ReportMetric(float64(delay.Milliseconds())/float64(b.N), "delay-ms")
+			b.ReportMetric(100*float64(delay)/float64(offline), "delay-%")
+		})
+	}
+}
+
+// BenchmarkWatchIdleCPU measures the CPU time stitch -watch uses while it
+// waits on an empty folder, with inotify and polling every 100 ms, in
+// milliseconds of CPU per second of waiting (cpu-ms/s).
+//
+//	go test -run '^$' -bench WatchIdleCPU -benchtime 1x ./examples/stitch
+func BenchmarkWatchIdleCPU(b *testing.B) {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	for _, v := range []struct {
+		name string
+		args []string
+	}{{"inotify", nil}, {"polling-100ms", []string{"-watch-poll", "100ms"}}} {
+		b.Run(v.name, func(b *testing.B) {
+			var used, waited time.Duration
+			for i := 0; i < b.N; i++ {
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() {
+					var o, e bytes.Buffer
+					runMain(ctx, append([]string{"-watch", "-dir", b.TempDir(), "-rows", "6", "-cols", "8", "-out", b.TempDir()}, v.args...), &o, &e)
+					close(done)
+				}()
+				time.Sleep(200 * time.Millisecond) // started
+				c0, t0 := cpu(), time.Now()
+				time.Sleep(3 * time.Second)
+				used += cpu() - c0
+				waited += time.Since(t0)
+				cancel()
+				<-done
+			}
+			b.ReportMetric(float64(used.Microseconds())/1000/waited.Seconds(), "cpu-ms/s")
+		})
+	}
+}
