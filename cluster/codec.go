@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 )
@@ -29,22 +31,131 @@ type Codec interface {
 // Decoding keeps decoders that have read a message's type description and
 // gives them only the value of the next message with the same description,
 // so that a stream of messages of one type compiles its decoder once.
-func Gob() Codec { return gobCodec{} }
+func Gob() Codec { return gobCodec{enc: &gobEncoders{idle: map[reflect.Type][]*gobEncoder{}}} }
 
 // JSON returns a codec using encoding/json.
 func JSON() Codec { return jsonCodec{} }
 
-type gobCodec struct{}
+type gobCodec struct {
+	enc *gobEncoders // kept encoders of this codec
+}
 
 func (gobCodec) Name() string { return "gob" }
 
-func (gobCodec) Marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	if err := gob.NewEncoder(&b).Encode(v); err != nil {
-		return nil, err
+// Marshal encodes v as one gob stream: the descriptions of its types, then
+// its value. A value whose type holds no interface is encoded by a kept
+// encoder, which has sent its type descriptions once: it writes only the
+// value, after the descriptions it wrote the first time (the same bytes a
+// new encoder writes, without describing the types again).
+func (c gobCodec) Marshal(v any) ([]byte, error) {
+	t := reflect.TypeOf(v)
+	if c.enc == nil || t == nil || !gobPlain(t, map[reflect.Type]bool{}) {
+		var b bytes.Buffer
+		if err := gob.NewEncoder(&b).Encode(v); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
 	}
-	return b.Bytes(), nil
+	e := c.enc.get(t)
+	if e == nil {
+		e = &gobEncoder{}
+		e.enc = gob.NewEncoder(&e.buf)
+		if err := e.enc.Encode(v); err != nil {
+			return nil, err
+		}
+		out := bytes.Clone(e.buf.Bytes())
+		if types, _, ok := gobSplit(out); ok {
+			e.types = types
+			c.enc.put(t, e)
+		}
+		return out, nil
+	}
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
+		return nil, err // e is dropped: a failed encoder may be out of step
+	}
+	out := make([]byte, 0, len(e.types)+e.buf.Len())
+	out = append(append(out, e.types...), e.buf.Bytes()...)
+	c.enc.put(t, e)
+	return out, nil
 }
+
+// gobEncoder is a gob encoder that has sent the type descriptions of one
+// type (types, as written), with the buffer it writes into.
+type gobEncoder struct {
+	buf   bytes.Buffer
+	enc   *gob.Encoder
+	types []byte
+}
+
+// gobEncoders keeps idle encoders by the type they encode.
+type gobEncoders struct {
+	mu   sync.Mutex
+	idle map[reflect.Type][]*gobEncoder
+}
+
+func (c *gobEncoders) get(t reflect.Type) *gobEncoder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	es := c.idle[t]
+	if len(es) == 0 {
+		return nil
+	}
+	e := es[len(es)-1]
+	es[len(es)-1] = nil
+	c.idle[t] = es[:len(es)-1]
+	return e
+}
+
+func (c *gobEncoders) put(t reflect.Type, e *gobEncoder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	es, ok := c.idle[t]
+	if !ok && len(c.idle) >= gobKinds || len(es) >= gobPerKind {
+		return
+	}
+	c.idle[t] = append(es, e)
+}
+
+// gobPlain reports whether a value of type t encodes the same way with a
+// kept encoder, which describes each type once, as with a new one: no
+// interface anywhere in it (a kept encoder describes an interface's
+// concrete type only the first time it meets it). A type that encodes
+// itself (GobEncoder, BinaryMarshaler, TextMarshaler) is plain: its value
+// is bytes.
+func gobPlain(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true
+	}
+	seen[t] = true
+	if t.Implements(gobEncoderType) || t.Implements(binaryMarshalerType) || t.Implements(textMarshalerType) {
+		return true
+	}
+	if p := reflect.PointerTo(t); p.Implements(gobEncoderType) || p.Implements(binaryMarshalerType) || p.Implements(textMarshalerType) {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Interface, reflect.Func, reflect.Chan, reflect.UnsafePointer:
+		return false
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return gobPlain(t.Elem(), seen)
+	case reflect.Map:
+		return gobPlain(t.Key(), seen) && gobPlain(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && !gobPlain(f.Type, seen) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+var (
+	gobEncoderType      = reflect.TypeFor[gob.GobEncoder]()
+	binaryMarshalerType = reflect.TypeFor[encoding.BinaryMarshaler]()
+	textMarshalerType   = reflect.TypeFor[encoding.TextMarshaler]()
+)
 
 func (gobCodec) Unmarshal(data []byte, v any) error {
 	if err := gobCheck(data); err != nil {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 )
 
 type gobShape interface{ Area() float64 }
@@ -225,4 +226,61 @@ func putGobUint(b []byte, x uint64) int {
 		x >>= 8
 	}
 	return n + 1
+}
+
+// gobPlainItem is gobItem without the interface.
+type gobPlainItem struct {
+	N     int
+	Name  string
+	Tags  []string
+	Attrs map[string]int
+	Next  *gobPlainItem
+	Grid  [2][3]uint16
+}
+
+// The gob codec's kept encoders write the bytes a new encoder writes, for
+// values of types without interfaces (kept) and with them (a new encoder
+// each time), from concurrent goroutines; the outputs decode to the input.
+func TestGobKeptEncodersMatchFresh(t *testing.T) {
+	codec := Gob()
+	fresh := func(v any) []byte {
+		var b bytes.Buffer
+		if err := gob.NewEncoder(&b).Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	values := func(i int) []any {
+		p := &gobPlainItem{N: i, Name: fmt.Sprint("item", i), Tags: []string{"a", fmt.Sprint(i)}, Attrs: map[string]int{"k": i}, Grid: [2][3]uint16{{uint16(i)}}}
+		p.Next = &gobPlainItem{N: -i}
+		outs := []answer{{i, i * i}, {-i, i}}
+		return []any{&job{N: i, Sleep: time.Duration(i)}, &outs, p, &gobItem{N: i, Shape: gobRect{float64(i), 2}}, &[]gobItem{{Shape: gobDisc{1}}}}
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 50 {
+				for _, v := range values(g*100 + i) {
+					got, err := codec.Marshal(v)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if want := fresh(v); !bytes.Equal(got, want) {
+						t.Errorf("%T %d: kept encoder wrote %x, a new one %x", v, i, got, want)
+						return
+					}
+					back := reflect.New(reflect.TypeOf(v).Elem())
+					if err := codec.Unmarshal(got, back.Interface()); err != nil || !reflect.DeepEqual(back.Interface(), v) {
+						t.Errorf("%T %d: decoded %+v, %v", v, i, back.Elem().Interface(), err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if !gobPlain(reflect.TypeFor[*gobPlainItem](), map[reflect.Type]bool{}) || gobPlain(reflect.TypeFor[*gobItem](), map[reflect.Type]bool{}) {
+		t.Error("gobPlain: gobPlainItem has no interface, gobItem has one")
+	}
 }
