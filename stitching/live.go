@@ -99,12 +99,15 @@ func (e *IncompleteError) Unwrap() error { return e.Cause }
 // starts only when all of those have arrived: on a grid of up to 64 tiles
 // that is the last tile. Until then each pair is registered on
 // uncorrected tiles, for the provisional positions only (see
-// [LiveState]), and again with the flat field once it is known. With
-// gopt.GPU the final registration runs on the GPUs, as Stitch's does,
-// after the last tile; the provisional one runs on the CPU.
+// [LiveState]), and again with the flat field once it is known. A flat
+// field known beforehand removes that wait: give the tiles corrected
+// with it ([CorrectedSource]) and opt.NoFlatField. With gopt.GPU the
+// pairs are registered on the CPU, provisionally, while the tiles come,
+// and Stitch runs on the GPUs once the last tile is in.
 //
 // src's TileSize must be that of the tiles once the first arrival is
-// announced (a [tileio.Watcher] is such a source), and a tile must not
+// announced (a [tileio.Watcher], for a folder, and a [tileio.LiveTiles],
+// for tiles handed over in memory, are such sources), and a tile must not
 // change after its arrival; an arrival outside the grid is an error, a
 // repeated one is ignored. At most as many tiles and spectra as
 // GraphOptions.PoolSize says (at least 2 per worker and one more) are
@@ -252,8 +255,7 @@ func (e *live) stop() {
 }
 
 // run follows the arrivals until every tile is in and every final pair
-// registered (with GPU: every tile in and the flat field known), and
-// returns the Result begun and the source to finish with.
+// registered (with GPU: every tile in and the flat field known).
 func (e *live) run(ctx context.Context, arrivals <-chan tileio.Arrival) error {
 	n := e.rows * e.cols
 	var timer *time.Timer

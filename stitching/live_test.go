@@ -72,7 +72,7 @@ func feed(src *arrivingTiles, order []tileio.Arrival, n int, pause time.Duration
 // whatever the order the tiles arrive in, holding no more spectra than
 // the pool has slots.
 func TestStitchLiveMatchesStitch(t *testing.T) {
-	g := smallSynth(t, 3, 4, 3)
+	g := smallSynth(t, 3, 4, 8) // its flat field is significant
 	mem := g.source(t)
 	gopt := GraphOptions{Workers: 2}
 	for _, noFF := range []bool{false, true} {
