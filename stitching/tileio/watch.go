@@ -84,6 +84,7 @@ type watchTile struct {
 	size    int64
 	mod     time.Time
 	why     error // why the file, which exists, is not in yet
+	failed  bool  // the file, as seen, does not decode: not read again until it changes
 }
 
 // errGrowing is why a tile whose file changed since the last look waits.
@@ -338,8 +339,13 @@ func (w *Watcher) check(i int, closed bool) bool {
 	}
 	changed := !t.seen || fi.Size() != t.size || !fi.ModTime().Equal(t.mod)
 	t.seen, t.size, t.mod = true, fi.Size(), fi.ModTime()
-	if changed && !closed {
-		t.why = errGrowing
+	if changed {
+		t.failed = false
+	}
+	if (changed && !closed) || t.failed {
+		if changed {
+			t.why = errGrowing
+		}
 		w.mu.Unlock()
 		return true
 	}
@@ -350,6 +356,7 @@ func (w *Watcher) check(i int, closed bool) bool {
 	defer w.mu.Unlock()
 	if err != nil {
 		t.why = err
+		t.failed = err != errGrowing
 		return true
 	}
 	b := img.Bounds()
