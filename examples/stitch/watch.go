@@ -25,6 +25,7 @@ type watchedRun struct {
 	last    time.Time     // when the last tile arrived
 	after   time.Duration // from then to the Result
 	partial string        // the provisional positions file, removed once the outputs are in
+	preview string        // the provisional mosaic's preview, likewise ("" with -mosaic=false)
 }
 
 // progressEvery is the shortest interval between two progress lines of
@@ -96,7 +97,13 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 		return fmt.Errorf("-watch: %w", err)
 	}
 	defer w.Close()
-	partial := filepath.Join(c.out, partialName(c.sliceNames(c.runSlices()[0])))
+	names := c.sliceNames(c.runSlices()[0])
+	partial := filepath.Join(c.out, partialName(names))
+	previewPath := ""
+	if c.mosaic {
+		previewPath = filepath.Join(c.out, partialPreviewName(names))
+	}
+	var preview *livePreview
 	timeout := ""
 	if c.watchTimeout > 0 {
 		timeout = fmt.Sprintf("; ending if no tile comes for %v", c.watchTimeout)
@@ -168,6 +175,16 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 				writeErr = err
 				warn(stderr, "-watch: the provisional positions: %v", err)
 			}
+			if previewPath != "" && s.Arrived < s.Tiles {
+				tw, th := w.TileSize()
+				if preview == nil {
+					preview = newLivePreview(w, c.rows, c.cols, tw, th)
+				}
+				if err := preview.write(previewPath, s.Positions, tw, th); err != nil && writeErr == nil {
+					writeErr = err
+					warn(stderr, "-watch: the provisional mosaic: %v", err)
+				}
+			}
 		}
 		line := watchLine(s)
 		if line != lastLine && (time.Since(lastPrint) >= progressEvery || s.Arrived == s.Tiles) {
@@ -184,12 +201,12 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 	stopWatch()
 	fwd.Wait()
 	if err != nil {
-		return watchError(ctx, c, w, err, timedOut, placed, partial)
+		return watchError(ctx, c, w, err, timedOut, placed, partial, previewPath)
 	}
 	if c.givenFF != nil {
 		res.FlatField = c.givenFF // the tiles came corrected with it
 	}
-	c.watched = &watchedRun{res: res, last: last, after: time.Since(last), partial: partial}
+	c.watched = &watchedRun{res: res, last: last, after: time.Since(last), partial: partial, preview: previewPath}
 	fmt.Fprintf(stdout, "every tile in (the last at %s); stitched %v after it\n", last.Format("15:04:05.000"), c.watched.after.Round(time.Millisecond))
 	return nil
 }
@@ -205,7 +222,7 @@ func watchLine(s stitching.LiveState) string {
 }
 
 // watchError words the end of a -watch run whose tiles did not all come.
-func watchError(ctx context.Context, c *config, w *tileio.Watcher, err error, timedOut bool, placed int, partial string) error {
+func watchError(ctx context.Context, c *config, w *tileio.Watcher, err error, timedOut bool, placed int, partial, preview string) error {
 	if werr := w.Err(); werr != nil {
 		err = werr // a tile the watch refused ended it
 	}
@@ -236,6 +253,9 @@ func watchError(ctx context.Context, c *config, w *tileio.Watcher, err error, ti
 	kept := "no tile was placed, so there are no provisional positions"
 	if placed > 0 {
 		kept = fmt.Sprintf("the provisional positions of the %d tiles placed are kept in %s", placed, partial)
+		if preview != "" {
+			kept += fmt.Sprintf(", their mosaic's preview in %s", preview)
+		}
 	}
 	return &watchEnded{msg: fmt.Sprintf("-watch: %s with %d of %d tiles missing: %s; %s", why, len(missing), c.rows*c.cols, strings.Join(names, ", "), kept),
 		cause: ctx.Err()}
@@ -251,11 +271,17 @@ type watchEnded struct {
 func (e *watchEnded) Error() string { return e.msg }
 func (e *watchEnded) Unwrap() error { return e.cause }
 
-// removePartial removes the provisional positions file of a -watch run
-// whose outputs are in.
+// removePartial removes the provisional positions file and mosaic
+// preview of a -watch run whose outputs are in.
 func removePartial(c *config, stderr io.Writer) {
-	if c.watched != nil {
-		if err := os.Remove(c.watched.partial); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if c.watched == nil {
+		return
+	}
+	for _, p := range []string{c.watched.partial, c.watched.preview} {
+		if p == "" {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			warn(stderr, "-watch: %v", err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -117,6 +119,9 @@ func TestWatchEqualsOffline(t *testing.T) {
 		{"flat-field-file", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field", ffFile}, nil, nil},
 	}
 	for _, tc := range cases {
+		if raceEnabled && tc.name != "out-of-order" && tc.name != "halves-polling" {
+			continue // 10 times slower: the cases with the most concurrency
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			// The finished folder, stitched offline.
@@ -153,8 +158,10 @@ func TestWatchEqualsOffline(t *testing.T) {
 			if !strings.Contains(r.stdout, "stitched live") || !strings.Contains(r.stderr, "watch: 48 of 48 tiles in, 82 of 82 pairs registered, 48 tiles placed") {
 				t.Errorf("no live report:\n%s\n%s", r.stdout, r.stderr)
 			}
-			if _, err := os.Stat(filepath.Join(out, partialName(defNames))); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("the provisional positions file is still there once the outputs are (%v)", err)
+			for _, n := range []string{partialName(defNames), partialPreviewName(defNames)} {
+				if _, err := os.Stat(filepath.Join(out, n)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the provisional %s is still there once the outputs are (%v)", n, err)
+				}
 			}
 			noTemp(t, out)
 		})
@@ -225,6 +232,37 @@ func checkIncomplete(t *testing.T, r result, why, out string) {
 		if _, err := os.Stat(filepath.Join(out, n)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("output %s written by an incomplete run (%v)", n, err)
 		}
+	}
+	// The mosaic so far: 2 rows of 4 tiles of 256 x 192, overlapping by
+	// about 10%, at full size (the whole grid fits in 2000 pixels).
+	preview := filepath.Join(out, partialPreviewName(defNames))
+	if !strings.Contains(r.stderr, "their mosaic's preview in "+preview) {
+		t.Errorf("stderr %q does not name the preview", r.stderr)
+	}
+	pf, err := os.Open(preview)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	img, err := png.Decode(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() < 3*256 || b.Dx() > 4*256 || b.Dy() < 192 || b.Dy() > 2*192 {
+		t.Errorf("preview of %v, want the extent of 2 x 4 tiles", b)
+	}
+	g, ok := img.(*image.Gray)
+	if !ok {
+		t.Fatalf("preview of %T, want 8-bit gray", img)
+	}
+	var lit int
+	for _, v := range g.Pix {
+		if v > 0 {
+			lit++
+		}
+	}
+	if lit < len(g.Pix)*9/10 {
+		t.Errorf("%d of %d preview pixels are not black, want the tiles drawn", lit, len(g.Pix))
 	}
 }
 
