@@ -43,7 +43,7 @@ func TestDirectRequestWorkerKilled(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		outs, err := r.Call(ctx, job{N: 7, Sleep: 3 * time.Second})
+		outs, err := r.Call(ctx, job{N: 7, Sleep: 1500 * time.Millisecond})
 		res <- result{outs, err}
 	}()
 	heardOnce(t, c) // A runs it
@@ -63,13 +63,13 @@ func TestDirectRequestWorkerKilled(t *testing.T) {
 // direct request "busy": that input goes through the work stream, and the
 // work stream's delivery to the busy copy's waiting pull is kept, reported
 // in progress (the ack wait is 300 ms, the first input runs 1.5 s, the pull
-// waits 5 s), and run next on it, never delivered twice.
+// waits 3 s), and run next on it, never delivered twice.
 func TestDirectRequestBusyWorker(t *testing.T) {
 	s := startServer(t)
 	nc := connect(t, s)
 	serveInProcess(t, nc, "w", func(w *Worker) error {
 		return Handle(w, "square", squareTask, Version("v1"), Threads(1), AckWait(300*time.Millisecond))
-	}, PullWait(5*time.Second)) // the copy's pull request stays out while it runs the first input
+	}, PullWait(3*time.Second)) // the copy's pull request stays out while it runs the first input
 	c1, c2 := newClient(t, nc), newClient(t, nc)
 	r1, _ := NewRemote[job, answer](c1, "square", Version("v1"))
 	r2, _ := NewRemote[job, answer](c2, "square", Version("v1"))
