@@ -665,20 +665,37 @@ func (q *cudaQueue) upload(dst devMem, src stagingMem, n int) error {
 	return cuda.CopyHtoD(q.stream, d.mem.Slice(0, 8*int64(n)), s.mem.Slice(0, 8*int64(n)))
 }
 
-func (q *cudaQueue) uploadFrom(dst devMem, src []float64, lds, rows, cols int) error {
+func (q *cudaQueue) uploadFrom(dst devMem, at, ldd int, src []float64, lds, rows, cols int) error {
 	d, err := gpuBlock(dst)
 	if err != nil {
 		return err
 	}
-	return cuda.CopyToDevice2D(q.stream, d.mem, cols, src, lds, rows, cols)
+	m, err := memFrom(d.mem, at)
+	if err != nil {
+		return err
+	}
+	return cuda.CopyToDevice2D(q.stream, m, ldd, src, lds, rows, cols)
 }
 
-func (q *cudaQueue) downloadTo(dst []float64, ldd int, src devMem, rows, cols int) error {
+func (q *cudaQueue) downloadTo(dst []float64, ldd int, src devMem, at, lds, rows, cols int) error {
 	s, err := gpuBlock(src)
 	if err != nil {
 		return err
 	}
-	return cuda.CopyFromDevice2D(q.stream, dst, ldd, s.mem, cols, rows, cols)
+	m, err := memFrom(s.mem, at)
+	if err != nil {
+		return err
+	}
+	return cuda.CopyFromDevice2D(q.stream, dst, ldd, m, lds, rows, cols)
+}
+
+// memFrom returns m from float64 element at on.
+func memFrom(m cuda.DeviceMem, at int) (cuda.DeviceMem, error) {
+	off := 8 * int64(at)
+	if at < 0 || off > m.Size() {
+		return cuda.DeviceMem{}, fmt.Errorf("matmul: element %d outside a device block of %d bytes", at, m.Size())
+	}
+	return m.Slice(off, m.Size()-off), nil
 }
 
 func (q *cudaQueue) download(dst stagingMem, src devMem, n int) error {

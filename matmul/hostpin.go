@@ -260,6 +260,55 @@ func (p *hostPinner) ready(data []float64, rows, cols, ld int) bool {
 	return true
 }
 
+// piece is the part of a block that one copy moves: rows x cols elements
+// from row r and column c of the block. A 2-D copy must lie within one
+// registration (the driver treats each registered range as its own
+// allocation and refuses a copy that spans two), so a block lying across
+// several chunks is copied in pieces, one or more per chunk.
+type piece struct{ r, c, rows, cols int }
+
+// pieces splits the rows x cols block data (stride ld) into pieces that
+// each lie within one registered chunk, in order, and reports whether the
+// whole block lies in registered memory (ok false: no pieces). Runs of
+// whole rows in one chunk make one piece; a row that a chunk boundary
+// cuts makes one piece per chunk it touches. A nil pinner has none.
+func (p *hostPinner) pieces(data []float64, rows, cols, ld int) (ps []piece, ok bool) {
+	if !p.ready(data, rows, cols, ld) {
+		return nil, false
+	}
+	base := uintptr(unsafe.Pointer(&data[0]))
+	// chunk returns the chunk holding address a (ready checked that one does).
+	chunk := func(a uintptr) *pinChunk {
+		return p.chunks[sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].hi > a })]
+	}
+	for r := 0; r < rows; {
+		lo := base + uintptr(8*r*ld)
+		ch := chunk(lo)
+		// Rows r..last end within ch: base + 8*(last*ld+cols) <= ch.hi.
+		last := rows - 1
+		if room := int(ch.hi-base) / 8; (last*ld + cols) > room {
+			last = (room - cols) / ld
+			if room < cols {
+				last = -1
+			}
+		}
+		if last >= r {
+			ps = append(ps, piece{r: r, c: 0, rows: last - r + 1, cols: cols})
+			r = last + 1
+			continue
+		}
+		// Row r crosses the end of ch: one piece per chunk it touches.
+		for c := 0; c < cols; {
+			ch := chunk(lo + uintptr(8*c))
+			n := min(cols-c, int(ch.hi-(lo+uintptr(8*c)))/8)
+			ps = append(ps, piece{r: r, c: c, rows: 1, cols: n})
+			c += n
+		}
+		r++
+	}
+	return ps, true
+}
+
 // all reports whether every chunk is registered.
 func (p *hostPinner) all() bool {
 	for _, c := range p.chunks {

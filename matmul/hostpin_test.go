@@ -189,6 +189,13 @@ func TestOffloadHostCopy(t *testing.T) {
 				if rep.DirectBytes != all || fake.staged.Load() != 0 || rep.PinnedBytes != 8*(100*70+70*90+100*90) {
 					t.Errorf("register: %d of %d bytes direct, %d staged copies, %d bytes pinned", rep.DirectBytes, all, fake.staged.Load(), rep.PinnedBytes)
 				}
+				// Blocks of 16 rows of strides 70 and 90 span several 4 KiB
+				// chunks: each went in several copies, none spanning two
+				// registrations (the fake refuses those, like the driver).
+				blocks := int64(p.MB*p.KB + p.KB*p.NB + p.MB*p.NB)
+				if rep.DirectCopies <= blocks || rep.DirectCopies != fake.direct.Load() || fake.spanning.Load() != 0 {
+					t.Errorf("register: %d direct copies (fake saw %d, %d spanning two registrations) for at least %d blocks", rep.DirectCopies, fake.direct.Load(), fake.spanning.Load(), blocks)
+				}
 			case "pipelined":
 				if fake.staged.Load() == 0 || rep.DirectBytes >= all {
 					t.Errorf("pipelined: %d staged copies, %d of %d bytes direct", fake.staged.Load(), rep.DirectBytes, all)
@@ -257,5 +264,76 @@ func TestNeedOrder(t *testing.T) {
 	var p Plan
 	if needOrder(&p, a, b, c) != nil {
 		t.Error("needs of an empty plan")
+	}
+}
+
+// TestHostPinnerPieces checks how a block lying across several chunks is
+// cut into copies: the pieces cover every element of the block once, each
+// lies within one chunk (a copy spanning two registrations is invalid),
+// runs of whole rows in one chunk make one piece, and a block not wholly
+// registered has none.
+func TestHostPinnerPieces(t *testing.T) {
+	const rows, cols, chunk = 120, 70, 4096 // rows of 560 bytes: chunk ends cut some
+	data := pageAligned(rows * cols)
+	fake := newFakeGPU(1)
+	p := newHostPinner(fake, [][]float64{data}, []int{0}, chunk, 2)
+	if ps, ok := p.pieces(data, 16, 16, cols); ok || ps != nil {
+		t.Fatalf("pieces before any registration: %v, %v", ps, ok)
+	}
+	p.start()
+	p.wait()
+	defer func() {
+		if err := p.close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	cut := 0
+	for _, blk := range [][4]int{{0, 0, 16, 16}, {16, 48, 16, 22}, {100, 3, 20, 67}, {0, 0, rows, cols}, {7, 69, 1, 1}} {
+		r0, c0, br, bc := blk[0], blk[1], blk[2], blk[3]
+		b := data[r0*cols+c0:]
+		ps, ok := p.pieces(b, br, bc, cols)
+		if !ok {
+			t.Fatalf("block %v: not ready", blk)
+		}
+		seen := make([]int, br*bc)
+		wholeRuns := 0
+		for _, pc := range ps {
+			if pc.rows < 1 || pc.cols < 1 || pc.r+pc.rows > br || pc.c+pc.cols > bc {
+				t.Fatalf("block %v: piece %+v outside", blk, pc)
+			}
+			ext := b[pc.r*cols+pc.c : pc.r*cols+pc.c+(pc.rows-1)*cols+pc.cols]
+			if !fake.registered.within(ext) {
+				t.Errorf("block %v: piece %+v spans two chunks", blk, pc)
+			}
+			if pc.cols < bc {
+				cut++
+			} else {
+				wholeRuns++
+			}
+			for r := pc.r; r < pc.r+pc.rows; r++ {
+				for c := pc.c; c < pc.c+pc.cols; c++ {
+					seen[r*bc+c]++
+				}
+			}
+		}
+		for i, n := range seen {
+			if n != 1 {
+				t.Fatalf("block %v: element %d covered %d times", blk, i, n)
+			}
+		}
+		// At most one run of whole rows per chunk the block touches.
+		touched := 0
+		lo, hi := addrOf(b), addrOf(b)+uintptr(8*((br-1)*cols+bc))
+		for _, ch := range p.chunks {
+			if ch.lo < hi && lo < ch.hi {
+				touched++
+			}
+		}
+		if wholeRuns > touched {
+			t.Errorf("block %v: %d runs of whole rows in %d chunks", blk, wholeRuns, touched)
+		}
+	}
+	if cut == 0 {
+		t.Error("no row was cut by a chunk end: the test does not exercise cut rows")
 	}
 }

@@ -47,6 +47,11 @@ type Report struct {
 	// page-locked host memory (that, or PinHost's) and the devices,
 	// without staging.
 	PinnedBytes, DirectBytes int64
+	// DirectCopies is the number of copies that moved DirectBytes: a
+	// block lying across several registrations (chunks of the register
+	// and pipelined strategies) takes one copy per registration it
+	// touches, since a copy must lie within one.
+	DirectCopies int64
 	// Stats are the graph's counters at the end of the run.
 	Stats graph.Stats
 }
@@ -144,7 +149,7 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 		rep.HostPin += time.Since(t0)
 		rep.Elapsed += rep.HostPin
 	}
-	rep.DirectBytes = moved.direct.Load()
+	rep.DirectBytes, rep.DirectCopies = moved.direct.Load(), moved.directCopies.Load()
 	rep.UploadBytes, rep.DownloadBytes = moved.uploaded.Load(), moved.downloaded.Load()
 	products.Add(moved.products.Load())
 	for i := range moved.busy {

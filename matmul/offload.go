@@ -99,11 +99,13 @@ type devQueue interface {
 	// download queues the copy of the first n float64s of src into dst.
 	download(dst stagingMem, src devMem, n int) error
 	// uploadFrom queues the copy of the rows x cols matrix src (stride
-	// lds), which lies in registered host memory, into dst (stride cols).
-	uploadFrom(dst devMem, src []float64, lds, rows, cols int) error
-	// downloadTo queues the copy of the rows x cols matrix src (stride
-	// cols) into dst (stride ldd), which lies in registered host memory.
-	downloadTo(dst []float64, ldd int, src devMem, rows, cols int) error
+	// lds), which lies within one registration of host memory, into dst
+	// from element at on (stride ldd).
+	uploadFrom(dst devMem, at, ldd int, src []float64, lds, rows, cols int) error
+	// downloadTo queues the copy of the rows x cols matrix in src from
+	// element at on (stride lds) into dst (stride ldd), which lies within
+	// one registration of host memory.
+	downloadTo(dst []float64, ldd int, src devMem, at, lds, rows, cols int) error
 	// gemm queues c = a·b + beta·c for an m x k block a and a k x n block
 	// b, all dense row-major.
 	gemm(m, n, k int, a, b, c devMem, beta float64) error
@@ -291,12 +293,24 @@ func (c *copyIn) Shutdown(ctx context.Context) error {
 // packs b into it, and queues the upload after the last product that read
 // dst. dst's fence then marks the upload.
 func (c *copyIn) upload(ctx context.Context, dst devMem, b *block) error {
-	if (b.op == OperandA && c.directA) || (b.op == OperandB && c.directB) || c.pins.ready(b.data, b.rows, b.cols, b.stride) {
+	ps, direct := c.pins.pieces(b.data, b.rows, b.cols, b.stride)
+	if (b.op == OperandA && c.directA) || (b.op == OperandB && c.directB) {
+		ps, direct = []piece{{rows: b.rows, cols: b.cols}}, true
+	}
+	if direct {
 		if b.rows*b.cols > dst.Len() {
 			return fmt.Errorf("%dx%d block larger than the device buffer (%d)", b.rows, b.cols, dst.Len())
 		}
 		c.counters.direct.Add(8 * int64(b.rows) * int64(b.cols))
-		return errors.Join(c.q.await(dst), c.q.uploadFrom(dst, b.data, b.stride, b.rows, b.cols), c.q.signal(dst))
+		c.counters.directCopies.Add(int64(len(ps)))
+		err := c.q.await(dst)
+		for _, pc := range ps {
+			if err != nil {
+				break
+			}
+			err = c.q.uploadFrom(dst, pc.r*b.cols+pc.c, b.cols, b.data[pc.r*b.stride+pc.c:], b.stride, pc.rows, pc.cols)
+		}
+		return errors.Join(err, c.q.signal(dst))
 	}
 	st, err := c.staging.Get(ctx, 1)
 	if err != nil {
@@ -496,9 +510,25 @@ func (c *copyOut) Execute(ctx context.Context, dr devResult, out task.Emitter[*p
 
 // download copies the device block of dr into p through a staging buffer.
 func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error {
-	if p.buf == nil && (c.directOut || c.pins.ready(p.data, dr.rows, dr.cols, p.stride)) {
+	var ps []piece
+	direct := false
+	if p.buf == nil {
+		ps, direct = c.pins.pieces(p.data, dr.rows, dr.cols, p.stride)
+		if c.directOut {
+			ps, direct = []piece{{rows: dr.rows, cols: dr.cols}}, true
+		}
+	}
+	if direct {
 		c.counters.direct.Add(8 * int64(dr.rows) * int64(dr.cols))
-		err := errors.Join(c.q.await(dr.buf.Data), c.q.downloadTo(p.data, p.stride, dr.buf.Data, dr.rows, dr.cols), c.q.signal(dr.buf.Data))
+		c.counters.directCopies.Add(int64(len(ps)))
+		err := c.q.await(dr.buf.Data)
+		for _, pc := range ps {
+			if err != nil {
+				break
+			}
+			err = c.q.downloadTo(p.data[pc.r*p.stride+pc.c:], p.stride, dr.buf.Data, pc.r*dr.cols+pc.c, dr.cols, pc.rows, pc.cols)
+		}
+		err = errors.Join(err, c.q.signal(dr.buf.Data))
 		if err == nil {
 			err = c.q.wait(dr.buf.Data)
 		}
@@ -609,6 +639,7 @@ func (m *busyMeter) stop() error {
 type offloadCounters struct {
 	uploaded, downloaded, products atomic.Int64
 	direct                         atomic.Int64   // bytes copied straight from or to registered host memory
+	directCopies                   atomic.Int64   // the copies that moved them (a block in several registrations takes several)
 	busy                           []atomic.Int64 // nanoseconds per device
 }
 

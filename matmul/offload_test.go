@@ -41,6 +41,9 @@ type fakeGPU struct {
 	registered            hostPins
 	pinned                hostPins
 	direct, registrations atomic.Int64
+	// spanning counts the direct copies refused for spanning two
+	// registrations (the driver's CUDA_ERROR_INVALID_VALUE).
+	spanning atomic.Int64
 	// staged counts the copies through staging buffers (up and down).
 	staged atomic.Int64
 	// registerGate, when set, holds every registration until it is
@@ -56,8 +59,8 @@ type fakeDevice struct {
 	// gemmsQueued counts products queued and not yet run; overlapped
 	// counts uploads queued while some product queued earlier had not run.
 	gemmsQueued, overlapped atomic.Int64
-	downloads               map[*fakeMem]int // downloads of each device buffer since its last gemm
-	twice                   int              // buffers downloaded again with no product in between
+	downloads               map[*fakeMem][]bool // elements of each device buffer downloaded since its last gemm
+	twice                   int                 // downloads of elements downloaded before with no product in between
 }
 
 func (d *fakeDevice) ID() int           { return d.id }
@@ -66,10 +69,33 @@ func (d *fakeDevice) Name() string      { return fmt.Sprintf("fake%d", d.id) }
 func (d *fakeDevice) Memory() int64     { return 0 }
 func (d *fakeDevice) String() string    { return d.Name() }
 
+// noteDownload records the download of the rows x cols matrix from
+// element at of s (stride ld), counting a download twice when any of its
+// elements was downloaded since s's last product.
+func (d *fakeDevice) noteDownload(s *fakeMem, at, ld, rows, cols int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seen := d.downloads[s]
+	if seen == nil {
+		seen = make([]bool, len(s.data))
+		d.downloads[s] = seen
+	}
+	again := false
+	for r := range rows {
+		for i := at + r*ld; i < at+r*ld+cols; i++ {
+			again = again || seen[i]
+			seen[i] = true
+		}
+	}
+	if again {
+		d.twice++
+	}
+}
+
 func newFakeGPU(devices int) *fakeGPU {
 	k := &fakeGPU{}
 	for i := range devices {
-		k.devs = append(k.devs, &fakeDevice{id: i, downloads: map[*fakeMem]int{}})
+		k.devs = append(k.devs, &fakeDevice{id: i, downloads: map[*fakeMem][]bool{}})
 	}
 	return k
 }
@@ -245,16 +271,41 @@ func (q *fakeQueue) upload(dst devMem, src stagingMem, n int) error {
 	return nil
 }
 
-func (q *fakeQueue) uploadFrom(dst devMem, src []float64, lds, rows, cols int) error {
+// within2D reports whether the rows x cols matrix in host memory h
+// (stride ld) lies within one registration of k (PinHost's or
+// registerHost's), as the driver requires of a 2-D copy: each registered
+// range is an allocation of its own, and a copy may not span two.
+func (k *fakeGPU) within2D(h []float64, ld, rows, cols int) error {
+	if rows <= 0 || cols <= 0 || cols > ld || (rows-1)*ld+cols > len(h) {
+		return fmt.Errorf("fake: %dx%d (stride %d) outside %d elements", rows, cols, ld, len(h))
+	}
+	ext := h[:(rows-1)*ld+cols]
+	if k.registered.within(ext) || k.pinned.within(ext) {
+		return nil
+	}
+	if k.registered.covers(ext) {
+		k.spanning.Add(1)
+		return errors.New("fake: CUDA_ERROR_INVALID_VALUE: 2-D copy spans two registrations")
+	}
+	return errors.New("fake: direct copy with memory not registered")
+}
+
+// within2DDevice checks that the rows x cols matrix from element at of d
+// (stride ld) lies in d.
+func within2DDevice(d *fakeMem, at, ld, rows, cols int) error {
+	if at < 0 || rows <= 0 || cols <= 0 || cols > ld || at+(rows-1)*ld+cols > len(d.data) {
+		return fmt.Errorf("fake: %dx%d (stride %d) from element %d outside a device block of %d", rows, cols, ld, at, len(d.data))
+	}
+	return nil
+}
+
+func (q *fakeQueue) uploadFrom(dst devMem, at, ldd int, src []float64, lds, rows, cols int) error {
 	d, err := q.mem(dst, false)
 	if err != nil {
 		return err
 	}
-	if !q.k.registered.covers(src) {
-		return errors.New("fake: direct upload from memory not registered")
-	}
-	if rows*cols > len(d.data) || (rows-1)*lds+cols > len(src) {
-		return fmt.Errorf("direct upload of %dx%d (stride %d) into %d elements from %d", rows, cols, lds, len(d.data), len(src))
+	if err := errors.Join(q.k.within2D(src, lds, rows, cols), within2DDevice(d, at, ldd, rows, cols)); err != nil {
+		return fmt.Errorf("direct upload: %w", err)
 	}
 	if q.dev.gemmsQueued.Load() > 0 {
 		q.dev.overlapped.Add(1)
@@ -262,29 +313,25 @@ func (q *fakeQueue) uploadFrom(dst devMem, src []float64, lds, rows, cols int) e
 	q.k.direct.Add(1)
 	q.ops <- func() {
 		for r := range rows {
-			copy(d.data[r*cols:(r+1)*cols], src[r*lds:r*lds+cols])
+			copy(d.data[at+r*ldd:at+r*ldd+cols], src[r*lds:r*lds+cols])
 		}
 	}
 	return nil
 }
 
-func (q *fakeQueue) downloadTo(dst []float64, ldd int, src devMem, rows, cols int) error {
+func (q *fakeQueue) downloadTo(dst []float64, ldd int, src devMem, at, lds, rows, cols int) error {
 	s, err := q.mem(src, false)
 	if err != nil {
 		return err
 	}
-	if !q.k.registered.covers(dst) {
-		return errors.New("fake: direct download into memory not registered")
+	if err := errors.Join(q.k.within2D(dst, ldd, rows, cols), within2DDevice(s, at, lds, rows, cols)); err != nil {
+		return fmt.Errorf("direct download: %w", err)
 	}
 	q.k.direct.Add(1)
 	q.ops <- func() {
-		q.dev.mu.Lock()
-		if q.dev.downloads[s]++; q.dev.downloads[s] > 1 {
-			q.dev.twice++
-		}
-		q.dev.mu.Unlock()
+		q.dev.noteDownload(s, at, lds, rows, cols)
 		for r := range rows {
-			copy(dst[r*ldd:r*ldd+cols], s.data[r*cols:(r+1)*cols])
+			copy(dst[r*ldd:r*ldd+cols], s.data[at+r*lds:at+r*lds+cols])
 		}
 	}
 	return nil
@@ -301,11 +348,7 @@ func (q *fakeQueue) download(dst stagingMem, src devMem, n int) error {
 	}
 	q.k.staged.Add(1)
 	q.ops <- func() {
-		q.dev.mu.Lock()
-		if q.dev.downloads[s]++; q.dev.downloads[s] > 1 {
-			q.dev.twice++
-		}
-		q.dev.mu.Unlock()
+		q.dev.noteDownload(s, 0, n, 1, n)
 		copy(d.data[:n], s.data[:n])
 	}
 	return nil

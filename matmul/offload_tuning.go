@@ -174,6 +174,23 @@ func (h *hostPins) covers(d []float64) bool {
 	return true
 }
 
+// within reports whether d lies within one pinned span.
+func (h *hostPins) within(d []float64) bool {
+	if len(d) == 0 {
+		return false
+	}
+	s := spanOf(d)
+	lo, hi := s.addr, s.addr+uintptr(8*s.n)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p := range h.pins {
+		if p.addr <= lo && hi <= p.addr+uintptr(8*p.n) {
+			return true
+		}
+	}
+	return false
+}
+
 // overlaps reports whether any of d lies within a pinned span.
 func (h *hostPins) overlaps(d []float64) bool {
 	if len(d) == 0 {
