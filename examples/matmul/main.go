@@ -48,7 +48,9 @@
 //	              environment variable HTGS_MATMUL_HOSTCOPY, which this sets).
 //	-compare-xt   with -kernel cuda in memory (build with -tags cuda): after
 //	              the product, run in the same process cuBLASXt on the same
-//	              ordinary memory, then the graph and cuBLASXt on A, B and C
+//	              ordinary memory (as it is, then with cuBLASXt's pinning
+//	              mode, which page-locks the operands within the call),
+//	              then the graph and cuBLASXt on A, B and C
 //	              page-locked (PinHost), then one cuBLAS DGEMM on operands
 //	              already on the GPU, and print the rates side by side
 //	-xt-block N   cuBLASXt's tile side for -compare-xt (default 4096)
