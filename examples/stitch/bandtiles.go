@@ -5,6 +5,7 @@ package main
 // own.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"image"
@@ -63,6 +64,9 @@ type stagedTiles struct {
 	bucket string
 	dir    string
 	have   map[string]bool // the tiles copied into dir
+	// parallel is how many tiles a band copies at a time (0:
+	// stageParallel).
+	parallel int
 }
 
 // maxStagedFile bounds one tile file copied from the object store.
@@ -142,7 +146,7 @@ func (st *stagedTiles) fetch(ctx context.Context, nc *nats.Conn, bucket string, 
 		errs = make([]error, len(missing))
 		next int
 	)
-	for range min(stageParallel, len(missing)) {
+	for range min(cmp.Or(st.parallel, stageParallel), len(missing)) {
 		wg.Go(func() {
 			for {
 				mu.Lock()

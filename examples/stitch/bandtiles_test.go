@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
@@ -113,5 +114,64 @@ func TestStagedBandCopiesOnlyItsTiles(t *testing.T) {
 	}
 	if got, want := staged(), rowsOf(1, 6); !slices.Equal(got, want) {
 		t.Fatalf("after band [4, 6): %v, want rows 1 to 5: %v", got, want)
+	}
+}
+
+// BenchmarkStagedBand copies tiles of an 8 x 10 grid of 512 x 384 tiles
+// (80 files, 30 MiB) from the object store as a worker of -tiles-via store
+// does, into a new folder each time: the whole grid one tile at a time (as
+// a worker did before it copied only its bands), the whole grid 4 at a
+// time, and the second of two bands (rows 4 to 7 and the row above: 50
+// tiles) 4 at a time.
+func BenchmarkStagedBand(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	cfg := synth.DefaultConfig()
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight = 8, 10, 512, 384
+	if err := synth.GenerateToDir(ctx, cfg, dir, synth.DefaultName); err != nil {
+		b.Fatal(err)
+	}
+	const pattern = "img_r{rrr}_c{ccc}.tif"
+	pat, err := tileio.ParsePattern(pattern, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err := tileio.OpenTileSet(dir, pat, 8, 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := cluster.StartServer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	bucket, drop, err := (&distributed{nc: nc}).putTiles(ctx, src, io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer drop()
+	for _, c := range []struct {
+		name     string
+		r0, r1   int
+		parallel int
+		tiles    float64
+	}{{"grid-1-at-a-time", 0, 8, 1, 80}, {"grid", 0, 8, 0, 80}, {"band-rows-4-7", 4, 8, 0, 50}} {
+		b.Run(c.name, func(b *testing.B) {
+			var sets tileSets
+			for b.Loop() {
+				st := stagedTiles{parallel: c.parallel}
+				j := bandJob{Pattern: pattern, Start: 1, Numbering: "HORIZONTALCOMBING", Origin: "UL", Rows: 8, Cols: 10, MaxTilePixels: -1, Store: bucket, Row0: c.r0, Row1: c.r1}
+				if _, err := st.band(ctx, nc, &sets, &j); err != nil {
+					b.Fatal(err)
+				}
+				st.close()
+			}
+			b.ReportMetric(c.tiles*float64(b.N)/b.Elapsed().Seconds(), "tiles/s")
+		})
 	}
 }
