@@ -3,6 +3,7 @@ package matmul
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -320,8 +321,8 @@ func (p *hostPinner) all() bool {
 }
 
 // close stops the registrations, waits for those under way, and
-// unregisters every chunk, on the pinner's workers. The copies from and to
-// the chunks must have completed.
+// unregisters every chunk, on as many goroutines as there are CPUs. The
+// copies from and to the chunks must have completed.
 func (p *hostPinner) close() error {
 	if p == nil {
 		return nil
@@ -337,7 +338,8 @@ func (p *hostPinner) close() error {
 	errs := make([]error, len(todo))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(p.workers, len(todo)) {
+	// Nothing else runs now (the product is done): every CPU unregisters.
+	for range min(max(p.workers, runtime.GOMAXPROCS(0)), len(todo)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

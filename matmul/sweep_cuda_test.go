@@ -34,7 +34,9 @@ var sweepVariants = []sweepVariant{
 	{name: "regchunks-w8", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "register", "HTGS_MATMUL_PINWORKERS": "8"}},
 	{name: "pipelined", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "pipelined"}},
 	{name: "pipelined-w8", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "pipelined", "HTGS_MATMUL_PINWORKERS": "8"}},
+	{name: "pipelined-w16", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "pipelined", "HTGS_MATMUL_PINWORKERS": "16"}},
 	{name: "pipelined-c16", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "pipelined", "HTGS_MATMUL_PINCHUNK": "16384"}},
+	{name: "pipelined-c256", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "pipelined", "HTGS_MATMUL_PINCHUNK": "262144"}},
 	{name: "pinhost", pin: true},
 	{name: "register", env: map[string]string{"HTGS_MATMUL_REGISTER": "1"}},
 	{name: "blocksync", env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
@@ -50,7 +52,8 @@ var sweepVariants = []sweepVariant{
 // choosing their defaults: for each size (HTGS_SWEEP_N, default
 // 8192,16384,16384b where b limits the device pools to one matrix), block
 // size (HTGS_SWEEP_BS8192, HTGS_SWEEP_BS16384, HTGS_SWEEP_BS16384b:
-// default 1024,2048 and 2048,4096) and variant (HTGS_SWEEP_VARIANTS, default all), one untimed
+// default 1024,2048 and 2048,4096) and variant (HTGS_SWEEP_VARIANTS, default
+// all; name@n/bs adds one variant at one size and block size), one untimed
 // product and HTGS_SWEEP_RUNS (default 2) timed ones; it prints the best
 // rate, the busy fraction, the bus rate and the time spent pinning, and
 // checks every result against the first. Skipped unless HTGS_SWEEP=1:
@@ -71,9 +74,21 @@ func TestCUDASweep(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("HTGS_SWEEP_RUNS")); err == nil && v > 0 {
 		runs = v
 	}
+	// HTGS_SWEEP_VARIANTS names the variants run at every size and block
+	// size; an entry name@n/bs runs name only at size n with blocks of bs.
 	want := map[string]bool{}
+	extra := map[string][][2]string{} // by size: {bs, name}
 	for _, v := range strings.Split(os.Getenv("HTGS_SWEEP_VARIANTS"), ",") {
-		if v = strings.TrimSpace(v); v != "" {
+		v = strings.TrimSpace(v)
+		if name, at, ok := strings.Cut(v, "@"); ok {
+			n, bs, ok := strings.Cut(at, "/")
+			if !ok {
+				t.Fatalf("HTGS_SWEEP_VARIANTS: %q: want name@n/bs", v)
+			}
+			extra[n] = append(extra[n], [2]string{bs, name})
+			continue
+		}
+		if v != "" {
 			want[v] = true
 		}
 	}
@@ -101,8 +116,19 @@ func TestCUDASweep(t *testing.T) {
 		if budget {
 			bsList = envList(fmt.Sprintf("HTGS_SWEEP_BS%db", n), strings.Join(bsList, ","))
 		}
-		for _, bsS := range bsList {
-			bs, err := strconv.Atoi(bsS)
+		type job struct {
+			bs   string
+			only string // the one variant to run ("": those wanted)
+		}
+		var jobs []job
+		for _, bs := range bsList {
+			jobs = append(jobs, job{bs: bs})
+		}
+		for _, e := range extra[size] {
+			jobs = append(jobs, job{bs: e[0], only: e[1]})
+		}
+		for _, jb := range jobs {
+			bs, err := strconv.Atoi(jb.bs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +137,7 @@ func TestCUDASweep(t *testing.T) {
 				cfg.DeviceMemory = 8 * int64(n) * int64(n)
 			}
 			for _, v := range sweepVariants {
-				if len(want) > 0 && !want[v.name] {
+				if jb.only != "" && v.name != jb.only || jb.only == "" && len(want) > 0 && !want[v.name] {
 					continue
 				}
 				if pinCost[n] > 1 && (v.env["HTGS_MATMUL_REGISTER"] != "" || v.env["HTGS_MATMUL_HOSTCOPY"] == "register") {
@@ -184,9 +210,9 @@ func sweepOne(ctx context.Context, v sweepVariant, a, b, c *matmul.Dense, cfg ma
 	}
 	moved, least := rep.Plan.BusBytes()
 	direct := float64(rep.DirectBytes) / float64(max(1, rep.UploadBytes+rep.DownloadBytes))
-	return fmt.Sprintf("%6.2f TFLOP/s  best %.3f s  mean %.3f s  busy %.2f  bus %5.1f GB/s (%.2fx min)  run-pin %.3f s  PinHost %.3f s  %s direct %.2f  pools A%d B%d C%d",
+	return fmt.Sprintf("%6.2f TFLOP/s  best %.3f s  mean %.3f s  busy %.2f  bus %5.1f GB/s (%.2fx min)  run-pin %.3f s  PinHost %.3f s  %s direct %.2f (%d copies)  pools A%d B%d C%d",
 		2*n*n*n/best/1e12, best, sum/float64(runs), busy, float64(rep.UploadBytes+rep.DownloadBytes)/best/1e9,
-		float64(moved)/float64(least), rep.HostPin.Seconds(), pinTime, rep.HostCopy, direct, rep.Plan.DevicePoolA, rep.Plan.DevicePoolB, rep.Plan.DevicePoolC), pinTime, nil
+		float64(moved)/float64(least), rep.HostPin.Seconds(), pinTime, rep.HostCopy, direct, rep.DirectCopies, rep.Plan.DevicePoolA, rep.Plan.DevicePoolB, rep.Plan.DevicePoolC), pinTime, nil
 }
 
 func envList(name, def string) []string {
