@@ -100,6 +100,13 @@
 // stream for the last product that read a buffer before refilling it, so
 // uploads for the next products run while the current ones compute, and
 // no task waits for the GPU but to refill a staging buffer or download C.
+// Matrices page-locked with PinHost skip the staging: their blocks go
+// straight by 2-D copies. For ordinary memory HTGS_MATMUL_HOSTCOPY picks
+// staging (the default), register (page-lock A, B and C in chunks before
+// the product) or pipelined (page-lock the chunks while the product runs,
+// staging the blocks not yet locked); a block lying across several chunks
+// is copied in one piece per chunk, since a copy may not span two
+// registrations (docs/matmul.md has the measurements).
 // Config.DeviceMemory bounds the device pools per GPU; the plan then picks
 // the traversal, among those that fit both memory budgets, that reads and
 // uploads the fewest bytes (Plan.UploadBytes; Plan.DownloadBytes is |C|,
