@@ -176,7 +176,8 @@ func TestCUDABLASXtMatchesGonum(t *testing.T) {
 
 // Each host-copy strategy gives gonum's result on the GPU: register
 // page-locks A, B and C in chunks (small here, so that blocks straddle
-// them) and copies every block straight; pipelined mixes staged and
+// them: each goes in one copy per chunk, as a 2-D copy may not span two
+// registrations) and copies every block straight; pipelined mixes staged and
 // straight copies; nothing stays registered (PinHost afterwards succeeds).
 func TestCUDAHostCopyStrategies(t *testing.T) {
 	k := cudaKernelOrSkip(t)
@@ -196,9 +197,14 @@ func TestCUDAHostCopyStrategies(t *testing.T) {
 			}
 			checkProduct(t, a, b, c, want)
 			all := rep.UploadBytes + rep.DownloadBytes
-			t.Logf("%s: %d of %d bytes straight, %d page-locked, page-locking %v", mode, rep.DirectBytes, all, rep.PinnedBytes, rep.HostPin)
+			t.Logf("%s: %d of %d bytes straight in %d copies, %d page-locked, page-locking %v", mode, rep.DirectBytes, all, rep.DirectCopies, rep.PinnedBytes, rep.HostPin)
 			if mode == "register" && rep.DirectBytes != all {
 				t.Errorf("register: %d of %d bytes straight", rep.DirectBytes, all)
+			}
+			// Blocks of 128 rows of 4000-4800 bytes span several 256 KiB
+			// chunks: more copies than blocks.
+			if p := rep.Plan; mode == "register" && rep.DirectCopies <= int64(p.MB*p.KB+p.KB*p.NB+p.MB*p.NB) {
+				t.Errorf("register: %d direct copies for %d blocks: no block split at the chunks", rep.DirectCopies, p.MB*p.KB+p.KB*p.NB+p.MB*p.NB)
 			}
 			if mode == "staging" && rep.DirectBytes != 0 {
 				t.Errorf("staging: %d bytes straight", rep.DirectBytes)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,10 +54,10 @@ var sweepVariants = []sweepVariant{
 // 8192,16384,16384b where b limits the device pools to one matrix), block
 // size (HTGS_SWEEP_BS8192, HTGS_SWEEP_BS16384, HTGS_SWEEP_BS16384b:
 // default 1024,2048 and 2048,4096) and variant (HTGS_SWEEP_VARIANTS, default
-// all; name@n/bs adds one variant at one size and block size), one untimed
-// product and HTGS_SWEEP_RUNS (default 2) timed ones; it prints the best
-// rate, the busy fraction, the bus rate and the time spent pinning, and
-// checks every result against the first. Skipped unless HTGS_SWEEP=1:
+// all, in their order; name@n/bs adds one variant at one size and block
+// size), one untimed product and HTGS_SWEEP_RUNS (default 2) timed ones;
+// it prints the best rate, the busy fraction, the bus rate and the time
+// spent pinning, and checks every result against the first. Skipped unless HTGS_SWEEP=1:
 //
 //	HTGS_SWEEP=1 go test -tags cuda -run CUDASweep -v ./matmul
 func TestCUDASweep(t *testing.T) {
@@ -77,6 +78,7 @@ func TestCUDASweep(t *testing.T) {
 	// HTGS_SWEEP_VARIANTS names the variants run at every size and block
 	// size; an entry name@n/bs runs name only at size n with blocks of bs.
 	want := map[string]bool{}
+	var order []string                // the variants wanted, in the order named
 	extra := map[string][][2]string{} // by size: {bs, name}
 	for _, v := range strings.Split(os.Getenv("HTGS_SWEEP_VARIANTS"), ",") {
 		v = strings.TrimSpace(v)
@@ -88,8 +90,20 @@ func TestCUDASweep(t *testing.T) {
 			extra[n] = append(extra[n], [2]string{bs, name})
 			continue
 		}
-		if v != "" {
+		if v != "" && !want[v] {
 			want[v] = true
+			order = append(order, v)
+		}
+	}
+	variants := sweepVariants
+	if len(order) > 0 {
+		variants = nil
+		for _, name := range order {
+			i := slices.IndexFunc(sweepVariants, func(v sweepVariant) bool { return v.name == name })
+			if i < 0 {
+				t.Fatalf("HTGS_SWEEP_VARIANTS: no variant %q", name)
+			}
+			variants = append(variants, sweepVariants[i])
 		}
 	}
 	sizes := envList("HTGS_SWEEP_N", "8192,16384,16384b")
@@ -136,10 +150,15 @@ func TestCUDASweep(t *testing.T) {
 			if budget {
 				cfg.DeviceMemory = 8 * int64(n) * int64(n)
 			}
-			for _, v := range sweepVariants {
-				if jb.only != "" && v.name != jb.only || jb.only == "" && len(want) > 0 && !want[v.name] {
-					continue
+			run := variants
+			if jb.only != "" {
+				i := slices.IndexFunc(sweepVariants, func(v sweepVariant) bool { return v.name == jb.only })
+				if i < 0 {
+					t.Fatalf("HTGS_SWEEP_VARIANTS: no variant %q", jb.only)
 				}
+				run = sweepVariants[i : i+1]
+			}
+			for _, v := range run {
 				if pinCost[n] > 1 && (v.env["HTGS_MATMUL_REGISTER"] != "" || v.env["HTGS_MATMUL_HOSTCOPY"] == "register") {
 					// Registering inside each product would cost more
 					// than the product: not worth the sweep's time.
