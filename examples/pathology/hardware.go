@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -36,7 +35,8 @@ type hwSetup struct {
 	size      int
 	window    int
 	seed      uint64
-	calTiles  int // tiles timed op by op before the runs (the first is a warm-up)
+	calTiles  int  // tiles timed op by op before the runs (the first is a warm-up)
+	noOrder   bool // skip "PATS, speedup order only" (-order-only=false)
 	gpuKind   string
 	log       io.Writer
 	specs     []opSpec
@@ -54,6 +54,12 @@ type calibration struct {
 	stageBW   float64                  // bytes per second staging a tile's RGB from storage
 	mismatch  []string
 	ti        float64 // mean fraction of a GPU operation's time spent moving its data
+	// content is the dark-pixel share of every tile of the slide
+	// (tileContent), fit each operation's CPU cost under load as a line in
+	// it (costmodel.go); without them (no load measured) every tile costs
+	// cpu.
+	content []float64
+	fit     map[string]costFit
 }
 
 // speedups returns the measured speedup of each operation with a GPU
@@ -70,13 +76,19 @@ func (c *calibration) speedups() map[string]float64 {
 
 // hwOps returns the operations of a hardware run: every one with its CPU
 // implementation, those of gpuOpNames() also with their GPU one on accels.
-func hwOps(specs []opSpec, est map[string]float64, accels []accel) map[string]*pats.Op[*tileJob] {
+// With rec, every instance's compute time is recorded there.
+func hwOps(specs []opSpec, est map[string]float64, accels []accel, rec *instTimes) map[string]*pats.Op[*tileJob] {
 	cpu := kernelOps(nil)
 	ops := map[string]*pats.Op[*tileJob]{}
 	for _, o := range specs {
 		impls := map[device.Kind]pats.Impl[*tileJob]{device.CPU: cpu[o.name].Impls[device.CPU]}
 		if hasGPUImpl(o.name) && len(accels) > 0 {
 			impls[device.GPU] = gpuImpl(o, accels)
+		}
+		if rec != nil {
+			for k, impl := range impls {
+				impls[k] = rec.wrap(o.name, k == device.GPU, impl)
+			}
 		}
 		ops[o.name] = &pats.Op[*tileJob]{Name: o.name, Speedup: est[o.name], Impls: impls}
 	}
@@ -120,18 +132,36 @@ func (h *hwSetup) calibrate(ctx context.Context, s *slide) (*calibration, error)
 	}
 	c.cpuAlone = c.cpu
 	if h.cpus > 1 {
-		if c.cpu, err = h.cpuUnderLoad(ctx, s); err != nil {
+		if c.content, err = tileContent(ctx, s); err != nil {
 			return nil, err
+		}
+		times, err := h.cpuUnderLoad(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		c.cpu, c.fit = map[string]time.Duration{}, map[string]costFit{}
+		x := make([]float64, len(times))
+		for k := range times {
+			x[k] = c.content[k%s.tiles]
+		}
+		for _, o := range h.specs {
+			ts := make([]time.Duration, len(times))
+			for k, m := range times {
+				ts[k] = m[o.name]
+				c.cpu[o.name] += m[o.name] / time.Duration(len(times))
+			}
+			c.fit[o.name] = fitCost(x, ts)
 		}
 		c.loaded = h.cpus
 	}
 	return c, nil
 }
 
-// cpuUnderLoad runs one tile per CPU core at once, each through the whole
-// pipeline on its core, and returns the mean time of each operation.
-func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *slide) (map[string]time.Duration, error) {
-	ops := hwOps(h.specs, nil, nil)
+// cpuUnderLoad runs one tile per CPU core at once (core k takes tile k
+// modulo the slide's tiles), each through the whole pipeline on its core,
+// and returns the time of each operation on each core's tile.
+func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *slide) ([]map[string]time.Duration, error) {
+	ops := hwOps(h.specs, nil, nil, nil)
 	times := make([]map[string]time.Duration, h.cpus)
 	errs := make([]error, h.cpus)
 	var wg sync.WaitGroup
@@ -163,19 +193,13 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *slide) (map[string]time.D
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	out := map[string]time.Duration{}
-	for _, m := range times {
-		for op, d := range m {
-			out[op] += d / time.Duration(h.cpus)
-		}
-	}
-	return out, nil
+	return times, nil
 }
 
 // calibrateAlone is the sequential pass of calibrate.
 func (h *hwSetup) calibrateAlone(ctx context.Context, s *slide) (*calibration, error) {
 	c := &calibration{cpu: map[string]time.Duration{}, gpu: map[string]time.Duration{}}
-	ops := hwOps(h.specs, nil, h.accels)
+	ops := hwOps(h.specs, nil, h.accels, nil)
 	var stagedBytes int64
 	var stageTime time.Duration
 	reg := &jobRegistry{}
@@ -339,8 +363,9 @@ func wrongEstimates(sp map[string]float64, pct int) map[string]float64 {
 }
 
 // simFlows returns the hardware workload for the simulator: the same
-// operations (CPU-only where they are) with the measured costs.
-func (h *hwSetup) simFlows(c *calibration, est map[string]float64) []*pats.Flow {
+// operations (CPU-only where they are), tile i's instance of op costing
+// cost(i, op).
+func (h *hwSetup) simFlows(c *calibration, est map[string]float64, cost func(tile int, op string) pats.Cost) []*pats.Flow {
 	ops := map[string]*pats.Op[int]{}
 	for _, o := range h.specs {
 		impls := map[device.Kind]pats.Impl[int]{device.CPU: noop}
@@ -363,7 +388,7 @@ func (h *hwSetup) simFlows(c *calibration, est map[string]float64) []*pats.Flow 
 			}
 			pats.Add(f, ops[o.name], i, pats.Reads(reads...),
 				pats.Writes(pats.Data{Key: o.writes, Bytes: h.regionBuf[o.writes]}),
-				pats.WithCost(pats.Cost{CPU: c.cpu[o.name], GPU: c.gpu[o.name]}))
+				pats.WithCost(cost(i, o.name)))
 		}
 		fs[i] = f
 	}
@@ -377,21 +402,11 @@ type noStore struct{}
 func (noStore) Stage(context.Context) error  { return nil }
 func (noStore) Commit(context.Context) error { return nil }
 
-// observed returns cal with the mean compute times of rep where it has
-// them: the costs an operation really had in a run (with every core busy),
-// which separates the simulator's scheduling error from the calibration's.
-func observed(cal *calibration, rep *pats.Report) *calibration {
-	o := &calibration{cpu: maps.Clone(cal.cpu), gpu: maps.Clone(cal.gpu), cpuAlone: cal.cpuAlone, loaded: cal.loaded,
-		bandwidth: cal.bandwidth, stageBW: cal.stageBW, ti: cal.ti}
-	for _, op := range rep.Ops {
-		if op.CPU > 0 {
-			o.cpu[op.Name] = op.CPUTime / time.Duration(op.CPU)
-		}
-		if _, ok := o.gpu[op.Name]; ok && op.GPU > 0 {
-			o.gpu[op.Name] = op.GPUTime / time.Duration(op.GPU)
-		}
-	}
-	return o
+// predicted returns the cost of tile i's instance of op that the
+// calibration predicts: on a core, the content model's under load; on a
+// GPU, the calibration's mean.
+func (c *calibration) predicted(tile int, op string) pats.Cost {
+	return pats.Cost{CPU: c.cpuCost(op, tile), GPU: c.gpu[op]}
 }
 
 // hwRun is one configuration's measured and simulated result.
@@ -400,7 +415,8 @@ type hwRun struct {
 	cfg       pats.Config
 	rep       *pats.Report
 	sim       *pats.Report // from the calibration's costs
-	simObs    *pats.Report // from the mean op times observed in this run
+	simObs    *pats.Report // from the op times observed in this run, instance by instance
+	cpuFactor float64      // the run's CPU time over the predicted (instTimes.cpuFactor)
 	nuclei    []int
 	wall      time.Duration
 	estimates map[string]float64
@@ -445,6 +461,9 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		{"PATS+DL+prefetch, 50% wrong", pats.Config{Policy: pats.PATS, Window: h.window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}, wrongEstimates(sp, 50)},
 		{"PATS, speedup order only", pats.Config{Policy: pats.PATS, Window: h.window}, sp},
 	}
+	if h.noOrder {
+		configs = configs[:len(configs)-1]
+	}
 	res := &hwResults{cal: cal, same: true}
 	machine := pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW}
 	for _, c := range configs {
@@ -453,9 +472,10 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		}
 		s.out = region.NewMemory()
 		reg := &jobRegistry{}
-		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels), reg: reg}
-		if c.est != nil { // the calibrated costs, FinishAware's times until the run has its own
-			tr.cost = func(_ int, o opSpec) pats.Cost { return pats.Cost{CPU: cal.cpu[o.name], GPU: cal.gpu[o.name]} }
+		rec := newInstTimes()
+		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels, rec), reg: reg}
+		if c.est != nil { // the predicted costs, FinishAware's times until the run has its own (as in the simulator)
+			tr.cost = func(i int, o opSpec) pats.Cost { return cal.predicted(i, o.name) }
 		}
 		units := append(pats.CPUUnits(h.cpus), reg.accelUnits(h.accels)...)
 		t0 := time.Now()
@@ -463,20 +483,22 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
-		r := hwRun{name: c.name, cfg: c.cfg, rep: rep, wall: time.Since(t0), estimates: c.est}
+		r := hwRun{name: c.name, cfg: c.cfg, rep: rep, wall: time.Since(t0), estimates: c.est, cpuFactor: rec.cpuFactor(cal)}
 		for _, t := range results {
 			r.nuclei = append(r.nuclei, t.nuclei)
 		}
 		if len(res.runs) > 0 && !slices.Equal(r.nuclei, res.runs[0].nuclei) {
 			res.same = false
 		}
-		if r.sim, err = pats.Simulate(c.cfg, machine, h.simFlows(cal, c.est)); err != nil {
+		if r.sim, err = pats.Simulate(c.cfg, machine, h.simFlows(cal, c.est, cal.predicted)); err != nil {
 			return nil, fmt.Errorf("%s: simulate: %w", c.name, err)
 		}
-		if r.simObs, err = pats.Simulate(c.cfg, machine, h.simFlows(observed(cal, rep), c.est)); err != nil {
+		if r.simObs, err = pats.Simulate(c.cfg, machine, h.simFlows(cal, c.est, rec.costs(cal))); err != nil {
 			return nil, fmt.Errorf("%s: simulate: %w", c.name, err)
 		}
-		h.logf("%s: %.2f tiles/s (simulated %.2f)", c.name, tilesPerSecond(h.tiles, rep), tilesPerSecond(h.tiles, r.sim))
+		h.logf("%s: %.2f tiles/s, makespan %.2f s (simulated %.2f s, %+.1f%%; from the run's op times %.2f s, %+.1f%%); CPU time %.2fx predicted",
+			c.name, tilesPerSecond(h.tiles, rep), rep.Makespan.Seconds(), r.sim.Makespan.Seconds(), 100*(r.sim.Makespan.Seconds()/rep.Makespan.Seconds()-1),
+			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/rep.Makespan.Seconds()-1), r.cpuFactor)
 		res.runs = append(res.runs, r)
 	}
 	return res, nil
@@ -491,16 +513,26 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	if cal.loaded > 0 {
 		load = fmt.Sprintf("the mean over %d tiles run at once, one per core", cal.loaded)
 	}
-	fmt.Fprintf(w, "Measured op by op on %d tiles (after one warm-up), one CPU core alone and one GPU, transfers excluded; host-GPU bandwidth %.2f GB/s, transfer impact %.2f, staging from storage %.2f GB/s. CPU under load: %s (the costs the simulator and the speedups use).\n\n",
+	fmt.Fprintf(w, "Measured op by op on %d tiles (after one warm-up), one CPU core alone and one GPU, transfers excluded; host-GPU bandwidth %.2f GB/s, transfer impact %.2f, staging from storage %.2f GB/s. CPU under load: %s (the costs the simulator and the speedups use).",
 		max(h.calTiles-1, 1), cal.bandwidth/1e9, cal.ti, cal.stageBW/1e9, load)
-	fmt.Fprintf(w, "| operation | CPU ms alone | CPU ms under load | GPU ms | speedup |\n|---|---:|---:|---:|---:|\n")
+	if len(cal.fit) > 0 {
+		lo, hi := slices.Min(cal.content), slices.Max(cal.content)
+		fmt.Fprintf(w, " A tile's CPU cost under load is predicted from its dark-pixel share (%.2f%% to %.2f%% over the %d tiles, mean %.2f%%), as a line fitted per operation over the loaded tiles: the fit at the lightest and the heaviest tile, and its mean over the slide's tiles, are what the simulator and FinishAware's initial times use.",
+			100*lo, 100*hi, len(cal.content), 100*mean(cal.content))
+	}
+	fmt.Fprintf(w, "\n\n| operation | CPU ms alone | CPU ms under load | fit, lightest..heaviest tile | fit, slide mean | GPU ms | speedup |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, o := range h.specs {
 		g, sp := "CPU only", "-"
 		if d, ok := cal.gpu[o.name]; ok {
 			g = fmt.Sprintf("%.2f", d.Seconds()*1e3)
 			sp = fmtSpeedup(cal.speedups()[o.name])
 		}
-		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %s |\n", o.name, cal.cpuAlone[o.name].Seconds()*1e3, cal.cpu[o.name].Seconds()*1e3, g, sp)
+		span, slide := "-", "-"
+		if f, ok := cal.fit[o.name]; ok {
+			span = fmt.Sprintf("%.1f..%.1f", f.at(f.lo).Seconds()*1e3, f.at(f.hi).Seconds()*1e3)
+			slide = fmt.Sprintf("%.1f", cal.predictedMean(o.name, h.tiles).Seconds()*1e3)
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %s | %s | %s |\n", o.name, cal.cpuAlone[o.name].Seconds()*1e3, cal.cpu[o.name].Seconds()*1e3, span, slide, g, sp)
 	}
 	check := "every GPU output equals the CPU's"
 	if len(cal.mismatch) > 0 {
@@ -513,13 +545,13 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 		fmt.Fprintf(w, " The configurations found DIFFERENT nuclei.\n\n")
 	}
 	fcfs := res.runs[0].rep.Makespan
-	fmt.Fprintf(w, "Simulated: from the calibration's costs (the prediction), and from the mean op times observed in the run itself (which leaves the scheduling model's own error).\n\n")
-	fmt.Fprintf(w, "| configuration | makespan s | tiles/s | vs FCFS | simulated s | error | simulated, run's op times s | error |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "Simulated: from the calibration's predicted costs (the prediction), and from the op times observed in the run itself, instance by instance (which leaves the scheduling model's own error). CPU time vs predicted: the run's CPU compute time over the prediction for the same instances (above 1: the cores were slower under this run's mix of operations than under the calibration's load).\n\n")
+	fmt.Fprintf(w, "| configuration | makespan s | tiles/s | vs FCFS | simulated s | error | simulated, run's op times s | error | CPU time vs predicted |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.runs {
 		m := r.rep.Makespan
-		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2fx | %.2f | %+.1f%% | %.2f | %+.1f%% |\n", r.name, m.Seconds(), tilesPerSecond(h.tiles, r.rep),
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2fx | %.2f | %+.1f%% | %.2f | %+.1f%% | %.2f |\n", r.name, m.Seconds(), tilesPerSecond(h.tiles, r.rep),
 			fcfs.Seconds()/m.Seconds(), r.sim.Makespan.Seconds(), 100*(r.sim.Makespan.Seconds()/m.Seconds()-1),
-			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/m.Seconds()-1))
+			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/m.Seconds()-1), r.cpuFactor)
 	}
 	// One table per question: a row per operation, a column per run.
 	perOp := func(title string, cell func(r hwRun, op string) string) {
@@ -631,7 +663,7 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 		}
 	}
 	h := &hwSetup{cpus: o.cpus, accels: accels, tiles: o.tiles, size: o.tileSize, window: o.window,
-		seed: o.seed, calTiles: 3, gpuKind: kind, log: stderr}
+		seed: o.seed, calTiles: 3, gpuKind: kind, log: stderr, noOrder: !o.orderOnly}
 	if !o.set["cpus"] {
 		h.cpus = max(1, runtime.NumCPU()-len(accels)) // a core per GPU manager thread, as in seed 001
 	}
@@ -644,10 +676,10 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 	if !o.set["window"] {
 		h.window = 2 * (h.cpus + len(accels))
 	}
-	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed"} {
+	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed", "order-only"} {
 		if o.set[f] {
 			command += fmt.Sprintf(" -%s %s", f, map[string]string{"cpus": fmt.Sprint(h.cpus), "tiles": fmt.Sprint(h.tiles),
-				"tile-size": fmt.Sprint(h.size), "window": fmt.Sprint(h.window), "seed": fmt.Sprint(h.seed)}[f])
+				"tile-size": fmt.Sprint(h.size), "window": fmt.Sprint(h.window), "seed": fmt.Sprint(h.seed), "order-only": fmt.Sprint(o.orderOnly)}[f])
 		}
 	}
 	res, err := h.run(ctx)

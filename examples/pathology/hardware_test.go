@@ -80,7 +80,8 @@ func TestHardwareHostGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"every GPU output equals the CPU's", "same nuclei in every tile", "| FCFS |",
-		"PATS+DL+prefetch, 50% wrong", "| FillHoles |", "CPU only", "simulated, run's op times"} {
+		"PATS+DL+prefetch, 50% wrong", "| FillHoles |", "CPU only", "simulated, run's op times",
+		"fit, lightest..heaviest tile", "dark-pixel share", "CPU time vs predicted"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("hardware.md lacks %q:\n%s", want, md)
 		}
@@ -88,7 +89,7 @@ func TestHardwareHostGPUs(t *testing.T) {
 }
 
 func TestHardwareFlags(t *testing.T) {
-	for _, args := range [][]string{{"-hardware", "-sim"}, {"-host-gpus", "1"}, {"-hardware", "-host-gpus", "-1"}, {"-hardware", "-quick"}} {
+	for _, args := range [][]string{{"-hardware", "-sim"}, {"-host-gpus", "1"}, {"-hardware", "-host-gpus", "-1"}, {"-hardware", "-quick"}, {"-order-only=false"}} {
 		var out, errOut bytes.Buffer
 		if code := realMain(context.Background(), args, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)

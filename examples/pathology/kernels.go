@@ -16,8 +16,9 @@ import (
 
 // genTile fills planar RGB data (3 planes of w*h bytes) with a pink
 // background, dark purple nuclei and a few red blood cells, deterministic
-// in (seed, tile).
-func genTile(rgb []uint8, w, h int, seed uint64, tile int) {
+// in (seed, tile), and returns the number of nuclei it drew (between 4
+// and w*h/1500, uniformly: tiles differ widely in content).
+func genTile(rgb []uint8, w, h int, seed uint64, tile int) int {
 	r := rand.New(rand.NewPCG(seed, uint64(tile)+1<<32))
 	R, G, B := rgb[:w*h], rgb[w*h:2*w*h], rgb[2*w*h:]
 	for i := range w * h {
@@ -40,6 +41,7 @@ func genTile(rgb []uint8, w, h int, seed uint64, tile int) {
 	for range 1 + r.IntN(3) {
 		disc(r.IntN(w), r.IntN(h), 3+r.IntN(3), 200, 30, 40)
 	}
+	return nuclei
 }
 
 // fillHoles fills the holes of a mask: a morphological reconstruction of

@@ -71,18 +71,23 @@
 // With -hardware (in a build with -tags cuda, on a machine with CUDA GPUs)
 // it runs the experiment on real hardware: 4K x 4K tiles, one CPU core
 // unit per core left after one per GPU, and a pats.DeviceUnit per GPU
-// running the CUDA kernels of kernels/pathology.cu for the three
-// operations whose kernels compute the CPU's definitions (FillHoles,
-// FeatIntensity, FeatGradient; the other eight run on CPU cores only), on 96 tiles
-// unless -tiles says otherwise. It first times every operation on one
-// core and one GPU, checking each GPU output against the CPU's, and on
-// every core at once (the CPU costs under load), then runs FCFS, PATS
-// (FinishAware), PATS with locality and prefetch, with learned speedups,
-// with 50%-wrong estimates, and PATS by speedup order only, and
-// prints tiles/s, the share of each operation run on the GPU and the
-// simulator's prediction from the measured costs (-out DIR also writes
-// them to DIR/hardware.md). -host-gpus N poses host memory as N GPUs
-// instead, running Go mirrors of the kernels, for machines without one.
+// running the CUDA kernels of kernels/pathology.cu for the six
+// operations whose kernels compute the CPU's definitions (RBCDetection,
+// MorphOpen, FillHoles, PreWatershed, FeatIntensity, FeatGradient; the
+// other five run on CPU cores only), on 96 tiles unless -tiles says
+// otherwise. It first times every operation on one core and one GPU,
+// checking each GPU output against the CPU's, and on every core at once
+// (the CPU costs under load, fitted per operation as a line in each
+// tile's dark-pixel share, so that each tile gets its own predicted cost;
+// see costmodel.go), then runs FCFS, PATS (FinishAware), PATS with
+// locality and prefetch, with learned speedups, with 50%-wrong estimates,
+// and PATS by speedup order only (-order-only=false skips it), and prints
+// tiles/s, the share of each operation run on the GPU, the simulator's
+// prediction from the predicted costs and its replay of each run's own op
+// times, and each run's CPU time against the prediction (-out DIR also
+// writes them to DIR/hardware.md). -host-gpus N poses host memory as N
+// GPUs instead, running Go mirrors of the kernels, for machines without
+// one.
 //
 // With -cpu-ops it times each operation on one core (GOMAXPROCS 1, a
 // locked thread) on a generated tile of -tile-size pixels (4096 unless
@@ -159,6 +164,7 @@ type options struct {
 	cpuOps     bool
 	cpuTime    bool
 	hostGPUs   int
+	orderOnly  bool
 	nucleiOut  string
 	roi        string
 	roiBox     region.Box
@@ -206,6 +212,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.natsURL, "nats", "", "with -worker: the NATS server's `URL`")
 	fs.StringVar(&o.workerName, "name", "", "with -worker: the worker's `name` (default: host-pid)")
 	addClusterFlags(fs, o)
+	fs.BoolVar(&o.orderOnly, "order-only", true, "with -hardware: also run PATS by speedup order only (false: skip it, a shorter run)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
 }
@@ -257,6 +264,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-hardware goes with none of -experiment, -sim, -quick, -profile and -http")
 	case o.dynamic && (o.experiment || o.hardware):
 		return nil, cli.Usagef("-dynamic goes with a real run or -sim, not -experiment or -hardware")
+	case set["order-only"] && !o.hardware:
+		return nil, cli.Usagef("-order-only goes with -hardware")
 	case o.hostGPUs < 0 || o.hostGPUs > 0 && !o.hardware:
 		return nil, cli.Usagef("-host-gpus %d: want a positive count, with -hardware", o.hostGPUs)
 	case !o.experiment && !o.hardware && !o.cpuOps && set["out"]:
