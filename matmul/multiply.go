@@ -161,6 +161,22 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 	return rep, err
 }
 
+// stallDelay is how long a product with blocks of side bs may go without
+// progress before the graph reports a stall: one block product may take
+// long on its own (the CPU default multiplies operands in memory with one
+// OpenBLAS call), so no stall is reported before it could have ended at a
+// pessimistic 1 GFLOP/s (0: the graph's default). At most a day.
+func stallDelay(bs int) time.Duration {
+	if bs <= 0 {
+		return 0
+	}
+	ns := min(2*float64(bs)*float64(bs)*float64(bs), float64(24*time.Hour))
+	if d := time.Duration(ns); d > graph.DefaultStallDelay {
+		return d
+	}
+	return 0
+}
+
 // runGraph starts g, feeds it the requests, passes each finished block to
 // cfg.Progress, and waits for the end; it fills rep's time and stats. It
 // returns only after every goroutine it started has ended.
@@ -168,6 +184,9 @@ func runGraph(ctx context.Context, g *graph.Graph[blockRequest, blockDone], requ
 	var opts []graph.StartOption
 	if cfg.Logger != nil {
 		opts = append(opts, graph.WithLogger(cfg.Logger))
+	}
+	if d := stallDelay(rep.Plan.BlockSize); d > graph.DefaultStallDelay {
+		opts = append(opts, graph.WithStallReport(d, nil))
 	}
 	opts = append(opts, cfg.StartOptions...)
 	start := time.Now()

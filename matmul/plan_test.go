@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 type loadKey struct {
@@ -184,6 +185,25 @@ func TestOrderString(t *testing.T) {
 	for o, want := range map[Order]string{RowPanels: "row panels", ColumnPanels: "column panels", Streamed: "streamed", 7: "Order(7)"} {
 		if got := fmt.Sprint(o); got != want {
 			t.Errorf("%d: %q, want %q", int(o), got, want)
+		}
+	}
+}
+
+// A product whose one block takes long is not reported as stalled before
+// it could have ended at 1 GFLOP/s; small blocks keep the graph's default.
+func TestStallDelay(t *testing.T) {
+	for _, c := range []struct {
+		bs   int
+		want time.Duration
+	}{
+		{0, 0},
+		{512, 0},  // 0.27 s per block: the default 10 s
+		{1700, 0}, // 9.8 s: still the default
+		{4096, time.Duration(2 * 4096 * 4096 * 4096)},
+		{1 << 20, 24 * time.Hour},
+	} {
+		if got := stallDelay(c.bs); got != c.want {
+			t.Errorf("stallDelay(%d) = %v, want %v", c.bs, got, c.want)
 		}
 	}
 }
