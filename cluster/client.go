@@ -773,7 +773,7 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	hdr.Set(hVersion, r.version)
 	hdr.Set(hCodec, r.codec.Name())
 	var dc directCap
-	if len(data) <= min(r.direct, st.cfg.inlineLimit) {
+	if r.direct > 0 && len(data) <= min(r.direct, st.cfg.inlineLimit) {
 		dc = c.directFor(key)
 	}
 

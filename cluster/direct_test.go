@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -139,4 +140,42 @@ func TestDirectRequestsInGraph(t *testing.T) {
 		t.Errorf("stats %+v: want some inputs direct, some through the stream, each counted once", st)
 	}
 	t.Logf("stats %+v", st)
+}
+
+// DirectLimit(0) on a Remote sends every input through the work stream;
+// on a worker, it takes no direct request for the task (the directory
+// lists none), nor does a worker for a task with MaxDeliver.
+func TestDirectLimitZero(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	serveInProcess(t, nc, "direct", registerV1)
+	serveInProcess(t, nc, "stream-only", func(w *Worker) error {
+		return errors.Join(
+			Handle(w, "square", squareTask, Version("v1"), DirectLimit(0)),
+			Handle(w, "multi", multiTask, Version("v1"), MaxDeliver(3)),
+		)
+	})
+	c := newClient(t, nc)
+	waitDirect(t, c, "square")
+	ws, err := c.Workers(context.Background())
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("workers %+v, %v", ws, err)
+	}
+	for _, w := range ws {
+		_, sq := w.Direct["square"]
+		_, multi := w.Direct["multi"]
+		if w.Name == "direct" && (!sq || !multi || w.Direct["square"] != (DirectTask{Threads: 4, AckWait: time.Second})) ||
+			w.Name == "stream-only" && (sq || multi) {
+			t.Errorf("worker %s lists direct tasks %+v", w.Name, w.Direct)
+		}
+	}
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"), DirectLimit(0))
+	for i := range 5 {
+		if outs, err := r.Call(context.Background(), job{N: i}); err != nil || len(outs) != 1 || outs[0].Square != i*i {
+			t.Fatalf("Call(%d) = %v, %v", i, outs, err)
+		}
+	}
+	if st := c.Stats(); st.Sent != 5 || st.Direct != 0 {
+		t.Errorf("stats %+v: want every input through the stream", st)
+	}
 }
