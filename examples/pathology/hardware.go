@@ -496,9 +496,9 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		if r.simObs, err = pats.Simulate(c.cfg, machine, h.simFlows(cal, c.est, rec.costs(cal))); err != nil {
 			return nil, fmt.Errorf("%s: simulate: %w", c.name, err)
 		}
-		h.logf("%s: %.2f tiles/s, makespan %.2f s (simulated %.2f s, %+.1f%%; from the run's op times %.2f s, %+.1f%%); CPU time %.2fx predicted",
+		h.logf("%s: %.2f tiles/s, makespan %.2f s (simulated %.2f s, %+.1f%%; from the run's op times %.2f s, %+.1f%%); CPU time %.2fx predicted; cores busy %.0f%% (simulated %.0f%%)",
 			c.name, tilesPerSecond(h.tiles, rep), rep.Makespan.Seconds(), r.sim.Makespan.Seconds(), 100*(r.sim.Makespan.Seconds()/rep.Makespan.Seconds()-1),
-			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/rep.Makespan.Seconds()-1), r.cpuFactor)
+			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/rep.Makespan.Seconds()-1), r.cpuFactor, 100*busyShare(rep, device.CPU), 100*busyShare(r.sim, device.CPU))
 		res.runs = append(res.runs, r)
 	}
 	return res, nil
@@ -574,19 +574,10 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	perOp("Mean compute time of each operation in each run, CPU ms / GPU ms (- where it did not run there)", func(r hwRun, op string) string {
 		return opTimes(r.rep, op)
 	})
-	fmt.Fprintf(w, "\n| configuration | uploads MiB | downloads MiB | GPU busy |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(w, "\n| configuration | uploads MiB | downloads MiB | GPU busy | CPU cores busy | simulated |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.runs {
-		var busy time.Duration
-		for _, u := range r.rep.Units {
-			if u.Kind == device.GPU {
-				busy += u.Busy
-			}
-		}
-		share := 0.0
-		if g := len(h.accels); g > 0 && r.rep.Makespan > 0 {
-			share = busy.Seconds() / float64(g) / r.rep.Makespan.Seconds()
-		}
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f%% |\n", r.name, float64(r.rep.UploadBytes)/(1<<20), float64(r.rep.DownloadBytes)/(1<<20), 100*share)
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f%% | %.0f%% | %.0f%% |\n", r.name, float64(r.rep.UploadBytes)/(1<<20), float64(r.rep.DownloadBytes)/(1<<20),
+			100*busyShare(r.rep, device.GPU), 100*busyShare(r.rep, device.CPU), 100*busyShare(r.sim, device.CPU))
 	}
 	if len(res.runs) >= 5 {
 		p, dl, learn, wrong := res.runs[1].rep.Makespan, res.runs[2].rep.Makespan, res.runs[3].rep.Makespan, res.runs[4].rep.Makespan
@@ -602,6 +593,23 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 		worst = max(worst, math.Abs(r.sim.Makespan.Seconds()/r.rep.Makespan.Seconds()-1))
 	}
 	fmt.Fprintf(w, "Largest simulator error: %.1f%%.\n", 100*worst)
+}
+
+// busyShare returns the mean share of r's makespan the units of kind k
+// spent computing (0 without such units).
+func busyShare(r *pats.Report, k device.Kind) float64 {
+	var busy time.Duration
+	n := 0
+	for _, u := range r.Units {
+		if u.Kind == k {
+			busy += u.Busy
+			n++
+		}
+	}
+	if n == 0 || r.Makespan <= 0 {
+		return 0
+	}
+	return busy.Seconds() / float64(n) / r.Makespan.Seconds()
 }
 
 // opTimes formats the mean CPU and GPU compute times of op in r.

@@ -106,10 +106,10 @@ for line in hw.splitlines():
     if line.startswith(("generated ", "calibrated ")) or "dark-pixel share (" in line:
         print(re.sub(r"^.*(A tile's CPU cost)", r"\1", line))
 runs = {}
-print("\nconfiguration: makespan s, simulated s (error), replay of the run's op times s (error), CPU time / predicted")
-for m in re.finditer(r"(?m)^(.+?): ([0-9.]+) tiles/s, makespan ([0-9.]+) s \(simulated ([0-9.]+) s, ([-+0-9.]+)%; from the run's op times ([0-9.]+) s, ([-+0-9.]+)%\); CPU time ([0-9.]+)x predicted$", hw):
+print("\nconfiguration: makespan s, simulated s (error), replay of the run's op times s (error), CPU time / predicted, cores busy (simulated)")
+for m in re.finditer(r"(?m)^(.+?): ([0-9.]+) tiles/s, makespan ([0-9.]+) s \(simulated ([0-9.]+) s, ([-+0-9.]+)%; from the run's op times ([0-9.]+) s, ([-+0-9.]+)%\); CPU time ([0-9.]+)x predicted(?:; cores busy ([0-9]+)% \(simulated ([0-9]+)%\))?$", hw):
     runs[m[1]] = (float(m[3]), float(m[5]), float(m[7]), float(m[8]))
-    print("%-30s %6s  %6s (%6s%%)  %6s (%6s%%)  %sx" % (m[1], m[3], m[4], m[5], m[6], m[7], m[8]))
+    print("%-30s %6s  %6s (%6s%%)  %6s (%6s%%)  %sx  %s%% (%s%%)" % (m[1], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10]))
 f, p, dl = runs.get("FCFS"), runs.get("PATS"), runs.get("PATS+DL+prefetch")
 if f and p:
     r = f[0] / p[0]
