@@ -70,23 +70,6 @@ func compareXt(ctx context.Context, stdout io.Writer, o *options, a, b, c *matmu
 	if d := relDiff(cx, c); !(d <= 1e-10) {
 		return fmt.Errorf("cuBLASXt and the graph differ: max |difference| / max |C| = %.3g", d)
 	}
-	// cuBLASXt's own answer to ordinary memory: CUBLASXT_PINNING_ENABLED
-	// page-locks the operands for the time of the call (counted in it).
-	if err := x.SetPinning(true); err != nil {
-		return err
-	}
-	xtOrdinaryPin, err := xtRun()
-	if err == nil {
-		err = x.SetPinning(false)
-	}
-	if err != nil {
-		return fmt.Errorf("cuBLASXt with its pinning: %w", err)
-	}
-	fmt.Fprintf(stdout, "cuBLASXt from ordinary memory with its pinning mode (CUBLASXT_PINNING_ENABLED, page-locking timed): %.2f TFLOP/s\n", xtOrdinaryPin)
-	if d := relDiff(cx, c); !(d <= 1e-10) {
-		return fmt.Errorf("cuBLASXt (pinning mode) and the graph differ: max |difference| / max |C| = %.3g", d)
-	}
-	xtBest := max(xtOrdinary, xtOrdinaryPin)
 
 	t0 := time.Now()
 	unpin, err := matmul.PinHost(cfg.Kernel, a, b, c, cx)
@@ -110,6 +93,24 @@ func compareXt(ctx context.Context, stdout io.Writer, o *options, a, b, c *matmu
 		return err
 	}
 
+	// cuBLASXt's own answer to ordinary memory: CUBLASXT_PINNING_ENABLED
+	// page-locks the operands for the time of the call (counted in it).
+	// Run after the page-locked runs, so that nothing it might leave
+	// registered spoils them; a failure is reported, not fatal.
+	xtOrdinaryPin, err := xtPinningRun(x, xtRun)
+	if err == nil {
+		if d := relDiff(cx, c); !(d <= 1e-10) {
+			err = fmt.Errorf("its result and the graph's differ: max |difference| / max |C| = %.3g", d)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "cuBLASXt with its pinning mode: %v (not counted)\n", err)
+		xtOrdinaryPin = 0
+	} else {
+		fmt.Fprintf(stdout, "cuBLASXt from ordinary memory with its pinning mode (CUBLASXT_PINNING_ENABLED, page-locking timed): %.2f TFLOP/s\n", xtOrdinaryPin)
+	}
+	xtBest := max(xtOrdinary, xtOrdinaryPin)
+
 	resident, err := residentDgemm(ds[0], m, n, k)
 	if err != nil {
 		return fmt.Errorf("resident cuBLAS: %w", err)
@@ -125,6 +126,15 @@ func compareXt(ctx context.Context, stdout io.Writer, o *options, a, b, c *matmu
 	fmt.Fprintf(stdout, "COMPARE n=%d hostcopy=%s graph_ordinary=%.2f xt_ordinary=%.2f xt_ordinary_pinning=%.2f xt_ordinary_best=%.2f graph_pinned=%.2f xt_pinned=%.2f resident=%.2f xt_block=%d\n",
 		m, rep.HostCopy, graphOrdinary, xtOrdinary, xtOrdinaryPin, xtBest, graphPinned, xtPinned, resident, o.xtBlock)
 	return nil
+}
+
+// xtPinningRun times run with cuBLASXt's pinning mode on, and turns it off.
+func xtPinningRun(x *cuda.BLASXt, run func() (float64, error)) (float64, error) {
+	if err := x.SetPinning(true); err != nil {
+		return 0, err
+	}
+	r, err := run()
+	return r, errors.Join(err, x.SetPinning(false))
 }
 
 // relDiff returns max |x - y| / max |y| (NaN when they differ in NaN).
