@@ -37,7 +37,7 @@ ls -la .device-carry .device-carry/bin 2>&1 | tee -a "$log"
 export OUT
 jobs=("$@")
 if [[ ${#jobs[@]} -eq 0 ]]; then
-	jobs=(base:30 stitchgpu:150 dgemm:150 pats:90)
+	jobs=(stitchgpu:150 dgemm:110 pats:80)
 fi
 for j in "${jobs[@]}"; do
 	name=${j%%:*}
