@@ -192,7 +192,15 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 			lastPrint, lastLine = time.Now(), line
 		}
 	}}
-	gopt.Progress = nil // the lines above say how the registration goes
+	if bar := gopt.Progress; bar != nil && !c.gpu {
+		// The lines above say how the live registration goes; the
+		// refinement's bar stays.
+		gopt.Progress = func(phase string, done, total int) {
+			if phase != "registration" {
+				bar(phase, done, total)
+			}
+		}
+	}
 	src, err := givenSource(c, w)
 	if err != nil {
 		return err
