@@ -8,6 +8,7 @@ import (
 	"errors"
 	"image"
 	"math/cmplx"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
+	"github.com/gohtgs/htgs/stitching/tileio"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -296,15 +298,33 @@ func TestCUDAStitchMatchesCPU(t *testing.T) {
 // executing, over both passes (a copy waiting on its stream counts as
 // busy: it is an upper bound of the device's own busy time). Targets on one
 // H100 or H200 (issue 38): the whole run under 2.5 s. The log gives each
-// phase's breakdown per task.
+// phase's breakdown per task, and the steps after the registration
+// (Result.Steps).
+//
+// With STITCH_PAPER_GRID set to the folder of such a grid written by
+// stitch -generate (files img_r001_c001.tif ...), the tiles are read from
+// its files instead, as the stitch command reads them (no accuracy
+// check then).
 //
 //	go test -tags cuda -run '^$' -bench StitchGPU -benchtime 2x ./stitching
 func BenchmarkStitchGPU(b *testing.B) {
 	be := cudaOrSkip(b)
 	cfg := synth.ConfigFor(synth.Realistic)
 	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 42, 59, 1392, 1040, 1
-	g := synthGrid(b, cfg)
-	src := g.source(b)
+	var g *testGrid
+	var src tileio.TileSource
+	if dir := os.Getenv("STITCH_PAPER_GRID"); dir != "" {
+		pat, err := tileio.ParsePattern("img_r{rrr}_c{ccc}.tif", 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if src, err = tileio.OpenTileSet(dir, pat, cfg.Rows, cfg.Cols); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		g = synthGrid(b, cfg)
+		src = g.source(b)
+	}
 	var reg, refine, busy, avail time.Duration
 	var res *Result
 	bus0 := be.bus.Load()
@@ -345,8 +365,19 @@ func BenchmarkStitchGPU(b *testing.B) {
 	}
 	b.Logf("pairs refined with their tiles on the host: %d, in a second GPU pass: %d, of %d",
 		res.HostRefined, res.RefinedAgain, len(align.Pairs(cfg.Rows, cfg.Cols)))
-	acc := measure(g, res)
-	b.Logf("accuracy: %+v", acc)
+	weak := 0
+	for _, p := range align.Pairs(cfg.Rows, cfg.Cols) {
+		if res.Relative.At(p).Corr < align.ConfidentCorr {
+			weak++
+		}
+	}
+	b.Logf("pairs registered below align.ConfidentCorr (rechecked on the host): %d; researched by the solve: %d", weak, res.Researched)
+	for _, st := range res.Steps {
+		b.Logf("step (last run) %-28s %8.3f s", st.Name, st.Elapsed.Seconds())
+	}
+	if g != nil {
+		b.Logf("accuracy: %+v", measure(g, res))
+	}
 }
 
 // gpuTask reports whether a task of the GPU graphs runs on the GPU.

@@ -193,7 +193,7 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		return nil, ErrNoGPU
 	}
 	if streams <= 0 {
-		streams = 4
+		streams = defaultGPUStreams
 	}
 
 	g := graph.New[tileRef, pairDone]("registration")

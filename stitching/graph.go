@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"runtime"
+	"time"
 
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
@@ -70,7 +71,8 @@ type GraphOptions struct {
 	// GPU, each stitched by an execution-pipeline clone bound to its GPU.
 	GPU bool
 	// GPUStreams is the number of copies, each with a stream of its own,
-	// of the FFT and of the PCIAM+CCF task per GPU. 0 means 4.
+	// of the FFT and of the PCIAM+CCF task (and of the refinement's
+	// upload and refine tasks) per GPU. 0 means defaultGPUStreams (6).
 	GPUStreams int
 
 	// gpu replaces the cuda backend in tests.
@@ -214,6 +216,36 @@ func (gopt GraphOptions) weakPairs(workers int) int {
 		return gopt.WeakPairs
 	}
 	return max(1, workers/4)
+}
+
+// defaultGPUStreams is GraphOptions.GPUStreams's default: on the paper
+// grid (issue 38, one H200), 4 copies of the PCIAM+CCF task were busy 69%
+// of the registration, each pair waiting on its stream for its peaks and
+// scores; more streams keep the device fed while some wait.
+const defaultGPUStreams = 6
+
+// gpuWeakPairs is weakPairs for a run on GPUs, whose host cores are free
+// for the noise-limited pairs (their recheck in the registration, their
+// refinement on the host, which waits for nothing else): WeakPairs or, by
+// default, every worker. A scratch space is allocated when a pair first
+// needs it (see MemoryEstimate).
+func (gopt GraphOptions) gpuWeakPairs(workers int) int {
+	if gopt.WeakPairs > 0 {
+		return gopt.WeakPairs
+	}
+	return max(1, workers)
+}
+
+// gpuSlots returns the device slots of a GPU registration's pool, given the
+// host graphs' slots: PoolSize if set, else two more lines of the
+// traversal, so that the reads and FFTs of the next lines run ahead of
+// the pairs that free the slots (a slot is device memory only: the tile's
+// host copy is dropped once it is on the device).
+func (gopt GraphOptions) gpuSlots(rows, cols, slots int) int {
+	if gopt.PoolSize > 0 {
+		return slots
+	}
+	return min(rows*cols, slots+2*newWalker(rows, cols).lineLen())
 }
 
 // traversal returns the tiles in the order the graphs take them: line by
@@ -427,7 +459,7 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 		if gopt.Readers <= 0 {
 			gpuReaders = max(2, workers)
 		}
-		g, err := gpuPairGraph(be, src, opt, slots, gpuReaders, workers, gopt.GPUStreams, gopt.weakPairs(workers), cache)
+		g, err := gpuPairGraph(be, src, opt, gopt.gpuSlots(rows, cols, slots), gpuReaders, workers, gopt.GPUStreams, gopt.gpuWeakPairs(workers), cache)
 		if err != nil {
 			return nil, err
 		}
@@ -502,15 +534,17 @@ func finishOn(ctx context.Context, res *Result, src tileio.TileSource, opt align
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	// Global optimization: stage model and repair, then refinement.
+	t0 := time.Now()
 	model, err := align.EstimateModel(rel, w, h, opt)
 	if err != nil {
 		return nil, err
 	}
 	repaired := model.Repair(rel)
+	t0 = res.step("stage model and repair", t0)
 	var refined *align.Translations
 	if be != nil {
 		var counts refineCounts
-		if refined, err = refineGPU(ctx, be, cache, src, model, repaired, gopt, slots, readers, workers, &counts); err != nil {
+		if refined, err = refineGPU(ctx, be, cache, src, model, repaired, gopt, slots, readers, workers, &counts, res); err != nil {
 			return nil, err
 		}
 		res.HostRefined = int(counts.hostPairs.Load())
@@ -530,11 +564,14 @@ func finishOn(ctx context.Context, res *Result, src tileio.TileSource, opt align
 		if refined, err = runPairs(ctx, "refinement", g2, rows, cols, gopt); err != nil {
 			return nil, err
 		}
+		res.step("refinement", t0)
 	}
+	t0 = time.Now()
 	pl, err := place(ctx, src, model, refined, opt, workers)
 	if err != nil {
 		return nil, err
 	}
 	res.setOptimization(optimization(model, repaired, refined, pl))
+	res.step("global solve", t0)
 	return res, nil
 }

@@ -22,7 +22,9 @@ import (
 //     refinement (about 28P, for overlaps up to half a tile);
 //   - the scratch spaces of pairs whose weakness read noise explains, in
 //     both phases: GraphOptions.WeakPairs of them (by default a quarter of
-//     the Workers, at least one) of align.DenoiseScratch (about 110P) each;
+//     the Workers, at least one; all of them with GraphOptions.GPU, whose
+//     host cores are free for these pairs) of align.DenoiseScratch (about
+//     110P) each;
 //   - the flat field (4P).
 //
 // The registration and refinement phases do not overlap; the larger one
@@ -37,6 +39,9 @@ func MemoryEstimate(rows, cols, w, h int, opt align.Options, gopt GraphOptions) 
 	}
 	workers, readers, slots := gopt.sizes(rows, cols)
 	weakPairs := gopt.weakPairs(workers)
+	if gopt.GPU {
+		weakPairs = gopt.gpuWeakPairs(workers)
+	}
 	p := float64(w) * float64(h)
 	spec := 16 * float64(w/2+1) * float64(h)
 	tile := 2 * p

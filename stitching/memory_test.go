@@ -25,8 +25,11 @@ func TestMemoryEstimate(t *testing.T) {
 	if huge := MemoryEstimate(3, 3, 60000, 60000, align.Options{}, gopt); huge < 100<<30 {
 		t.Errorf("3x3 of 60000x60000: %d GB", huge>>30)
 	}
-	if g := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 2, GPU: true}); g >= demo {
-		t.Errorf("GPU %d >= CPU %d: the spectra live on the GPUs", g, demo)
+	// With as many scratch spaces for noise-limited pairs, a GPU run
+	// costs less: the spectra live on the GPUs.
+	cpu1 := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 2, WeakPairs: 1})
+	if g := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 2, GPU: true, WeakPairs: 1}); g >= cpu1 {
+		t.Errorf("GPU %d >= CPU %d: the spectra live on the GPUs", g, cpu1)
 	}
 	if p := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 2, PoolSize: 40}); p <= demo {
 		t.Errorf("a larger pool does not cost more: %d <= %d", p, demo)
@@ -42,6 +45,17 @@ func TestMemoryEstimate(t *testing.T) {
 		if got := (GraphOptions{Workers: c.workers, WeakPairs: c.weak}).weakPairs(c.workers); got != c.want {
 			t.Errorf("Workers %d, WeakPairs %d: %d spaces, want %d", c.workers, c.weak, got, c.want)
 		}
+	}
+	// On GPUs, whose host cores are free for them, every worker has one
+	// by default.
+	for _, c := range []struct{ workers, weak, want int }{{2, 0, 2}, {16, 0, 16}, {16, 3, 3}} {
+		if got := (GraphOptions{Workers: c.workers, WeakPairs: c.weak}).gpuWeakPairs(c.workers); got != c.want {
+			t.Errorf("GPU, Workers %d, WeakPairs %d: %d spaces, want %d", c.workers, c.weak, got, c.want)
+		}
+	}
+	g1 := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 16, GPU: true, WeakPairs: 1})
+	if d := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: 16, GPU: true}) - g1; d < 15*one-1 || d > 15*one+1 {
+		t.Errorf("GPU, 16 workers: %d bytes more than with 1 scratch space, want 15 x DenoiseScratch = %d", d, 15*one)
 	}
 	for _, workers := range []int{2, 16} {
 		base := MemoryEstimate(8, 10, 512, 384, align.Options{}, GraphOptions{Workers: workers, WeakPairs: 1})

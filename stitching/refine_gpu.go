@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/graph"
@@ -91,7 +93,7 @@ func gpuRefineGraph(be refineBackend, src tileio.TileSource, model *align.StageM
 		return nil, ErrNoGPU
 	}
 	if streams <= 0 {
-		streams = 4
+		streams = defaultGPUStreams
 	}
 	g := graph.New[tileRef, pairDone]("refinement")
 	cg := graph.New[tileRef, pairDone]("gpu")
@@ -334,7 +336,7 @@ func needTiles(rows, cols int, need func(align.Pair) bool) []tileRef {
 //     or all of them without a cache) in a GPU pass over the tiles of
 //     those pairs only (gpuRefineGraph), beside the CPU's.
 func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src tileio.TileSource, model *align.StageModel, start *align.Translations,
-	gopt GraphOptions, slots, readers, workers int, counts *refineCounts) (*align.Translations, error) {
+	gopt GraphOptions, slots, readers, workers int, counts *refineCounts, res *Result) (*align.Translations, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	pairs := align.Pairs(rows, cols)
@@ -345,7 +347,7 @@ func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src t
 	)
 	kinds := make([]int, len(pairs))
 	trs := make([]align.Translation, len(pairs))
-	weak := align.NewWeakPairs(gopt.weakPairs(workers))
+	weak := align.NewWeakPairs(gopt.gpuWeakPairs(workers))
 	// forEach runs f on the pairs i with kinds[i] == kind, on workers
 	// goroutines, each with its Refiner.
 	forEach := func(kind int, f func(ref *align.Refiner, i int) error) error {
@@ -375,6 +377,7 @@ func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src t
 		wg.Wait()
 		return errors.Join(append(errs, ctx.Err())...)
 	}
+	t0 := time.Now()
 	if cache == nil {
 		for i := range kinds {
 			kinds[i] = onGPU
@@ -396,6 +399,9 @@ func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src t
 	}); err != nil {
 		return nil, err
 	}
+	if cache != nil {
+		t0 = res.step("refinement from surfaces", t0)
+	}
 	refined := align.NewTranslations(rows, cols)
 	gpuSet := map[align.Pair]bool{}
 	for i, p := range pairs {
@@ -405,17 +411,18 @@ func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src t
 	}
 	counts.againPairs.Store(int64(len(gpuSet)))
 	var gpuErr error
+	var gpuTime time.Duration
 	var wg sync.WaitGroup
 	if len(gpuSet) > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			need := func(p align.Pair) bool { return gpuSet[p] }
-			g, err := gpuRefineGraph(be, src, model, start, slots, readers, workers, gopt.GPUStreams, gopt.weakPairs(workers), counts, need)
+			g, err := gpuRefineGraph(be, src, model, start, slots, readers, workers, gopt.GPUStreams, gopt.gpuWeakPairs(workers), counts, need)
 			if err == nil {
 				err = runPairsInto(ctx, "refinement", g, needTiles(rows, cols, need), len(gpuSet), gopt, refined)
 			}
-			gpuErr = err
+			gpuErr, gpuTime = err, time.Since(t0)
 		}()
 	}
 	hostErr := forEach(onHost, func(ref *align.Refiner, i int) error {
@@ -433,7 +440,13 @@ func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src t
 		trs[i] = model.Refine(ref, t1, t2, start.At(p))
 		return nil
 	})
+	if slices.Contains(kinds, onHost) {
+		res.step("refinement on the host", t0)
+	}
 	wg.Wait()
+	if len(gpuSet) > 0 {
+		res.Steps = append(res.Steps, Step{Name: "refinement on the GPUs", Elapsed: gpuTime})
+	}
 	if err := errors.Join(gpuErr, hostErr); err != nil {
 		return nil, err
 	}

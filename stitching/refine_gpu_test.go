@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"image"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,6 +112,7 @@ func TestStitchGPURefineMatchesCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	npairs := int64(len(align.Pairs(rows, cols)))
+	checkSteps(t, "CPU", cpu, "stage model and repair", "refinement", "global solve")
 	for _, c := range []struct{ n, surface int }{{1, -1}, {2, -1}, {3, -1}, {1, 0}, {2, 0}, {1, 1}, {3, 1}} {
 		n := c.n
 		fake := newFakeRefineGPUs(n, w, h)
@@ -130,6 +132,19 @@ func TestStitchGPURefineMatchesCPU(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d GPUs: %v", n, err)
 		}
+		want := []string{"stage model and repair"}
+		if c.surface >= 0 {
+			want = append(want, "refinement from surfaces")
+		}
+		if res.HostRefined > 0 && slices.ContainsFunc(res.Steps, func(s Step) bool { return s.Name == "refinement on the host" }) {
+			// Pairs sent to the host by the surfaces (not by the second
+			// GPU pass, whose own task refines those it finds).
+			want = append(want, "refinement on the host")
+		}
+		if res.RefinedAgain > 0 {
+			want = append(want, "refinement on the GPUs")
+		}
+		checkSteps(t, fmt.Sprintf("%d GPUs, surfaces of radius %d", n, c.surface), res, append(want, "global solve")...)
 		sameTranslations(t, fmt.Sprintf("%d GPUs: relative", n), res.Relative, cpu.Relative)
 		sameTranslations(t, fmt.Sprintf("%d GPUs: optimized", n), res.Optimized, cpu.Optimized)
 		for i := range cpu.Positions {
@@ -227,5 +242,21 @@ func TestStitchGPURefineWeakPairsMatchCPU(t *testing.T) {
 			t.Errorf("surfaces %d: no pair refined with its tiles on the host: the weak pairs' path is not tested", surface)
 		}
 		t.Logf("surfaces %d: %d of %d pairs refined with their tiles on the host", surface, res.HostRefined, len(align.Pairs(4, 5)))
+	}
+}
+
+// checkSteps checks that res.Steps names the steps want, in that order,
+// each with a time.
+func checkSteps(t *testing.T, what string, res *Result, want ...string) {
+	t.Helper()
+	var got []string
+	for _, st := range res.Steps {
+		got = append(got, st.Name)
+		if st.Elapsed <= 0 {
+			t.Errorf("%s: step %q took %v", what, st.Name, st.Elapsed)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: steps %q, want %q", what, got, want)
 	}
 }

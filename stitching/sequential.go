@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"runtime"
+	"time"
 
 	"github.com/gohtgs/htgs/internal/prefetch"
 	"github.com/gohtgs/htgs/stitching/align"
@@ -58,6 +59,28 @@ type Result struct {
 	// FlatField is the estimated illumination correction (applied unless
 	// it is the identity), nil with align.Options.NoFlatField.
 	FlatField *align.FlatField
+	// Steps are the times of [Stitch]'s steps after the registration,
+	// which are not all task graphs (GraphOptions.Observe reports
+	// those), in the order they ended: "stage model and repair", the
+	// refinement's ("refinement" on the CPU; with GPUs "refinement from
+	// surfaces", and, running at once, "refinement on the host" and
+	// "refinement on the GPUs" when they have pairs), and "global solve"
+	// (the placement). For profiles; empty from [Sequential].
+	Steps []Step
+}
+
+// Step is the wall time of one step of a stitch (see Result.Steps).
+type Step struct {
+	Name    string
+	Elapsed time.Duration
+}
+
+// step appends step name, which began at from, to r.Steps and returns
+// the time it ended.
+func (r *Result) step(name string, from time.Time) time.Time {
+	now := time.Now()
+	r.Steps = append(r.Steps, Step{Name: name, Elapsed: now.Sub(from)})
+	return now
 }
 
 // GlobalPositions returns the global positions as records for

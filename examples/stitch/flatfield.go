@@ -31,7 +31,7 @@ func addFlatFieldFlags(fs *flag.FlagSet, c *config) {
 // stitchGrid's.
 func stitchSlice(ctx context.Context, c *config, src *tileio.TileSet, t int, opt align.Options, gopt stitching.GraphOptions, stdout io.Writer) (*stitching.Result, error) {
 	switch {
-	case c.watched != nil:
+	case c.watched != nil && c.watched.res != nil:
 		return c.watched.res, nil // stitched as the tiles came
 	case c.givenFF != nil:
 		s, err := givenSource(c, src)

@@ -812,7 +812,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 			elapsed := time.Since(t0)
 			plog.fillStitch(t, t0, t0.Add(elapsed))
 			st.stitch, st.res = elapsed, res
-			if c.watched != nil {
+			if c.watched != nil && c.watched.res != nil {
 				// Stitched as the tiles came: what took time after the last.
 				st.stitch = c.watched.after
 				fmt.Fprintf(stdout, "stitched live, %v after the last tile; overlap %s horizontal, %s vertical; repeatability %d px\n",

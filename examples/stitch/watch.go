@@ -21,11 +21,11 @@ import (
 
 // watchedRun is the outcome of a -watch run's live stitch.
 type watchedRun struct {
-	res     *stitching.Result
-	last    time.Time     // when the last tile arrived
-	after   time.Duration // from then to the Result
-	partial string        // the provisional positions file, removed once the outputs are in
-	preview string        // the provisional mosaic's preview, likewise ("" with -mosaic=false)
+	res     *stitching.Result // nil: a tile changed after it arrived, the folder is stitched again
+	last    time.Time         // when the last tile arrived
+	after   time.Duration     // from then to the Result
+	partial string            // the provisional positions file, removed once the outputs are in
+	preview string            // the provisional mosaic's preview, likewise ("" with -mosaic=false)
 }
 
 // progressEvery is the shortest interval between two progress lines of
@@ -215,6 +215,13 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 		res.FlatField = c.givenFF // the tiles came corrected with it
 	}
 	c.watched = &watchedRun{res: res, last: last, after: time.Since(last), partial: partial, preview: previewPath}
+	if changed := w.Changed(); len(changed) > 0 {
+		// A tile acquired again after it arrived: what was registered is
+		// not what the folder holds. The finished folder is stitched.
+		warn(stderr, "-watch: %d tile(s) changed after they arrived (%s): stitching the finished folder again", len(changed), strings.Join(changed, ", "))
+		c.watched.res = nil
+		return nil
+	}
 	fmt.Fprintf(stdout, "every tile in (the last at %s); stitched %v after it\n", last.Format("15:04:05.000"), c.watched.after.Round(time.Millisecond))
 	return nil
 }

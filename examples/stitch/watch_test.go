@@ -108,15 +108,18 @@ func TestWatchEqualsOffline(t *testing.T) {
 		args      []string
 		halves    map[int]bool
 		watchArgs []string
+		retake    string // tile 0 is written again with this file's bytes after the 11th tile
 	}{
-		{"rows", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, nil, nil},
+		{"rows", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, nil, nil, ""},
 		{"snake", gridTiles(t, grid, rows, cols, "tile_{ppp}.tif", snake),
-			[]string{"-pattern", "tile_{ppp}.tif", "-numbering", "HORIZONTALCONTINUOUS"}, nil, nil},
-		{"out-of-order", random, nil, nil, nil},
-		{"halves", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{5: true, rows*cols - 1: true}, nil},
-		{"halves-polling", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{0: true, 20: true}, []string{"-watch-poll", "20ms"}},
-		{"no-flat-field", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field", "none"}, nil, nil},
-		{"flat-field-file", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field", ffFile}, nil, nil},
+			[]string{"-pattern", "tile_{ppp}.tif", "-numbering", "HORIZONTALCONTINUOUS"}, nil, nil, ""},
+		{"out-of-order", random, nil, nil, nil, ""},
+		{"halves", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{5: true, rows*cols - 1: true}, nil, ""},
+		{"halves-polling", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{0: true, 20: true}, []string{"-watch-poll", "20ms"}, ""},
+		{"no-flat-field", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field", "none"}, nil, nil, ""},
+		{"flat-field-file", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field", ffFile}, nil, nil, ""},
+		{"retake", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, nil, nil,
+			filepath.Join(generated(t, rows, cols, 7, nil), "img_r001_c001.tif")},
 	}
 	for _, tc := range cases {
 		if raceEnabled && tc.name != "out-of-order" && tc.name != "halves-polling" {
@@ -135,6 +138,15 @@ func TestWatchEqualsOffline(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.retake != "" {
+				data, err := os.ReadFile(tc.retake)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(finished, tc.tiles[0].name), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			args := append([]string{"-rows", fmt.Sprint(rows), "-cols", fmt.Sprint(cols), "-workers", "2"}, tc.args...)
 			offline := t.TempDir()
 			if r := runArgs(t, ctx, append(args, "-dir", finished, "-out", offline)...); r.code != 0 {
@@ -149,12 +161,24 @@ func TestWatchEqualsOffline(t *testing.T) {
 				code := runMain(ctx, wargs, &o, &e)
 				done <- result{code, o.String(), e.String()}
 			}()
-			acquire(t, watched, tc.tiles, 5*time.Millisecond, tc.halves)
+			if tc.retake == "" {
+				acquire(t, watched, tc.tiles, 5*time.Millisecond, tc.halves)
+			} else {
+				acquire(t, watched, tc.tiles[:11], 5*time.Millisecond, nil)
+				acquire(t, watched, []watchTile{{tc.retake, tc.tiles[0].name}}, 0, nil)
+				acquire(t, watched, tc.tiles[11:], 5*time.Millisecond, nil)
+			}
 			r := <-done
 			if r.code != 0 {
 				t.Fatalf("-watch: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 			}
 			sameOutputs(t, offline, out)
+			if tc.retake != "" {
+				if !strings.Contains(r.stderr, "1 tile(s) changed after they arrived (img_r001_c001.tif): stitching the finished folder again") {
+					t.Errorf("no word of the tile acquired again:\n%s", r.stderr)
+				}
+				return
+			}
 			if !strings.Contains(r.stdout, "stitched live") || !strings.Contains(r.stderr, "watch: 48 of 48 tiles in, 82 of 82 pairs registered, 48 tiles placed") {
 				t.Errorf("no live report:\n%s\n%s", r.stdout, r.stderr)
 			}

@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -186,6 +187,27 @@ func (w *Watcher) Missing() []MissingTile {
 	for i, t := range w.tiles {
 		if !t.arrived {
 			out = append(out, MissingTile{Row: i / w.cols, Col: i % w.cols, Name: w.names[i], Why: t.why})
+		}
+	}
+	return out
+}
+
+// Changed returns the names of the tiles whose file has changed (its size
+// or modification time) or gone since the tile arrived, row-major: a tile
+// acquired again, say. What was computed from the tile as it arrived is
+// not what its file now holds.
+func (w *Watcher) Changed() []string {
+	w.mu.Lock()
+	tiles := slices.Clone(w.tiles)
+	w.mu.Unlock()
+	var out []string
+	for i, t := range tiles {
+		if !t.arrived {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(w.dir, w.names[i]))
+		if err != nil || fi.Size() != t.size || !fi.ModTime().Equal(t.mod) {
+			out = append(out, w.names[i])
 		}
 	}
 	return out

@@ -128,6 +128,16 @@ func TestWatchTilesArriveOnceInAnyOrder(t *testing.T) {
 			if !bytes.Equal(img.Pix, want.Pix) {
 				t.Error("Load(1, 2) is not the tile written")
 			}
+			if ch := w.Changed(); len(ch) != 0 {
+				t.Errorf("changed %v, none was", ch)
+			}
+			// A tile acquired again after it arrived.
+			if err := os.WriteFile(filepath.Join(dir, pat.Name(2, 0, rows, cols)), tileBytes(t, 20, 10, 99), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if ch := w.Changed(); len(ch) != 1 || ch[0] != "t_2_0.tif" {
+				t.Errorf("changed %v, want t_2_0.tif", ch)
+			}
 		})
 	}
 }
@@ -173,6 +183,32 @@ func TestWatchWaitsForATileWrittenInTwoHalves(t *testing.T) {
 			}
 			if miss := w.Missing(); len(miss) != 1 || miss[0].Name != "t_2.tif" {
 				t.Errorf("missing %+v, want t_2.tif", miss)
+			}
+		})
+	}
+}
+
+// A tile written under another name and renamed into place arrives.
+func TestWatchTileRenamedIntoPlace(t *testing.T) {
+	for _, m := range watchModes {
+		t.Run(m.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			dir := t.TempDir()
+			pat, _ := ParsePattern("t_{i}.tif", 0)
+			w, err := WatchTiles(context.Background(), dir, pat, 1, 2, m.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			tmp := filepath.Join(dir, "t_1.tif.part")
+			if err := os.WriteFile(tmp, tileBytes(t, 30, 20, 4), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(dir, "t_1.tif")); err != nil {
+				t.Fatal(err)
+			}
+			if got := collect(t, w.Arrivals(), 1, 10*time.Second); got[0] != (Arrival{0, 1}) {
+				t.Errorf("arrival %v, want (0, 1)", got[0])
 			}
 		})
 	}
