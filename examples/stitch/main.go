@@ -224,7 +224,7 @@ func newFlags(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.showProgress, "progress", false, "draw the progress bars even when stderr is not a terminal")
 	fs.BoolVar(&c.mosaic, "mosaic", true, "compose the mosaic (PREFIXstitched-T.ome.tif) and its preview")
 	fs.StringVar(&c.mem, "mem", "", "memory `size` for the mosaic, such as 512MiB: a larger mosaic is composed out of core, band by band (default: 1/4 of the available memory, 1GiB when unknown)")
-	fs.BoolVar(&c.gpu, "gpu", false, "run the registration (FFT, PCIAM, CCF) on the GPUs, refinement on the CPU (needs a build with -tags cuda)")
+	fs.BoolVar(&c.gpu, "gpu", false, "run the registration (FFT, PCIAM, CCF) and the refinement's NCC searches on the GPUs, the same positions as the CPU's; pairs of low correlation are checked for noise on the CPU (needs a build with -tags cuda)")
 	fs.BoolVar(&c.spanningTree, "spanning-tree", false, "place the tiles as MIST does, along a maximum spanning tree of correlations, instead of the global loop-consistent solve over every pair (docs/mist.md)")
 	fs.StringVar(&c.fft, "fft", "auto", "FFT `kernel`: auto (FFTW when libfftw3.so.3 is installed, else gonum), fftw or gonum")
 	fs.Int64Var(&c.maxTilePixels, "max-tile-pixels", tileio.DefaultMaxTilePixels, "refuse tiles whose header claims more pixels (0: no limit)")
