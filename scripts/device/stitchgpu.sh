@@ -158,7 +158,7 @@ rm -rf /tmp/sg-mosaic /tmp/sg-gpu1
 if (($(elapsed) < 150 - 70)); then
 	stamp "stitch on the CPU: new binary"
 	run cpu 60 "$c/bin/stitch" -workers 16 -mosaic=false
-	if [[ -n $old ]] && (($(elapsed) < 150 - 35)); then
+	if [[ -n $old ]] && (($(elapsed) < 112)); then
 		stamp "stitch on the CPU: old binary (7b23afb)"
 		run cpuold 60 "$old" -workers 16 -mosaic=false
 		lt "${t_cpu:-999}" "$(awk -v a="${t_cpuold:-0}" 'BEGIN{print a * 1.03}')"
