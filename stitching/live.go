@@ -19,9 +19,10 @@ import (
 type LiveOptions struct {
 	// Update, if set, is called on StitchLive's goroutine with the state
 	// of the stitch as tiles arrive and pairs are registered, at most
-	// once per Every, and once more when the tiles stop coming (every
-	// tile in, the arrivals ended without them, or ctx done). It must
-	// not keep the state's Positions.
+	// once per Every, once more when the tiles stop coming (every tile
+	// in, the arrivals ended without them, or ctx done), and, when the
+	// stitch succeeds, a last time with every pair registered and the
+	// Result's global positions. It must not keep the state's Positions.
 	Update func(LiveState)
 	// Every is the shortest interval between two Updates; 0 means 250 ms.
 	Every time.Duration
@@ -99,7 +100,8 @@ func (e *IncompleteError) Unwrap() error { return e.Cause }
 // starts only when all of those have arrived: on a grid of up to 64 tiles
 // that is the last tile. Until then each pair is registered on
 // uncorrected tiles, for the provisional positions only (see
-// [LiveState]), and again with the flat field once it is known. A flat
+// [LiveState]), and again with the flat field once it is known (when
+// that is at the last tile, by Stitch on the finished grid). A flat
 // field known beforehand removes that wait: give the tiles corrected
 // with it ([CorrectedSource]) and opt.NoFlatField. With gopt.GPU the
 // pairs are registered on the CPU, provisionally, while the tiles come,
@@ -136,27 +138,38 @@ func StitchLive(ctx context.Context, src tileio.TileSource, arrivals <-chan tile
 	if err != nil {
 		return nil, err
 	}
-	if gopt.GPU {
-		// Stitch's GPU registration and refinement, on the finished grid.
-		return Stitch(ctx, src, opt, gopt)
+	var res *Result
+	if gopt.GPU || e.offline {
+		// Stitch's registration (GPU: and refinement), on the finished grid.
+		res, err = Stitch(ctx, src, opt, gopt)
+	} else {
+		// The rest of the stitch as for a registration done elsewhere: the
+		// flat field StitchRegistered estimates is the one the final pairs
+		// were registered with (the same tiles, the same estimate).
+		res, err = StitchRegistered(ctx, src, opt, gopt, func(ctx context.Context, raw tileio.TileSource, ff *align.FlatField) (*align.Translations, error) {
+			if sameFlatField(ff, e.ff) {
+				return e.final, nil
+			}
+			pts, err := RegisterBand(ctx, raw, 0, rows, ff, opt, gopt) // not expected: register again
+			if err != nil {
+				return nil, err
+			}
+			rel := align.NewTranslations(rows, cols)
+			for _, pt := range pts {
+				rel.Set(pt.Pair, pt.Translation)
+			}
+			return rel, nil
+		})
 	}
-	// The rest of the stitch as for a registration done elsewhere: the
-	// flat field StitchRegistered estimates is the one the final pairs
-	// were registered with (the same tiles, the same estimate).
-	return StitchRegistered(ctx, src, opt, gopt, func(ctx context.Context, raw tileio.TileSource, ff *align.FlatField) (*align.Translations, error) {
-		if sameFlatField(ff, e.ff) {
-			return e.final, nil
-		}
-		pts, err := RegisterBand(ctx, raw, 0, rows, ff, opt, gopt) // not expected: register again
-		if err != nil {
-			return nil, err
-		}
-		rel := align.NewTranslations(rows, cols)
-		for _, pt := range pts {
-			rel.Set(pt.Pair, pt.Translation)
-		}
-		return rel, nil
-	})
+	if err != nil {
+		return nil, err
+	}
+	if lopt.Update != nil {
+		// The end: every pair registered, every tile at its final place.
+		lopt.Update(LiveState{Tiles: rows * cols, Arrived: rows * cols, Pairs: e.pairsTotal, Registered: e.pairsTotal,
+			Placed: rows * cols, FlatFieldTiles: e.nSample, FlatFieldArrived: e.nSeen, Positions: res.GlobalPositions()})
+	}
+	return res, nil
 }
 
 // sameFlatField reports whether a and b correct tiles alike.
@@ -181,6 +194,7 @@ type live struct {
 	sample           []bool // the flat field's sample tiles
 	nSample, nSeen   int
 	finalGen         bool // the flat field is known: jobs are final
+	offline          bool // the flat field needed the last tile: Stitch does the rest
 	finalReady       atomic.Bool
 	ff               *align.FlatField // once finalGen; nil with NoFlatField
 	final, prov      *align.Translations
@@ -266,7 +280,7 @@ func (e *live) run(ctx context.Context, arrivals <-chan tileio.Arrival) error {
 		}
 	}()
 	for {
-		if e.nArrived == n && e.finalGen && (e.gopt.GPU || e.nFinal == e.pairsTotal) {
+		if e.nArrived == n && (e.offline || e.finalGen && (e.gopt.GPU || e.nFinal == e.pairsTotal)) {
 			e.update(true)
 			return nil
 		}
@@ -375,6 +389,13 @@ func (e *live) arrive(ctx context.Context, a tileio.Arrival) error {
 		e.queue(p, gen)
 	}
 	if !e.finalGen && e.nSeen == e.nSample {
+		if e.nArrived == len(e.arrived) {
+			// The flat field needed the last tile: nothing final was
+			// registered, and Stitch on the finished grid does it all
+			// (estimating the flat field once).
+			e.offline = true
+			return nil
+		}
 		return e.flatFieldKnown(ctx)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
@@ -72,10 +73,18 @@ func feed(src *arrivingTiles, order []tileio.Arrival, n int, pause time.Duration
 // whatever the order the tiles arrive in, holding no more spectra than
 // the pool has slots.
 func TestStitchLiveMatchesStitch(t *testing.T) {
-	g := smallSynth(t, 3, 4, 8) // its flat field is significant
-	mem := g.source(t)
+	// With a flat field, a grid of more than 64 tiles: its flat field is
+	// known before the last tile, and the final registration runs live.
+	cfg := synth.ConfigFor(synth.Realistic)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 9, 8, 192, 144, 3
+	big, small := synthGrid(t, cfg), smallSynth(t, 3, 4, 8)
 	gopt := GraphOptions{Workers: 2}
 	for _, noFF := range []bool{false, true} {
+		g := small
+		if !noFF {
+			g = big
+		}
+		mem := g.source(t)
 		opt := align.Options{NoFlatField: noFF}
 		want, err := Stitch(context.Background(), mem, opt, gopt)
 		if err != nil {
@@ -133,58 +142,78 @@ func TestStitchLiveMatchesStitch(t *testing.T) {
 	}
 }
 
-// Without a flat field to wait for, the pairs are registered as their
-// tiles arrive: before the last tile, every pair without it is final, and
-// the provisional positions place the tiles that have arrived.
+// The pairs are registered as their tiles arrive once the flat field is
+// known: from the start without one, and on a grid of more than 64
+// tiles once its sample tiles are in (here with the last but one). Before
+// the last tile, every pair without it is final and the provisional
+// positions place the tiles that have arrived; the Result is Stitch's.
 func TestStitchLiveRegistersBeforeTheLastTile(t *testing.T) {
-	g := smallSynth(t, 3, 4, 5)
-	src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
-	order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
-	ch := make(chan tileio.Arrival)
-	states := make(chan LiveState, 100)
-	type out struct {
-		res *Result
-		err error
-	}
-	done := make(chan out)
-	go func() {
-		res, err := StitchLive(context.Background(), src, ch, align.Options{NoFlatField: true}, GraphOptions{Workers: 2},
-			LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = slices.Clone(s.Positions); states <- s }})
-		done <- out{res, err}
-	}()
-	n := len(order)
-	for _, a := range order[:n-1] {
-		src.arrive(a.Row, a.Col)
-		ch <- a
-	}
-	// The last tile (2, 3) has 2 pairs; the 15 others are final.
-	wantPairs := len(align.Pairs(g.rows, g.cols)) - 2
-	timeout := time.After(30 * time.Second)
-	for s := (LiveState{}); s.Registered < wantPairs; {
-		select {
-		case s = <-states:
-			if s.Registered == wantPairs && (s.Placed != n-1 || s.Arrived != n-1) {
-				t.Errorf("before the last tile: %d placed, %d arrived; want %d", s.Placed, s.Arrived, n-1)
+	cfg := synth.ConfigFor(synth.Realistic)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 9, 8, 192, 144, 3
+	for _, tc := range []struct {
+		name string
+		g    *testGrid
+		opt  align.Options
+	}{
+		{"no flat field", smallSynth(t, 3, 4, 5), align.Options{NoFlatField: true}},
+		{"72 tiles", synthGrid(t, cfg), align.Options{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.g
+			src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
+			order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+			ch := make(chan tileio.Arrival)
+			states := make(chan LiveState, 1000)
+			type out struct {
+				res *Result
+				err error
 			}
-		case <-timeout:
-			t.Fatalf("before the last tile: %d of %d pairs registered", s.Registered, wantPairs)
-		}
-	}
-	last := order[n-1]
-	src.arrive(last.Row, last.Col)
-	ch <- last
-	close(ch)
-	o := <-done
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	want, err := Stitch(context.Background(), g.source(t), align.Options{NoFlatField: true}, GraphOptions{Workers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameTranslations(t, "relative", o.res.Relative, want.Relative)
-	if !slices.Equal(o.res.Positions, want.Positions) {
-		t.Errorf("positions %v, Stitch's %v", o.res.Positions, want.Positions)
+			done := make(chan out)
+			go func() {
+				res, err := StitchLive(context.Background(), src, ch, tc.opt, GraphOptions{Workers: 2},
+					LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = slices.Clone(s.Positions); states <- s }})
+				done <- out{res, err}
+			}()
+			n := len(order)
+			for _, a := range order[:n-1] {
+				src.arrive(a.Row, a.Col)
+				ch <- a
+			}
+			// The last tile (bottom right) has 2 pairs; the others are final.
+			wantPairs := len(align.Pairs(g.rows, g.cols)) - 2
+			timeout := time.After(60 * time.Second)
+			for s := (LiveState{}); s.Registered < wantPairs; {
+				select {
+				case s = <-states:
+					if s.Registered == wantPairs && (s.Placed != n-1 || s.Arrived != n-1 || s.FlatFieldArrived != s.FlatFieldTiles) {
+						t.Errorf("before the last tile: %d placed, %d arrived, %d of %d flat-field samples; want %d, %d and all",
+							s.Placed, s.Arrived, s.FlatFieldArrived, s.FlatFieldTiles, n-1, n-1)
+					}
+				case <-timeout:
+					t.Fatalf("before the last tile: %d of %d pairs registered", s.Registered, wantPairs)
+				}
+			}
+			last := order[n-1]
+			src.arrive(last.Row, last.Col)
+			ch <- last
+			close(ch)
+			o := <-done
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			want, err := Stitch(context.Background(), g.source(t), tc.opt, GraphOptions{Workers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.opt.NoFlatField && want.FlatField.Identity() {
+				t.Fatal("the grid's flat field is the identity: the test would not test the correction")
+			}
+			sameTranslations(t, "relative", o.res.Relative, want.Relative)
+			sameTranslations(t, "optimized", o.res.Optimized, want.Optimized)
+			if !slices.Equal(o.res.Positions, want.Positions) {
+				t.Errorf("positions %v, Stitch's %v", o.res.Positions, want.Positions)
+			}
+		})
 	}
 }
 
