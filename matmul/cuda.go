@@ -653,7 +653,7 @@ func (q *cudaQueue) Shutdown(context.Context) error {
 	return errors.Join(append(errs, q.stop())...)
 }
 
-func (q *cudaQueue) upload(dst devMem, src stagingMem, n int) error {
+func (q *cudaQueue) upload(dst devMem, src stagingMem, at, n int) error {
 	d, err := gpuBlock(dst)
 	if err != nil {
 		return err
@@ -662,7 +662,7 @@ func (q *cudaQueue) upload(dst devMem, src stagingMem, n int) error {
 	if err != nil {
 		return err
 	}
-	return cuda.CopyHtoD(q.stream, d.mem.Slice(0, 8*int64(n)), s.mem.Slice(0, 8*int64(n)))
+	return cuda.CopyHtoD(q.stream, d.mem.Slice(8*int64(at), 8*int64(n)), s.mem.Slice(8*int64(at), 8*int64(n)))
 }
 
 func (q *cudaQueue) uploadFrom(dst devMem, at, ldd int, src []float64, lds, rows, cols int) error {
@@ -698,7 +698,7 @@ func memFrom(m cuda.DeviceMem, at int) (cuda.DeviceMem, error) {
 	return m.Slice(off, m.Size()-off), nil
 }
 
-func (q *cudaQueue) download(dst stagingMem, src devMem, n int) error {
+func (q *cudaQueue) download(dst stagingMem, src devMem, at, n int) error {
 	d, err := pinnedBuffer(dst)
 	if err != nil {
 		return err
@@ -707,7 +707,7 @@ func (q *cudaQueue) download(dst stagingMem, src devMem, n int) error {
 	if err != nil {
 		return err
 	}
-	return cuda.CopyDtoH(q.stream, d.mem.Slice(0, 8*int64(n)), s.mem.Slice(0, 8*int64(n)))
+	return cuda.CopyDtoH(q.stream, d.mem.Slice(8*int64(at), 8*int64(n)), s.mem.Slice(8*int64(at), 8*int64(n)))
 }
 
 func (q *cudaQueue) gemm(m, n, k int, a, b, c devMem, beta float64) error {

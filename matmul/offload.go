@@ -94,10 +94,12 @@ type stagingMem interface {
 // A devQueue is an in-order queue of device work (a CUDA stream): every
 // call but wait only queues the work and returns.
 type devQueue interface {
-	// upload queues the copy of the first n float64s of src into dst.
-	upload(dst devMem, src stagingMem, n int) error
-	// download queues the copy of the first n float64s of src into dst.
-	download(dst stagingMem, src devMem, n int) error
+	// upload queues the copy of float64s at to at+n of src into the same
+	// elements of dst.
+	upload(dst devMem, src stagingMem, at, n int) error
+	// download queues the copy of float64s at to at+n of src into the same
+	// elements of dst.
+	download(dst stagingMem, src devMem, at, n int) error
 	// uploadFrom queues the copy of the rows x cols matrix src (stride
 	// lds), which lies within one registration of host memory, into dst
 	// from element at on (stride ldd).
@@ -249,6 +251,10 @@ type offloadShared struct {
 	plan     *Plan
 	counters *offloadCounters
 	workers  int // goroutines per staging copy: the cores, shared by the devices, at most maxCopyWorkers
+	// slabs: a staged block is packed and uploaded (downloaded and
+	// unpacked) in this many bands of rows, each band's copy on the bus
+	// while the next is packed (the previous unpacked).
+	slabs, slabMin int
 	// directA, directB and directOut: the blocks of A, of B and of C are
 	// copied straight between registered host memory and the devices.
 	directA, directB, directOut bool
@@ -320,12 +326,23 @@ func (c *copyIn) upload(ctx context.Context, dst devMem, b *block) error {
 	if n > st.Data.Len() || n > dst.Len() {
 		return errors.Join(fmt.Errorf("%dx%d block larger than the staging (%d) or device buffer (%d)", b.rows, b.cols, st.Data.Len(), dst.Len()), st.Release())
 	}
-	err = c.q.wait(st.Data)
+	err = errors.Join(c.q.wait(st.Data), c.q.await(dst))
+	for r0, per := 0, slabRows(b.rows, b.cols, c.slabs, c.slabMin); r0 < b.rows && err == nil; r0 += per {
+		r1 := min(b.rows, r0+per)
+		parallelCopy(st.Data.floats()[r0*b.cols:], b.cols, b.data[r0*b.stride:], b.stride, r1-r0, b.cols, c.workers)
+		err = c.q.upload(dst, st.Data, r0*b.cols, (r1-r0)*b.cols)
+	}
 	if err == nil {
-		parallelCopy(st.Data.floats(), b.cols, b.data, b.stride, b.rows, b.cols, c.workers)
-		err = errors.Join(c.q.await(dst), c.q.upload(dst, st.Data, n), c.q.signal(dst), c.q.signal(st.Data))
+		err = errors.Join(c.q.signal(dst), c.q.signal(st.Data))
 	}
 	return errors.Join(err, st.Release())
+}
+
+// slabRows returns the rows of each band when a rows x cols block is
+// copied in slabs bands of at least minSlab elements.
+func slabRows(rows, cols, slabs, minSlab int) int {
+	slabs = max(1, min(slabs, rows*cols/max(1, minSlab)))
+	return max(1, ceilDiv(rows, slabs))
 }
 
 // fetch returns the device copy of the host block b, queueing its upload
@@ -542,12 +559,28 @@ func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error 
 	if n > st.Data.Len() {
 		return errors.Join(fmt.Errorf("%d elements larger than the staging buffer (%d)", n, st.Data.Len()), st.Release())
 	}
-	err = errors.Join(c.q.await(dr.buf.Data), c.q.download(st.Data, dr.buf.Data, n), c.q.signal(st.Data))
-	if err == nil {
-		err = c.q.wait(st.Data)
+	// Band by band: the download of a band is queued before the previous
+	// band is unpacked, so the bus and the unpacking overlap. One fence
+	// serves: it is signalled after each band's download and waited for
+	// once the band before is unpacked, before the next band is queued.
+	err = c.q.await(dr.buf.Data)
+	per := slabRows(dr.rows, dr.cols, c.slabs, c.slabMin)
+	prev := -1 // first row of the band downloaded and not yet unpacked
+	for r0 := 0; r0 < dr.rows && err == nil; r0 += per {
+		r1 := min(dr.rows, r0+per)
+		err = errors.Join(c.q.download(st.Data, dr.buf.Data, r0*dr.cols, (r1-r0)*dr.cols), c.q.signal(st.Data))
+		if err == nil && prev >= 0 {
+			// The band at prev was downloaded before this one (the queue is
+			// in order); unpack it while this one moves.
+			parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, r0-prev, dr.cols, c.workers)
+		}
+		if err == nil {
+			err = c.q.wait(st.Data)
+		}
+		prev = r0
 	}
-	if err == nil {
-		parallelCopy(p.data, p.stride, st.Data.floats(), dr.cols, dr.rows, dr.cols, c.workers)
+	if err == nil && prev >= 0 {
+		parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, dr.rows-prev, dr.cols, c.workers)
 	}
 	return errors.Join(err, st.Release())
 }
@@ -669,7 +702,7 @@ func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, dir
 	toDevices := addPairs(g, plan, cfg, a, b)
 	devs := off.offloadDevices()
 	counters.busy = make([]atomic.Int64, len(devs))
-	shared := &offloadShared{plan: plan, counters: counters, workers: tune.packWorkers,
+	shared := &offloadShared{plan: plan, counters: counters, workers: tune.packWorkers, slabs: tune.slabs, slabMin: tune.slabMin,
 		directA: direct[0], directB: direct[1], directOut: direct[2], pins: pins}
 	home, _ := c.(*Dense)
 

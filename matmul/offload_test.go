@@ -248,7 +248,7 @@ func (q *fakeQueue) mem(m fenced, staging bool) (*fakeMem, error) {
 	return fm, nil
 }
 
-func (q *fakeQueue) upload(dst devMem, src stagingMem, n int) error {
+func (q *fakeQueue) upload(dst devMem, src stagingMem, at, n int) error {
 	if q.k.failUpload > 0 && q.k.uploads.Add(1) == q.k.failUpload {
 		return errors.New("fake DMA error")
 	}
@@ -260,14 +260,14 @@ func (q *fakeQueue) upload(dst devMem, src stagingMem, n int) error {
 	if err != nil {
 		return err
 	}
-	if n > len(d.data) || n > len(s.data) {
-		return fmt.Errorf("upload of %d into %d elements (staging %d)", n, len(d.data), len(s.data))
+	if at < 0 || n <= 0 || at+n > len(d.data) || at+n > len(s.data) {
+		return fmt.Errorf("upload of elements %d to %d into %d elements (staging %d)", at, at+n, len(d.data), len(s.data))
 	}
 	q.k.staged.Add(1)
 	if q.dev.gemmsQueued.Load() > 0 {
 		q.dev.overlapped.Add(1)
 	}
-	q.ops <- func() { copy(d.data[:n], s.data[:n]) }
+	q.ops <- func() { copy(d.data[at:at+n], s.data[at:at+n]) }
 	return nil
 }
 
@@ -337,7 +337,7 @@ func (q *fakeQueue) downloadTo(dst []float64, ldd int, src devMem, at, lds, rows
 	return nil
 }
 
-func (q *fakeQueue) download(dst stagingMem, src devMem, n int) error {
+func (q *fakeQueue) download(dst stagingMem, src devMem, at, n int) error {
 	d, err := q.mem(dst, true)
 	if err != nil {
 		return err
@@ -346,10 +346,13 @@ func (q *fakeQueue) download(dst stagingMem, src devMem, n int) error {
 	if err != nil {
 		return err
 	}
+	if at < 0 || n <= 0 || at+n > len(d.data) || at+n > len(s.data) {
+		return fmt.Errorf("download of elements %d to %d from %d elements (staging %d)", at, at+n, len(s.data), len(d.data))
+	}
 	q.k.staged.Add(1)
 	q.ops <- func() {
-		q.dev.noteDownload(s, 0, n, 1, n)
-		copy(d.data[:n], s.data[:n])
+		q.dev.noteDownload(s, at, n, 1, n)
+		copy(d.data[at:at+n], s.data[at:at+n])
 	}
 	return nil
 }
@@ -862,6 +865,67 @@ func TestOffloadTuning(t *testing.T) {
 	t.Setenv("HTGS_MATMUL_DEVCACHE", "")
 	if tune := tuningFor(1); tune.packWorkers < 1 || !tune.devCache {
 		t.Fatalf("defaults %+v", tune)
+	}
+}
+
+// TestOffloadSlabs checks the staged copies in bands of rows
+// (HTGS_MATMUL_SLABS, bands of at least HTGS_MATMUL_SLABMIN elements):
+// the result is right, every band of every block of A, B and C crosses
+// the bus in a staged copy of its own (edge blocks, smaller, in fewer
+// bands), the bytes moved are the plan's and each block of C comes back
+// once.
+func TestOffloadSlabs(t *testing.T) {
+	for _, slabs := range []int{1, 3, 5, 40} {
+		t.Run(fmt.Sprint(slabs), func(t *testing.T) {
+			t.Setenv("HTGS_MATMUL_SLABS", fmt.Sprint(slabs))
+			t.Setenv("HTGS_MATMUL_SLABMIN", "48")
+			a, b := Random(40, 48, 1), Random(48, 36, 2)
+			fake := newFakeGPU(1)
+			out, rep, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Kernel: fake})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkProduct(t, a, b, out, reference(t, a, b))
+			// The copies a block of r x c elements takes.
+			bands := func(r, c int) int64 { return int64(ceilDiv(r, slabRows(r, c, slabs, 48))) }
+			var want int64
+			edges := func(n int) []int { // block extents along a dimension of n
+				var e []int
+				for i := 0; i < n; i += 16 {
+					e = append(e, min(16, n-i))
+				}
+				return e
+			}
+			for _, r := range edges(40) { // A: 40 x 48
+				for _, c := range edges(48) {
+					want += bands(r, c)
+				}
+			}
+			for _, r := range edges(48) { // B: 48 x 36
+				for _, c := range edges(36) {
+					want += bands(r, c)
+				}
+			}
+			for _, r := range edges(40) { // C: 40 x 36
+				for _, c := range edges(36) {
+					want += bands(r, c)
+				}
+			}
+			if got := fake.staged.Load(); got != want {
+				t.Errorf("%d staged copies, want %d (one per band)", got, want)
+			}
+			if slabs > 1 && want <= int64(3*3+3*3+3*3) {
+				t.Errorf("bands %d: no block was split", want)
+			}
+			if rep.UploadBytes != 8*int64(40*48+48*36) || rep.DownloadBytes != 8*int64(40*36) {
+				t.Errorf("moved %d up, %d down", rep.UploadBytes, rep.DownloadBytes)
+			}
+			for _, d := range fake.devs {
+				if d.twice != 0 {
+					t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
+				}
+			}
+		})
 	}
 }
 

@@ -22,6 +22,11 @@ import (
 //	                        (default 3)
 //	HTGS_MATMUL_COPYOUT=N   copies of each device's copy-out task, and
 //	                        staging buffers for downloads (default 2)
+//	HTGS_MATMUL_SLABS=N     bands of rows each staged block is packed and
+//	                        uploaded in (downloaded and unpacked), each
+//	                        band's copy on the bus while the next band is
+//	                        packed (default defaultSlabs)
+//	HTGS_MATMUL_SLABMIN=N   fewest elements in a band (default 1<<20: 8 MiB)
 //	HTGS_MATMUL_HOSTCOPY=S  how the blocks of ordinary *Dense operands move
 //	                        (see hostCopy): staging (pack into pinned
 //	                        buffers), register (page-lock A, B and C with
@@ -50,11 +55,21 @@ type offloadTuning struct {
 	packWorkers int
 	stagingIn   int
 	copyOut     int
+	slabs       int // bands per staged block
+	slabMin     int // fewest elements in a band
 	hostCopy    hostCopy
 	pinChunk    int64 // bytes
 	pinWorkers  int
 	devCache    bool
 }
+
+// defaultSlabs is the number of bands a staged block is copied in, and
+// defaultSlabMin the fewest elements of a band (smaller DMA copies waste
+// the bus).
+const (
+	defaultSlabs   = 1
+	defaultSlabMin = 1 << 20
+)
 
 // envInt returns the positive integer in $name, or def.
 func envInt(name string, def int) int {
@@ -89,6 +104,8 @@ func tuningFor(devices int) offloadTuning {
 		packWorkers: envInt("HTGS_MATMUL_PACK", max(1, min(maxCopyWorkers, cpus/max(1, devices)))),
 		stagingIn:   envInt("HTGS_MATMUL_STAGING", stagingInBuffers),
 		copyOut:     envInt("HTGS_MATMUL_COPYOUT", copyOutThreads),
+		slabs:       envInt("HTGS_MATMUL_SLABS", defaultSlabs),
+		slabMin:     envInt("HTGS_MATMUL_SLABMIN", defaultSlabMin),
 		hostCopy:    hc,
 		pinChunk:    int64(envInt("HTGS_MATMUL_PINCHUNK", defaultPinChunk>>10)) << 10,
 		pinWorkers:  envInt("HTGS_MATMUL_PINWORKERS", pinWorkers),
