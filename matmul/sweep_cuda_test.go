@@ -44,6 +44,7 @@ var sweepVariants = []sweepVariant{
 	{name: "slabs8", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABS": "8"}},
 	{name: "slabs16", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABS": "16"}},
 	{name: "slabs1", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABS": "1"}},
+	{name: "slabs4-co1", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABS": "4", "HTGS_MATMUL_COPYOUT": "1"}},
 	{name: "slabs4-s5", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABS": "4", "HTGS_MATMUL_STAGING": "5", "HTGS_MATMUL_COPYOUT": "3"}},
 	{name: "register", env: map[string]string{"HTGS_MATMUL_REGISTER": "1"}},
 	{name: "blocksync", env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},

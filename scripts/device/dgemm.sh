@@ -16,7 +16,8 @@
 #  1. the cuda-tagged matmul tests with every staged block split in bands
 #     (HTGS_MATMUL_SLABS=4, bands down to 4096 elements): results exact;
 #  2. TestCUDASweep: slabs1 (call 2's staging), slabs2/4/8/16, slabs4 with
-#     5 staging buffers and 3 copy-outs; each result checked against the
+#     5 staging buffers and 3 copy-outs, slabs4 with one copy-out (its 16
+#     unpackers, not 32, against the 16 packers); each result checked against the
 #     first; best of 2 timed runs after a warm-up;
 #  3. matmul -compare-xt at n=16384 and 8192 with the sweep's best (graph vs
 #     cuBLASXt from ordinary memory, with and without its pinning mode, and
@@ -51,7 +52,7 @@ grep -E -- '--- FAIL' "$o/tests.log" | head -n 8
 # 2. Bands, one process (about 20 s).
 stamp "sweep"
 (cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=2048 HTGS_SWEEP_BS16384=4096 HTGS_SWEEP_RUNS=2 \
-	HTGS_SWEEP_VARIANTS=slabs1,slabs4,slabs8,slabs16,slabs2,slabs4-s5,slabs1@8192/4096,slabs4@8192/4096,slabs8@8192/4096,slabs16@8192/4096 \
+	HTGS_SWEEP_VARIANTS=slabs1,slabs4,slabs8,slabs16,slabs2,slabs4-s5,slabs4-co1,slabs1@8192/4096,slabs4@8192/4096,slabs8@8192/4096,slabs16@8192/4096 \
 	timeout -k 2 30 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
 echo "sweep rc=$?"
 grep '^SWEEP' "$o/sweep.log"
@@ -65,6 +66,7 @@ best() {
 variant_env() {
 	case "$1" in
 	slabs4-s5) echo "HTGS_MATMUL_HOSTCOPY=staging HTGS_MATMUL_SLABS=4 HTGS_MATMUL_STAGING=5 HTGS_MATMUL_COPYOUT=3" ;;
+	slabs4-co1) echo "HTGS_MATMUL_HOSTCOPY=staging HTGS_MATMUL_SLABS=4 HTGS_MATMUL_COPYOUT=1" ;;
 	slabs*) echo "HTGS_MATMUL_HOSTCOPY=staging HTGS_MATMUL_SLABS=${1#slabs}" ;;
 	*) echo "HTGS_MATMUL_HOSTCOPY=staging HTGS_MATMUL_SLABS=1" ;;
 	esac
