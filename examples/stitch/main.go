@@ -671,7 +671,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 	// -watch: the tiles are stitched as the acquisition writes them; once
 	// every tile is in, the run goes on as on a finished folder.
 	if c.watch {
-		if err := watchGrid(ctx, c, pat, opt, gopt, stdout, stderr); err != nil {
+		if err := watchGrid(ctx, c, pat, opt, gopt, live, stdout, stderr); err != nil {
 			return err
 		}
 	}

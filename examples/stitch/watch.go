@@ -81,7 +81,7 @@ func partialName(names outNames) string {
 // c.watched for the rest of the run, which then goes on as on a finished
 // folder. Tiles that stop coming (-watch-timeout, Ctrl-C) end it with an
 // error naming them.
-func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Options, gopt stitching.GraphOptions, stdout, stderr io.Writer) error {
+func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Options, gopt stitching.GraphOptions, live *cli.Live, stdout, stderr io.Writer) error {
 	limit := c.maxTilePixels
 	if limit == 0 {
 		limit = -1
@@ -165,6 +165,7 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 		lastPrint time.Time
 		lastLine  string
 		writeErr  error
+		lastImg   []byte // the latest preview's PNG, for the live view
 	)
 	lopt := stitching.LiveOptions{Every: progressEvery, Update: func(s stitching.LiveState) {
 		placed = len(s.Positions)
@@ -180,10 +181,17 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 				if preview == nil {
 					preview = newLivePreview(w, c.rows, c.cols, tw, th)
 				}
-				if err := preview.write(previewPath, s.Positions, tw, th); err != nil && writeErr == nil {
+				img, err := preview.write(previewPath, s.Positions, tw, th)
+				if err != nil && writeErr == nil {
 					writeErr = err
 					warn(stderr, "-watch: the provisional mosaic: %v", err)
 				}
+				if img != nil {
+					lastImg = img
+					live.Preview(img, watchLine(s))
+				}
+			} else if lastImg != nil && s.Arrived == s.Tiles {
+				live.Preview(lastImg, watchLine(s)+"; every tile is in: the final stitch runs")
 			}
 		}
 		line := watchLine(s)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"image"
 	"image/png"
@@ -122,11 +123,19 @@ func valueRange(t *image.Gray16) (lo, hi float64) {
 	return at(0.005), at(0.995)
 }
 
-// write writes the preview of pos into path (replaced atomically).
-func (p *livePreview) write(path string, pos []tileio.GlobalPosition, w, h int) error {
+// write writes the preview of pos into path (replaced atomically) and
+// returns the PNG's bytes (nil when nothing is placed yet).
+func (p *livePreview) write(path string, pos []tileio.GlobalPosition, w, h int) ([]byte, error) {
 	img, err := p.draw(pos, w, h)
 	if err != nil || img == nil {
-		return err
+		return nil, err
 	}
-	return outfile.WriteFile(path, func(f io.Writer) error { return png.Encode(f, img) })
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), outfile.WriteFile(path, func(f io.Writer) error {
+		_, err := f.Write(buf.Bytes())
+		return err
+	})
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -42,15 +43,20 @@ func ListenAddr(addr string) (string, error) {
 
 // Live serves the live view of a program's graph (observe.Handler) over
 // HTTP. A program with several graphs run one after the
-// other shows the current one: Observe switches. A nil *Live does nothing,
-// so programs call it whether or not -http was given.
+// other shows the current one: Observe switches. A program may also show a
+// picture that changes while it runs (stitch -watch: the mosaic filling in)
+// beside the graph: Preview. A nil *Live does nothing, so programs call it
+// whether or not -http was given.
 type Live struct {
 	URL string
 
-	mu  sync.Mutex
-	h   http.Handler
-	srv *http.Server
-	end chan struct{}
+	mu      sync.Mutex
+	h       http.Handler
+	png     []byte // the latest Preview, nil before the first
+	status  string
+	version int
+	srv     *http.Server
+	end     chan struct{}
 }
 
 // ServeLive listens on ListenAddr(addr) and serves the live view there in
@@ -94,16 +100,59 @@ func (l *Live) Observe(e *graph.Execution) {
 	l.mu.Unlock()
 }
 
-// ServeHTTP serves the current run's view at "/"; before the first run, a
-// page that waits for it.
-func (l *Live) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path != "/" {
-		http.NotFound(w, req)
+// Preview shows png (a PNG image) and a line of status beside the graph,
+// replacing the previous ones: from the first call on, "/" is a page with
+// the graph's view (served at "/graph/") and the picture side by side, the
+// picture reloaded whenever it changes. png is not copied: the caller
+// gives it up.
+func (l *Live) Preview(png []byte, status string) {
+	if l == nil {
 		return
 	}
 	l.mu.Lock()
-	h := l.h
+	l.png, l.status = png, status
+	l.version++
 	l.mu.Unlock()
+}
+
+// ServeHTTP serves the current run's view at "/" (at "/graph/" once there
+// is a Preview, "/" being then the page of both); before the first run, a
+// page that waits for it. "/preview.png" is the latest preview and
+// "/preview.json" its version and status.
+func (l *Live) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	l.mu.Lock()
+	h, png, status, version := l.h, l.png, l.status, l.version
+	l.mu.Unlock()
+	switch req.URL.Path {
+	case "/":
+		if png != nil && req.URL.Query().Get("format") == "" {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Header().Set("Cache-Control", "no-store")
+			_, _ = io.WriteString(w, previewPage)
+			return
+		}
+	case "/graph/":
+	case "/preview.png":
+		if png == nil {
+			http.NotFound(w, req)
+			return
+		}
+		w.Header().Set("Content-Type", "image/png")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(png)
+		return
+	case "/preview.json":
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(struct {
+			Version int    `json:"version"`
+			Status  string `json:"status"`
+		}{version, status})
+		return
+	default:
+		http.NotFound(w, req)
+		return
+	}
 	if h != nil {
 		h.ServeHTTP(w, req)
 		return
@@ -151,3 +200,42 @@ func CheckHTTP(addr string, wait bool) error {
 	}
 	return nil
 }
+
+// previewPage shows the graph's view (in a frame, from "/graph/") and the
+// preview side by side; it polls /preview.json and reloads the picture
+// when its version changes.
+const previewPage = `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>htgs live view</title>
+<style>
+body{margin:0;font-family:sans-serif;display:flex;height:100vh}
+#graph{flex:3;border:0;height:100%}
+aside{flex:2;display:flex;flex-direction:column;padding:8px;border-left:1px solid #ccc;min-width:0}
+aside h2{font-size:15px;margin:4px 0}
+#status{font-size:13px;color:#333;margin-bottom:6px}
+#mosaic{max-width:100%;max-height:calc(100vh - 80px);object-fit:contain;background:#222;image-rendering:pixelated}
+</style></head>
+<body>
+<iframe id="graph" src="graph/" title="the graph"></iframe>
+<aside><h2>Mosaic so far</h2><div id="status">…</div><img id="mosaic" alt="the mosaic so far" src="preview.png"></aside>
+<script>
+let seen = -1;
+async function poll() {
+  try {
+    const r = await fetch("preview.json", {cache: "no-store"});
+    const p = await r.json();
+    document.getElementById("status").textContent = p.status;
+    if (p.version !== seen) {
+      seen = p.version;
+      document.getElementById("mosaic").src = "preview.png?v=" + p.version;
+      document.getElementById("mosaic").dataset.version = p.version;
+    }
+  } catch (e) {
+    document.getElementById("status").textContent = "the program has ended";
+    return;
+  }
+  setTimeout(poll, 500);
+}
+poll();
+</script>
+</body></html>
+`
