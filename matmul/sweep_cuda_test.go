@@ -236,9 +236,30 @@ func sweepOne(ctx context.Context, v sweepVariant, a, b, c *matmul.Dense, cfg ma
 	}
 	moved, least := rep.Plan.BusBytes()
 	direct := float64(rep.DirectBytes) / float64(max(1, rep.UploadBytes+rep.DownloadBytes))
-	return fmt.Sprintf("%6.2f TFLOP/s  best %.3f s  mean %.3f s  busy %.2f  bus %5.1f GB/s (%.2fx min)  run-pin %.3f s  PinHost %.3f s  %s direct %.2f (%d copies)  pools A%d B%d C%d",
+	return fmt.Sprintf("%6.2f TFLOP/s  best %.3f s  mean %.3f s  busy %.2f  bus %5.1f GB/s (%.2fx min)  run-pin %.3f s  PinHost %.3f s  %s direct %.2f (%d copies)  pools A%d B%d C%d  %s",
 		2*n*n*n/best/1e12, best, sum/float64(runs), busy, float64(rep.UploadBytes+rep.DownloadBytes)/best/1e9,
-		float64(moved)/float64(least), rep.HostPin.Seconds(), pinTime, rep.HostCopy, direct, rep.DirectCopies, rep.Plan.DevicePoolA, rep.Plan.DevicePoolB, rep.Plan.DevicePoolC), pinTime, nil
+		float64(moved)/float64(least), rep.HostPin.Seconds(), pinTime, rep.HostCopy, direct, rep.DirectCopies, rep.Plan.DevicePoolA, rep.Plan.DevicePoolB, rep.Plan.DevicePoolC,
+		taskTimes(rep)), pinTime, nil
+}
+
+// taskTimes sums, for the copy-in, multiply and copy-out tasks of the
+// best run, the seconds inside Execute (all copies), waiting for input and
+// waiting for pool memory: where the host's time went.
+func taskTimes(rep *matmul.Report) string {
+	var out []string
+	for _, name := range []string{"copy in", "multiply", "copy out"} {
+		var exec, wait, mem time.Duration
+		found := false
+		for _, ts := range rep.Stats.Tasks {
+			if strings.HasSuffix(ts.Name, name) {
+				exec, wait, mem, found = exec+ts.Compute, wait+ts.Wait, mem+ts.MemoryWait, true
+			}
+		}
+		if found {
+			out = append(out, fmt.Sprintf("%s exec/wait/mem %.3f/%.3f/%.3f s", name, exec.Seconds(), wait.Seconds(), mem.Seconds()))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func envList(name, def string) []string {
