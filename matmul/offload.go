@@ -216,17 +216,22 @@ type cachedBlock struct {
 
 // parallelCopy copies rows x cols elements from src (stride lds) to dst
 // (stride ldd), in bands of rows on up to workers goroutines for large
-// blocks: one core copies about 10 GB/s, the bus takes 50.
-func parallelCopy(dst []float64, ldd int, src []float64, lds, rows, cols, workers int) {
+// blocks: one core copies about 10 GB/s, the bus takes 50. With stream,
+// the stores are non-temporal (copyStream).
+func parallelCopy(dst []float64, ldd int, src []float64, lds, rows, cols, workers int, stream bool) {
 	const minBand = 1 << 17 // elements: below 1 MiB a goroutine costs more than it saves
 	workers = max(1, min(workers, rows*cols/minBand, rows))
+	cp := func(d, s []float64) { copy(d, s) }
+	if stream {
+		cp = copyStream
+	}
 	band := func(r0, r1 int) {
 		if ldd == cols && lds == cols {
-			copy(dst[r0*cols:r1*cols], src[r0*cols:r1*cols])
+			cp(dst[r0*cols:r1*cols], src[r0*cols:r1*cols])
 			return
 		}
 		for r := r0; r < r1; r++ {
-			copy(dst[r*ldd:r*ldd+cols], src[r*lds:r*lds+cols])
+			cp(dst[r*ldd:r*ldd+cols], src[r*lds:r*lds+cols])
 		}
 	}
 	if workers == 1 {
@@ -255,6 +260,8 @@ type offloadShared struct {
 	// unpacked) in this many bands of rows, each band's copy on the bus
 	// while the next is packed (the previous unpacked).
 	slabs, slabMin int
+	// stream: the staging copies store non-temporally (copyStream).
+	stream bool
 	// directA, directB and directOut: the blocks of A, of B and of C are
 	// copied straight between registered host memory and the devices.
 	directA, directB, directOut bool
@@ -329,7 +336,7 @@ func (c *copyIn) upload(ctx context.Context, dst devMem, b *block) error {
 	err = errors.Join(c.q.wait(st.Data), c.q.await(dst))
 	for r0, per := 0, slabRows(b.rows, b.cols, c.slabs, c.slabMin); r0 < b.rows && err == nil; r0 += per {
 		r1 := min(b.rows, r0+per)
-		parallelCopy(st.Data.floats()[r0*b.cols:], b.cols, b.data[r0*b.stride:], b.stride, r1-r0, b.cols, c.workers)
+		parallelCopy(st.Data.floats()[r0*b.cols:], b.cols, b.data[r0*b.stride:], b.stride, r1-r0, b.cols, c.workers, c.stream)
 		err = c.q.upload(dst, st.Data, r0*b.cols, (r1-r0)*b.cols)
 	}
 	if err == nil {
@@ -572,7 +579,7 @@ func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error 
 		if err == nil && prev >= 0 {
 			// The band at prev was downloaded before this one (the queue is
 			// in order); unpack it while this one moves.
-			parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, r0-prev, dr.cols, c.workers)
+			parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, r0-prev, dr.cols, c.workers, c.stream)
 		}
 		if err == nil {
 			err = c.q.wait(st.Data)
@@ -580,7 +587,7 @@ func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error 
 		prev = r0
 	}
 	if err == nil && prev >= 0 {
-		parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, dr.rows-prev, dr.cols, c.workers)
+		parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, dr.rows-prev, dr.cols, c.workers, c.stream)
 	}
 	return errors.Join(err, st.Release())
 }
@@ -702,7 +709,7 @@ func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, dir
 	toDevices := addPairs(g, plan, cfg, a, b)
 	devs := off.offloadDevices()
 	counters.busy = make([]atomic.Int64, len(devs))
-	shared := &offloadShared{plan: plan, counters: counters, workers: tune.packWorkers, slabs: tune.slabs, slabMin: tune.slabMin,
+	shared := &offloadShared{plan: plan, counters: counters, workers: tune.packWorkers, slabs: tune.slabs, slabMin: tune.slabMin, stream: tune.stream,
 		directA: direct[0], directB: direct[1], directOut: direct[2], pins: pins}
 	home, _ := c.(*Dense)
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -671,24 +672,88 @@ func TestOffloadOverlap(t *testing.T) {
 	}
 }
 
-// TestParallelCopy checks the banded copy against a plain one.
+// TestParallelCopy checks the banded copy against a plain one, with
+// ordinary and with non-temporal stores; the elements between the rows of
+// dst stay untouched.
 func TestParallelCopy(t *testing.T) {
-	for _, tc := range []struct{ rows, cols, lds, ldd, workers int }{
-		{3, 5, 7, 5, 4}, {1024, 300, 301, 300, 4}, {1000, 512, 512, 512, 3}, {600, 700, 900, 701, 8},
-	} {
-		src := make([]float64, tc.rows*tc.lds)
-		for i := range src {
-			src[i] = float64(i)
-		}
-		dst := make([]float64, tc.rows*tc.ldd)
-		parallelCopy(dst, tc.ldd, src, tc.lds, tc.rows, tc.cols, tc.workers)
-		for r := range tc.rows {
-			for c := range tc.cols {
-				if dst[r*tc.ldd+c] != src[r*tc.lds+c] {
-					t.Fatalf("%+v: (%d,%d) = %v, want %v", tc, r, c, dst[r*tc.ldd+c], src[r*tc.lds+c])
+	for _, stream := range []bool{false, true} {
+		for _, tc := range []struct{ rows, cols, lds, ldd, workers int }{
+			{3, 5, 7, 5, 4}, {1024, 300, 301, 300, 4}, {1000, 512, 512, 512, 3}, {600, 700, 900, 701, 8}, {7, 9, 9, 9, 1},
+		} {
+			src := make([]float64, tc.rows*tc.lds)
+			for i := range src {
+				src[i] = float64(i)
+			}
+			dst := make([]float64, tc.rows*tc.ldd)
+			for i := range dst {
+				dst[i] = -1
+			}
+			parallelCopy(dst, tc.ldd, src, tc.lds, tc.rows, tc.cols, tc.workers, stream)
+			for r := range tc.rows {
+				for c := range tc.ldd {
+					want := -1.0
+					if c < tc.cols {
+						want = src[r*tc.lds+c]
+					}
+					if dst[r*tc.ldd+c] != want {
+						t.Fatalf("stream %v %+v: (%d,%d) = %v, want %v", stream, tc, r, c, dst[r*tc.ldd+c], want)
+					}
 				}
 			}
 		}
+	}
+}
+
+// TestCopyStream checks the non-temporal copy at every alignment of source
+// and destination and every length up to 40 (the 8-element loop, the
+// aligning first element, the tail): exactly the source's elements are
+// written.
+func TestCopyStream(t *testing.T) {
+	buf := make([]float64, 64)
+	src := make([]float64, 64)
+	for i := range src {
+		src[i] = float64(i + 1)
+	}
+	for so := range 3 {
+		for do := range 3 {
+			for n := range 41 {
+				for i := range buf {
+					buf[i] = -1
+				}
+				copyStream(buf[do:do+n], src[so:so+n])
+				for i := range buf {
+					want := -1.0
+					if i >= do && i < do+n {
+						want = src[so+i-do]
+					}
+					if buf[i] != want {
+						t.Fatalf("src+%d dst+%d n=%d: element %d = %v, want %v", so, do, n, i, buf[i], want)
+					}
+				}
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("copyStream into a shorter slice did not panic")
+		}
+	}()
+	copyStream(buf[:2], src[:3])
+}
+
+// BenchmarkPack compares packing a 2048x2048 block out of a 4096-wide
+// matrix with ordinary and non-temporal stores, on every CPU.
+func BenchmarkPack(b *testing.B) {
+	const bs, w = 2048, 4096
+	host := make([]float64, bs*w)
+	st := make([]float64, bs*bs)
+	for _, stream := range []bool{false, true} {
+		b.Run(fmt.Sprintf("stream=%v", stream), func(b *testing.B) {
+			b.SetBytes(8 * bs * bs)
+			for b.Loop() {
+				parallelCopy(st, bs, host, w, bs, bs, runtime.GOMAXPROCS(0), stream)
+			}
+		})
 	}
 }
 

@@ -60,8 +60,8 @@ func TestCUDAProbe(t *testing.T) {
 	defer pinned.Free()
 	st := cuda.HostSlice[float64](pinned)
 	for _, workers := range []int{1, 4, 8, 16} {
-		pack, _ := best(3, func() error { parallelCopy(st, bs, host, w, bs, bs, workers); return nil })
-		unpack, _ := best(3, func() error { parallelCopy(host, w, st, bs, bs, bs, workers); return nil })
+		pack, _ := best(3, func() error { parallelCopy(st, bs, host, w, bs, bs, workers, false); return nil })
+		unpack, _ := best(3, func() error { parallelCopy(host, w, st, bs, bs, bs, workers, false); return nil })
 		fmt.Printf("PROBE pack   workers=%-2d %6.1f GB/s   unpack %6.1f GB/s   (4096x4096 block, stride 16384, pageable <-> pinned)\n",
 			workers, gbs(8*bs*bs, pack), gbs(8*bs*bs, unpack))
 	}
@@ -69,8 +69,8 @@ func TestCUDAProbe(t *testing.T) {
 	both, _ := best(3, func() error {
 		var wg sync.WaitGroup
 		wg.Add(1)
-		go func() { defer wg.Done(); parallelCopy(st[:bs*bs/2], bs, host, w, bs/2, bs, 16) }()
-		parallelCopy(host[bs/2*w:], w, st[bs*bs/2:], bs, bs/2, bs, 16)
+		go func() { defer wg.Done(); parallelCopy(st[:bs*bs/2], bs, host, w, bs/2, bs, 16, false) }()
+		parallelCopy(host[bs/2*w:], w, st[bs*bs/2:], bs, bs/2, bs, 16, false)
 		wg.Wait()
 		return nil
 	})

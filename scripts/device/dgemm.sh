@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dgemm.sh: issue 35's GPU checks of matmul on a lent GPU machine (no Go
 # there), third call: only what settles the default for ordinary memory.
-# Expected wall time about 45 s; each step has its own time limit (their
+# Expected wall time about 50 s; each step has its own time limit (their
 # sum is 70 s); logs under $OUT/dgemm/. Needs, built with -tags cuda
 # (scripts/device/pack.sh or scripts/build-cuda-tests.sh, plus the CLI):
 #     .device-carry/matmul.test
@@ -9,16 +9,21 @@
 #
 # Call 2 found staging (pack into pinned buffers) the best from ordinary
 # memory: 35.35 TFLOP/s at n=16384 (target 40), 17.2 at 8192 (target 25);
-# register and pipelined far worse. This call measures the staged copies in
-# bands of rows (HTGS_MATMUL_SLABS: a band's upload on the bus while the
-# next band is packed, a band's unpacking while the next is downloaded), at
+# register and pipelined far worse; staging's host copies ran at 25 GB/s
+# against 54 in the probe. This call measures two changes to staging, at
 # 8192 with blocks of 2048 and of 4096, and at 16384 with 4096:
+# HTGS_MATMUL_SLABS (a block packed and uploaded in bands of rows, each
+# band on the bus while the next is packed; downloads likewise) and
+# HTGS_MATMUL_STREAM (pack and unpack with non-temporal stores: a third
+# less memory traffic; 1.2-1.9x on the 2-core dev VM).
 #  1. the cuda-tagged matmul tests with every staged block split in bands
-#     (HTGS_MATMUL_SLABS=4, bands down to 4096 elements): results exact;
-#  2. TestCUDASweep: slabs1 (call 2's staging), slabs2/4/8/16, slabs4 with
-#     5 staging buffers and 3 copy-outs, slabs4 with one copy-out (its 16
-#     unpackers, not 32, against the 16 packers); each result checked against the
-#     first; best of 2 timed runs after a warm-up;
+#     and non-temporal copies (HTGS_MATMUL_SLABS=4, bands down to 4096
+#     elements, HTGS_MATMUL_STREAM=1): results exact;
+#  2. TestCUDASweep: slabs1 (call 2's staging), nt, slabs4/8/16 with nt,
+#     slabs4/8 without, slabs4-nt with one copy-out, slabs4 with 5 staging
+#     buffers and 3 copy-outs; each result checked against the first; best
+#     of 2 timed runs after a warm-up; each line ends with where the copy
+#     tasks' time went;
 #  3. matmul -compare-xt at n=16384 and 8192 with the sweep's best (graph vs
 #     cuBLASXt from ordinary memory, with and without its pinning mode, and
 #     page-locked, and resident cuBLAS, one process each);
@@ -42,8 +47,8 @@ cat "$o/machine.log"
 
 # 1. Tests with bands (about 3 s).
 stamp "tests (slabs 4)"
-(cd matmul && HTGS_MATMUL_SLABS=4 HTGS_MATMUL_SLABMIN=4096 timeout -k 2 8 "$c/matmul.test" -test.count=1 -test.v \
-	-test.run 'CUDA|Offload|HostCopy|PinHost' 2>&1) >"$o/tests.log"
+(cd matmul && HTGS_MATMUL_SLABS=4 HTGS_MATMUL_SLABMIN=4096 HTGS_MATMUL_STREAM=1 timeout -k 2 6 "$c/matmul.test" -test.count=1 -test.v \
+	-test.run 'CUDA|Offload|HostCopy|PinHost|ParallelCopy|CopyStream' 2>&1) >"$o/tests.log"
 rc=$?
 echo "matmul cuda tests: rc=$rc $(grep -c -- '--- PASS' "$o/tests.log") pass, $(grep -c -- '--- FAIL' "$o/tests.log") fail, $(grep -c -- '--- SKIP' "$o/tests.log") skip"
 grep -E -- '--- FAIL' "$o/tests.log" | head -n 8
@@ -52,8 +57,8 @@ grep -E -- '--- FAIL' "$o/tests.log" | head -n 8
 # 2. Bands, one process (about 20 s).
 stamp "sweep"
 (cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=2048 HTGS_SWEEP_BS16384=4096 HTGS_SWEEP_RUNS=2 \
-	HTGS_SWEEP_VARIANTS=slabs1,slabs4,slabs8,slabs16,slabs2,slabs4-s5,slabs4-co1,slabs1@8192/4096,slabs4@8192/4096,slabs8@8192/4096,slabs16@8192/4096 \
-	timeout -k 2 30 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
+	HTGS_SWEEP_VARIANTS=slabs1,nt,slabs4-nt,slabs8-nt,slabs4,slabs4-nt-co1,slabs16-nt,slabs8,slabs4-s5,slabs1@8192/4096,nt@8192/4096,slabs4-nt@8192/4096,slabs8-nt@8192/4096,slabs4@8192/4096 \
+	timeout -k 2 32 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
 echo "sweep rc=$?"
 grep '^SWEEP' "$o/sweep.log"
 grep -E -- '--- FAIL|sweep_cuda_test' "$o/sweep.log" | head -n 8
@@ -62,14 +67,16 @@ grep -E -- '--- FAIL|sweep_cuda_test' "$o/sweep.log" | head -n 8
 best() {
 	grep -E "^SWEEP n=$1 " "$o/sweep.log" | grep -v pinhost | awk '{print $4, $3, $5}' | sed 's/bs=//' | sort -k3 -g -r | head -n 1
 }
-# env for a sweep variant's name.
+# env for a sweep variant's name: slabsN (bands), nt (non-temporal stores),
+# -co1 (one copy-out task), -s5 (5 staging buffers, 3 copy-outs).
 variant_env() {
-	case "$1" in
-	slabs4-s5) echo "HTGS_MATMUL_HOSTCOPY=staging HTGS_MATMUL_SLABS=4 HTGS_MATMUL_STAGING=5 HTGS_MATMUL_COPYOUT=3" ;;
-	slabs4-co1) echo "HTGS_MATMUL_HOSTCOPY=staging HTGS_MATMUL_SLABS=4 HTGS_MATMUL_COPYOUT=1" ;;
-	slabs*) echo "HTGS_MATMUL_HOSTCOPY=staging HTGS_MATMUL_SLABS=${1#slabs}" ;;
-	*) echo "HTGS_MATMUL_HOSTCOPY=staging HTGS_MATMUL_SLABS=1" ;;
-	esac
+	local v=${1:-slabs1} e="HTGS_MATMUL_HOSTCOPY=staging" s=1 nt=0
+	[[ $v =~ ^slabs([0-9]+) ]] && s=${BASH_REMATCH[1]}
+	[[ $v == nt || $v == *-nt* ]] && nt=1
+	e+=" HTGS_MATMUL_SLABS=$s HTGS_MATMUL_STREAM=$nt"
+	[[ $v == *-co1 ]] && e+=" HTGS_MATMUL_COPYOUT=1"
+	[[ $v == *-s5 ]] && e+=" HTGS_MATMUL_STAGING=5 HTGS_MATMUL_COPYOUT=3"
+	echo "$e"
 }
 for n in 8192 16384; do
 	read -r v bs rate <<<"$(best "$n")"
@@ -78,7 +85,7 @@ for n in 8192 16384; do
 done
 
 # 3. Graph vs cuBLASXt vs resident cuBLAS (about 17 s).
-for nl in 16384:22 8192:7; do
+for nl in 16384:20 8192:6; do
 	IFS=: read -r n lim <<<"$nl"
 	read -r v bs rate <<<"$(best "$n")"
 	stamp "compare n=$n with ${v:-slabs1} block ${bs:-default} ($(variant_env "$v"))"
@@ -90,7 +97,7 @@ done
 # 4. Accuracy with the bands of n=8192's best (about 5 s).
 read -r v bs rate <<<"$(best 8192)"
 stamp "verify n=4096 with ${v:-slabs1}"
-env $(variant_env "$v") timeout -k 2 8 "$c/bin/matmul" -n 4096 -kernel cuda -verify >"$o/verify.log" 2>&1
+env $(variant_env "$v") timeout -k 2 6 "$c/bin/matmul" -n 4096 -kernel cuda -verify >"$o/verify.log" 2>&1
 rc=$?
 grep -E '^(time|GPUs|verify)' "$o/verify.log"
 grep -q 'PASS' "$o/verify.log" && [[ $rc == 0 ]] && echo "PASS: -verify n=4096 ($v)" || echo "FAIL: -verify n=4096 ($v) rc=$rc"
