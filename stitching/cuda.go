@@ -47,6 +47,18 @@ func (b *cudaBackend) spectra(w, h int) memmgr.Allocator[devSpectrum] {
 	return specAlloc{cuda.DeviceBuffers(pixOffset(w, h) + pixBytes(w, h))}
 }
 
+// slotsFit returns how many tile slots (see spectra) a quarter of the
+// smallest GPU's memory holds.
+func (b *cudaBackend) slotsFit(w, h int) int {
+	var least int64
+	for i, d := range b.devs {
+		if m := d.Memory(); i == 0 || m < least {
+			least = m
+		}
+	}
+	return int(least / 4 / (pixOffset(w, h) + pixBytes(w, h)))
+}
+
 func specBytes(w, h int) int64 { return 16 * int64(w/2+1) * int64(h) }
 func pixOffset(w, h int) int64 { return (specBytes(w, h) + 255) &^ 255 }
 func pixBytes(w, h int) int64  { return 2 * int64(w) * int64(h) }

@@ -44,6 +44,23 @@ type gpuBackend interface {
 	newCorrelator(w, h int, opt align.Options) correlator
 }
 
+// memoryBackend is a gpuBackend that knows its devices' memory.
+type memoryBackend interface {
+	// slotsFit returns how many slots of w x h tiles (see spectra) a
+	// quarter of the smallest device's memory holds.
+	slotsFit(w, h int) int
+}
+
+// slotsFit returns be's slotsFit for src's tiles, or 0 when be does not
+// know its devices' memory.
+func slotsFit(be gpuBackend, src tileio.TileSource) int {
+	m, ok := be.(memoryBackend)
+	if !ok {
+		return 0
+	}
+	return m.slotsFit(src.TileSize())
+}
+
 // devSpectrum is a tile's spectrum in device memory.
 type devSpectrum interface {
 	// Size is the buffer's size in bytes.

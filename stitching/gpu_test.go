@@ -437,3 +437,24 @@ func TestStitchGPUFlatFieldOnDevice(t *testing.T) {
 		sameTranslations(t, "optimized", res.Optimized, cpu.Optimized)
 	}
 }
+
+// The GPU pool runs two lines ahead of the host graphs' slots, up to eight
+// where a quarter of the device memory holds them, never more than the
+// grid's tiles, and PoolSize overrides it.
+func TestGPUSlots(t *testing.T) {
+	const rows, cols, slots = 42, 59, 60 // the paper grid: lines of 42
+	for _, c := range []struct{ fit, pool, want int }{
+		{0, 0, slots + 2*42},      // memory unknown
+		{100, 0, slots + 2*42},    // less than two lines fit: two anyway
+		{300, 0, 300},             // part of the way
+		{100000, 0, slots + 8*42}, // plenty of memory
+		{100000, 60, slots},       // PoolSize
+	} {
+		if got := (GraphOptions{PoolSize: c.pool}).gpuSlots(rows, cols, slots, c.fit); got != c.want {
+			t.Errorf("fit %d, PoolSize %d: %d slots, want %d", c.fit, c.pool, got, c.want)
+		}
+	}
+	if got := (GraphOptions{}).gpuSlots(3, 4, 8, 100000); got != 12 {
+		t.Errorf("3 x 4 grid: %d slots, want the grid's 12", got)
+	}
+}

@@ -427,16 +427,36 @@ func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src t
 	}
 	hostErr := forEach(onHost, func(ref *align.Refiner, i int) error {
 		p := pairs[i]
-		nr, nc := p.Neighbor()
-		t1, err := loadChecked(src, nr, nc, w, h)
-		if err != nil {
-			return fmt.Errorf("stitching: %v: loading a tile of a pair to refine on the host: %w", p, err)
-		}
-		t2, err := loadChecked(src, p.Row, p.Col, w, h)
-		if err != nil {
-			return fmt.Errorf("stitching: %v: loading a tile of a pair to refine on the host: %w", p, err)
+		var t1, t2 *image.Gray16
+		var lerr error
+		load := func() (*image.Gray16, *image.Gray16, error) {
+			if t1 == nil && lerr == nil {
+				nr, nc := p.Neighbor()
+				if t1, lerr = loadChecked(src, nr, nc, w, h); lerr == nil {
+					t2, lerr = loadChecked(src, p.Row, p.Col, w, h)
+				}
+				if lerr != nil {
+					t1, lerr = nil, fmt.Errorf("stitching: %v: loading a tile of a pair to refine on the host: %w", p, lerr)
+				}
+			}
+			return t1, t2, lerr
 		}
 		counts.hostPairs.Add(1)
+		if cache != nil {
+			// The raw NCC boxes from the surface, the tiles only for
+			// the noise-limited pair's denoised search: Refine's result.
+			tr, _, err := model.RefineBox(ref, cache.ncc(p), load, start.At(p))
+			if err == nil {
+				trs[i] = tr
+				return nil
+			}
+			if !errors.Is(err, errNotCached) {
+				return fmt.Errorf("stitching: refining %v on the host: %w", p, err)
+			}
+		}
+		if _, _, err := load(); err != nil {
+			return err
+		}
 		trs[i] = model.Refine(ref, t1, t2, start.At(p))
 		return nil
 	})
