@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,9 +187,12 @@ func TestCUDASweep(t *testing.T) {
 					continue
 				}
 				if ref == nil {
+					if d := maxDiff(c, c); d != 0 { // NaN - NaN
+						t.Errorf("n=%s bs=%d %s: elements of C not written", size, bs, v.name)
+					}
 					ref = matmul.NewDense(n, n)
 					copy(ref.Data, c.Data)
-				} else if d := maxDiff(c, ref); d > 1e-8*float64(n) {
+				} else if d := maxDiff(c, ref); !(d <= 1e-8*float64(n)) { // NaN: an element not written
 					t.Errorf("n=%s bs=%d %s: result differs from the first by %g", size, bs, v.name, d)
 				}
 				fmt.Printf("SWEEP n=%-6s bs=%-5d %-12s %s\n", size, bs, v.name, line)
@@ -216,6 +220,7 @@ func sweepOne(ctx context.Context, v sweepVariant, a, b, c *matmul.Dense, cfg ma
 		pinTime = time.Since(t0).Seconds()
 		defer unpin()
 	}
+	poison(c)                                                     // an element the runs leave unwritten shows as NaN
 	if _, err := matmul.Multiply(ctx, a, b, c, cfg); err != nil { // warm-up
 		return "", pinTime, err
 	}
@@ -279,6 +284,23 @@ func envList(name, def string) []string {
 		}
 	}
 	return out
+}
+
+// poison fills c with NaN, on every CPU.
+func poison(c *matmul.Dense) {
+	const parts = 16
+	var wg sync.WaitGroup
+	per := (len(c.Data) + parts - 1) / parts
+	for lo := 0; lo < len(c.Data); lo += per {
+		wg.Add(1)
+		go func(p []float64) {
+			defer wg.Done()
+			for i := range p {
+				p[i] = math.NaN()
+			}
+		}(c.Data[lo:min(len(c.Data), lo+per)])
+	}
+	wg.Wait()
 }
 
 func maxDiff(x, y *matmul.Dense) float64 {
