@@ -169,10 +169,12 @@ type instKey struct {
 type instTimes struct {
 	mu       sync.Mutex
 	cpu, gpu map[instKey]time.Duration
+	t0       time.Time    // the run's start, the origin of events
+	events   []traceEvent // every computation and transfer, in order of their ends
 }
 
 func newInstTimes() *instTimes {
-	return &instTimes{cpu: map[instKey]time.Duration{}, gpu: map[instKey]time.Duration{}}
+	return &instTimes{cpu: map[instKey]time.Duration{}, gpu: map[instKey]time.Duration{}, t0: time.Now()}
 }
 
 // wrap returns impl timing each call into the CPU or the GPU record.
@@ -183,6 +185,7 @@ func (r *instTimes) wrap(op string, gpu bool, impl pats.Impl[*tileJob]) pats.Imp
 		d := time.Since(t0)
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		r.events = append(r.events, traceEvent{unit: dev.Name(), what: "compute", tile: j.index, op: op, start: t0.Sub(r.t0), end: t0.Add(d).Sub(r.t0)})
 		if gpu {
 			r.gpu[instKey{j.index, op}] = d
 		} else {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -35,8 +37,10 @@ type hwSetup struct {
 	size      int
 	window    int
 	seed      uint64
-	calTiles  int  // tiles timed op by op before the runs (the first is a warm-up)
-	noOrder   bool // skip "PATS, speedup order only" (-order-only=false)
+	calTiles  int      // tiles timed op by op before the runs (the first is a warm-up)
+	noOrder   bool     // skip "PATS, speedup order only" (-order-only=false)
+	configs   []string // -hw-configs names in order (nil: every configuration)
+	traceDir  string   // where trace.csv goes (empty: no trace file)
 	gpuKind   string
 	log       io.Writer
 	specs     []opSpec
@@ -50,10 +54,14 @@ type calibration struct {
 	cpu, gpu  map[string]time.Duration
 	cpuAlone  map[string]time.Duration // on one core with the others idle
 	loaded    int                      // tiles timed concurrently for cpu (0: cpu is cpuAlone)
-	bandwidth float64                  // bytes per second, uploads and downloads together
-	stageBW   float64                  // bytes per second staging a tile's RGB from storage
-	mismatch  []string
-	ti        float64 // mean fraction of a GPU operation's time spent moving its data
+	bandwidth float64                  // bytes per second, uploads and downloads together (under load where measured)
+	stageBW   float64                  // bytes per second staging a tile's RGB from storage (under load where measured)
+	// bandwidthAlone and stageBWAlone are the same measured with the
+	// other cores idle; bandwidth and stageBW replace them by the rates
+	// under the load of every core (the run's condition) where measured.
+	bandwidthAlone, stageBWAlone float64
+	mismatch                     []string
+	ti                           float64 // mean fraction of a GPU operation's time spent moving its data
 	// content is the dark-pixel share of every tile of the slide
 	// (tileContent), fit each operation's CPU cost under load as a line in
 	// it (costmodel.go); without them (no load measured) every tile costs
@@ -131,13 +139,36 @@ func (h *hwSetup) calibrate(ctx context.Context, s *slide) (*calibration, error)
 		return nil, err
 	}
 	c.cpuAlone = c.cpu
+	c.bandwidthAlone, c.stageBWAlone = c.bandwidth, c.stageBW
 	if h.cpus > 1 {
 		if c.content, err = tileContent(ctx, s); err != nil {
 			return nil, err
 		}
-		times, err := h.cpuUnderLoad(ctx, s)
+		done := make(chan struct{})
+		var xferBW float64
+		var xferErr error
+		var xwg sync.WaitGroup
+		if len(h.accels) > 0 {
+			xwg.Add(1)
+			go func() {
+				defer xwg.Done()
+				xferBW, xferErr = h.transferUnderLoad(ctx, s, done)
+			}()
+		}
+		times, stageBW, err := h.cpuUnderLoad(ctx, s)
+		close(done)
+		xwg.Wait()
 		if err != nil {
 			return nil, err
+		}
+		if xferErr != nil {
+			return nil, xferErr
+		}
+		if xferBW > 0 {
+			c.bandwidth = xferBW
+		}
+		if stageBW > 0 {
+			c.stageBW = stageBW
 		}
 		c.cpu, c.fit = map[string]time.Duration{}, map[string]costFit{}
 		x := make([]float64, len(times))
@@ -159,11 +190,14 @@ func (h *hwSetup) calibrate(ctx context.Context, s *slide) (*calibration, error)
 
 // cpuUnderLoad runs one tile per CPU core at once (core k takes tile k
 // modulo the slide's tiles), each through the whole pipeline on its core,
-// and returns the time of each operation on each core's tile.
-func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *slide) ([]map[string]time.Duration, error) {
+// and returns the time of each operation on each core's tile, and the
+// rate at which the cores staged their tiles' RGB from storage meanwhile.
+func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *slide) ([]map[string]time.Duration, float64, error) {
 	ops := hwOps(h.specs, nil, nil, nil)
 	times := make([]map[string]time.Duration, h.cpus)
 	errs := make([]error, h.cpus)
+	staged := make([]time.Duration, h.cpus)
+	var stagedBytes int64
 	var wg sync.WaitGroup
 	for k := range h.cpus {
 		wg.Add(1)
@@ -174,9 +208,11 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *slide) ([]map[string]time
 				if err != nil {
 					return err
 				}
+				t0 := time.Now()
 				if err := j.rgb.Stage(ctx); err != nil {
 					return err
 				}
+				staged[k] = time.Since(t0)
 				times[k] = map[string]time.Duration{}
 				for _, o := range h.specs {
 					t0 := time.Now()
@@ -191,9 +227,72 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *slide) ([]map[string]time
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return times, nil
+	var st time.Duration
+	for k := range staged {
+		st += staged[k]
+		stagedBytes += 3 * int64(h.size) * int64(h.size)
+	}
+	bw := 0.0
+	if st > 0 {
+		bw = float64(stagedBytes) / st.Seconds()
+	}
+	return times, bw, nil
+}
+
+// transferUnderLoad uploads and downloads tile 0's RGB on the first GPU
+// until done is closed (while every core runs cpuUnderLoad) and returns
+// the rate in bytes per second, uploads and downloads together.
+func (h *hwSetup) transferUnderLoad(ctx context.Context, s *slide, done <-chan struct{}) (float64, error) {
+	a := h.accels[0]
+	reg := &jobRegistry{}
+	j, err := s.newTileJob(0)
+	if err != nil {
+		return 0, err
+	}
+	reg.add(j)
+	defer func() {
+		reg.remove(j.tpl.Name())
+		j.dev.release()
+	}()
+	if err := j.rgb.Stage(ctx); err != nil {
+		return 0, err
+	}
+	xfer := reg.transfer(a)
+	unbind := func() {}
+	if b := a.bind(); b != nil {
+		u, err := b(ctx, a)
+		if err != nil {
+			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+		}
+		unbind = u
+	}
+	defer unbind()
+	d := j.data("rgb", h.regionBuf)
+	var moved int64
+	var took time.Duration
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			if took <= 0 {
+				return 0, nil
+			}
+			return float64(moved) / took.Seconds(), nil
+		default:
+		}
+		t0 := time.Now()
+		if err := xfer(ctx, d, true); err != nil {
+			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+		}
+		if err := xfer(ctx, d, false); err != nil {
+			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+		}
+		if n > 0 { // the first pair allocates the buffer
+			took += time.Since(t0)
+			moved += 2 * d.Bytes
+		}
+	}
 }
 
 // calibrateAlone is the sequential pass of calibrate.
@@ -414,9 +513,12 @@ type hwRun struct {
 	name      string
 	cfg       pats.Config
 	rep       *pats.Report
-	sim       *pats.Report // from the calibration's costs
-	simObs    *pats.Report // from the op times observed in this run, instance by instance
-	cpuFactor float64      // the run's CPU time over the predicted (instTimes.cpuFactor)
+	sim       *pats.Report  // from the calibration's costs
+	simObs    *pats.Report  // from the op times observed in this run, instance by instance
+	cpuFactor float64       // the run's CPU time over the predicted (instTimes.cpuFactor)
+	gpuOcc    float64       // share of the makespan the GPUs computed or moved data (instTimes.gpuOccupied)
+	goCPU     goCPU         // the Go runtime's CPU time during the run, by class
+	procCPU   time.Duration // the process's CPU time (user and system) during the run, 0 where unknown
 	nuclei    []int
 	wall      time.Duration
 	estimates map[string]float64
@@ -434,6 +536,11 @@ type hwResults struct {
 func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	h.specs = pipeline()
 	h.regionBuf = realBytes(h.size)
+	if h.traceDir != "" { // the spans of this experiment only
+		if err := os.Remove(filepath.Join(h.traceDir, "trace.csv")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+	}
 	t0 := time.Now()
 	in := region.NewMemory()
 	s, err := newSlide(ctx, h.tiles, h.size, h.seed, in, region.NewMemory())
@@ -449,20 +556,26 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	h.logf("calibrated on %d tiles in %v", h.calTiles, time.Since(t0).Round(time.Millisecond))
 	sp := cal.speedups()
 	ti := cal.ti
-	configs := []struct {
-		name string
-		cfg  pats.Config
-		est  map[string]float64
-	}{
-		{"FCFS", pats.Config{Policy: pats.FCFS, Window: h.window}, sp},
-		{"PATS", pats.Config{Policy: pats.PATS, Window: h.window, FinishAware: true}, sp},
-		{"PATS+DL+prefetch", pats.Config{Policy: pats.PATS, Window: h.window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}, sp},
-		{"PATS+DL+prefetch, learned", pats.Config{Policy: pats.PATS, Window: h.window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true, Learn: true}, nil},
-		{"PATS+DL+prefetch, 50% wrong", pats.Config{Policy: pats.PATS, Window: h.window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}, wrongEstimates(sp, 50)},
-		{"PATS, speedup order only", pats.Config{Policy: pats.PATS, Window: h.window}, sp},
+	all := hwConfigs(h.window, ti, sp)
+	names := h.configs
+	if len(names) == 0 {
+		names = []string{"fcfs", "pats", "dl", "learned", "wrong50", "order"}
+		if h.noOrder {
+			names = names[:len(names)-1]
+		}
 	}
-	if h.noOrder {
-		configs = configs[:len(configs)-1]
+	var configs []hwConfig
+	seen := map[string]int{}
+	for _, n := range names {
+		c, ok := all[n]
+		if !ok {
+			return nil, fmt.Errorf("-hw-configs: unknown configuration %q", n)
+		}
+		seen[n]++
+		if seen[n] > 1 { // a repeat, named apart
+			c.name += fmt.Sprintf(" #%d", seen[n])
+		}
+		configs = append(configs, c)
 	}
 	res := &hwResults{cal: cal, same: true}
 	machine := pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW}
@@ -473,17 +586,21 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		s.out = region.NewMemory()
 		reg := &jobRegistry{}
 		rec := newInstTimes()
-		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels, rec), reg: reg}
+		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels, rec), reg: reg, onStage: rec.stage}
 		if c.est != nil { // the predicted costs, FinishAware's times until the run has its own (as in the simulator)
 			tr.cost = func(i int, o opSpec) pats.Cost { return cal.predicted(i, o.name) }
 		}
-		units := append(pats.CPUUnits(h.cpus), reg.accelUnits(h.accels)...)
+		units := traced(append(pats.CPUUnits(h.cpus), reg.accelUnits(h.accels)...), rec)
 		t0 := time.Now()
+		rec.t0 = t0
+		cpu0 := readGoCPU()
+		proc0, _ := processCPUTime()
 		results, rep, _, err := tr.run(ctx, s, c.cfg, units)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
-		r := hwRun{name: c.name, cfg: c.cfg, rep: rep, wall: time.Since(t0), estimates: c.est, cpuFactor: rec.cpuFactor(cal)}
+		proc1, _ := processCPUTime()
+		r := hwRun{goCPU: readGoCPU().sub(cpu0), procCPU: proc1 - proc0, name: c.name, cfg: c.cfg, rep: rep, wall: time.Since(t0), estimates: c.est, cpuFactor: rec.cpuFactor(cal)}
 		for _, t := range results {
 			r.nuclei = append(r.nuclei, t.nuclei)
 		}
@@ -496,12 +613,52 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		if r.simObs, err = pats.Simulate(c.cfg, machine, h.simFlows(cal, c.est, rec.costs(cal))); err != nil {
 			return nil, fmt.Errorf("%s: simulate: %w", c.name, err)
 		}
-		h.logf("%s: %.2f tiles/s, makespan %.2f s (simulated %.2f s, %+.1f%%; from the run's op times %.2f s, %+.1f%%); CPU time %.2fx predicted; cores busy %.0f%% (simulated %.0f%%)",
+		gpuNames := map[string]bool{}
+		for _, a := range h.accels {
+			gpuNames[a.Name()] = true
+		}
+		r.gpuOcc = rec.gpuOccupied(len(h.accels), gpuNames, rep.Makespan)
+		h.logf("%s: %.2f tiles/s, makespan %.2f s (simulated %.2f s, %+.1f%%; from the run's op times %.2f s, %+.1f%%); CPU time %.2fx predicted; cores busy %.0f%% (simulated %.0f%%); GPU computing or moving %.0f%% (simulated %.0f%%)",
 			c.name, tilesPerSecond(h.tiles, rep), rep.Makespan.Seconds(), r.sim.Makespan.Seconds(), 100*(r.sim.Makespan.Seconds()/rep.Makespan.Seconds()-1),
-			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/rep.Makespan.Seconds()-1), r.cpuFactor, 100*busyShare(rep, device.CPU), 100*busyShare(r.sim, device.CPU))
+			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/rep.Makespan.Seconds()-1), r.cpuFactor, 100*busyShare(rep, device.CPU), 100*busyShare(r.sim, device.CPU),
+			100*r.gpuOcc, 100*simGPUOccupied(r.sim, machine))
+		h.logf("%s: CPU time over the run: process %.1f core-s (user and system; %d Ps x %.2f s = %.1f core-s); Go runtime: user %.1f, GC %.1f, scavenger %.1f, idle %.1f core-s (updated at GC cycles); operations on the cores %.1f core-s",
+			c.name, r.procCPU.Seconds(), runtime.GOMAXPROCS(0), r.wall.Seconds(), float64(runtime.GOMAXPROCS(0))*r.wall.Seconds(),
+			r.goCPU.user, r.goCPU.gc, r.goCPU.scavenge, r.goCPU.idle, busyShare(rep, device.CPU)*float64(h.cpus)*rep.Makespan.Seconds())
+		if h.traceDir != "" {
+			if err := appendTrace(filepath.Join(h.traceDir, "trace.csv"), rec, c.name); err != nil {
+				return nil, err
+			}
+		}
 		res.runs = append(res.runs, r)
 	}
 	return res, nil
+}
+
+// hwConfig is one configuration of a hardware experiment: its name in the
+// tables, the scheduler's configuration and the speedup estimates (nil:
+// learned).
+type hwConfig struct {
+	name string
+	cfg  pats.Config
+	est  map[string]float64
+}
+
+// hwConfigs returns the configurations of a hardware experiment by their
+// -hw-configs names, for the given window, transfer impact and measured
+// speedups.
+func hwConfigs(window int, ti float64, sp map[string]float64) map[string]hwConfig {
+	dl := pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}
+	learn := dl
+	learn.Learn = true
+	return map[string]hwConfig{
+		"fcfs":    {"FCFS", pats.Config{Policy: pats.FCFS, Window: window}, sp},
+		"pats":    {"PATS", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true}, sp},
+		"dl":      {"PATS+DL+prefetch", dl, sp},
+		"learned": {"PATS+DL+prefetch, learned", learn, nil},
+		"wrong50": {"PATS+DL+prefetch, 50% wrong", dl, wrongEstimates(sp, 50)},
+		"order":   {"PATS, speedup order only", pats.Config{Policy: pats.PATS, Window: window}, sp},
+	}
 }
 
 // markdown writes the results as the tables of docs/pats.
@@ -514,7 +671,10 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 		load = fmt.Sprintf("the mean over %d tiles run at once, one per core", cal.loaded)
 	}
 	fmt.Fprintf(w, "Measured op by op on %d tiles (after one warm-up), one CPU core alone and one GPU, transfers excluded; host-GPU bandwidth %.2f GB/s, transfer impact %.2f, staging from storage %.2f GB/s. CPU under load: %s (the costs the simulator and the speedups use).",
-		max(h.calTiles-1, 1), cal.bandwidth/1e9, cal.ti, cal.stageBW/1e9, load)
+		max(h.calTiles-1, 1), cal.bandwidthAlone/1e9, cal.ti, cal.stageBWAlone/1e9, load)
+	if cal.loaded > 0 {
+		fmt.Fprintf(w, " Under that load, host-GPU bandwidth %.2f GB/s and staging %.2f GB/s per core (the rates the simulator uses).", cal.bandwidth/1e9, cal.stageBW/1e9)
+	}
 	if len(cal.fit) > 0 {
 		lo, hi := slices.Min(cal.content), slices.Max(cal.content)
 		fmt.Fprintf(w, " A tile's CPU cost under load is predicted from its dark-pixel share (%.2f%% to %.2f%% over the %d tiles, mean %.2f%%), as a line fitted per operation over the loaded tiles: the fit at the lightest and the heaviest tile, and its mean over the slide's tiles, are what the simulator and FinishAware's initial times use.",
@@ -671,7 +831,10 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 		}
 	}
 	h := &hwSetup{cpus: o.cpus, accels: accels, tiles: o.tiles, size: o.tileSize, window: o.window,
-		seed: o.seed, calTiles: 3, gpuKind: kind, log: stderr, noOrder: !o.orderOnly}
+		seed: o.seed, calTiles: 3, gpuKind: kind, log: stderr, noOrder: !o.orderOnly, traceDir: o.out}
+	if o.hwConfigs != "" {
+		h.configs = strings.Split(o.hwConfigs, ",") // checked by parseFlags
+	}
 	if !o.set["cpus"] {
 		h.cpus = max(1, runtime.NumCPU()-len(accels)) // a core per GPU manager thread, as in seed 001
 	}

@@ -122,6 +122,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -165,6 +166,7 @@ type options struct {
 	cpuTime    bool
 	hostGPUs   int
 	orderOnly  bool
+	hwConfigs  string
 	nucleiOut  string
 	roi        string
 	roiBox     region.Box
@@ -213,8 +215,18 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.workerName, "name", "", "with -worker: the worker's `name` (default: host-pid)")
 	addClusterFlags(fs, o)
 	fs.BoolVar(&o.orderOnly, "order-only", true, "with -hardware: also run PATS by speedup order only (false: skip it, a shorter run)")
+	fs.StringVar(&o.hwConfigs, "hw-configs", "", "with -hardware: the configurations to run, in order, repeats allowed (comma-separated from fcfs, pats, dl, learned, wrong50, order; default all but order without -order-only)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
+}
+
+// unknownConfig returns a usage error naming the first unknown name in the
+// -hw-configs list, or nil.
+func unknownConfig(list string) error {
+	if bad, ok := hwUnknown(strings.Split(list, ",")); ok {
+		return cli.Usagef("-hw-configs: unknown configuration %q (want fcfs, pats, dl, learned, wrong50 or order)", bad)
+	}
+	return nil
 }
 
 // usage writes the synopsis and the flags to w.
@@ -266,6 +278,10 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-dynamic goes with a real run or -sim, not -experiment or -hardware")
 	case set["order-only"] && !o.hardware:
 		return nil, cli.Usagef("-order-only goes with -hardware")
+	case set["hw-configs"] && !o.hardware:
+		return nil, cli.Usagef("-hw-configs goes with -hardware")
+	case set["hw-configs"] && unknownConfig(o.hwConfigs) != nil:
+		return nil, unknownConfig(o.hwConfigs)
 	case o.hostGPUs < 0 || o.hostGPUs > 0 && !o.hardware:
 		return nil, cli.Usagef("-host-gpus %d: want a positive count, with -hardware", o.hostGPUs)
 	case !o.experiment && !o.hardware && !o.cpuOps && set["out"]:

@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
@@ -101,7 +102,26 @@ type tileJob struct {
 	feats       map[string]*region.Dense[float64]
 	nuclei      int
 	dev         tileDevice // its data in accelerator memory (real GPUs only)
+	// onStage, when set, is told the span of each staging of the RGB
+	// from storage through the tile's pats datum (a hardware run's trace).
+	onStage func(tile int, start, end time.Time)
 }
+
+// timedStager stages and commits a tile's RGB as its region does and
+// tells the tile's onStage the span of each staging.
+type timedStager struct {
+	r *region.Dense[uint8]
+	j *tileJob
+}
+
+func (t timedStager) Stage(ctx context.Context) error {
+	t0 := time.Now()
+	err := t.r.Stage(ctx)
+	t.j.onStage(t.j.index, t0, time.Now())
+	return err
+}
+
+func (t timedStager) Commit(ctx context.Context) error { return t.r.Commit(ctx) }
 
 // newTileJob builds tile i's region template: the RGB input bound lazily to
 // the slide storage with the tile as ROI, in-memory intermediates, and the
@@ -180,6 +200,9 @@ func (j *tileJob) data(k string, bytes map[string]int64) pats.Data {
 	d := pats.Data{Key: dataKey(j.tpl.Name(), k), Bytes: r.Bytes()}
 	if k == "rgb" || k == "labels" || j.feats[k] != nil {
 		d.Store = r
+	}
+	if k == "rgb" && j.onStage != nil {
+		d.Store = timedStager{j.rgb, j}
 	}
 	if bytes != nil {
 		d.Bytes = bytes[k]
@@ -331,6 +354,8 @@ type tileRun struct {
 	// rows, in two stages whose outputs are joined by tile
 	// (bookkeeper.NewJoinN) into the tile's result.
 	nuclei region.ObjectStorage
+	// onStage, when set, is every tile job's onStage.
+	onStage func(tile int, start, end time.Time)
 }
 
 // addOps adds the instances of the pipeline's operations of the given
@@ -390,6 +415,7 @@ func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pa
 			if err != nil {
 				return nil, err
 			}
+			j.onStage = tr.onStage
 			tr.reg.add(j)
 			f := tr.tileFlow(j, i)
 			return f, f.Err()

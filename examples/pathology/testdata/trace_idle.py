@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Where the CPU cores' idle time went in a pathology -hardware run.
+
+Reads the trace.csv that `pathology -hardware -out DIR` writes (a line per
+operation instance computed and per GPU transfer) and, per run, splits the
+cores' idle core-seconds (cores x makespan minus compute) by what was ready
+at that moment (all of an instance's inputs computed, the instance not yet
+started):
+  cpu-only ready   an instance only a core can run was waiting: dispatch
+                   delay the simulator does not have (it starts it at once)
+  gpu-able ready   only instances with a GPU kernel were waiting (the cores
+                   left them to the GPU: FinishAware, or the GPU's queue)
+  nothing ready    the tiles in flight had nothing to run (pipeline, window;
+                   the first operations' admission is not traced, so they
+                   never count as ready)
+Also the GPU unit's share of the makespan computing or moving data, and how
+long the tiles' RGB took to stage from storage (by whichever goroutine). Only the
+standard library; 1 ms resolution.
+"""
+import collections, csv, sys
+
+DEPS = {  # operation -> operations whose outputs it reads (examples/pathology/workload.go)
+    "RBCDetection": [], "MorphOpen": [],
+    "ReconToNuclei": ["MorphOpen", "RBCDetection"], "AreaThreshold": ["ReconToNuclei"],
+    "FillHoles": ["AreaThreshold"], "PreWatershed": ["FillHoles"],
+    "Watershed": ["PreWatershed", "FillHoles"], "BWLabel": ["Watershed"],
+    "FeatIntensity": ["BWLabel"], "FeatGradient": ["BWLabel"], "FeatMorphometry": ["BWLabel"],
+}
+GPU_ABLE = {"RBCDetection", "MorphOpen", "FillHoles", "PreWatershed", "FeatIntensity", "FeatGradient"}
+
+
+def analyse(name, rows):
+    comp = [r for r in rows if r["what"] == "compute"]
+    cpus = sorted({r["unit"] for r in comp if r["unit"].startswith("cpu")})
+    gpus = sorted({r["unit"] for r in rows if not r["unit"].startswith("cpu") and r["what"] != "stage"})
+    end = max(float(r["end_ms"]) for r in rows)
+    n = int(end) + 2
+    inst = {(int(r["tile"]), r["op"]): r for r in comp}
+    busy = [0] * (n + 1)
+    ready = {"cpu": [0] * (n + 1), "gpu": [0] * (n + 1)}
+    for r in comp:
+        if r["unit"].startswith("cpu"):
+            busy[int(float(r["start_ms"]))] += 1
+            busy[int(float(r["end_ms"]))] -= 1
+    for (tile, op), r in inst.items():
+        deps = DEPS.get(op, [])
+        if not deps or any((tile, d) not in inst for d in deps):
+            continue
+        t_ready = max(float(inst[(tile, d)]["end_ms"]) for d in deps)
+        t_start = float(r["start_ms"])
+        if t_start > t_ready:
+            k = "gpu" if op in GPU_ABLE else "cpu"
+            ready[k][int(t_ready)] += 1
+            ready[k][int(t_start)] -= 1
+    idle = collections.Counter()
+    b = rc = rg = 0
+    for t in range(n):
+        b += busy[t]; rc += ready["cpu"][t]; rg += ready["gpu"][t]
+        free = max(0, len(cpus) - b)
+        a = min(free, rc)
+        g = min(free - a, rg)
+        idle["cpu-only ready"] += a
+        idle["gpu-able ready"] += g
+        idle["nothing ready"] += free - a - g
+    total = sum(idle.values())
+    cap = len(cpus) * end
+    gbusy = collections.Counter()
+    for r in rows:
+        if r["unit"] in gpus:
+            gbusy[r["what"]] += float(r["end_ms"]) - float(r["start_ms"])
+    st = [float(r["end_ms"]) - float(r["start_ms"]) for r in rows if r["what"] == "stage"]
+    stage = "; staging %d tiles, %.0f ms each on average, %.0f ms the longest (%.1f s in all)" % (
+        len(st), sum(st) / len(st), max(st), sum(st) / 1e3) if st else ""
+    # The GPU's worker stages a tile's RGB itself when it takes the tile's
+    # first operation (without Prefetch): the staging that ends right
+    # before an upload of that RGB, while the GPU had nothing else going,
+    # is time the GPU's worker spent (or waited) staging.
+    stages = {int(r["tile"]): (float(r["start_ms"]), float(r["end_ms"])) for r in rows if r["what"] == "stage"}
+    blocked = 0.0
+    for u in gpus:
+        evs = sorted((float(r["start_ms"]), float(r["end_ms"]), r) for r in rows if r["unit"] == u)
+        prev = 0.0
+        for a, e, r in evs:
+            if r["what"] == "up" and r["op"].endswith("/rgb"):
+                tile = int(r["op"].split("/")[0].removeprefix("tile"))
+                sp = stages.get(tile)
+                if sp and prev <= sp[1] <= a + 1:
+                    blocked += sp[1] - max(sp[0], prev)
+            prev = max(prev, e)
+    if gpus:
+        gbusy["staging before an upload"] = blocked
+    parts = ", ".join("%s %.1f s (%.0f%%)" % (k, v / 1e3, 100 * v / cap) for k, v in idle.items())
+    g = ", ".join("%s %.0f%%" % (k, 100 * v / end / max(1, len(gpus))) for k, v in sorted(gbusy.items()))
+    print("%s: makespan %.2f s, %d cores idle %.1f core-s (%.0f%% of cores x makespan): %s; GPU: %s%s" %
+          (name, end / 1e3, len(cpus), total / 1e3, 100 * total / cap, parts, g or "-", stage))
+
+
+def main():
+    runs = collections.OrderedDict()
+    with open(sys.argv[1]) as f:
+        for r in csv.DictReader(f):
+            runs.setdefault(r["run"], []).append(r)
+    for name, rows in runs.items():
+        analyse(name, rows)
+
+
+if __name__ == "__main__":
+    main()
