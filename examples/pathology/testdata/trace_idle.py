@@ -6,8 +6,11 @@ operation instance computed and per GPU transfer) and, per run, splits the
 cores' idle core-seconds (cores x makespan minus compute) by what was ready
 at that moment (all of an instance's inputs computed, the instance not yet
 started):
-  cpu-only ready   an instance only a core can run was waiting: dispatch
-                   delay the simulator does not have (it starts it at once)
+  cpu-only ready   an instance only a core can run was waiting, its inputs
+                   computed on cores: dispatch delay the simulator does not
+                   have (it starts it at once)
+  ..., input from the GPU   the same, an input computed on the GPU: its
+                   download, or the dispatch
   gpu-able ready   only instances with a GPU kernel were waiting (the cores
                    left them to the GPU: FinishAware, or the GPU's queue)
   nothing ready    the tiles in flight had nothing to run (pipeline, window;
@@ -37,7 +40,7 @@ def analyse(name, rows):
     n = int(end) + 2
     inst = {(int(r["tile"]), r["op"]): r for r in comp}
     busy = [0] * (n + 1)
-    ready = {"cpu": [0] * (n + 1), "gpu": [0] * (n + 1)}
+    ready = {"cpu": [0] * (n + 1), "down": [0] * (n + 1), "gpu": [0] * (n + 1)}
     for r in comp:
         if r["unit"].startswith("cpu"):
             busy[int(float(r["start_ms"]))] += 1
@@ -50,18 +53,22 @@ def analyse(name, rows):
         t_start = float(r["start_ms"])
         if t_start > t_ready:
             k = "gpu" if op in GPU_ABLE else "cpu"
+            if k == "cpu" and any(not inst[(tile, d)]["unit"].startswith("cpu") for d in deps):
+                k = "down"  # an input computed on the GPU: its download or the dispatch
             ready[k][int(t_ready)] += 1
             ready[k][int(t_start)] -= 1
     idle = collections.Counter()
-    b = rc = rg = 0
+    b = rc = rd = rg = 0
     for t in range(n):
-        b += busy[t]; rc += ready["cpu"][t]; rg += ready["gpu"][t]
+        b += busy[t]; rc += ready["cpu"][t]; rd += ready["down"][t]; rg += ready["gpu"][t]
         free = max(0, len(cpus) - b)
         a = min(free, rc)
-        g = min(free - a, rg)
+        d = min(free - a, rd)
+        g = min(free - a - d, rg)
         idle["cpu-only ready"] += a
+        idle["cpu-only ready, input from the GPU"] += d
         idle["gpu-able ready"] += g
-        idle["nothing ready"] += free - a - g
+        idle["nothing ready"] += free - a - d - g
     total = sum(idle.values())
     cap = len(cpus) * end
     gbusy = collections.Counter()
