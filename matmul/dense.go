@@ -40,7 +40,9 @@ func NewDense(rows, cols int) *Dense {
 	if rows < 0 || cols < 0 {
 		panic(fmt.Sprintf("matmul: negative dimensions %dx%d", rows, cols))
 	}
-	return &Dense{R: rows, C: cols, Stride: cols, Data: make([]float64, rows*cols)}
+	d := &Dense{R: rows, C: cols, Stride: cols, Data: make([]float64, rows*cols)}
+	adviseHuge(d.Data)
+	return d
 }
 
 // Random returns a rows x cols matrix of values uniform in [-1, 1), the
