@@ -2,7 +2,7 @@
 # dgemm.sh: issue 35's GPU checks of matmul on a lent GPU machine (no Go
 # there), third call: only what settles the default for ordinary memory.
 # Expected wall time about 50 s; each step has its own time limit (their
-# sum is 70 s); logs under $OUT/dgemm/. Needs, built with -tags cuda
+# sum is 72 s); logs under $OUT/dgemm/. Needs, built with -tags cuda
 # (scripts/device/pack.sh or scripts/build-cuda-tests.sh, plus the CLI):
 #     .device-carry/matmul.test
 #     .device-carry/bin/matmul   (CGO_ENABLED=1 go build -tags cuda -o .device-carry/bin/matmul ./examples/matmul)
@@ -15,13 +15,18 @@
 # HTGS_MATMUL_SLABS (a block packed and uploaded in bands of rows, each
 # band on the bus while the next is packed; downloads likewise) and
 # HTGS_MATMUL_STREAM (pack and unpack with non-temporal stores: a third
-# less memory traffic; 1.2-1.9x on the 2-core dev VM).
+# less memory traffic; 1.2-1.9x on the 2-core dev VM). Matrices now have
+# transparent huge pages (NewDense), for every variant: slabs1 is call 2's
+# staging on huge pages.
 #  1. the cuda-tagged matmul tests with every staged block split in bands
 #     and non-temporal copies (HTGS_MATMUL_SLABS=4, bands down to 4096
 #     elements, HTGS_MATMUL_STREAM=1): results exact;
 #  2. TestCUDASweep: slabs1 (call 2's staging), nt, slabs4/8/16 with nt,
-#     slabs4/8 without, slabs4-nt with one copy-out, slabs4 with 5 staging
-#     buffers and 3 copy-outs; each result checked against the first; best
+#     slabs4 without, slabs4-nt with one copy-out, and pipelined and
+#     register again: A, B and C now come from NewDense, which asks for
+#     transparent huge pages (THP is at "madvise" there), and page-locking
+#     huge pages may be much faster than call 2's 17-24 GB/s; C filled with
+#     NaN before each variant, each result checked against the first; best
 #     of 2 timed runs after a warm-up; each line ends with where the copy
 #     tasks' time went;
 #  3. matmul -compare-xt at n=16384 and 8192 with the sweep's best (graph vs
@@ -57,8 +62,8 @@ grep -E -- '--- FAIL' "$o/tests.log" | head -n 8
 # 2. Bands, one process (about 20 s).
 stamp "sweep"
 (cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=2048 HTGS_SWEEP_BS16384=4096 HTGS_SWEEP_RUNS=2 \
-	HTGS_SWEEP_VARIANTS=slabs1,nt,slabs4-nt,slabs8-nt,slabs4,slabs4-nt-co1,slabs16-nt,slabs8,slabs4-s5,slabs1@8192/4096,nt@8192/4096,slabs4-nt@8192/4096,slabs8-nt@8192/4096,slabs4@8192/4096 \
-	timeout -k 2 32 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
+	HTGS_SWEEP_VARIANTS=slabs1,nt,slabs4-nt,slabs8-nt,slabs4,pipelined,regchunks,slabs4-nt-co1,slabs16-nt,slabs1@8192/4096,nt@8192/4096,slabs4-nt@8192/4096,slabs8-nt@8192/4096 \
+	timeout -k 2 34 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
 echo "sweep rc=$?"
 grep '^SWEEP' "$o/sweep.log"
 grep -E -- '--- FAIL|sweep_cuda_test' "$o/sweep.log" | head -n 8
@@ -70,6 +75,10 @@ best() {
 # env for a sweep variant's name: slabsN (bands), nt (non-temporal stores),
 # -co1 (one copy-out task), -s5 (5 staging buffers, 3 copy-outs).
 variant_env() {
+	case "${1:-}" in
+	pipelined) echo "HTGS_MATMUL_HOSTCOPY=pipelined" && return ;;
+	regchunks) echo "HTGS_MATMUL_HOSTCOPY=register" && return ;;
+	esac
 	local v=${1:-slabs1} e="HTGS_MATMUL_HOSTCOPY=staging" s=1 nt=0
 	[[ $v =~ ^slabs([0-9]+) ]] && s=${BASH_REMATCH[1]}
 	[[ $v == nt || $v == *-nt* ]] && nt=1
