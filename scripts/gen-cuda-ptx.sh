@@ -14,10 +14,14 @@
 # the same file runs on Volta (sm_70) through Hopper (sm_90) and later, and
 # a CUDA 13 driver (which supports every PTX ISA up to its own) accepts it.
 # Override with NVCC_ARCH=compute_XY, and the compiler with NVCC=path.
+#
+# Usage: scripts/gen-cuda-ptx.sh [KERNEL_DIR]   (default: cuda/kernels)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-kdir="$here/../cuda/kernels"
+# The folder of .cu files: the cuda package's by default; other packages'
+# kernel folders (stitching/kernels) pass theirs.
+kdir="${1:-$here/../cuda/kernels}"
 NVCC="${NVCC:-nvcc}"
 ARCH="${NVCC_ARCH:-compute_70}"
 
