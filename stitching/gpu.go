@@ -220,26 +220,8 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 		info, _ := task.InfoFrom(ctx)
 		return bandOf(info.Pipeline, max(1, info.Pipelines), rows)
 	}
-	// One copy, taking slots in traversal order (see pairGraph).
-	acquire := graph.AddFunc(cg, "acquire", 1, func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
-		n := clone(ctx).uses(rows, cols, t.row, t.col)
-		if n == 0 { // the pipeline's rule sends a tile only where it is used
-			return fmt.Errorf("stitching: tile (%d, %d) routed to a GPU clone whose band does not use it", t.row, t.col)
-		}
-		buf, err := pool.Get(ctx, n)
-		if err != nil {
-			return err
-		}
-		return out.Emit(&loaded{row: t.row, col: t.col, dev: buf})
-	})
-	memmgr.Use(pool, acquire)
-	read := graph.AddFunc(cg, "read", readers, func(_ context.Context, l *loaded, out task.Emitter[*loaded]) error {
-		img, err := loadChecked(src, l.row, l.col, w, h)
-		if err != nil {
-			return err
-		}
-		l.img = img
-		return out.Emit(l)
+	acquire, read := acquireRead(cg, pool, src, readers, func(ctx context.Context, t tileRef) int {
+		return clone(ctx).uses(rows, cols, t.row, t.col)
 	})
 	fft := graph.AddTask(cg, "fft", streams, func() task.Task[*loaded, *loaded] {
 		return &fftTask{tr: be.newTransformer(w, h, opt, ff), dropHost: onDevice}
@@ -313,6 +295,38 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	graph.Connect(gpus, recheck)
 	graph.Connect(recheck, g.Output())
 	return g, nil
+}
+
+// acquireRead adds a GPU clone's first two tasks: "acquire" (one copy,
+// taking device slots in traversal order, see pairGraph) gives each tile a
+// slot of pool that returns after uses(ctx, tile) releases, and "read"
+// (readers copies) loads the tile's pixels on the host. uses is the number
+// of the clone's pairs that need the tile; 0 is an error, since the
+// pipeline's rule sends a tile only to the clones that use it.
+func acquireRead(cg *graph.Graph[tileRef, pairDone], pool *memmgr.Pool[devSpectrum], src tileio.TileSource, readers int,
+	uses func(context.Context, tileRef) int) (acquire *graph.Node[tileRef, *loaded], read *graph.Node[*loaded, *loaded]) {
+	w, h := src.TileSize()
+	acq := graph.AddFunc(cg, "acquire", 1, func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
+		n := uses(ctx, t)
+		if n == 0 {
+			return fmt.Errorf("stitching: tile (%d, %d) routed to a GPU clone whose band does not use it", t.row, t.col)
+		}
+		buf, err := pool.Get(ctx, n)
+		if err != nil {
+			return err
+		}
+		return out.Emit(&loaded{row: t.row, col: t.col, dev: buf})
+	})
+	memmgr.Use(pool, acq)
+	read = graph.AddFunc(cg, "read", readers, func(_ context.Context, l *loaded, out task.Emitter[*loaded]) error {
+		img, err := loadChecked(src, l.row, l.col, w, h)
+		if err != nil {
+			return err
+		}
+		l.img = img
+		return out.Emit(l)
+	})
+	return acq, read
 }
 
 // pixelSum returns the sum of a tile's pixels: its DC coefficient, also

@@ -98,26 +98,9 @@ func gpuRefineGraph(be refineBackend, src tileio.TileSource, model *align.StageM
 	g := graph.New[tileRef, pairDone]("refinement")
 	cg := graph.New[tileRef, pairDone]("gpu")
 	pool := memmgr.New(cg, "tiles", slots, be.pixels(w, h), memmgr.Dynamic(), memmgr.Reclaim())
-	acquire := graph.AddFunc(cg, "acquire", 1, func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
+	acquire, read := acquireRead(cg, pool, src, readers, func(ctx context.Context, t tileRef) int {
 		info, _ := task.InfoFrom(ctx)
-		n := usesNeeded(bandOf(info.Pipeline, max(1, info.Pipelines), rows), rows, cols, t.row, t.col, need)
-		if n == 0 {
-			return fmt.Errorf("stitching: tile (%d, %d) routed to a GPU clone whose band does not use it", t.row, t.col)
-		}
-		buf, err := pool.Get(ctx, n)
-		if err != nil {
-			return err
-		}
-		return out.Emit(&loaded{row: t.row, col: t.col, dev: buf})
-	})
-	memmgr.Use(pool, acquire)
-	read := graph.AddFunc(cg, "read", readers, func(_ context.Context, l *loaded, out task.Emitter[*loaded]) error {
-		img, err := loadChecked(src, l.row, l.col, w, h)
-		if err != nil {
-			return err
-		}
-		l.img = img
-		return out.Emit(l)
+		return usesNeeded(bandOf(info.Pipeline, max(1, info.Pipelines), rows), rows, cols, t.row, t.col, need)
 	})
 	upload := graph.AddTask(cg, "upload", streams, func() task.Task[*loaded, *loaded] {
 		return &uploadTask{up: be.newUploader(w, h)}
