@@ -95,22 +95,29 @@ func slowRun(t *testing.T) (*graph.Runtime[int, int], func()) {
 	}
 }
 
+// serveObserved serves a live view of a running graph until the test ends.
+func serveObserved(t *testing.T) *Live {
+	t.Helper()
+	l, err := ServeLive("prog", ":0", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, stop := slowRun(t)
+	t.Cleanup(func() {
+		stop()
+		http.DefaultClient.CloseIdleConnections()
+		l.Close(context.Background(), false, io.Discard)
+	})
+	l.Observe(rt.Execution)
+	return l
+}
+
 // TestLivePreviewRoutes: before a Preview, "/" is the graph's view and
 // /preview.png does not exist; after it, "/" is the page of both, the
 // graph's view moves to /graph/ (its formats still answer at "/"), and
 // /preview.json counts the versions.
 func TestLivePreviewRoutes(t *testing.T) {
-	l, err := ServeLive("prog", ":0", io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		http.DefaultClient.CloseIdleConnections()
-		l.Close(context.Background(), false, io.Discard)
-	}()
-	rt, stop := slowRun(t)
-	defer stop()
-	l.Observe(rt.Execution)
+	l := serveObserved(t)
 
 	if code, _, _ := httpGet(t, l.URL+"preview.png"); code != http.StatusNotFound {
 		t.Errorf("preview.png before any preview: %d, want 404", code)
@@ -161,17 +168,7 @@ func TestLivePreviewInBrowser(t *testing.T) {
 	if chrome == "" {
 		t.Skip("no Chromium found (install Debian's chromium package): skipping the browser test of the preview")
 	}
-	l, err := ServeLive("prog", ":0", io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		http.DefaultClient.CloseIdleConnections()
-		l.Close(context.Background(), false, io.Discard)
-	}()
-	rt, stop := slowRun(t)
-	defer stop()
-	l.Observe(rt.Execution)
+	l := serveObserved(t)
 	l.Preview(testPNG(t, 40, 30, 100), "12 of 48 tiles in")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
