@@ -739,20 +739,68 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f%% | %.0f%% | %.0f%% |\n", r.name, float64(r.rep.UploadBytes)/(1<<20), float64(r.rep.DownloadBytes)/(1<<20),
 			100*busyShare(r.rep, device.GPU), 100*busyShare(r.rep, device.CPU), 100*busyShare(r.sim, device.CPU))
 	}
-	if len(res.runs) >= 5 {
-		p, dl, learn, wrong := res.runs[1].rep.Makespan, res.runs[2].rep.Makespan, res.runs[3].rep.Makespan, res.runs[4].rep.Makespan
-		fmt.Fprintf(w, "\nPATS over FCFS %.2fx (PATS+DL+prefetch %.2fx); learned speedups %+.1f%% and 50%%-wrong estimates %+.1f%% makespan against PATS+DL+prefetch with measured speedups.\n",
-			fcfs.Seconds()/p.Seconds(), fcfs.Seconds()/dl.Seconds(), 100*(learn.Seconds()/dl.Seconds()-1), 100*(wrong.Seconds()/dl.Seconds()-1))
-	}
-	if len(res.runs) >= 6 {
-		fmt.Fprintf(w, "PATS by speedup order only (cores take any operation when nothing ranks lower) over FCFS %.2fx.\n",
-			fcfs.Seconds()/res.runs[5].rep.Makespan.Seconds())
-	}
+	fmt.Fprint(w, hwSummary(res.runs))
 	worst := 0.0
 	for _, r := range res.runs {
 		worst = max(worst, math.Abs(r.sim.Makespan.Seconds()/r.rep.Makespan.Seconds()-1))
 	}
 	fmt.Fprintf(w, "Largest simulator error: %.1f%%.\n", 100*worst)
+}
+
+// hwSummary returns the comparison lines under the tables: PATS over
+// FCFS and PATS+DL+prefetch over FCFS, and the learned, 50%-wrong and
+// speedup-order runs against theirs, each only where the runs it needs
+// were made. A configuration's makespan is the mean of its runs (repeats
+// named "NAME #k"), found by name, so that any -hw-configs order reads
+// right.
+func hwSummary(runs []hwRun) string {
+	cf := hwConfigs(0, 0, nil)
+	mean := func(key string) (time.Duration, bool) {
+		name := cf[key].name
+		var sum time.Duration
+		n := 0
+		for _, r := range runs {
+			if r.name == name || strings.HasPrefix(r.name, name+" #") {
+				sum += r.rep.Makespan
+				n++
+			}
+		}
+		if n == 0 || sum <= 0 {
+			return 0, false
+		}
+		return sum / time.Duration(n), true
+	}
+	var b strings.Builder
+	fcfs, okF := mean("fcfs")
+	p, okP := mean("pats")
+	dl, okD := mean("dl")
+	switch {
+	case okF && okP && okD:
+		fmt.Fprintf(&b, "\nPATS over FCFS %.2fx (PATS+DL+prefetch %.2fx).", fcfs.Seconds()/p.Seconds(), fcfs.Seconds()/dl.Seconds())
+	case okF && okP:
+		fmt.Fprintf(&b, "\nPATS over FCFS %.2fx.", fcfs.Seconds()/p.Seconds())
+	case okF && okD:
+		fmt.Fprintf(&b, "\nPATS+DL+prefetch over FCFS %.2fx.", fcfs.Seconds()/dl.Seconds())
+	}
+	if okD {
+		var parts []string
+		if l, ok := mean("learned"); ok {
+			parts = append(parts, fmt.Sprintf("learned speedups %+.1f%%", 100*(l.Seconds()/dl.Seconds()-1)))
+		}
+		if wr, ok := mean("wrong50"); ok {
+			parts = append(parts, fmt.Sprintf("50%%-wrong estimates %+.1f%%", 100*(wr.Seconds()/dl.Seconds()-1)))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, " %s makespan against PATS+DL+prefetch with measured speedups.", strings.Join(parts, " and "))
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n")
+	}
+	if o, ok := mean("order"); ok && okF {
+		fmt.Fprintf(&b, "PATS by speedup order only (cores take any operation when nothing ranks lower) over FCFS %.2fx.\n", fcfs.Seconds()/o.Seconds())
+	}
+	return b.String()
 }
 
 // busyShare returns the mean share of r's makespan the units of kind k
