@@ -825,7 +825,7 @@ func TestOffloadDefaultBlockSize(t *testing.T) {
 		n      int
 		budget int64
 		want   int
-	}{{16384, 0, LargeDeviceBlockSize}, {16384, 8 << 30, DefaultDeviceBlockSize}, {16383, 0, DefaultDeviceBlockSize}} {
+	}{{16384, 0, LargeDeviceBlockSize}, {16384, 8 << 30, DefaultDeviceBlockSize}, {8192, 0, LargeDeviceBlockSize}, {8191, 0, DefaultDeviceBlockSize}} {
 		p, err = newPlan(c.n, c.n, c.n, true, Config{Kernel: newFakeGPU(1), DeviceMemory: c.budget})
 		if err != nil || p.BlockSize != c.want {
 			t.Fatalf("n=%d, budget %d: block %d, %v; want %d", c.n, c.budget, p.BlockSize, err, c.want)

@@ -9,7 +9,7 @@
 // Flags:
 //
 //	-block B      block size (default 512; with -kernel cuda 2048, or 4096 for
-//	              matrices of 16384 and more; with OpenBLAS in memory and no
+//	              matrices of 8192 and more; with OpenBLAS in memory and no
 //	              -threads or -blas-threads, about half the largest side)
 //	-threads T    copies of the multiply task (default: the number of CPUs;
 //	              with OpenBLAS in memory and no -block or -blas-threads, one
@@ -139,7 +139,7 @@ func flagSet(o *options, raw *rawFlags) *flag.FlagSet {
 	fs.IntVar(&o.n, "n", 0, "multiply random `N` x N matrices")
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` of the random matrices")
 	fs.BoolVar(&o.verify, "verify", false, "check the result against one gonum Dgemm call")
-	fs.IntVar(&o.block, "block", 0, fmt.Sprintf("block `size` (default %d; with -kernel cuda %d, or %d for matrices of %d and more without -gpumem; with OpenBLAS in memory and no -threads or -blas-threads, about half the largest side)", matmul.DefaultBlockSize, matmul.DefaultDeviceBlockSize, matmul.LargeDeviceBlockSize, 4*matmul.LargeDeviceBlockSize))
+	fs.IntVar(&o.block, "block", 0, fmt.Sprintf("block `size` (default %d; with -kernel cuda %d, or %d for matrices of %d and more without -gpumem; with OpenBLAS in memory and no -threads or -blas-threads, about half the largest side)", matmul.DefaultBlockSize, matmul.DefaultDeviceBlockSize, matmul.LargeDeviceBlockSize, 2*matmul.LargeDeviceBlockSize))
 	fs.IntVar(&o.threads, "threads", 0, "multiply-task `copies` (0: one per CPU; with OpenBLAS in memory and no -block or -blas-threads, one)")
 	fs.IntVar(&o.blasThr, "blas-threads", 0, "OpenBLAS `threads` of each block product (0: 1, or every CPU with OpenBLAS in memory and no -block or -threads)")
 	fs.StringVar(&raw.mem, "mem", "", "RAM `budget` for blocks, e.g. 64MiB; out of core when A, B and C do not fit (default: no limit)")
