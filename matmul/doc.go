@@ -88,14 +88,16 @@
 // the block columns): the resident operand is split among the GPUs and the
 // streamed one goes to each of them; all the products of a block of C run
 // on one GPU. The copy-in task packs a block into a pinned staging buffer
-// (several goroutines copy bands of rows) the first time one of the GPU's
-// products needs it, and queues its upload on a copy stream into a device
-// buffer got with the number of that GPU's products that use it as release
-// count, so a block crosses the bus once per load and GPU however many
-// products use it. The multiply task queues the products on a compute
+// (several goroutines copy bands of rows, with non-temporal stores) the
+// first time one of the GPU's products needs it, in slabs of rows (4 by
+// default), queueing each slab's upload on a copy stream as soon as it is
+// packed, into a device buffer got with the number of that GPU's products
+// that use it as release count, so a block crosses the bus once per load
+// and GPU however many products use it. The multiply task queues the products on a compute
 // stream with cuBLAS, adding into a device block of C (beta = 1 after the
 // first) that stays until its last product; the copy-out task then
-// downloads it once, through pinned staging, into the result. Every buffer
+// downloads it once, through pinned staging, into the result, unpacking
+// each slab while the next one is on the bus. Every buffer
 // carries an event: the compute stream waits for a block's upload, the copy
 // stream for the last product that read a buffer before refilling it, so
 // uploads for the next products run while the current ones compute, and
