@@ -206,23 +206,17 @@ func (h *hostPins) covers(d []float64) bool {
 
 // within reports whether d lies within one pinned span.
 func (h *hostPins) within(d []float64) bool {
-	if len(d) == 0 {
-		return false
-	}
-	s := spanOf(d)
-	lo, hi := s.addr, s.addr+uintptr(8*s.n)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for p := range h.pins {
-		if p.addr <= lo && hi <= p.addr+uintptr(8*p.n) {
-			return true
-		}
-	}
-	return false
+	return h.anySpan(d, func(lo, hi, plo, phi uintptr) bool { return plo <= lo && hi <= phi })
 }
 
 // overlaps reports whether any of d lies within a pinned span.
 func (h *hostPins) overlaps(d []float64) bool {
+	return h.anySpan(d, func(lo, hi, plo, phi uintptr) bool { return plo < hi && lo < phi })
+}
+
+// anySpan reports whether some pinned span [plo, phi) and d's memory
+// [lo, hi) satisfy match (false for an empty d).
+func (h *hostPins) anySpan(d []float64, match func(lo, hi, plo, phi uintptr) bool) bool {
 	if len(d) == 0 {
 		return false
 	}
@@ -231,7 +225,7 @@ func (h *hostPins) overlaps(d []float64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for p := range h.pins {
-		if p.addr < hi && lo < p.addr+uintptr(8*p.n) {
+		if match(lo, hi, p.addr, p.addr+uintptr(8*p.n)) {
 			return true
 		}
 	}
