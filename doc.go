@@ -14,13 +14,15 @@
 //	extensions     cap (CAP tile graphs) ──▶ tiled (out-of-core images)
 //	               cluster (tasks run by worker processes) ──▶ region, task
 //	               graph/observe (opt-in: HTTP live view, Graphviz, trace)
+//	               cuda/cudapool (memmgr pools of GPU memory) ──▶ cuda
 //	                  │
 //	framework      bookkeeper   memmgr   pipeline ──▶ graph
 //	                  │
 //	runtime        internal/core: queues, workers, termination, errors
 //	                  │
 //	model          task (what a task is) ──▶ device (CPU hosts, GPUs)
-//	               region (data regions) ──▶ device
+//	               region (data regions) ──▶ device (and cuda with -tags cuda)
+//	               cuda (the CUDA driver binding) ──▶ device
 //
 // The framework floor and everything below it link only the standard
 // library, and neither net/http nor os/exec (api_test.go checks it); a
@@ -28,9 +30,10 @@
 // as one imports net/http/pprof. Users write tasks, join them with the
 // framework's packages, and never see internal/core.
 //
-// cuda, the CUDA binding (a stub unless built with -tags cuda), is not yet
-// where a driver belongs, beside device: it imports memmgr for its buffer
-// pools, and with -tags cuda region imports cuda.
+// cuda, the CUDA binding (a stub unless built with -tags cuda), is a driver
+// beside device and imports no other package of the framework (its tests
+// check it); cuda/cudapool, above both, makes its device and pinned memory
+// for memmgr's pools.
 //
 //   - task: what a task is: Execute, and the optional Initialize,
 //     CanTerminate and Shutdown phases.

@@ -14,14 +14,9 @@ import (
 	"gonum.org/v1/gonum/blas"
 
 	"github.com/gohtgs/htgs/device"
-	"github.com/gohtgs/htgs/memmgr"
 )
 
-var (
-	_ device.Device               = (*Device)(nil)
-	_ memmgr.Allocator[DeviceMem] = DeviceBuffers(1)
-	_ memmgr.Allocator[HostMem]   = PinnedBuffers(1)
-)
+var _ device.Device = (*Device)(nil)
 
 func TestErrorFormatAndIs(t *testing.T) {
 	e := &Error{Lib: LibDriver, Op: "cuMemAlloc", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY", Msg: "out of memory"}
@@ -193,27 +188,6 @@ func TestHostMemViews(t *testing.T) {
 
 func TestNonCUDADevicesRefused(t *testing.T) {
 	cpu := device.Host{Index: 0}
-	if _, err := DeviceBuffers(1024).Alloc(cpu); !errors.Is(err, ErrWrongDevice) {
-		t.Errorf("DeviceBuffers.Alloc(cpu): %v, want ErrWrongDevice", err)
-	}
-	if _, err := PinnedBuffers(1024).Alloc(cpu); !errors.Is(err, ErrWrongDevice) {
-		t.Errorf("PinnedBuffers.Alloc(cpu): %v, want ErrWrongDevice", err)
-	}
-	if _, err := DeviceBuffersOn(nil, 1024).Alloc(cpu); !errors.Is(err, ErrWrongDevice) {
-		t.Errorf("DeviceBuffersOn(nil).Alloc: %v, want ErrWrongDevice", err)
-	}
-	if _, err := PinnedBuffersOn(nil, 1024).Alloc(cpu); !errors.Is(err, ErrWrongDevice) {
-		t.Errorf("PinnedBuffersOn(nil).Alloc: %v, want ErrWrongDevice", err)
-	}
-	if _, err := DeviceBuffers(1024).Alloc(nil); !errors.Is(err, ErrWrongDevice) {
-		t.Errorf("DeviceBuffers.Alloc(nil): %v, want ErrWrongDevice", err)
-	}
-	if err := DeviceBuffers(1024).Free(cpu, DeviceMem{}); !errors.Is(err, ErrWrongDevice) {
-		t.Errorf("DeviceBuffers.Free(cpu): %v, want ErrWrongDevice", err)
-	}
-	if err := DeviceBuffers(8).Free(&Device{ordinal: 1}, DeviceMem{ptr: 1, size: 8, dev: &Device{ordinal: 0}}); !errors.Is(err, ErrWrongDevice) {
-		t.Errorf("freeing device 0 memory through device 1: %v, want ErrWrongDevice", err)
-	}
 	if _, err := Bind(context.Background(), cpu); !errors.Is(err, ErrWrongDevice) {
 		t.Errorf("Bind(cpu): %v, want ErrWrongDevice", err)
 	}

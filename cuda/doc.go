@@ -41,14 +41,14 @@
 // # Memory and streams
 //
 // [DeviceMem] is device memory, [HostMem] page-locked (pinned) host memory.
-// [DeviceBuffers] and [PinnedBuffers] are [memmgr.Allocator]s for memory
-// pools; inside an execution pipeline each clone's pool allocates on the
-// clone's device. Copies and kernels are queued on a [Stream]: copies
-// between [HostMem] and [DeviceMem] are asynchronous, so with separate
-// streams an upload, a computation and a download can be in flight at once;
-// an [Event] orders work across streams without blocking the host. A nil
-// *Stream means the device's legacy default stream, and the call then waits
-// for completion.
+// Package [github.com/gohtgs/htgs/cuda/cudapool] makes them for memmgr's
+// memory pools: this package is a driver binding below the framework and
+// imports none of it but device. Copies and kernels are queued on a
+// [Stream]: copies between [HostMem] and [DeviceMem] are asynchronous, so
+// with separate streams an upload, a computation and a download can be in
+// flight at once; an [Event] orders work across streams without blocking
+// the host. A nil *Stream means the device's legacy default stream, and the
+// call then waits for completion.
 //
 // # Libraries and kernels
 //

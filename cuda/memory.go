@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"unsafe"
-
-	"github.com/gohtgs/htgs/device"
-	"github.com/gohtgs/htgs/memmgr"
 )
 
 // DevicePtr is a device memory address (a CUdeviceptr).
@@ -26,9 +23,9 @@ func elemSize[T Elem]() int64 {
 }
 
 // DeviceMem is a block of device memory: an allocation made by
-// [Device.Alloc] (or a [DeviceBuffers] allocator), or a slice of one. It is
-// a small value; copies refer to the same memory. The zero DeviceMem
-// refers to nothing.
+// [Device.Alloc] (directly or through a memory pool's allocator from
+// package cudapool), or a slice of one. It is a small value; copies refer
+// to the same memory. The zero DeviceMem refers to nothing.
 type DeviceMem struct {
 	ptr    DevicePtr
 	size   int64
@@ -176,98 +173,6 @@ func (h HostMem) Free() error {
 	}
 	if err := drvHostFree(c, h.p); err != nil {
 		return fmt.Errorf("cuda: free pinned memory: %w", err)
-	}
-	return nil
-}
-
-// DeviceBuffers returns a memory-pool allocator of device buffers of bytes
-// bytes. Alloc allocates on the device it is given, which must be a
-// *Device (inside an execution pipeline: the clone's device); a CPU device
-// is refused with [ErrWrongDevice].
-func DeviceBuffers(bytes int64) memmgr.Allocator[DeviceMem] { return deviceBuffers{bytes} }
-
-type deviceBuffers struct{ bytes int64 }
-
-// Alloc allocates a buffer on dev, which must be a *Device.
-func (a deviceBuffers) Alloc(dev device.Device) (DeviceMem, error) {
-	d, err := asDevice(dev)
-	if err != nil {
-		return DeviceMem{}, err
-	}
-	return d.Alloc(a.bytes)
-}
-
-// Free frees m, which must belong to dev.
-func (a deviceBuffers) Free(dev device.Device, m DeviceMem) error {
-	if err := sameDevice(dev, m.dev); err != nil {
-		return err
-	}
-	return m.Free()
-}
-
-// PinnedBuffers returns a memory-pool allocator of pinned host buffers of
-// bytes bytes, allocated through the (CUDA) device the pool is given.
-func PinnedBuffers(bytes int64) memmgr.Allocator[HostMem] { return pinnedBuffers{bytes} }
-
-type pinnedBuffers struct{ bytes int64 }
-
-// Alloc allocates a pinned buffer through dev, which must be a *Device.
-func (a pinnedBuffers) Alloc(dev device.Device) (HostMem, error) {
-	d, err := asDevice(dev)
-	if err != nil {
-		return HostMem{}, err
-	}
-	return d.AllocHost(a.bytes)
-}
-
-// Free frees h; dev must be a *Device (pinned memory is portable, so any).
-func (a pinnedBuffers) Free(dev device.Device, h HostMem) error {
-	if _, err := asDevice(dev); err != nil {
-		return err
-	}
-	return h.Free()
-}
-
-// DeviceBuffersOn returns a memory-pool allocator of device buffers of
-// bytes bytes that always allocates on d, whatever device the pool is
-// given: for pools outside execution pipelines, which are given the host.
-func DeviceBuffersOn(d *Device, bytes int64) memmgr.Allocator[DeviceMem] {
-	return fixedBuffers[DeviceMem]{d, func(d *Device) (DeviceMem, error) { return d.Alloc(bytes) }}
-}
-
-// PinnedBuffersOn returns a memory-pool allocator of pinned host buffers of
-// bytes bytes, allocated through d whatever device the pool is given.
-func PinnedBuffersOn(d *Device, bytes int64) memmgr.Allocator[HostMem] {
-	return fixedBuffers[HostMem]{d, func(d *Device) (HostMem, error) { return d.AllocHost(bytes) }}
-}
-
-// fixedBuffers allocates on one device.
-type fixedBuffers[T interface{ Free() error }] struct {
-	dev   *Device
-	alloc func(*Device) (T, error)
-}
-
-// Alloc allocates on the allocator's device; the pool's device is ignored.
-func (a fixedBuffers[T]) Alloc(device.Device) (T, error) {
-	if _, err := asDevice(a.dev); err != nil {
-		var zero T
-		return zero, err
-	}
-	return a.alloc(a.dev)
-}
-
-// Free frees v.
-func (a fixedBuffers[T]) Free(_ device.Device, v T) error { return v.Free() }
-
-// sameDevice checks that a pool frees memory on the device it allocated
-// it on.
-func sameDevice(dev device.Device, owner *Device) error {
-	d, err := asDevice(dev)
-	if err != nil {
-		return err
-	}
-	if owner != nil && owner.ordinal != d.ordinal {
-		return fmt.Errorf("%w: memory of device %d freed through device %d", ErrWrongDevice, owner.ordinal, d.ordinal)
 	}
 	return nil
 }

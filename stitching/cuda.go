@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gohtgs/htgs/cuda"
+	"github.com/gohtgs/htgs/cuda/cudapool"
 	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/stitching/align"
@@ -44,7 +45,7 @@ func (b *cudaBackend) devices() []device.Device { return cuda.AsDevices(b.devs) 
 // pixOffset on, its pixels as image.Gray16 stores them (2 bytes each, big
 // endian), which the CCF reads on the GPU.
 func (b *cudaBackend) spectra(w, h int) memmgr.Allocator[devSpectrum] {
-	return specAlloc{cuda.DeviceBuffers(pixOffset(w, h) + pixBytes(w, h))}
+	return specAlloc{cudapool.DeviceBuffers(pixOffset(w, h) + pixBytes(w, h))}
 }
 
 // slotsFit returns how many tile slots (see spectra) a quarter of the

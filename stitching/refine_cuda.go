@@ -8,6 +8,7 @@ import (
 	"image"
 
 	"github.com/gohtgs/htgs/cuda"
+	"github.com/gohtgs/htgs/cuda/cudapool"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/task"
@@ -16,7 +17,7 @@ import (
 // The refinement's slots hold a tile's pixels only, as image.Gray16 stores
 // them.
 func (b *cudaBackend) pixels(w, h int) memmgr.Allocator[devSpectrum] {
-	return specAlloc{cuda.DeviceBuffers(pixBytes(w, h))}
+	return specAlloc{cudapool.DeviceBuffers(pixBytes(w, h))}
 }
 
 // pixelsOf returns the pixels of a slot: a refinement slot (pixels only)
