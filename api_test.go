@@ -9,7 +9,7 @@ import (
 
 // publicPackages are the packages whose documentation users read.
 var publicPackages = []string{
-	"task", "graph", "graph/observe", "bookkeeper", "memmgr", "pipeline", "device", "cuda",
+	"task", "graph", "graph/observe", "bookkeeper", "memmgr", "pipeline", "device", "cuda", "cuda/cudapool",
 	"matmul", "matmul/npy", "stitching", "stitching/align", "stitching/tileio",
 	"stitching/compose", "stitching/synth", "pats", "region", "tiled", "cap", "cluster",
 }
