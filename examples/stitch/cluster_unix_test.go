@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"image"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,24 +23,7 @@ import (
 	"github.com/gohtgs/htgs/internal/natsconn"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
-	"image"
 )
-
-// watchWriter is a stdout that calls on with everything written so far,
-// each time a line is written.
-type watchWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	on  func(string)
-}
-
-func (w *watchWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	w.on(w.buf.String())
-	return len(p), nil
-}
 
 // localPIDs are the process ids of the local workers a run started.
 func localPIDs(stdout string) []int {
@@ -80,7 +64,7 @@ func TestClusterStopsLocalWorkers(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &watchWriter{on: func(s string) {
+	out := &extOutput{on: func(s string) {
 		if strings.Contains(s, " by worker ") {
 			cancel()
 		}
@@ -90,9 +74,9 @@ func TestClusterStopsLocalWorkers(t *testing.T) {
 	if code != 1 || !strings.Contains(errw.String(), "context canceled") {
 		t.Errorf("cancelled run: exit %d, want 1 and the cancellation:\n%s", code, errw.String())
 	}
-	pids := localPIDs(out.buf.String())
+	pids := localPIDs(out.String())
 	if len(pids) != 2 {
-		t.Fatalf("started %d local workers, want 2:\n%s", len(pids), out.buf.String())
+		t.Fatalf("started %d local workers, want 2:\n%s", len(pids), out.String())
 	}
 	gone(t, pids)
 	goleak.VerifyNone(t, before, natsLeak)
@@ -120,7 +104,7 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 			killed string
 			pid    int
 		)
-		out := &watchWriter{on: func(s string) {
+		out := &extOutput{on: func(s string) {
 			m := bandLine.FindStringSubmatch(s)
 			if m == nil {
 				return
@@ -138,7 +122,7 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 		var errw bytes.Buffer
 		got := t.TempDir()
 		code := runMain(ctx, append(grid, "-out", got, "-cluster", "3", "-band-rows", "1"), out, &errw)
-		stdout := out.buf.String()
+		stdout := out.String()
 		if code != 0 {
 			t.Fatalf("-cluster 3 with %s killed: exit %d\n%s%s", killed, code, stdout, errw.String())
 		}
@@ -156,7 +140,7 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 
 	t.Run("no worker left", func(t *testing.T) {
 		var once sync.Once
-		out := &watchWriter{on: func(s string) {
+		out := &extOutput{on: func(s string) {
 			if strings.Contains(s, "registration: ") {
 				once.Do(func() { _ = syscall.Kill(localPID(s, "local-1"), syscall.SIGKILL) })
 			}
@@ -171,7 +155,7 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 		if d := time.Since(start); d < 2*time.Second || d > 30*time.Second {
 			t.Errorf("the run took %v to fail, want a little more than -worker-timeout (2 s)", d)
 		}
-		gone(t, localPIDs(out.buf.String()))
+		gone(t, localPIDs(out.String()))
 	})
 	goleak.VerifyNone(t, before, natsLeak)
 }
