@@ -205,12 +205,9 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	if cs, ok := src.(correctedSource); ok && onDevice {
 		src, ff = cs.TileSource, cs.ff
 	}
-	devs := be.devices()
-	if len(devs) == 0 {
-		return nil, ErrNoGPU
-	}
-	if streams <= 0 {
-		streams = defaultGPUStreams
+	devs, streams, err := gpuClones(be.devices(), streams)
+	if err != nil {
+		return nil, err
 	}
 
 	g := graph.New[tileRef, pairDone]("registration")
@@ -295,6 +292,18 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	graph.Connect(gpus, recheck)
 	graph.Connect(recheck, g.Output())
 	return g, nil
+}
+
+// gpuClones checks that there are GPUs to clone a graph on and returns
+// them with the streams per GPU (defaultGPUStreams for 0 or less).
+func gpuClones(devs []device.Device, streams int) ([]device.Device, int, error) {
+	if len(devs) == 0 {
+		return nil, 0, ErrNoGPU
+	}
+	if streams <= 0 {
+		streams = defaultGPUStreams
+	}
+	return devs, streams, nil
 }
 
 // acquireRead adds a GPU clone's first two tasks: "acquire" (one copy,

@@ -88,12 +88,9 @@ func gpuRefineGraph(be refineBackend, src tileio.TileSource, model *align.StageM
 	slots, readers, workers, streams, weakPairs int, counts *refineCounts, need func(align.Pair) bool) (*graph.Graph[tileRef, pairDone], error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
-	devs := be.devices()
-	if len(devs) == 0 {
-		return nil, ErrNoGPU
-	}
-	if streams <= 0 {
-		streams = defaultGPUStreams
+	devs, streams, err := gpuClones(be.devices(), streams)
+	if err != nil {
+		return nil, err
 	}
 	g := graph.New[tileRef, pairDone]("refinement")
 	cg := graph.New[tileRef, pairDone]("gpu")
