@@ -289,17 +289,7 @@ func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 		fake.ccfOnDevice = c.onDevice
 		var pools int
 		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake,
-			Observe: func(phase string, r *graph.Execution) {
-				if phase != "registration" {
-					return
-				}
-				for _, p := range r.Stats().Pools {
-					pools++
-					if p.InUse != 0 || p.Peak > p.Capacity {
-						t.Errorf("%d GPUs: pool %s clone %d: in use %d, peak %d of %d", n, p.Name, p.Pipeline, p.InUse, p.Peak, p.Capacity)
-					}
-				}
-			}})
+			Observe: poolsDrained(t, "registration", n, &pools)})
 		if err != nil {
 			t.Fatalf("%d GPUs: %v", n, err)
 		}
@@ -456,5 +446,21 @@ func TestGPUSlots(t *testing.T) {
 	}
 	if got := (GraphOptions{}).gpuSlots(3, 4, 8, 100000); got != 12 {
 		t.Errorf("3 x 4 grid: %d slots, want the grid's 12", got)
+	}
+}
+
+// poolsDrained is an Observe that counts the pools of phase's run in
+// *pools and fails t for one left in use or used beyond its capacity.
+func poolsDrained(t *testing.T, phase string, gpus int, pools *int) func(string, *graph.Execution) {
+	return func(ph string, r *graph.Execution) {
+		if ph != phase {
+			return
+		}
+		for _, p := range r.Stats().Pools {
+			*pools++
+			if p.InUse != 0 || p.Peak > p.Capacity {
+				t.Errorf("%d GPUs: pool %s clone %d: in use %d, peak %d of %d", gpus, p.Name, p.Pipeline, p.InUse, p.Peak, p.Capacity)
+			}
+		}
 	}
 }

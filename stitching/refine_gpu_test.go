@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/memmgr"
 	"github.com/gohtgs/htgs/stitching/align"
 )
@@ -118,17 +117,7 @@ func TestStitchGPURefineMatchesCPU(t *testing.T) {
 		fake := newFakeRefineGPUs(n, w, h)
 		pools := 0
 		res, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2, gpu: fake, surface: c.surface,
-			Observe: func(phase string, r *graph.Execution) {
-				if phase != "refinement" {
-					return
-				}
-				for _, p := range r.Stats().Pools {
-					pools++
-					if p.InUse != 0 || p.Peak > p.Capacity {
-						t.Errorf("%d GPUs: pool %s clone %d: in use %d, peak %d of %d", n, p.Name, p.Pipeline, p.InUse, p.Peak, p.Capacity)
-					}
-				}
-			}})
+			Observe: poolsDrained(t, "refinement", n, &pools)})
 		if err != nil {
 			t.Fatalf("%d GPUs: %v", n, err)
 		}
