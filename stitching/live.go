@@ -1,7 +1,6 @@
 package stitching
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"image"
@@ -564,51 +563,43 @@ func (e *live) provisionalOnly() int {
 
 // provisional places the largest group of tiles linked by registered
 // pairs (final translations first) along a maximum spanning tree of their
-// correlations.
+// correlations (align.TreePositions).
 func (e *live) provisional() []tileio.GlobalPosition {
-	type edge struct {
-		p  align.Pair
-		tr align.Translation
-	}
-	var edges []edge
-	for _, p := range align.Pairs(e.rows, e.cols) {
-		k := e.pairIndex(p)
-		switch {
-		case e.done[1][k]:
-			edges = append(edges, edge{p, e.final.At(p)})
-		case e.done[0][k]:
-			edges = append(edges, edge{p, e.prov.At(p)})
-		}
-	}
 	n := e.rows * e.cols
+	tr := align.NewTranslations(e.rows, e.cols)
 	parent := make([]int, n)
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]
 		}
 		return i
 	}
-	// Kruskal: the best correlations first, ties in grid order.
-	slices.SortStableFunc(edges, func(a, b edge) int { return cmp.Compare(b.tr.Corr, a.tr.Corr) })
-	adj := make([][]edge, n)
-	for _, ed := range edges {
-		r, c := ed.p.Neighbor()
-		i, j := ed.p.Row*e.cols+ed.p.Col, r*e.cols+c
-		if ri, rj := find(i), find(j); ri != rj {
-			parent[ri] = rj
-			adj[i] = append(adj[i], ed)
-			adj[j] = append(adj[j], ed)
+	linked := make([]bool, n)
+	for _, p := range align.Pairs(e.rows, e.cols) {
+		k := e.pairIndex(p)
+		switch {
+		case e.done[1][k]:
+			tr.Set(p, e.final.At(p))
+		case e.done[0][k]:
+			tr.Set(p, e.prov.At(p))
+		default:
+			continue
 		}
+		r, c := p.Neighbor()
+		i, j := p.Row*e.cols+p.Col, r*e.cols+c
+		linked[i], linked[j] = true, true
+		parent[find(i)] = find(j)
 	}
+	// The largest group, the one of the smallest root among equals; its
+	// first tile is the tree's root.
 	size := make([]int, n)
 	best := -1
 	for i := range n {
-		if len(adj[i]) > 0 {
+		if linked[i] {
 			root := find(i)
 			size[root]++
 			if best < 0 || size[root] > size[best] || (size[root] == size[best] && root < best) {
@@ -619,56 +610,19 @@ func (e *live) provisional() []tileio.GlobalPosition {
 	if best < 0 {
 		return nil
 	}
-	// Positions along the tree from the group's first tile.
-	type pos struct{ x, y int }
-	at := make([]pos, n)
-	placed := make([]bool, n)
-	corr := make([]float64, n)
-	for i := range corr {
-		corr[i] = -1
+	first := 0
+	for !linked[first] || find(first) != best {
+		first++
 	}
-	var stack []int
-	for i := range n {
-		if len(adj[i]) > 0 && find(i) == best {
-			placed[i] = true
-			stack = append(stack, i)
-			break
-		}
-	}
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, ed := range adj[i] {
-			r, c := ed.p.Neighbor()
-			t2, t1 := ed.p.Row*e.cols+ed.p.Col, r*e.cols+c
-			corr[t1], corr[t2] = max(corr[t1], ed.tr.Corr), max(corr[t2], ed.tr.Corr)
-			switch {
-			case i == t1 && !placed[t2]:
-				at[t2] = pos{at[t1].x + ed.tr.X, at[t1].y + ed.tr.Y}
-				placed[t2] = true
-				stack = append(stack, t2)
-			case i == t2 && !placed[t1]:
-				at[t1] = pos{at[t2].x - ed.tr.X, at[t2].y - ed.tr.Y}
-				placed[t1] = true
-				stack = append(stack, t1)
-			}
-		}
-	}
-	minX, minY := 0, 0
-	first := true
-	for i := range n {
-		if placed[i] {
-			if first {
-				minX, minY, first = at[i].x, at[i].y, false
-			}
-			minX, minY = min(minX, at[i].x), min(minY, at[i].y)
-		}
-	}
+	pos, placed := align.TreePositions(tr, first, func(p align.Pair) bool {
+		k := e.pairIndex(p)
+		return e.done[0][k] || e.done[1][k]
+	})
 	out := e.provisionalGroup[:0]
 	for i := range n {
 		if placed[i] {
-			out = append(out, tileio.GlobalPosition{Name: e.src.Name(i/e.cols, i%e.cols), Corr: corr[i],
-				X: at[i].x - minX, Y: at[i].y - minY, Row: i / e.cols, Col: i % e.cols})
+			out = append(out, tileio.GlobalPosition{Name: e.src.Name(i/e.cols, i%e.cols), Corr: pos[i].Corr,
+				X: pos[i].X, Y: pos[i].Y, Row: i / e.cols, Col: i % e.cols})
 		}
 	}
 	e.provisionalGroup = out

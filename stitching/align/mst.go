@@ -20,19 +20,31 @@ import (
 // not depend on the root when correlations are distinct (ties are broken
 // by discovery order, deterministically).
 func GlobalPositions(t *Translations) []Position {
+	pos, _ := TreePositions(t, 0, nil)
+	return pos
+}
+
+// TreePositions is GlobalPositions on part of the grid: it places, along
+// a maximum spanning tree of correlations grown from tile root
+// (row-major), the tiles reachable from it through the pairs for which
+// has reports true (every pair when has is nil), and reports which tiles
+// it placed. The placed tiles' positions are shifted so that their
+// smallest X and smallest Y are 0; the others are zero. Stitching while
+// tiles arrive places the largest group of registered pairs this way.
+func TreePositions(t *Translations, root int, has func(Pair) bool) (pos []Position, placed []bool) {
 	rows, cols := t.Rows, t.Cols
 	n := rows * cols
-	pos := make([]Position, n)
+	pos = make([]Position, n)
+	placed = make([]bool, n)
 	if n == 0 {
-		return pos
+		return pos, placed
 	}
-	in := make([]bool, n)
 	q := &edgeHeap{}
 	seq := 0
 	push := func(tile int) {
 		r, c := tile/cols, tile%cols
 		add := func(p Pair, to int, sign int) {
-			if in[to] {
+			if placed[to] || (has != nil && !has(p)) {
 				return
 			}
 			tr := t.At(p)
@@ -52,28 +64,39 @@ func GlobalPositions(t *Translations) []Position {
 			add(Pair{r + 1, c, North}, tile+cols, 1)
 		}
 	}
-	in[0] = true
-	push(0)
+	placed[root] = true
+	push(root)
 	rootCorr, hasRootEdge := 0.0, false
 	for q.Len() > 0 {
 		e := heap.Pop(q).(edge)
-		if in[e.to] {
+		if placed[e.to] {
 			continue
 		}
-		in[e.to] = true
+		placed[e.to] = true
 		corr := e.corr
 		if math.IsNaN(corr) {
 			corr = -1
 		}
 		pos[e.to] = Position{X: pos[e.from].X + e.dx, Y: pos[e.from].Y + e.dy, Corr: corr}
-		if e.from == 0 && (!hasRootEdge || corr > rootCorr) {
+		if e.from == root && (!hasRootEdge || corr > rootCorr) {
 			rootCorr, hasRootEdge = corr, true
 		}
 		push(e.to)
 	}
-	pos[0].Corr = rootCorr
-	shiftToOrigin(pos)
-	return pos
+	pos[root].Corr = rootCorr
+	minX, minY := pos[root].X, pos[root].Y
+	for i, p := range pos {
+		if placed[i] {
+			minX, minY = min(minX, p.X), min(minY, p.Y)
+		}
+	}
+	for i := range pos {
+		if placed[i] {
+			pos[i].X -= minX
+			pos[i].Y -= minY
+		}
+	}
+	return pos, placed
 }
 
 // shiftToOrigin shifts the positions (at least one) so that the smallest X

@@ -59,3 +59,29 @@ func TestGlobalPositionsSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestTreePositionsPart places only the tiles reachable through the pairs
+// given: on a 2x3 grid with the pairs west(0,1) and north(1,1), tiles
+// (0,0), (0,1) and (1,1) from root (0,1), the others left unplaced.
+func TestTreePositionsPart(t *testing.T) {
+	tr := NewTranslations(2, 3)
+	w, n := Pair{0, 1, West}, Pair{1, 1, North}
+	tr.Set(w, Translation{X: 90, Y: 2, Corr: 0.9})
+	tr.Set(n, Translation{X: -3, Y: 70, Corr: 0.8})
+	tr.Set(Pair{0, 2, West}, Translation{X: 90, Y: 0, Corr: 0.99}) // not given
+	pos, placed := TreePositions(tr, 1, func(p Pair) bool { return p == w || p == n })
+	want := []bool{true, true, false, false, true, false}
+	for i := range want {
+		if placed[i] != want[i] {
+			t.Fatalf("placed %v, want %v", placed, want)
+		}
+	}
+	// (0,0) at x 0; (0,1) 90 right and 2 down of it; (1,1) 3 left, 70 down of (0,1).
+	got := [3][2]int{{pos[0].X, pos[0].Y}, {pos[1].X, pos[1].Y}, {pos[4].X, pos[4].Y}}
+	if got != [3][2]int{{0, 0}, {90, 2}, {87, 72}} {
+		t.Errorf("positions %v, want (0,0) (90,2) (87,72)", got)
+	}
+	if full, _ := TreePositions(tr, 0, nil); len(full) != 6 {
+		t.Errorf("%d positions for the whole grid", len(full))
+	}
+}
