@@ -173,6 +173,17 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 		}
 		sol = align.SolvePositions(refined, cands, sol.Positions)
 	}
+	// Corner tiles: two pairs in one loop, decided by their NCC.
+	if _, err := align.SettleCorners(sol, refined, cands, func(p align.Pair, x, y int) (float64, uint64, error) {
+		t1, t2, err := cache.pair(p)
+		if err != nil {
+			return 0, 0, err
+		}
+		w, h := t1.Bounds().Dx(), t1.Bounds().Dy()
+		return align.NCC(t1, t2, x, y), uint64(max(0, w-abs(x))) * uint64(max(0, h-abs(y))), nil
+	}); err != nil {
+		return nil, err
+	}
 	pl.Positions = sol.Positions
 	pl.Inconsistent = contradicted(pairs, refined, sol)
 	out := refined.Clone()

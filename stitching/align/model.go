@@ -652,7 +652,7 @@ func (m *StageModel) refineOnce(s pairSearch, start Translation, radius, mx, my 
 	if den.Corr == -1 {
 		return best, nil
 	}
-	if !DenoisedOverrides(best, den) {
+	if !DenoisedOverrides(best, den, overlapArea(m.Width, m.Height, best)) {
 		return best, nil
 	}
 	den.Spread = max(den.Spread, best.Spread, max(abs(den.X-best.X), abs(den.Y-best.Y)))
@@ -661,15 +661,34 @@ func (m *StageModel) refineOnce(s pairSearch, start Translation, radius, mx, my 
 
 // DenoisedOverrides is the rule by which the displacement den that a
 // search of Wiener-filtered tiles found replaces raw, the raw NCC maximum
-// of the same box: always, except when raw is a distinct peak (its Spread
-// is 0: no other displacement of the box is within [NCCTolerance] of its
-// NCC) and den lies more than 2 px from it. Within 2 px the filtered
-// surface corrects the raw one's bias where noise is comparable to the
-// content (the low-contrast grids); a jump to another peak against a raw
-// maximum that the raw tiles single out clearly is not believed.
-func DenoisedOverrides(raw, den Translation) bool {
-	return raw.Spread > 0 || max(abs(raw.X-den.X), abs(raw.Y-den.Y)) <= 2
+// of the same box, whose overlap covers n pixels: always, except when raw
+// is a distinct peak (its Spread is 0: no other displacement of the box
+// is within [NCCTolerance] of its NCC) and either den lies more than 2 px
+// from it or raw stands out of the surface (its Margin, over the
+// displacements more than 1 px away, is at least [DistinctPeakMargin]
+// tolerances). Within 2 px of a raw maximum that does not stand out, the
+// filtered surface corrects the raw one's bias where noise is comparable
+// to the content (the low-contrast grids); a move away from a raw maximum
+// that the raw tiles single out clearly is not believed.
+func DenoisedOverrides(raw, den Translation, n uint64) bool {
+	if raw.Spread > 0 {
+		return true
+	}
+	if max(abs(raw.X-den.X), abs(raw.Y-den.Y)) > 2 {
+		return false
+	}
+	return raw.Margin < DistinctPeakMargin*NCCTolerance(raw.Corr, n)
 }
+
+// DistinctPeakMargin is the Margin, in units of [NCCTolerance], at which
+// a raw NCC maximum stands out of its surface so clearly that the
+// denoised search does not move it (see [DenoisedOverrides]). Measured
+// (docs/stitching.md): raw maxima that the denoised search corrected by
+// 1-2 px on the low-contrast grids stood at most 2.3 tolerances above
+// the displacements more than 1 px away; raw maxima that were the truth
+// and that it moved by 1 px on the hard grids without flat-field
+// correction, 6.7-12.
+const DistinctPeakMargin = 4
 
 // overlapNoiseCeiling is [NoiseCeiling] of the overlaps of t1 and t2 at
 // displacement (x, y); 1 when the overlap is too small to tell.

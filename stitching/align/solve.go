@@ -305,3 +305,119 @@ func (s *Solution) normalize(hs []hyp) {
 		}
 	}
 }
+
+// PairScore is the raw NCC of pair p at displacement (x, y) and the
+// number of pixels it was computed over, for [SettleCorners].
+type PairScore func(p Pair, x, y int) (corr float64, n uint64, err error)
+
+// SettleCorners decides the place of each corner tile of s's grid (the
+// tiles with two pairs, when the grid has at least two rows and two
+// columns) whose pairs the positions contradict, by the pairs' own
+// correlations rather than by the fit. A corner's two pairs lie in one
+// loop only, whose other two pairs are confirmed by the loops beyond it:
+// when that loop does not close, one of the corner's pairs is wrong, and
+// the fit, which has no other loop to ask, keeps the better-correlated one
+// (or splits the difference between re-searched peaks), as a spanning tree
+// would. Here the tile goes instead where the sum of its two pairs' NCC
+// (score) is highest, among the places that one hypothesis of either pair
+// (its translation in t or a candidate of extra) gives it: a wrong pair
+// with a higher peak elsewhere still correlates well at the truth, while a
+// right pair correlates poorly at the wrong pair's displacement. The tile
+// moves only when that sum beats its current one by more than the two
+// pairs' [NCCTolerance] at both places (on a surface flat to a few
+// thousandths, as on the low-contrast grids, the sum of NCC is no better
+// a guide than the fit, and the tile stays). It returns the
+// tiles moved (row-major indices); the positions are then shifted to the
+// origin again with each tile's Corr and the Cost updated.
+func SettleCorners(s *Solution, t *Translations, extra []Candidate, score PairScore) ([]int, error) {
+	rows, cols := s.Rows, s.Cols
+	if rows < 2 || cols < 2 {
+		return nil, nil
+	}
+	hs := hypotheses(t, extra)
+	var moved []int
+	for _, rc := range [][2]int{{0, 0}, {0, cols - 1}, {rows - 1, 0}, {rows - 1, cols - 1}} {
+		i := rc[0]*cols + rc[1]
+		// The corner's two pairs, as hypotheses from tile a to tile b, and
+		// the neighbour of i in each.
+		var own []Pair
+		for _, p := range Pairs(rows, cols) {
+			nr, nc := p.Neighbor()
+			if p.Row*cols+p.Col == i || nr*cols+nc == i {
+				own = append(own, p)
+			}
+		}
+		if len(own) != 2 || !slices.ContainsFunc(own, func(p Pair) bool {
+			x, y := s.Implied(p)
+			tr := t.At(p)
+			return tr.X != x || tr.Y != y
+		}) {
+			continue
+		}
+		// place returns tile i's position that puts pair p at (dx, dy).
+		place := func(p Pair, dx, dy int) Position {
+			nr, nc := p.Neighbor()
+			if nr*cols+nc == i { // i is tile 1
+				b := s.Positions[p.Row*cols+p.Col]
+				return Position{X: b.X - dx, Y: b.Y - dy}
+			}
+			a := s.Positions[nr*cols+nc]
+			return Position{X: a.X + dx, Y: a.Y + dy}
+		}
+		// total is the sum of the two pairs' NCC with tile i at q, and
+		// of their tolerances.
+		total := func(q Position) (sum, tol float64, err error) {
+			old := s.Positions[i]
+			s.Positions[i] = Position{X: q.X, Y: q.Y, Corr: old.Corr}
+			defer func() { s.Positions[i] = old }()
+			for _, p := range own {
+				x, y := s.Implied(p)
+				c, n, err := score(p, x, y)
+				if err != nil {
+					return 0, 0, err
+				}
+				if math.IsNaN(c) {
+					c = -1
+				}
+				sum += c
+				tol += NCCTolerance(c, n)
+			}
+			return sum, tol, nil
+		}
+		cur := s.Positions[i]
+		curSum, curTol, err := total(cur)
+		if err != nil {
+			return moved, err
+		}
+		best, bestSum, bestTol := cur, curSum, curTol
+		seen := map[[2]int]bool{{cur.X, cur.Y}: true}
+		for _, h := range hs {
+			for _, p := range own {
+				nr, nc := p.Neighbor()
+				if h.a != nr*cols+nc || h.b != p.Row*cols+p.Col {
+					continue
+				}
+				q := place(p, int(h.dx), int(h.dy))
+				if seen[[2]int{q.X, q.Y}] {
+					continue
+				}
+				seen[[2]int{q.X, q.Y}] = true
+				sum, tol, err := total(q)
+				if err != nil {
+					return moved, err
+				}
+				if sum > bestSum {
+					best, bestSum, bestTol = q, sum, tol
+				}
+			}
+		}
+		if bestSum > curSum+curTol+bestTol {
+			s.Positions[i].X, s.Positions[i].Y = best.X, best.Y
+			moved = append(moved, i)
+		}
+	}
+	if len(moved) > 0 {
+		s.normalize(hs)
+	}
+	return moved, nil
+}

@@ -56,3 +56,71 @@ func TestSolvePositionsOptimal(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleCorners: in a 3x3 grid whose corner tile (2,2) has a wrong
+// west pair (a ghost 6 px off, NCC 0.9) and a right north pair (0.5), the
+// fit follows the ghost: the corner's loop has no other loop to ask.
+// The NCC of the two pairs decides: the ghost pair still correlates 0.75
+// at the truth, the north pair only 0.05 at the ghost's displacement. On
+// a flat surface (the sums within the pairs' tolerance) the tile stays.
+func TestSettleCorners(t *testing.T) {
+	west, north := Pair{Row: 2, Col: 2, Dir: West}, Pair{Row: 2, Col: 2, Dir: North}
+	build := func() *Translations {
+		tr := NewTranslations(3, 3)
+		for _, p := range Pairs(3, 3) {
+			x, y := 100, 0
+			if p.Dir == North {
+				x, y = 0, 80
+			}
+			tr.Set(p, Translation{X: x, Y: y, Corr: 0.6})
+		}
+		tr.Set(west, Translation{X: 106, Y: 0, Corr: 0.9})
+		tr.Set(north, Translation{X: 0, Y: 80, Corr: 0.5})
+		return tr
+	}
+	for _, c := range []struct {
+		name       string
+		atTruth    float64 // the west pair's NCC at the truth
+		elsewhere  float64 // the north pair's NCC off the truth
+		wantSettle bool
+	}{
+		{"ghost", 0.75, 0.05, true},
+		{"flat", 0.895, 0.49, false}, // the truth better by 0.005, within the tolerances
+	} {
+		tr := build()
+		sol := SolvePositions(tr, nil, GlobalPositions(tr))
+		if x, _ := sol.Implied(west); x != 106 {
+			t.Fatalf("%s: the fit puts west(2,2) at %d: the case does not exercise a corner", c.name, x)
+		}
+		score := func(p Pair, x, y int) (float64, uint64, error) {
+			truth := (p.Dir == West && x == 100 && y == 0) || (p.Dir == North && x == 0 && y == 80)
+			switch {
+			case p == west && truth:
+				return c.atTruth, 10000, nil
+			case p == west && x == 106 && y == 0:
+				return 0.9, 10000, nil
+			case p == north && truth:
+				return 0.5, 10000, nil
+			case p == north:
+				return c.elsewhere, 10000, nil
+			case truth:
+				return 0.6, 10000, nil
+			}
+			return 0, 10000, nil
+		}
+		moved, err := SettleCorners(sol, tr, nil, score)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, y := sol.Implied(west)
+		settled := x == 100 && y == 0
+		if settled != c.wantSettle || (settled && (len(moved) != 1 || moved[0] != 8)) {
+			t.Errorf("%s: west(2,2) implied (%d,%d), moved %v; want settled %v", c.name, x, y, moved, c.wantSettle)
+		}
+		for i, p := range sol.Positions[:8] {
+			if wx, wy := 100*(i%3), 80*(i/3); p.X != wx || p.Y != wy {
+				t.Errorf("%s: tile %d at (%d,%d), want (%d,%d)", c.name, i, p.X, p.Y, wx, wy)
+			}
+		}
+	}
+}
