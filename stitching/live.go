@@ -94,10 +94,11 @@ func (e *IncompleteError) Unwrap() error { return e.Cause }
 // solve), and the Result is the one [Stitch] returns for the finished
 // grid, translation for translation.
 //
-// The flat field (unless opt.NoFlatField) is estimated as Stitch does,
-// from up to 64 tiles spread over the grid, so the final registration
-// starts only when all of those have arrived: on a grid of up to 64 tiles
-// that is the last tile. Until then each pair is registered on
+// The flat field (unless opt.NoFlatField) is estimated as Stitch does
+// (see [EstimateFlatField]), so the final registration starts only when
+// all of its sample tiles have arrived: on a grid of up to 64 tiles that
+// is the last tile; on a larger grid acquired row by row, its middle
+// (the samples lie in the first half, row-major). Until then each pair is registered on
 // uncorrected tiles, for the provisional positions only (see
 // [LiveState]), and again with the flat field once it is known (when
 // that is at the last tile, by Stitch on the finished grid). A flat
@@ -240,12 +241,12 @@ func newLive(src tileio.TileSource, opt align.Options, gopt GraphOptions, lopt L
 		e.done[g], e.queued[g] = make([]bool, 2*n), make([]bool, 2*n)
 	}
 	if !opt.NoFlatField {
-		// The tiles estimateFlatFieldWorkers samples.
-		k := min(n, flatFieldTiles)
-		for j := range k {
-			e.sample[j*n/k] = true
+		// The tiles Stitch estimates the flat field from.
+		sample := flatFieldSample(n)
+		for _, i := range sample {
+			e.sample[i] = true
 		}
-		e.nSample = k
+		e.nSample = len(sample)
 	}
 	e.final, e.prov = align.NewTranslations(rows, cols), align.NewTranslations(rows, cols)
 	// Each pair is queued at most once per generation: the channels

@@ -266,3 +266,93 @@ func TestStitchLiveIncomplete(t *testing.T) {
 		t.Errorf("arrival outside the grid: error %v", err)
 	}
 }
+
+// The flat field of a grid of more than 64 tiles is estimated from tiles
+// of its first half (row-major), so that a live stitch of a row-wise
+// acquisition registers the final pairs of the first half before the
+// second half arrives.
+func TestFlatFieldSample(t *testing.T) {
+	for _, n := range []int{1, 2, 48, 64, 65, 100, 127, 128, 129, 2478} {
+		s := flatFieldSample(n)
+		span := n
+		if n > flatFieldTiles {
+			span = max(flatFieldTiles, (n+1)/2)
+		}
+		if want := min(n, flatFieldTiles); len(s) != want {
+			t.Errorf("n = %d: %d sample tiles, want %d", n, len(s), want)
+		}
+		for j, i := range s {
+			if i < 0 || i >= span || (j > 0 && i <= s[j-1]) {
+				t.Fatalf("n = %d: sample %v not ascending within the first %d tiles", n, s, span)
+			}
+		}
+		// Spread: the last sample lies in the last 64th of the span.
+		if last := s[len(s)-1]; span-last > span/len(s)+1 {
+			t.Errorf("n = %d: the last sample tile is %d of %d: not spread over the span", n, last, span)
+		}
+	}
+}
+
+func TestStitchLiveFlatFieldByMidPlate(t *testing.T) {
+	cfg := synth.ConfigFor(synth.Realistic)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 12, 11, 192, 144, 5
+	g := synthGrid(t, cfg)
+	src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
+	order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+	n := len(order)
+	half := (n + 1) / 2
+	// The pairs whose two tiles are among the first half.
+	wantPairs := 0
+	for _, p := range align.Pairs(g.rows, g.cols) {
+		if p.Row*g.cols+p.Col < half {
+			wantPairs++
+		}
+	}
+	ch := make(chan tileio.Arrival)
+	states := make(chan LiveState, 10000)
+	type out struct {
+		res *Result
+		err error
+	}
+	done := make(chan out)
+	go func() {
+		res, err := StitchLive(context.Background(), src, ch, align.Options{}, GraphOptions{Workers: 2},
+			LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = nil; states <- s }})
+		done <- out{res, err}
+	}()
+	for _, a := range order[:half] {
+		src.arrive(a.Row, a.Col)
+		ch <- a
+	}
+	timeout := time.After(60 * time.Second)
+	for s := (LiveState{}); s.Registered < wantPairs; {
+		select {
+		case s = <-states:
+			if s.FlatFieldTiles != flatFieldTiles {
+				t.Fatalf("%d flat-field samples, want %d", s.FlatFieldTiles, flatFieldTiles)
+			}
+		case <-timeout:
+			t.Fatalf("with the first %d of %d tiles in: %d of %d pairs final", half, n, s.Registered, wantPairs)
+		}
+	}
+	for _, a := range order[half:] {
+		src.arrive(a.Row, a.Col)
+		ch <- a
+	}
+	close(ch)
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	want, err := Stitch(context.Background(), g.source(t), align.Options{}, GraphOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.FlatField.Identity() {
+		t.Fatal("the grid's flat field is the identity: the test would not test the correction")
+	}
+	sameTranslations(t, "relative", o.res.Relative, want.Relative)
+	if !slices.Equal(o.res.Positions, want.Positions) {
+		t.Errorf("positions %v, Stitch's %v", o.res.Positions, want.Positions)
+	}
+}

@@ -219,7 +219,7 @@ func beginWorkers(ctx context.Context, src tileio.TileSource, opt align.Options,
 		}
 	}
 	if !opt.NoFlatField {
-		ff, err := estimateFlatFieldWorkers(ctx, src, flatFieldTiles, workers)
+		ff, err := estimateFlatFieldWorkers(ctx, src, flatFieldSample(rows*cols), workers)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -235,28 +235,48 @@ func beginWorkers(ctx context.Context, src tileio.TileSource, opt align.Options,
 // flat field from.
 const flatFieldTiles = 64
 
-// estimateFlatField is estimateFlatFieldWorkers with up to 8 workers (at
-// most GOMAXPROCS).
-func estimateFlatField(ctx context.Context, src tileio.TileSource, maxTiles int) (*align.FlatField, error) {
-	return estimateFlatFieldWorkers(ctx, src, maxTiles, min(8, runtime.GOMAXPROCS(0)))
+// flatFieldSample returns the tiles (row-major indices, ascending) that
+// Sequential, Stitch and StitchLive estimate the flat field of a grid of n
+// tiles from: every tile of a grid of up to 64; otherwise 64 tiles spread
+// evenly over the grid's first half in row-major order (its first 64
+// tiles when that half is smaller). A microscope acquiring row by row
+// (MIST's combing or snake) has then acquired every sample by mid-plate,
+// so that a live stitch registers the final pairs while the second half
+// arrives instead of after the last tile.
+func flatFieldSample(n int) []int {
+	span := n
+	if n > flatFieldTiles {
+		span = max(flatFieldTiles, (n+1)/2)
+	}
+	k := min(span, flatFieldTiles)
+	idx := make([]int, k)
+	for j := range idx {
+		idx[j] = j * span / k
+	}
+	return idx
 }
 
-// estimateFlatFieldWorkers estimates the flat field of src from up to
-// maxTiles tiles spread evenly over the grid in row-major order (all tiles
-// when maxTiles <= 0) with [align.EstimateFlatFieldWorkers]. With workers <= 1
-// the tiles are loaded and fitted one after the other on the calling
-// goroutine; otherwise up to workers tiles are loaded ahead and fitted at
-// once. The result does not depend on workers.
-func estimateFlatFieldWorkers(ctx context.Context, src tileio.TileSource, maxTiles, workers int) (*align.FlatField, error) {
-	rows, cols := src.Rows(), src.Cols()
+// EstimateFlatField estimates the flat field of src as Stitch and
+// Sequential do (unless [align.Options].NoFlatField): with
+// [align.EstimateFlatField] from every tile of a grid of up to 64 tiles,
+// and from 64 tiles spread evenly over the first half of a larger grid in
+// row-major order (the first rows). The tiles are loaded ahead and fitted
+// on up to 8 goroutines; the result does not depend on their number.
+func EstimateFlatField(ctx context.Context, src tileio.TileSource) (*align.FlatField, error) {
+	return estimateFlatFieldWorkers(ctx, src, flatFieldSample(src.Rows()*src.Cols()), min(8, runtime.GOMAXPROCS(0)))
+}
+
+// estimateFlatFieldWorkers estimates the flat field of src from the tiles
+// sample names (row-major indices) with [align.EstimateFlatFieldWorkers].
+// With workers <= 1 the tiles are loaded and fitted one after the other on
+// the calling goroutine; otherwise up to workers tiles are loaded ahead
+// and fitted at once. The result does not depend on workers.
+func estimateFlatFieldWorkers(ctx context.Context, src tileio.TileSource, sample []int, workers int) (*align.FlatField, error) {
+	cols := src.Cols()
 	w, h := src.TileSize()
-	n := rows * cols
-	k := n
-	if maxTiles > 0 && maxTiles < n {
-		k = maxTiles
-	}
+	k := len(sample)
 	load := func(j int) (*image.Gray16, error) {
-		i := j * n / k
+		i := sample[j]
 		return loadChecked(src, i/cols, i%cols, w, h)
 	}
 	if workers <= 1 {

@@ -187,13 +187,13 @@ func TestSequentialLineLength(t *testing.T) {
 }
 
 // TestFlatField estimates the flat field of whole grids, sampled by
-// estimateFlatField as Sequential and Stitch do.
+// EstimateFlatField as Sequential and Stitch do.
 func TestFlatField(t *testing.T) {
 	// Strong vignetting: the flat field is significant and flattens it.
 	cfg := synthConfig(synth.Hard, 1, 3, 4, 256, 192)
 	cfg.Overlap = 0.25
 	g := synthGrid(t, cfg)
-	ff, err := estimateFlatField(context.Background(), g.source(t), 0)
+	ff, err := EstimateFlatField(context.Background(), g.source(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestFlatField(t *testing.T) {
 	}
 	// No vignetting in the blob generator: identity.
 	b := blobGrid(2, 4, 5, 128, 96, 0.2, 3, 50)
-	ff, err = estimateFlatField(context.Background(), b.source(t), 0)
+	ff, err = EstimateFlatField(context.Background(), b.source(t))
 	if err != nil {
 		t.Fatal(err)
 	}

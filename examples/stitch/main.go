@@ -766,7 +766,7 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 				case c.flatField == flatNone:
 					ff = nil
 				default:
-					if ff, err = estimateFlatField(ctx, src); err != nil {
+					if ff, err = stitching.EstimateFlatField(ctx, src); err != nil {
 						return err
 					}
 				}
@@ -895,19 +895,6 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 	}
 	removePartial(c, stderr)
 	return nil
-}
-
-// estimateFlatField is the flat field stitching.Stitch estimates: from up
-// to 64 tiles spread evenly over the grid in row-major order.
-func estimateFlatField(ctx context.Context, src tileio.TileSource) (*align.FlatField, error) {
-	rows, cols := src.Rows(), src.Cols()
-	w, h := src.TileSize()
-	n := rows * cols
-	k := min(n, 64)
-	return align.EstimateFlatField(ctx, w, h, k, func(j int) (*image.Gray16, error) {
-		i := j * n / k
-		return src.Load(i/cols, i%cols)
-	})
 }
 
 // positionSlots places the tiles of src at pos (row-major).
@@ -1228,7 +1215,7 @@ func writeMosaic(ctx context.Context, c *config, chans []mosaicChannel, slots []
 	channel := func(ch int) (load func(int) (*image.Gray16, error), stop func(), err error) {
 		src, ff := chans[ch].src, chans[ch].ff
 		if chans[ch].estimate {
-			if ff, err = estimateFlatField(ctx, src); err != nil {
+			if ff, err = stitching.EstimateFlatField(ctx, src); err != nil {
 				return nil, nil, err
 			}
 		}

@@ -29,9 +29,24 @@ import (
 // delay until the Result, before the outputs and the mosaic) and load1 (the machine's load
 // average, sampled at each iteration).
 //
-//	go test -run '^$' -bench WatchDelay -benchtime 5x ./examples/stitch
+//	go test -run '^$' -bench 'WatchDelay$' -benchtime 5x ./examples/stitch
 func BenchmarkWatchDelay(b *testing.B) {
-	const rows, cols = 6, 8
+	watchDelay(b, 6, 8, []string{"default", "flat-field=file", "flat-field=file,mosaic=false", "flat-field=none", "flat-field=none,mosaic=false", "mosaic=false"})
+}
+
+// BenchmarkWatchDelayLarge is BenchmarkWatchDelay on a grid of more than
+// 64 tiles (12 x 11 of 640 x 480), where the estimated flat field's
+// sample tiles are all in by mid-plate, with the default flags, without
+// the mosaic, and with the flat field given and no mosaic.
+//
+//	go test -run '^$' -bench WatchDelayLarge -benchtime 3x ./examples/stitch
+func BenchmarkWatchDelayLarge(b *testing.B) {
+	watchDelay(b, 12, 11, []string{"default", "mosaic=false", "flat-field=file,mosaic=false"})
+}
+
+// watchDelay runs BenchmarkWatchDelay's variants (by name) on a
+// generated grid of rows x cols tiles of 640 x 480.
+func watchDelay(b *testing.B, rows, cols int, variants []string) {
 	grid := b.TempDir()
 	cfg := synth.ConfigFor(synth.Realistic)
 	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = rows, cols, 640, 480, 1
@@ -56,17 +71,19 @@ func BenchmarkWatchDelay(b *testing.B) {
 		"-out", b.TempDir(), "-mosaic=false", "-save-flat-field", ffFile}, &o, &e); code != 0 {
 		b.Fatalf("-save-flat-field: exit %d: %s", code, e.String())
 	}
-	for _, v := range []struct {
-		name string
-		args []string
-	}{
-		{"default", nil},
-		{"flat-field=file", []string{"-flat-field", ffFile}},
-		{"flat-field=file,mosaic=false", []string{"-flat-field", ffFile, "-mosaic=false"}},
-		{"flat-field=none", []string{"-flat-field", "none"}},
-		{"flat-field=none,mosaic=false", []string{"-flat-field", "none", "-mosaic=false"}},
-		{"mosaic=false", []string{"-mosaic=false"}},
-	} {
+	args := map[string][]string{
+		"default":                      nil,
+		"flat-field=file":              {"-flat-field", ffFile},
+		"flat-field=file,mosaic=false": {"-flat-field", ffFile, "-mosaic=false"},
+		"flat-field=none":              {"-flat-field", "none"},
+		"flat-field=none,mosaic=false": {"-flat-field", "none", "-mosaic=false"},
+		"mosaic=false":                 {"-mosaic=false"},
+	}
+	for _, name := range variants {
+		v := struct {
+			name string
+			args []string
+		}{name, args[name]}
 		b.Run(v.name, func(b *testing.B) {
 			args := append([]string{"-rows", fmt.Sprint(rows), "-cols", fmt.Sprint(cols), "-workers", "2"}, v.args...)
 			var offline, delay, result time.Duration

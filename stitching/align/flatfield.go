@@ -37,8 +37,8 @@ type FlatField struct {
 
 // EstimateFlatField estimates the flat field of w x h tiles from n
 // sample tiles: tile(0), ..., tile(n-1), called once each, in order, on
-// the calling goroutine (stitching.Sequential and stitching.Stitch take up
-// to 64 tiles spread evenly over the grid). An error from tile is returned
+// the calling goroutine (stitching.EstimateFlatField says which tiles
+// stitching.Sequential and stitching.Stitch take). An error from tile is returned
 // as it is; a tile of another size is an error. Each tile is fitted by a
 // smooth surface (a 2-D Legendre polynomial of total degree 4, least
 // squares on a subsample of pixels) normalized to mean 1; the flat field
