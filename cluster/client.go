@@ -61,6 +61,9 @@ type Client struct {
 	dirCaps map[string]directCap
 
 	stats clientStats
+	// reports, if set (by a Supervisor), also gets each report the client
+	// logs, as one line.
+	reports atomic.Pointer[func(line string)]
 }
 
 // directCap is what the live workers of a task offer for direct requests:
@@ -92,6 +95,15 @@ type waiter struct {
 	// resent: sent through the work stream after its direct request's
 	// worker fell silent.
 	resent atomic.Bool
+	// task and label name the input in reports: the name its task is
+	// served under, and the Remote's InputLabel of it ("" without one).
+	task, label string
+	// holdMu guards what the client knows of the input's worker, for the
+	// reports of a redelivery.
+	holdMu     sync.Mutex
+	holder     string // the worker that last said it has the input ("" unknown)
+	holderHost string
+	told       uint64 // the last delivery a report was made for
 }
 
 type clientStats struct {
@@ -254,12 +266,93 @@ func (c *Client) started(m *nats.Msg) {
 	c.mu.Unlock()
 	if w != nil {
 		w.heard.Store(time.Now().UnixNano())
+		c.taken(w, m.Header.Get(hID), worker, m.Header.Get(hHost), deliveries(m.Header), false)
 	}
 	if w != nil && w.at != nil {
 		// The worker says for how long: no need for the clocks to agree.
 		ran, _ := time.ParseDuration(m.Header.Get(hRunning))
 		w.at.Store(&task.Placement{Worker: worker, Host: m.Header.Get(hHost), Since: time.Now().Add(-max(ran, 0))})
 	}
+}
+
+// taken records that worker (on host) has input id of w, delivered n
+// times (0: unknown, or once), as its notice or its result (result) says,
+// and reports a redelivery: the input is on another worker than the one
+// that last said it had it, or delivered more times than last reported.
+func (c *Client) taken(w *waiter, id, worker, host string, n uint64, result bool) {
+	w.holdMu.Lock()
+	prev, prevHost := w.holder, w.holderHost
+	w.holder, w.holderHost = worker, host
+	again := prev != "" && prev != worker || n > max(w.told, 1)
+	if again {
+		w.told = max(n, w.told+1)
+	}
+	delivery := w.told
+	w.holdMu.Unlock()
+	if !again {
+		return
+	}
+	had := fmt.Sprintf("worker %s on %s, which had it, did not finish it (it died, stopped or lost its connection)", prev, prevHost)
+	if prev == "" {
+		had = fmt.Sprintf("the worker that had it did not finish it (it died, stopped or lost its connection; which worker is unknown: it had it for less than %v)", startNoticeAfter)
+	}
+	verb := "delivered again (delivery %d) to"
+	if result {
+		verb = "run again (delivery %d) by"
+	}
+	c.report(fmt.Sprintf("cluster: task %q: %s "+verb+" worker %s on %s: %s", w.task, w.what(id), delivery, worker, host, had),
+		"task", w.task, "input", id, "label", w.label, "worker", worker, "host", host, "previous", prev, "previous_host", prevHost, "delivery", delivery)
+}
+
+// silent reports that the worker of direct request id of w said nothing
+// for wait, its ack wait, and that the input goes through the work stream;
+// a worker taking it there is then not reported again.
+func (c *Client) silent(w *waiter, id string, wait time.Duration) {
+	w.holdMu.Lock()
+	prev, prevHost := w.holder, w.holderHost
+	w.holder, w.holderHost = "", ""
+	w.holdMu.Unlock()
+	who := fmt.Sprintf("worker %s on %s, which had it,", prev, prevHost)
+	if prev == "" {
+		who = "its worker (which one is unknown: it never said)"
+	}
+	c.report(fmt.Sprintf("cluster: task %q: %s: %s said nothing for %v (its ack wait): it died or lost its connection; sent again through the work stream", w.task, w.what(id), who, wait),
+		"task", w.task, "input", id, "label", w.label, "previous", prev, "previous_host", prevHost)
+}
+
+// deliveries returns the hDelivered of h, 0 if none.
+func deliveries(h nats.Header) uint64 {
+	v := h.Get(hDelivered)
+	if v == "" {
+		return 0 // no parse: its error allocates
+	}
+	n, _ := strconv.ParseUint(v, 10, 64)
+	return n
+}
+
+// what names the input id of w in a report: its label and id.
+func (w *waiter) what(id string) string {
+	if w.label == "" {
+		return "input " + id
+	}
+	return w.label + " (input " + id + ")"
+}
+
+// report logs what the client noticed of its inputs' workers (a warning:
+// an input delivered again, a worker fallen silent) on its Logger and
+// hands the line to the Supervisor watching it, if any.
+func (c *Client) report(line string, attrs ...any) {
+	c.st.cfg.log.Warn(line, attrs...)
+	if f := c.reports.Load(); f != nil {
+		(*f)(line)
+	}
+}
+
+// sentAny reports whether the client has sent an input yet.
+func (c *Client) sentAny() bool {
+	c.stats.mu.Lock()
+	defer c.stats.mu.Unlock()
+	return c.stats.sent > 0
 }
 
 // maxDelivered fails the Execute whose input the work stream gave up on:
@@ -418,6 +511,9 @@ func (c *Client) hand(id string, res *nats.Msg) {
 	}
 	c.stats.mu.Unlock()
 	if ok {
+		if n := deliveries(res.Header); n > 1 && res.Header.Get(hWorker) != "" {
+			c.taken(w, id, res.Header.Get(hWorker), res.Header.Get(hHost), n, true)
+		}
 		if worker := res.Header.Get(hWorker); worker != "" && w.at != nil {
 			p := &task.Placement{Worker: worker, Host: res.Header.Get(hHost)}
 			if prev := w.at.Load(); prev != nil && prev.Worker == p.Worker && prev.Host == p.Host {
@@ -510,6 +606,10 @@ type WorkerInfo struct {
 	// Direct lists the tasks of Tasks that the worker also takes as
 	// direct requests ([DirectLimit]).
 	Direct map[string]DirectTask `json:"direct,omitempty"`
+	// Heartbeat is how often the worker renews its entry (0 from workers
+	// that do not say): a [Supervisor] reports a worker silent for three
+	// of them.
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
 }
 
 // DirectTask is how a worker takes the direct requests of one task.
@@ -524,11 +624,28 @@ func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 }
 
 func listWorkers(ctx context.Context, kv jetstream.KeyValue) ([]WorkerInfo, error) {
+	es, err := listEntries(ctx, kv)
+	ws := make([]WorkerInfo, len(es))
+	for i, e := range es {
+		ws[i] = e.WorkerInfo
+	}
+	return ws, err
+}
+
+// workerEntry is a worker's entry in the directory: what it says, and the
+// revision of its last renewal.
+type workerEntry struct {
+	WorkerInfo
+	rev uint64
+}
+
+// listEntries lists the directory's entries, sorted by worker name.
+func listEntries(ctx context.Context, kv jetstream.KeyValue) ([]workerEntry, error) {
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: list workers: %w", err)
 	}
-	var ws []WorkerInfo
+	var ws []workerEntry
 	for k := range lister.Keys() {
 		e, err := kv.Get(ctx, k)
 		if err != nil {
@@ -536,10 +653,10 @@ func listWorkers(ctx context.Context, kv jetstream.KeyValue) ([]WorkerInfo, erro
 		}
 		var w WorkerInfo
 		if json.Unmarshal(e.Value(), &w) == nil {
-			ws = append(ws, w)
+			ws = append(ws, workerEntry{w, e.Revision()})
 		}
 	}
-	slices.SortFunc(ws, func(a, b WorkerInfo) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(ws, func(a, b workerEntry) int { return cmp.Compare(a.Name, b.Name) })
 	return ws, nil
 }
 
@@ -560,7 +677,8 @@ type Remote[In, Out any] struct {
 	version  string
 	codec    Codec
 	perClone bool
-	direct   int // DirectLimit
+	direct   int              // DirectLimit
+	label    func(any) string // InputLabel, or nil
 }
 
 // TaskOption configures a [Remote] or a task a [Worker] handles.
@@ -580,6 +698,7 @@ type taskConfig struct {
 	clone         int // -1: all inputs
 	maxDeliver    int // 0: no limit
 	directLimit   int // 0: no direct requests
+	label         func(any) string
 }
 
 func newTaskConfig(opts []TaskOption) taskConfig {
@@ -654,6 +773,22 @@ func DirectLimit(bytes int) TaskOption {
 	return taskOption(func(c *taskConfig) { c.directLimit = max(bytes, 0) })
 }
 
+// InputLabel makes a Remote name each input in what its client reports
+// (an input delivered again after its worker was lost, say) by label(in),
+// "band 3 of 8 (rows 6..8)" for one, besides its request id. label must be
+// cheap: it runs for every input. An input of another type than In is
+// named by its id alone. Workers ignore it.
+func InputLabel[In any](label func(In) string) TaskOption {
+	return taskOption(func(c *taskConfig) {
+		c.label = func(v any) string {
+			if in, ok := v.(In); ok {
+				return label(in)
+			}
+			return ""
+		}
+	})
+}
+
 // PerClone makes a Remote inside an execution pipeline send each input to
 // the workers serving its pipeline clone (task.Info.Pipeline), registered
 // with [Clone]: the clone, with its state, runs on those workers, the way a
@@ -681,7 +816,7 @@ func NewRemote[In, Out any](c *Client, name string, opts ...TaskOption) (*Remote
 		return nil, err
 	}
 	tc := newTaskConfig(opts)
-	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec, perClone: tc.perClone, direct: tc.directLimit}, nil
+	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec, perClone: tc.perClone, direct: tc.directLimit, label: tc.label}, nil
 }
 
 // Name returns the task name the workers registered.
@@ -777,7 +912,10 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		dc = c.directFor(key)
 	}
 
-	w := &waiter{ch: make(chan *nats.Msg, 1), at: at}
+	w := &waiter{ch: make(chan *nats.Msg, 1), at: at, task: key}
+	if r.label != nil {
+		w.label = r.label(in)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -928,6 +1066,7 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 				continue
 			}
 			w.resent.Store(true) // its worker said nothing for a whole ack wait
+			c.silent(w, id, dc.silence)
 			if err := fallback(); err != nil {
 				return nil, err
 			}

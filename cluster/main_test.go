@@ -27,6 +27,7 @@ const (
 	envWorker  = "HTGS_CLUSTER_TEST_WORKER"  // the worker's name
 	envThreads = "HTGS_CLUSTER_TEST_THREADS" // copies per task
 	envExitAt  = "HTGS_CLUSTER_TEST_EXIT_AT" // exit after storing this many results, before acking the last
+	envBeat    = "HTGS_CLUSTER_TEST_BEAT"    // the worker's heartbeat, a time.Duration (default 2s)
 	floorEcho  = "floor.echo"                // a worker process answers requests here with their data
 )
 
@@ -119,7 +120,11 @@ func workerMain(name string) int {
 	}
 	defer nc.Close()
 	threads, _ := strconv.Atoi(os.Getenv(envThreads))
-	w := NewWorker(WorkerName(name), Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	opts := []Option{WorkerName(name), Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	if beat, err := time.ParseDuration(os.Getenv(envBeat)); err == nil {
+		opts = append(opts, option(func(c *config) { c.heartbeat = beat }))
+	}
+	w := NewWorker(opts...)
 	if at, _ := strconv.Atoi(os.Getenv(envExitAt)); at > 0 {
 		var mu sync.Mutex
 		answered := 0

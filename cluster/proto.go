@@ -23,7 +23,8 @@ const protoVersion = "1"
 // object in the object store holding the payload instead of the message.
 // The notice a worker sends when an input has run on it for a while (on
 // the client's started subject, outside the streams, best effort) carries
-// hID, hWorker, hHost and hRunning.
+// hID, hWorker, hHost and hRunning, and hDelivered for an input the work
+// stream delivered more than once.
 //
 // A direct request (core NATS, on the task's call subject, see
 // [DirectLimit]) carries the headers of a work message with hID for the
@@ -47,8 +48,9 @@ const (
 	// hRunning is how long the input has run on the worker, in a started
 	// notice (a time.Duration's String).
 	hRunning = "Htgs-Running"
-	// hDelivered is set on a result whose input was delivered more than
-	// once (to a worker that died, or that was stopped).
+	// hDelivered is set on a result (and a started notice) whose input
+	// was delivered more than once (to a worker that died, or that was
+	// stopped): the deliveries so far.
 	hDelivered = "Htgs-Delivered"
 )
 
@@ -147,6 +149,10 @@ type config struct {
 	pullWait    time.Duration
 }
 
+// defaultHeartbeat is how often a worker renews its directory entry, which
+// lives for five of them.
+const defaultHeartbeat = 2 * time.Second
+
 func newConfig(opts []Option) (config, error) {
 	c := config{
 		ns:          "htgs",
@@ -156,7 +162,7 @@ func newConfig(opts []Option) (config, error) {
 		inlineLimit: 256 << 10,
 		maxPayload:  DefaultMaxPayload,
 		objTTL:      time.Hour,
-		heartbeat:   2 * time.Second,
+		heartbeat:   defaultHeartbeat,
 		probe:       3 * time.Second,
 		pullWait:    time.Second,
 	}

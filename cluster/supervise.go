@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,8 +81,12 @@ func WorkerTimeout(d time.Duration) SuperviseOption {
 // closing its standard input before it kills it (default 10 s).
 func StopWait(d time.Duration) SuperviseOption { return func(c *superviseConfig) { c.stopWait = d } }
 
-// Reports sets where the supervisor reports workers that died, restarts
-// and give-ups, a line each (default: discarded).
+// Reports sets where the supervisor reports, a line each (default:
+// discarded): local workers that died, restarts and give-ups; workers, local
+// or external, that joined once the client had sent inputs, fell silent
+// (their directory entry not renewed for three heartbeats), came back or
+// left; and what its client reports: an input delivered again to another
+// worker (named with its [InputLabel]), with the worker that had it.
 func Reports(w io.Writer) SuperviseOption { return func(c *superviseConfig) { c.reports = w } }
 
 // WorkerOutput sets where the local workers' standard output and error go,
@@ -102,7 +108,9 @@ const restartAttempts = 3
 // other workers once their [AckWait] has passed. The supervisor's context
 // fails only when no worker, local or joined from elsewhere, has served
 // the task for [WorkerTimeout]. A supervisor with no local worker only
-// watches the directory, for runs on workers started by others.
+// watches the directory, for runs on workers started by others; either
+// way it reports (see [Reports]) the workers that join, fall silent or
+// leave, and the inputs its client sees delivered again.
 type Supervisor struct {
 	client        *Client
 	task, version string
@@ -112,8 +120,10 @@ type Supervisor struct {
 	done          chan struct{} // closed by Close: stops the watch and the restarts
 	watch         sync.WaitGroup
 	out           *lineSink
+	hook          func(line string) // the client's reports, while open
 
 	mu       sync.Mutex
+	seen     map[string]*seenWorker // the workers serving the task at the last poll
 	procs    []*localProc
 	served   time.Time // when a worker was last seen serving
 	closed   bool
@@ -151,6 +161,16 @@ func Supervise(ctx context.Context, c *Client, task, version string, opts ...Sup
 	if cfg.output != nil {
 		s.out = &lineSink{w: cfg.output}
 	}
+	// The client's reports (an input delivered again after its worker
+	// was lost) join the supervisor's.
+	s.hook = func(line string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.closed {
+			s.report("%s", line)
+		}
+	}
+	c.reports.Store(&s.hook)
 	s.watch.Add(1)
 	go s.watchLoop(ctx)
 	return s, ctx
@@ -284,29 +304,121 @@ func lastOutput(s string) string {
 // workers known to be dead (the directory keeps a dead worker's entry for a
 // few heartbeats).
 func (s *Supervisor) Serving(ctx context.Context) ([]WorkerInfo, error) {
-	all, err := s.client.Workers(ctx)
+	es, err := s.serving(ctx)
 	if err != nil {
 		return nil, err
 	}
+	out := make([]WorkerInfo, len(es))
+	for i, e := range es {
+		out[i] = e.WorkerInfo
+	}
+	return out, nil
+}
+
+// serving is Serving with the entries' revisions.
+func (s *Supervisor) serving(ctx context.Context) ([]workerEntry, error) {
+	all, err := listEntries(ctx, s.client.st.dir)
+	if err != nil {
+		return nil, err
+	}
+	sent := s.client.sentAny()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []WorkerInfo
+	var out []workerEntry
 	for _, w := range all {
 		v, ok := w.Tasks[s.task]
 		if !ok || s.version != "" && v != s.version {
 			continue
 		}
-		if w.Host == s.host && slices.ContainsFunc(s.procs, func(p *localProc) bool {
-			return p.spec.Name == w.Name && (p.dead || p.cmd.Process.Pid != w.PID)
-		}) {
+		if s.localDead(w.WorkerInfo) {
 			continue // a local worker that died, or its previous process
 		}
 		out = append(out, w)
 	}
+	now := time.Now()
 	if len(out) > 0 {
-		s.served = time.Now()
+		s.served = now
 	}
+	s.track(out, now, sent)
 	return out, nil
+}
+
+// localDead reports whether w is a local worker known to be dead, or an
+// earlier process of one; s.mu is held.
+func (s *Supervisor) localDead(w WorkerInfo) bool {
+	return w.Host == s.host && slices.ContainsFunc(s.procs, func(p *localProc) bool {
+		return p.spec.Name == w.Name && (p.dead || p.cmd.Process.Pid != w.PID)
+	})
+}
+
+// seenWorker is what the supervisor's watch knows of a worker serving the
+// task: its entry's last revision, when that last changed (here, by this
+// machine's clock: the worker's may differ), and whether it was reported
+// silent.
+type seenWorker struct {
+	info    WorkerInfo
+	rev     uint64
+	changed time.Time
+	silent  bool
+}
+
+// silentBeats is how many heartbeats a worker may miss before the
+// supervisor reports it silent.
+const silentBeats = 3
+
+// track compares the workers serving the task with the last look's and
+// reports the changes: a worker that joined once the client has sent
+// inputs (a restarted local worker too), one silent for silentBeats
+// heartbeats (its inputs go to the others after their ack wait), one back
+// from silence, one gone. A local worker's death is reported by wait, not
+// here.
+//
+// sent says whether the client has sent inputs; s.mu is held.
+func (s *Supervisor) track(es []workerEntry, now time.Time, sent bool) {
+	if s.seen == nil {
+		s.seen = map[string]*seenWorker{}
+	}
+	who := func(w WorkerInfo) string { return fmt.Sprintf("worker %s (pid %d) on %s", w.Name, w.PID, w.Host) }
+	live := map[string]bool{}
+	for _, e := range es {
+		k := e.Name + "\x00" + e.Host + "\x00" + strconv.Itoa(e.PID)
+		live[k] = true
+		sw := s.seen[k]
+		if sw == nil {
+			s.seen[k] = &seenWorker{info: e.WorkerInfo, rev: e.rev, changed: now}
+			if sent {
+				s.report("cluster: %s joined: it serves task %q (%d workers serve it now)", who(e.WorkerInfo), s.task, len(es))
+			}
+			continue
+		}
+		beat := cmp.Or(e.Heartbeat, defaultHeartbeat)
+		switch {
+		case e.rev != sw.rev:
+			if sw.silent {
+				s.report("cluster: %s renews its entry again after %v of silence", who(e.WorkerInfo), now.Sub(sw.changed).Round(100*time.Millisecond))
+			}
+			sw.rev, sw.changed, sw.silent = e.rev, now, false
+		case !sw.silent && now.Sub(sw.changed) > silentBeats*beat:
+			sw.silent = true
+			s.report("cluster: %s is silent: it has not renewed its directory entry for %v (it does every %v): it died or lost its connection; the inputs it holds go to the other workers once their ack wait passes",
+				who(e.WorkerInfo), now.Sub(sw.changed).Round(100*time.Millisecond), beat)
+		}
+	}
+	for k, sw := range s.seen {
+		if live[k] {
+			continue
+		}
+		delete(s.seen, k)
+		local := sw.info.Host == s.host && slices.ContainsFunc(s.procs, func(p *localProc) bool { return p.spec.Name == sw.info.Name })
+		switch {
+		case local && s.localDead(sw.info):
+			// its death was reported
+		case sw.silent:
+			s.report("cluster: %s is gone from the directory (silent for %v)", who(sw.info), now.Sub(sw.changed).Round(100*time.Millisecond))
+		default:
+			s.report("cluster: %s left: it no longer serves task %q (%d workers serve it now)", who(sw.info), s.task, len(es))
+		}
+	}
 }
 
 // watchLoop polls the directory and fails the context when no worker has
@@ -324,7 +436,7 @@ func (s *Supervisor) watchLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := s.Serving(pctx)
+		_, err := s.serving(pctx)
 		cancel()
 		s.mu.Lock()
 		since := time.Since(s.served)
@@ -454,6 +566,7 @@ func (s *Supervisor) Close() error {
 	}
 	s.closed = true
 	close(s.done)
+	s.client.reports.CompareAndSwap(&s.hook, nil)
 	type running struct {
 		p      *localProc
 		cmd    *exec.Cmd

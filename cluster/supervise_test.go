@@ -127,3 +127,56 @@ func TestSupervisorNoWorkerServed(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A supervisor with no local worker reports what happens to the external
+// workers of its client's run: worker A, killed with SIGKILL while it
+// holds inputs, falls silent in the directory, and its inputs, delivered
+// again to B, are reported by their labels with both workers named; B,
+// started mid-run, is reported joining. The run's results are those of a
+// run without the kill.
+func TestSupervisorReportsExternalWorkers(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	c := newClient(t, nc)
+	var reports syncBuffer
+	sup, _ := Supervise(context.Background(), c, "square", "v1", Reports(&reports), WorkerTimeout(30*time.Second))
+	defer sup.Close()
+	const beat = "300ms" // A is reported silent 0.9 s after its last renewal
+	a := startProc(t, s, "A", 4, envBeat+"="+beat)
+	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ws, err := sup.WaitServing(wctx, 1)
+	cancel()
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("waiting for A: %v %v", ws, err)
+	}
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"), InputLabel(func(j job) string { return "square of " + strconv.Itoa(j.N) }))
+	want := runSquares(t, squareTask, 4, jobs(40, 0))
+	done := runAsync(t, r, jobs(40, 150*time.Millisecond))
+	waitFor(t, "worker A's first results", func() bool { return c.Stats().ByWorker["A"] >= 4 })
+	// A's next inputs have run for over 100 ms (A has said it has them)
+	// and less than their 150 ms.
+	time.Sleep(120 * time.Millisecond)
+	a.kill(t)
+	startProc(t, s, "B", 4)
+	got := <-done
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the kill: %d results, want %d:\n got %v\nwant %v", len(got), len(want), got, want)
+	}
+	again := regexp.MustCompile(`cluster: task "square": square of \d+ \(input \S+\) (delivered|run) again \(delivery 2\) (to|by) worker B on \S+: worker A on \S+, which had it, did not finish it`)
+	joined := regexp.MustCompile(`cluster: worker B \(pid \d+\) on \S+ joined: it serves task "square" \(\d workers serve it now\)`)
+	silent := regexp.MustCompile(`cluster: worker A \(pid ` + strconv.Itoa(a.cmd.Process.Pid) + `\) on \S+ is silent: it has not renewed its directory entry for \S+ \(it does every 300ms\): it died`)
+	deadline := time.Now().Add(20 * time.Second)
+	for rep := reports.String(); !again.MatchString(rep) || !joined.MatchString(rep) || !silent.MatchString(rep); rep = reports.String() {
+		if time.Now().After(deadline) {
+			t.Fatalf("reports, want A's inputs delivered again to B (%v), B joined (%v), A silent (%v):\n%s", again.MatchString(rep), joined.MatchString(rep), silent.MatchString(rep), rep)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := c.Stats(); st.Redelivered < 1 || st.Results != 40 {
+		t.Errorf("client stats %+v", st)
+	}
+	if n := len(again.FindAllString(reports.String(), -1)); int64(n) > c.Stats().Redelivered {
+		t.Errorf("%d inputs reported delivered again, %d results say so:\n%s", n, c.Stats().Redelivered, reports.String())
+	}
+	t.Logf("reports:\n%s", reports.String())
+}

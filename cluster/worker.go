@@ -206,7 +206,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	)
 	// The worker's entry in the directory, under its name with the
 	// characters keys do not allow replaced (host names have dots).
-	info := WorkerInfo{Name: cfg.workerName, Host: w.host, PID: os.Getpid(), Tasks: map[string]string{}}
+	info := WorkerInfo{Name: cfg.workerName, Host: w.host, PID: os.Getpid(), Tasks: map[string]string{}, Heartbeat: cfg.heartbeat}
 	for _, key := range w.order {
 		h := w.handlers[key]
 		info.Tasks[key] = h.tc.version
@@ -551,11 +551,20 @@ func (w *Worker) runDirect(ctx context.Context, st *stores, h handler, wc worker
 			return
 		}
 		if notify {
-			w.notifyStarted(st, reply, id, t0)
+			w.notifyStarted(st, reply, id, t0, 0)
 		}
 		if held == nil {
 			select {
 			case held = <-msgs:
+				// Its client hears that this worker has it: should this
+				// worker die, its report names the worker.
+				if r := held.Header.Get(hReply); held.Reply != "" && strings.HasPrefix(r, st.n.ns+".res.") && st.n.clientOf(r) != "" {
+					var n uint64
+					if md, err := held.Metadata(); err == nil {
+						n = md.NumDelivered
+					}
+					w.notifyStarted(st, r, held.Header.Get(hMsgID), time.Now(), n)
+				}
 			default:
 			}
 		}
@@ -676,7 +685,7 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 	t0 := time.Now()
 	stopProgress := func() {} // a direct request's: runDirect's notices
 	if !direct {
-		notice := time.AfterFunc(startNoticeAfter, func() { w.notifyStarted(st, reply, id, t0) })
+		notice := time.AfterFunc(startNoticeAfter, func() { w.notifyStarted(st, reply, id, t0, delivered) })
 		// Report progress while the task runs, so that a long task keeps
 		// its input; a killed worker stops reporting and the input goes
 		// elsewhere.
@@ -727,13 +736,18 @@ const startNoticeAfter = 100 * time.Millisecond
 // notifyStarted tells the client whose reply subject is reply that this
 // worker has had its input id since t0: a plain NATS message, lost if the
 // client is not listening (an older client), which the client's graph
-// uses to name the worker while the input runs.
-func (w *Worker) notifyStarted(st *stores, reply, id string, t0 time.Time) {
+// uses to name the worker while the input runs, and to report an input
+// delivered again (delivered, its deliveries by the work stream: 0 for a
+// direct request).
+func (w *Worker) notifyStarted(st *stores, reply, id string, t0 time.Time, delivered uint64) {
 	msg := nats.NewMsg(st.n.started(st.n.clientOf(reply)))
 	msg.Header.Set(hID, id)
 	msg.Header.Set(hWorker, w.cfg.workerName)
 	msg.Header.Set(hHost, w.host)
 	msg.Header.Set(hRunning, time.Since(t0).String())
+	if delivered > 1 {
+		msg.Header.Set(hDelivered, strconv.FormatUint(delivered, 10))
+	}
 	_ = st.js.Conn().PublishMsg(msg)
 }
 

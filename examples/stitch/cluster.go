@@ -431,7 +431,12 @@ func startDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) 
 	if d.client, err = cluster.NewClient(ctx, d.nc); err != nil {
 		return nil, nil, fmt.Errorf("-nats: %w", err)
 	}
-	if d.remote, err = cluster.NewRemote[bandJob, bandDone](d.client, bandTask, cluster.Version(bandVersion)); err != nil {
+	// The client's reports (a band delivered again after its worker was
+	// lost) name the band.
+	label := cluster.InputLabel(func(j bandJob) string {
+		return fmt.Sprintf("band %d/%d (rows %d..%d)", j.Band+1, j.Bands, j.Row0, j.Row1-1)
+	})
+	if d.remote, err = cluster.NewRemote[bandJob, bandDone](d.client, bandTask, cluster.Version(bandVersion), label); err != nil {
 		return nil, nil, fmt.Errorf("-nats: %w", err)
 	}
 	d.sup, ctx = cluster.Supervise(ctx, d.client, bandTask, bandVersion, cluster.Restart(c.cl.restart),
@@ -441,10 +446,7 @@ func startDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) 
 		if err != nil {
 			return nil, nil, fmt.Errorf("-cluster: finding this program to start the workers: %w", err)
 		}
-		perWorker := c.workers
-		if !c.cl.workersSet {
-			perWorker = max(1, c.workers/n) // they share this machine's cores
-		}
+		perWorker := c.localCopies()
 		for i := range n {
 			name := fmt.Sprintf("local-%d", i+1)
 			args := []string{"-worker", "-name", name, "-workers", strconv.Itoa(perWorker)}
@@ -471,6 +473,16 @@ func startDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) 
 		}
 	}
 	return d, ctx, nil
+}
+
+// localCopies is the -workers of each local worker of -cluster N: -workers
+// when given (each worker's copies of each compute task), otherwise a
+// share of this machine's cores (-workers' default) among the N.
+func (c *config) localCopies() int {
+	if c.cl.workersSet || c.cl.cluster < 1 {
+		return c.workers
+	}
+	return max(1, c.workers/c.cl.cluster)
 }
 
 // close stops the local workers (closing their standard input, then

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -214,7 +215,8 @@ func killOne(t *testing.T, ctx context.Context, url string, attempt int, grid []
 // a band at the start: both were serving, one band at a time each, with
 // more bands than workers). The client completes: the band the dead worker
 // held goes to the survivor after the task's AckWait, the survivor does
-// every band, and the outputs are the single-process run's byte for byte.
+// every band, and the outputs are the single-process run's byte for byte;
+// the client reports the bands the killed worker held, naming it.
 // (When both workers finish their first bands at once, none can be killed
 // mid-band: the attempt is made again with new workers, up to 3 times.)
 func TestClusterExternalWorkerKilled(t *testing.T) {
@@ -306,9 +308,26 @@ func TestClusterExternalWorkerKilled(t *testing.T) {
 		t.Errorf("the last band came %v after %s was killed, before its band could have been given to %s (AckWait %v): was it holding one?",
 			after, victim.name, survivor.name, bandAckWait)
 	}
-	// The client does not report the lost worker or the redelivery: it
-	// does so only for the local workers of -cluster (issue 32). Its
-	// stderr is shown here for the day it does.
+	// The client reports the bands the killed worker held, sent again or
+	// delivered again to the survivor, naming the band and the killed
+	// worker. (A band the stream gave the victim while it ran a direct
+	// request, which it had not yet said it held, is reported with its
+	// previous worker unknown.)
+	report := regexp.MustCompile(`(?m)^cluster: task "` + bandTask + `": band (\d)/4 \(rows (\d)\.\.(\d)\) \(input \S+\)(: worker (\S+) on \S+, which had it, said nothing for 5s \(its ack wait\)| (delivered|run) again \(delivery \d\) (to|by) worker ` +
+		regexp.QuoteMeta(survivor.name) + ` on \S+: (worker (\S+) on \S+, which had it,|the worker that had it) did not finish it)`)
+	named := 0
+	for _, m := range report.FindAllStringSubmatch(r.stderr, -1) {
+		prev := m[5] + m[9]
+		if n, _ := strconv.Atoi(m[1]); m[2] != m[3] || strconv.Itoa(n-1) != m[2] || prev != "" && prev != victim.name {
+			t.Errorf("report %q: want a band of 4 and its row, and %s as the worker that had it", m[0], victim.name)
+		}
+		if prev == victim.name {
+			named++
+		}
+	}
+	if named == 0 {
+		t.Errorf("the client's stderr: want a report of a band %s held, naming it:\n%s", victim.name, r.stderr)
+	}
 	t.Logf("run %v; %s killed after %v, the last band %v later; stdout:\n%s\nstderr:\n%s",
 		r.end.Sub(r.start).Round(time.Millisecond), victim.name, r.killedAt.Sub(r.start).Round(time.Millisecond), after.Round(time.Millisecond), r.stdout, r.stderr)
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -301,4 +303,50 @@ func TestClusterWorkerAllow(t *testing.T) {
 		}
 	}
 	goleak.VerifyNone(t, before, natsLeak)
+}
+
+// -workers on a worker is its copies of each compute task, and its default
+// is the machine's cores; -cluster N's local workers get -workers when it
+// is given, otherwise a share of the cores.
+func TestClusterWorkerCopies(t *testing.T) {
+	cores := runtime.GOMAXPROCS(0)
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222"}, cores},
+		{[]string{"-worker", "-nats", "nats://127.0.0.1:4222", "-workers", "3"}, 3},
+		{[]string{"-cluster", "2", "-dir", "d", "-rows", "2", "-cols", "2", "-out", "o"}, max(1, cores/2)},
+		{[]string{"-cluster", "2", "-dir", "d", "-rows", "2", "-cols", "2", "-out", "o", "-workers", "3"}, 3},
+		{[]string{"-cluster", "4", "-dir", "d", "-rows", "2", "-cols", "2", "-out", "o", "-workers", "4"}, 4},
+	} {
+		c, err := parseFlags(tc.args)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		got := c.workers
+		if c.cl.cluster > 0 {
+			got = c.localCopies()
+		}
+		if got != tc.want {
+			t.Errorf("%q: each worker runs %d copies of each compute task, want %d (%d cores)", tc.args, got, tc.want, cores)
+		}
+	}
+	// The worker says so when it starts.
+	srv := tokenServer(t)
+	defer srv.Shutdown()
+	stop := startWorker(context.Background(), "-worker", "-nats", srv.URL(), "-name", "cores")
+	waitDirectory(t, context.Background(), srv.URL(), "cores")
+	w := stop()
+	if want := fmt.Sprintf("worker cores on %s: registering bands of rows, one at a time, with %d workers (copies of each compute task)", hostname(t), cores); w.code != 0 || !strings.Contains(w.stdout, want) {
+		t.Errorf("worker: exit %d, want %q:\n%s%s", w.code, want, w.stdout, w.stderr)
+	}
+}
+
+func hostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Skip(err)
+	}
+	return h
 }
