@@ -246,7 +246,10 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	fmt.Fprintf(stdout, "cluster: embedded NATS server at %s; %d worker processes: %s\n", srv.URL(), len(infos), strings.Join(joined, ", "))
 	fmt.Fprintf(stdout, "cluster: more workers on this machine join with: %s=$(cat %s) %s -worker -nats %s\n", natsconn.EnvToken, tokenFile, prog, srv.URL())
 
-	remote, err := cluster.NewRemote[tileWork, tileDone](client, tileTask, cluster.Version(tileVersion))
+	// The client's reports (a tile delivered again after its worker was
+	// lost) name the tile.
+	label := cluster.InputLabel(func(w tileWork) string { return fmt.Sprintf("tile %d of %d", w.Tile, w.Tiles) })
+	remote, err := cluster.NewRemote[tileWork, tileDone](client, tileTask, cluster.Version(tileVersion), label)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

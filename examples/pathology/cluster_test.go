@@ -272,7 +272,20 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 	if !strings.Contains(out.b.String(), "progress: 12/12 tiles") || !strings.Contains(out.b.String(), "cluster: 1 worker process(es) died, 1 restarted, 0 given up") {
 		t.Errorf("stdout:\n%s", out.b.String())
 	}
-	t.Logf("stdout:\n%s", out.b.String())
+	// The tile it held is reported delivered again, named, with
+	// pathology-w2 as the worker that had it (or that worker unknown, if
+	// it had taken the tile less than 100 ms before).
+	again := regexp.MustCompile(`(?m)^cluster: task "` + tileTask + `": tile \d+ of 12 \(input \S+\) (delivered|run) again \(delivery 2\) (to|by) worker pathology-w\d on \S+: (worker (\S+) on \S+, which had it,|the worker that had it) did not finish it`)
+	ms := again.FindAllStringSubmatch(stderr.String(), -1)
+	if len(ms) == 0 {
+		t.Errorf("no report of the tile pathology-w2 held:\n%s", stderr.String())
+	}
+	for _, m := range ms {
+		if m[4] != "" && m[4] != "pathology-w2" {
+			t.Errorf("report %q: want pathology-w2 as the worker that had the tile", m[0])
+		}
+	}
+	t.Logf("stdout:\n%s\nstderr:\n%s", out.b.String(), stderr.String())
 }
 
 // TestClusterCancel cancels a -cluster run in the middle, with tiles on
