@@ -296,11 +296,34 @@ func WithLogger(l *slog.Logger) StartOption { return startOption(func(c *startCo
 // mistakes, a task that no producer feeds, a node whose output goes nowhere
 // (see [DiscardOutput]), a failing task factory or memory allocator.
 func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runtime[In, Out], error) {
+	cfg := newStartConfig(opts)
+	return g.start(ctx, &cfg, false)
+}
+
+// newStartConfig applies opts to the defaults.
+func newStartConfig(opts []StartOption) startConfig {
 	cfg := startConfig{stallAfter: DefaultStallDelay}
 	for _, o := range opts {
 		o.applyStart(&cfg)
 	}
+	return cfg
+}
+
+// start is Start; keep tells that the run may use, and then keep, a frame
+// of the graph (see Run): the caller then gives it back with recycle.
+func (g *Graph[In, Out]) start(ctx context.Context, cfg *startConfig, keep bool) (*Runtime[In, Out], error) {
 	bp := core.BlueprintOf(g)
+	// A run whose Execution is handed to callbacks may be looked at after
+	// Run returns: it keeps nothing.
+	keep = keep && !cfg.trace && len(cfg.started) == 0 && core.Fits(ctx)
+	if keep {
+		if f := core.TakeFrame(bp); f != nil {
+			rt, err := g.restart(ctx, cfg, f)
+			if !core.IsNotReusable(err) {
+				return rt, err
+			}
+		}
+	}
 	r := core.NewRun(ctx, bp.Name, cfg.log)
 	r.NoStats = cfg.noStats
 	if cfg.trace {
@@ -329,11 +352,23 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	if err != nil {
 		return nil, r.Abort(err)
 	}
-	if results.Producers() == 0 {
-		results.Close() // nothing feeds the output: it is empty for good
+	if keep {
+		if rt.frame = core.NewFrame(bp, &rt.scope, insts); rt.frame != nil {
+			rt.frame.Owner = rt
+		}
+	}
+	rt.launch(cfg, insts)
+	return rt, nil
+}
+
+// launch starts the run of rt, instantiated (or reset) and wired.
+func (rt *Runtime[In, Out]) launch(cfg *startConfig, insts []core.Instance) {
+	r := rt.run
+	if rt.results.Producers() == 0 {
+		rt.results.Close() // nothing feeds the output: it is empty for good
 	}
 	r.Start()
-	rt.exec.watch(&cfg)
+	rt.exec.watch(cfg)
 	for _, in := range insts {
 		in.Launch(r)
 	}
@@ -341,8 +376,41 @@ func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runti
 	for _, f := range cfg.started {
 		f(rt.Execution)
 	}
+}
+
+// restart starts a run of g on the frame f kept by an earlier Run: its
+// queues and copies' goroutines are reset and woken rather than made.
+func (g *Graph[In, Out]) restart(ctx context.Context, cfg *startConfig, f *core.Frame) (*Runtime[In, Out], error) {
+	rt := f.Owner.(*Runtime[In, Out])
+	bp := core.BlueprintOf(g)
+	r := core.NewRun(ctx, bp.Name, cfg.log)
+	r.NoStats = cfg.noStats
+	rt.exec.run = r
+	rt.exec.sent.Store(0)
+	if cfg.abandonAfter > 0 {
+		r.AbandonAfter, r.Abandoned = cfg.abandonAfter, rt.exec.abandoned
+	}
+	rt.closed = false
+	rt.closing.Store(false)
+	rt.left = nil
+	if err := f.Reuse(r, &rt.scope); err != nil {
+		return nil, r.Abort(err)
+	}
+	rt.launch(cfg, f.Instances())
 	return rt, nil
 }
+
+// recycle gives the frame of a finished Run back to the graph.
+func (rt *Runtime[In, Out]) recycle() {
+	if f := rt.frame; f != nil {
+		core.PutFrame(f)
+	}
+}
+
+// Release ends the goroutines that [Graph.Run] keeps parked between runs
+// of g (see Run). They also end by themselves once no Run has used them
+// for a while (100 ms); g stays usable.
+func (g *Graph[In, Out]) Release() { core.ReleaseFrames(core.BlueprintOf(g)) }
 
 // Runtime is one running instance of a graph: Send its inputs, Close, read
 // its Results. Its [*Execution] (Wait, Cancel, Stats, pictures) is the part
@@ -362,6 +430,10 @@ type Runtime[In, Out any] struct {
 
 	leftMu sync.Mutex
 	left   []Out // taken from the output queue by a range that stopped early
+
+	// frame is the graph's frame this runtime lives in, when Run keeps it
+	// for the next Run.
+	frame *core.Frame
 }
 
 // ErrClosed is returned by Send after Close, and by a Send that was waiting
@@ -491,7 +563,8 @@ func (e *Execution) Cancel() { e.run.Fail(context.Canceled) }
 // wait. If yield returns an error the run is cancelled and that error is
 // returned.
 func (g *Graph[In, Out]) Run(ctx context.Context, inputs iter.Seq[In], yield func(Out) error, opts ...StartOption) error {
-	rt, err := g.Start(ctx, opts...)
+	cfg := newStartConfig(opts)
+	rt, err := g.start(ctx, &cfg, true)
 	if err != nil {
 		return err
 	}
@@ -517,6 +590,7 @@ func (g *Graph[In, Out]) Run(ctx context.Context, inputs iter.Seq[In], yield fun
 	}
 	err = rt.Wait()
 	<-fed
+	rt.recycle()
 	if yerr != nil {
 		return yerr
 	}

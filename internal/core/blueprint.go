@@ -34,6 +34,9 @@ type Blueprint struct {
 	nameSeen, edgeSeen seenSet
 	// edgeSlab holds the latest edges made by Connect.
 	edgeSlab []Edge
+	// frames holds the instantiated forms of b kept between runs (see
+	// Frame).
+	frames framePool
 }
 
 // NewBlueprint returns an empty blueprint.

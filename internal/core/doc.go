@@ -33,6 +33,10 @@
 //     their context: the hooks then run when the last of them returns).
 //   - shape.go: the cached shape of a blueprint started many times (copy
 //     contexts, task.Info), kept by the blueprint itself.
+//   - reuse.go: Frame, the instantiated form of a blueprint that
+//     graph.Graph.Run keeps between runs (queues and outlets reset, task
+//     copies made anew, their goroutines parked instead of ended), the
+//     blueprint's pool of idle frames and its release.
 //   - stats.go: always-on counters per copy (CopyStats, State), NodeStats
 //     and PoolStats.
 //   - topology.go: TopoNode/TopoEdge, the instantiated graph for pictures.
@@ -49,6 +53,30 @@
 // every Instance is Launched (goroutines start), the Run counts them down,
 // and Wait runs the OnFinish hooks (pools free their memory) and returns
 // the first error.
+//
+// # Reused runs
+//
+// graph.Graph.Run (not Start, whose Runtime the caller may read after
+// Wait) keeps what it instantiated in a Frame when the blueprint is made
+// of plain tasks only, and the next Run resets the frame instead of
+// instantiating the blueprint: queues are emptied, producer counts set
+// back to the wiring's, counters zeroed, and the task copies made anew by
+// their factories. A copy's goroutine does not end with its node: after
+// its Shutdown and the run's accounting it parks on its queue's condition
+// variable (node.await) until the queue's generation moves on — the next
+// run's Launch — and then starts that run when the queue wakes it (its
+// first value, its close, the run's stop), or at once if its task has an
+// Initialize. So Initialize and Shutdown still run once per copy and run,
+// on fresh copies; what a Run no longer pays is the allocation of the
+// nodes and the start and end of their goroutines.
+//
+// A frame goes back to its blueprint's pool only when every goroutine of
+// its run returned: a run that Wait gave up on (AbandonAfter) or a copy
+// that ended in runtime.Goexit makes the frame end its goroutines instead.
+// An idle frame ends its goroutines after FrameIdle (graph.Graph.Release
+// does it at once), so that tests checking for leaked goroutines see none
+// shortly after the last Run. Concurrent Runs of one graph each take a
+// frame of their own (at most maxFrames are kept).
 //
 // # Node kinds: one extension style
 //

@@ -49,6 +49,12 @@ type Inbox[T any] struct {
 	succ      successors // the outlets of the consuming node
 	// pri, when set, makes the inbox a priority queue (see SetPriority).
 	pri *priority[T]
+	// Kept in a Frame: gen counts the runs (the consumer's parked copies
+	// wait for it to change), ended tells them to end, wiredProducers is
+	// the producer count of the wiring.
+	gen            uint64
+	ended          bool
+	wiredProducers int32
 }
 
 // successors lists where values go from a sink, for cycle detection.
@@ -94,6 +100,28 @@ func (q *Inbox[T]) init(r *Run, name label, limit int, counted bool) {
 		r.bounded.Add(1)
 	}
 	r.register(q)
+}
+
+func (q *Inbox[T]) wired() { q.wiredProducers = q.producers }
+
+// reset empties q for run r, with its producers as wired; the consumer's
+// parked copies start when the node is launched (node.wakeRun).
+func (q *Inbox[T]) reset(r *Run) {
+	q.mu.Lock()
+	q.run = r
+	q.closed, q.gone = false, false
+	clear(q.buf)
+	if q.pri != nil {
+		q.pri.seq, q.pri.next = q.pri.seq[:0], 0
+	}
+	q.head, q.n = 0, 0
+	q.producers = q.wiredProducers
+	q.maxLen, q.pushed, q.dropped = 0, 0, 0
+	q.color = white
+	if q.limit > 0 {
+		r.bounded.Add(1)
+	}
+	q.mu.Unlock()
 }
 
 // label is the name of a sink in messages, formatted only when needed:

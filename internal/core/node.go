@@ -77,6 +77,8 @@ type copyRT[In any] struct {
 	buf   [1]In // the first batch's room
 	// inited is set once Initialize succeeded: Shutdown is then due.
 	inited bool
+	// ok is set when the copy's run ends without runtime.Goexit.
+	ok bool
 }
 
 // node is the runtime of a task or bookkeeper: one inbox, several copies.
@@ -95,6 +97,14 @@ type node[In any] struct {
 	live   atomic.Int32
 	owner  nodeOwner
 	queue  *QueueTrack // set when the run is traced
+	// frame is set when the node is kept in a Frame: its copies'
+	// goroutines then park after a run (see await) instead of ending;
+	// launched tells that they are started, eager that a copy has an
+	// Initialize (the copies then start at Launch, not at their first
+	// value).
+	frame    *Frame
+	launched bool
+	eager    bool
 }
 
 // nodeOwner is the instance a node lives in.
@@ -174,8 +184,13 @@ func (n *node[In]) queueMax() int   { return n.inbox.MaxLen() }
 func (n *node[In]) In() any { return &n.inbox }
 
 func (n *node[In]) Launch(r *Run) {
+	if n.launched {
+		n.wakeRun()
+		return
+	}
 	k := len(n.copies)
 	n.live.Store(int32(k))
+	n.launched = n.frame != nil
 	if k > 1 && n.copies[0].ctx.side == nil {
 		lctx := n.labelled() // shared by the copies
 		for i := range n.copies {
@@ -221,16 +236,99 @@ func (n *node[In]) protect(thread int, phase task.Phase, f func() error) (err er
 
 // work is the goroutine of copy i, counted by Launch in the run's
 // goroutines. Its frames are kept small, and few between it and a task's
-// Emit, so that a copy's goroutine seldom outgrows its first stack.
+// Emit, so that a copy's goroutine seldom outgrows its first stack. A node
+// kept in a Frame runs the copy again in each run that reuses the frame.
 func (n *node[In]) work(i int) {
 	c := &n.copies[i]
+	gen := n.inbox.gen
+	for {
+		n.runCopy(c, i)
+		if n.frame == nil {
+			return
+		}
+		var ok bool
+		if gen, ok = n.await(gen); !ok {
+			return
+		}
+	}
+}
+
+// runCopy is one run of copy c: Initialize, the loop, Shutdown, and the
+// node's and run's accounting.
+func (n *node[In]) runCopy(c *copyRT[In], i int) {
+	c.ok = false
 	defer n.exit(c, i)
 	n.prepare(c)
 	if !n.initialize(c, i) {
+		c.ok = true
 		return
 	}
 	c.inited = true
 	n.loop(c, i)
+	c.ok = true
+}
+
+// await parks the goroutine of a copy of a node kept in a Frame between
+// runs: until a run after run gen wakes it (a value, the close of the
+// queue, a stop, or an eager Launch), or the frame ends (false).
+func (n *node[In]) await(gen uint64) (uint64, bool) {
+	q := &n.inbox
+	q.mu.Lock()
+	for q.gen == gen && !q.ended {
+		q.waiting++
+		q.notEmpty.Wait()
+		q.waiting--
+	}
+	gen, ok := q.gen, !q.ended
+	q.mu.Unlock()
+	return gen, ok
+}
+
+// wakeRun starts the run of a node kept in a Frame, reset and counted in
+// the run's goroutines by Frame.Reuse, once the run has started: its
+// parked copies start now if they are eager or something is for them
+// already, else when their queue wakes them (a value, its close, the
+// run's stop).
+func (n *node[In]) wakeRun() {
+	q := &n.inbox
+	q.mu.Lock()
+	q.gen++
+	if q.waiting > 0 && (n.eager || q.n > 0 || q.closed || n.run.Stopped()) {
+		q.notEmpty.Broadcast()
+	}
+	q.mu.Unlock()
+}
+
+// count counts the copies of a node kept in a Frame in run r's
+// goroutines, before any node of the run is launched.
+func (n *node[In]) count(r *Run) {
+	k := len(n.copies)
+	n.live.Store(int32(k))
+	r.wg.Add(k)
+	r.live.Add(int64(k))
+}
+
+// endPool makes the parked goroutines of a node kept in a Frame end.
+func (n *node[In]) endPool() {
+	q := &n.inbox
+	q.mu.Lock()
+	q.ended = true
+	q.notEmpty.Broadcast()
+	q.mu.Unlock()
+}
+
+// pool keeps the node in f: its copies' goroutines park after a run.
+func (n *node[In]) pool(f *Frame) { n.frame = f }
+
+// poolable reports whether the node can be kept in a Frame: its copies'
+// contexts are the blueprint's cached ones.
+func (n *node[In]) poolable() bool {
+	for i := range n.copies {
+		if n.copies[i].ctx.side == nil || n.copies[i].stats.remote != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // exit ends copy c: its Shutdown if it was initialized, then the node's
@@ -242,8 +340,20 @@ func (n *node[In]) exit(c *copyRT[In], i int) {
 	defer r.exited()
 	defer n.copyExited()
 	defer c.stats.SetState(StateDone)
+	defer n.checkGoexit(c)
+	ok := c.ok
+	c.ok = false
 	if c.inited {
 		n.shutdown(c, i)
+	}
+	c.ok = ok
+}
+
+// checkGoexit marks the frame of a copy whose goroutine ends in
+// runtime.Goexit as one that cannot run again.
+func (n *node[In]) checkGoexit(c *copyRT[In]) {
+	if !c.ok && n.frame != nil {
+		n.frame.broken.Store(true)
 	}
 }
 
@@ -527,9 +637,47 @@ func (x placedExec[In, Out]) execute(ctx context.Context, in In) error {
 // allocation.
 type taskInst[In, Out any] struct {
 	node[In]
-	out Outlet[Out]
-	x1  [1]taskExec[In, Out]
+	out   Outlet[Out]
+	x1    [1]taskExec[In, Out]
+	spec  *taskSpec[In, Out]
+	execs []taskExec[In, Out]
 }
+
+// reuse resets a task kept in a Frame for run r: its copies are made anew
+// by the task's factory.
+func (t *taskInst[In, Out]) reuse(r *Run) error {
+	n := &t.node
+	n.run = r
+	var one [1]task.Task[In, Out]
+	tasks := one[:]
+	if len(n.copies) > 1 {
+		tasks = make([]task.Task[In, Out], len(n.copies))
+	}
+	if err := fillCopies(n.fullName(), tasks, t.spec.factory); err != nil {
+		return err
+	}
+	n.eager = false
+	for i, tk := range tasks {
+		if placerOf(tk) != nil {
+			return errNotReusable
+		}
+		x := &t.execs[i]
+		x.t = tk
+		x.term, _ = tk.(task.Terminator)
+		x.active.Store(false)
+		c := &n.copies[i]
+		c.ex = x
+		c.stats.reset(&r.Epoch)
+		c.ctx.Context = r.ctx
+		c.ctx.state.last.Store(nil)
+		c.inited = false
+		n.eager = n.eager || x.hasInit()
+	}
+	return nil
+}
+
+// poolable reports whether the task can be kept in a Frame.
+func (t *taskInst[In, Out]) poolable() bool { return t.spec != nil && t.node.poolable() }
 
 func (t *taskInst[In, Out]) Out(i int) any {
 	if i != 0 {
@@ -587,13 +735,14 @@ func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 	if err := fillCopies(full, tasks, ts.factory); err != nil {
 		return nil, err
 	}
-	t := &taskInst[In, Out]{}
+	t := &taskInst[In, Out]{spec: ts}
 	t.out.init(sc.Run, label{kind: labelTaskOutput, s: full})
 	t.out.AddProducer() // the node itself
 	execs := t.x1[:]
 	if len(tasks) > 1 {
 		execs = make([]taskExec[In, Out], len(tasks))
 	}
+	t.execs = execs
 	t.node.init(sc, &ts.Spec, name, labelTask, opt.QueueCap, len(tasks), t)
 	t.inbox.succ = t
 	if opt.Priority != nil {

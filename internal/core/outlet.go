@@ -30,6 +30,19 @@ type Outlet[T any] struct {
 	// inbox (no extra atomic operation per value), else atomically.
 	first  *Inbox[T]
 	pushed int64 // guarded by first.mu; atomic when first is nil
+	// wiredProducers is the producer count of the wiring (kept in a
+	// Frame).
+	wiredProducers int32
+}
+
+func (o *Outlet[T]) wired() { o.wiredProducers = o.producers.Load() }
+
+// reset makes o ready for another run, with its producers as wired.
+func (o *Outlet[T]) reset(*Run) {
+	// Nothing runs on o: the run that used it is over.
+	o.producers.Store(o.wiredProducers)
+	o.pushed = 0
+	o.color = white
 }
 
 // NewOutlet returns an outlet registered with r for validation.

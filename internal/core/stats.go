@@ -58,6 +58,11 @@ type CopyStats struct {
 	remote  *RemoteStats           // set when the copy's task is a task.Placer
 }
 
+// reset zeroes the counters for another run of the copy (in a Frame).
+func (c *CopyStats) reset(epoch *time.Time) {
+	*c = CopyStats{Thread: c.Thread, epoch: epoch}
+}
+
 // Remote returns what the runtime knows of where the copy's inputs run, or
 // nil for a copy whose task is not a task.Placer.
 func (c *CopyStats) Remote() *RemoteStats { return c.remote }

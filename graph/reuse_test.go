@@ -1,0 +1,278 @@
+package graph_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/task"
+)
+
+// lifeTask counts its Initialize, Execute and Shutdown calls in shared
+// counters, and fails or panics on the values it is told to.
+type lifeTask struct {
+	c         *lifeCounts
+	n         int // values executed by this copy (fresh per run)
+	failOn    int
+	panicOn   int
+	goexitOn  int
+	initCalls int
+}
+
+type lifeCounts struct {
+	made, inits, execs, shuts atomic.Int64
+	stale                     atomic.Int64 // a copy that saw state of an earlier run
+}
+
+func (t *lifeTask) Initialize(ctx context.Context, info task.Info) error {
+	t.initCalls++
+	t.c.inits.Add(1)
+	if t.initCalls != 1 || t.n != 0 {
+		t.c.stale.Add(1)
+	}
+	return nil
+}
+
+func (t *lifeTask) Execute(ctx context.Context, v int, out task.Emitter[int]) error {
+	t.n++
+	t.c.execs.Add(1)
+	switch v {
+	case t.failOn:
+		return errors.New("told to fail")
+	case t.panicOn:
+		panic("told to panic")
+	case t.goexitOn:
+		runtime.Goexit()
+	}
+	return out.Emit(v + 1)
+}
+
+func (t *lifeTask) Shutdown(ctx context.Context) error {
+	t.c.shuts.Add(1)
+	return nil
+}
+
+// lifeChain is input → a (2 copies) → b → output, both lifeTasks.
+func lifeChain(c *lifeCounts, failOn, panicOn, goexitOn int) *graph.Graph[int, int] {
+	g := graph.New[int, int]("life")
+	mk := func() task.Task[int, int] {
+		c.made.Add(1)
+		return &lifeTask{c: c, failOn: failOn, panicOn: panicOn, goexitOn: goexitOn}
+	}
+	a := graph.AddTask(g, "a", 2, mk)
+	b := graph.AddTask(g, "b", 1, mk)
+	graph.Connect(g.Input(), a)
+	graph.Connect(a, b)
+	graph.Connect(b, g.Output())
+	return g
+}
+
+func ints(vs ...int) func(func(int) bool) {
+	return func(yield func(int) bool) {
+		for _, v := range vs {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
+
+// Run keeps a finished run's queues and goroutines for the next Run: the
+// task copies are still made anew, initialized and shut down once per run,
+// and the results are those of a fresh run; Release ends the goroutines
+// kept.
+func TestRunReusesRuntime(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var c lifeCounts
+	g := lifeChain(&c, -1, -1, -1)
+	const runs = 20
+	for run := range runs {
+		in := []int{run, run + 100, run + 200}
+		if run%5 == 4 {
+			in = nil // no value: the copies are still initialized and shut down
+		}
+		var got []int
+		if err := g.Run(context.Background(), ints(in...), func(v int) error { got = append(got, v); return nil }); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		slices.Sort(got)
+		var want []int
+		for _, v := range in {
+			want = append(want, v+2)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("run %d: results %v, want %v", run, got, want)
+		}
+	}
+	if got, want := c.made.Load(), int64(3*runs); got != want {
+		t.Errorf("%d copies made, want %d (three per run)", got, want)
+	}
+	if c.inits.Load() != c.made.Load() || c.shuts.Load() != c.made.Load() {
+		t.Errorf("%d Initialize and %d Shutdown calls for %d copies", c.inits.Load(), c.shuts.Load(), c.made.Load())
+	}
+	if c.stale.Load() != 0 {
+		t.Errorf("%d copies initialized twice or after executing", c.stale.Load())
+	}
+	if got, want := c.execs.Load(), int64(2*3*(runs-runs/5)); got != want {
+		t.Errorf("%d executions, want %d", got, want)
+	}
+	g.Release()
+}
+
+// Without Release, the goroutines kept by Run end once unused for a while.
+func TestRunKeptGoroutinesEnd(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var c lifeCounts
+	g := lifeChain(&c, -1, -1, -1)
+	base := runtime.NumGoroutine()
+	if err := g.Run(context.Background(), ints(1, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Three copies park in the graph's pool (goroutines may still be
+	// ending: the counts are looked at until they settle).
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() != base+3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Run, want %d parked", runtime.NumGoroutine()-base, 3)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A failed, a panicking and a cancelled run leave the next runs correct.
+func TestRunReuseAfterFailure(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var c lifeCounts
+	g := lifeChain(&c, 7, 8, -1)
+	defer g.Release()
+	for round := range 3 {
+		err := g.Run(context.Background(), ints(1, 7, 2), nil)
+		var te *task.Error
+		if !errors.As(err, &te) || te.Task != "a" || te.Phase != task.PhaseExecute {
+			t.Fatalf("round %d: error %v, want task a's", round, err)
+		}
+		err = g.Run(context.Background(), ints(1, 8, 2), nil)
+		var pe *task.PanicError
+		if !errors.As(err, &pe) || !errors.As(err, &te) || te.Task != "a" {
+			t.Fatalf("round %d: error %v, want task a's panic", round, err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := g.Run(ctx, ints(1, 2), nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: cancelled run: %v", round, err)
+		}
+		var got []int
+		if err := g.Run(context.Background(), ints(1, 2, 3), func(v int) error { got = append(got, v); return nil }); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, []int{3, 4, 5}) {
+			t.Fatalf("round %d: results %v", round, got)
+		}
+	}
+	if c.inits.Load() != c.made.Load() || c.shuts.Load() != c.made.Load() {
+		t.Errorf("%d Initialize and %d Shutdown calls for %d copies", c.inits.Load(), c.shuts.Load(), c.made.Load())
+	}
+}
+
+// A copy whose goroutine ends in runtime.Goexit is not reused: the next
+// run gets a runtime of its own, and nothing is left.
+func TestRunReuseAfterGoexit(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var c lifeCounts
+	g := lifeChain(&c, -1, -1, 9)
+	defer g.Release()
+	for round := range 3 {
+		// The Goexit ends the copy; the run ends with whatever the other
+		// copies did.
+		_ = g.Run(context.Background(), ints(1, 9, 2), nil)
+		var got []int
+		if err := g.Run(context.Background(), ints(1, 2), func(v int) error { got = append(got, v); return nil }); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, []int{3, 4}) {
+			t.Fatalf("round %d: results %v", round, got)
+		}
+	}
+}
+
+// Runs of one graph at once each get a runtime.
+func TestRunReuseConcurrent(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var c lifeCounts
+	g := lifeChain(&c, -1, -1, -1)
+	defer g.Release()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for run := range 30 {
+				sum := 0
+				if err := g.Run(context.Background(), ints(w, run), func(v int) error { sum += v; return nil }); err != nil {
+					errs <- err
+					return
+				}
+				if sum != w+run+4 {
+					errs <- fmt.Errorf("worker %d run %d: sum %d, want %d", w, run, sum, w+run+4)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// A copy that ignores its context, abandoned by Wait, is never reused:
+// the next runs work, and its goroutine ends once it returns.
+func TestRunReuseAfterAbandon(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	g := graph.New[int, int]("deafplain")
+	n := graph.AddFunc(g, "read", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		if v == 1 {
+			entered <- struct{}{}
+			<-release // ignores ctx
+		}
+		return out.Emit(v)
+	})
+	graph.Connect(g.Input(), n)
+	graph.Connect(n, g.Output())
+	defer g.Release()
+	if err := g.Run(context.Background(), ints(2), nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-entered; cancel() }()
+	err := g.Run(ctx, ints(1), nil, graph.WithAbandonAfter(20*time.Millisecond), graph.WithoutStallReport())
+	var ae *graph.AbandonedError
+	if !errors.As(err, &ae) {
+		t.Fatalf("run with a deaf copy: %v, want an AbandonedError", err)
+	}
+	for range 3 {
+		var got []int
+		if err := g.Run(context.Background(), ints(2, 3), func(v int) error { got = append(got, v); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 {
+			t.Fatalf("results %v after an abandoned run", got)
+		}
+	}
+	close(release)
+}
