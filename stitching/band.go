@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"image"
+	"runtime"
 
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/tileio"
@@ -37,6 +38,13 @@ type RegisterFunc func(ctx context.Context, src tileio.TileSource, ff *align.Fla
 // (the refinement runs on the CPU). An error from register is returned
 // wrapped; translations for another grid size are an error.
 func StitchRegistered(ctx context.Context, src tileio.TileSource, opt align.Options, gopt GraphOptions, register RegisterFunc) (*Result, error) {
+	return stitchRegistered(ctx, src, opt, gopt, register, nil)
+}
+
+// stitchRegistered is StitchRegistered with the flat field known (ff not
+// nil: the estimate StitchLive made from the same sample tiles) instead
+// of estimated again.
+func stitchRegistered(ctx context.Context, src tileio.TileSource, opt align.Options, gopt GraphOptions, register RegisterFunc, ff *align.FlatField) (*Result, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
@@ -46,7 +54,7 @@ func StitchRegistered(ctx context.Context, src tileio.TileSource, opt align.Opti
 		return nil, err
 	}
 	raw := src
-	res, src, err := begin(ctx, src, opt)
+	res, src, err := beginWith(ctx, src, opt, runtime.GOMAXPROCS(0), ff)
 	if err != nil {
 		return nil, err
 	}

@@ -143,10 +143,10 @@ func StitchLive(ctx context.Context, src tileio.TileSource, arrivals <-chan tile
 		// Stitch's registration (GPU: and refinement), on the finished grid.
 		res, err = Stitch(ctx, src, opt, gopt)
 	} else {
-		// The rest of the stitch as for a registration done elsewhere: the
-		// flat field StitchRegistered estimates is the one the final pairs
-		// were registered with (the same tiles, the same estimate).
-		res, err = StitchRegistered(ctx, src, opt, gopt, func(ctx context.Context, raw tileio.TileSource, ff *align.FlatField) (*align.Translations, error) {
+		// The rest of the stitch as for a registration done elsewhere,
+		// with the flat field the final pairs were registered with (the
+		// estimate StitchRegistered would make from the same tiles).
+		res, err = stitchRegistered(ctx, src, opt, gopt, func(ctx context.Context, raw tileio.TileSource, ff *align.FlatField) (*align.Translations, error) {
 			if sameFlatField(ff, e.ff) {
 				return e.final, nil
 			}
@@ -159,7 +159,7 @@ func StitchLive(ctx context.Context, src tileio.TileSource, arrivals <-chan tile
 				rel.Set(pt.Pair, pt.Translation)
 			}
 			return rel, nil
-		})
+		}, e.ff)
 	}
 	if err != nil {
 		return nil, err

@@ -207,6 +207,13 @@ func begin(ctx context.Context, src tileio.TileSource, opt align.Options) (*Resu
 // on the calling goroutine) and Stitch (its workers load and fit the
 // sample tiles).
 func beginWorkers(ctx context.Context, src tileio.TileSource, opt align.Options, workers int) (*Result, tileio.TileSource, error) {
+	return beginWith(ctx, src, opt, workers, nil)
+}
+
+// beginWith is beginWorkers with the flat field known, when known is not
+// nil (the estimate of the same tiles made earlier: StitchLive's), instead
+// of estimated again.
+func beginWith(ctx context.Context, src tileio.TileSource, opt align.Options, workers int, known *align.FlatField) (*Result, tileio.TileSource, error) {
 	rows, cols := src.Rows(), src.Cols()
 	w, h := src.TileSize()
 	if rows <= 0 || cols <= 0 {
@@ -219,9 +226,12 @@ func beginWorkers(ctx context.Context, src tileio.TileSource, opt align.Options,
 		}
 	}
 	if !opt.NoFlatField {
-		ff, err := estimateFlatFieldWorkers(ctx, src, flatFieldSample(rows*cols), workers)
-		if err != nil {
-			return nil, nil, err
+		ff := known
+		if ff == nil {
+			var err error
+			if ff, err = estimateFlatFieldWorkers(ctx, src, flatFieldSample(rows*cols), workers); err != nil {
+				return nil, nil, err
+			}
 		}
 		res.FlatField = ff
 		if !ff.Identity() {
