@@ -165,7 +165,7 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 				continue
 			}
 			known[k] = true
-			cands = append(cands, align.Candidate{Pair: jobs[i].p, Translation: t})
+			cands = append(cands, indistinct(jobs[i].p, t, refined.At(jobs[i].p)))
 			added++
 		}
 		if added == 0 {
@@ -204,6 +204,23 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 	}
 	pl.finish(out)
 	return pl, nil
+}
+
+// indistinct makes the candidate of pair p that a re-search found at t,
+// against the pair's refined translation r. A candidate within r's Spread
+// of r is a displacement the content could not tell from r: its raw NCC
+// may beat r's (on a noise-limited pair, whose refined translation came
+// from the Wiener-filtered surface, the raw maximum is biased), but that
+// is no evidence, so it weighs what r weighs and carries at least r's
+// Spread and its distance from r. The loops then choose between them.
+// Others weigh their NCC.
+func indistinct(p align.Pair, t, r align.Translation) align.Candidate {
+	c := align.Candidate{Pair: p, Translation: t}
+	if d := max(abs(t.X-r.X), abs(t.Y-r.Y)); d > 0 && d <= r.Spread {
+		c.Weight = max(min(t.Corr, r.Corr), 1e-3)
+		c.Spread = max(c.Spread, r.Spread, d)
+	}
+	return c
 }
 
 // finish sets Optimized and Uncertainty from the positions and the final

@@ -11,6 +11,9 @@ import (
 type Candidate struct {
 	Pair Pair
 	Translation
+	// Weight, when positive, is the hypothesis's weight in the fit
+	// instead of its correlation (see [SolvePositions]).
+	Weight float64
 }
 
 // Solution is the outcome of [SolvePositions].
@@ -52,7 +55,8 @@ const minSolveWeight = 1e-3
 // over every pair rather than a spanning tree: it minimizes, separately
 // in X and in Y, the sum over all hypotheses (the translation of every
 // pair in t and the extra candidates) of weight * |implied - hypothesis|,
-// where the weight is the hypothesis's correlation (floored at 1e-3).
+// where the weight is the hypothesis's correlation (or a candidate's
+// Weight), floored at 1e-3.
 // Minimizing absolute residuals (L1) rather than squared ones lets a pair
 // that the loops around it contradict carry its whole error instead of
 // spreading it over its neighbours, so wrong pairs do not move correctly
@@ -128,15 +132,19 @@ func (h hyp) d(ax int) float64 {
 func hypotheses(t *Translations, extra []Candidate) []hyp {
 	ps := Pairs(t.Rows, t.Cols)
 	hs := make([]hyp, 0, len(ps)+len(extra))
-	add := func(p Pair, tr Translation) {
+	add := func(p Pair, tr Translation, w float64) {
 		nr, nc := p.Neighbor()
-		hs = append(hs, hyp{a: nr*t.Cols + nc, b: p.Row*t.Cols + p.Col, dx: float64(tr.X), dy: float64(tr.Y), w: candidateWeight(tr.Corr), corr: corrOf(tr)})
+		hs = append(hs, hyp{a: nr*t.Cols + nc, b: p.Row*t.Cols + p.Col, dx: float64(tr.X), dy: float64(tr.Y), w: w, corr: corrOf(tr)})
 	}
 	for _, p := range ps {
-		add(p, t.At(p))
+		add(p, t.At(p), candidateWeight(t.At(p).Corr))
 	}
 	for _, c := range extra {
-		add(c.Pair, c.Translation)
+		w := candidateWeight(c.Corr)
+		if c.Weight > 0 {
+			w = candidateWeight(c.Weight)
+		}
+		add(c.Pair, c.Translation, w)
 	}
 	return hs
 }
