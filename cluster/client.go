@@ -62,8 +62,9 @@ type Client struct {
 
 	stats clientStats
 	// reports, if set (by a Supervisor), also gets each report the client
-	// logs, as one line.
-	reports atomic.Pointer[func(line string)]
+	// logs, as one line, and whether the worker that had the input is
+	// unknown.
+	reports atomic.Pointer[func(line string, unknown bool)]
 }
 
 // directCap is what the live workers of a task offer for direct requests:
@@ -300,7 +301,7 @@ func (c *Client) taken(w *waiter, id, worker, host string, n uint64, result bool
 	if result {
 		verb = "run again (delivery %d) by"
 	}
-	c.report(fmt.Sprintf("cluster: task %q: %s "+verb+" worker %s on %s: %s", w.task, w.what(id), delivery, worker, host, had),
+	c.report(prev == "", fmt.Sprintf("cluster: task %q: %s "+verb+" worker %s on %s: %s", w.task, w.what(id), delivery, worker, host, had),
 		"task", w.task, "input", id, "label", w.label, "worker", worker, "host", host, "previous", prev, "previous_host", prevHost, "delivery", delivery)
 }
 
@@ -316,7 +317,7 @@ func (c *Client) silent(w *waiter, id string, wait time.Duration) {
 	if prev == "" {
 		who = "its worker (which one is unknown: it never said)"
 	}
-	c.report(fmt.Sprintf("cluster: task %q: %s: %s said nothing for %v (its ack wait): it died or lost its connection; sent again through the work stream", w.task, w.what(id), who, wait),
+	c.report(prev == "", fmt.Sprintf("cluster: task %q: %s: %s said nothing for %v (its ack wait): it died or lost its connection; sent again through the work stream", w.task, w.what(id), who, wait),
 		"task", w.task, "input", id, "label", w.label, "previous", prev, "previous_host", prevHost)
 }
 
@@ -340,11 +341,13 @@ func (w *waiter) what(id string) string {
 
 // report logs what the client noticed of its inputs' workers (a warning:
 // an input delivered again, a worker fallen silent) on its Logger and
-// hands the line to the Supervisor watching it, if any.
-func (c *Client) report(line string, attrs ...any) {
+// hands the line to the Supervisor watching it, if any, saying whether the
+// worker that had the input is unknown (the Supervisor then names the
+// workers lost lately).
+func (c *Client) report(unknown bool, line string, attrs ...any) {
 	c.st.cfg.log.Warn(line, attrs...)
 	if f := c.reports.Load(); f != nil {
-		(*f)(line)
+		(*f)(line, unknown)
 	}
 }
 

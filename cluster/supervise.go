@@ -120,10 +120,11 @@ type Supervisor struct {
 	done          chan struct{} // closed by Close: stops the watch and the restarts
 	watch         sync.WaitGroup
 	out           *lineSink
-	hook          func(line string) // the client's reports, while open
+	hook          func(line string, unknown bool) // the client's reports, while open
 
 	mu       sync.Mutex
 	seen     map[string]*seenWorker // the workers serving the task at the last poll
+	lost     []lostWorker           // workers that died or fell silent, the last lostMemory
 	procs    []*localProc
 	served   time.Time // when a worker was last seen serving
 	closed   bool
@@ -163,12 +164,16 @@ func Supervise(ctx context.Context, c *Client, task, version string, opts ...Sup
 	}
 	// The client's reports (an input delivered again after its worker
 	// was lost) join the supervisor's.
-	s.hook = func(line string) {
+	s.hook = func(line string, unknown bool) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !s.closed {
-			s.report("%s", line)
+		if s.closed {
+			return
 		}
+		if lost := s.lostLately(time.Now()); unknown && len(lost) > 0 {
+			line += "; workers lost lately: " + strings.Join(lost, ", ")
+		}
+		s.report("%s", line)
 	}
 	c.reports.Store(&s.hook)
 	s.watch.Add(1)
@@ -234,6 +239,7 @@ func (s *Supervisor) wait(p *localProc, cmd *exec.Cmd, exited chan struct{}) {
 		return
 	}
 	s.deaths++
+	s.lose(lostWorker{name: p.spec.Name, pid: cmd.Process.Pid, host: s.host, at: time.Now(), how: "died"})
 	status := "exit status 0"
 	if err != nil {
 		status = err.Error()
@@ -366,6 +372,46 @@ type seenWorker struct {
 // supervisor reports it silent.
 const silentBeats = 3
 
+// lostWorker is a worker that died (a local one) or fell silent, since at.
+type lostWorker struct {
+	name, host string
+	pid        int
+	at         time.Time
+	how        string // "died", "silent"
+}
+
+// lostMemory is how long the supervisor remembers a lost worker, to name
+// it beside an input delivered again whose worker the client does not know.
+const lostMemory = time.Minute
+
+// lose records a lost worker; s.mu is held.
+func (s *Supervisor) lose(l lostWorker) {
+	s.lost = slices.DeleteFunc(s.lost, func(o lostWorker) bool { return l.at.Sub(o.at) > lostMemory })
+	s.lost = append(s.lost, l)
+}
+
+// lostLately names the workers that died or fell silent in the last
+// lostMemory, and those whose entry has not been renewed for over half of
+// silentBeats heartbeats (not yet reported silent): the candidates for the
+// worker of an input delivered again that the client cannot name. s.mu is
+// held.
+func (s *Supervisor) lostLately(now time.Time) []string {
+	var out []string
+	for _, l := range s.lost {
+		if now.Sub(l.at) <= lostMemory {
+			out = append(out, fmt.Sprintf("%s (pid %d) on %s, %s %v ago", l.name, l.pid, l.host, l.how, now.Sub(l.at).Round(100*time.Millisecond)))
+		}
+	}
+	for _, sw := range s.seen {
+		beat := cmp.Or(sw.info.Heartbeat, defaultHeartbeat)
+		if quiet := now.Sub(sw.changed); !sw.silent && quiet > silentBeats*beat/2 {
+			out = append(out, fmt.Sprintf("%s (pid %d) on %s, not heard from for %v", sw.info.Name, sw.info.PID, sw.info.Host, quiet.Round(100*time.Millisecond)))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // track compares the workers serving the task with the last look's and
 // reports the changes: a worker that joined once the client has sent
 // inputs (a restarted local worker too), one silent for silentBeats
@@ -400,6 +446,7 @@ func (s *Supervisor) track(es []workerEntry, now time.Time, sent bool) {
 			sw.rev, sw.changed, sw.silent = e.rev, now, false
 		case !sw.silent && now.Sub(sw.changed) > silentBeats*beat:
 			sw.silent = true
+			s.lose(lostWorker{name: e.Name, pid: e.PID, host: e.Host, at: sw.changed, how: "silent"})
 			s.report("cluster: %s is silent: it has not renewed its directory entry for %v (it does every %v): it died or lost its connection; the inputs it holds go to the other workers once their ack wait passes",
 				who(e.WorkerInfo), now.Sub(sw.changed).Round(100*time.Millisecond), beat)
 		}

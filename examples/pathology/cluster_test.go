@@ -272,17 +272,20 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 	if !strings.Contains(out.b.String(), "progress: 12/12 tiles") || !strings.Contains(out.b.String(), "cluster: 1 worker process(es) died, 1 restarted, 0 given up") {
 		t.Errorf("stdout:\n%s", out.b.String())
 	}
-	// The tile it held is reported delivered again, named, with
-	// pathology-w2 as the worker that had it (or that worker unknown, if
-	// it had taken the tile less than 100 ms before).
-	again := regexp.MustCompile(`(?m)^cluster: task "` + tileTask + `": tile \d+ of 12 \(input \S+\) (delivered|run) again \(delivery 2\) (to|by) worker pathology-w\d on \S+: (worker (\S+) on \S+, which had it,|the worker that had it) did not finish it`)
-	ms := again.FindAllStringSubmatch(stderr.String(), -1)
+	// The tile it held is reported sent or delivered again, named, with
+	// pathology-w2 as the worker that had it; or, if it had taken the
+	// tile less than 100 ms before (it had just finished one: the kill
+	// comes with a progress line), that worker unknown and pathology-w2
+	// among the workers lost lately.
+	report := regexp.MustCompile(`(?m)^cluster: task "` + tileTask + `": tile \d+ of 12 \(input \S+\)(: (worker (\S+) on \S+, which had it,|its worker \(which one is unknown: it never said\)) said nothing for 5s| (delivered|run) again \(delivery 2\) (to|by) worker pathology-w\d on \S+: (worker (\S+) on \S+, which had it,|the worker that had it) did not finish it).*$`)
+	ms := report.FindAllStringSubmatch(stderr.String(), -1)
 	if len(ms) == 0 {
 		t.Errorf("no report of the tile pathology-w2 held:\n%s", stderr.String())
 	}
+	lost := "workers lost lately: pathology-w2 (pid " + strconv.Itoa(pid) + ") on "
 	for _, m := range ms {
-		if m[4] != "" && m[4] != "pathology-w2" {
-			t.Errorf("report %q: want pathology-w2 as the worker that had the tile", m[0])
+		if prev := m[3] + m[7]; prev != "pathology-w2" && (prev != "" || !strings.Contains(m[0], lost)) {
+			t.Errorf("report %q: want pathology-w2 as the worker that had the tile, or among the workers lost lately", m[0])
 		}
 	}
 	t.Logf("stdout:\n%s\nstderr:\n%s", out.b.String(), stderr.String())
