@@ -151,6 +151,8 @@ func benchRunOnce(b *testing.B, g *graph.Graph[int, int], tasks int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tasks), "ns/task")
 }
 
+// BenchmarkRunOnceChain1 is the fixed cost of g.Run: one task.
+func BenchmarkRunOnceChain1(b *testing.B)   { g, n := chainGraph(1); benchRunOnce(b, g, n) }
 func BenchmarkRunOnceChain8(b *testing.B)   { g, n := chainGraph(8); benchRunOnce(b, g, n) }
 func BenchmarkRunOnceChain128(b *testing.B) { g, n := chainGraph(128); benchRunOnce(b, g, n) }
 func BenchmarkRunOnceTree15(b *testing.B)   { g, n := treeGraph(4); benchRunOnce(b, g, n) }

@@ -400,6 +400,26 @@ func (g *Graph[In, Out]) restart(ctx context.Context, cfg *startConfig, f *core.
 	return rt, nil
 }
 
+// feed sends every value of inputs, until a Send fails, and closes the
+// input.
+func (rt *Runtime[In, Out]) feed(inputs iter.Seq[In]) {
+	defer rt.Close()
+	for v := range inputs {
+		if rt.Send(v) != nil {
+			return
+		}
+	}
+}
+
+// drop waits for a run that Run left (a panic), and ends the goroutines
+// of its frame.
+func (rt *Runtime[In, Out]) drop() {
+	_ = rt.Wait()
+	if f := rt.frame; f != nil {
+		f.End()
+	}
+}
+
 // recycle gives the frame of a finished Run back to the graph.
 func (rt *Runtime[In, Out]) recycle() {
 	if f := rt.frame; f != nil {
@@ -561,34 +581,61 @@ func (e *Execution) Cancel() { e.run.Fail(context.Canceled) }
 // Run is the common case in one call: start g, send every value of inputs,
 // close, pass each result to yield (in the order they leave the graph), and
 // wait. If yield returns an error the run is cancelled and that error is
-// returned.
-func (g *Graph[In, Out]) Run(ctx context.Context, inputs iter.Seq[In], yield func(Out) error, opts ...StartOption) error {
+// returned. A nil yield drops the results as they come (a graph run for
+// its side effects).
+//
+// Unlike Start, Run keeps what it instantiated for the next Run of g when
+// g is made of tasks only (no bookkeeper, nested graph, pipeline, variants
+// or memory pool), and neither [WithTrace] nor [WithStarted] is given, nor
+// a context with profiler labels: the next Run resets the queues, makes
+// the task copies anew with their factories (Initialize and Shutdown still
+// run once per copy and run), and wakes the copies' goroutines, which park
+// on their queues between runs instead of ending. Running a graph many
+// times this way costs about what go-taskflow's Run().Wait() does per task
+// (docs/model.md). Runs of g at the same time each get their own. The
+// parked goroutines end after 100 ms without a Run, or at once with
+// [Graph.Release]; a run that [WithAbandonAfter] gave up on, or a copy
+// whose goroutine ended in runtime.Goexit, is never reused.
+func (g *Graph[In, Out]) Run(ctx context.Context, inputs iter.Seq[In], yield func(Out) error, opts ...StartOption) (err error) {
 	cfg := newStartConfig(opts)
 	rt, err := g.start(ctx, &cfg, true)
 	if err != nil {
 		return err
 	}
+	waited := false
+	defer func() {
+		if !waited {
+			// inputs or yield panicked: the run is cancelled, and its
+			// goroutines end with it rather than park.
+			rt.Cancel()
+			go rt.drop()
+		}
+	}()
+	if yield == nil {
+		// Nobody reads the results: they are counted and dropped as they
+		// come, rather than queued and read here, and this goroutine feeds
+		// the inputs itself.
+		rt.results.Discard()
+		rt.feed(inputs)
+		err = rt.Wait()
+		waited = true
+		rt.recycle()
+		return err
+	}
 	fed := make(chan struct{})
 	go func() {
 		defer close(fed)
-		defer rt.Close()
-		for v := range inputs {
-			if rt.Send(v) != nil {
-				return
-			}
-		}
+		rt.feed(inputs)
 	}()
 	var yerr error
 	for v := range rt.Results() {
-		if yield == nil {
-			continue
-		}
 		if yerr = yield(v); yerr != nil {
 			rt.Cancel()
 			break
 		}
 	}
 	err = rt.Wait()
+	waited = true
 	<-fed
 	rt.recycle()
 	if yerr != nil {

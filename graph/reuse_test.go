@@ -276,3 +276,59 @@ func TestRunReuseAfterAbandon(t *testing.T) {
 	}
 	close(release)
 }
+
+// A Run given no yield drops its results but counts them.
+func TestRunNilYieldCountsOutputs(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var c lifeCounts
+	g := lifeChain(&c, -1, -1, -1)
+	defer g.Release()
+	var exec *graph.Execution
+	if err := g.Run(context.Background(), ints(1, 2, 3, 4), nil, graph.WithStarted(func(e *graph.Execution) { exec = e })); err != nil {
+		t.Fatal(err)
+	}
+	if s := exec.Stats(); s.Sent != 4 || s.Outputs != 4 {
+		t.Fatalf("sent %d, outputs %d; want 4 and 4", s.Sent, s.Outputs)
+	}
+	for range 3 {
+		if err := g.Run(context.Background(), ints(1, 2, 3, 4), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.execs.Load(); got != 4*4*2 {
+		t.Fatalf("%d executions, want %d", got, 4*4*2)
+	}
+}
+
+// A Run whose yield (or inputs) panics leaves no goroutine behind, and
+// the graph runs again.
+func TestRunReusePanicInYield(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var c lifeCounts
+	g := lifeChain(&c, -1, -1, -1)
+	defer g.Release()
+	if err := g.Run(context.Background(), ints(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, where := range []string{"yield", "inputs"} {
+		func() {
+			defer func() {
+				if p := recover(); p != where {
+					t.Fatalf("recovered %v, want %q", p, where)
+				}
+			}()
+			in := ints(1, 2, 3)
+			if where == "inputs" {
+				in = func(yield func(int) bool) { yield(1); panic("inputs") }
+			}
+			var y func(int) error
+			if where == "yield" {
+				y = func(int) error { panic("yield") }
+			}
+			_ = g.Run(context.Background(), in, y)
+		}()
+		if err := g.Run(context.Background(), ints(1, 2), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

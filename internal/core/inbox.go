@@ -55,6 +55,9 @@ type Inbox[T any] struct {
 	gen            uint64
 	ended          bool
 	wiredProducers int32
+	// discard is set when nobody reads the values: they are counted as
+	// pushed and dropped (see Discard).
+	discard bool
 }
 
 // successors lists where values go from a sink, for cycle detection.
@@ -109,7 +112,7 @@ func (q *Inbox[T]) wired() { q.wiredProducers = q.producers }
 func (q *Inbox[T]) reset(r *Run) {
 	q.mu.Lock()
 	q.run = r
-	q.closed, q.gone = false, false
+	q.closed, q.gone, q.discard = false, false, false
 	clear(q.buf)
 	if q.pri != nil {
 		q.pri.seq, q.pri.next = q.pri.seq[:0], 0
@@ -217,6 +220,14 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool, cs *CopyStats) er
 		if q.closed && !q.gone {
 			return ErrTerminated
 		}
+		return nil
+	}
+	if q.discard {
+		q.pushed++
+		if count != nil {
+			*count++
+		}
+		q.mu.Unlock()
 		return nil
 	}
 	if q.counted && q.run.counting {
@@ -458,6 +469,15 @@ func (q *Inbox[T]) wake() {
 	if q.notFull != nil {
 		q.notFull.Broadcast()
 	}
+	q.mu.Unlock()
+}
+
+// Discard tells q that nobody will read its values: from now on they are
+// counted as pushed (Pushed) and dropped at once. The graph's result queue
+// of a Run given no yield is one.
+func (q *Inbox[T]) Discard() {
+	q.mu.Lock()
+	q.discard = true
 	q.mu.Unlock()
 }
 

@@ -372,6 +372,9 @@ func (n *node[In]) prepare(c *copyRT[In]) {
 
 // initialize runs the copy's Initialize, failing the run if it fails.
 func (n *node[In]) initialize(c *copyRT[In], i int) bool {
+	if !c.ex.hasInit() {
+		return true
+	}
 	if err := n.protect(i, task.PhaseInitialize, func() error { return c.ex.initialize(&c.ctx, n.info(i)) }); err != nil {
 		n.run.Fail(err)
 		return false

@@ -141,6 +141,10 @@ func (f *Frame) watch(r *Run) {
 	})
 }
 
+// End makes the goroutines of f end, once its run is over, instead of
+// parking for another run; f must not be put back (PutFrame).
+func (f *Frame) End() { f.end() }
+
 // end makes the frame's parked goroutines end.
 func (f *Frame) end() {
 	for _, p := range f.nodes {
