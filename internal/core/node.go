@@ -299,13 +299,12 @@ func (n *node[In]) wakeRun() {
 	q.mu.Unlock()
 }
 
-// count counts the copies of a node kept in a Frame in run r's
-// goroutines, before any node of the run is launched.
-func (n *node[In]) count(r *Run) {
+// count sets the live copies of a node kept in a Frame for a run, before
+// any node of the run is launched, and returns them, for the run's count.
+func (n *node[In]) count(*Run) int {
 	k := len(n.copies)
 	n.live.Store(int32(k))
-	r.wg.Add(k)
-	r.live.Add(int64(k))
+	return k
 }
 
 // endPool makes the parked goroutines of a node kept in a Frame end.

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,13 @@ type Frame struct {
 	// reusable is set by the run's finish hook when every goroutine
 	// stopped and none ended.
 	reusable atomic.Bool
-	idle     *time.Timer
+	// idle ends the frame once it has stayed in the pool FrameIdle since
+	// usedAt (put back, in nanoseconds since epoch); armed tells whether
+	// it is set. Guarded by the pool's mutex.
+	idle   *time.Timer
+	armed  bool
+	usedAt time.Duration
+	epoch  time.Time
 }
 
 // pooledNode is a node whose copies' goroutines park between runs.
@@ -47,8 +54,9 @@ type pooledNode interface {
 	// reuse resets the node for run r; false if its tasks' factory failed
 	// (the error is then returned by Reuse).
 	reuse(r *Run) error
-	// count counts the node's copies in r's goroutines.
-	count(r *Run)
+	// count counts the node's copies in r's goroutines, and returns how
+	// many they are (the caller adds them to r.wg and r.live).
+	count(r *Run) int
 	// endPool makes the node's parked goroutines end.
 	endPool()
 	// pool makes the node's goroutines park after a run, in f.
@@ -164,7 +172,6 @@ func TakeFrame(b *Blueprint) *Frame {
 		f := p.free[len(p.free)-1]
 		p.free[len(p.free)-1] = nil
 		p.free = p.free[:len(p.free)-1]
-		f.idle.Stop()
 		if f.version == b.version && f.version == b.shape().version {
 			return f
 		}
@@ -194,9 +201,12 @@ func (f *Frame) Reuse(r *Run, sc *Scope) error {
 	}
 	// Counted before any node is launched: a copy may end as soon as its
 	// node is.
+	k := 0
 	for _, p := range f.nodes {
-		p.count(r)
+		k += p.count(r)
 	}
+	r.wg.Add(k)
+	r.live.Add(int64(k))
 	for _, s := range f.sinks {
 		s.(resettable).reset(r)
 	}
@@ -228,29 +238,39 @@ func PutFrame(f *Frame) {
 		return
 	}
 	p.free = append(p.free, f)
+	// The timer is set once, not at every run: expire looks at usedAt.
 	if f.idle == nil {
+		f.epoch = time.Now()
+		f.armed = true
 		f.idle = time.AfterFunc(FrameIdle, func() { expire(b, f) })
 	} else {
-		f.idle.Reset(FrameIdle)
+		f.usedAt = time.Since(f.epoch)
+		if !f.armed {
+			f.armed = true
+			f.idle.Reset(FrameIdle)
+		}
 	}
 	p.mu.Unlock()
 }
 
-// expire ends f if it is still idle in b's pool.
+// expire ends f if it is in b's pool and was put back FrameIdle ago or
+// more; if it was put back since, it looks again later.
 func expire(b *Blueprint, f *Frame) {
 	p := &b.frames
 	p.mu.Lock()
-	i := -1
-	for k, g := range p.free {
-		if g == f {
-			i = k
-		}
-	}
+	i := slices.Index(p.free, f)
 	if i < 0 {
+		f.armed = false // taken: PutFrame sets the timer again
 		p.mu.Unlock()
 		return
 	}
-	p.free = append(p.free[:i], p.free[i+1:]...)
+	if left := FrameIdle - (time.Since(f.epoch) - f.usedAt); left > 0 {
+		f.idle.Reset(left)
+		p.mu.Unlock()
+		return
+	}
+	f.armed = false
+	p.free = slices.Delete(p.free, i, i+1)
 	p.mu.Unlock()
 	f.end()
 }
