@@ -314,11 +314,24 @@ func (q *Inbox[T]) grow() {
 // open. ok is false when the inbox is closed and empty or the run stopped.
 // blocked tells whether the call had to wait.
 func (q *Inbox[T]) Pop(dst []T, max int) (out []T, blocked, ok bool) {
+	out, blocked, ok, _ = q.pop(dst, max, nil)
+	return out, blocked, ok
+}
+
+// pop is Pop for a task copy whose counters are cs (nil for others): cs
+// is marked as waiting for input when the call blocks, and drained tells,
+// when ok is false, that the inbox is closed and empty for good (closed
+// by its producers, all done: nothing can be pushed any more).
+func (q *Inbox[T]) pop(dst []T, max int, cs *CopyStats) (out []T, blocked, ok, drained bool) {
 	q.mu.Lock()
 	for q.n == 0 {
 		if q.closed || q.run.Stopped() {
+			drained = q.closed && q.producers <= 0
 			q.mu.Unlock()
-			return dst, blocked, false
+			return dst, blocked, false, drained
+		}
+		if !blocked && cs != nil {
+			cs.SetState(StateWaiting)
 		}
 		blocked = true
 		q.waiting++
@@ -327,11 +340,11 @@ func (q *Inbox[T]) Pop(dst []T, max int) (out []T, blocked, ok bool) {
 	}
 	if q.counted && q.run.Stopped() {
 		q.mu.Unlock()
-		return dst, blocked, false
+		return dst, blocked, false, false
 	}
 	if q.pri != nil {
 		out, ok = q.popPriority(dst)
-		return out, blocked, ok
+		return out, blocked, ok, false
 	}
 	k := min(q.n, max)
 	if cap(dst)-len(dst) < k {
@@ -352,7 +365,7 @@ func (q *Inbox[T]) Pop(dst []T, max int) (out []T, blocked, ok bool) {
 		q.notFull.Broadcast()
 	}
 	q.mu.Unlock()
-	return dst, blocked, true
+	return dst, blocked, true, false
 }
 
 // popPriority is the end of Pop for a priority queue, which is not empty:

@@ -79,6 +79,9 @@ type copyRT[In any] struct {
 	inited bool
 	// ok is set when the copy's run ends without runtime.Goexit.
 	ok bool
+	// drained is set when the copy's last take from the queue found it
+	// closed and empty for good: the queue needs no abandoning.
+	drained bool
 }
 
 // node is the runtime of a task or bookkeeper: one inbox, several copies.
@@ -210,9 +213,11 @@ func (n *node[In]) labelled() context.Context {
 	return pprof.WithLabels(n.run.ctx, pprof.Labels("htgs.pipeline", strconv.Itoa(n.scope.Pipeline), "htgs.task", n.fullName()))
 }
 
-func (n *node[In]) copyExited() {
+func (n *node[In]) copyExited(c *copyRT[In]) {
 	if n.live.Add(-1) == 0 {
-		n.inbox.Abandon()
+		if !c.drained {
+			n.inbox.Abandon()
+		}
 		n.owner.nodeExited()
 	}
 }
@@ -256,7 +261,7 @@ func (n *node[In]) work(i int) {
 // runCopy is one run of copy c: Initialize, the loop, Shutdown, and the
 // node's and run's accounting.
 func (n *node[In]) runCopy(c *copyRT[In], i int) {
-	c.ok = false
+	c.ok, c.drained = false, false
 	defer n.exit(c, i)
 	n.prepare(c)
 	if !n.initialize(c, i) {
@@ -337,7 +342,7 @@ func (n *node[In]) exit(c *copyRT[In], i int) {
 	r := n.run
 	defer r.wg.Done()
 	defer r.exited()
-	defer n.copyExited()
+	defer n.copyExited(c)
 	defer c.stats.SetState(StateDone)
 	defer n.checkGoexit(c)
 	ok := c.ok
@@ -473,15 +478,18 @@ func (n *node[In]) startLoop(c *copyRT[In], b *batchState[In]) {
 //go:noinline
 func (n *node[In]) next(c *copyRT[In], b *batchState[In]) bool {
 	r, cs := n.run, &c.stats
-	if b.counting {
-		cs.SetState(StateWaiting)
-	}
 	var blocked, ok bool
 	max := 1
 	if len(n.copies) == 1 {
 		max = maxBatch
 	}
-	b.batch, blocked, ok = n.inbox.Pop(b.batch[:0], max)
+	// The copy is marked as waiting for input only if it waits (then
+	// under the queue's lock, before it blocks).
+	var mark *CopyStats
+	if b.counting {
+		mark = cs
+	}
+	b.batch, blocked, ok, c.drained = n.inbox.pop(b.batch[:0], max, mark)
 	if blocked && b.counting {
 		now := time.Since(r.Epoch)
 		cs.Wait.Add(int64(now - b.last))
@@ -673,7 +681,12 @@ func (t *taskInst[In, Out]) reuse(r *Run) error {
 		c.ctx.Context = r.ctx
 		c.ctx.state.last.Store(nil)
 		c.inited = false
-		n.eager = n.eager || x.hasInit()
+		if x.hasInit() {
+			n.eager = true
+		} else {
+			// It waits for its first value parked, not starting.
+			c.stats.SetState(StateWaiting)
+		}
 	}
 	return nil
 }
