@@ -340,3 +340,37 @@ func TestRunReusePanicInYield(t *testing.T) {
 		}
 	}
 }
+
+// A graph changed after a Run runs as changed: what the earlier Run kept
+// is not reused.
+func TestRunReuseAfterChange(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	g := graph.New[int, int]("grow")
+	a := graph.AddFunc(g, "a", 1, func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v + 1) })
+	graph.Connect(g.Input(), a)
+	graph.Connect(a, g.Output())
+	defer g.Release()
+	sum := func() int {
+		s := 0
+		if err := g.Run(context.Background(), ints(1, 2), func(v int) error { s += v; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := sum(); got != 5 {
+		t.Fatalf("sum %d, want 5", got)
+	}
+	var seen atomic.Int64
+	b := graph.AddFunc(g, "b", 1, func(_ context.Context, v int, out task.Emitter[int]) error {
+		seen.Add(1)
+		return out.Emit(10 * v)
+	})
+	graph.Connect(a, b)
+	graph.Connect(b, g.Output())
+	if got := sum(); got != 5+50 {
+		t.Fatalf("sum %d after adding b, want 55", got)
+	}
+	if seen.Load() != 2 {
+		t.Fatalf("b executed %d values, want 2", seen.Load())
+	}
+}
