@@ -682,6 +682,7 @@ type Remote[In, Out any] struct {
 	perClone bool
 	direct   int              // DirectLimit
 	label    func(any) string // InputLabel, or nil
+	hdr      [4][]string      // the values of hProto, hTask, hVersion and hCodec
 }
 
 // TaskOption configures a [Remote] or a task a [Worker] handles.
@@ -819,7 +820,8 @@ func NewRemote[In, Out any](c *Client, name string, opts ...TaskOption) (*Remote
 		return nil, err
 	}
 	tc := newTaskConfig(opts)
-	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec, perClone: tc.perClone, direct: tc.directLimit, label: tc.label}, nil
+	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec, perClone: tc.perClone, direct: tc.directLimit, label: tc.label,
+		hdr: [4][]string{{protoVersion}, {name}, {tc.version}, {tc.codec.Name()}}}, nil
 }
 
 // Name returns the task name the workers registered.
@@ -905,11 +907,9 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	}
 	id := c.id + "-" + strconv.FormatUint(c.seq.Add(1), 36)
 	key := cloneKey(r.name, clone)
-	hdr := nats.Header{}
-	hdr.Set(hProto, protoVersion)
-	hdr.Set(hTask, r.name)
-	hdr.Set(hVersion, r.version)
-	hdr.Set(hCodec, r.codec.Name())
+	// The headers every input of r carries share their values' slices,
+	// which no one changes (Set replaces a slice).
+	hdr := nats.Header{hProto: r.hdr[0], hTask: r.hdr[1], hVersion: r.hdr[2], hCodec: r.hdr[3], hID: {id}}
 	var dc directCap
 	if r.direct > 0 && len(data) <= min(r.direct, st.cfg.inlineLimit) {
 		dc = c.directFor(key)
@@ -1014,7 +1014,6 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	)
 	if direct {
 		dm := &nats.Msg{Subject: st.n.call(key), Reply: st.n.direct(c.id, id), Header: hdr, Data: data}
-		dm.Header.Set(hID, id)
 		if err := st.js.Conn().PublishMsg(dm); err != nil {
 			direct = false
 		} else {

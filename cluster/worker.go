@@ -41,6 +41,9 @@ type Worker struct {
 	serving  atomic.Bool
 	acks     sync.WaitGroup // answers waiting for the result stream
 	quit     chan struct{}  // closed when Serve's copies have stopped
+	// hdrWorker and hdrHost are the values of a result's hWorker and
+	// hHost headers, shared by every result (no one changes them).
+	hdrWorker, hdrHost []string
 
 	// afterAnswer, if set (by tests), runs after a result is stored and
 	// before its input is acknowledged.
@@ -187,6 +190,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		cfg.workerName = w.host + "-" + strconv.Itoa(os.Getpid())
 	}
 	w.cfg = cfg
+	w.hdrWorker, w.hdrHost = []string{cfg.workerName}, []string{w.host}
 	if len(w.handlers) == 0 {
 		return fmt.Errorf("cluster: worker %s: no task registered", cfg.workerName)
 	}
@@ -277,25 +281,29 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	// Direct requests: a queue subscription per task, handing each request
-	// to a free copy. The subscriptions are there before the copies and
-	// the heartbeat; clients that read the directory before them got the
+	// Direct requests: a queue subscription per task, whose messages the
+	// connection's reader puts straight into a channel that the free
+	// copies wait on (no goroutine in between: one wake-up less per
+	// request). The subscriptions are there before the copies and the
+	// heartbeat; clients that read the directory before them got the
 	// server's "no one listens" and used the stream.
-	var directs []*nats.Subscription
+	var directs []*directRun
 	for i := range runs {
 		if !runs[i].h.direct() {
 			continue
 		}
-		d := &directRun{fast: make(chan *nats.Msg), threads: int32(runs[i].h.tc.threads)}
-		sub, err := nc.QueueSubscribe(st.n.call(runs[i].h.key), runs[i].h.key, func(m *nats.Msg) { w.dispatch(st, d, m) })
+		threads := runs[i].h.tc.threads
+		d := &directRun{in: make(chan *nats.Msg, max(directQueue, 4*threads)), handoff: make(chan *nats.Msg), full: make(chan struct{}, 1), freed: make(chan struct{}, 1), threads: int32(threads)}
+		sub, err := nc.ChanQueueSubscribe(st.n.call(runs[i].h.key), runs[i].h.key, d.in)
 		if err != nil {
-			for _, s := range directs {
-				_ = s.Unsubscribe()
+			for _, d := range directs {
+				_ = d.sub.Unsubscribe()
 			}
 			return fmt.Errorf("cluster: worker %s: task %q: direct requests: %w", cfg.workerName, runs[i].h.key, err)
 		}
+		d.sub = sub
 		runs[i].d = d
-		directs = append(directs, sub)
+		directs = append(directs, d)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
@@ -326,12 +334,11 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			}
 		}
 	}()
-	if len(directs) > 0 {
+	for _, d := range directs {
 		wg.Add(1)
-		go func() { // no direct request once Serve ends
+		go func() { // busy answers while every copy is busy, and at the end
 			defer wg.Done()
-			<-runCtx.Done()
-			stopDirect(directs)
+			w.sweep(runCtx, st, d)
 		}()
 	}
 	for _, r := range runs {
@@ -362,9 +369,44 @@ const setupPatience = 30 * time.Second
 
 // directRun hands the direct requests of one task to its free copies.
 type directRun struct {
-	fast    chan *nats.Msg // a free copy waits on it
-	threads int32
-	busy    atomic.Int32 // copies running an input
+	sub *nats.Subscription
+	// in receives the requests from the connection's reader: a free copy
+	// waits on it. When it is full a request is dropped (its client sends
+	// it through the work stream once its worker has been silent for the
+	// ack wait); the sweeper empties it while every copy is busy.
+	in chan *nats.Msg
+	// handoff gives a free copy a request the sweeper took.
+	handoff chan *nats.Msg
+	// full and freed wake the sweeper: every copy has become busy, one
+	// has become free.
+	full, freed chan struct{}
+	threads     int32
+	busy        atomic.Int32 // copies running an input
+}
+
+// directQueue is the least room of a directRun's channel: requests waiting
+// for a copy that is about to be free, or for the sweeper's busy answer.
+const directQueue = 256
+
+// start counts a copy of d as busy, waking the sweeper when it is the
+// last free one.
+func (d *directRun) start() {
+	if d.busy.Add(1) >= d.threads {
+		select {
+		case d.full <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// done counts a copy of d as free again.
+func (d *directRun) done() {
+	if d.busy.Add(-1) == d.threads-1 {
+		select {
+		case d.freed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // direct says whether the worker takes direct requests for h.
@@ -375,24 +417,67 @@ func (h handler) direct() bool { return h.tc.directLimit > 0 && h.tc.maxDeliver 
 // answers that it is busy.
 const directGrace = time.Millisecond
 
-// dispatch hands direct request m to a free copy, or answers that the
-// worker is busy (the client then sends it through the work stream).
-func (w *Worker) dispatch(st *stores, d *directRun, m *nats.Msg) {
-	select {
-	case d.fast <- m:
-		return
-	default:
-	}
-	if d.busy.Load() < d.threads { // a copy between two inputs
-		t := time.NewTimer(directGrace)
+// sweep answers the direct requests of d that no copy can take: while
+// every copy is busy it takes them from d.in and, unless a copy becomes
+// free within directGrace (it then hands the request over), answers that
+// the worker is busy (the client sends the input through the work
+// stream). Once ctx is done it ends the subscription, answering busy
+// every request still received, and returns when the subscription is
+// closed (at most 2 s).
+func (w *Worker) sweep(ctx context.Context, st *stores, d *directRun) {
+	for ctx.Err() == nil {
 		select {
-		case d.fast <- m:
-			t.Stop()
-			return
-		case <-t.C:
+		case <-ctx.Done():
+			continue
+		case <-d.full:
+		}
+		for d.busy.Load() >= d.threads && ctx.Err() == nil {
+			select {
+			case m := <-d.in:
+				w.offer(st, d, m)
+			case <-d.freed:
+			case <-ctx.Done():
+			}
 		}
 	}
-	w.busyAnswer(st, m)
+	// No direct request once Serve ends: the requests received until the
+	// server has the unsubscription are answered busy.
+	closed := d.sub.StatusChanged(nats.SubscriptionClosed)
+	if d.sub.Drain() != nil {
+		closed = nil
+	}
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case m := <-d.in:
+			w.busyAnswer(st, m)
+		case <-closed:
+			for {
+				select {
+				case m := <-d.in:
+					w.busyAnswer(st, m)
+				default:
+					return
+				}
+			}
+		case <-t.C:
+			_ = d.sub.Unsubscribe()
+			return
+		}
+	}
+}
+
+// offer hands direct request m to a copy that becomes free within
+// directGrace, or answers that the worker is busy.
+func (w *Worker) offer(st *stores, d *directRun, m *nats.Msg) {
+	t := time.NewTimer(directGrace)
+	defer t.Stop()
+	select {
+	case d.handoff <- m:
+	case <-t.C:
+		w.busyAnswer(st, m)
+	}
 }
 
 // busyAnswer tells the client of direct request m that it was not run.
@@ -405,27 +490,6 @@ func (w *Worker) busyAnswer(st *stores, m *nats.Msg) {
 	res.Header.Set(hKind, kindBusy)
 	res.Header.Set(hWorker, w.cfg.workerName)
 	_ = st.js.Conn().PublishMsg(res)
-}
-
-// stopDirect ends the direct subscriptions: the requests already received
-// are still handed out (or answered busy), then no more come.
-func stopDirect(subs []*nats.Subscription) {
-	var closed []<-chan nats.SubStatus
-	for _, s := range subs {
-		ch := s.StatusChanged(nats.SubscriptionClosed)
-		if s.Drain() == nil {
-			closed = append(closed, ch)
-		}
-	}
-	t := time.NewTimer(2 * time.Second)
-	defer t.Stop()
-	for _, ch := range closed {
-		select {
-		case <-ch:
-		case <-t.C:
-			return
-		}
-	}
 }
 
 // runCopy is one copy of a task: it pulls one input at a time, only when
@@ -455,9 +519,9 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 		return fmt.Errorf("cluster: worker %s: task %q (thread %d): %w", w.cfg.workerName, h.name, thread, err)
 	}
 	defer sub.Unsubscribe()
-	var fast chan *nats.Msg
+	var fast, handoff chan *nats.Msg
 	if d != nil {
-		fast = d.fast
+		fast, handoff = d.in, d.handoff
 	}
 	next := "$JS.API.CONSUMER.MSG.NEXT." + st.n.workStream() + "." + h.key
 	req := []byte(`{"batch":1,"expires":` + strconv.FormatInt(w.cfg.pullWait.Nanoseconds(), 10) + `}`)
@@ -485,21 +549,25 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 		m := held
 		held = nil
 		if m == nil {
-			f, done := fast, ctx.Done()
+			f, ho, done := fast, handoff, ctx.Done()
 			if ctx.Err() != nil {
-				f, done = nil, nil
+				f, ho, done = nil, nil, nil
 			}
+			var dm *nats.Msg
 			select {
 			case m = <-msgs:
-			case dm := <-f:
-				d.busy.Add(1)
-				held = w.runDirect(ectx, st, h, wc, dm, msgs)
-				d.busy.Add(-1)
-				continue
+			case dm = <-f:
+			case dm = <-ho:
 			case <-lost.C:
 				waiting = false // no answer at all: the request was lost
 				continue
 			case <-done:
+				continue
+			}
+			if dm != nil {
+				d.start()
+				held = w.runDirect(ectx, st, h, wc, dm, msgs)
+				d.done()
 				continue
 			}
 		}
@@ -517,11 +585,11 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 			continue
 		}
 		if d != nil {
-			d.busy.Add(1)
+			d.start()
 		}
 		w.handle(ectx, st, h, wc, m, false)
 		if d != nil {
-			d.busy.Add(-1)
+			d.done()
 		}
 	}
 	return nil
@@ -758,11 +826,7 @@ func (w *Worker) notifyStarted(st *stores, reply, id string, t0 time.Time, deliv
 // request goes straight to its reply subject, outside the streams, and
 // then is called at once.
 func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id string, delivered uint64, out []byte, n int, kind, errMsg string, direct bool, then func(stored bool)) {
-	msg := nats.NewMsg(reply)
-	msg.Header.Set(hID, id)
-	msg.Header.Set(hWorker, w.cfg.workerName)
-	msg.Header.Set(hHost, w.host)
-	msg.Header.Set(hCount, strconv.Itoa(n))
+	msg := &nats.Msg{Subject: reply, Header: nats.Header{hID: {id}, hWorker: w.hdrWorker, hHost: w.hdrHost, hCount: {strconv.Itoa(n)}}}
 	if delivered > 1 {
 		msg.Header.Set(hDelivered, strconv.FormatUint(delivered, 10))
 	}
