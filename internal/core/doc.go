@@ -68,7 +68,10 @@
 // first value, its close, the run's stop), or at once if its task has an
 // Initialize. So Initialize and Shutdown still run once per copy and run,
 // on fresh copies; what a Run no longer pays is the allocation of the
-// nodes and the start and end of their goroutines.
+// nodes and the start and end of their goroutines. The copies of a reused
+// run are counted in Run.live only, not in its WaitGroup (Run.noWG): Wait
+// waits for finished, which the last of them closes once it has done its
+// accounting; after that it only parks.
 //
 // A frame goes back to its blueprint's pool only when every goroutine of
 // its run returned: a run that Wait gave up on (AbandonAfter) or a copy

@@ -82,6 +82,9 @@ type copyRT[In any] struct {
 	// drained is set when the copy's last take from the queue found it
 	// closed and empty for good: the queue needs no abandoning.
 	drained bool
+	// labelled tells that the goroutine of a copy kept in a Frame has its
+	// profiler labels (those of its cached context, the same every run).
+	labelled bool
 }
 
 // node is the runtime of a task or bookkeeper: one inbox, several copies.
@@ -340,7 +343,9 @@ func (n *node[In]) poolable() bool {
 // runtime.Goexit.
 func (n *node[In]) exit(c *copyRT[In], i int) {
 	r := n.run
-	defer r.wg.Done()
+	if !r.noWG {
+		defer r.wg.Done()
+	}
 	defer r.exited()
 	defer n.copyExited(c)
 	defer c.stats.SetState(StateDone)
@@ -371,7 +376,11 @@ func (n *node[In]) prepare(c *copyRT[In]) {
 		}
 		c.ctx.Context = task.WithInfo(lctx, n.info(c.stats.Thread))
 	}
+	if c.labelled {
+		return // a copy kept in a Frame: the same labels as its last run
+	}
 	pprof.SetGoroutineLabels(&c.ctx)
+	c.labelled = n.frame != nil && c.ctx.side != nil
 }
 
 // initialize runs the copy's Initialize, failing the run if it fails.

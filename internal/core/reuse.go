@@ -51,11 +51,11 @@ type Frame struct {
 
 // pooledNode is a node whose copies' goroutines park between runs.
 type pooledNode interface {
-	// reuse resets the node for run r; false if its tasks' factory failed
-	// (the error is then returned by Reuse).
+	// reuse resets the node for run r and makes its task copies anew: an
+	// error if its factory failed (Reuse returns it), or errNotReusable.
 	reuse(r *Run) error
-	// count counts the node's copies in r's goroutines, and returns how
-	// many they are (the caller adds them to r.wg and r.live).
+	// count sets the node's live copies for run r and returns how many
+	// they are (the caller adds them to r.live).
 	count(r *Run) int
 	// endPool makes the node's parked goroutines end.
 	endPool()
@@ -205,7 +205,8 @@ func (f *Frame) Reuse(r *Run, sc *Scope) error {
 	for _, p := range f.nodes {
 		k += p.count(r)
 	}
-	r.wg.Add(k)
+	// Counted in live only: one shared atomic operation fewer per copy.
+	r.noWG = true
 	r.live.Add(int64(k))
 	for _, s := range f.sinks {
 		s.(resettable).reset(r)

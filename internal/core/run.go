@@ -68,7 +68,10 @@ type Run struct {
 	// finished is closed).
 	endAt atomic.Int64
 
-	wg        sync.WaitGroup
+	wg sync.WaitGroup
+	// noWG tells that the run's goroutines are counted in live only, not
+	// in wg (the copies of a reused Frame): Wait waits for finished.
+	noWG      bool
 	counting  bool // the graph has a cycle: track pending work
 	pending   atomic.Int64
 	quiescent atomic.Bool
@@ -336,12 +339,16 @@ func (r *Run) Go(f func()) {
 func (r *Run) exited() {
 	if r.live.Add(-1) == 0 {
 		r.endAt.Store(int64(time.Since(r.Epoch)))
+		// The fate and the watcher are read before finished is closed: a
+		// run counted without wg (noWG) may be waited for by then.
+		ended := r.fate.CompareAndSwap(fateRunning, fateEnded)
+		w := r.watcher
 		close(r.finished)
-		if !r.fate.CompareAndSwap(fateRunning, fateEnded) {
+		if !ended {
 			r.lateFinish() // Wait has given up on this goroutine
 			return
 		}
-		if w := r.watcher; w != nil {
+		if w != nil {
 			w.End()
 		}
 	}
@@ -497,7 +504,11 @@ func (r *Run) Pending() int64 { return r.pending.Load() }
 func (r *Run) Wait() error {
 	r.waitOnce.Do(func() {
 		gaveUp := r.AbandonAfter > 0 && !r.waitOrAbandon()
-		if !gaveUp {
+		switch {
+		case gaveUp:
+		case r.noWG:
+			<-r.finished
+		default:
 			r.wg.Wait()
 		}
 		if r.stopAfter != nil && !r.stopAfter() {
