@@ -77,6 +77,34 @@ func BenchmarkItemLatency(b *testing.B) {
 	}
 	// remote: small inputs go as direct requests (DirectLimit's default).
 	b.Run("remote", func(b *testing.B) { remote(b) })
+	// remote-call: Remote.Call outside a graph: the item without the
+	// graph's two hand-offs (Send to the task's goroutine, its output to
+	// Results).
+	b.Run("remote-call", func(b *testing.B) {
+		s := startServer(b)
+		c := newClient(b, connect(b, s))
+		startProc(b, s, "W", 1)
+		r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+		waitDirect(b, c, "square")
+		call := func(i int) time.Duration {
+			i += 20 // the test task panics on 13
+			t0 := time.Now()
+			out, err := r.Call(context.Background(), job{N: i})
+			if err != nil || len(out) != 1 || out[0].Square != i*i {
+				b.Fatalf("square(%d): %v %v", i, out, err)
+			}
+			return time.Since(t0)
+		}
+		for i := range 50 {
+			call(i)
+		}
+		d := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := range b.N {
+			d = append(d, call(i))
+		}
+		reportP50(b, d)
+	})
 	// remote-stream: every input through the work and result streams.
 	b.Run("remote-stream", func(b *testing.B) { remote(b, DirectLimit(0)) })
 }

@@ -31,7 +31,9 @@ type Codec interface {
 // Decoding keeps decoders that have read a message's type description and
 // gives them only the value of the next message with the same description,
 // so that a stream of messages of one type compiles its decoder once.
-func Gob() Codec { return gobCodec{enc: &gobEncoders{idle: map[reflect.Type][]*gobEncoder{}}} }
+func Gob() Codec {
+	return gobCodec{enc: &gobEncoders{idle: map[reflect.Type][]*gobEncoder{}, plain: map[reflect.Type]bool{}}}
+}
 
 // JSON returns a codec using encoding/json.
 func JSON() Codec { return jsonCodec{} }
@@ -49,7 +51,7 @@ func (gobCodec) Name() string { return "gob" }
 // new encoder writes, without describing the types again).
 func (c gobCodec) Marshal(v any) ([]byte, error) {
 	t := reflect.TypeOf(v)
-	if c.enc == nil || t == nil || !gobPlain(t, map[reflect.Type]bool{}) {
+	if c.enc == nil || t == nil || !c.enc.isPlain(t) {
 		var b bytes.Buffer
 		if err := gob.NewEncoder(&b).Encode(v); err != nil {
 			return nil, err
@@ -90,8 +92,28 @@ type gobEncoder struct {
 
 // gobEncoders keeps idle encoders by the type they encode.
 type gobEncoders struct {
-	mu   sync.Mutex
-	idle map[reflect.Type][]*gobEncoder
+	mu    sync.Mutex
+	idle  map[reflect.Type][]*gobEncoder
+	plain map[reflect.Type]bool // gobPlain of the first gobKinds types met
+}
+
+// isPlain returns gobPlain(t), which it computes once for each of the
+// first gobKinds types (a walk of the type with method look-ups, several
+// µs: most of a small value's encoding).
+func (c *gobEncoders) isPlain(t reflect.Type) bool {
+	c.mu.Lock()
+	p, ok := c.plain[t]
+	c.mu.Unlock()
+	if ok {
+		return p
+	}
+	p = gobPlain(t, map[reflect.Type]bool{})
+	c.mu.Lock()
+	if len(c.plain) < gobKinds {
+		c.plain[t] = p
+	}
+	c.mu.Unlock()
+	return p
 }
 
 func (c *gobEncoders) get(t reflect.Type) *gobEncoder {

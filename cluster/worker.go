@@ -293,7 +293,9 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			continue
 		}
 		threads := runs[i].h.tc.threads
-		d := &directRun{in: make(chan *nats.Msg, max(directQueue, 4*threads)), handoff: make(chan *nats.Msg), full: make(chan struct{}, 1), freed: make(chan struct{}, 1), threads: int32(threads)}
+		d := &directRun{in: make(chan *nats.Msg, max(directQueue, 4*threads)), handoff: make(chan *nats.Msg), freed: make(chan struct{}, 1), threads: int32(threads)}
+		d.sweepAfter = time.AfterFunc(time.Hour, func() { w.sweepBusy(runCtx, st, d) })
+		d.sweepAfter.Stop()
 		sub, err := nc.ChanQueueSubscribe(st.n.call(runs[i].h.key), runs[i].h.key, d.in)
 		if err != nil {
 			for _, d := range directs {
@@ -336,9 +338,9 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	}()
 	for _, d := range directs {
 		wg.Add(1)
-		go func() { // busy answers while every copy is busy, and at the end
+		go func() { // no direct request once Serve ends
 			defer wg.Done()
-			w.sweep(runCtx, st, d)
+			w.endDirect(runCtx, st, d)
 		}()
 	}
 	for _, r := range runs {
@@ -373,29 +375,30 @@ type directRun struct {
 	// in receives the requests from the connection's reader: a free copy
 	// waits on it. When it is full a request is dropped (its client sends
 	// it through the work stream once its worker has been silent for the
-	// ack wait); the sweeper empties it while every copy is busy.
+	// ack wait); a sweep empties it while every copy is busy.
 	in chan *nats.Msg
-	// handoff gives a free copy a request the sweeper took.
+	// handoff gives a free copy a request a sweep took.
 	handoff chan *nats.Msg
-	// full and freed wake the sweeper: every copy has become busy, one
-	// has become free.
-	full, freed chan struct{}
-	threads     int32
-	busy        atomic.Int32 // copies running an input
+	// freed tells a sweep that a copy has become free.
+	freed   chan struct{}
+	threads int32
+	busy    atomic.Int32 // copies running an input
+	// sweepAfter starts a sweep (sweepBusy) directGrace after the last
+	// free copy became busy; sweeping is set while one runs.
+	sweepAfter *time.Timer
+	sweeping   atomic.Bool
 }
 
 // directQueue is the least room of a directRun's channel: requests waiting
-// for a copy that is about to be free, or for the sweeper's busy answer.
+// for a copy that is about to be free, or for a sweep's busy answer.
 const directQueue = 256
 
-// start counts a copy of d as busy, waking the sweeper when it is the
-// last free one.
+// start counts a copy of d as busy; when it is the last free one, a sweep
+// starts after directGrace, unless a copy is free again by then. (No
+// goroutine wakes for an input shorter than that.)
 func (d *directRun) start() {
 	if d.busy.Add(1) >= d.threads {
-		select {
-		case d.full <- struct{}{}:
-		default:
-		}
+		d.sweepAfter.Reset(directGrace)
 	}
 }
 
@@ -417,31 +420,35 @@ func (h handler) direct() bool { return h.tc.directLimit > 0 && h.tc.maxDeliver 
 // answers that it is busy.
 const directGrace = time.Millisecond
 
-// sweep answers the direct requests of d that no copy can take: while
-// every copy is busy it takes them from d.in and, unless a copy becomes
-// free within directGrace (it then hands the request over), answers that
-// the worker is busy (the client sends the input through the work
-// stream). Once ctx is done it ends the subscription, answering busy
-// every request still received, and returns when the subscription is
-// closed (at most 2 s).
-func (w *Worker) sweep(ctx context.Context, st *stores, d *directRun) {
-	for ctx.Err() == nil {
+// sweepBusy answers the direct requests of d that no copy can take: while
+// every copy is busy (and ctx is not done) it takes them from d.in and,
+// unless a copy becomes free within directGrace (it then hands the request
+// over), answers that the worker is busy (the client sends the input
+// through the work stream).
+func (w *Worker) sweepBusy(ctx context.Context, st *stores, d *directRun) {
+	if !d.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	defer d.sweeping.Store(false)
+	for d.busy.Load() >= d.threads && ctx.Err() == nil {
 		select {
+		case m := <-d.in:
+			w.offer(st, d, m)
+		case <-d.freed:
 		case <-ctx.Done():
-			continue
-		case <-d.full:
-		}
-		for d.busy.Load() >= d.threads && ctx.Err() == nil {
-			select {
-			case m := <-d.in:
-				w.offer(st, d, m)
-			case <-d.freed:
-			case <-ctx.Done():
-			}
 		}
 	}
-	// No direct request once Serve ends: the requests received until the
-	// server has the unsubscription are answered busy.
+}
+
+// endDirect ends d's subscription once ctx is done, answering busy every
+// request still received, and returns when the subscription is closed (at
+// most 2 s).
+func (w *Worker) endDirect(ctx context.Context, st *stores, d *directRun) {
+	<-ctx.Done()
+	d.sweepAfter.Stop()
+	for d.sweeping.Load() { // it ends with ctx
+		time.Sleep(time.Millisecond)
+	}
 	closed := d.sub.StatusChanged(nats.SubscriptionClosed)
 	if d.sub.Drain() != nil {
 		closed = nil
