@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/gohtgs/htgs/bookkeeper"
@@ -80,6 +81,10 @@ type GraphOptions struct {
 	// surface replaces the radius of the NCC surfaces the GPU
 	// registration computes (surfaceRadius) in tests; -1 for none.
 	surface int
+	// refined, if set, gives the CPU refinement the translations already
+	// refined (StitchLive's, as the pairs came): the one of pair p when
+	// it was refined from start with a model of the same RefineParams.
+	refined func(p align.Pair, start align.Translation, rp align.RefineParams) (align.Translation, bool)
 }
 
 // tileRef is a tile to load.
@@ -532,6 +537,87 @@ func finish(ctx context.Context, res *Result, src tileio.TileSource, opt align.O
 	return finishOn(ctx, res, src, opt, gopt, slots, readers, workers, rel, nil, nil)
 }
 
+// refineKnown is the CPU refinement when gopt.refined already holds most
+// pairs' refined translations: it takes those whose start (the repaired
+// translation) and model agree with the final ones, and refines the
+// others, at most a quarter of the pairs, on up to workers goroutines
+// that load their tiles from src. It returns nil translations (and no
+// error) when gopt.refined is unset or misses more pairs than that: the
+// refinement graph then does it all.
+func refineKnown(ctx context.Context, src tileio.TileSource, model *align.StageModel, repaired *align.Translations, gopt GraphOptions, workers int) (*align.Translations, error) {
+	if gopt.refined == nil {
+		return nil, nil
+	}
+	rows, cols := src.Rows(), src.Cols()
+	w, h := src.TileSize()
+	rp := model.RefineParams()
+	pairs := align.Pairs(rows, cols)
+	out := align.NewTranslations(rows, cols)
+	var missing []align.Pair
+	for _, p := range pairs {
+		if tr, ok := gopt.refined(p, repaired.At(p), rp); ok {
+			out.Set(p, tr)
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	if 4*len(missing) > len(pairs) {
+		return nil, nil
+	}
+	var done atomic.Int64
+	done.Store(int64(len(pairs) - len(missing)))
+	if gopt.Progress != nil {
+		gopt.Progress("refinement", len(pairs)-len(missing), len(pairs))
+	}
+	weak := align.NewWeakPairs(gopt.weakPairs(workers))
+	next := make(chan align.Pair)
+	n := max(1, min(workers, len(missing)))
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			ref := align.NewRefiner()
+			ref.SetWeakPairs(weak)
+			var err error
+			for p := range next {
+				if err != nil {
+					continue
+				}
+				r, c := p.Neighbor()
+				var t1, t2 *image.Gray16
+				if t1, err = loadChecked(src, r, c, w, h); err != nil {
+					continue
+				}
+				if t2, err = loadChecked(src, p.Row, p.Col, w, h); err != nil {
+					continue
+				}
+				out.Set(p, model.Refine(ref, t1, t2, repaired.At(p)))
+				if n := done.Add(1); gopt.Progress != nil {
+					gopt.Progress("refinement", int(n), len(pairs))
+				}
+			}
+			errs <- err
+		}()
+	}
+	var err error
+feed:
+	for _, p := range missing {
+		select {
+		case next <- p:
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(next)
+	for range n {
+		err = errors.Join(err, <-errs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stitching: refinement: %w", err)
+	}
+	return out, nil
+}
+
 // finishOn is finish with the refinement on the GPUs of be (nil: on the
 // CPU), starting from the NCC surfaces of cache (nil: none): the pairs
 // whose searches the cache serves are refined from it on the host, those
@@ -556,6 +642,10 @@ func finishOn(ctx context.Context, res *Result, src tileio.TileSource, opt align
 		}
 		res.HostRefined = int(counts.hostPairs.Load())
 		res.RefinedAgain = int(counts.againPairs.Load())
+	} else if refined, err = refineKnown(ctx, src, model, repaired, gopt, workers); err != nil {
+		return nil, err
+	} else if refined != nil {
+		res.step("refinement", t0)
 	} else {
 		weak := align.NewWeakPairs(gopt.weakPairs(workers)) // shared by the task copies
 		g2, _ := pairGraph("refinement", src, slots, readers, workers,

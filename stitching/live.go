@@ -28,6 +28,12 @@ type LiveOptions struct {
 
 	// spectra, if set, counts the spectra the run allocates (tests).
 	spectra *atomic.Int64
+	// refinedAgain, if set, counts the pairs the end of the run had to
+	// refine: not refined ahead with the final model (tests).
+	refinedAgain *atomic.Int64
+	// ahead, if set, is called after each worker's result with the number
+	// of final pairs refined ahead with the current model (tests).
+	ahead func(refined, final int)
 }
 
 // LiveState is the state of a [StitchLive] run.
@@ -146,6 +152,15 @@ func StitchLive(ctx context.Context, src tileio.TileSource, arrivals <-chan tile
 		// The rest of the stitch as for a registration done elsewhere,
 		// with the flat field the final pairs were registered with (the
 		// estimate StitchRegistered would make from the same tiles).
+		// The pairs refined ahead, with the final model's parameters and
+		// start, are not refined again.
+		gopt.refined = func(p align.Pair, start align.Translation, rp align.RefineParams) (align.Translation, bool) {
+			tr, ok := e.refinedAhead(e.pairIndex(p), start, rp)
+			if !ok && lopt.refinedAgain != nil {
+				lopt.refinedAgain.Add(1)
+			}
+			return tr, ok
+		}
 		res, err = stitchRegistered(ctx, src, opt, gopt, func(ctx context.Context, raw tileio.TileSource, ff *align.FlatField) (*align.Translations, error) {
 			if sameFlatField(ff, e.ff) {
 				return e.final, nil
@@ -215,6 +230,24 @@ type live struct {
 	weak             *align.WeakPairs
 	srcs             [2]tileio.TileSource
 	provisionalGroup []tileio.GlobalPosition
+
+	// The refinement done ahead (final pairs, CPU only): with a stage
+	// model estimated from the pairs so far, each final pair is refined as
+	// it is registered, and again when the model's RefineParams change;
+	// the end keeps the results the final model agrees with. The
+	// repeatability, the largest error of the pairs' predictions, tends
+	// to grow as pairs come: each pair is refined with the estimate and
+	// with the estimate plus one pixel.
+	model      *align.StageModel // nil until one is usable
+	modelAt    int               // nFinal+nProv when model was estimated
+	memo       map[int][]liveRefined
+	refPending []bool // a refine-only job is queued for the pair
+}
+
+// liveRefined is a pair refined ahead: from start with a model of rp.
+type liveRefined struct {
+	start, tr align.Translation
+	rp        align.RefineParams
 }
 
 // liveJob is a pair to register in a generation: 0 on uncorrected tiles
@@ -222,11 +255,17 @@ type live struct {
 type liveJob struct {
 	pair align.Pair
 	gen  int
+	// model, for a final pair, refines it too (nil: not yet).
+	model *align.StageModel
+	// refineOnly: the pair is registered (start): only refine it.
+	refineOnly bool
+	start      align.Translation
 }
 
 type liveResult struct {
 	job     liveJob
 	tr      align.Translation
+	ref     []liveRefined
 	skipped bool
 	err     error
 }
@@ -249,10 +288,12 @@ func newLive(src tileio.TileSource, opt align.Options, gopt GraphOptions, lopt L
 		e.nSample = len(sample)
 	}
 	e.final, e.prov = align.NewTranslations(rows, cols), align.NewTranslations(rows, cols)
-	// Each pair is queued at most once per generation: the channels
-	// never block their senders.
-	e.jobs = make(chan liveJob, 2*e.pairsTotal)
-	e.results = make(chan liveResult, 2*e.pairsTotal)
+	// Each pair is queued at most once per generation, and at most once
+	// more at a time to be refined: the channels never block their
+	// senders.
+	e.jobs = make(chan liveJob, 3*e.pairsTotal)
+	e.results = make(chan liveResult, 3*e.pairsTotal)
+	e.memo, e.refPending = map[int][]liveRefined{}, make([]bool, 2*n)
 	return e
 }
 
@@ -465,15 +506,86 @@ func (e *live) queue(p align.Pair, gen int) {
 	}
 	e.queued[gen][k] = true
 	e.pending++
-	e.jobs <- liveJob{pair: p, gen: gen}
+	j := liveJob{pair: p, gen: gen}
+	if gen == 1 {
+		j.model = e.model
+	}
+	e.jobs <- j
+}
+
+// speculate estimates the stage model again from the pairs registered so
+// far once enough more have come (final ones, provisional ones where no
+// final one is in yet) and, when its RefineParams change, queues the
+// refinement of every final pair not refined ahead with them; otherwise
+// only pair k's (the pair just in, -1 for none). Only on the CPU, where
+// the final refinement would otherwise all run after the last tile.
+func (e *live) speculate(k int) {
+	if !e.finalGen || e.gopt.GPU {
+		return
+	}
+	changed := false
+	if n := e.nFinal + e.nProv; e.model == nil || n-e.modelAt >= max(4, e.pairsTotal/20) {
+		e.modelAt = n
+		rel := e.final.Clone()
+		for _, p := range align.Pairs(e.rows, e.cols) {
+			if i := e.pairIndex(p); !e.done[1][i] && e.done[0][i] {
+				rel.Set(p, e.prov.At(p))
+			}
+		}
+		w, h := e.src.TileSize()
+		m, err := align.EstimateModel(rel, w, h, e.opt)
+		usable := err == nil && !(e.rows > 1 && m.North.TooFewPairs) && !(e.cols > 1 && m.West.TooFewPairs)
+		if usable && (e.model == nil || m.RefineParams() != e.model.RefineParams()) {
+			e.model, changed = m, true
+		}
+	}
+	if e.model == nil {
+		return
+	}
+	if !changed {
+		if k >= 0 {
+			e.refineAhead(align.Pair{Row: k / 2 / e.cols, Col: k / 2 % e.cols, Dir: align.Direction(k % 2)})
+		}
+		return
+	}
+	for _, p := range align.Pairs(e.rows, e.cols) {
+		e.refineAhead(p)
+	}
+}
+
+// refineAhead queues the refinement of final pair p with the current
+// model unless it has one with the model's RefineParams or one is queued.
+func (e *live) refineAhead(p align.Pair) {
+	k := e.pairIndex(p)
+	if !e.done[1][k] || e.refPending[k] {
+		return
+	}
+	if _, ok := e.refinedAhead(k, e.final.At(p), e.model.RefineParams()); ok {
+		return
+	}
+	e.refPending[k] = true
+	e.pending++
+	e.jobs <- liveJob{pair: p, gen: 1, model: e.model, refineOnly: true, start: e.final.At(p)}
 }
 
 // result records a worker's translation.
 func (e *live) result(r liveResult) {
+	if r.job.refineOnly {
+		e.refPending[e.pairIndex(r.job.pair)] = false
+	}
 	if r.skipped {
 		return
 	}
 	k := e.pairIndex(r.job.pair)
+	if r.ref != nil {
+		e.memo[k] = r.ref
+	}
+	if r.job.refineOnly {
+		// Refined with a model replaced meanwhile: again.
+		e.speculate(k)
+		e.reportAhead()
+		return
+	}
 	e.done[r.job.gen][k] = true
 	if r.job.gen == 1 {
 		e.final.Set(r.job.pair, r.tr)
@@ -486,6 +598,30 @@ func (e *live) result(r liveResult) {
 		e.nProv++
 	}
 	e.dirty = true
+	if r.job.gen == 1 {
+		e.speculate(k)
+	} else {
+		e.speculate(-1)
+	}
+	e.reportAhead()
+}
+
+// reportAhead calls LiveOptions.ahead, if set.
+func (e *live) reportAhead() {
+	if e.lopt.ahead == nil {
+		return
+	}
+	n := 0
+	if e.model != nil {
+		rp := e.model.RefineParams()
+		for _, p := range align.Pairs(e.rows, e.cols) {
+			k := e.pairIndex(p)
+			if _, ok := e.refinedAhead(k, e.final.At(p), rp); ok && e.done[1][k] {
+				n++
+			}
+		}
+	}
+	e.lopt.ahead(n, e.nFinal)
 }
 
 // work registers the pairs of the jobs channel with its own FFT plan and
@@ -494,35 +630,85 @@ func (e *live) work(w, h int) {
 	f := align.NewTileFFT(w, h, e.opt)
 	a := align.NewAligner(w, h, e.opt)
 	a.SetWeakPairs(e.weak)
+	ref := align.NewRefiner()
+	ref.SetWeakPairs(e.weak)
 	for j := range e.jobs {
 		if e.workerCtx.Err() != nil || (j.gen == 0 && e.finalReady.Load()) {
 			e.results <- liveResult{job: j, skipped: true}
 			continue
 		}
-		tr, err := e.register(f, a, j, w, h)
-		e.results <- liveResult{job: j, tr: tr, err: err}
+		if j.refineOnly {
+			rr, err := e.refine(ref, j, w, h)
+			e.results <- liveResult{job: j, ref: rr, err: err}
+			continue
+		}
+		tr, rr, err := e.register(f, a, ref, j, w, h)
+		e.results <- liveResult{job: j, tr: tr, ref: rr, err: err}
 	}
 }
 
-// register computes the translation of job j's pair.
-func (e *live) register(f *align.TileFFT, a *align.Aligner, j liveJob, w, h int) (align.Translation, error) {
+// refinedAhead returns pair k's translation refined ahead from start
+// with a model of parameters rp, if there is one.
+func (e *live) refinedAhead(k int, start align.Translation, rp align.RefineParams) (align.Translation, bool) {
+	for _, m := range e.memo[k] {
+		if m.start == start && m.rp == rp {
+			return m.tr, true
+		}
+	}
+	return align.Translation{}, false
+}
+
+// refineWith refines the pair (t1, t2) from start with model and with
+// model's repeatability plus one.
+func refineWith(ref *align.Refiner, model *align.StageModel, t1, t2 *image.Gray16, start align.Translation) []liveRefined {
+	wider := *model
+	wider.Repeatability++
+	out := make([]liveRefined, 0, 2)
+	for _, m := range []*align.StageModel{model, &wider} {
+		out = append(out, liveRefined{start: start, rp: m.RefineParams(), tr: m.Refine(ref, t1, t2, start)})
+	}
+	return out
+}
+
+// refine refines the registered pair of job j (a refine-only job) with
+// its model, loading its corrected tiles.
+func (e *live) refine(ref *align.Refiner, j liveJob, w, h int) ([]liveRefined, error) {
+	r1, c1 := j.pair.Neighbor()
+	t1, err := loadChecked(e.srcs[1], r1, c1, w, h)
+	if err != nil {
+		return nil, fmt.Errorf("stitching: live: %w", err)
+	}
+	t2, err := loadChecked(e.srcs[1], j.pair.Row, j.pair.Col, w, h)
+	if err != nil {
+		return nil, fmt.Errorf("stitching: live: %w", err)
+	}
+	return refineWith(ref, j.model, t1, t2, j.start), nil
+}
+
+// register computes the translation of job j's pair, and with j.model
+// refines it too.
+func (e *live) register(f *align.TileFFT, a *align.Aligner, ref *align.Refiner, j liveJob, w, h int) (align.Translation, []liveRefined, error) {
 	src := e.srcs[j.gen] // set before the generation's first job is sent
 	r1, c1 := j.pair.Neighbor()
 	t1, err := e.cache.get(liveKey{r1*e.cols + c1, j.gen}, func(dst []complex128) (*image.Gray16, error) {
 		return e.transform(f, src, r1, c1, w, h, dst)
 	})
 	if err != nil {
-		return align.Translation{}, err
+		return align.Translation{}, nil, err
 	}
 	defer e.cache.put(t1)
 	t2, err := e.cache.get(liveKey{j.pair.Row*e.cols + j.pair.Col, j.gen}, func(dst []complex128) (*image.Gray16, error) {
 		return e.transform(f, src, j.pair.Row, j.pair.Col, w, h, dst)
 	})
 	if err != nil {
-		return align.Translation{}, err
+		return align.Translation{}, nil, err
 	}
 	defer e.cache.put(t2)
-	return a.Align(t1.img, t2.img, t1.spec, t2.spec, j.pair.Dir), nil
+	tr := a.Align(t1.img, t2.img, t1.spec, t2.spec, j.pair.Dir)
+	if j.model == nil {
+		return tr, nil, nil
+	}
+	return tr, refineWith(ref, j.model, t1.img, t2.img, tr), nil
 }
 
 // transform loads tile (r, c) of src and computes its spectrum into dst.

@@ -356,3 +356,94 @@ func TestStitchLiveFlatFieldByMidPlate(t *testing.T) {
 		t.Errorf("positions %v, Stitch's %v", o.res.Positions, want.Positions)
 	}
 }
+
+// Pairs are refined as they are registered, with a stage model estimated
+// from the pairs so far: when the tiles come at an acquisition's pace,
+// the end of the run refines few pairs again (those whose start or model
+// parameters changed), and the Result is still Stitch's.
+func TestStitchLiveRefinesAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seed uint64
+		opt  align.Options
+	}{
+		{"flat field given", 1, align.Options{NoFlatField: true}},
+		{"no flat field", 2, align.Options{NoFlatField: true}},
+		{"repeatability given", 3, align.Options{NoFlatField: true, Repeatability: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := synth.ConfigFor(synth.Realistic)
+			cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 5, 6, 512, 384, tc.seed
+			g := synthGrid(t, cfg)
+			gopt := GraphOptions{Workers: 2}
+			src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
+			var tiles, live tileio.TileSource = g.source(t), src
+			if tc.seed == 1 {
+				// The microscope's flat field, known beforehand.
+				ff, err := EstimateFlatField(context.Background(), tiles)
+				if err != nil || ff.Identity() {
+					t.Fatalf("flat field: %v (identity: the test would not test it)", err)
+				}
+				tiles, live = CorrectedSource(tiles, ff), CorrectedSource(src, ff)
+			}
+			want, err := Stitch(context.Background(), tiles, tc.opt, gopt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+			pairs := len(align.Pairs(g.rows, g.cols))
+			var again atomic.Int64
+			type counts struct{ refined, final int }
+			ahead := make(chan counts, 10*pairs)
+			ch := make(chan tileio.Arrival)
+			type out struct {
+				res *Result
+				err error
+			}
+			done := make(chan out)
+			go func() {
+				res, err := StitchLive(context.Background(), live, ch, tc.opt, gopt,
+					LiveOptions{refinedAgain: &again, ahead: func(r, f int) { ahead <- counts{r, f} }})
+				done <- out{res, err}
+			}()
+			n := len(order)
+			for _, a := range order[:n-1] {
+				src.arrive(a.Row, a.Col)
+				ch <- a
+			}
+			// Before the last tile (2 pairs): every other pair is final and
+			// refined ahead, however slow the machine.
+			timeout := time.After(60 * time.Second)
+			for c := (counts{}); c.final < pairs-2 || c.refined < c.final; {
+				select {
+				case c = <-ahead:
+				case <-timeout:
+					t.Fatalf("before the last tile: %d final pairs, %d refined ahead", c.final, c.refined)
+				}
+			}
+			last := order[n-1]
+			src.arrive(last.Row, last.Col)
+			ch <- last
+			close(ch)
+			go func() {
+				for range ahead {
+				}
+			}()
+			o := <-done
+			close(ahead)
+			res, err := o.res, o.err
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameTranslations(t, "relative", res.Relative, want.Relative)
+			sameTranslations(t, "optimized", res.Optimized, want.Optimized)
+			if !slices.Equal(res.Positions, want.Positions) {
+				t.Errorf("positions %v, Stitch's %v", res.Positions, want.Positions)
+			}
+			t.Logf("%d of %d pairs refined again at the end (final model %+v)", again.Load(), pairs, want.Model.RefineParams())
+			if n := again.Load(); 4*n > int64(pairs) {
+				t.Errorf("%d of %d pairs refined again at the end: the refinement ahead did not serve", n, pairs)
+			}
+		})
+	}
+}

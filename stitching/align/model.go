@@ -506,6 +506,27 @@ func (m *StageModel) Refine(r *Refiner, t1, t2 *image.Gray16, start Translation)
 	return m.RefineWithin(r, t1, t2, start, m.SearchRadius())
 }
 
+// RefineParams are the values of a [StageModel] that [StageModel.Refine]
+// depends on besides the two tiles and the start: models with equal
+// RefineParams refine a pair alike. A live stitch refines pairs with a
+// model estimated before every pair was in, and keeps the results the
+// final model's RefineParams and start translations agree with.
+type RefineParams struct {
+	Width, Height int
+	// Radius is the search radius, Widest the radius the search widens to.
+	Radius, Widest int
+	// MinX and MinY are the smallest overlap, in pixels, a displacement
+	// must leave.
+	MinX, MinY int
+}
+
+// RefineParams returns the values [StageModel.Refine] depends on (keep
+// it in step with refineWithin).
+func (m *StageModel) RefineParams() RefineParams {
+	mx, my := m.opt.minOverlap(m.Width, m.Height)
+	return RefineParams{Width: m.Width, Height: m.Height, Radius: m.SearchRadius(), Widest: m.WidestRadius(), MinX: mx, MinY: my}
+}
+
 // WidestRadius is the largest half-width of the square that
 // [StageModel.RefineWithin] widens its search to: the search radius, or
 // the overlap uncertainty (OverlapUncertainty percent of the larger tile
@@ -577,6 +598,8 @@ type pairSearch struct {
 }
 
 // refineWithin is RefineWithin with the searches of s.
+//
+// Everything it reads of m is in [StageModel.RefineParams].
 func (m *StageModel) refineWithin(s pairSearch, start Translation, radius int) (Translation, error) {
 	mx, my := m.opt.minOverlap(m.Width, m.Height)
 	limit := max(radius, m.WidestRadius())
