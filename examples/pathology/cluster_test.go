@@ -279,8 +279,14 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 	// among the workers lost lately.
 	report := regexp.MustCompile(`(?m)^cluster: task "` + tileTask + `": tile \d+ of 12 \(input \S+\)(: (worker (\S+) on \S+, which had it,|its worker \(which one is unknown: it never said\)) said nothing for 5s| (delivered|run) again \(delivery 2\) (to|by) worker pathology-w\d on \S+: (worker (\S+) on \S+, which had it,|the worker that had it) did not finish it).*$`)
 	ms := report.FindAllStringSubmatch(stderr.String(), -1)
-	if len(ms) == 0 {
-		t.Errorf("no report of the tile pathology-w2 held:\n%s", stderr.String())
+	redelivered := 0
+	if m := regexp.MustCompile(`results received \((\d+) redelivered`).FindStringSubmatch(out.b.String()); m != nil {
+		redelivered, _ = strconv.Atoi(m[1])
+	}
+	if redelivered > 0 && len(ms) == 0 || redelivered == 0 && len(ms) > 0 {
+		// (pathology-w2 may have held no tile at the kill: it had just
+		// finished one and not yet taken the next.)
+		t.Errorf("%d reports of a tile delivered again, the client counted %d:\n%s", len(ms), redelivered, stderr.String())
 	}
 	lost := "workers lost lately: pathology-w2 (pid " + strconv.Itoa(pid) + ") on "
 	for _, m := range ms {
