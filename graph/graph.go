@@ -383,9 +383,11 @@ func (rt *Runtime[In, Out]) launch(cfg *startConfig, insts []core.Instance) {
 func (g *Graph[In, Out]) restart(ctx context.Context, cfg *startConfig, f *core.Frame) (*Runtime[In, Out], error) {
 	rt := f.Owner.(*Runtime[In, Out])
 	bp := core.BlueprintOf(g)
-	r := core.NewRun(ctx, bp.Name, cfg.log)
+	// The previous run of f is over and nothing refers to it: its Run is
+	// renewed rather than allocated again.
+	r := rt.exec.run
+	r.Renew(ctx, bp.Name, cfg.log)
 	r.NoStats = cfg.noStats
-	rt.exec.run = r
 	rt.exec.sent.Store(0)
 	if cfg.abandonAfter > 0 {
 		r.AbandonAfter, r.Abandoned = cfg.abandonAfter, rt.exec.abandoned
@@ -404,12 +406,17 @@ func (g *Graph[In, Out]) restart(ctx context.Context, cfg *startConfig, f *core.
 // input.
 func (rt *Runtime[In, Out]) feed(inputs iter.Seq[In]) {
 	defer rt.Close()
-	for v := range inputs {
-		if rt.Send(v) != nil {
-			return
-		}
+	// inputs is given one yield per Runtime, made once, rather than a
+	// range loop's body made at every Run of a kept frame.
+	if rt.send1 == nil {
+		rt.send1 = rt.sendOne
 	}
+	inputs(rt.send1)
 }
+
+// sendOne is the yield given to the inputs of a Run: Send, and go on
+// while it succeeds.
+func (rt *Runtime[In, Out]) sendOne(v In) bool { return rt.Send(v) == nil }
 
 // drop waits for a run that Run left (a panic), and ends the goroutines
 // of its frame.
@@ -450,6 +457,8 @@ type Runtime[In, Out any] struct {
 
 	leftMu sync.Mutex
 	left   []Out // taken from the output queue by a range that stopped early
+	// send1 is sendOne, made once (see feed).
+	send1 func(In) bool
 
 	// frame is the graph's frame this runtime lives in, when Run keeps it
 	// for the next Run.

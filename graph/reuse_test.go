@@ -374,3 +374,67 @@ func TestRunReuseAfterChange(t *testing.T) {
 		t.Fatalf("b executed %d values, want 2", seen.Load())
 	}
 }
+
+// A Run of a kept frame renews the previous run's state in place: a run
+// watched by a progress callback and a stall report that fires, after a
+// run that failed, reports its own run only (its final progress, its
+// own stall), and its error is its own.
+func TestRunReuseRenewsRunState(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	g := graph.New[int, int]("renew")
+	slow := graph.AddFunc(g, "slow", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		if v < 0 {
+			return errors.New("negative")
+		}
+		if v == 2 {
+			time.Sleep(20 * time.Millisecond) // long enough for a stall report
+		}
+		return out.Emit(v)
+	})
+	graph.Connect(g.Input(), slow)
+	graph.Connect(slow, g.Output())
+	defer g.Release()
+	for round := range 4 {
+		err := g.Run(context.Background(), ints(1, -1), nil)
+		var te *task.Error
+		if !errors.As(err, &te) || te.Task != "slow" {
+			t.Fatalf("round %d: error %v, want task slow's", round, err)
+		}
+		var mu sync.Mutex
+		var last graph.Stats
+		var finals, stalls int
+		var stalled []string
+		progress := func(s graph.Stats) {
+			mu.Lock()
+			defer mu.Unlock()
+			last = s
+			if s.Done {
+				finals++
+			}
+		}
+		stall := func(s graph.Stats) {
+			mu.Lock()
+			defer mu.Unlock()
+			stalls++
+			stalled = append(stalled, fmt.Sprint(s.Sent))
+		}
+		err = g.Run(context.Background(), ints(1, 2, 3), nil,
+			graph.WithProgress(time.Millisecond, progress), graph.WithStallReport(5*time.Millisecond, stall))
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		mu.Lock()
+		if finals == 0 || !last.Done || last.Sent != 3 {
+			t.Errorf("round %d: %d progress reports of a run done, last %+v; want the last done, 3 sent", round, finals, last)
+		}
+		if stalls == 0 {
+			t.Errorf("round %d: no stall report for a copy busy 20 ms", round)
+		}
+		for _, s := range stalled {
+			if s != "3" {
+				t.Errorf("round %d: a stall report saw %s values sent, want this run's 3", round, s)
+			}
+		}
+		mu.Unlock()
+	}
+}

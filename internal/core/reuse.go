@@ -33,6 +33,9 @@ type Frame struct {
 	// Owner is the run's state kept with the frame by the caller (the
 	// graph's Runtime).
 	Owner any
+	// run is the frame's current run, hook its finish hook (see watch).
+	run  *Run
+	hook func(error) error
 
 	// broken is set when a copy's goroutine ended (runtime.Goexit): the
 	// frame then cannot run again.
@@ -136,17 +139,25 @@ func NewFrame(b *Blueprint, sc *Scope, insts []Instance) *Frame {
 }
 
 // watch registers the finish hook of run r, which tells whether the frame
-// may run again, or else ends its goroutines.
+// may run again, or else ends its goroutines. The hook is made once per
+// frame (a run of a frame is over before the next one starts).
 func (f *Frame) watch(r *Run) {
-	r.OnFinish(func(error) error {
-		if r.fate.Load() == fateEnded && !f.broken.Load() {
-			f.reusable.Store(true)
-		} else {
-			// Abandoned copies, or a goroutine that ended: never reused.
-			f.end()
-		}
-		return nil
-	})
+	f.run = r
+	if f.hook == nil {
+		f.hook = f.finished
+	}
+	r.OnFinish(f.hook)
+}
+
+// finished is the finish hook of the frame's run.
+func (f *Frame) finished(error) error {
+	if f.run.fate.Load() == fateEnded && !f.broken.Load() {
+		f.reusable.Store(true)
+	} else {
+		// Abandoned copies, or a goroutine that ended: never reused.
+		f.end()
+	}
+	return nil
 }
 
 // End makes the goroutines of f end, once its run is over, instead of

@@ -138,6 +138,25 @@ func NewRun(parent context.Context, name string, log *slog.Logger) *Run {
 	return r
 }
 
+// Renew makes r, a run of a Frame whose Wait has returned and whose frame
+// was given back (nothing refers to the run's state any more: its copies
+// are parked, its watcher finished), a new run under parent, as NewRun
+// would, without allocating the Run again: a Run is most of what a
+// graph.Graph.Run of a kept frame allocates. The rooms of the lists that
+// the frame keeps (topology and edges) stay as they are.
+func (r *Run) Renew(parent context.Context, name string, log *slog.Logger) {
+	if log == nil {
+		log = discardLog
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	topo1, at1, edges1 := r.topoNodes1, r.topoAt1, r.edgeGroup1
+	*r = Run{Name: name, Log: log, Epoch: time.Now(), ctx: ctx, cancel: cancel,
+		finished: make(chan struct{}), cancellable: parent.Done() != nil, parentLabels: hasLabels(parent)}
+	r.topoNodes1, r.topoAt1, r.edgeGroup1 = topo1, at1, edges1
+	r.pending.Store(1) // the open graph input
+	r.live.Store(1)    // until Launched
+}
+
 // Context returns the run's context, cancelled when the run fails or its
 // parent is cancelled.
 func (r *Run) Context() context.Context { return r.ctx }
