@@ -58,6 +58,28 @@ type Inbox[T any] struct {
 	// discard is set when nobody reads the values: they are counted as
 	// pushed and dropped (see Discard).
 	discard bool
+	// Hand-off (see handOff), for the queue of a single-copy node kept in
+	// a Frame whose copy has neither Initialize nor Shutdown (claimable,
+	// set by the node for each run; consumer is the node): parked tells
+	// that the copy's goroutine is parked between runs and has not started
+	// this run; deferred that a value was queued while it was, by a copy
+	// in its last batch, without waking it (the producer's goroutine then
+	// wakes it, or runs it, when its copy's run is over).
+	// claimedGen is one more than the generation (gen) of the run that was
+	// claimed, 0 if none: it stays set until the next run's Launch moves
+	// gen on, so that the parked goroutine cannot start before.
+	claimable, parked, deferred bool
+	claimedGen                  uint64
+	consumer                    handoff
+}
+
+// handoff is a node whose single copy's run another goroutine may run: a
+// goroutine whose own copy's run is over, instead of waking the copy's
+// goroutine and parking.
+type handoff interface {
+	// runClaimed runs the claimed run of the copy on the calling goroutine
+	// and returns the next node it claimed in turn, if any.
+	runClaimed() handoff
 }
 
 // successors lists where values go from a sink, for cycle detection.
@@ -121,6 +143,7 @@ func (q *Inbox[T]) reset(r *Run) {
 	q.producers = q.wiredProducers
 	q.maxLen, q.pushed, q.dropped = 0, 0, 0
 	q.color = white
+	q.parked, q.deferred = q.claimable, false
 	if q.limit > 0 {
 		r.bounded.Add(1)
 	}
@@ -185,9 +208,37 @@ func (q *Inbox[T]) ProducerDone() {
 	q.producers--
 	if q.producers <= 0 && !q.closed {
 		q.closed = true
+		if !q.deferred {
+			// A deferred consumer is woken, or run, by the producer
+			// that deferred it (handOff).
+			q.notEmpty.Broadcast()
+		}
+	}
+	q.mu.Unlock()
+}
+
+// handOff is called by the producer whose copy deferred the wake-up of q's
+// consumer (see push), once its copy's run is over: when claim is set and
+// q is closed (its run cannot wait for input), the consumer's run is
+// claimed and returned for the caller to run on its goroutine; otherwise
+// the consumer is woken. It returns nil when nothing was deferred.
+func (q *Inbox[T]) handOff(claim bool) handoff {
+	q.mu.Lock()
+	if !q.deferred {
+		q.mu.Unlock()
+		return nil
+	}
+	q.deferred = false
+	if claim && q.parked && q.closed {
+		q.parked, q.claimedGen = false, q.gen+1
+		q.mu.Unlock()
+		return q.consumer
+	}
+	if q.waiting > 0 {
 		q.notEmpty.Broadcast()
 	}
 	q.mu.Unlock()
+	return nil
 }
 
 // Push appends v. It blocks only when the inbox is bounded and full. A value
@@ -245,6 +296,22 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool, cs *CopyStats) er
 	}
 	q.buf[i] = v
 	q.n++
+	if q.parked && cs != nil && !q.deferred && q.limit == 0 && cs.last.Load() {
+		// The emitting copy is in its last batch, and the consumer's
+		// goroutine is parked between runs: the producer's goroutine
+		// wakes it, or runs it, when its copy's run is over (handOff),
+		// rather than now. A second value wakes it at once.
+		q.deferred = true
+		q.pushed++
+		if count != nil {
+			*count++
+		}
+		if q.n > int(q.maxLen) {
+			q.maxLen = int32(min(q.n, math.MaxInt32))
+		}
+		q.mu.Unlock()
+		return nil
+	}
 	q.pushed1(count)
 	return nil
 }
@@ -283,6 +350,7 @@ func (q *Inbox[T]) pushed1(count *int64) {
 	if q.waiting > 0 {
 		q.notEmpty.Signal()
 	}
+	q.deferred = false
 	q.mu.Unlock()
 }
 
@@ -347,6 +415,7 @@ func (q *Inbox[T]) pop(dst []T, max int, cs *CopyStats) (out []T, blocked, ok, d
 		return out, blocked, ok, false
 	}
 	k := min(q.n, max)
+	last := k == q.n && q.closed && q.producers <= 0
 	if cap(dst)-len(dst) < k {
 		// Grow once to the largest batch rather than step by step.
 		dst = slices.Grow(dst, max)
@@ -365,7 +434,7 @@ func (q *Inbox[T]) pop(dst []T, max int, cs *CopyStats) (out []T, blocked, ok, d
 		q.notFull.Broadcast()
 	}
 	q.mu.Unlock()
-	return dst, blocked, true, false
+	return dst, blocked, true, last
 }
 
 // popPriority is the end of Pop for a priority queue, which is not empty:

@@ -111,6 +111,18 @@ type node[In any] struct {
 	frame    *Frame
 	launched bool
 	eager    bool
+	// offer is the node's owner when it can hand the consumer of its
+	// output over (handOff), and hands is set for a run whose copies may
+	// defer the wake-up of that consumer in their last batch (no
+	// Shutdown between their last Execute and handOff).
+	offer handOffer
+	hands bool
+}
+
+// handOffer is an owner whose output may defer the wake-up of its
+// consumer (see Inbox.handOff).
+type handOffer interface {
+	handOff(claim bool) handoff
 }
 
 // nodeOwner is the instance a node lives in.
@@ -250,9 +262,19 @@ func (n *node[In]) work(i int) {
 	c := &n.copies[i]
 	gen := n.inbox.gen
 	for {
-		n.runCopy(c, i)
+		next := n.runCopy(c, i, false)
 		if n.frame == nil {
 			return
+		}
+		if next != nil {
+			// The consumer's run is this goroutine's now, and then the
+			// one its copy claimed in turn: no goroutine is woken and
+			// parked for them. Each sets its labels; the copy's own are
+			// set again at its next run.
+			c.labelled = false
+			for next != nil {
+				next = next.runClaimed()
+			}
 		}
 		var ok bool
 		if gen, ok = n.await(gen); !ok {
@@ -262,11 +284,13 @@ func (n *node[In]) work(i int) {
 }
 
 // runCopy is one run of copy c: Initialize, the loop, Shutdown, and the
-// node's and run's accounting.
-func (n *node[In]) runCopy(c *copyRT[In], i int) {
+// node's and run's accounting; claimed tells that it runs on another
+// copy's goroutine (see runClaimed). It returns the consumer whose run it
+// claimed (see Inbox.handOff), for the caller to run next.
+func (n *node[In]) runCopy(c *copyRT[In], i int, claimed bool) (next handoff) {
 	c.ok, c.drained = false, false
-	defer n.exit(c, i)
-	n.prepare(c)
+	defer n.exit(c, i, &next)
+	n.prepare(c, claimed)
 	if !n.initialize(c, i) {
 		c.ok = true
 		return
@@ -274,7 +298,13 @@ func (n *node[In]) runCopy(c *copyRT[In], i int) {
 	c.inited = true
 	n.loop(c, i)
 	c.ok = true
+	return nil
 }
+
+// runClaimed runs the run of the node's single copy that a producer's
+// goroutine claimed (Inbox.handOff): its queue is closed, so the run
+// cannot wait for input; the copy's own goroutine stays parked.
+func (n *node[In]) runClaimed() handoff { return n.runCopy(&n.copies[0], 0, true) }
 
 // await parks the goroutine of a copy of a node kept in a Frame between
 // runs: until a run after run gen wakes it (a value, the close of the
@@ -282,12 +312,14 @@ func (n *node[In]) runCopy(c *copyRT[In], i int) {
 func (n *node[In]) await(gen uint64) (uint64, bool) {
 	q := &n.inbox
 	q.mu.Lock()
-	for q.gen == gen && !q.ended {
+	// A run that another goroutine claimed is not this goroutine's.
+	for (q.gen == gen || q.claimedGen == q.gen+1) && !q.ended {
 		q.waiting++
 		q.notEmpty.Wait()
 		q.waiting--
 	}
 	gen, ok := q.gen, !q.ended
+	q.parked = false
 	q.mu.Unlock()
 	return gen, ok
 }
@@ -325,7 +357,11 @@ func (n *node[In]) endPool() {
 }
 
 // pool keeps the node in f: its copies' goroutines park after a run.
-func (n *node[In]) pool(f *Frame) { n.frame = f }
+func (n *node[In]) pool(f *Frame) {
+	n.frame = f
+	n.offer, _ = n.owner.(handOffer)
+	n.inbox.consumer = n
+}
 
 // poolable reports whether the node can be kept in a Frame: its copies'
 // contexts are the blueprint's cached ones.
@@ -341,12 +377,17 @@ func (n *node[In]) poolable() bool {
 // exit ends copy c: its Shutdown if it was initialized, then the node's
 // and the run's accounting, which also runs if Shutdown calls
 // runtime.Goexit.
-func (n *node[In]) exit(c *copyRT[In], i int) {
+func (n *node[In]) exit(c *copyRT[In], i int, next *handoff) {
 	r := n.run
 	if !r.noWG {
 		defer r.wg.Done()
 	}
 	defer r.exited()
+	if n.hands {
+		// After the node's accounting, which may close the consumer's
+		// queue, and before the run's, which may end the run.
+		defer n.handOff(c, next)
+	}
 	defer n.copyExited(c)
 	defer c.stats.SetState(StateDone)
 	defer n.checkGoexit(c)
@@ -358,6 +399,13 @@ func (n *node[In]) exit(c *copyRT[In], i int) {
 	c.ok = ok
 }
 
+// handOff wakes the consumer whose wake-up copy c deferred in its last
+// batch, or claims its run for this goroutine (*next) if the copy's run
+// ended normally; a goroutine that ends in runtime.Goexit only wakes it.
+func (n *node[In]) handOff(c *copyRT[In], next *handoff) {
+	*next = n.offer.handOff(c.ok)
+}
+
 // checkGoexit marks the frame of a copy whose goroutine ends in
 // runtime.Goexit as one that cannot run again.
 func (n *node[In]) checkGoexit(c *copyRT[In]) {
@@ -367,8 +415,12 @@ func (n *node[In]) checkGoexit(c *copyRT[In]) {
 }
 
 // prepare makes the context of copy c and labels its goroutine for the
-// profiler.
-func (n *node[In]) prepare(c *copyRT[In]) {
+// profiler; a claimed run labels the goroutine that runs it.
+func (n *node[In]) prepare(c *copyRT[In], claimed bool) {
+	if claimed {
+		pprof.SetGoroutineLabels(&c.ctx)
+		return
+	}
 	if c.ctx.side == nil {
 		lctx := c.ctx.Context // labelled by Launch if there are several copies
 		if len(n.copies) == 1 {
@@ -498,7 +550,15 @@ func (n *node[In]) next(c *copyRT[In], b *batchState[In]) bool {
 	if b.counting {
 		mark = cs
 	}
-	b.batch, blocked, ok, c.drained = n.inbox.pop(b.batch[:0], max, mark)
+	var last bool
+	b.batch, blocked, ok, last = n.inbox.pop(b.batch[:0], max, mark)
+	if !ok {
+		c.drained = last
+	} else if last && n.hands {
+		// Nothing more will come: the consumer's wake-up may wait for
+		// the end of this run of the copy (see Inbox.push).
+		cs.last.Store(true)
+	}
 	if blocked && b.counting {
 		now := time.Since(r.Epoch)
 		cs.Wait.Add(int64(now - b.last))
@@ -690,6 +750,13 @@ func (t *taskInst[In, Out]) reuse(r *Run) error {
 		c.ctx.Context = r.ctx
 		c.ctx.state.last.Store(nil)
 		c.inited = false
+		if i == 0 {
+			// Only a single copy without Initialize and Shutdown has
+			// its run claimed; copies without Shutdown defer waking
+			// their consumer in their last batch.
+			n.inbox.claimable = len(tasks) == 1 && !x.hasInit() && !x.hasShutdown()
+			n.hands = n.offer != nil && !x.hasShutdown()
+		}
 		if x.hasInit() {
 			n.eager = true
 		} else {
@@ -710,7 +777,17 @@ func (t *taskInst[In, Out]) Out(i int) any {
 	return &t.out
 }
 
-func (t *taskInst[In, Out]) nodeExited()           { t.out.ProducerDone() }
+func (t *taskInst[In, Out]) nodeExited() { t.out.ProducerDone() }
+
+// handOff hands the consumer of the task's output over (Inbox.handOff):
+// only the first target of an outlet is given the emitting copy's
+// counters, so only its wake-up may have been deferred.
+func (t *taskInst[In, Out]) handOff(claim bool) handoff {
+	if q := t.out.first; q != nil {
+		return q.handOff(claim)
+	}
+	return nil
+}
 func (t *taskInst[In, Out]) nextN() int            { return 1 }
 func (t *taskInst[In, Out]) nextAt(int) registered { return &t.out }
 func (t *taskInst[In, Out]) emitted() int64        { return t.out.Pushed() }

@@ -56,6 +56,10 @@ type CopyStats struct {
 	track   *Track                 // set when the run is traced
 	epoch   *time.Time             // the run's
 	remote  *RemoteStats           // set when the copy's task is a task.Placer
+	// last is set while the copy executes its last batch of a run of a
+	// Frame (its queue closed and empty for good): its consumer's
+	// wake-up may then be deferred (see Inbox.push).
+	last atomic.Bool
 }
 
 // reset zeroes the counters for another run of the copy (in a Frame).
