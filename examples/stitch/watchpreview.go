@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"image"
-	"image/png"
 	"io"
 	"slices"
 	"strings"
@@ -131,7 +130,7 @@ func (p *livePreview) write(path string, pos []tileio.GlobalPosition, w, h int) 
 		return nil, err
 	}
 	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
+	if err := encodePreview(&buf, img); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), outfile.WriteFile(path, func(f io.Writer) error {
