@@ -4,8 +4,9 @@
 //
 // # The graph's side
 //
-// A [Client] connects a process that runs graphs to a NATS server (an
-// embedded one, [StartServer], or a real cluster). A [Remote] is a task
+// A [Client] connects a process that runs graphs to a NATS server (a
+// nats-server executable run by [StartServerProcess], the embedded one of
+// package natsserver, or a real cluster). A [Remote] is a task
 // whose Execute runs elsewhere; it sits in a graph like any task:
 //
 //	client, err := cluster.NewClient(ctx, nc)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/cluster/natsserver"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/region"
 	"github.com/gohtgs/htgs/task"
@@ -23,7 +24,7 @@ func newUpper() task.Task[string, string] {
 // the same process for brevity; a worker process runs the same Handle and
 // Serve calls after connecting to the server's AuthURL.
 func Example() {
-	srv, err := cluster.StartServer()
+	srv, err := natsserver.Start()
 	if err != nil {
 		panic(err)
 	}
@@ -77,26 +78,9 @@ func Example() {
 	// Output: [NODES REGIONS TILES] 3
 }
 
-// The embedded server listens on loopback only and refuses clients without
-// its token.
-func ExampleStartServer() {
-	srv, err := cluster.StartServer()
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Shutdown()
-	fmt.Println(strings.HasPrefix(srv.URL(), "nats://127.0.0.1:"), len(srv.Token()) > 0)
-	conn, err := srv.Connect() // with the token
-	if err != nil {
-		panic(err)
-	}
-	conn.Close()
-	// Output: true true
-}
-
 // Call runs one input on a worker outside any graph.
 func ExampleRemote_Call() {
-	srv, err := cluster.StartServer()
+	srv, err := natsserver.Start()
 	if err != nil {
 		panic(err)
 	}
@@ -143,7 +127,7 @@ func ExampleRemote_Call() {
 // A region written by one process and read back, ROI only, by another
 // (here: two connections).
 func ExampleNewRegions() {
-	srv, err := cluster.StartServer()
+	srv, err := natsserver.Start()
 	if err != nil {
 		panic(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gohtgs/htgs/graph"
+
+	"github.com/gohtgs/htgs/cluster/natsserver"
 )
 
 // runAsync runs the inputs through a graph with the remote square task and
@@ -127,7 +129,7 @@ func TestResultBeforeAckCountedOnce(t *testing.T) {
 // the server shuts down first, under their feet.
 func TestNoLeakAfterServerShutdown(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	s, err := StartServer()
+	s, err := natsserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +178,7 @@ func freePort(t *testing.T) int {
 // and every input is counted once.
 func TestServerRestartWithFileStorage(t *testing.T) {
 	dir, port := t.TempDir(), freePort(t)
-	s1, err := StartServer(StoreDir(dir), ServerPort(port))
+	s1, err := natsserver.Start(natsserver.StoreDir(dir), natsserver.Port(port))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +208,7 @@ func TestServerRestartWithFileStorage(t *testing.T) {
 		t.Fatalf("the run ended (%d results) before the restart", n)
 	}
 	time.Sleep(300 * time.Millisecond)
-	s2, err := StartServer(StoreDir(dir), ServerPort(port), ServerToken(token))
+	s2, err := natsserver.Start(natsserver.StoreDir(dir), natsserver.Port(port), natsserver.Token(token))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +234,7 @@ func TestClusterLosesOneServer(t *testing.T) {
 	for i := range n {
 		ports[i], cports[i] = freePort(t), freePort(t)
 	}
-	var servers [n]*Server
+	var servers [n]*natsserver.Server
 	token := ""
 	for i := range n {
 		var routes []string
@@ -241,11 +243,11 @@ func TestClusterLosesOneServer(t *testing.T) {
 				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cports[j]))
 			}
 		}
-		opts := []ServerOption{ServerName(fmt.Sprintf("n%d", i)), ServerPort(ports[i]), ServerCluster("htgs-test", cports[i], routes...)}
+		opts := []natsserver.Option{natsserver.Name(fmt.Sprintf("n%d", i)), natsserver.Port(ports[i]), natsserver.Cluster("htgs-test", cports[i], routes...)}
 		if token != "" {
-			opts = append(opts, ServerToken(token))
+			opts = append(opts, natsserver.Token(token))
 		}
-		s, err := StartServer(opts...)
+		s, err := natsserver.Start(opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gohtgs/htgs/task"
+
+	"github.com/gohtgs/htgs/cluster/natsserver"
 )
 
 // The test binary doubles as a worker process: with envWorker set, TestMain
@@ -169,9 +171,9 @@ func workerMain(name string) int {
 }
 
 // startServer starts an embedded server shut down at the end of the test.
-func startServer(t testing.TB, opts ...ServerOption) *Server {
+func startServer(t testing.TB, opts ...natsserver.Option) *natsserver.Server {
 	t.Helper()
-	s, err := StartServer(opts...)
+	s, err := natsserver.Start(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func startServer(t testing.TB, opts ...ServerOption) *Server {
 	return s
 }
 
-func connect(t testing.TB, s *Server) *nats.Conn {
+func connect(t testing.TB, s *natsserver.Server) *nats.Conn {
 	t.Helper()
 	nc, err := s.Connect()
 	if err != nil {
@@ -234,7 +236,7 @@ type workerProc struct {
 	done   chan error
 }
 
-func startProc(t testing.TB, s *Server, name string, threads int, env ...string) *workerProc {
+func startProc(t testing.TB, s *natsserver.Server, name string, threads int, env ...string) *workerProc {
 	t.Helper()
 	p := &workerProc{cmd: exec.Command(os.Args[0], "-test.run=^$"), done: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), envWorker+"="+name, envThreads+"="+strconv.Itoa(threads), EnvURL+"="+s.AuthURL())

@@ -34,7 +34,7 @@ import (
 // key-value bucket that UpdateObject swaps atomically.
 //
 // Chunk values must fit in a message: keep chunk shape × element size below
-// the server's maximum payload (1 MiB by default; 8 MiB for [StartServer]).
+// the server's maximum payload (1 MiB by default; 8 MiB for [StartServerProcess] and package natsserver).
 type Regions struct {
 	kv    jetstream.KeyValue
 	obj   jetstream.ObjectStore

@@ -11,9 +11,11 @@ import (
 	"testing"
 
 	"github.com/gohtgs/htgs/region"
+
+	"github.com/gohtgs/htgs/cluster/natsserver"
 )
 
-func newRegions(t testing.TB, s *Server, opts ...Option) *Regions {
+func newRegions(t testing.TB, s *natsserver.Server, opts ...Option) *Regions {
 	t.Helper()
 	r, err := NewRegions(context.Background(), connect(t, s), opts...)
 	if err != nil {

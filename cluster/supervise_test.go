@@ -13,10 +13,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gohtgs/htgs/cluster/natsserver"
 )
 
 // testWorker is a local worker process from the test binary, joining s.
-func testWorker(s *Server, name string, threads int, env ...string) LocalWorker {
+func testWorker(s *natsserver.Server, name string, threads int, env ...string) LocalWorker {
 	return LocalWorker{Name: name, Path: os.Args[0], Args: []string{"-test.run=^$"},
 		Env: append([]string{envWorker + "=" + name, envThreads + "=" + strconv.Itoa(threads), EnvURL + "=" + s.AuthURL()}, env...)}
 }

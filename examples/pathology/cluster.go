@@ -27,7 +27,8 @@ import (
 )
 
 // With -cluster N the real run's stage instances run on worker processes:
-// the program starts an embedded NATS server (cluster.StartServer) and N
+// the program runs a NATS server (cluster.StartServerProcess, from the
+// nats-server executable of -nats-server) and N
 // copies of itself with -worker, writes the slide into the cluster's
 // region storage (cluster.Regions) and sends each tile, as a cluster.Remote
 // task, to whichever worker is free. A worker runs the tile's whole flow
@@ -62,12 +63,14 @@ const (
 type clusterFlags struct {
 	restart bool          // -restart
 	timeout time.Duration // -worker-timeout
+	server  string        // -nats-server: as given, then its path
 }
 
 // addClusterFlags declares the supervision flags into o.
 func addClusterFlags(fs *flag.FlagSet, o *options) {
 	fs.BoolVar(&o.cl.restart, "restart", true, "with -cluster: start a worker process again when it dies (its tiles go to the others meanwhile)")
 	fs.DurationVar(&o.cl.timeout, "worker-timeout", time.Minute, "with -cluster: fail when no worker has served for this `long`")
+	fs.StringVar(&o.cl.server, "nats-server", "nats-server", "with -cluster: the nats-server `executable` to run (a name is looked up in $PATH); install it with go install "+cluster.NATSServerModule+"@"+cluster.NATSServerVersion)
 }
 
 // tileWork is the input of the remote stage: one tile of the slide, and
@@ -126,6 +129,15 @@ func (o *options) checkCluster() error {
 		return cli.Usagef("-restart and -worker-timeout supervise the workers of -cluster")
 	case set["worker-timeout"] && o.cl.timeout <= 0:
 		return cli.Usagef("-worker-timeout %v: must be positive", o.cl.timeout)
+	case set["nats-server"] && !set["cluster"]:
+		return cli.Usagef("-nats-server is the server -cluster runs: it applies to -cluster")
+	}
+	if o.clusterN > 0 {
+		path, err := cluster.FindServerExecutable(o.cl.server)
+		if err != nil {
+			return cli.Usagef("-cluster %d runs a NATS server: -nats-server %s: %v", o.clusterN, o.cl.server, err)
+		}
+		o.cl.server = path
 	}
 	if o.worker {
 		// A worker takes the settings of its node (units and scheduling);
@@ -172,11 +184,15 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	if err != nil {
 		return fmt.Errorf("cluster: the program to start workers from: %w", err)
 	}
-	srv, err := cluster.StartServer()
+	srv, err := cluster.StartServerProcess(parent, o.cl.server)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	defer srv.Shutdown()
+	defer func() {
+		if serr := srv.Shutdown(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
 	// More workers on this machine may join the run: the token waits for
 	// them in a file only this user can read, removed when the run ends.
 	tokenFile, err := writeTokenFile(srv.Token())
@@ -186,7 +202,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	defer os.Remove(tokenFile)
 	nc, err := srv.Connect(nats.Name(prog + " run"))
 	if err != nil {
-		return fmt.Errorf("cluster: connect to the embedded server: %w", err)
+		return fmt.Errorf("cluster: connect to the NATS server: %w", err)
 	}
 	defer nc.Close()
 
@@ -243,7 +259,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	for _, w := range infos {
 		joined = append(joined, fmt.Sprintf("%s (pid %d)", w.Name, w.PID))
 	}
-	fmt.Fprintf(stdout, "cluster: embedded NATS server at %s; %d worker processes: %s\n", srv.URL(), len(infos), strings.Join(joined, ", "))
+	fmt.Fprintf(stdout, "cluster: NATS server at %s (%s, pid %d); %d worker processes: %s\n", srv.URL(), o.cl.server, srv.Pid(), len(infos), strings.Join(joined, ", "))
 	fmt.Fprintf(stdout, "cluster: more workers on this machine join with: %s=$(cat %s) %s -worker -nats %s\n", natsconn.EnvToken, tokenFile, prog, srv.URL())
 
 	// The client's reports (a tile delivered again after its worker was

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/cluster/natsserver"
 	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/internal/natsconn"
 )
@@ -70,7 +71,7 @@ func (b *syncBuffer) String() string {
 // workerPIDs returns the worker processes a -cluster run's output lists.
 func workerPIDs(t *testing.T, out string) map[string]int {
 	t.Helper()
-	line := regexp.MustCompile(`(?m)^cluster: embedded NATS server at .*$`).FindString(out)
+	line := regexp.MustCompile(`(?m)^cluster: NATS server at .*$`).FindString(out)
 	pids := map[string]int{}
 	for _, m := range regexp.MustCompile(`(\S+) \(pid (\d+)\)`).FindAllStringSubmatch(line, -1) {
 		pid, _ := strconv.Atoi(m[2])
@@ -95,6 +96,7 @@ func checkGone(t *testing.T, pids map[string]int) {
 // and the spawned features must be the same, every tile must have been
 // done by one of the workers, and no worker process may outlive the run.
 func TestClusterMatchesSingleProcess(t *testing.T) {
+	needNATSServer(t)
 	t.Setenv(envTestProcess, "1")
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -195,6 +197,7 @@ func lineWith(out, prefix string) string {
 // well on the other worker. With -restart=false and every worker gone, the
 // run fails after -worker-timeout with an error saying so.
 func TestClusterWorkerExit(t *testing.T) {
+	needNATSServer(t)
 	t.Setenv(envTestProcess, "1")
 	t.Setenv(envTestExit, "pathology-w2")
 	t.Run("restarts", func(t *testing.T) {
@@ -238,6 +241,7 @@ func TestClusterWorkerExit(t *testing.T) {
 // run ends well, the GeoJSON of the nuclei is byte for byte a
 // single-process run's, the death is reported and the worker restarted.
 func TestClusterSurvivesKilledWorker(t *testing.T) {
+	needNATSServer(t)
 	t.Setenv(envTestProcess, "1")
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -301,6 +305,7 @@ func TestClusterSurvivesKilledWorker(t *testing.T) {
 // the workers: the run stops at once, with the context's error, and leaves
 // no worker process behind.
 func TestClusterCancel(t *testing.T) {
+	needNATSServer(t)
 	t.Setenv(envTestProcess, "1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -347,7 +352,7 @@ func (w *triggerWriter) Write(p []byte) (int, error) {
 // one, fails at once with an error saying so, and never prints the token
 // it was given.
 func TestWorkerToken(t *testing.T) {
-	srv, err := cluster.StartServer()
+	srv, err := natsserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +388,7 @@ func TestWorkerToken(t *testing.T) {
 func TestWorkerServes(t *testing.T) {
 	for _, stop := range []string{"cancel", "server gone"} {
 		t.Run(stop, func(t *testing.T) {
-			srv, err := cluster.StartServer()
+			srv, err := natsserver.Start()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -495,6 +500,7 @@ func TestClusterFlags(t *testing.T) {
 	}
 	// The worker command line a -cluster run builds parses, and carries
 	// the node settings but no token.
+	needNATSServer(t) // -cluster looks for it
 	o, err := parseFlags([]string{"-cluster", "3", "-policy", "fcfs", "-window", "4", "-cpus", "2", "-gpus", "1", "-locality", "-learn"})
 	if err != nil {
 		t.Fatal(err)

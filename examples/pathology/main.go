@@ -38,7 +38,8 @@
 // which nuclei intersect a box (a ROI query).
 //
 // With -cluster N the real run's stage instances run on worker processes
-// (package cluster): it starts an embedded NATS server on 127.0.0.1 and N
+// (package cluster): it runs a NATS server on 127.0.0.1 (the nats-server
+// executable of -nats-server, found in $PATH by default) and N
 // copies of itself with -worker, each a node with the -cpus and -gpus
 // simulated units and the scheduling flags of the run, running -window
 // tiles at a time on its own pats.Manager. The slide is written into the
@@ -209,7 +210,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.hardware, "hardware", false, "run the experiment on this machine's CPU cores and CUDA GPUs (4K tiles; needs a -tags cuda build)")
 	fs.BoolVar(&o.cpuOps, "cpu-ops", false, "time each operation on one core on a generated tile of -tile-size pixels (default 4096) and print 'op NAME: MS ms' lines; -out DIR also writes the tile and the operations' inputs as .npy files")
 	fs.BoolVar(&o.cpuTime, "cpu-time", false, "with -cpu-ops: time by the thread's CPU time instead of the wall clock (Linux)")
-	fs.IntVar(&o.clusterN, "cluster", 0, "real run on `N` worker processes: start an embedded NATS server and N copies of this program with -worker, which run the tiles' stage instances")
+	fs.IntVar(&o.clusterN, "cluster", 0, "real run on `N` worker processes: run a NATS server (-nats-server) and N copies of this program with -worker, which run the tiles' stage instances")
 	fs.BoolVar(&o.worker, "worker", false, "serve tiles to -cluster runs: join the server -nats names (token in $"+natsconn.EnvToken+" or the URL) until SIGINT, SIGTERM or the server's end")
 	fs.StringVar(&o.natsURL, "nats", "", "with -worker: the NATS server's `URL`")
 	fs.StringVar(&o.workerName, "name", "", "with -worker: the worker's `name` (default: host-pid)")
@@ -237,7 +238,7 @@ func usage(w io.Writer) {
   %[1]s -experiment [-quick] [-out DIR]   every experiment: results.md and SVG figures
   %[1]s -hardware [-out DIR]              the experiment on this machine's cores and CUDA GPUs
   %[1]s -cpu-ops [-tile-size N] [-out DIR] each operation timed on one core: "op NAME: MS ms"
-  %[1]s -cluster N [flags]                real run on N local worker processes (embedded NATS server)
+  %[1]s -cluster N [flags]                real run on N local worker processes (runs nats-server)
   %[1]s -worker -nats URL [node flags]    a worker process joining a -cluster run's server
 
 The CPU cores and GPUs are simulated: transfer and memory figures are

@@ -20,7 +20,18 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envTestProcess) != "" {
 		os.Exit(testProcessMain()) // the test binary as the program: -cluster tests' workers
 	}
-	goleak.VerifyTestMain(m, natsLeak())
+	goleak.VerifyTestMain(withNATSServer{m}, natsLeak())
+}
+
+// withNATSServer runs the tests with the nats-server executable of
+// -cluster built and first in $PATH (see setupNATSServer).
+type withNATSServer struct{ m *testing.M }
+
+// Run builds nats-server, runs the tests and removes it.
+func (w withNATSServer) Run() int {
+	remove := setupNATSServer()
+	defer remove()
+	return w.m.Run()
 }
 
 func TestWorkloadFlows(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/cluster/natsserver"
 	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/stitching/tileio"
 )
@@ -28,7 +28,7 @@ func TestStagedBandCopiesOnlyItsTiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := cluster.StartServer()
+	srv, err := natsserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func BenchmarkStagedBand(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := cluster.StartServer()
+	srv, err := natsserver.Start()
 	if err != nil {
 		b.Fatal(err)
 	}

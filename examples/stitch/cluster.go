@@ -1,8 +1,8 @@
 package main
 
 // Distributed registration: -nats (a client that sends bands of rows to
-// workers), -worker (a worker that registers them) and -cluster (an
-// embedded server and local worker processes in one command).
+// workers), -worker (a worker that registers them) and -cluster (a
+// nats-server child process and local worker processes in one command).
 
 import (
 	"context"
@@ -69,6 +69,7 @@ type clusterConfig struct {
 	restart    bool          // -restart
 	timeout    time.Duration // -worker-timeout
 	workersSet bool          // -workers was given
+	natsServer string        // -nats-server: as given, then its path
 }
 
 // distributed reports whether the registration runs on workers.
@@ -78,13 +79,14 @@ func addClusterFlags(fs *flag.FlagSet, c *config) {
 	cl := &c.cl
 	fs.StringVar(&cl.nats, "nats", "", "NATS server `URL`: register by bands of rows on the workers that serve it (stitch -worker), which read the tiles at the same path; the token comes from $"+natsconn.EnvToken+" or nats://TOKEN@HOST:PORT. With -worker: the server to join (default $"+cluster.EnvURL+")")
 	fs.BoolVar(&cl.worker, "worker", false, "serve as a worker registering bands of rows for -nats clients until interrupted, one band at a time, each with -workers copies of each compute task (default: this machine's cores), on the GPUs with -gpu")
-	fs.IntVar(&cl.cluster, "cluster", 0, "start an embedded NATS server and `N` local worker processes, and register by bands of rows on them; -workers given is each worker's copies of each compute task, otherwise they share this machine's cores (cores/N each)")
+	fs.IntVar(&cl.cluster, "cluster", 0, "start a NATS server (the -nats-server executable) and `N` local worker processes, and register by bands of rows on them; -workers given is each worker's copies of each compute task, otherwise they share this machine's cores (cores/N each)")
 	fs.IntVar(&cl.bandRows, "band-rows", 0, "with -nats or -cluster: grid rows per band (0: about 3 bands per worker, at least 4 rows when the grid has them)")
 	fs.StringVar(&cl.allow, "allow", "", "with -worker: read tiles only from folders under `DIR` (default: any folder a client names)")
 	fs.StringVar(&cl.workerName, "name", "", "with -worker: the worker's name in the clients' progress lines (default HOST-PID)")
 	fs.StringVar(&cl.via, "tiles-via", viaFolder, "with -nats or -cluster: how workers get the tiles: "+viaFolder+" (they read the client's tile folder at the same path) or "+viaStore+" (the client puts them in the JetStream object store; no shared folder needed)")
 	fs.BoolVar(&cl.restart, "restart", true, "with -cluster: start a local worker again when it dies (its bands go to the others meanwhile)")
 	fs.DurationVar(&cl.timeout, "worker-timeout", time.Minute, "with -nats or -cluster: fail when no worker has served for this `long`")
+	fs.StringVar(&cl.natsServer, "nats-server", "nats-server", "with -cluster: the nats-server `executable` to run (a name is looked up in $PATH); install it with go install "+cluster.NATSServerModule+"@"+cluster.NATSServerVersion)
 }
 
 // checkCluster checks the distributed registration's flags.
@@ -119,6 +121,8 @@ func checkCluster(c *config, set map[string]bool) error {
 		return cli.Usagef("-worker-timeout applies to a distributed registration (-nats or -cluster)")
 	case set["worker-timeout"] && cl.timeout <= 0:
 		return cli.Usagef("-worker-timeout %v: must be positive", cl.timeout)
+	case set["nats-server"] && cl.cluster == 0:
+		return cli.Usagef("-nats-server is the server -cluster runs: it applies to -cluster")
 	}
 	cl.workersSet = set["workers"]
 	if cl.nats != "" {
@@ -151,6 +155,13 @@ func checkCluster(c *config, set map[string]bool) error {
 	}
 	if c.gpu && cl.nats != "" {
 		return cli.Usagef("-gpu with -nats: the registration runs on the workers; give -gpu to them (stitch -worker -gpu)")
+	}
+	if cl.cluster > 0 {
+		path, err := cluster.FindServerExecutable(cl.natsServer)
+		if err != nil {
+			return cli.Usagef("-cluster %d runs a NATS server: -nats-server %s: %v; or give -nats URL of a running server and start the workers there (stitch -worker)", cl.cluster, cl.natsServer, err)
+		}
+		cl.natsServer = path
 	}
 	return nil
 }
@@ -389,16 +400,16 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 }
 
 // distributed is the client's side of a distributed registration: its
-// connection, with -cluster the embedded server, and the supervisor of the
+// connection, with -cluster the server process, and the supervisor of the
 // workers (with -cluster, of the local worker processes too).
 type distributed struct {
 	nc     *nats.Conn
 	client *cluster.Client
 	remote *cluster.Remote[bandJob, bandDone]
 	sup    *cluster.Supervisor
-	srv    *cluster.Server // -cluster
-	where  string          // for messages
-	rows   int             // -band-rows
+	srv    *cluster.ServerProcess // -cluster
+	where  string                 // for messages
+	rows   int                    // -band-rows
 }
 
 // startDistributed connects to -nats, or starts -cluster's server and
@@ -415,7 +426,7 @@ func startDistributed(ctx context.Context, c *config, stdout, stderr io.Writer) 
 		}
 	}()
 	if n := c.cl.cluster; n > 0 {
-		if d.srv, err = cluster.StartServer(); err != nil {
+		if d.srv, err = cluster.StartServerProcess(ctx, c.cl.natsServer); err != nil {
 			return nil, nil, fmt.Errorf("-cluster: %w", err)
 		}
 		if d.nc, err = d.srv.Connect(nats.Name("stitch client")); err != nil {
@@ -503,7 +514,9 @@ func (d *distributed) close() error {
 		d.nc.Close()
 	}
 	if d.srv != nil {
-		d.srv.Shutdown()
+		if err := d.srv.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("-cluster: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -31,6 +31,7 @@ var registered = regexp.MustCompile(`(?m)^registered \d+ pairs in \d+ bands on \
 //
 //	go test -run '^$' -bench ClusterTilesVia -benchtime 7x ./examples/stitch/
 func BenchmarkClusterTilesVia(b *testing.B) {
+	needNATSServer(b)
 	ctx := context.Background()
 	cfg := synth.DefaultConfig()
 	cfg.Rows, cfg.Cols = 8, 10

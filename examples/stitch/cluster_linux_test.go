@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/cluster/natsserver"
 	"github.com/gohtgs/htgs/internal/natsconn"
 )
 
@@ -50,7 +50,7 @@ func (s *syncOutput) String() string {
 // startOtherHost makes the namespaces (skipping the test where it cannot:
 // not root, no ip or unshare) and starts a stitch worker in them joining a
 // server listening on the host side's address. It returns the server.
-func startOtherHost(t *testing.T, name string) (*cluster.Server, *otherHost) {
+func startOtherHost(t *testing.T, name string) (*natsserver.Server, *otherHost) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("making network and mount namespaces needs root")
@@ -90,7 +90,7 @@ func startOtherHost(t *testing.T, name string) (*cluster.Server, *otherHost) {
 			t.Fatal(err)
 		}
 	}
-	srv, err := cluster.StartServer(cluster.ServerHost(hostIP))
+	srv, err := natsserver.Start(natsserver.Host(hostIP))
 	if err != nil {
 		t.Fatal(err)
 	}

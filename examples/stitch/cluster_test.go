@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/cluster/natsserver"
 	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/internal/natsconn"
 )
@@ -27,9 +28,9 @@ var natsLeak = goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*
 
 // tokenServer starts an embedded server and puts its token in
 // $HTGS_NATS_TOKEN for the runs of the test; the caller shuts it down.
-func tokenServer(t *testing.T) *cluster.Server {
+func tokenServer(t *testing.T) *natsserver.Server {
 	t.Helper()
-	srv, err := cluster.StartServer()
+	srv, err := natsserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +86,7 @@ var bandLine = regexp.MustCompile(`(?m)^band (\d+)/(\d+) \(rows \d+\.\.\d+\): \d
 // single-process run's outputs byte for byte, and prints a line per band
 // naming its worker and host.
 func TestClusterMatchesSingleProcess(t *testing.T) {
+	needNATSServer(t)
 	before := goleak.IgnoreCurrent()
 	ctx := context.Background()
 	dir := generated(t, 4, 5, 1, nil)
@@ -189,7 +191,7 @@ func TestClusterMatchesSingleProcess(t *testing.T) {
 // from and shows none; nothing is written.
 func TestClusterWrongToken(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	srv, err := cluster.StartServer()
+	srv, err := natsserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +311,7 @@ func TestClusterWorkerAllow(t *testing.T) {
 // is the machine's cores; -cluster N's local workers get -workers when it
 // is given, otherwise a share of the cores.
 func TestClusterWorkerCopies(t *testing.T) {
+	needNATSServer(t)
 	cores := runtime.GOMAXPROCS(0)
 	for _, tc := range []struct {
 		args []string

@@ -58,6 +58,7 @@ func localPID(stdout, name string) int {
 // Cancelling a -cluster run (Ctrl-C) mid-registration stops it with the
 // cancellation and leaves no worker process behind.
 func TestClusterStopsLocalWorkers(t *testing.T) {
+	needNATSServer(t)
 	before := goleak.IgnoreCurrent()
 	dir := generated(t, 4, 5, 1, nil)
 	args := []string{"-dir", dir, "-rows", "4", "-cols", "5", "-workers", "2", "-cluster", "2", "-band-rows", "1", "-mosaic=false"}
@@ -89,6 +90,7 @@ func TestClusterStopsLocalWorkers(t *testing.T) {
 // -restart=false and the only worker killed, the run fails after
 // -worker-timeout with an error saying that no worker served.
 func TestClusterSurvivesKilledWorker(t *testing.T) {
+	needNATSServer(t)
 	before := goleak.IgnoreCurrent()
 	ctx := context.Background()
 	dir := generated(t, 6, 5, 1, nil)

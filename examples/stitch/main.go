@@ -22,9 +22,10 @@
 // runs the rest as a single process does, so the outputs are the same;
 // it prints a line per band naming the worker and its host. The token
 // comes from $HTGS_NATS_TOKEN (or nats://TOKEN@HOST:PORT). -cluster N
-// starts an embedded NATS server and N local workers (this program with
-// -worker, the server's URL and token in their environment) and stops
-// them when the run ends.
+// runs a NATS server (the nats-server executable of -nats-server, found in
+// $PATH by default) and N local workers (this program with -worker, the
+// server's URL and token in their environment) and stops them when the
+// run ends.
 //
 // OUT receives MIST's files under MIST's names (PREFIX is -prefix, default
 // img-; T the time slice, 1 without time slices): PREFIXglobal-positions-T.txt,

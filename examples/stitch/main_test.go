@@ -74,7 +74,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envChild) != "" {
 		main() // a local worker of -cluster, started from the test binary
 	}
+	removeNATSServer := setupNATSServer()
 	code := m.Run()
+	removeNATSServer()
 	if genRoot != "" {
 		os.RemoveAll(genRoot)
 	}

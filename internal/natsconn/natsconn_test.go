@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
-	"github.com/gohtgs/htgs/cluster"
+	"github.com/gohtgs/htgs/cluster/natsserver"
 )
 
 // Messages never show the token in a URL.
@@ -37,7 +37,7 @@ func TestRedact(t *testing.T) {
 // token.
 func TestConnect(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	srv, err := cluster.StartServer()
+	srv, err := natsserver.Start()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,10 @@
-package cluster
+// Package natsserver runs an embedded NATS server with JetStream in this
+// process, for tests, benchmarks and programs that want one without a
+// nats-server executable. It is apart from package cluster so that the
+// client and worker code does not link the server (about 40 s of the first
+// build); programs that only need a server to talk to can run a
+// nats-server executable with cluster.StartServerProcess instead.
+package natsserver
 
 import (
 	"crypto/rand"
@@ -26,13 +32,13 @@ type Server struct {
 	ns      *server.Server
 	token   string
 	dir     string // the JetStream store directory
-	tempDir bool   // dir was made by StartServer and is removed on Shutdown
+	tempDir bool   // dir was made by Start and is removed on Shutdown
 }
 
-// ServerOption configures [StartServer].
-type ServerOption interface{ applyServer(*serverConfig) }
+// Option configures [Start].
+type Option interface{ apply(*config) }
 
-type serverConfig struct {
+type config struct {
 	dir         string
 	token       string
 	port        int
@@ -44,76 +50,76 @@ type serverConfig struct {
 	routes      []string
 }
 
-type serverOption func(*serverConfig)
+type option func(*config)
 
-func (f serverOption) applyServer(c *serverConfig) { f(c) }
+func (f option) apply(c *config) { f(c) }
 
 // StoreDir keeps the server's JetStream files (file-backed streams and
 // object stores) in dir, which outlives the server: a server started again
 // on the same directory finds its streams. Without it the server uses a
 // fresh temporary directory, removed by Shutdown.
-func StoreDir(dir string) ServerOption {
-	return serverOption(func(c *serverConfig) { c.dir = dir })
+func StoreDir(dir string) Option {
+	return option(func(c *config) { c.dir = dir })
 }
 
-// ServerToken sets the token clients must present instead of a generated
+// Token sets the token clients must present instead of a generated
 // one (for a server restarted on the same StoreDir and port, whose clients
 // reconnect with the token they know).
-func ServerToken(token string) ServerOption {
-	return serverOption(func(c *serverConfig) { c.token = token })
+func Token(token string) Option {
+	return option(func(c *config) { c.token = token })
 }
 
-// ServerPort makes the server listen on a fixed loopback port instead of one
+// Port makes the server listen on a fixed loopback port instead of one
 // chosen by the system.
-func ServerPort(port int) ServerOption {
-	return serverOption(func(c *serverConfig) { c.port = port })
+func Port(port int) Option {
+	return option(func(c *config) { c.port = port })
 }
 
-// ServerHost makes the server listen for clients on host (an address of
+// Host makes the server listen for clients on host (an address of
 // this machine) instead of 127.0.0.1, so that workers on other hosts can
 // join; the token still guards it. Use it on a trusted network, or put TLS
 // in front: the embedded server speaks plain NATS.
-func ServerHost(host string) ServerOption {
-	return serverOption(func(c *serverConfig) { c.host = host })
+func Host(host string) Option {
+	return option(func(c *config) { c.host = host })
 }
 
-// ServerName names the server (default "htgs-embedded"); the servers of a
+// Name names the server (default "htgs-embedded"); the servers of a
 // cluster need distinct names.
-func ServerName(name string) ServerOption {
-	return serverOption(func(c *serverConfig) { c.name = name })
+func Name(name string) Option {
+	return option(func(c *config) { c.name = name })
 }
 
-// ServerCluster makes the server a member of the JetStream cluster name:
+// Cluster makes the server a member of the JetStream cluster name:
 // it listens for routes on 127.0.0.1:port and connects to the other
 // members' route URLs (nats://127.0.0.1:PORT). Three such servers on one
 // machine give replicated (R3) streams for tests and demonstrations; a
 // production cluster is configured and run as NATS documents, not
 // embedded.
-func ServerCluster(name string, port int, routes ...string) ServerOption {
-	return serverOption(func(c *serverConfig) {
+func Cluster(name string, port int, routes ...string) Option {
+	return option(func(c *config) {
 		c.clusterName, c.clusterPort, c.routes = name, port, routes
 	})
 }
 
-// StartServer starts an embedded NATS server with JetStream on 127.0.0.1
+// Start starts an embedded NATS server with JetStream on 127.0.0.1
 // and waits until it accepts connections.
-func StartServer(opts ...ServerOption) (*Server, error) {
-	cfg := serverConfig{port: -1, host: "127.0.0.1", maxWait: 10 * time.Second}
+func Start(opts ...Option) (*Server, error) {
+	cfg := config{port: -1, host: "127.0.0.1", maxWait: 10 * time.Second}
 	for _, o := range opts {
-		o.applyServer(&cfg)
+		o.apply(&cfg)
 	}
 	s := &Server{dir: cfg.dir, token: cfg.token}
 	if s.token == "" {
 		var b [24]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("cluster: server token: %w", err)
+			return nil, fmt.Errorf("natsserver: server token: %w", err)
 		}
 		s.token = hex.EncodeToString(b[:])
 	}
 	if s.dir == "" {
 		d, err := os.MkdirTemp("", "htgs-nats-*")
 		if err != nil {
-			return nil, fmt.Errorf("cluster: server store: %w", err)
+			return nil, fmt.Errorf("natsserver: server store: %w", err)
 		}
 		s.dir, s.tempDir = d, true
 	}
@@ -137,7 +143,7 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 			u, err := url.Parse(r)
 			if err != nil {
 				s.removeDir()
-				return nil, fmt.Errorf("cluster: server route %q: %w", r, err)
+				return nil, fmt.Errorf("natsserver: server route %q: %w", r, err)
 			}
 			sopts.Routes = append(sopts.Routes, u)
 		}
@@ -145,13 +151,13 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 	ns, err := server.NewServer(sopts)
 	if err != nil {
 		s.removeDir()
-		return nil, fmt.Errorf("cluster: server: %w", err)
+		return nil, fmt.Errorf("natsserver: server: %w", err)
 	}
 	s.ns = ns
 	ns.Start()
 	if !ns.ReadyForConnections(cfg.maxWait) {
 		s.Shutdown()
-		return nil, errors.New("cluster: server: not ready for connections")
+		return nil, errors.New("natsserver: server: not ready for connections")
 	}
 	return s, nil
 }
@@ -166,7 +172,7 @@ func (s *Server) Token() string { return s.token }
 // AuthURL returns the client URL with the token in it
 // (nats://TOKEN@127.0.0.1:PORT), the one string a local worker process
 // needs to join. It is a secret: hand it to children through the
-// environment (see [EnvURL]) rather than the command line, which other
+// environment (see cluster.EnvURL) rather than the command line, which other
 // users of the machine can read.
 func (s *Server) AuthURL() string {
 	u, err := url.Parse(s.URL())
@@ -182,7 +188,7 @@ func (s *Server) AuthURL() string {
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(s.URL(), append([]nats.Option{nats.Token(s.token), nats.Name("htgs")}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: connect to embedded server: %w", err)
+		return nil, fmt.Errorf("natsserver: connect to embedded server: %w", err)
 	}
 	return nc, nil
 }
@@ -191,7 +197,7 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 func (s *Server) StoreDir() string { return s.dir }
 
 // Shutdown stops the server, waits until all its goroutines have returned,
-// and removes its store directory if StartServer made it.
+// and removes its store directory if Start made it.
 func (s *Server) Shutdown() {
 	if s.ns != nil {
 		s.ns.Shutdown()
@@ -206,7 +212,3 @@ func (s *Server) removeDir() {
 		s.tempDir = false
 	}
 }
-
-// EnvURL is the environment variable through which [Server.AuthURL] is
-// handed to local worker processes.
-const EnvURL = "HTGS_NATS_URL"
