@@ -241,3 +241,50 @@ func TestHandOffStuckCopy(t *testing.T) {
 		t.Fatalf("after the abandoned run: %v %v, want [5]", err, got)
 	}
 }
+
+// A task in its last batch that emits once and then waits, in the same
+// Execute, for its consumer to act on the value is not left waiting: the
+// stall watcher wakes the consumer whose wake-up was deferred.
+func TestHandOffProducerWaitsForConsumer(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	g := graph.New[int, int]("waits")
+	var mu sync.Mutex
+	var seen chan struct{}
+	src := graph.AddFunc(g, "src", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		if err := out.Emit(v); err != nil {
+			return err
+		}
+		mu.Lock()
+		ch := seen
+		mu.Unlock()
+		select {
+		case <-ch:
+			return nil
+		case <-time.After(10 * time.Second):
+			return errors.New("the consumer never got the value")
+		}
+	})
+	dst := graph.AddFunc(g, "dst", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		mu.Lock()
+		close(seen)
+		mu.Unlock()
+		return out.Emit(v)
+	})
+	graph.Connect(g.Input(), src)
+	graph.Connect(src, dst)
+	graph.Connect(dst, g.Output())
+	defer g.Release()
+	for round := range 5 {
+		mu.Lock()
+		seen = make(chan struct{})
+		mu.Unlock()
+		start := time.Now()
+		err := g.Run(context.Background(), ints(1), nil, graph.WithStallReport(20*time.Millisecond, func(graph.Stats) {}))
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("round %d: took %v", round, d)
+		}
+	}
+}

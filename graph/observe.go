@@ -372,6 +372,9 @@ func (w *watcher) check() {
 		w.last, w.since, w.reported = a, time.Now(), false
 		return
 	}
+	// No progress for a tick: a copy in its last batch may be waiting
+	// for a consumer whose wake-up it deferred (see Graph.Run).
+	e.run.WakeDeferred()
 	if idle := time.Since(w.since); idle >= w.after && !w.reported {
 		w.reported = true
 		r := e.Stats()

@@ -73,6 +73,30 @@
 // waits for finished, which the last of them closes once it has done its
 // accounting; after that it only parks.
 //
+// The Run itself is renewed in place (Run.Renew) rather than allocated
+// again: nothing refers to a finished run of a frame once its Wait has
+// returned and the frame was given back.
+//
+// Hand-off. In a run of a kept frame, a copy whose last batch is being
+// executed (its queue closed and empty for good) and that has no Shutdown
+// does not wake its output's first consumer when that consumer's single
+// copy, without Initialize or Shutdown, is parked between runs: the value
+// is queued and the inbox marked deferred (Inbox.push, CopyStats.last).
+// When the producer's copy has done its run and its node's accounting
+// (which closes the consumer's queue if it was the last producer),
+// node.exit calls Inbox.handOff: if the consumer's queue is closed, its
+// run is claimed (Inbox.claimedGen) and runs on the producer's goroutine
+// (node.runClaimed), which then goes on with the consumer it claimed in
+// turn — a chain runs on one goroutine, a tree's first children on their
+// parent's; otherwise the consumer is woken. A second value to a deferred
+// consumer, the run's stop, a copy ending in runtime.Goexit (handOff
+// without claim) and the stall watcher after a tick without progress
+// (Run.WakeDeferred) all wake it. A claimed run is the copy's run as any
+// other (its counters, its errors and panics named by its task, its
+// profiler labels set on the goroutine that runs it); the copy's own
+// goroutine stays parked until the next run's Launch moves the queue's
+// generation on.
+//
 // A frame goes back to its blueprint's pool only when every goroutine of
 // its run returned: a run that Wait gave up on (AbandonAfter) or a copy
 // that ended in runtime.Goexit makes the frame end its goroutines instead.

@@ -217,6 +217,16 @@ func (q *Inbox[T]) ProducerDone() {
 	q.mu.Unlock()
 }
 
+// undefer wakes q's consumer if its wake-up was deferred (see handOff).
+func (q *Inbox[T]) undefer() {
+	q.mu.Lock()
+	if q.deferred {
+		q.deferred = false
+		q.notEmpty.Broadcast()
+	}
+	q.mu.Unlock()
+}
+
 // handOff is called by the producer whose copy deferred the wake-up of q's
 // consumer (see push), once its copy's run is over: when claim is set and
 // q is closed (its run cannot wait for input), the consumer's run is

@@ -465,6 +465,9 @@ type batchState[In any] struct {
 	done     int64         // values of the batch executed
 	active   bool          // inside the batch's execution
 	counting bool          // the run keeps counters
+	// final is set when the batch taken was the queue's last: closed and
+	// empty for good, nothing more can come.
+	final bool
 }
 
 // loop takes values from the inbox and executes them until the inbox is
@@ -539,6 +542,12 @@ func (n *node[In]) startLoop(c *copyRT[In], b *batchState[In]) {
 //go:noinline
 func (n *node[In]) next(c *copyRT[In], b *batchState[In]) bool {
 	r, cs := n.run, &c.stats
+	if b.final {
+		// The last batch was the queue's last: taking again would find
+		// it closed and empty, without waiting.
+		c.drained = true
+		return false
+	}
 	var blocked, ok bool
 	max := 1
 	if len(n.copies) == 1 {
@@ -554,7 +563,7 @@ func (n *node[In]) next(c *copyRT[In], b *batchState[In]) bool {
 	b.batch, blocked, ok, last = n.inbox.pop(b.batch[:0], max, mark)
 	if !ok {
 		c.drained = last
-	} else if last && n.hands {
+	} else if b.final = last; last && n.hands {
 		// Nothing more will come: the consumer's wake-up may wait for
 		// the end of this run of the copy (see Inbox.push).
 		cs.last.Store(true)
@@ -662,13 +671,23 @@ func (e *emitter[T]) closed() error {
 type taskExec[In, Out any] struct {
 	t      task.Task[In, Out]
 	term   task.Terminator
+	init   task.Initializer // t, if it is one
+	shut   task.Shutdowner  // t, if it is one
 	em     emitter[Out]
 	active atomic.Bool
 }
 
+// set makes tk the copy's task, looking up its optional methods once.
+func (x *taskExec[In, Out]) set(tk task.Task[In, Out]) {
+	x.t = tk
+	x.term, _ = tk.(task.Terminator)
+	x.init, _ = tk.(task.Initializer)
+	x.shut, _ = tk.(task.Shutdowner)
+}
+
 func (x *taskExec[In, Out]) initialize(ctx context.Context, info task.Info) error {
-	if init, ok := x.t.(task.Initializer); ok {
-		return init.Initialize(ctx, info)
+	if x.init != nil {
+		return x.init.Initialize(ctx, info)
 	}
 	return nil
 }
@@ -680,21 +699,14 @@ func (x *taskExec[In, Out]) execute(ctx context.Context, in In) error {
 func (x *taskExec[In, Out]) canTerminate() bool { return x.term != nil && x.term.CanTerminate() }
 
 func (x *taskExec[In, Out]) shutdown(ctx context.Context) error {
-	if shut, ok := x.t.(task.Shutdowner); ok {
-		return shut.Shutdown(ctx)
+	if x.shut != nil {
+		return x.shut.Shutdown(ctx)
 	}
 	return nil
 }
 
-func (x *taskExec[In, Out]) hasInit() bool {
-	_, ok := x.t.(task.Initializer)
-	return ok
-}
-
-func (x *taskExec[In, Out]) hasShutdown() bool {
-	_, ok := x.t.(task.Shutdowner)
-	return ok
-}
+func (x *taskExec[In, Out]) hasInit() bool     { return x.init != nil }
+func (x *taskExec[In, Out]) hasShutdown() bool { return x.shut != nil }
 
 func (x *taskExec[In, Out]) setActive(b bool) { x.active.Store(b) }
 
@@ -741,14 +753,15 @@ func (t *taskInst[In, Out]) reuse(r *Run) error {
 			return errNotReusable
 		}
 		x := &t.execs[i]
-		x.t = tk
-		x.term, _ = tk.(task.Terminator)
+		x.set(tk)
 		x.active.Store(false)
 		c := &n.copies[i]
 		c.ex = x
 		c.stats.reset(&r.Epoch)
 		c.ctx.Context = r.ctx
-		c.ctx.state.last.Store(nil)
+		if c.ctx.state.last.Load() != nil {
+			c.ctx.state.last.Store(nil)
+		}
 		c.inited = false
 		if i == 0 {
 			// Only a single copy without Initialize and Shutdown has
@@ -855,8 +868,7 @@ func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 	}
 	for i, tk := range tasks {
 		x := &execs[i]
-		x.t = tk
-		x.term, _ = tk.(task.Terminator)
+		x.set(tk)
 		x.em = emitter[Out]{out: &t.out, active: &x.active, name: &t.inbox.name.s, stats: &t.copies[i].stats}
 		t.copies[i].ex = x
 		if p := placerOf(tk); p != nil {

@@ -434,6 +434,17 @@ func (r *Run) WakeAll() {
 	}
 }
 
+// WakeDeferred wakes the consumers whose wake-up a producer in its last
+// batch deferred (see Inbox.handOff): the stall watcher calls it when the
+// run makes no progress, in case that producer waits for its consumer.
+func (r *Run) WakeDeferred() {
+	for _, s := range r.sinks {
+		if d, ok := s.(interface{ undefer() }); ok {
+			d.undefer()
+		}
+	}
+}
+
 // Stopped reports whether the run failed or was cancelled.
 func (r *Run) Stopped() bool { return r.stopAt.Load() != 0 }
 
