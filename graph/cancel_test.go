@@ -211,9 +211,9 @@ func TestAbandonAfterCleanRun(t *testing.T) {
 	}
 }
 
-// runDeafLogged runs deafGraph through log until a report after the
-// cancellation was logged, and releases it.
-func runDeafLogged(t *testing.T, opts ...graph.StartOption) {
+// runDeafLogged runs deafGraph until a report after the cancellation was
+// logged into buf (a record saying "cancelled"), and releases it.
+func runDeafLogged(t *testing.T, buf *syncBuffer, opts ...graph.StartOption) {
 	t.Helper()
 	release, entered := make(chan struct{}), make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -225,8 +225,10 @@ func runDeafLogged(t *testing.T, opts ...graph.StartOption) {
 	_ = rt.Send(1)
 	<-entered
 	cancel()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if s := rt.Stats(); s.Stopped > 120*time.Millisecond {
+	// The reports come every 30 ms; on a loaded machine the first after
+	// the cancellation may come much later.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if s := rt.Stats(); s.Stopped > 120*time.Millisecond && strings.Contains(buf.String(), "cancelled") {
 			break
 		}
 	}
@@ -256,7 +258,7 @@ func (b *syncBuffer) String() string {
 // task, each a JSON object with the counters as fields.
 func TestStallReportJSON(t *testing.T) {
 	var buf syncBuffer
-	runDeafLogged(t, graph.WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))
+	runDeafLogged(t, &buf, graph.WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))
 	var head, read map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		var rec map[string]any
@@ -302,7 +304,7 @@ func TestStallReportDefaultHandlerIsText(t *testing.T) {
 		log.SetOutput(out)
 		log.SetFlags(flags)
 	}()
-	runDeafLogged(t)
+	runDeafLogged(t, &buf)
 	text := buf.String()
 	for _, want := range []string{
 		"WARN htgs: graph \"deaf\" was cancelled ",
@@ -349,7 +351,7 @@ func TestStatsAfterRunAreFinal(t *testing.T) {
 // none with text quoted in it.
 func TestStallReportTextHandler(t *testing.T) {
 	var buf syncBuffer
-	runDeafLogged(t, graph.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	runDeafLogged(t, &buf, graph.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	var head, read string
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if strings.Contains(line, `\n`) {
