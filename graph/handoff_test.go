@@ -244,7 +244,8 @@ func TestHandOffStuckCopy(t *testing.T) {
 
 // A task in its last batch that emits once and then waits, in the same
 // Execute, for its consumer to act on the value is not left waiting: the
-// stall watcher wakes the consumer whose wake-up was deferred.
+// run wakes the consumer whose wake-up was deferred shortly after
+// (core.NudgeAfter), stall report or not.
 func TestHandOffProducerWaitsForConsumer(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	g := graph.New[int, int]("waits")
@@ -279,12 +280,69 @@ func TestHandOffProducerWaitsForConsumer(t *testing.T) {
 		seen = make(chan struct{})
 		mu.Unlock()
 		start := time.Now()
-		err := g.Run(context.Background(), ints(1), nil, graph.WithStallReport(20*time.Millisecond, func(graph.Stats) {}))
+		err := g.Run(context.Background(), ints(1), nil, graph.WithoutStallReport())
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Fatalf("round %d: took %v", round, d)
+		}
+	}
+}
+
+// Siblings of a tree whose last runs were brief run one after the other on
+// their parent's goroutine; one that waits for its sibling inside Execute
+// is not left waiting: its sibling's wake-up is still deferred, not
+// claimed, and the run wakes it shortly after (core.NudgeAfter).
+func TestHandOffSiblingsWaitingForEachOther(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	g := graph.New[int, int]("siblings")
+	var mu sync.Mutex
+	var entered chan struct{}
+	root := graph.AddFunc(g, "root", 1, plusOne)
+	left := graph.AddFunc(g, "left", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		if v > 1 {
+			mu.Lock()
+			ch := entered
+			mu.Unlock()
+			select {
+			case <-ch: // right has run
+			case <-time.After(10 * time.Second):
+				return errors.New("right never ran while left waited for it")
+			}
+		}
+		return out.Emit(v)
+	})
+	right := graph.AddFunc(g, "right", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
+		if v > 1 {
+			mu.Lock()
+			close(entered)
+			mu.Unlock()
+		}
+		return out.Emit(v)
+	})
+	graph.Connect(g.Input(), root)
+	graph.Connect(root, left)
+	graph.Connect(root, right)
+	graph.Connect(left, g.Output())
+	graph.Connect(right, g.Output())
+	defer g.Release()
+	// Brief runs first, so that both siblings are run by their parent's
+	// goroutine; then runs in which left waits for right.
+	for range 5 {
+		if err := g.Run(context.Background(), ints(0), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 5 {
+		mu.Lock()
+		entered = make(chan struct{})
+		mu.Unlock()
+		n := 0
+		err := g.Run(context.Background(), ints(round+1), func(int) error { n++; return nil },
+			graph.WithoutStallReport())
+		if err != nil || n != 2 {
+			t.Fatalf("round %d: %v, %d results, want 2", round, err, n)
 		}
 	}
 }

@@ -79,23 +79,28 @@
 //
 // Hand-off. In a run of a kept frame, a copy whose last batch is being
 // executed (its queue closed and empty for good) and that has no Shutdown
-// does not wake its output's first consumer when that consumer's single
-// copy, without Initialize or Shutdown, is parked between runs: the value
+// does not wake a consumer whose single copy, without Initialize or
+// Shutdown, is parked between runs — its output's first consumer, and the
+// others whose last run spent at most cheapExecute in Execute: the value
 // is queued and the inbox marked deferred (Inbox.push, CopyStats.last).
 // When the producer's copy has done its run and its node's accounting
-// (which closes the consumer's queue if it was the last producer),
-// node.exit calls Inbox.handOff: if the consumer's queue is closed, its
-// run is claimed (Inbox.claimedGen) and runs on the producer's goroutine
-// (node.runClaimed), which then goes on with the consumer it claimed in
-// turn — a chain runs on one goroutine, a tree's first children on their
-// parent's; otherwise the consumer is woken. A second value to a deferred
-// consumer, the run's stop, a copy ending in runtime.Goexit (handOff
-// without claim) and the stall watcher after a tick without progress
-// (Run.WakeDeferred) all wake it. A claimed run is the copy's run as any
-// other (its counters, its errors and panics named by its task, its
-// profiler labels set on the goroutine that runs it); the copy's own
-// goroutine stays parked until the next run's Launch moves the queue's
-// generation on.
+// (which closes the consumers' queues if it was their last producer),
+// node.exit calls Inbox.handOff on each: a deferred consumer whose queue
+// is closed (its run cannot wait for input) is handed over, the others
+// are woken. The producer's goroutine then claims each consumer handed
+// over (Inbox.claim, Inbox.claimedGen), if nothing woke it meanwhile, and
+// runs its run (node.runClaimed), depth first with the consumers that run
+// hands over in turn: a chain runs on one goroutine, and so does a tree of
+// brief tasks. A second value to a deferred consumer, the run's stop, a
+// copy ending in runtime.Goexit (handOff without claim), the frame's
+// nudge timer NudgeAfter after a run's first deferral and the stall
+// watcher after a tick without progress (Run.WakeDeferred) all wake it —
+// so a task that waits inside Execute for a consumer or sibling it
+// emitted to is delayed, not left waiting. A claimed run is the copy's
+// run as any other (its counters, its errors and panics named by its
+// task, its profiler labels set on the goroutine that runs it); the copy's
+// own goroutine stays parked until the next run's Launch moves the
+// queue's generation on.
 //
 // A frame goes back to its blueprint's pool only when every goroutine of
 // its run returned: a run that Wait gave up on (AbandonAfter) or a copy

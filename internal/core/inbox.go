@@ -68,18 +68,29 @@ type Inbox[T any] struct {
 	// claimedGen is one more than the generation (gen) of the run that was
 	// claimed, 0 if none: it stays set until the next run's Launch moves
 	// gen on, so that the parked goroutine cannot start before.
-	claimable, parked, deferred bool
-	claimedGen                  uint64
-	consumer                    handoff
+	// cheap tells that the consumer's last run executed briefly (see
+	// cheapExecute): a producer that is not its output's first may defer
+	// it too, and run it after its first.
+	claimable, parked, deferred, cheap bool
+	claimedGen                         uint64
+	consumer                           handoff
 }
 
 // handoff is a node whose single copy's run another goroutine may run: a
 // goroutine whose own copy's run is over, instead of waking the copy's
 // goroutine and parking.
 type handoff interface {
+	// claim claims the run of the copy for the calling goroutine if its
+	// wake-up is still deferred (nothing woke it meanwhile).
+	claim() bool
 	// runClaimed runs the claimed run of the copy on the calling goroutine
-	// and returns the next node it claimed in turn, if any.
+	// and returns the first node to run after it, if any (see handOff).
 	runClaimed() handoff
+	// sibling returns the node to run after this one and its own
+	// (another consumer of the same producer), if any, and forgets it.
+	sibling() handoff
+	// setSibling records the node to run after this one and its own.
+	setSibling(h handoff)
 }
 
 // successors lists where values go from a sink, for cycle detection.
@@ -229,26 +240,39 @@ func (q *Inbox[T]) undefer() {
 
 // handOff is called by the producer whose copy deferred the wake-up of q's
 // consumer (see push), once its copy's run is over: when claim is set and
-// q is closed (its run cannot wait for input), the consumer's run is
-// claimed and returned for the caller to run on its goroutine; otherwise
-// the consumer is woken. It returns nil when nothing was deferred.
+// q is closed (its run cannot wait for input), the consumer is returned
+// for the caller to claim (handoff.claim) and run on its goroutine, its
+// wake-up still deferred until then (so that the stall watcher, or the
+// run's stop, can still wake it); otherwise the consumer is woken. It
+// returns nil when nothing was deferred.
 func (q *Inbox[T]) handOff(claim bool) handoff {
 	q.mu.Lock()
 	if !q.deferred {
 		q.mu.Unlock()
 		return nil
 	}
-	q.deferred = false
 	if claim && q.parked && q.closed {
-		q.parked, q.claimedGen = false, q.gen+1
 		q.mu.Unlock()
 		return q.consumer
 	}
+	q.deferred = false
 	if q.waiting > 0 {
 		q.notEmpty.Broadcast()
 	}
 	q.mu.Unlock()
 	return nil
+}
+
+// claim claims the run of q's consumer (see handOff) if its wake-up is
+// still deferred: its own goroutine then stays parked for this run.
+func (q *Inbox[T]) claim() bool {
+	q.mu.Lock()
+	ok := q.deferred && q.parked
+	if ok {
+		q.deferred, q.parked, q.claimedGen = false, false, q.gen+1
+	}
+	q.mu.Unlock()
+	return ok
 }
 
 // Push appends v. It blocks only when the inbox is bounded and full. A value
@@ -306,12 +330,19 @@ func (q *Inbox[T]) push(v T, count *int64, abort *atomic.Bool, cs *CopyStats) er
 	}
 	q.buf[i] = v
 	q.n++
-	if q.parked && cs != nil && !q.deferred && q.limit == 0 && cs.last.Load() {
+	if q.parked && cs != nil && !q.deferred && q.limit == 0 && (count != nil || q.cheap) && cs.last.Load() {
 		// The emitting copy is in its last batch, and the consumer's
 		// goroutine is parked between runs: the producer's goroutine
 		// wakes it, or runs it, when its copy's run is over (handOff),
-		// rather than now. A second value wakes it at once.
+		// rather than now. A second value wakes it at once. Only the
+		// first consumer of an outlet (counting its values), and others
+		// whose last run was brief, are deferred: the producer runs one
+		// after the other, so the others lose their parallelism.
 		q.deferred = true
+		cs.deferred.Store(true)
+		if r := q.run; r.nudge != nil && r.nudgeArmed.CompareAndSwap(false, true) {
+			r.nudge()
+		}
 		q.pushed++
 		if count != nil {
 			*count++

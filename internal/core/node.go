@@ -85,6 +85,8 @@ type copyRT[In any] struct {
 	// labelled tells that the goroutine of a copy kept in a Frame has its
 	// profiler labels (those of its cached context, the same every run).
 	labelled bool
+	// stack is the room of the claimed runs to come (see runClaimed).
+	stack []handoff
 }
 
 // node is the runtime of a task or bookkeeper: one inbox, several copies.
@@ -117,7 +119,20 @@ type node[In any] struct {
 	// Shutdown between their last Execute and handOff).
 	offer handOffer
 	hands bool
+	// lastCompute is the time the copy of a claimable node spent in
+	// Execute in its last run (see cheapExecute); sib is the node claimed
+	// after this one by the same producer (see handoff).
+	lastCompute time.Duration
+	sib         handoff
 }
+
+// cheapExecute is the longest time a single-copy task may have spent in
+// Execute in its last run of a frame for a producer that is not its
+// output's first to defer it and run it after its first consumer, on one
+// goroutine: waking a goroutine on the other core costs a few
+// microseconds, so running briefer tasks one after the other loses
+// nothing.
+const cheapExecute = 20 * time.Microsecond
 
 // handOffer is an owner whose output may defer the wake-up of its
 // consumer (see Inbox.handOff).
@@ -268,13 +283,11 @@ func (n *node[In]) work(i int) {
 		}
 		if next != nil {
 			// The consumer's run is this goroutine's now, and then the
-			// one its copy claimed in turn: no goroutine is woken and
-			// parked for them. Each sets its labels; the copy's own are
-			// set again at its next run.
+			// ones its copy claimed in turn, depth first: no goroutine
+			// is woken and parked for them. Each sets its labels; the
+			// copy's own are set again at its next run.
 			c.labelled = false
-			for next != nil {
-				next = next.runClaimed()
-			}
+			c.stack = runClaimed(next, c.stack)
 		}
 		var ok bool
 		if gen, ok = n.await(gen); !ok {
@@ -305,6 +318,39 @@ func (n *node[In]) runCopy(c *copyRT[In], i int, claimed bool) (next handoff) {
 // goroutine claimed (Inbox.handOff): its queue is closed, so the run
 // cannot wait for input; the copy's own goroutine stays parked.
 func (n *node[In]) runClaimed() handoff { return n.runCopy(&n.copies[0], 0, true) }
+
+func (n *node[In]) claim() bool { return n.inbox.claim() }
+
+func (n *node[In]) sibling() handoff {
+	s := n.sib
+	n.sib = nil
+	return s
+}
+
+func (n *node[In]) setSibling(h handoff) { n.sib = h }
+
+// runClaimed runs first, the consumers each run hands over in turn and
+// their siblings, depth first, each if it can still be claimed (nothing
+// woke it meanwhile), with stack as room for the siblings to come; it
+// returns the room for the next time.
+func runClaimed(first handoff, stack []handoff) []handoff {
+	stack = append(stack[:0], first)
+	for len(stack) > 0 {
+		h := stack[len(stack)-1]
+		stack[len(stack)-1] = nil
+		stack = stack[:len(stack)-1]
+		for h != nil {
+			if s := h.sibling(); s != nil {
+				stack = append(stack, s)
+			}
+			if !h.claim() {
+				break
+			}
+			h = h.runClaimed()
+		}
+	}
+	return stack
+}
 
 // await parks the goroutine of a copy of a node kept in a Frame between
 // runs: until a run after run gen wakes it (a value, the close of the
@@ -403,7 +449,12 @@ func (n *node[In]) exit(c *copyRT[In], i int, next *handoff) {
 // batch, or claims its run for this goroutine (*next) if the copy's run
 // ended normally; a goroutine that ends in runtime.Goexit only wakes it.
 func (n *node[In]) handOff(c *copyRT[In], next *handoff) {
-	*next = n.offer.handOff(c.ok)
+	if n.inbox.claimable {
+		n.lastCompute = time.Duration(c.stats.Compute.Load())
+	}
+	if c.stats.deferred.Load() {
+		*next = n.offer.handOff(c.ok)
+	}
 }
 
 // checkGoexit marks the frame of a copy whose goroutine ends in
@@ -768,6 +819,7 @@ func (t *taskInst[In, Out]) reuse(r *Run) error {
 			// its run claimed; copies without Shutdown defer waking
 			// their consumer in their last batch.
 			n.inbox.claimable = len(tasks) == 1 && !x.hasInit() && !x.hasShutdown()
+			n.inbox.cheap = n.inbox.claimable && n.lastCompute > 0 && n.lastCompute <= cheapExecute
 			n.hands = n.offer != nil && !x.hasShutdown()
 		}
 		if x.hasInit() {
@@ -796,10 +848,25 @@ func (t *taskInst[In, Out]) nodeExited() { t.out.ProducerDone() }
 // only the first target of an outlet is given the emitting copy's
 // counters, so only its wake-up may have been deferred.
 func (t *taskInst[In, Out]) handOff(claim bool) handoff {
-	if q := t.out.first; q != nil {
-		return q.handOff(claim)
+	var first, last handoff
+	for _, s := range t.out.targets {
+		q, ok := s.(*Inbox[Out])
+		if !ok {
+			continue
+		}
+		h := q.handOff(claim)
+		switch {
+		case h == nil:
+		case first == nil:
+			first = h
+		default:
+			last.setSibling(h)
+		}
+		if h != nil {
+			last = h
+		}
 	}
-	return nil
+	return first
 }
 func (t *taskInst[In, Out]) nextN() int            { return 1 }
 func (t *taskInst[In, Out]) nextAt(int) registered { return &t.out }

@@ -110,6 +110,13 @@ func (o *Outlet[T]) pushAll(v T, abort *atomic.Bool, cs *CopyStats) error {
 		switch {
 		case i == 0 && o.first != nil:
 			err = o.first.push(v, &o.pushed, abort, cs)
+		case cs != nil && abort == nil:
+			// An inbox is told the emitting copy (see Inbox.push).
+			if q, ok := t.(*Inbox[T]); ok {
+				err = q.push(v, nil, nil, cs)
+			} else {
+				err = t.Push(v)
+			}
 		case abort != nil:
 			if a, ok := t.(abortSink[T]); ok {
 				err = a.pushAbort(v, abort)

@@ -36,6 +36,16 @@ type Frame struct {
 	// run is the frame's current run, hook its finish hook (see watch).
 	run  *Run
 	hook func(error) error
+	// The nudge: a timer that wakes the consumers whose wake-up is still
+	// deferred (see Inbox.handOff) NudgeAfter after the first deferral
+	// of a run, so that a task waiting, inside Execute, for a consumer
+	// or a sibling it emitted to is not left waiting. nudgeRun is the run
+	// it wakes (nil once the run is over), guarded by nudgeMu; arm is
+	// armNudge, made once.
+	nudgeMu  sync.Mutex
+	nudgeRun *Run
+	nudgeT   *time.Timer
+	arm      func()
 
 	// broken is set when a copy's goroutine ended (runtime.Goexit): the
 	// frame then cannot run again.
@@ -149,8 +159,33 @@ func (f *Frame) watch(r *Run) {
 	r.OnFinish(f.hook)
 }
 
+// NudgeAfter is how long after the first deferred wake-up of a run of a
+// Frame the consumers still deferred are woken (see Frame.nudgeT).
+const NudgeAfter = time.Millisecond
+
+// armNudge sets the nudge timer of the frame's run; called once per run,
+// by the first deferral.
+func (f *Frame) armNudge() { f.nudgeT.Reset(NudgeAfter) }
+
+// nudge wakes the consumers of the frame's run whose wake-up is still
+// deferred, and lets a later deferral set the timer again.
+func (f *Frame) nudge() {
+	f.nudgeMu.Lock()
+	defer f.nudgeMu.Unlock()
+	if r := f.nudgeRun; r != nil {
+		r.nudgeArmed.Store(false)
+		r.WakeDeferred()
+	}
+}
+
 // finished is the finish hook of the frame's run.
 func (f *Frame) finished(error) error {
+	if f.nudgeT != nil {
+		f.nudgeMu.Lock()
+		f.nudgeRun = nil
+		f.nudgeMu.Unlock()
+		f.nudgeT.Stop()
+	}
 	if f.run.fate.Load() == fateEnded && !f.broken.Load() {
 		f.reusable.Store(true)
 	} else {
@@ -166,6 +201,9 @@ func (f *Frame) End() { f.end() }
 
 // end makes the frame's parked goroutines end.
 func (f *Frame) end() {
+	if f.nudgeT != nil {
+		f.nudgeT.Stop()
+	}
 	for _, p := range f.nodes {
 		p.endPool()
 	}
@@ -223,6 +261,15 @@ func (f *Frame) Reuse(r *Run, sc *Scope) error {
 		s.(resettable).reset(r)
 	}
 	f.watch(r)
+	if f.nudgeT == nil {
+		f.nudgeT = time.AfterFunc(time.Hour, f.nudge)
+		f.nudgeT.Stop()
+		f.arm = f.armNudge
+	}
+	f.nudgeMu.Lock()
+	f.nudgeRun = r
+	f.nudgeMu.Unlock()
+	r.nudge = f.arm
 	return nil
 }
 

@@ -120,6 +120,10 @@ type Run struct {
 	// instantiated with one, and rootName its name.
 	shape    *shape
 	rootName string
+	// nudge, set for a run of a reused Frame, sets the frame's nudge
+	// timer; nudgeArmed tells that it is set (see Inbox.push).
+	nudge      func()
+	nudgeArmed atomic.Bool
 }
 
 // discardLog is the logger of runs given none.

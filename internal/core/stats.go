@@ -60,6 +60,8 @@ type CopyStats struct {
 	// Frame (its queue closed and empty for good): its consumer's
 	// wake-up may then be deferred (see Inbox.push).
 	last atomic.Bool
+	// deferred is set once the copy deferred a consumer's wake-up.
+	deferred atomic.Bool
 }
 
 // reset zeroes the counters for another run of the copy (in a Frame).
