@@ -236,15 +236,20 @@ func (s *ServerProcess) Shutdown() error {
 			err = fmt.Errorf("cluster: server process %d: %w", s.cmd.Process.Pid, s.err)
 		}
 	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		t := time.NewTimer(serverProcessStop)
+		wait := serverProcessStop
+		if s.cmd.Process.Signal(syscall.SIGTERM) != nil {
+			wait = 0 // no SIGTERM here (Windows): kill it at once
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-s.done:
 			t.Stop()
 		case <-t.C:
 			_ = s.cmd.Process.Kill()
 			<-s.done
-			err = fmt.Errorf("cluster: server process %d did not stop within %v of SIGTERM: killed", s.cmd.Process.Pid, serverProcessStop)
+			if wait > 0 {
+				err = fmt.Errorf("cluster: server process %d did not stop within %v of SIGTERM: killed", s.cmd.Process.Pid, wait)
+			}
 		}
 	}
 	return err
