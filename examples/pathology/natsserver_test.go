@@ -24,17 +24,11 @@ var natsServerErr error
 // folder put first in $PATH, and returns the function that removes it.
 // On failure the tests that run -cluster skip, saying why.
 func setupNATSServer() func() {
-	dir, err := os.MkdirTemp("", "pathology-test-nats-")
-	if err != nil {
-		natsServerErr = err
-		return func() {}
+	cleanup, err := natstest.OnPath("pathology-test-nats-")
+	if natsServerErr = err; err != nil {
+		fmt.Fprintf(os.Stderr, "the tests of -cluster skip: %v\n", err)
 	}
-	if _, natsServerErr = natstest.BuildServer(dir); natsServerErr != nil {
-		fmt.Fprintf(os.Stderr, "the tests of -cluster skip: %v\n", natsServerErr)
-	} else {
-		os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	}
-	return func() { os.RemoveAll(dir) }
+	return cleanup
 }
 
 // needNATSServer skips the test when TestMain could not build nats-server.
@@ -55,18 +49,12 @@ func TestNoNATSServerLinked(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not on PATH")
 	}
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").CombinedOutput()
+	linked, err := natstest.LinkedServer()
 	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 || !strings.Contains(string(out), "github.com/gohtgs/htgs/cluster\n") {
-		t.Fatalf("go list -deps lists %d packages without cluster: %s", len(deps), out)
-	}
-	for _, p := range deps {
-		if strings.HasPrefix(p, cluster.NATSServerModule) {
-			t.Errorf("pathology links %s", p)
-		}
+	for _, p := range linked {
+		t.Errorf("pathology links %s", p)
 	}
 }
 

@@ -8,6 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/gohtgs/htgs/cluster"
 )
 
 // BuildServer builds the nats-server executable of the version go.mod
@@ -36,4 +40,43 @@ func BuildServer(dir string) (string, error) {
 		return "", fmt.Errorf("natstest: go %v: %w\n%s", cmd.Args[1:], err, out)
 	}
 	return path, nil
+}
+
+// OnPath builds the nats-server executable into a new temporary folder
+// (its name starting with prefix) and puts that folder first in $PATH, for
+// a test binary's TestMain. It returns the function that removes the
+// folder (also on failure) and why the executable could not be built.
+func OnPath(prefix string) (cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return func() {}, fmt.Errorf("natstest: %w", err)
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if _, err := BuildServer(dir); err != nil {
+		return cleanup, err
+	}
+	return cleanup, os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// LinkedServer lists the packages of the NATS server's module that the
+// package in the current folder links (go list -deps); a program that
+// runs a nats-server executable should list none. It is an error when
+// go list fails or the package does not even import package cluster (the
+// check would then prove nothing).
+func LinkedServer() ([]string, error) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("natstest: go list -deps: %w\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/gohtgs/htgs/cluster") {
+		return nil, fmt.Errorf("natstest: go list -deps lists %d packages without cluster: %s", len(deps), out)
+	}
+	var linked []string
+	for _, p := range deps {
+		if strings.HasPrefix(p, cluster.NATSServerModule) {
+			linked = append(linked, p)
+		}
+	}
+	return linked, nil
 }
