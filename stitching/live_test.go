@@ -42,6 +42,23 @@ func (a *arrivingTiles) Load(r, c int) (*image.Gray16, error) {
 	return a.MemoryTiles.Load(r, c)
 }
 
+// liveRun is the outcome of a StitchLive run started by goLive.
+type liveRun struct {
+	res *Result
+	err error
+}
+
+// goLive runs StitchLive on its own goroutine, the tiles announced on the
+// channel it returns, and sends its outcome on done.
+func goLive(src tileio.TileSource, opt align.Options, gopt GraphOptions, lopt LiveOptions) (arrivals chan<- tileio.Arrival, done <-chan liveRun) {
+	ch, d := make(chan tileio.Arrival), make(chan liveRun, 1)
+	go func() {
+		res, err := StitchLive(context.Background(), src, ch, opt, gopt, lopt)
+		d <- liveRun{res, err}
+	}()
+	return ch, d
+}
+
 // acquisitionOrder returns the tiles of a rows x cols grid in the order
 // of a layout's sequential index.
 func acquisitionOrder(rows, cols int, l tileio.Layout) []tileio.Arrival {
@@ -162,18 +179,9 @@ func TestStitchLiveRegistersBeforeTheLastTile(t *testing.T) {
 			g := tc.g
 			src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
 			order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
-			ch := make(chan tileio.Arrival)
 			states := make(chan LiveState, 1000)
-			type out struct {
-				res *Result
-				err error
-			}
-			done := make(chan out)
-			go func() {
-				res, err := StitchLive(context.Background(), src, ch, tc.opt, GraphOptions{Workers: 2},
-					LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = slices.Clone(s.Positions); states <- s }})
-				done <- out{res, err}
-			}()
+			ch, done := goLive(src, tc.opt, GraphOptions{Workers: 2},
+				LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = slices.Clone(s.Positions); states <- s }})
 			n := len(order)
 			for _, a := range order[:n-1] {
 				src.arrive(a.Row, a.Col)
@@ -308,18 +316,9 @@ func TestStitchLiveFlatFieldByMidPlate(t *testing.T) {
 			wantPairs++
 		}
 	}
-	ch := make(chan tileio.Arrival)
 	states := make(chan LiveState, 10000)
-	type out struct {
-		res *Result
-		err error
-	}
-	done := make(chan out)
-	go func() {
-		res, err := StitchLive(context.Background(), src, ch, align.Options{}, GraphOptions{Workers: 2},
-			LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = nil; states <- s }})
-		done <- out{res, err}
-	}()
+	ch, done := goLive(src, align.Options{}, GraphOptions{Workers: 2},
+		LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = nil; states <- s }})
 	for _, a := range order[:half] {
 		src.arrive(a.Row, a.Col)
 		ch <- a
@@ -395,17 +394,7 @@ func TestStitchLiveRefinesAhead(t *testing.T) {
 			var again atomic.Int64
 			type counts struct{ refined, final int }
 			ahead := make(chan counts, 10*pairs)
-			ch := make(chan tileio.Arrival)
-			type out struct {
-				res *Result
-				err error
-			}
-			done := make(chan out)
-			go func() {
-				res, err := StitchLive(context.Background(), live, ch, tc.opt, gopt,
-					LiveOptions{refinedAgain: &again, ahead: func(r, f int) { ahead <- counts{r, f} }})
-				done <- out{res, err}
-			}()
+			ch, done := goLive(live, tc.opt, gopt, LiveOptions{refinedAgain: &again, ahead: func(r, f int) { ahead <- counts{r, f} }})
 			n := len(order)
 			for _, a := range order[:n-1] {
 				src.arrive(a.Row, a.Col)
