@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"image"
 	"runtime"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/gohtgs/htgs/bookkeeper"
@@ -564,11 +564,18 @@ func refineKnown(ctx context.Context, src tileio.TileSource, model *align.StageM
 	if 4*len(missing) > len(pairs) {
 		return nil, nil
 	}
-	var done atomic.Int64
-	done.Store(int64(len(pairs) - len(missing)))
-	if gopt.Progress != nil {
-		gopt.Progress("refinement", len(pairs)-len(missing), len(pairs))
+	// Progress is called by one goroutine at a time, as the graphs do.
+	var mu sync.Mutex
+	done := len(pairs) - len(missing)
+	progress := func(more int) {
+		mu.Lock()
+		defer mu.Unlock()
+		done += more
+		if gopt.Progress != nil {
+			gopt.Progress("refinement", done, len(pairs))
+		}
 	}
+	progress(0)
 	weak := align.NewWeakPairs(gopt.weakPairs(workers))
 	next := make(chan align.Pair)
 	n := max(1, min(workers, len(missing)))
@@ -591,9 +598,7 @@ func refineKnown(ctx context.Context, src tileio.TileSource, model *align.StageM
 					continue
 				}
 				out.Set(p, model.Refine(ref, t1, t2, repaired.At(p)))
-				if n := done.Add(1); gopt.Progress != nil {
-					gopt.Progress("refinement", int(n), len(pairs))
-				}
+				progress(1)
 			}
 			errs <- err
 		}()
