@@ -49,7 +49,7 @@ func TestNoNATSServerLinked(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not on PATH")
 	}
-	linked, err := natstest.LinkedServer()
+	linked, err := natstest.LinkedServer(cluster.NATSServerModule)
 	if err != nil {
 		t.Fatal(err)
 	}

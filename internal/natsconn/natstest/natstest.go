@@ -10,8 +10,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-
-	"github.com/gohtgs/htgs/cluster"
 )
 
 // BuildServer builds the nats-server executable of the version go.mod
@@ -58,12 +56,13 @@ func OnPath(prefix string) (cleanup func(), err error) {
 	return cleanup, os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
-// LinkedServer lists the packages of the NATS server's module that the
-// package in the current folder links (go list -deps); a program that
+// LinkedServer lists the packages of module (the NATS server's,
+// cluster.NATSServerModule) that the package in the current folder links
+// (go list -deps); a program that
 // runs a nats-server executable should list none. It is an error when
 // go list fails or the package does not even import package cluster (the
 // check would then prove nothing).
-func LinkedServer() ([]string, error) {
+func LinkedServer(module string) ([]string, error) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("natstest: go list -deps: %w\n%s", err, out)
@@ -74,7 +73,7 @@ func LinkedServer() ([]string, error) {
 	}
 	var linked []string
 	for _, p := range deps {
-		if strings.HasPrefix(p, cluster.NATSServerModule) {
+		if strings.HasPrefix(p, module) {
 			linked = append(linked, p)
 		}
 	}
