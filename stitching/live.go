@@ -102,9 +102,11 @@ func (e *IncompleteError) Unwrap() error { return e.Cause }
 //
 // The flat field (unless opt.NoFlatField) is estimated as Stitch does
 // (see [EstimateFlatField]), so the final registration starts only when
-// all of its sample tiles have arrived: on a grid of up to 64 tiles that
-// is the last tile; on a larger grid acquired row by row, its middle
-// (the samples lie in the first half, row-major). Until then each pair is registered on
+// all of its sample tiles have arrived: on a grid of up to 64 tiles with
+// at least 16 interior tiles, a line of tiles before the end in any MIST
+// order (the samples are the interior tiles); on a smaller grid, the last
+// tile; on a larger grid acquired row by row, its middle (the samples lie
+// in the first half, row-major). Until then each pair is registered on
 // uncorrected tiles, for the provisional positions only (see
 // [LiveState]), and again with the flat field once it is known (when
 // that is at the last tile, by Stitch on the finished grid). A flat
@@ -281,7 +283,7 @@ func newLive(src tileio.TileSource, opt align.Options, gopt GraphOptions, lopt L
 	}
 	if !opt.NoFlatField {
 		// The tiles Stitch estimates the flat field from.
-		sample := flatFieldSample(n)
+		sample := flatFieldSample(rows, cols)
 		for _, i := range sample {
 			e.sample[i] = true
 		}

@@ -160,13 +160,16 @@ func TestStitchLiveMatchesStitch(t *testing.T) {
 }
 
 // The pairs are registered as their tiles arrive once the flat field is
-// known: from the start without one, and on a grid of more than 64
-// tiles once its sample tiles are in (here with the last but one). Before
-// the last tile, every pair without it is final and the provisional
-// positions place the tiles that have arrived; the Result is Stitch's.
+// known: from the start without one, and with one estimated once its
+// sample tiles are in (on 6 x 8 tiles the interior, on 9 x 8 the first
+// half). Before the last tile, every pair without it is final and the
+// provisional positions place the tiles that have arrived; the Result is
+// Stitch's.
 func TestStitchLiveRegistersBeforeTheLastTile(t *testing.T) {
 	cfg := synth.ConfigFor(synth.Realistic)
 	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 9, 8, 192, 144, 3
+	cfg48 := cfg
+	cfg48.Rows, cfg48.Cols = 6, 8
 	for _, tc := range []struct {
 		name string
 		g    *testGrid
@@ -174,6 +177,7 @@ func TestStitchLiveRegistersBeforeTheLastTile(t *testing.T) {
 	}{
 		{"no flat field", smallSynth(t, 3, 4, 5), align.Options{NoFlatField: true}},
 		{"72 tiles", synthGrid(t, cfg), align.Options{}},
+		{"48 tiles", synthGrid(t, cfg48), align.Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.g
@@ -275,28 +279,63 @@ func TestStitchLiveIncomplete(t *testing.T) {
 	}
 }
 
-// The flat field of a grid of more than 64 tiles is estimated from tiles
-// of its first half (row-major), so that a live stitch of a row-wise
-// acquisition registers the final pairs of the first half before the
-// second half arrives.
+// The flat field of a grid of up to 64 tiles is estimated from its
+// interior tiles (when there are at least 16), which every MIST
+// acquisition order has acquired a line of tiles before its end; that of
+// a larger grid from tiles of its first half (row-major), so that a live
+// stitch of a row-wise acquisition registers the final pairs of the first
+// half before the second half arrives.
 func TestFlatFieldSample(t *testing.T) {
-	for _, n := range []int{1, 2, 48, 64, 65, 100, 127, 128, 129, 2478} {
-		s := flatFieldSample(n)
-		span := n
-		if n > flatFieldTiles {
-			span = max(flatFieldTiles, (n+1)/2)
-		}
-		if want := min(n, flatFieldTiles); len(s) != want {
-			t.Errorf("n = %d: %d sample tiles, want %d", n, len(s), want)
-		}
+	for _, g := range [][2]int{{1, 1}, {1, 2}, {2, 30}, {4, 4}, {5, 5}, {3, 18}, {4, 10}, {6, 6}, {6, 8}, {8, 8}, {5, 13}, {10, 10}, {8, 16}, {16, 8}, {43, 3}, {42, 59}} {
+		rows, cols := g[0], g[1]
+		n := rows * cols
+		s := flatFieldSample(rows, cols)
+		interior := (rows - 2) * (cols - 2)
 		for j, i := range s {
-			if i < 0 || i >= span || (j > 0 && i <= s[j-1]) {
-				t.Fatalf("n = %d: sample %v not ascending within the first %d tiles", n, s, span)
+			if i < 0 || i >= n || (j > 0 && i <= s[j-1]) {
+				t.Fatalf("%dx%d: sample %v not ascending within the grid", rows, cols, s)
 			}
 		}
-		// Spread: the last sample lies in the last 64th of the span.
-		if last := s[len(s)-1]; span-last > span/len(s)+1 {
-			t.Errorf("n = %d: the last sample tile is %d of %d: not spread over the span", n, last, span)
+		switch {
+		case n <= flatFieldTiles && (rows < 3 || cols < 3 || interior < flatFieldInterior):
+			if len(s) != n {
+				t.Errorf("%dx%d: %d sample tiles, want every tile", rows, cols, len(s))
+			}
+		case n <= flatFieldTiles:
+			if len(s) != interior {
+				t.Errorf("%dx%d: %d sample tiles, want the %d interior ones", rows, cols, len(s), interior)
+			}
+			for _, i := range s {
+				if r, c := i/cols, i%cols; r == 0 || c == 0 || r == rows-1 || c == cols-1 {
+					t.Fatalf("%dx%d: sample tile (%d, %d) on the border", rows, cols, r, c)
+				}
+			}
+			// In every MIST order, the samples are in a line of tiles
+			// before the last.
+			for num := range 4 {
+				for org := range 4 {
+					l := tileio.Layout{Numbering: tileio.Numbering(num), Origin: tileio.Origin(org)}
+					last := 0
+					for _, i := range s {
+						last = max(last, l.Index(i/cols, i%cols, rows, cols))
+					}
+					if n-1-last < min(rows, cols) {
+						t.Errorf("%dx%d, %v from %v: the last sample tile is number %d of %d", rows, cols, l.Numbering, l.Origin, last, n)
+					}
+				}
+			}
+		default:
+			span := max(flatFieldTiles, (n+1)/2)
+			if len(s) != flatFieldTiles {
+				t.Errorf("%dx%d: %d sample tiles, want %d", rows, cols, len(s), flatFieldTiles)
+			}
+			if s[len(s)-1] >= span {
+				t.Errorf("%dx%d: sample tile %d beyond the first %d", rows, cols, s[len(s)-1], span)
+			}
+			// Spread: the last sample lies in the last 64th of the span.
+			if last := s[len(s)-1]; span-last > span/len(s)+1 {
+				t.Errorf("%dx%d: the last sample tile is %d of %d: not spread over the span", rows, cols, last, span)
+			}
 		}
 	}
 }

@@ -229,7 +229,7 @@ func beginWith(ctx context.Context, src tileio.TileSource, opt align.Options, wo
 		ff := known
 		if ff == nil {
 			var err error
-			if ff, err = estimateFlatFieldWorkers(ctx, src, flatFieldSample(rows*cols), workers); err != nil {
+			if ff, err = estimateFlatFieldWorkers(ctx, src, flatFieldSample(rows, cols), workers); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -242,22 +242,50 @@ func beginWith(ctx context.Context, src tileio.TileSource, opt align.Options, wo
 }
 
 // flatFieldTiles is the number of tiles Sequential and Stitch estimate the
-// flat field from.
-const flatFieldTiles = 64
+// flat field of a large grid from; flatFieldInterior is the fewest
+// interior tiles a grid of up to flatFieldTiles tiles estimates it from
+// (with fewer it takes every tile).
+const (
+	flatFieldTiles    = 64
+	flatFieldInterior = 16
+)
 
 // flatFieldSample returns the tiles (row-major indices, ascending) that
-// Sequential, Stitch and StitchLive estimate the flat field of a grid of n
-// tiles from: every tile of a grid of up to 64; otherwise 64 tiles spread
-// evenly over the grid's first half in row-major order (its first 64
-// tiles when that half is smaller). A microscope acquiring row by row
-// (MIST's combing or snake) has then acquired every sample by mid-plate,
-// so that a live stitch registers the final pairs while the second half
-// arrives instead of after the last tile.
-func flatFieldSample(n int) []int {
-	span := n
-	if n > flatFieldTiles {
-		span = max(flatFieldTiles, (n+1)/2)
+// Sequential, Stitch and StitchLive estimate the flat field of a grid of
+// rows x cols tiles from, chosen so that a live stitch has them all well
+// before the last tile and registers the final pairs while the rest
+// arrives:
+//   - a grid of up to 64 tiles: its interior tiles (every tile but the
+//     first and last rows and columns) when there are at least 16 of them.
+//     Whatever MIST's numbering and origin (rows or columns, combing or
+//     snake, from any corner), the acquisition ends along a border line,
+//     so the interior is in one line of tiles before the end; on 6 x 8
+//     tiles that is 8 to 10 tiles before the last. Smaller grids (fewer
+//     interior tiles) take every tile, and their registration waits for
+//     the last one.
+//   - a larger grid: 64 tiles spread evenly over its first half in
+//     row-major order (its first 64 tiles when that half is smaller). A
+//     microscope acquiring row by row (combing or snake) has then acquired
+//     every sample by mid-plate.
+func flatFieldSample(rows, cols int) []int {
+	n := rows * cols
+	if n <= flatFieldTiles {
+		if (rows-2)*(cols-2) < flatFieldInterior || rows < 3 || cols < 3 {
+			idx := make([]int, n)
+			for i := range idx {
+				idx[i] = i
+			}
+			return idx
+		}
+		idx := make([]int, 0, (rows-2)*(cols-2))
+		for r := 1; r < rows-1; r++ {
+			for c := 1; c < cols-1; c++ {
+				idx = append(idx, r*cols+c)
+			}
+		}
+		return idx
 	}
+	span := max(flatFieldTiles, (n+1)/2)
 	k := min(span, flatFieldTiles)
 	idx := make([]int, k)
 	for j := range idx {
@@ -273,7 +301,7 @@ func flatFieldSample(n int) []int {
 // row-major order (the first rows). The tiles are loaded ahead and fitted
 // on up to 8 goroutines; the result does not depend on their number.
 func EstimateFlatField(ctx context.Context, src tileio.TileSource) (*align.FlatField, error) {
-	return estimateFlatFieldWorkers(ctx, src, flatFieldSample(src.Rows()*src.Cols()), min(8, runtime.GOMAXPROCS(0)))
+	return estimateFlatFieldWorkers(ctx, src, flatFieldSample(src.Rows(), src.Cols()), min(8, runtime.GOMAXPROCS(0)))
 }
 
 // estimateFlatFieldWorkers estimates the flat field of src from the tiles
