@@ -391,7 +391,11 @@ func (q *Inbox[T]) pushed1(count *int64) {
 	if q.waiting > 0 {
 		q.notEmpty.Signal()
 	}
-	q.deferred = false
+	if q.deferred {
+		// Written only when set: a store at each value would take the
+		// cache line from the consumer's copy, which shares it.
+		q.deferred = false
+	}
 	q.mu.Unlock()
 }
 
