@@ -34,13 +34,15 @@ import (
 	"unsafe"
 )
 
-// phasecorrPTX is kernels/phasecorr.cu compiled by scripts/gen-cuda-ptx.sh.
+// phasecorrImage is kernels/phasecorr.cu compiled by scripts/gen-cuda-ptx.sh
+// into a fat binary: machine code for sm_80 and sm_90 and the PTX (which
+// kernels/phasecorr.ptx shows) for the driver to JIT-compile elsewhere.
 //
-//go:embed kernels/phasecorr.ptx
-var phasecorrPTX string
+//go:embed kernels/phasecorr.fatbin
+var phasecorrImage string
 
-// kernelPTX returns the PTX of the package's kernels.
-func kernelPTX() string { return phasecorrPTX }
+// kernelPTX returns the module image of the package's kernels.
+func kernelPTX() string { return phasecorrImage }
 
 // Run-time loading of the CUDA libraries. These memoized loaders are the
 // package-level state that dynamic loading requires: the C side keeps each

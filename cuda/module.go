@@ -20,21 +20,24 @@ type Module struct {
 	byName map[string]*Function
 }
 
-// LoadModule JIT-compiles ptx (the text nvcc -ptx writes) for d and loads
-// it. Without the cuda build tag it fails with an error wrapping
+// LoadModule loads a module image into d's context: PTX (the text nvcc
+// -ptx writes), which the driver JIT-compiles for d, or a cubin or fat
+// binary (nvcc -cubin, -fatbin), whose machine code for d's architecture
+// loads without compiling (a fat binary's PTX is compiled when it has no
+// such code). Without the cuda build tag it fails with an error wrapping
 // [ErrNoCUDA].
-func (d *Device) LoadModule(ptx string) (*Module, error) {
+func (d *Device) LoadModule(image string) (*Module, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: LoadModule on a nil *cuda.Device", ErrWrongDevice)
 	}
-	if ptx == "" {
-		return nil, errors.New("cuda: LoadModule: empty PTX")
+	if image == "" {
+		return nil, errors.New("cuda: LoadModule: empty module image")
 	}
 	c, err := d.context()
 	if err != nil {
 		return nil, err
 	}
-	mod, err := drvModuleLoad(c, ptx)
+	mod, err := drvModuleLoad(c, image)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %d: load module: %w", d.ordinal, err)
 	}

@@ -359,10 +359,27 @@ type cudaCorrelator struct {
 	stage   cuda.HostMem   // offsets (int64 pairs), then sums (uint64)
 	offs    cuda.DeviceMem // maxOffsets offsets
 	sums    cuda.DeviceMem // maxOffsets * NCCSumsLen sums
+	// The package's kernels (kernels/refine.cu): the CCF's candidates are
+	// scored by stitch_offset_sums.
+	mod      *cuda.Module
+	offsetFn *cuda.Function
 }
 
-// maxOffsets is the number of offsets scored in one NCCSums launch.
+// maxOffsets is the number of offsets scored in one launch.
 const maxOffsets = 256
+
+// offsetParts returns the number of blocks of stitch_offset_sums that
+// share one of n offsets: about 2048 blocks in all, at most 64 an offset.
+func offsetParts(n int) int { return min(64, max(1, (2048+n-1)/n)) }
+
+// checkTileSize reports tiles too large for the kernels' 32-bit pixel
+// indices.
+func checkTileSize(w, h int) error {
+	if int64(w)*int64(h) >= 1<<31 {
+		return fmt.Errorf("stitching: %dx%d tiles are too large for the GPU kernels (at most 2^31 pixels)", w, h)
+	}
+	return nil
+}
 
 func (be *cudaBackend) newCorrelator(w, h int, opt align.Options) correlator {
 	return &cudaCorrelator{worker: worker{w: w, h: h}, beta: opt.EffectiveWhitening()}
@@ -372,7 +389,17 @@ func (c *cudaCorrelator) Initialize(ctx context.Context, info task.Info) error {
 	if err := c.start(ctx, info); err != nil {
 		return err
 	}
+	if err := checkTileSize(c.w, c.h); err != nil {
+		return err
+	}
 	var err error
+	if c.mod, err = c.dev.LoadModule(refineImage); err != nil {
+		return fmt.Errorf("stitching: loading the GPU kernels: %w", err)
+	}
+	c.frees = append(c.frees, c.mod.Close)
+	if c.offsetFn, err = c.mod.Function("stitch_offset_sums"); err != nil {
+		return err
+	}
 	if c.cross, err = c.alloc(c.plan.SpectrumBytes()); err != nil {
 		return err
 	}
@@ -479,10 +506,14 @@ func (c *cudaCorrelator) score(_ context.Context, f1, f2 devSpectrum, offs [][2]
 		if err := cuda.CopyHtoD(c.stream, c.offs.Slice(0, 16*k), c.stage.Slice(0, 16*k)); err != nil {
 			return err
 		}
-		if err := cuda.NCCSums(c.stream, c.sums, p1, p2, c.w, c.h, c.offs, len(batch)); err != nil {
+		sb := 8 * cuda.NCCSumsLen * k
+		if err := cuda.Memset(c.stream, c.sums.Slice(0, sb), 0); err != nil {
 			return err
 		}
-		sb := 8 * cuda.NCCSumsLen * k
+		per := offsetParts(len(batch))
+		if err := c.offsetFn.Launch(c.stream, uint32(len(batch)*per), boxBlock, p1, p2, c.w, c.h, c.offs, len(batch), per, c.sums); err != nil {
+			return err
+		}
 		if err := cuda.CopyDtoH(c.stream, c.stage.Slice(16*maxOffsets, sb), c.sums.Slice(0, sb)); err != nil {
 			return err
 		}

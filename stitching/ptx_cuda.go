@@ -4,8 +4,9 @@ package stitching
 
 import _ "embed"
 
-// refinePTX is kernels/refine.cu compiled to PTX (kernels/gen.sh), which
-// the driver JIT-compiles for the GPU at hand.
+// refineImage is kernels/refine.cu compiled (kernels/gen.sh) into a fat
+// binary: machine code for sm_80 and sm_90, and the PTX (kernels/refine.ptx)
+// that the driver JIT-compiles for other GPUs.
 //
-//go:embed kernels/refine.ptx
-var refinePTX string
+//go:embed kernels/refine.fatbin
+var refineImage string

@@ -113,8 +113,11 @@ func (s *cudaBoxScorer) Initialize(ctx context.Context, info task.Info) error {
 	if err := s.start(ctx, info); err != nil {
 		return err
 	}
+	if err := checkTileSize(s.w, s.h); err != nil {
+		return err
+	}
 	var err error
-	if s.mod, err = s.dev.LoadModule(refinePTX); err != nil {
+	if s.mod, err = s.dev.LoadModule(refineImage); err != nil {
 		return fmt.Errorf("stitching: loading the refinement kernels: %w", err)
 	}
 	s.frees = append(s.frees, s.mod.Close)

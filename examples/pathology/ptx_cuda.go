@@ -4,8 +4,12 @@ package main
 
 import _ "embed"
 
-//go:embed kernels/pathology.ptx
+// embeddedPTX is kernels/pathology.cu compiled by scripts/gen-cuda-ptx.sh
+// into a fat binary: machine code for sm_80 and sm_90, and the PTX
+// (kernels/pathology.ptx) for the driver to JIT-compile elsewhere.
+//
+//go:embed kernels/pathology.fatbin
 var embeddedPTX string
 
-// pathologyPTX returns the PTX of kernels/pathology.cu.
+// pathologyPTX returns the module image of kernels/pathology.cu.
 func pathologyPTX() string { return embeddedPTX }
