@@ -824,6 +824,13 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 					elapsed.Round(time.Millisecond), float64(c.rows*c.cols)/elapsed.Seconds(),
 					overlapText(res.Model.West), overlapText(res.Model.North), res.Model.Repeatability)
 			}
+			if c.profile != "" && len(res.Steps) > 0 {
+				parts := make([]string, len(res.Steps))
+				for i, s := range res.Steps {
+					parts[i] = fmt.Sprintf("%s %v", s.Name, s.Elapsed.Round(time.Millisecond))
+				}
+				fmt.Fprintf(stdout, "steps after the registration: %s\n", strings.Join(parts, "; "))
+			}
 			if peak := cli.PeakMemory(); peak > 0 {
 				w, h := src.TileSize()
 				fmt.Fprintf(stdout, "peak memory so far %s (estimate for the stitching %s)\n", gib(peak),
