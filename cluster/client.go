@@ -60,6 +60,13 @@ type Client struct {
 	dirBusy bool
 	dirCaps map[string]directCap
 
+	// watch tells the waiting Executes when their direct request's worker
+	// has been silent for too long and when to check that a worker serves
+	// their task (see watch): no timer per input.
+	watch     *watch
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+
 	stats clientStats
 	// reports, if set (by a Supervisor), also gets each report the client
 	// logs, as one line, and whether the worker that had the input is
@@ -93,6 +100,15 @@ type waiter struct {
 	again chan bool // true: no worker listens
 	// heard is when a worker last said it runs the input (UnixNano).
 	heard atomic.Int64
+	// nudge wakes the Execute when the client's watch finds quiet (its
+	// direct request's worker said nothing for silence) or probe (time to
+	// check that a worker serves the task) due. silence, probeAt (UnixNano),
+	// quiet and probe are guarded by the client's mu; silence is 0 once
+	// the input is not a direct request.
+	nudge        chan struct{}
+	silence      time.Duration
+	probeAt      int64
+	quiet, probe bool
 	// resent: sent through the work stream after its direct request's
 	// worker fell silent.
 	resent atomic.Bool
@@ -139,6 +155,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 		return nil, fmt.Errorf("cluster: client id: %w", err)
 	}
 	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]*waiter{}, inflight: map[string]int{}, dirCaps: map[string]directCap{}}
+	c.watch = newWatch(watchTick(cfg.probe), c.watchPass)
 	c.ackT = time.AfterFunc(time.Hour, c.ackResults)
 	c.ackT.Stop()
 	c.stats.byWorker = map[string]int64{}
@@ -182,6 +199,12 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 		c.cons.Stop()
 		return nil, fmt.Errorf("cluster: client %s: direct answers: %w", c.id, err)
 	}
+	wctx, stop := context.WithCancel(context.Background())
+	c.stopWatch, c.watchDone = stop, make(chan struct{})
+	go func() {
+		defer close(c.watchDone)
+		c.watch.run(wctx)
+	}()
 	c.directFor("") // read the directory now, in the background
 	return c, nil
 }
@@ -242,6 +265,31 @@ func (c *Client) directFor(key string) directCap {
 		})
 	}
 	return dc
+}
+
+// watchPass is the client's watch: it nudges each waiting Execute whose
+// direct request's worker has been silent for its silence, or that is due
+// to check that a worker serves its task, and says whether any waits.
+func (c *Client) watchPass() bool {
+	now := time.Now().UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiting {
+		quiet := w.silence > 0 && !w.quiet && now-w.heard.Load() >= int64(w.silence)
+		probe := now >= w.probeAt
+		if !quiet && !probe {
+			continue
+		}
+		w.quiet = w.quiet || quiet
+		if probe {
+			w.probe, w.probeAt = true, now+int64(c.st.cfg.probe)
+		}
+		select {
+		case w.nudge <- struct{}{}:
+		default:
+		}
+	}
+	return len(c.waiting) > 0
 }
 
 // noDirect forgets, until the directory is read again, that task key has
@@ -543,6 +591,8 @@ func (c *Client) Close() error {
 		delete(c.waiting, id)
 	}
 	c.mu.Unlock()
+	c.stopWatch()
+	<-c.watchDone
 	_ = c.adv.Unsubscribe()
 	_ = c.starts.Unsubscribe()
 	_ = c.directs.Unsubscribe()
@@ -915,10 +965,12 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		dc = c.directFor(key)
 	}
 
-	w := &waiter{ch: make(chan *nats.Msg, 1), at: at, task: key}
+	w := &waiter{ch: make(chan *nats.Msg, 1), nudge: make(chan struct{}, 1), at: at, task: key}
 	if r.label != nil {
 		w.label = r.label(in)
 	}
+	now := time.Now()
+	w.probeAt = now.Add(st.cfg.probe).UnixNano()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -927,11 +979,12 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	direct := c.inflight[key] < dc.threads
 	if direct {
 		w.again = make(chan bool, 1)
-		w.heard.Store(time.Now().UnixNano())
+		w.heard.Store(now.UnixNano())
 	}
 	c.waiting[id] = w
 	c.inflight[key]++
 	c.mu.Unlock()
+	c.watch.poke()
 	defer func() {
 		c.mu.Lock()
 		delete(c.waiting, id)
@@ -1007,20 +1060,16 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		}
 		return nil
 	}
-	var (
-		again   <-chan bool
-		silence *time.Timer
-		quiet   <-chan time.Time
-	)
+	var again <-chan bool
 	if direct {
 		dm := &nats.Msg{Subject: st.n.call(key), Reply: st.n.direct(c.id, id), Header: hdr, Data: data}
 		if err := st.js.Conn().PublishMsg(dm); err != nil {
 			direct = false
 		} else {
 			again = w.again
-			silence = time.NewTimer(dc.silence)
-			defer silence.Stop()
-			quiet = silence.C
+			c.mu.Lock()
+			w.silence = dc.silence // the watch checks it from now on
+			c.mu.Unlock()
 		}
 	}
 	c.stats.mu.Lock()
@@ -1031,7 +1080,10 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	c.stats.mu.Unlock()
 	// fallback sends a direct request's input through the work stream.
 	fallback := func() error {
-		again, quiet = nil, nil
+		again = nil
+		c.mu.Lock()
+		w.silence = 0
+		c.mu.Unlock()
 		c.stats.mu.Lock()
 		c.stats.fallback++
 		c.stats.mu.Unlock()
@@ -1043,8 +1095,6 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		}
 	}
 
-	probe := time.NewTimer(st.cfg.probe)
-	defer probe.Stop()
 	for {
 		select {
 		case res, ok := <-w.ch:
@@ -1062,15 +1112,25 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 			if err := fallback(); err != nil {
 				return nil, err
 			}
-		case <-quiet:
-			if left := dc.silence - time.Since(time.Unix(0, w.heard.Load())); left > 0 {
-				silence.Reset(left)
-				continue
+		case <-w.nudge:
+			c.mu.Lock()
+			quiet, probe := w.quiet && w.silence > 0, w.probe
+			w.quiet, w.probe = false, false
+			c.mu.Unlock()
+			if quiet && time.Since(time.Unix(0, w.heard.Load())) < dc.silence {
+				quiet = false // heard from meanwhile: the watch looks again
 			}
-			w.resent.Store(true) // its worker said nothing for a whole ack wait
-			c.silent(w, id, dc.silence)
-			if err := fallback(); err != nil {
-				return nil, err
+			if quiet {
+				w.resent.Store(true) // its worker said nothing for a whole ack wait
+				c.silent(w, id, dc.silence)
+				if err := fallback(); err != nil {
+					return nil, err
+				}
+			}
+			if probe {
+				if err := r.checkServed(ctx, key); err != nil {
+					return nil, err
+				}
 			}
 		case err := <-ackErr:
 			if err := failed(err); err != nil {
@@ -1081,11 +1141,6 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 			if err := viaStream(); err != nil {
 				return nil, err
 			}
-		case <-probe.C:
-			if err := r.checkServed(ctx, key); err != nil {
-				return nil, err
-			}
-			probe.Reset(st.cfg.probe)
 		case <-ctx.Done():
 			if ack != nil {
 				r.withdraw(ack)

@@ -294,8 +294,6 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		}
 		threads := runs[i].h.tc.threads
 		d := &directRun{in: make(chan *nats.Msg, max(directQueue, 4*threads)), handoff: make(chan *nats.Msg), freed: make(chan struct{}, 1), threads: int32(threads)}
-		d.sweepAfter = time.AfterFunc(time.Hour, func() { w.sweepBusy(runCtx, st, d) })
-		d.sweepAfter.Stop()
 		sub, err := nc.ChanQueueSubscribe(st.n.call(runs[i].h.key), runs[i].h.key, d.in)
 		if err != nil {
 			for _, d := range directs {
@@ -306,6 +304,39 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		d.sub = sub
 		runs[i].d = d
 		directs = append(directs, d)
+	}
+	// The watch: the copies' slots, and the sweeps of direct requests
+	// that wait while every copy is busy.
+	shortest := startNoticeAfter
+	for _, r := range runs {
+		shortest = min(shortest, progressEvery(r.h.tc.ackWait))
+	}
+	var (
+		slots  = make([][]*slot, len(runs))
+		sweeps sync.WaitGroup
+	)
+	wt := newWatch(watchTick(shortest), func() bool {
+		busy := false
+		for _, ss := range slots {
+			for _, s := range ss {
+				busy = s.tick() || busy
+			}
+		}
+		for _, d := range directs {
+			if runCtx.Err() == nil && d.busy.Load() >= d.threads && len(d.in) > 0 && !d.sweeping.Load() {
+				sweeps.Add(1)
+				go func() {
+					defer sweeps.Done()
+					w.sweepBusy(runCtx, st, d)
+				}()
+			}
+		}
+		return busy
+	})
+	for i, r := range runs {
+		for range r.h.tc.threads {
+			slots[i] = append(slots[i], &slot{w: wt})
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
@@ -336,6 +367,12 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			}
 		}
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		wt.run(runCtx)
+		sweeps.Wait()
+	}()
 	for _, d := range directs {
 		wg.Add(1)
 		go func() { // no direct request once Serve ends
@@ -343,12 +380,12 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			w.endDirect(runCtx, st, d)
 		}()
 	}
-	for _, r := range runs {
+	for k, r := range runs {
 		for i := range r.h.tc.threads {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := w.runCopy(runCtx, st, r.h, nc, i, r.d); err != nil {
+				if err := w.runCopy(runCtx, st, r.h, nc, i, r.d, slots[k][i]); err != nil {
 					fail(err)
 				}
 			}()
@@ -383,24 +420,17 @@ type directRun struct {
 	freed   chan struct{}
 	threads int32
 	busy    atomic.Int32 // copies running an input
-	// sweepAfter starts a sweep (sweepBusy) directGrace after the last
-	// free copy became busy; sweeping is set while one runs.
-	sweepAfter *time.Timer
-	sweeping   atomic.Bool
+	// sweeping is set while a sweep (sweepBusy) runs: the worker's watch
+	// starts one when it sees every copy busy and requests waiting.
+	sweeping atomic.Bool
 }
 
 // directQueue is the least room of a directRun's channel: requests waiting
 // for a copy that is about to be free, or for a sweep's busy answer.
 const directQueue = 256
 
-// start counts a copy of d as busy; when it is the last free one, a sweep
-// starts after directGrace, unless a copy is free again by then. (No
-// goroutine wakes for an input shorter than that.)
-func (d *directRun) start() {
-	if d.busy.Add(1) >= d.threads {
-		d.sweepAfter.Reset(directGrace)
-	}
-}
+// start counts a copy of d as busy.
+func (d *directRun) start() { d.busy.Add(1) }
 
 // done counts a copy of d as free again.
 func (d *directRun) done() {
@@ -445,7 +475,6 @@ func (w *Worker) sweepBusy(ctx context.Context, st *stores, d *directRun) {
 // most 2 s).
 func (w *Worker) endDirect(ctx context.Context, st *stores, d *directRun) {
 	<-ctx.Done()
-	d.sweepAfter.Stop()
 	for d.sweeping.Load() { // it ends with ctx
 		time.Sleep(time.Millisecond)
 	}
@@ -505,7 +534,7 @@ func (w *Worker) busyAnswer(st *stores, m *nats.Msg) {
 // request for one message, then the message or a status (408: the request
 // expired). While its pull request waits, it also takes the task's direct
 // requests (d, nil if none).
-func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Conn, thread int, d *directRun) error {
+func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Conn, thread int, d *directRun, sl *slot) error {
 	wc := h.newCopy()
 	info := task.Info{Task: h.name, Thread: thread, Threads: h.tc.threads, Pipelines: 1}
 	if h.tc.clone >= 0 {
@@ -573,7 +602,7 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 			}
 			if dm != nil {
 				d.start()
-				held = w.runDirect(ectx, st, h, wc, dm, msgs)
+				held = w.runDirect(ectx, st, h, wc, sl, dm, msgs)
 				d.done()
 				continue
 			}
@@ -594,7 +623,7 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 		if d != nil {
 			d.start()
 		}
-		w.handle(ectx, st, h, wc, m, false)
+		w.handle(ectx, st, h, wc, sl, m, false)
 		if d != nil {
 			d.done()
 		}
@@ -602,29 +631,19 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 	return nil
 }
 
-// runDirect runs direct request dm on copy wc. While it runs, it tells
-// the client so after startNoticeAfter (or a third of the ack wait, if
-// sooner), then every third of the ack wait: a client that hears nothing
-// for an ack wait sends the input through the work stream. The copy's pull
-// request stays out meanwhile: an input the stream delivers to it (from
-// msgs) is kept and reported in progress at the same times, so that it is
-// not delivered elsewhere, and returned to be run next.
-func (w *Worker) runDirect(ctx context.Context, st *stores, h handler, wc workerCopy, dm *nats.Msg, msgs <-chan *nats.Msg) (held *nats.Msg) {
-	every := max(h.tc.ackWait/3, 10*time.Millisecond)
+// runDirect runs direct request dm on copy wc. While it runs, the
+// worker's watch tells the client so after startNoticeAfter (or a third
+// of the ack wait, if sooner), then every third of the ack wait (through
+// the copy's slot sl): a client that hears nothing for an ack wait sends
+// the input through the work stream. The copy's pull request stays out
+// meanwhile: an input the stream delivers to it (from msgs) is kept and
+// reported in progress at the same times, so that it is not delivered
+// elsewhere, and returned to be run next.
+func (w *Worker) runDirect(ctx context.Context, st *stores, h handler, wc workerCopy, sl *slot, dm *nats.Msg, msgs <-chan *nats.Msg) (held *nats.Msg) {
+	every := progressEvery(h.tc.ackWait)
 	reply, id, t0 := dm.Reply, dm.Header.Get(hID), time.Now()
 	notify := strings.HasPrefix(reply, st.n.directPrefix()) && st.n.clientOf(reply) != ""
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-	)
-	mu.Lock()
-	t = time.AfterFunc(min(startNoticeAfter, every), func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
+	sl.begin(min(startNoticeAfter, every), every, func() { // under sl's lock
 		if notify {
 			w.notifyStarted(st, reply, id, t0, 0)
 		}
@@ -646,15 +665,16 @@ func (w *Worker) runDirect(ctx context.Context, st *stores, h handler, wc worker
 		if held != nil && held.Reply != "" {
 			_ = held.InProgress()
 		}
-		t.Reset(every)
 	})
-	mu.Unlock()
-	w.handle(ctx, st, h, wc, dm, true)
-	mu.Lock()
-	stopped = true
-	t.Stop()
-	mu.Unlock()
+	w.handle(ctx, st, h, wc, nil, dm, true)
+	sl.end() // held is not written after this
 	return held
+}
+
+// progressEvery is how often a worker reports an input of a task with
+// ack wait ackWait in progress.
+func progressEvery(ackWait time.Duration) time.Duration {
+	return max(ackWait/3, 10*time.Millisecond)
 }
 
 // sleep waits for d or until ctx is done.
@@ -684,7 +704,7 @@ func guard(f func() error) (err error) {
 // A direct request (direct) is answered on its reply subject and neither
 // acknowledged nor terminated; one not run (the worker stopping) is
 // answered busy.
-func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCopy, m *nats.Msg, direct bool) {
+func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCopy, sl *slot, m *nats.Msg, direct bool) {
 	hd := m.Header
 	var (
 		id, reply string
@@ -756,16 +776,21 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 	}
 
 	// Tell the client which worker has its input, if it runs for long
-	// enough to be worth it: a result names the worker of shorter ones.
-	t0 := time.Now()
-	stopProgress := func() {} // a direct request's: runDirect's notices
+	// enough to be worth it (a result names the worker of shorter ones),
+	// and report progress while the task runs, so that a long task keeps
+	// its input; a killed worker stops reporting and the input goes
+	// elsewhere. (A direct request's: runDirect's.)
+	stopProgress := func() {}
 	if !direct {
-		notice := time.AfterFunc(startNoticeAfter, func() { w.notifyStarted(st, reply, id, t0, delivered) })
-		// Report progress while the task runs, so that a long task keeps
-		// its input; a killed worker stops reporting and the input goes
-		// elsewhere.
-		stop := progressReporter(m, h.tc.ackWait)
-		stopProgress = func() { stop(); notice.Stop() }
+		t0, every, noticed := time.Now(), progressEvery(h.tc.ackWait), false
+		sl.begin(min(startNoticeAfter, every), every, func() {
+			if !noticed && time.Since(t0) >= startNoticeAfter {
+				noticed = true
+				w.notifyStarted(st, reply, id, t0, delivered)
+			}
+			_ = m.InProgress()
+		})
+		stopProgress = sl.end
 	}
 	var (
 		out       []byte
@@ -897,33 +922,6 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 		wait()
 	} else {
 		go wait()
-	}
-}
-
-// progressReporter tells the server every third of ackWait that m is still
-// being worked on, until the returned function is called.
-func progressReporter(m *nats.Msg, ackWait time.Duration) (stop func()) {
-	every := max(ackWait/3, 10*time.Millisecond)
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-	)
-	mu.Lock()
-	defer mu.Unlock()
-	t = time.AfterFunc(every, func() {
-		_ = m.InProgress()
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			t.Reset(every)
-		}
-	})
-	return func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-		t.Stop()
 	}
 }
 
