@@ -540,10 +540,11 @@ func finish(ctx context.Context, res *Result, src tileio.TileSource, opt align.O
 // refineKnown is the CPU refinement when gopt.refined already holds most
 // pairs' refined translations: it takes those whose start (the repaired
 // translation) and model agree with the final ones, and refines the
-// others, at most a quarter of the pairs, on up to workers goroutines
-// that load their tiles from src. It returns nil translations (and no
-// error) when gopt.refined is unset or misses more pairs than that: the
-// refinement graph then does it all.
+// others, at most three quarters of the pairs, on up to workers goroutines
+// that load their tiles from src (two loads a pair, against about one a
+// pair in the graph, but a load costs far less than a search). It returns
+// nil translations (and no error) when gopt.refined is unset or misses
+// more pairs than that: the refinement graph then does it all.
 func refineKnown(ctx context.Context, src tileio.TileSource, model *align.StageModel, repaired *align.Translations, gopt GraphOptions, workers int) (*align.Translations, error) {
 	if gopt.refined == nil {
 		return nil, nil
@@ -561,7 +562,7 @@ func refineKnown(ctx context.Context, src tileio.TileSource, model *align.StageM
 			missing = append(missing, p)
 		}
 	}
-	if 4*len(missing) > len(pairs) {
+	if 4*len(missing) > 3*len(pairs) {
 		return nil, nil
 	}
 	// Progress is called by one goroutine at a time, as the graphs do.

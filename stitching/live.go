@@ -219,7 +219,9 @@ type live struct {
 	queued           [2][]bool
 	nFinal, nProv    int
 	pending          int // jobs sent and not answered
+	registering      int // registration jobs (not refine-only) sent and not answered
 	jobs             chan liveJob
+	refines          chan liveJob // refine-only jobs: taken when jobs is empty
 	results          chan liveResult
 	wg               sync.WaitGroup
 	cache            *liveCache
@@ -293,7 +295,8 @@ func newLive(src tileio.TileSource, opt align.Options, gopt GraphOptions, lopt L
 	// Each pair is queued at most once per generation, and at most once
 	// more at a time to be refined: the channels never block their
 	// senders.
-	e.jobs = make(chan liveJob, 3*e.pairsTotal)
+	e.jobs = make(chan liveJob, 2*e.pairsTotal)
+	e.refines = make(chan liveJob, e.pairsTotal)
 	e.results = make(chan liveResult, 3*e.pairsTotal)
 	e.memo, e.refPending = map[int][]liveRefined{}, make([]bool, 2*n)
 	return e
@@ -307,6 +310,7 @@ func (e *live) stop() {
 	if e.started {
 		e.cancelWorkers()
 		close(e.jobs)
+		close(e.refines)
 		e.wg.Wait()
 	}
 }
@@ -508,8 +512,15 @@ func (e *live) queue(p align.Pair, gen int) {
 	}
 	e.queued[gen][k] = true
 	e.pending++
+	e.registering++
 	j := liveJob{pair: p, gen: gen}
-	if gen == 1 {
+	if gen == 1 && e.registering <= e.workers {
+		// Refined with the registration while its tiles are in hand,
+		// unless registrations wait: then the registration comes first,
+		// and the pair is refined ahead by a refine-only job once the
+		// workers are free, or at the end with the final model only (a
+		// refinement ahead costs two searches, for the estimated
+		// repeatability and one pixel more).
 		j.model = e.model
 	}
 	e.jobs <- j
@@ -567,13 +578,15 @@ func (e *live) refineAhead(p align.Pair) {
 	}
 	e.refPending[k] = true
 	e.pending++
-	e.jobs <- liveJob{pair: p, gen: 1, model: e.model, refineOnly: true, start: e.final.At(p)}
+	e.refines <- liveJob{pair: p, gen: 1, model: e.model, refineOnly: true, start: e.final.At(p)}
 }
 
 // result records a worker's translation.
 func (e *live) result(r liveResult) {
 	if r.job.refineOnly {
 		e.refPending[e.pairIndex(r.job.pair)] = false
+	} else {
+		e.registering--
 	}
 	if r.skipped {
 		return
@@ -627,14 +640,28 @@ func (e *live) reportAhead() {
 }
 
 // work registers the pairs of the jobs channel with its own FFT plan and
-// aligner.
+// aligner, and refines those of the refines channel when no registration
+// waits.
 func (e *live) work(w, h int) {
 	f := align.NewTileFFT(w, h, e.opt)
 	a := align.NewAligner(w, h, e.opt)
 	a.SetWeakPairs(e.weak)
 	ref := align.NewRefiner()
 	ref.SetWeakPairs(e.weak)
-	for j := range e.jobs {
+	for {
+		var j liveJob
+		var ok bool
+		select {
+		case j, ok = <-e.jobs:
+		default:
+			select {
+			case j, ok = <-e.jobs:
+			case j, ok = <-e.refines:
+			}
+		}
+		if !ok {
+			return // stopped: what is left is not waited for
+		}
 		if e.workerCtx.Err() != nil || (j.gen == 0 && e.finalReady.Load()) {
 			e.results <- liveResult{job: j, skipped: true}
 			continue
