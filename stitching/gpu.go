@@ -273,8 +273,10 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	// noise-limited pair gets the CPU's denoised search, on workers CPU
 	// copies beside the GPUs, so that ChoosePeak's choice stands as on the
 	// CPU. Confirmed pairs pass through.
+	ahead := cache.aheadOf()
 	recheck := graph.AddFunc(g, "weak pairs", workers, func(_ context.Context, d pairDone, out task.Emitter[pairDone]) error {
 		if d.tr.Corr >= align.ConfidentCorr {
+			ahead.add(d.pair, d.tr)
 			return out.Emit(d)
 		}
 		nr, nc := d.pair.Neighbor()
@@ -287,6 +289,7 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 			return fmt.Errorf("stitching: %v: reloading a tile of an unconfirmed pair: %w", d.pair, err)
 		}
 		d.tr = weak.Recheck(t1, t2, d.pair.Dir, d.tr, opt)
+		ahead.add(d.pair, d.tr)
 		return out.Emit(d)
 	})
 	graph.Connect(gpus, recheck)

@@ -223,6 +223,17 @@ type surfaceCache struct {
 	radius int
 	mu     sync.Mutex
 	boxes  map[align.Pair]cachedBox
+	// ahead, if not nil, refines the noise-limited pairs on the host
+	// during the registration (see hostAhead).
+	ahead *hostAhead
+}
+
+// aheadOf returns c's hostAhead; nil for a nil c.
+func (c *surfaceCache) aheadOf() *hostAhead {
+	if c == nil {
+		return nil
+	}
+	return c.ahead
 }
 
 // cachedBox is the NCC of a pair at every displacement of [x0, x1] x [y0,
@@ -405,8 +416,21 @@ func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src t
 			gpuErr, gpuTime = err, time.Since(t0)
 		}()
 	}
+	// The noise-limited pairs refined ahead during the registration,
+	// from the same start with the same RefineParams, are taken as they
+	// are: RefineBox's result, bit for bit.
+	ahead := cache.aheadOf()
+	ahead.stop()
+	rp := model.RefineParams()
+	var fromAhead atomic.Int64
 	hostErr := forEach(onHost, func(ref *align.Refiner, i int) error {
 		p := pairs[i]
+		if tr, ok := ahead.refined(p, start.At(p), rp); ok {
+			trs[i] = tr
+			fromAhead.Add(1)
+			counts.hostPairs.Add(1)
+			return nil
+		}
 		var t1, t2 *image.Gray16
 		var lerr error
 		load := func() (*image.Gray16, *image.Gray16, error) {
@@ -443,6 +467,7 @@ func refineGPU(ctx context.Context, be refineBackend, cache *surfaceCache, src t
 	if slices.Contains(kinds, onHost) {
 		res.step("refinement on the host", t0)
 	}
+	res.RefinedAhead = int(fromAhead.Load())
 	wg.Wait()
 	if len(gpuSet) > 0 {
 		res.Steps = append(res.Steps, Step{Name: "refinement on the GPUs", Elapsed: gpuTime})

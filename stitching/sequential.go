@@ -46,6 +46,12 @@ type Result struct {
 	// best raw NCC is below align.ConfidentCorr, checked for noise and
 	// searched on denoised tiles on the CPU. 0 on the CPU.
 	HostRefined int
+	// RefinedAhead is how many of the HostRefined pairs were refined
+	// during the registration, with a stage model estimated from the pairs
+	// registered so far, and kept because the final model refines them
+	// alike (same start, same align.RefineParams): their result is the one
+	// the refinement would compute. 0 on the CPU.
+	RefinedAhead int
 	// RefinedAgain is, when the refinement ran on GPUs, the number of
 	// pairs whose tiles it uploaded again: the pairs whose searches reach
 	// outside the NCC surfaces the registration computed around their

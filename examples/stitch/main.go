@@ -829,7 +829,11 @@ func stitch(ctx context.Context, c *config, stdout, stderr io.Writer) (err error
 				for i, s := range res.Steps {
 					parts[i] = fmt.Sprintf("%s %v", s.Name, s.Elapsed.Round(time.Millisecond))
 				}
-				fmt.Fprintf(stdout, "steps after the registration: %s\n", strings.Join(parts, "; "))
+				fmt.Fprintf(stdout, "steps after the registration: %s", strings.Join(parts, "; "))
+				if res.HostRefined > 0 {
+					fmt.Fprintf(stdout, "; %d pairs refined on the host, %d of them during the registration", res.HostRefined, res.RefinedAhead)
+				}
+				fmt.Fprintln(stdout)
 			}
 			if peak := cli.PeakMemory(); peak > 0 {
 				w, h := src.TileSize()
