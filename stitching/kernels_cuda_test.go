@@ -4,6 +4,7 @@ package stitching
 
 import (
 	"context"
+	"image"
 	"testing"
 
 	"github.com/gohtgs/htgs/cuda"
@@ -11,42 +12,46 @@ import (
 	"github.com/gohtgs/htgs/stitching/synth"
 )
 
-// BenchmarkCUDAPairKernels times, for one pair of the paper's tile size
-// (1392 x 1040, a west pair of 10% overlap), each step the PCIAM+CCF task
-// runs on the GPU, one at a time on one stream and waited for: the phase
-// correlation and its first peaks ("pcm"), the CCF's candidates ("ccf", the
-// offsets ChoosePeak scores), the NCC surface of the refinement ("surface",
-// the 21 x 21 box around the translation), and, for comparison in the same
-// run, the kernels they replaced: the surface with stitch_box_sums_v1 and
-// the candidates with cuda.NCCSums. ns/op is the time of one pair's step;
-// on the paper grid each step runs 4855 times, on 10 streams at once.
+// BenchmarkCUDAPairKernels times, for pairs of the paper's tile size
+// (1392 x 1040, 10% overlap), each step the PCIAM+CCF task runs on the GPU,
+// one at a time on one stream and waited for: the phase correlation and its
+// first peaks of a west pair ("pcm"), the CCF's candidates ("ccf": the
+// offsets ChoosePeak scores), and the NCC surface of the refinement, the
+// 21 x 21 box around the translation, of a west and of a north pair
+// ("surface-west", "surface-north": launch, download and correlations).
+// For comparison in the same run: the kernels replaced, the candidates with
+// cuda.NCCSums ("ccf-cuda.NCCSums") and the surfaces' kernel alone
+// ("sums-DIR-VERSION": launch and wait, no download) in its current version
+// and versions v1 (a thread a pixel of the flattened overlap, 64-bit
+// indices) and v2 (a block a cell, its warps on rows). ns/op is one pair's
+// step; on the paper grid each runs 4855 times, on 10 streams at once.
 func BenchmarkCUDAPairKernels(b *testing.B) {
 	be := cudaOrSkip(b)
 	cfg := synth.ConfigFor(synth.Realistic)
-	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 1, 2, 1392, 1040, 38
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 2, 2, 1392, 1040, 38
 	g := synthGrid(b, cfg)
 	src := g.source(b)
 	w, h := src.TileSize()
-	t1, err := src.Load(0, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	t2, err := src.Load(0, 1)
-	if err != nil {
-		b.Fatal(err)
+	var tiles [3]*image.Gray16 // (0, 0), (0, 1), (1, 0)
+	for i, rc := range [3][2]int{{0, 0}, {0, 1}, {1, 0}} {
+		t, err := src.Load(rc[0], rc[1])
+		if err != nil {
+			b.Fatal(err)
+		}
+		tiles[i] = t
 	}
 	opt := align.Options{}
 	alloc := be.spectra(w, h)
-	s1, err := alloc.Alloc(be.devs[0])
-	if err != nil {
-		b.Fatal(err)
-	}
-	s2, err := alloc.Alloc(be.devs[0])
-	if err != nil {
-		b.Fatal(err)
+	var slots [3]devSpectrum
+	for i := range slots {
+		s, err := alloc.Alloc(be.devs[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		slots[i] = s
 	}
 	defer func() {
-		for _, s := range []devSpectrum{s1, s2} {
+		for _, s := range slots {
 			if err := alloc.Free(be.devs[0], s); err != nil {
 				b.Error(err)
 			}
@@ -54,14 +59,11 @@ func BenchmarkCUDAPairKernels(b *testing.B) {
 	}()
 	ctx := context.Background()
 	tr := be.newTransformer(w, h, opt, nil)
-	var dc [2]float64
+	var dc [3]float64
 	bound(b, be, tr, func() {
-		for i, tl := range [2]devSpectrum{s1, s2} {
-			img := t1
-			if i == 1 {
-				img = t2
-			}
-			if dc[i], err = tr.forward(ctx, img, tl); err != nil {
+		for i := range slots {
+			var err error
+			if dc[i], err = tr.forward(ctx, tiles[i], slots[i]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -69,6 +71,7 @@ func BenchmarkCUDAPairKernels(b *testing.B) {
 	co := be.newCorrelator(w, h, opt).(*cudaCorrelator)
 	box := be.newBoxScorer(w, h).(*cudaBoxScorer)
 	n := opt.EffectivePeakCount()
+	s1, s2 := slots[0], slots[1]
 	bound(b, be, co, func() {
 		bound(b, be, box, func() {
 			ps, err := co.peaks(ctx, s1, s2, dc[0], dc[1], n)
@@ -90,8 +93,6 @@ func BenchmarkCUDAPairKernels(b *testing.B) {
 			}
 			b.Logf("%d candidates scored; translation %+v", len(offs), got)
 			corr := make([]float64, len(offs))
-			const r = 10
-			surf := make([]float64, (2*r+1)*(2*r+1))
 			b.Run("pcm", func(b *testing.B) {
 				for b.Loop() {
 					if _, err := co.peaks(ctx, s1, s2, dc[0], dc[1], n); err != nil {
@@ -126,35 +127,52 @@ func BenchmarkCUDAPairKernels(b *testing.B) {
 					}
 				}
 			})
-			b.Run("surface", func(b *testing.B) {
-				for b.Loop() {
-					if err := box.boxNCC(ctx, s1, s2, tx-r, tx+r, ty-r, ty+r, surf); err != nil {
-						b.Fatal(err)
+			const r = 10
+			cells := (2*r + 1) * (2*r + 1)
+			surf := make([]float64, cells)
+			for _, pair := range []struct {
+				name   string
+				p      align.Pair
+				t1, t2 devSpectrum
+			}{
+				{"west", align.Pair{Row: 0, Col: 1, Dir: align.West}, slots[0], slots[1]},
+				{"north", align.Pair{Row: 1, Col: 0, Dir: align.North}, slots[0], slots[2]},
+			} {
+				x, y := g.trueTranslation(pair.p)
+				b.Run("surface-"+pair.name, func(b *testing.B) {
+					for b.Loop() {
+						if err := box.boxNCC(ctx, pair.t1, pair.t2, x-r, x+r, y-r, y+r, surf); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
-			})
-			b.Run("surface-v1", func(b *testing.B) {
-				fn, err := box.mod.Function("stitch_box_sums_v1")
-				if err != nil {
-					b.Fatal(err)
-				}
-				p1, _ := pixelsOf(s1, w, h)
-				p2, _ := pixelsOf(s2, w, h)
-				cells := (2*r + 1) * (2*r + 1)
+				})
+				p1, _ := pixelsOf(pair.t1, w, h)
+				p2, _ := pixelsOf(pair.t2, w, h)
 				sums := box.sums.Slice(0, 8*cuda.NCCSumsLen*int64(cells))
-				per := boxParts(cells, int64(w-abs(tx))*int64(h-abs(ty)))
-				for b.Loop() {
-					if err := cuda.Memset(box.stream, sums, 0); err != nil {
+				for _, v := range []string{"", "v1", "v2"} {
+					name, per, grid := "stitch_box_sums", boxParts(cells, h-abs(y)), (cells+boxWarps-1)/boxWarps
+					if v != "" {
+						name, per, grid = name+"_"+v, boxPartsV2(cells, int64(w-abs(x))*int64(h-abs(y))), cells
+					}
+					fn, err := box.mod.Function(name)
+					if err != nil {
 						b.Fatal(err)
 					}
-					if err := fn.Launch(box.stream, uint32(cells*per), boxBlock, p1, p2, w, h, tx-r, ty-r, 2*r+1, cells, per, sums); err != nil {
-						b.Fatal(err)
-					}
-					if err := box.stream.Synchronize(); err != nil {
-						b.Fatal(err)
-					}
+					b.Run("sums-"+pair.name+"-"+map[string]string{"": "now"}[v]+v, func(b *testing.B) {
+						for b.Loop() {
+							if err := cuda.Memset(box.stream, sums, 0); err != nil {
+								b.Fatal(err)
+							}
+							if err := fn.Launch(box.stream, uint32(grid*per), boxBlock, p1, p2, w, h, x-r, y-r, 2*r+1, cells, per, sums); err != nil {
+								b.Fatal(err)
+							}
+							if err := box.stream.Synchronize(); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
 				}
-			})
+			}
 		})
 	})
 }

@@ -87,8 +87,12 @@ func (u *cudaUploader) upload(_ context.Context, tile *image.Gray16, dst devSpec
 	return u.stream.Synchronize()
 }
 
-// boxBlock is the block size of the stitch_box_sums kernel (BOX_BLOCK).
-const boxBlock = 256
+// boxBlock is the block size of the stitch_box_sums kernel (BOX_BLOCK),
+// boxWarps its warps (BOX_WARPS).
+const (
+	boxBlock = 256
+	boxWarps = boxBlock / 32
+)
 
 // cudaBoxScorer computes the exact NCC sums of every displacement of a box
 // with the stitch_box_sums kernel (kernels/refine.cu), from the pixels in
@@ -158,10 +162,18 @@ func (s *cudaBoxScorer) grow(n int) error {
 
 func (s *cudaBoxScorer) Shutdown(context.Context) error { return s.stop() }
 
-// boxParts returns the number of blocks that share one displacement: about
-// 2048 blocks in all (some 15 per SM of an H100), at most one per 256
-// pixels of the largest overlap.
-func boxParts(cells int, overlap int64) int {
+// boxParts returns the number of blocks of stitch_box_sums that share a
+// group of boxWarps neighbouring displacements (cells of a box), each block
+// taking every per-th row of their overlaps: about 2048 blocks in all
+// (some 15 per SM of an H100), at most one a row of the tallest overlap.
+func boxParts(cells, rows int) int {
+	groups := (cells + boxWarps - 1) / boxWarps
+	return max(1, min((2048+groups-1)/groups, rows))
+}
+
+// boxPartsV2 is boxParts for stitch_box_sums_v2 (one cell a block), which
+// BenchmarkCUDAPairKernels compares with stitch_box_sums.
+func boxPartsV2(cells int, overlap int64) int {
 	per := max(1, (2048+cells-1)/cells)
 	return int(min(int64(per), max(1, overlap/boxBlock), 64))
 }
@@ -188,11 +200,10 @@ func (s *cudaBoxScorer) boxNCC(_ context.Context, t1, t2 devSpectrum, x0, x1, y0
 	if err := cuda.Memset(s.stream, sums, 0); err != nil {
 		return err
 	}
-	// The largest overlap of the box: that of the displacement nearest 0.
-	cx, cy := min(max(0, x0), x1), min(max(0, y0), y1)
-	overlap := int64(s.w-abs(cx)) * int64(s.h-abs(cy))
-	per := boxParts(cells, overlap)
-	grid := uint32(cells * per)
+	// The tallest overlap of the box: that of the row nearest 0.
+	cy := min(max(0, y0), y1)
+	per := boxParts(cells, s.h-abs(cy))
+	grid := uint32((cells + boxWarps - 1) / boxWarps * per)
 	if err := s.fn.Launch(s.stream, grid, boxBlock, p1, p2, s.w, s.h, x0, y0, bw, cells, per, sums); err != nil {
 		return err
 	}

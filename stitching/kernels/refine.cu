@@ -94,7 +94,54 @@ __device__ __forceinline__ void block_add(u64 s[5], u64 *dst, bool valid)
 	}
 }
 
+// warp_add reduces a warp's five sums s and lane 0 adds them to dst[0..4].
+__device__ __forceinline__ void warp_add(u64 s[5], u64 *dst)
+{
+	for (int k = 0; k < 5; k++) {
+		for (int o = 16; o > 0; o >>= 1) {
+			s[k] += __shfl_down_sync(0xffffffff, s[k], o);
+		}
+	}
+	if ((threadIdx.x & 31) == 0) {
+		for (int k = 0; k < 5; k++) {
+			if (s[k] != 0) {
+				atomicAdd(&dst[k], s[k]);
+			}
+		}
+	}
+}
+
 // stitch_box_sums computes, for each displacement (x, y) of the box
+// [x0, x0+bw) x [y0, ...) (cell c = (y-y0)*bw + x-x0, ncell cells), the
+// exact sums over the overlap of a, b, a*a, b*b and a*b, where a is t1's
+// pixel and b t2's at the same place (t2's origin at (x, y) in t1's
+// coordinates), into sums[5c .. 5c+4], which must be zero on entry. Launch
+// with ceil(ncell/BOX_WARPS)*per blocks of BOX_BLOCK threads: the warps of
+// block g*per+part take the BOX_WARPS neighbouring cells g*BOX_WARPS, ...,
+// one each, and rows part, part+per, ... of their overlaps. Neighbouring
+// cells read nearly the same pixels of the same rows at the same time, so
+// most of their loads hit the SM's L1 cache instead of the L2 (the
+// previous versions gave each block one cell and read every pixel from the
+// L2 once per cell). The sums are exact: products of 16-bit values fit in
+// 32 bits and are accumulated in 64. Needs w*h < 2^31.
+extern "C" __global__ void stitch_box_sums(const u16 *t1, const u16 *t2, i64 w, i64 h,
+					   i64 x0, i64 y0, i64 bw, i64 ncell, i64 per, u64 *sums)
+{
+	int g = blockIdx.x / (int)per;
+	int part = blockIdx.x - g * (int)per;
+	int c = g * BOX_WARPS + (threadIdx.x >> 5);
+	if (c >= ncell) {
+		return; // the whole warp: no __syncthreads below
+	}
+	u64 s[5] = {0, 0, 0, 0, 0};
+	int x = (int)x0 + c % (int)bw, y = (int)y0 + c / (int)bw;
+	overlap_sums(t1, t2, (int)w, (int)h, x, y, part, (int)per, threadIdx.x & 31, s);
+	warp_add(s, sums + 5 * c);
+}
+
+// stitch_box_sums_v2 is the second version of stitch_box_sums (one
+// displacement a block, its warps on rows), kept for the GPU benchmark that
+// compares them. It computes, for each displacement (x, y) of the box
 // [x0, x0+bw) x [y0, ...) (cell c = (y-y0)*bw + x-x0, ncell cells), the
 // exact sums over the overlap of a, b, a*a, b*b and a*b, where a is t1's
 // pixel and b t2's at the same place (t2's origin at (x, y) in t1's
@@ -103,7 +150,7 @@ __device__ __forceinline__ void block_add(u64 s[5], u64 *dst, bool valid)
 // share cell c, their warps taking every (per*BOX_WARPS)-th row of the
 // overlap, and add their sums atomically. The sums are exact: products of
 // 16-bit values fit in 32 bits and are accumulated in 64. Needs w*h < 2^31.
-extern "C" __global__ void stitch_box_sums(const u16 *t1, const u16 *t2, i64 w, i64 h,
+extern "C" __global__ void stitch_box_sums_v2(const u16 *t1, const u16 *t2, i64 w, i64 h,
 					   i64 x0, i64 y0, i64 bw, i64 ncell, i64 per, u64 *sums)
 {
 	int c = blockIdx.x / (int)per;
