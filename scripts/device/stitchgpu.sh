@@ -158,5 +158,19 @@ for f in global-positions relative-positions relative-positions-no-optimization;
 	done
 done
 verdict "positions of the three GPU runs identical" $same "global, relative and unoptimized relative positions byte for byte (call 2: GPU == CPU == old CPU)"
-rm -rf /tmp/sg-gpu /tmp/sg-gpu1 /tmp/sg-gpu3 /tmp/sg-mosaic
+# 5. The CPU path on the same grid (default flags, 16 workers): its
+#    positions must be the GPU's byte for byte (skip with STITCH_CPU=0).
+if [[ ${STITCH_CPU:-1} == 1 ]]; then
+	stamp "stitch -mosaic=false on the CPU (16 workers)"
+	run cpu 60 -workers 16 -mosaic=false
+	same=1
+	for f in global-positions relative-positions relative-positions-no-optimization; do
+		if ! cmp -s "/tmp/sg-gpu/img-$f-1.txt" "/tmp/sg-cpu/img-$f-1.txt"; then
+			same=0
+			echo "differ: gpu vs cpu: img-$f-1.txt"
+		fi
+	done
+	verdict "GPU positions identical to the CPU's" $same "global, relative and unoptimized relative positions byte for byte (CPU ${t_cpu:-?} s)"
+fi
+rm -rf /tmp/sg-gpu /tmp/sg-gpu1 /tmp/sg-gpu3 /tmp/sg-mosaic /tmp/sg-cpu
 stamp "done"
