@@ -22,8 +22,8 @@ import (
 // closed to the end of stitch -watch (every output written), against the
 // time of stitch on the finished folder, the two runs interleaved. The
 // tiles come one per pace. Variants: the flat field
-// estimated (the default: on a grid of up to 64 tiles it needs the last
-// tile, so the whole registration comes after it), given (-flat-field
+// estimated (the default: from the interior tiles on this grid, all in
+// 8 tiles before the last), given (-flat-field
 // FILE) or none, with and without the mosaic. Metrics: offline-ms,
 // delay-ms, delay-% (delay over offline), result-ms (the part of the
 // delay until the Result, before the outputs and the mosaic) and load1 (the machine's load
