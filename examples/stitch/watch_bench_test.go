@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ import (
 // tiles with 2 workers, the delay from the moment the last tile's file is
 // closed to the end of stitch -watch (every output written), against the
 // time of stitch on the finished folder, the two runs interleaved. The
-// tiles come one per pace. Variants: the flat field
+// tiles come one per -watch.pace (100 ms). Variants: the flat field
 // estimated (the default: from the interior tiles on this grid, all in
 // 8 tiles before the last), given (-flat-field
 // FILE) or none, with and without the mosaic. Metrics: offline-ms,
@@ -112,7 +113,7 @@ func watchDelay(b *testing.B, rows, cols int, variants []string) {
 					}
 					last = time.Now()
 					if k < len(files)-1 {
-						time.Sleep(pace)
+						time.Sleep(*watchPace)
 					}
 				}
 				if code := <-done; code != 0 {
@@ -146,11 +147,13 @@ func watchDelay(b *testing.B, rows, cols int, variants []string) {
 // Result.
 var stitchedAfter = regexp.MustCompile(`stitched (\S+) after it`)
 
-// pace is the interval between two tiles of BenchmarkWatchDelay: a fast
-// microscope (the issue's GPU case feeds one per 50 ms; on 2 shared
-// cores the registration of 640 x 480 tiles does not keep up with that
-// once the machine is loaded, and the delay would measure the backlog).
-const pace = 100 * time.Millisecond
+// watchPace is the interval between two tiles of BenchmarkWatchDelay: by
+// default a fast microscope (the issue's GPU case feeds one per 50 ms; on
+// 2 shared cores the registration of 640 x 480 tiles does not keep up
+// with that once the machine is loaded, and the delay would measure the
+// backlog). A slower pace (-watch.pace 300ms) shows the delay where the
+// machine keeps up.
+var watchPace = flag.Duration("watch.pace", 100*time.Millisecond, "BenchmarkWatchDelay: the interval between two tiles")
 
 // loadAverage is the machine's 1-minute load average (0 where
 // /proc/loadavg cannot be read): the machine the benchmarks run on is
