@@ -2,6 +2,7 @@ package stitching
 
 import (
 	"context"
+	"errors"
 	"image"
 	"sync"
 
@@ -9,44 +10,63 @@ import (
 	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
-// hostAhead refines the noise-limited pairs of a GPU registration on the
-// host while the registration runs, so that the refinement after it does
-// not wait for their denoised searches (on the paper grid on one H200, 91
-// pairs whose searches took 0.5 s after a 1.5 s registration, with the
-// cores mostly idle during it).
+// hostAhead refines on the host, while a GPU registration runs, the pairs
+// whose refinement needs their tiles on the host (noise-limited pairs: the
+// best raw NCC of their search box is below align.ConfidentCorr, so the
+// denoised search decides), so that the refinement after the registration
+// does not wait for their searches. On the paper grid on one H200 those
+// were 57-91 pairs and 0.4-0.5 s after a 1.5 s registration during which
+// the cores were mostly idle.
 //
 // The refinement needs the stage model, which is estimated from every
-// pair; hostAhead estimates it from the pairs registered so far, when half,
-// three quarters and nine tenths of them are in, and refines each
-// noise-limited pair (registered correlation below align.ConfidentCorr)
-// with it and with its repeatability one more (the estimate tends to grow
-// as pairs come), from the pair's registered translation and its NCC
-// surface, as the refinement would (StageModel.RefineBox). The refinement
-// then takes a pair's result from here only when it was computed from the
-// same start and with the final model's RefineParams: everything
-// RefineBox reads of the model. So the result is bit for bit what the
-// refinement computes itself; a wrong guess costs only host time during
-// the registration.
+// pair; hostAhead estimates it from the pairs registered so far, when a
+// quarter, half, three quarters and nine tenths of them are in. With each
+// model whose RefineParams differ from the last one's it looks, from the
+// pairs' NCC surfaces alone (no tiles, microseconds a pair), which pairs
+// registered so far its refinement sends to the host, and so for each pair
+// registered after; those are refined on the host, from the pair's
+// registered translation, as the refinement would (StageModel.RefineBox),
+// with the model first, then with its repeatability one more (the
+// estimate tends to grow as pairs come). The refinement takes a pair's
+// result from here only when it was computed from the same start with the
+// final model's RefineParams: everything RefineBox reads of the model. So
+// the result is bit for bit what it would compute itself; a wrong guess
+// costs only host time during the registration.
 type hostAhead struct {
-	ctx   context.Context   // the stitch's: cancels the refinements
+	ctx   context.Context   // the stitch's: no refinement starts once it is done
 	src   tileio.TileSource // the tiles as the refinement loads them (corrected)
 	cache *surfaceCache
 	opt   align.Options
-	total int // pairs in the grid
+	par   int // goroutines refining
 
 	weak *align.WeakPairs
-	sem  chan struct{} // bounds the refinements running at once
 	wg   sync.WaitGroup
 
 	mu      sync.Mutex
+	cond    *sync.Cond // signals jobs and stop
 	stopped bool
+	started bool
 	rel     *align.Translations // registered so far
-	n       int                 // pairs registered so far
+	have    []align.Pair        // the pairs registered so far, in order
 	at      []int               // the counts of pairs at which to estimate the model, in order
-	models  []*align.StageModel // the current model and its wider variant
-	noisy   []align.Pair        // noise-limited pairs registered so far
-	memo    map[align.Pair][]aheadResult
+	model   *align.StageModel
+	wider   *align.StageModel // model with its repeatability one more
+	check   *align.Refiner    // for the surface-only checks, under mu
+	jobs    [2][]aheadJob     // with model, then with wider
 	queued  map[aheadKey]bool
+	memo    map[align.Pair][]aheadResult
+}
+
+// aheadJob is a refinement to run: pair key.p from key.start with m.
+type aheadJob struct {
+	key aheadKey
+	m   *align.StageModel
+}
+
+type aheadKey struct {
+	p     align.Pair
+	start align.Translation
+	rp    align.RefineParams
 }
 
 // aheadResult is a pair refined ahead: from start, with a model of
@@ -57,28 +77,25 @@ type aheadResult struct {
 	tr    align.Translation
 }
 
-type aheadKey struct {
-	p     align.Pair
-	start align.Translation
-	rp    align.RefineParams
-}
-
 // newHostAhead returns a hostAhead for the pairs of src, whose refinements
-// read cache's surfaces and run at most par at once, until ctx is done or
+// read cache's surfaces and run on par goroutines, until ctx is done or
 // stop is called.
 func newHostAhead(ctx context.Context, src tileio.TileSource, cache *surfaceCache, opt align.Options, par int) *hostAhead {
-	par = max(1, par)
 	rows, cols := src.Rows(), src.Cols()
 	total := len(align.Pairs(rows, cols))
-	return &hostAhead{
-		ctx: ctx, src: src, cache: cache, opt: opt, total: total, at: []int{total / 2, 3 * total / 4, 9 * total / 10},
-		weak: align.NewWeakPairs(par), sem: make(chan struct{}, par),
-		rel: align.NewTranslations(rows, cols), memo: map[align.Pair][]aheadResult{}, queued: map[aheadKey]bool{},
+	a := &hostAhead{
+		ctx: ctx, src: src, cache: cache, opt: opt, par: max(1, par),
+		weak: align.NewWeakPairs(max(1, par)), rel: align.NewTranslations(rows, cols),
+		at:     []int{total / 4, total / 2, 3 * total / 4, 9 * total / 10},
+		check:  align.NewRefiner(),
+		queued: map[aheadKey]bool{}, memo: map[align.Pair][]aheadResult{},
 	}
+	a.cond = sync.NewCond(&a.mu)
+	return a
 }
 
 // add records pair p's registered translation tr (every pair, confirmed or
-// not) and starts the refinements it makes possible.
+// not) and queues the refinements it makes possible.
 func (a *hostAhead) add(p align.Pair, tr align.Translation) {
 	if a == nil {
 		return
@@ -89,25 +106,19 @@ func (a *hostAhead) add(p align.Pair, tr align.Translation) {
 		return
 	}
 	a.rel.Set(p, tr)
-	a.n++
-	noisy := tr.Corr < align.ConfidentCorr
-	if noisy {
-		a.noisy = append(a.noisy, p)
-	}
-	if len(a.at) > 0 && a.n >= a.at[0] {
-		for len(a.at) > 0 && a.n >= a.at[0] {
+	a.have = append(a.have, p)
+	if len(a.at) > 0 && len(a.have) >= a.at[0] {
+		for len(a.at) > 0 && len(a.have) >= a.at[0] {
 			a.at = a.at[1:]
 		}
 		if a.estimate() {
-			for _, q := range a.noisy {
-				a.start(q)
+			for _, q := range a.have {
+				a.consider(q)
 			}
 			return
 		}
 	}
-	if noisy {
-		a.start(p)
-	}
+	a.consider(p)
 }
 
 // estimate estimates the stage model from the pairs so far and reports
@@ -119,75 +130,97 @@ func (a *hostAhead) estimate() bool {
 	if err != nil || (a.rel.Rows > 1 && m.North.TooFewPairs) || (a.rel.Cols > 1 && m.West.TooFewPairs) {
 		return false
 	}
-	if len(a.models) > 0 && a.models[0].RefineParams() == m.RefineParams() {
+	if a.model != nil && a.model.RefineParams() == m.RefineParams() {
 		return false
 	}
 	wider := *m
 	wider.Repeatability++
-	a.models = []*align.StageModel{m, &wider}
+	a.model, a.wider = m, &wider
 	return true
 }
 
-// start refines pair p with the current models, in the background, unless
-// done or under way. Called with a.mu held.
-func (a *hostAhead) start(p align.Pair) {
-	tr := a.rel.At(p)
-	for _, m := range a.models {
-		k := aheadKey{p: p, start: tr, rp: m.RefineParams()}
+// consider queues the refinements of pair p with the current models if
+// the first sends it to the host. Called with a.mu held.
+func (a *hostAhead) consider(p align.Pair) {
+	if a.model == nil {
+		return
+	}
+	start := a.rel.At(p)
+	noTiles := func() (*image.Gray16, *image.Gray16, error) { return nil, nil, errNeedHost }
+	if _, _, err := a.model.RefineBox(a.check, a.cache.ncc(p), noTiles, start); !errors.Is(err, errNeedHost) {
+		return // served from the surface (or by a GPU pass): nothing to do ahead
+	}
+	for i, m := range [2]*align.StageModel{a.model, a.wider} {
+		k := aheadKey{p: p, start: start, rp: m.RefineParams()}
 		if a.queued[k] {
 			continue
 		}
 		a.queued[k] = true
-		a.wg.Add(1)
-		go a.refine(k, m)
+		a.jobs[i] = append(a.jobs[i], aheadJob{key: k, m: m})
 	}
+	if !a.started {
+		a.started = true
+		for range a.par {
+			a.wg.Add(1)
+			go a.work()
+		}
+	}
+	a.cond.Broadcast()
 }
 
-// refine refines pair k.p from k.start with m and records the result.
-func (a *hostAhead) refine(k aheadKey, m *align.StageModel) {
+// work runs queued refinements, those with the model first, until stop.
+func (a *hostAhead) work() {
 	defer a.wg.Done()
-	select {
-	case a.sem <- struct{}{}:
-	case <-a.ctx.Done():
-		return
-	}
-	defer func() { <-a.sem }()
-	a.mu.Lock()
-	stopped := a.stopped
-	a.mu.Unlock()
-	if stopped || a.ctx.Err() != nil {
-		return
-	}
 	w, h := a.src.TileSize()
-	load := func() (*image.Gray16, *image.Gray16, error) {
-		nr, nc := k.p.Neighbor()
-		t1, err := loadChecked(a.src, nr, nc, w, h)
-		if err != nil {
-			return nil, nil, err
-		}
-		t2, err := loadChecked(a.src, k.p.Row, k.p.Col, w, h)
-		return t1, t2, err
-	}
 	ref := align.NewRefiner()
 	ref.SetWeakPairs(a.weak)
-	tr, _, err := m.RefineBox(ref, a.cache.ncc(k.p), load, k.start)
-	if err != nil {
-		// Outside the surface, or a tile that does not load: the
-		// refinement does it (and reports the error).
-		return
+	for {
+		a.mu.Lock()
+		for !a.stopped && len(a.jobs[0])+len(a.jobs[1]) == 0 {
+			a.cond.Wait()
+		}
+		if a.stopped || a.ctx.Err() != nil {
+			a.mu.Unlock()
+			return
+		}
+		q := &a.jobs[0]
+		if len(*q) == 0 {
+			q = &a.jobs[1]
+		}
+		j := (*q)[0]
+		*q = (*q)[1:]
+		a.mu.Unlock()
+
+		load := func() (*image.Gray16, *image.Gray16, error) {
+			nr, nc := j.key.p.Neighbor()
+			t1, err := loadChecked(a.src, nr, nc, w, h)
+			if err != nil {
+				return nil, nil, err
+			}
+			t2, err := loadChecked(a.src, j.key.p.Row, j.key.p.Col, w, h)
+			return t1, t2, err
+		}
+		tr, _, err := j.m.RefineBox(ref, a.cache.ncc(j.key.p), load, j.key.start)
+		if err != nil {
+			// A tile that does not load, or a search outside the
+			// surface: the refinement does it (and reports the error).
+			continue
+		}
+		a.mu.Lock()
+		a.memo[j.key.p] = append(a.memo[j.key.p], aheadResult{start: j.key.start, rp: j.key.rp, tr: tr})
+		a.mu.Unlock()
 	}
-	a.mu.Lock()
-	a.memo[k.p] = append(a.memo[k.p], aheadResult{start: k.start, rp: k.rp, tr: tr})
-	a.mu.Unlock()
 }
 
-// stop waits for the refinements under way and starts no more.
+// stop drops the refinements not started, waits for those under way and
+// starts no more.
 func (a *hostAhead) stop() {
 	if a == nil {
 		return
 	}
 	a.mu.Lock()
 	a.stopped = true
+	a.cond.Broadcast()
 	a.mu.Unlock()
 	a.wg.Wait()
 }
