@@ -142,7 +142,10 @@ func StitchLive(ctx context.Context, src tileio.TileSource, arrivals <-chan tile
 	}
 	e := newLive(src, opt, gopt, lopt, workers, slots)
 	err = e.run(ctx, arrivals)
+	// The workers drop what is queued; a job in hand (a refinement
+	// ahead no longer needed) ends while the rest of the stitch runs.
 	e.stop()
+	defer e.wg.Wait()
 	if err != nil {
 		return nil, err
 	}
@@ -305,13 +308,13 @@ func newLive(src tileio.TileSource, opt align.Options, gopt GraphOptions, lopt L
 // pairIndex numbers the pairs of the grid for the done and queued flags.
 func (e *live) pairIndex(p align.Pair) int { return 2*(p.Row*e.cols+p.Col) + int(p.Dir) }
 
-// stop ends the workers and waits for them.
+// stop tells the workers to end, dropping the jobs still queued; e.wg
+// waits for them.
 func (e *live) stop() {
 	if e.started {
 		e.cancelWorkers()
 		close(e.jobs)
 		close(e.refines)
-		e.wg.Wait()
 	}
 }
 
