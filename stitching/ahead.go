@@ -79,13 +79,15 @@ type aheadResult struct {
 
 // newHostAhead returns a hostAhead for the pairs of src, whose refinements
 // read cache's surfaces and run on par goroutines, until ctx is done or
-// stop is called.
-func newHostAhead(ctx context.Context, src tileio.TileSource, cache *surfaceCache, opt align.Options, par int) *hostAhead {
+// stop is called. Their denoised searches take scratch spaces from weak,
+// the pool of the registration's own rechecks of noise-limited pairs (so
+// the memory they need is the pool's: see MemoryEstimate).
+func newHostAhead(ctx context.Context, src tileio.TileSource, cache *surfaceCache, opt align.Options, par int, weak *align.WeakPairs) *hostAhead {
 	rows, cols := src.Rows(), src.Cols()
 	total := len(align.Pairs(rows, cols))
 	a := &hostAhead{
 		ctx: ctx, src: src, cache: cache, opt: opt, par: max(1, par),
-		weak: align.NewWeakPairs(max(1, par)), rel: align.NewTranslations(rows, cols),
+		weak: weak, rel: align.NewTranslations(rows, cols),
 		at:     []int{total / 4, total / 2, 3 * total / 4, 9 * total / 10},
 		check:  align.NewRefiner(),
 		queued: map[aheadKey]bool{}, memo: map[align.Pair][]aheadResult{},

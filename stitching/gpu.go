@@ -233,7 +233,12 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	graph.Connect(acquire, read)
 	graph.Connect(read, fft)
 	graph.Connect(fft, bk)
-	weak := align.NewWeakPairs(weakPairs) // scratch of noise-limited pairs, shared
+	// Scratch of noise-limited pairs, shared by the copies (and with the
+	// refinements ahead, if any).
+	weak := align.NewWeakPairs(weakPairs)
+	if a := cache.aheadOf(); a != nil {
+		weak = a.weak
+	}
 	if onDevice {
 		// PCIAM and CCF on the device: the pair's translation comes back.
 		pciam := graph.AddTask(cg, "pciam+ccf", streams, func() task.Task[pairJob, pairDone] {

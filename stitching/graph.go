@@ -466,7 +466,7 @@ func Stitch(ctx context.Context, src tileio.TileSource, opt align.Options, gopt 
 		rb, _ = be.(refineBackend)
 		if r := gopt.surfaceRadius(opt); rb != nil && r >= 0 {
 			cache = newSurfaceCache(r)
-			cache.ahead = newHostAhead(ctx, src, cache, opt, workers*3/4)
+			cache.ahead = newHostAhead(ctx, src, cache, opt, workers*3/4, align.NewWeakPairs(gopt.gpuWeakPairs(workers)))
 			defer cache.ahead.stop()
 		}
 		gpuReaders := readers

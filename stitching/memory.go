@@ -23,8 +23,9 @@ import (
 //   - the scratch spaces of pairs whose weakness read noise explains, in
 //     both phases: GraphOptions.WeakPairs of them (by default a quarter of
 //     the Workers, at least one; all of them with GraphOptions.GPU, whose
-//     host cores are free for these pairs) of align.DenoiseScratch (about
-//     110P) each;
+//     host cores are free for these pairs, and shared with the
+//     refinements run ahead during the registration) of
+//     align.DenoiseScratch (about 110P) each;
 //   - the flat field (4P).
 //
 // The registration and refinement phases do not overlap; the larger one
