@@ -962,10 +962,8 @@ func TestCopyGoMemoryInsideStruct(t *testing.T) {
 }
 
 // Gray16ToFloat reads big-endian 16-bit pixels, corrects them as the CPU
-// reference does and sums them; NCCSums gives the CPU
-// reference's exact sums for offsets of every sign, the full overlap,
-// a one-pixel overlap and none.
-func TestGray16AndNCCSums(t *testing.T) {
+// reference does and sums them.
+func TestGray16ToFloat(t *testing.T) {
 	d := gpu(t)
 	const w, h = 67, 41
 	r := rand.New(rand.NewPCG(9, 10))
@@ -973,7 +971,7 @@ func TestGray16AndNCCSums(t *testing.T) {
 	for i := range t1 {
 		t1[i], t2[i] = byte(r.Uint32()), byte(r.Uint32())
 	}
-	d1, d2 := upload(t, d, t1), upload(t, d, t2)
+	d1 := upload(t, d, t1)
 	f := alloc(t, d, 8*w*h)
 	sum := alloc(t, d, 8)
 	must(t, Memset(nil, sum, 0))
@@ -1011,19 +1009,5 @@ func TestGray16AndNCCSums(t *testing.T) {
 	}
 	if s := download[uint64](t, sum)[0]; s != want {
 		t.Fatalf("corrected pixel sum %d, want %d", s, want)
-	}
-	offs := []int64{0, 0, 5, -3, -60, 40, 66, 40, -66, -40, 67, 0, 30, 12, -1, 39}
-	n := len(offs) / 2
-	do := upload(t, d, offs)
-	sums := alloc(t, d, 8*NCCSumsLen*int64(n))
-	for range 2 { // twice: the sums must be zeroed first
-		must(t, NCCSums(nil, sums, d1, d2, w, h, do, n))
-	}
-	res := download[uint64](t, sums)
-	for c := range n {
-		want := nccSumsRef(t1, t2, w, h, int(offs[2*c]), int(offs[2*c+1]))
-		if g := [NCCSumsLen]uint64(res[NCCSumsLen*c:]); g != want {
-			t.Fatalf("offset (%d, %d): sums %v, want %v", offs[2*c], offs[2*c+1], g, want)
-		}
 	}
 }

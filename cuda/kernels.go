@@ -30,7 +30,6 @@ type kernelFunc struct {
 	maxBlocks  uintptr
 	maxFinal   uintptr
 	toF64      uintptr
-	nccSums    uintptr
 }
 
 // kernels returns the device's kernels, JIT-loading the embedded PTX on
@@ -61,7 +60,6 @@ func (d *Device) kernels() (*kernelFunc, uintptr, error) {
 		{"htgs_max_blocks", &k.maxBlocks},
 		{"htgs_max_final", &k.maxFinal},
 		{"htgs_gray16_to_f64", &k.toF64},
-		{"htgs_ncc_sums", &k.nccSums},
 	} {
 		if *f.dst, err = drvModuleFunction(c, mod, f.name); err != nil {
 			_ = drvModuleUnload(c, mod) // the lookup error is the one to report
@@ -397,39 +395,4 @@ func Gray16ToFloat(s *Stream, dst, pix, gain, sum DeviceMem) error {
 	}
 	return launch("Gray16ToFloat", s, d, func(k *kernelFunc) uintptr { return k.toF64 }, n,
 		[]uint64{uint64(dst.ptr), uint64(pix.ptr), uint64(gain.ptr), uint64(n), uint64(sum.ptr)})
-}
-
-// NCCSumsLen is the number of uint64 values [NCCSums] writes per offset.
-const NCCSumsLen = 5
-
-// nccBlocks is the number of blocks that share one offset of NCCSums.
-const nccBlocks = 48
-
-// NCCSums queues, on s, the exact integer sums from which the normalized
-// cross-correlation of two w x h images of big-endian 16-bit pixels (Go's
-// image.Gray16 layout) is computed at each of n offsets. offs holds n
-// int64 pairs (x, y), the position of t2's origin in t1's coordinates; for
-// offset c, sums[5c:5c+5] (uint64) receive the sums over the overlap of a,
-// b, a², b² and ab, with a t1's pixel and b t2's. The sums are exact (no
-// rounding), so the correlation computed from them on the host is the one
-// a CPU computes from the same sums. sums is zeroed first, on s.
-func NCCSums(s *Stream, sums, t1, t2 DeviceMem, w, h int, offs DeviceMem, n int) error {
-	px := 2 * int64(w) * int64(h)
-	switch {
-	case w < 1 || h < 1 || t1.size < px || t2.size < px:
-		return fmt.Errorf("%w: NCCSums: images of %d and %d bytes for %dx%d pixels", ErrSize, t1.size, t2.size, w, h)
-	case n < 1 || offs.size < 16*int64(n) || sums.size < 8*NCCSumsLen*int64(n):
-		return fmt.Errorf("%w: NCCSums: %d offsets with %d bytes of offsets and %d of sums", ErrSize, n, offs.size, sums.size)
-	case int64(n)*nccBlocks > maxGrid:
-		return fmt.Errorf("%w: NCCSums: %d offsets, at most %d", ErrSize, n, maxGrid/nccBlocks)
-	}
-	if _, err := sameDeviceMem("NCCSums", sums, t1, t2, offs); err != nil {
-		return err
-	}
-	out := sums.Slice(0, 8*NCCSumsLen*int64(n))
-	if err := Memset(s, out, 0); err != nil {
-		return fmt.Errorf("NCCSums: %w", err)
-	}
-	args := []uint64{uint64(t1.ptr), uint64(t2.ptr), uint64(w), uint64(h), uint64(offs.ptr), uint64(n), nccBlocks, uint64(out.ptr)}
-	return launchGrid("NCCSums", s, sums.dev, func(k *kernelFunc) uintptr { return k.nccSums }, uint32(n*nccBlocks), args)
 }

@@ -183,40 +183,6 @@ func TestSubtractSmoothReference(t *testing.T) {
 	}
 }
 
-// nccSumsRef is htgs_ncc_sums on the CPU for one offset.
-func nccSumsRef(t1, t2 []byte, w, h, x, y int) [NCCSumsLen]uint64 {
-	var s [NCCSumsLen]uint64
-	for yy := max(0, y); yy < min(h, y+h); yy++ {
-		for xx := max(0, x); xx < min(w, x+w); xx++ {
-			p1, p2 := 2*(yy*w+xx), 2*((yy-y)*w+xx-x)
-			a := uint64(t1[p1])<<8 | uint64(t1[p1+1])
-			b := uint64(t2[p2])<<8 | uint64(t2[p2+1])
-			s[0] += a
-			s[1] += b
-			s[2] += a * a
-			s[3] += b * b
-			s[4] += a * b
-		}
-	}
-	return s
-}
-
-// The reference sums give the overlap's plain sums on a hand-checked case.
-func TestNCCSumsReference(t *testing.T) {
-	// 3 x 2 images: t1 = 1 2 3 / 4 5 6, t2 = 10 20 30 / 40 50 60.
-	t1 := []byte{0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6}
-	t2 := []byte{0, 10, 0, 20, 0, 30, 0, 40, 0, 50, 0, 60}
-	// Offset (1, 1): t1's (1,1),(2,1) = 5, 6 over t2's (0,0),(1,0) = 10, 20.
-	got := nccSumsRef(t1, t2, 3, 2, 1, 1)
-	want := [NCCSumsLen]uint64{11, 30, 61, 500, 170}
-	if got != want {
-		t.Fatalf("sums %v, want %v", got, want)
-	}
-	if got := nccSumsRef(t1, t2, 3, 2, 3, 0); got != ([NCCSumsLen]uint64{}) {
-		t.Fatalf("no overlap: sums %v, want zeros", got)
-	}
-}
-
 // correctRef is the flat-field correction of htgs_gray16_to_f64 (and of
 // stitching/align.FlatField) on the CPU.
 func correctRef(v uint16, gain float32) uint16 {

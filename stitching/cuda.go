@@ -368,6 +368,10 @@ type cudaCorrelator struct {
 // maxOffsets is the number of offsets scored in one launch.
 const maxOffsets = 256
 
+// sumsLen is the number of sums the kernels of kernels/refine.cu write a
+// displacement: of a, b, a², b² and ab over the overlap (uint64 each).
+const sumsLen = 5
+
 // offsetParts returns the number of blocks of stitch_offset_sums that
 // share one of n offsets: about 2048 blocks in all, at most 64 an offset.
 func offsetParts(n int) int { return min(64, max(1, (2048+n-1)/n)) }
@@ -412,7 +416,7 @@ func (c *cudaCorrelator) Initialize(ctx context.Context, info task.Info) error {
 	if c.offs, err = c.alloc(16 * maxOffsets); err != nil {
 		return err
 	}
-	if c.sums, err = c.alloc(8 * cuda.NCCSumsLen * maxOffsets); err != nil {
+	if c.sums, err = c.alloc(8 * sumsLen * maxOffsets); err != nil {
 		return err
 	}
 	if c.red, err = c.dev.NewMaxReducer(); err != nil {
@@ -424,7 +428,7 @@ func (c *cudaCorrelator) Initialize(ctx context.Context, info task.Info) error {
 	}
 	c.frees = append(c.frees, c.negInf.Free)
 	cuda.HostSlice[float64](c.negInf)[0] = math.Inf(-1)
-	if c.stage, err = c.dev.AllocHost(16*maxOffsets + 8*cuda.NCCSumsLen*maxOffsets); err != nil {
+	if c.stage, err = c.dev.AllocHost(16*maxOffsets + 8*sumsLen*maxOffsets); err != nil {
 		return err
 	}
 	c.frees = append(c.frees, c.stage.Free)
@@ -496,7 +500,7 @@ func (c *cudaCorrelator) score(_ context.Context, f1, f2 devSpectrum, offs [][2]
 		return err
 	}
 	ho := cuda.HostSlice[int64](c.stage.Slice(0, 16*maxOffsets))
-	hs := cuda.HostSlice[uint64](c.stage.Slice(16*maxOffsets, 8*cuda.NCCSumsLen*maxOffsets))
+	hs := cuda.HostSlice[uint64](c.stage.Slice(16*maxOffsets, 8*sumsLen*maxOffsets))
 	for lo := 0; lo < len(offs); lo += maxOffsets {
 		batch := offs[lo:min(len(offs), lo+maxOffsets)]
 		k := int64(len(batch))
@@ -506,7 +510,7 @@ func (c *cudaCorrelator) score(_ context.Context, f1, f2 devSpectrum, offs [][2]
 		if err := cuda.CopyHtoD(c.stream, c.offs.Slice(0, 16*k), c.stage.Slice(0, 16*k)); err != nil {
 			return err
 		}
-		sb := 8 * cuda.NCCSumsLen * k
+		sb := 8 * sumsLen * k
 		if err := cuda.Memset(c.stream, c.sums.Slice(0, sb), 0); err != nil {
 			return err
 		}
@@ -527,7 +531,7 @@ func (c *cudaCorrelator) score(_ context.Context, f1, f2 devSpectrum, offs [][2]
 			if nx > 0 && ny > 0 {
 				n = uint64(nx) * uint64(ny)
 			}
-			s := hs[cuda.NCCSumsLen*i:]
+			s := hs[sumsLen*i:]
 			corr[lo+i] = align.Pearson(n, s[0], s[1], s[2], s[3], s[4])
 		}
 	}

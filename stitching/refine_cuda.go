@@ -137,7 +137,7 @@ func (s *cudaBoxScorer) grow(n int) error {
 		return nil
 	}
 	n = max(n, 2*s.cells)
-	bytes := 8 * cuda.NCCSumsLen * int64(n)
+	bytes := 8 * sumsLen * int64(n)
 	sums, err := s.dev.Alloc(bytes)
 	if err != nil {
 		return err
@@ -195,7 +195,7 @@ func (s *cudaBoxScorer) boxNCC(_ context.Context, t1, t2 devSpectrum, x0, x1, y0
 	if err := s.grow(cells); err != nil {
 		return err
 	}
-	bytes := 8 * cuda.NCCSumsLen * int64(cells)
+	bytes := 8 * sumsLen * int64(cells)
 	sums, stage := s.sums.Slice(0, bytes), s.stage.Slice(0, bytes)
 	if err := cuda.Memset(s.stream, sums, 0); err != nil {
 		return err
@@ -222,7 +222,7 @@ func (s *cudaBoxScorer) boxNCC(_ context.Context, t1, t2 devSpectrum, x0, x1, y0
 		if nx > 0 && ny > 0 {
 			n = uint64(nx) * uint64(ny)
 		}
-		v := hs[cuda.NCCSumsLen*i:]
+		v := hs[sumsLen*i:]
 		dst[i] = align.Pearson(n, v[0], v[1], v[2], v[3], v[4])
 	}
 	return nil
