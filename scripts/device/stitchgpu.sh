@@ -125,11 +125,6 @@ sorted=$(printf '%s\n' "${times[@]}" | sort -g | tr '\n' ' ')
 med=$(printf '%s\n' "${times[@]}" | sort -g | awk '{v[NR] = $1} END {if (NR % 2) printf "%.2f", v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2}')
 lt "$med" 2.5
 verdict "stitch -gpu -mosaic=false under 2.5 s, median of the ${#times[@]} runs without -profile" $((! $?)) "$med s (sorted: $sorted; with -profile ${t_gpu:-?} s; call 3 of last round: 2.78 s warm with -profile)"
-python3 - "$o/profile-gpu/registration-stats.json" <<-'PY' 2>/dev/null | head -20
-	import json, sys
-	d = json.load(open(sys.argv[1]))
-	print(json.dumps(d)[:3000])
-	PY
 cp /tmp/sg-gpu/img-statistics.txt "$o/statistics-gpu.txt" 2>/dev/null
 
 # 3. Disk rate and the mosaic as the user runs it (skip with MOSAIC=0).
