@@ -180,21 +180,35 @@ var (
 )
 
 func (gobCodec) Unmarshal(data []byte, v any) error {
-	if err := gobCheck(data); err != nil {
-		return err
-	}
 	types, value, ok := gobSplit(data)
 	if !ok {
+		if err := gobCheck(data); err != nil {
+			return err
+		}
 		return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
 	}
+	// gobCheck(data) in two steps: the type descriptions, then the value.
+	// A kept decoder has read these very descriptions, checked when it
+	// was made: it keeps what they define, and only the value is walked.
 	d := gobDecoders.get(types)
 	if d == nil {
+		w := gobWalk{data: types}
+		if err := w.definitions(); err != nil {
+			return gobMalformed(data, err)
+		}
+		d = &gobDecoder{ids: slices.Clip(w.ids), types: slices.Clip(w.types)}
+		if err := d.check(value); err != nil {
+			return gobMalformed(data, err)
+		}
 		// The first message with these types: a new decoder reads them
 		// and the value, and is kept for the next message like it.
-		d = &gobDecoder{}
 		d.r.Reset(data)
 		d.dec = gob.NewDecoder(&d.r)
 	} else {
+		if err := d.check(value); err != nil {
+			gobDecoders.put(types, d) // it has read nothing
+			return gobMalformed(data, err)
+		}
 		d.r.Reset(value)
 	}
 	if err := d.dec.Decode(v); err != nil {
@@ -207,10 +221,22 @@ func (gobCodec) Unmarshal(data []byte, v any) error {
 }
 
 // gobDecoder is a gob decoder that has read the type descriptions of a
-// message, with the reader it reads from.
+// message, with the reader it reads from, and the types those
+// descriptions define (for gobCheck's walk of a value; shared, never
+// changed: their slices are full, so a walk that defines more copies
+// them).
 type gobDecoder struct {
-	r   bytes.Reader
-	dec *gob.Decoder
+	r     bytes.Reader
+	dec   *gob.Decoder
+	ids   []int32
+	types []*gobType
+}
+
+// check walks value, a message holding one value, with the types d's
+// descriptions define, as gobCheck does.
+func (d *gobDecoder) check(value []byte) error {
+	w := gobWalk{data: value, ids: d.ids, types: d.types}
+	return w.stream()
 }
 
 // gobCache keeps idle decoders by the type descriptions they have read (the
@@ -353,7 +379,36 @@ type gobWalk struct {
 func gobCheck(data []byte) error {
 	w := gobWalk{data: data}
 	if err := w.stream(); err != nil {
-		return fmt.Errorf("%w: gob message of %d bytes: %v", ErrMalformed, len(data), err)
+		return gobMalformed(data, err)
+	}
+	return nil
+}
+
+// gobMalformed is gobCheck's refusal of data.
+func gobMalformed(data []byte, err error) error {
+	return fmt.Errorf("%w: gob message of %d bytes: %v", ErrMalformed, len(data), err)
+}
+
+// definitions reads the type descriptions that make all of w's data (the
+// types of gobSplit), as stream does before a value.
+func (w *gobWalk) definitions() error {
+	for w.pos < len(w.data) {
+		if err := w.next(); err != nil {
+			return err
+		}
+		id, err := w.int()
+		if err != nil {
+			return err
+		}
+		if id >= 0 {
+			return errors.New("a value among the type definitions")
+		}
+		if err := w.define(-id); err != nil {
+			return err
+		}
+		if w.pos != w.end {
+			return errors.New("extra data after a type definition")
+		}
 	}
 	return nil
 }
