@@ -63,6 +63,35 @@ func TestGobRefusesHostileMapCount(t *testing.T) {
 	}
 }
 
+// The hostile map count is refused also when a kept decoder has read the
+// same type descriptions (only the value is walked then).
+func TestGobRefusesHostileMapCountKept(t *testing.T) {
+	data := hostileGobMap()
+	good := bytes.Replace(data, []byte{0xfc, 0x01, 0x00, 0x00, 0x00}, []byte{0x01}, 1)
+	good[14] -= 4
+	gt, _, ok1 := gobSplit(good)
+	ht, _, ok2 := gobSplit(data)
+	if !ok1 || !ok2 || !bytes.Equal(gt, ht) {
+		t.Fatalf("the two messages do not share their type descriptions (%v %v)", ok1, ok2)
+	}
+	var m map[string]int
+	if err := Gob().Unmarshal(good, &m); err != nil || m["a"] != 1 {
+		t.Fatalf("the honest message: %v, %v", m, err)
+	}
+	var err error
+	n := allocatedBy(func() { err = Gob().Unmarshal(data, &m) })
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "map of 16777216 items") {
+		t.Errorf("got %v, want ErrMalformed naming the map's count", err)
+	}
+	if n > 1<<20 {
+		t.Errorf("decoding a %d-byte message allocated %d bytes", len(data), n)
+	}
+	m = nil
+	if err := Gob().Unmarshal(good, &m); err != nil || m["a"] != 1 {
+		t.Fatalf("the honest message after the refusal: %v, %v", m, err)
+	}
+}
+
 // A gob message nested deeper than gobMaxDepth is refused.
 func TestGobRefusesDeepNesting(t *testing.T) {
 	type node struct{ Next *node }
