@@ -84,17 +84,17 @@ run() {
 	rm -rf "/tmp/sg-$name"
 	local s
 	s=$(date +%s.%N)
-	# Only the run named gpu writes a profile (its trace and statistics
+	# Only the run named gpu (and gpu1 with PROFILE_COLD=1) writes a profile (its trace and statistics
 	# files take time at the end of the run): the others run as a user does.
 	local prof=()
-	[[ $name == gpu ]] && prof=(-profile "$o/profile-$name")
+	[[ $name == gpu || ($name == gpu1 && ${PROFILE_COLD:-0} == 1) ]] && prof=(-profile "$o/profile-$name")
 	timeout -k 5 "$limit" "${tm[@]}" "$c/bin/stitch" -dir "$grid" -rows "$rows" -cols "$cols" -out "/tmp/sg-$name" \
 		"${prof[@]}" "$@" >"$o/stitch-$name.log" 2>&1
 	local rc=$?
 	local t
 	t=$(secs "$s")
 	find "$o/profile-$name" -type f \( -size +256k -o -name '*.svg' -o -name '*.dot' -o -name '*trace*' \) -delete 2>/dev/null
-	echo "$name: rc=$rc $t s; $(grep -h 'stitched in\|steps after\|peak RSS\|accuracy\|^mosaic' "$o/stitch-$name.log" | tr '\n' ' ')"
+	echo "$name: rc=$rc $t s; JIT cache after: $(du -sk "$cache" 2>/dev/null | cut -f1) KiB; $(grep -h 'stitched in\|steps after\|peak RSS\|accuracy\|^mosaic' "$o/stitch-$name.log" | tr '\n' ' ')"
 	python3 - "$o/profile-$name/phases.json" <<-'PY' 2>/dev/null
 		import json, sys
 		print("   phases: " + "; ".join("%s %.3f s" % (p["phase"], p["ms"] / 1000) for p in json.load(open(sys.argv[1]))))
