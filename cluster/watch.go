@@ -34,8 +34,8 @@ type watch struct {
 const idleTicks = 40
 
 // watchTick is the tick of a watch whose chores come every shortest: a
-// quarter of it, between 2.5 and 25 ms. A chore runs at most one tick
-// late.
+// quarter of it, between 2.5 and 25 ms. A slot's chore runs at most one
+// tick early (see early), never late.
 func watchTick(shortest time.Duration) time.Duration {
 	return min(max(shortest/4, 2500*time.Microsecond), 25*time.Millisecond)
 }
@@ -90,8 +90,15 @@ func (w *watch) run(ctx context.Context) {
 	}
 }
 
+// early returns d less w's tick: a chore due after d is set to d early,
+// so that the tick that runs it comes at most a tick before d and never
+// after (a started notice, say, reaches its client by startNoticeAfter,
+// as a timer's did).
+func (w *watch) early(d time.Duration) time.Duration { return max(d-w.tick, 0) }
+
 // slot is one worker copy's place in its worker's watch: while an input
-// runs, chore runs at due, then every every, until the input ends.
+// runs, chore runs at due, then every every, until the input ends (each
+// time up to a tick early: see early).
 type slot struct {
 	w     *watch
 	mu    sync.Mutex
@@ -104,7 +111,7 @@ type slot struct {
 // end.
 func (s *slot) begin(first, every time.Duration, chore func()) {
 	s.mu.Lock()
-	s.chore, s.due, s.every = chore, time.Now().Add(first), every
+	s.chore, s.due, s.every = chore, time.Now().Add(s.w.early(first)), every
 	s.mu.Unlock()
 	s.w.poke()
 }
@@ -126,7 +133,7 @@ func (s *slot) tick() bool {
 	}
 	if now := time.Now(); !now.Before(s.due) {
 		s.chore()
-		s.due = now.Add(s.every)
+		s.due = now.Add(s.w.early(s.every))
 	}
 	return true
 }

@@ -63,3 +63,26 @@ func TestWatchTick(t *testing.T) {
 		}
 	}
 }
+
+// A slot's chore is due a tick before its time, so that the tick that runs
+// it comes at most a tick early and never late.
+func TestWatchEarly(t *testing.T) {
+	w := newWatch(25*time.Millisecond, func() bool { return false })
+	if got := w.early(100 * time.Millisecond); got != 75*time.Millisecond {
+		t.Errorf("early(100ms) = %v, want 75ms", got)
+	}
+	if got := w.early(10 * time.Millisecond); got != 0 {
+		t.Errorf("early(10ms) = %v, want 0", got)
+	}
+	s := &slot{w: w}
+	before := time.Now()
+	s.begin(100*time.Millisecond, time.Second, func() {})
+	after := time.Now()
+	s.mu.Lock()
+	due := s.due
+	s.mu.Unlock()
+	if due.Before(before.Add(75*time.Millisecond)) || due.After(after.Add(75*time.Millisecond)) {
+		t.Errorf("due %v after begin, want 75ms", due.Sub(before))
+	}
+	s.end()
+}

@@ -784,7 +784,7 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 	if !direct {
 		t0, every, noticed := time.Now(), progressEvery(h.tc.ackWait), false
 		sl.begin(min(startNoticeAfter, every), every, func() {
-			if !noticed && time.Since(t0) >= startNoticeAfter {
+			if !noticed && time.Since(t0) >= sl.w.early(startNoticeAfter) {
 				noticed = true
 				w.notifyStarted(st, reply, id, t0, delivered)
 			}
