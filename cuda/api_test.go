@@ -265,29 +265,6 @@ func TestCopyArgumentChecks(t *testing.T) {
 	}
 }
 
-func TestKernelArgumentChecks(t *testing.T) {
-	d := &Device{}
-	m := func(n int64) DeviceMem { return DeviceMem{size: n, dev: d} }
-	if err := CrossPower(nil, m(32), m(32), m(16), 0); !errors.Is(err, ErrSize) {
-		t.Errorf("CrossPower size mismatch: %v, want ErrSize", err)
-	}
-	if err := CrossPower(nil, m(24), m(24), m(24), 0); !errors.Is(err, ErrSize) {
-		t.Errorf("CrossPower non-complex size: %v, want ErrSize", err)
-	}
-	for _, f := range []float64{-1, math.NaN(), math.Inf(1)} {
-		if err := CrossPower(nil, m(32), m(32), m(32), f); err == nil || !strings.Contains(err.Error(), "floor") {
-			t.Errorf("CrossPower floor %g: %v, want a floor error", f, err)
-		}
-	}
-	if err := CrossPower(nil, DeviceMem{}, DeviceMem{}, DeviceMem{}, 0); err != nil {
-		t.Errorf("CrossPower of empty buffers: %v", err)
-	}
-	other := DeviceMem{size: 32, dev: &Device{ordinal: 1}}
-	if err := CrossPower(nil, m(32), m(32), other, 0); !errors.Is(err, ErrWrongDevice) {
-		t.Errorf("CrossPower across devices: %v, want ErrWrongDevice", err)
-	}
-}
-
 func TestLibraryNames(t *testing.T) {
 	got := strings.Join(cublasSonames(), " ")
 	want := "libcublas.so.13 libcublas.so.12 libcublas.so.11 /usr/local/cuda/lib64/libcublas.so.13 /usr/local/cuda/lib64/libcublas.so.12 /usr/local/cuda/lib64/libcublas.so.11"
@@ -306,8 +283,8 @@ func TestGridFor(t *testing.T) {
 		want  uint32
 	}{{0, 10, 1}, {1, 10, 1}, {256, 10, 1}, {257, 10, 2}, {256 * 100, 10, 10}, {1 << 40, maxGrid, maxGrid}}
 	for _, c := range cases {
-		if got := gridFor(c.n, c.limit); got != c.want {
-			t.Errorf("gridFor(%d, %d) = %d, want %d", c.n, c.limit, got, c.want)
+		if got := GridFor(c.n, 256, uint32(c.limit)); got != c.want {
+			t.Errorf("GridFor(%d, 256, %d) = %d, want %d", c.n, c.limit, got, c.want)
 		}
 	}
 }

@@ -26,23 +26,12 @@ static int htgs_cu_copy_go(uintptr_t ctx, int dir, unsigned long long dst, uintp
 import "C"
 
 import (
-	_ "embed"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"unsafe"
 )
-
-// phasecorrImage is kernels/phasecorr.cu compiled by scripts/gen-cuda-ptx.sh
-// into a fat binary: machine code for sm_80 and sm_90 and the PTX (which
-// kernels/phasecorr.ptx shows) for the driver to JIT-compile elsewhere.
-//
-//go:embed kernels/phasecorr.fatbin
-var phasecorrImage string
-
-// kernelPTX returns the module image of the package's kernels.
-func kernelPTX() string { return phasecorrImage }
 
 // Run-time loading of the CUDA libraries. These memoized loaders are the
 // package-level state that dynamic loading requires: the C side keeps each

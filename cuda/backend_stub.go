@@ -20,8 +20,6 @@ func (noCUDAError) Error() string {
 // Unwrap makes errors.Is match both ErrNoDevice and ErrNoCUDA.
 func (noCUDAError) Unwrap() []error { return []error{ErrNoDevice, ErrNoCUDA} }
 
-func kernelPTX() string { return "" }
-
 func loadDriver() error           { return noCUDAError{} }
 func loadCUBLAS() (string, error) { return "", noCUDAError{} }
 func loadCUFFT() (string, error)  { return "", noCUDAError{} }

@@ -2,7 +2,7 @@ package cuda
 
 import (
 	"context"
-	"errors"
+
 	"fmt"
 	"runtime"
 	"sync"
@@ -28,9 +28,8 @@ type Device struct {
 
 	ctx atomic.Uintptr // the retained primary context; 0 until first use or after Close
 
-	mu     sync.Mutex  // guards the fields below and the slow path of context
-	closed bool        // Close was called
-	kern   *kernelFunc // the package's kernels, loaded on first use
+	mu     sync.Mutex // guards the fields below and the slow path of context
+	closed bool       // Close was called
 }
 
 // deviceInfo is what the driver reports about a device.
@@ -158,17 +157,10 @@ func (d *Device) Close() error {
 	if c == 0 {
 		return nil
 	}
-	var errs []error
-	if d.kern != nil {
-		if err := drvModuleUnload(c, d.kern.mod); err != nil {
-			errs = append(errs, fmt.Errorf("cuda: device %d: unload kernels: %w", d.ordinal, err))
-		}
-		d.kern = nil
-	}
 	if err := drvPrimaryRelease(d.ordinal); err != nil {
-		errs = append(errs, fmt.Errorf("cuda: device %d: release context: %w", d.ordinal, err))
+		return fmt.Errorf("cuda: device %d: release context: %w", d.ordinal, err)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // Synchronize waits until all work queued on the device has completed.

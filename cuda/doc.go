@@ -54,11 +54,11 @@
 //
 // [BLAS] wraps a cuBLAS handle (DGEMM on row-major matrices), [FFT2D] a
 // pair of cuFFT plans (2-D complex, or real-to-complex and back). The
-// package's own kernels ([CrossPower], [CrossPowerPow], [SubtractSmooth],
-// [LocalMax], [MaxReducer]) are CUDA C in
-// kernels/*.cu, compiled to PTX by go generate (scripts/gen-cuda-ptx.sh,
-// which needs nvcc), embedded in the binary and JIT-compiled by the driver
-// for the GPU at hand the first time a device uses them.
+// package has no kernels of its own: a program's kernels are CUDA C beside
+// the code that uses them (stitching/kernels, examples/pathology/kernels),
+// compiled by scripts/gen-cuda-ptx.sh (nvcc) to PTX and to a fat binary
+// with machine code for sm_80 and sm_90, embedded in the program and
+// loaded with [Device.LoadModule]; [Function.Launch] runs them.
 //
 // # Global state
 //
@@ -66,5 +66,3 @@
 // requires: the dlopen handles and function-pointer tables of libcuda,
 // cuBLAS and cuFFT (in C), each filled once under a sync.Once.
 package cuda
-
-//go:generate ../scripts/gen-cuda-ptx.sh

@@ -174,3 +174,16 @@ func GridFor(n int64, block uint32, limit uint32) uint32 {
 	g := (n + int64(block) - 1) / int64(block)
 	return uint32(max(1, min(g, int64(limit))))
 }
+
+// maxGrid is the largest grid [GridFor] gives by default.
+const maxGrid = 65535
+
+// streamHandle returns the driver handle of s on device d (0 for nil: the
+// legacy default stream) and whether the call must wait.
+func streamHandle(s *Stream, d *Device) (uintptr, bool, error) {
+	if s == nil {
+		return 0, true, nil
+	}
+	h, err := s.on(d, "kernel")
+	return h, false, err
+}

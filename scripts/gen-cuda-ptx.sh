@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# gen-cuda-ptx.sh compiles the CUDA C kernels of the cuda package
-# (cuda/kernels/*.cu) to PTX (cuda/kernels/*.ptx, to read and to diff) and to
-# a fat binary (cuda/kernels/*.fatbin), which the package embeds: machine
-# code (SASS) for Ampere (sm_80) and Hopper (sm_90), which the driver loads
-# as it is, and the PTX, which it JIT-compiles for any other GPU. Without
-# the SASS, the first run on a machine (no JIT cache yet) compiled every
-# module first: about a second of the paper grid's 4 s cold stitch on an
-# H200. Run it through
+# gen-cuda-ptx.sh compiles the CUDA C kernels of a kernel folder (KERNEL.cu)
+# to PTX (KERNEL.ptx, to read and to diff) and to a fat binary
+# (KERNEL.fatbin), which the package beside it embeds: machine code (SASS)
+# for Ampere (sm_80) and Hopper (sm_90), which the driver loads as it is,
+# and the PTX, which it JIT-compiles for any other GPU. Without the SASS,
+# the first run on a machine (no JIT cache yet) compiled every module
+# first: about a second of the paper grid's 4 s cold stitch on an H200.
+# The folders: stitching/kernels (stitching/kernels/gen.sh) and
+# examples/pathology/kernels; package cuda has no kernels of its own.
+# Run it after changing a .cu file, and commit what it writes:
 #
-#     go generate ./cuda/
+#     scripts/gen-cuda-ptx.sh [KERNEL_DIR ...]   (default: every folder above)
 #
-# (or directly, from anywhere) after changing a .cu file, and commit the
-# .ptx. It needs nvcc (scripts/install-cuda-headers.sh installs nvcc 11.8);
-# no GPU is needed.
+# from anywhere. It needs nvcc (scripts/install-cuda-headers.sh installs
+# nvcc 11.8); no GPU is needed.
 #
 # Target: virtual architecture compute_70 (PTX ISA 7.8 with nvcc 11.8). PTX
 # is forward compatible: a driver JIT-compiles it for any newer GPU, so
@@ -20,14 +21,14 @@
 # a CUDA 13 driver (which supports every PTX ISA up to its own) accepts it.
 # Override with NVCC_ARCH=compute_XY, the machine code's architectures with
 # NVCC_SASS="80 90" and the compiler with NVCC=path.
-#
-# Usage: scripts/gen-cuda-ptx.sh [KERNEL_DIR]   (default: cuda/kernels)
+
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# The folder of .cu files: the cuda package's by default; other packages'
-# kernel folders (stitching/kernels) pass theirs.
-kdir="${1:-$here/../cuda/kernels}"
+# The folders of .cu files.
+if [[ $# -eq 0 ]]; then
+	set -- "$here/../stitching/kernels" "$here/../examples/pathology/kernels"
+fi
 NVCC="${NVCC:-nvcc}"
 ARCH="${NVCC_ARCH:-compute_70}"
 SASS="${NVCC_SASS:-80 90}"
@@ -38,7 +39,11 @@ if ! command -v "$NVCC" >/dev/null; then
 fi
 
 shopt -s nullglob
-for cu in "$kdir"/*.cu; do
+cus=()
+for dir in "$@"; do
+	cus+=("$dir"/*.cu)
+done
+for cu in "${cus[@]}"; do
 	ptx="${cu%.cu}.ptx"
 	tmp="$ptx.tmp"
 	# -lineinfo-free, deterministic output; --fmad=true is nvcc's default

@@ -2,7 +2,7 @@
 # install-cuda-headers.sh installs the CUDA headers (nvidia-cuda-dev: cuda.h,
 # cufft.h, cublas_api.h, ...; CUDA 11.8 on Debian bookworm) and nvcc
 # (nvidia-cuda-toolkit) from Debian's contrib/non-free components, so that
-# `go build -tags cuda` and `go generate ./cuda/` work on a machine without a
+# `go build -tags cuda` and scripts/gen-cuda-ptx.sh work on a machine without a
 # GPU.
 #
 # It names no mirror of its own: it reads the machine's apt sources (the

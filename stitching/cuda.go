@@ -113,7 +113,8 @@ type worker struct {
 	stream *cuda.Stream
 	plan   *cuda.FFT2D
 	frees  []func() error
-	noPlan bool // start makes no FFT plan (uploads and refinement)
+	noPlan bool        // start makes no FFT plan (uploads and refinement)
+	kern   *pcmKernels // with loadKernels
 }
 
 func (k *worker) start(ctx context.Context, info task.Info) error {
@@ -139,6 +140,18 @@ func (k *worker) start(ctx context.Context, info task.Info) error {
 	}
 	k.frees = append(k.frees, k.plan.Close)
 	return k.plan.SetStream(k.stream)
+}
+
+// loadKernels loads the phase correlation's kernels (kernels/phasecorr.cu)
+// for the copy, unloaded by stop.
+func (k *worker) loadKernels() error {
+	kern, err := loadPCMKernels(k.dev, pcmImage)
+	if err != nil {
+		return err
+	}
+	k.kern = kern
+	k.frees = append(k.frees, kern.close)
+	return nil
 }
 
 // alloc allocates device memory freed by stop.
@@ -183,7 +196,7 @@ type cudaTransformer struct {
 	hostPix, hostAB, hostSum cuda.HostMem
 	host                     []float64 // hostAB as float64: a, then b
 	img, ab, a, b, sum       cuda.DeviceMem
-	tables                   cuda.SmoothTables
+	tables                   smoothTables
 	cpu                      *align.FFT2 // border transforms and smooth-component tables
 	// With a flat field: its gains on the device, and a scratch tile
 	// whose border pixels only are the corrected tile's (the border
@@ -202,6 +215,9 @@ func (t *cudaTransformer) borderFloats() int { return 2*(t.w/2+1) + 2*t.h }
 
 func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error {
 	if err := t.start(ctx, info); err != nil {
+		return err
+	}
+	if err := t.loadKernels(); err != nil {
 		return err
 	}
 	px, nb, na := pixBytes(t.w, t.h), 8*int64(t.borderFloats()), 16*int64(t.w/2+1)
@@ -233,16 +249,16 @@ func (t *cudaTransformer) Initialize(ctx context.Context, info task.Info) error 
 	}
 	t.cpu = align.NewFFT2(t.w, t.h)
 	phX, phY, lapX, lapY := t.cpu.SmoothTables()
-	tb := cuda.SmoothTables{W: t.w, H: t.h}
+	tb := smoothTables{w: t.w, h: t.h}
 	for _, x := range []struct {
 		dst   *cuda.DeviceMem
 		bytes int64
 		copy  func(cuda.DeviceMem) error
 	}{
-		{&tb.PhX, 16 * int64(len(phX)), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, phX) }},
-		{&tb.PhY, 16 * int64(t.h), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, phY) }},
-		{&tb.LapX, 8 * int64(len(lapX)), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, lapX) }},
-		{&tb.LapY, 8 * int64(t.h), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, lapY) }},
+		{&tb.phX, 16 * int64(len(phX)), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, phX) }},
+		{&tb.phY, 16 * int64(t.h), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, phY) }},
+		{&tb.lapX, 8 * int64(len(lapX)), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, lapX) }},
+		{&tb.lapY, 8 * int64(t.h), func(m cuda.DeviceMem) error { return cuda.CopyToDevice(t.stream, m, lapY) }},
 	} {
 		if *x.dst, err = t.alloc(x.bytes); err != nil {
 			return err
@@ -295,7 +311,7 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 	}
 	// Correct (with a flat field) and sum the pixels in the slot, and
 	// convert them for the transform.
-	if err := cuda.Gray16ToFloat(t.stream, t.img, pix, t.gain, t.sum); err != nil {
+	if err := t.kern.gray16ToFloat(t.stream, t.img, pix, t.gain, t.sum); err != nil {
 		return 0, err
 	}
 	if err := cuda.CopyDtoH(t.stream, t.hostSum, t.sum); err != nil {
@@ -305,7 +321,7 @@ func (t *cudaTransformer) forward(_ context.Context, tile *image.Gray16, dst dev
 		return 0, err
 	}
 	if t.periodic {
-		if err := cuda.SubtractSmooth(t.stream, spec, t.a, t.b, &t.tables); err != nil {
+		if err := t.kern.subtractSmooth(t.stream, spec, t.a, t.b, &t.tables); err != nil {
 			return 0, err
 		}
 	}
@@ -352,7 +368,7 @@ type cudaCorrelator struct {
 	beta    float64
 	cross   cuda.DeviceMem
 	pcm, lm cuda.DeviceMem
-	red     *cuda.MaxReducer
+	red     *maxReducer
 	negInf  cuda.HostMem   // one float64, -Inf
 	out     []align.Peak   // the peaks taken so far from lm, best first
 	done    bool           // lm has no local maximum left
@@ -396,6 +412,9 @@ func (c *cudaCorrelator) Initialize(ctx context.Context, info task.Info) error {
 	if err := checkTileSize(c.w, c.h); err != nil {
 		return err
 	}
+	if err := c.loadKernels(); err != nil {
+		return err
+	}
 	var err error
 	if c.mod, err = c.dev.LoadModule(refineImage); err != nil {
 		return fmt.Errorf("stitching: loading the GPU kernels: %w", err)
@@ -419,10 +438,10 @@ func (c *cudaCorrelator) Initialize(ctx context.Context, info task.Info) error {
 	if c.sums, err = c.alloc(8 * sumsLen * maxOffsets); err != nil {
 		return err
 	}
-	if c.red, err = c.dev.NewMaxReducer(); err != nil {
+	if c.red, err = c.kern.newMaxReducer(c.dev); err != nil {
 		return err
 	}
-	c.frees = append(c.frees, c.red.Close)
+	c.frees = append(c.frees, c.red.close)
 	if c.negInf, err = c.dev.AllocHost(8); err != nil {
 		return err
 	}
@@ -451,13 +470,13 @@ func (c *cudaCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, dc1, dc2 f
 	}
 	// The guard of align.Aligner.Peaks: |F1(0)|·|F2(0)|·1e-15, where F(0) is
 	// the pixel sum.
-	if err := cuda.CrossPowerPow(c.stream, c.cross, a, b, math.Abs(dc1)*math.Abs(dc2)*1e-15, c.beta); err != nil {
+	if err := c.kern.crossPowerPow(c.stream, c.cross, a, b, math.Abs(dc1)*math.Abs(dc2)*1e-15, c.beta); err != nil {
 		return nil, err
 	}
 	if err := c.plan.Inverse(c.pcm, c.cross); err != nil {
 		return nil, err
 	}
-	if err := cuda.LocalMax(c.stream, c.lm, c.pcm, c.w, c.h); err != nil {
+	if err := c.kern.localMax(c.stream, c.lm, c.pcm, c.w, c.h); err != nil {
 		return nil, err
 	}
 	c.out = c.out[:0]
@@ -470,7 +489,7 @@ func (c *cudaCorrelator) peaks(_ context.Context, f1, f2 devSpectrum, dc1, dc2 f
 func (c *cudaCorrelator) more(_ context.Context, n int) ([]align.Peak, error) {
 	scale := 1 / float64(c.w*c.h)
 	for len(c.out) < max(1, n) && !c.done {
-		v, i, err := c.red.Max(c.stream, c.lm)
+		v, i, err := c.red.max(c.stream, c.lm)
 		if err != nil {
 			return nil, err
 		}

@@ -10,3 +10,9 @@ import _ "embed"
 //
 //go:embed kernels/refine.fatbin
 var refineImage string
+
+// pcmImage is kernels/phasecorr.cu compiled the same way: the phase
+// correlation's kernels (see pcmKernels).
+//
+//go:embed kernels/phasecorr.fatbin
+var pcmImage string

@@ -1,12 +1,17 @@
-// Kernels of the htgs cuda package: the normalized cross-power spectrum of
-// phase correlation, and a max reduction that returns value and index.
+// Kernels of package stitching's phase correlation on the GPU: the
+// normalized cross-power spectrum (with a whitening exponent), the
+// smooth component of the periodic-plus-smooth decomposition, the local
+// maxima of the correlation matrix, a max reduction that returns value and
+// index, and the conversion of 16-bit pixels (flat-field corrected) to
+// float64. They were package cuda's until issue 30 put a tile's kernels
+// beside the code that uses them.
 //
-// Compiled to PTX by scripts/gen-cuda-ptx.sh (go generate ./cuda/); the PTX
-// is committed, embedded in the Go binary, and JIT-compiled by the driver
-// for the GPU it runs on.
+// Compiled by kernels/gen.sh (scripts/gen-cuda-ptx.sh) to PTX and to a fat
+// binary, which the package embeds (-tags cuda) and loads with
+// cuda.Device.LoadModule.
 //
-// Calling convention: the Go side passes every kernel argument as one
-// 8-byte slot, so every parameter here is 8 bytes wide (pointers, long
+// Calling convention: cuda.Function.Launch passes every kernel argument as
+// one 8-byte slot, so every parameter here is 8 bytes wide (pointers, long
 // long, double). Do not add int or float parameters.
 
 #define HTGS_BLOCK 256 // threads per block of every launch (the Go side agrees)
@@ -25,18 +30,6 @@ __device__ __forceinline__ double2 cross_power(double2 x, double2 y, double floo
 	}
 	double d = beta == 1.0 ? m : pow(m, beta);
 	return make_double2(re / d, im / d);
-}
-
-// htgs_cross_power writes dst[i] = a[i]*conj(b[i]) / |a[i]*conj(b[i])| for
-// i < n, or 0 where the magnitude is not above floor or not finite. dst may
-// alias a or b.
-extern "C" __global__ void htgs_cross_power(double2 *dst, const double2 *a, const double2 *b,
-					    long long n, double floor)
-{
-	long long stride = (long long)blockDim.x * gridDim.x;
-	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		dst[i] = cross_power(a[i], b[i], floor, 1.0);
-	}
 }
 
 // Source modes of htgs_max_blocks.
@@ -133,9 +126,10 @@ extern "C" __global__ void htgs_max_final(const double *pval, const long long *p
 	}
 }
 
-// htgs_cross_power_pow is htgs_cross_power with whitening exponent beta:
-// dst[i] = a[i]*conj(b[i]) / |a[i]*conj(b[i])|^beta (0 where the magnitude
-// is not above floor or not finite). beta = 1 is htgs_cross_power.
+// htgs_cross_power_pow writes, for i < n, the normalized cross-power
+// spectrum with whitening exponent beta: dst[i] = a[i]*conj(b[i]) /
+// |a[i]*conj(b[i])|^beta (0 where the magnitude is not above floor or not
+// finite). dst may alias a or b.
 extern "C" __global__ void htgs_cross_power_pow(double2 *dst, const double2 *a, const double2 *b,
 						long long n, double floor, double beta)
 {
