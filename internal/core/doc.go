@@ -100,7 +100,10 @@
 // run as any other (its counters, its errors and panics named by its
 // task, its profiler labels set on the goroutine that runs it); the copy's
 // own goroutine stays parked until the next run's Launch moves the
-// queue's generation on.
+// queue's generation on. Outside a run of a frame (graph.Start, streaming)
+// a push reads the inbox's hand-off fields and writes none: they may
+// share a cache line with the consumer's copy, and a store at each value
+// (clearing deferred) made streaming through trees 5-7% slower.
 //
 // A frame goes back to its blueprint's pool only when every goroutine of
 // its run returned: a run that Wait gave up on (AbandonAfter) or a copy
