@@ -189,35 +189,27 @@ func runGraph(ctx context.Context, g *graph.Graph[blockRequest, blockDone], requ
 		opts = append(opts, graph.WithStallReport(d, nil))
 	}
 	opts = append(opts, cfg.StartOptions...)
-	start := time.Now()
-	rt, err := g.Start(ctx, opts...)
-	if err != nil {
-		return fmt.Errorf("matmul: starting the graph: %w", err)
-	}
-	if cfg.Observe != nil {
-		cfg.Observe(rt.Execution)
-	}
-	fed := make(chan struct{})
-	go func() {
-		defer close(fed)
-		defer rt.Close()
-		for r := range requests {
-			if rt.Send(r) != nil {
-				return
-			}
+	var exec *graph.Execution
+	opts = append(opts, graph.WithStarted(func(e *graph.Execution) {
+		exec = e
+		if cfg.Observe != nil {
+			cfg.Observe(e)
 		}
-	}()
+	}))
+	start := time.Now()
 	done := 0
-	for range rt.Results() {
+	err := g.Run(ctx, requests, func(blockDone) error {
 		done++
 		if cfg.Progress != nil {
 			cfg.Progress(done, total)
 		}
-	}
-	err = rt.Wait()
-	<-fed
+		return nil
+	}, opts...)
 	rep.Elapsed = time.Since(start)
-	rep.Stats = rt.Stats()
+	if exec == nil {
+		return fmt.Errorf("matmul: starting the graph: %w", err)
+	}
+	rep.Stats = exec.Stats()
 	if err != nil {
 		return fmt.Errorf("matmul: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -383,34 +384,25 @@ func runPairs(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDon
 // runPairsInto runs a pair graph over tiles, which must give total pairs,
 // and sets their translations in rel.
 func runPairsInto(ctx context.Context, phase string, g *graph.Graph[tileRef, pairDone], tiles []tileRef, total int, gopt GraphOptions, rel *align.Translations) error {
-	rt, err := g.Start(ctx, gopt.Start...)
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer rt.Close()
-		for _, t := range tiles {
-			if rt.Send(t) != nil {
-				return
-			}
-		}
-	}()
+	var exec *graph.Execution
+	opts := append(slices.Clip(gopt.Start), graph.WithStarted(func(e *graph.Execution) { exec = e }))
 	done := 0
-	for d := range rt.Results() {
+	err := g.Run(ctx, slices.Values(tiles), func(d pairDone) error {
 		rel.Set(d.pair, d.tr)
 		done++
 		if gopt.Progress != nil {
 			gopt.Progress(phase, done, total)
 		}
-	}
-	if err := rt.Wait(); err != nil {
+		return nil
+	}, opts...)
+	if err != nil {
 		return fmt.Errorf("stitching: %s: %w", phase, err)
 	}
 	if done != total {
 		return fmt.Errorf("stitching: %s: %d of %d pairs computed", phase, done, total)
 	}
-	if gopt.Observe != nil {
-		gopt.Observe(phase, rt.Execution)
+	if gopt.Observe != nil && exec != nil {
+		gopt.Observe(phase, exec)
 	}
 	return nil
 }
