@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -276,7 +277,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	defer live.Close(ctx, o.httpWait, stdout)
 
 	start := time.Now()
-	results, rt, err := runClusterGraph(ctx, o, s, store, remote, stdout, opts...)
+	results, exec, err := runClusterGraph(ctx, o, s, store, remote, stdout, opts...)
 	if err != nil {
 		return err
 	}
@@ -292,14 +293,14 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	if err := o.writeNuclei(ctx, s, plain, stdout); err != nil {
 		return err
 	}
-	return o.writeProfile(rt.Execution, stdout, stderr)
+	return o.writeProfile(exec, stdout, stderr)
 }
 
 // runClusterGraph sends every tile of s to the workers through remote and
 // collects its outputs from store, printing the progress of each worker
 // at most once a second and at the end. It returns the results in tile
 // order.
-func runClusterGraph(ctx context.Context, o *options, s *slide, store *cluster.Regions, remote *cluster.Remote[tileWork, tileDone], stdout io.Writer, opts ...graph.StartOption) ([]clusterTile, *graph.Runtime[tileWork, clusterTile], error) {
+func runClusterGraph(ctx context.Context, o *options, s *slide, store *cluster.Regions, remote *cluster.Remote[tileWork, tileDone], stdout io.Writer, opts ...graph.StartOption) ([]clusterTile, *graph.Execution, error) {
 	inflight := o.tiles
 	if o.window > 0 {
 		inflight = min(o.tiles, o.clusterN*o.window)
@@ -316,38 +317,32 @@ func runClusterGraph(ctx context.Context, o *options, s *slide, store *cluster.R
 	graph.Connect(g.Input(), tiles)
 	graph.Connect(tiles, collect)
 	graph.Connect(collect, g.Output())
-	rt, err := g.Start(ctx, opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	fed := make(chan struct{})
-	go func() {
-		defer close(fed)
-		defer rt.Close()
-		chunk := regionChunk(s.size)
+	chunk := regionChunk(s.size)
+	work := func(yield func(tileWork) bool) {
 		for i := range s.tiles {
-			if rt.Send(tileWork{Tile: i, Tiles: s.tiles, Size: s.size, Chunk: chunk, Seed: s.seed, Dynamic: o.dynamic}) != nil {
+			if !yield(tileWork{Tile: i, Tiles: s.tiles, Size: s.size, Chunk: chunk, Seed: s.seed, Dynamic: o.dynamic}) {
 				return
 			}
 		}
-	}()
+	}
+	var exec *graph.Execution
+	opts = append(slices.Clip(opts), graph.WithStarted(func(e *graph.Execution) { exec = e }))
 	results := make([]clusterTile, s.tiles)
 	byWorker := map[string]int{}
 	done, last := 0, time.Now()
-	for r := range rt.Results() {
+	err := g.Run(ctx, work, func(r clusterTile) error {
 		results[r.index] = r
 		byWorker[r.done.Worker]++
 		if done++; done == s.tiles || time.Since(last) >= time.Second {
 			last = time.Now()
 			fmt.Fprintf(stdout, "progress: %d/%d tiles (%s)\n", done, s.tiles, countsByName(byWorker))
 		}
+		return nil
+	}, opts...)
+	if err != nil {
+		return nil, nil, err
 	}
-	runErr := rt.Wait()
-	<-fed
-	if runErr != nil {
-		return nil, nil, runErr
-	}
-	return results, rt, nil
+	return results, exec, nil
 }
 
 // countsByName formats counts by name, sorted by name.

@@ -480,7 +480,7 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 	}
 	defer live.Close(ctx, o.httpWait, stdout)
 	start := time.Now()
-	results, rep, rt, err := runReal(ctx, s, w, cfg, o.machine().Units(o.scale), est, o.dynamic, opts...)
+	results, rep, exec, err := runReal(ctx, s, w, cfg, o.machine().Units(o.scale), est, o.dynamic, opts...)
 	if err != nil {
 		return err
 	}
@@ -505,7 +505,7 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 	if err := o.writeNuclei(ctx, s, results, stdout); err != nil {
 		return err
 	}
-	return o.writeProfile(rt.Execution, stdout, stderr)
+	return o.writeProfile(exec, stdout, stderr)
 }
 
 // profileFiles are the files -profile writes into its folder.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -327,7 +329,7 @@ type tileResult struct {
 // addOutputs). It returns the per-tile results (in tile order), the
 // manager's report and the graph's finished runtime (for -profile; start it
 // with graph.WithTrace for a timeline).
-func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units []pats.Unit, est map[string]float64, dynamic bool, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Runtime[int, tileResult], error) {
+func runReal(ctx context.Context, s *slide, w *workload, cfg pats.Config, units []pats.Unit, est map[string]float64, dynamic bool, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Execution, error) {
 	objs, ok := s.out.(region.ObjectStorage)
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("output storage %T keeps no polygon sets", s.out)
@@ -398,7 +400,7 @@ func (tr tileRun) tileFlow(j *tileJob, i int) *pats.Flow {
 }
 
 // run processes the slide on units; see runReal.
-func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pats.Unit, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Runtime[int, tileResult], error) {
+func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pats.Unit, opts ...graph.StartOption) ([]tileResult, *pats.Report, *graph.Execution, error) {
 	m, err := pats.Start(ctx, cfg, units...)
 	if err != nil {
 		return nil, nil, nil, err
@@ -446,26 +448,12 @@ func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pa
 		tr.addOutputs(g, s, seg)
 	}
 	results := make([]tileResult, s.tiles)
-	rt, err := g.Start(ctx, opts...)
-	if err != nil {
-		_ = m.Close()
-		return nil, nil, nil, err
-	}
-	fed := make(chan struct{})
-	go func() {
-		defer close(fed)
-		defer rt.Close()
-		for i := range s.tiles {
-			if rt.Send(i) != nil {
-				return
-			}
-		}
-	}()
-	for r := range rt.Results() {
+	var exec *graph.Execution
+	opts = append(slices.Clip(opts), graph.WithStarted(func(e *graph.Execution) { exec = e }))
+	runErr := g.Run(ctx, iterCount(s.tiles), func(r tileResult) error {
 		results[r.index] = r
-	}
-	runErr := rt.Wait()
-	<-fed
+		return nil
+	}, opts...)
 	closeErr := m.Close()
 	if runErr != nil {
 		return nil, nil, nil, runErr
@@ -473,7 +461,18 @@ func (tr tileRun) run(ctx context.Context, s *slide, cfg pats.Config, units []pa
 	if closeErr != nil {
 		return nil, nil, nil, closeErr
 	}
-	return results, m.Report(), rt, nil
+	return results, m.Report(), exec, nil
+}
+
+// iterCount yields 0, 1, ..., n-1.
+func iterCount(n int) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for i := range n {
+			if !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 // addOutputs adds the stages after the tiles' flows: outline (the label

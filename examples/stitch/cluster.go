@@ -610,26 +610,24 @@ func (d *distributed) register(c *config, t int, gopt stitching.GraphOptions, op
 		graph.Connect(node, g.Output())
 		// A band takes long without any progress this graph can see: its
 		// stall report waits longer than the default 10 s.
-		rt, err := g.Start(ctx, append(slices.Clone(gopt.Start), graph.WithStallReport(bandStall, nil))...)
-		if err != nil {
-			return nil, err
-		}
-		go func() {
-			defer rt.Close()
+		var exec *graph.Execution
+		opts := append(slices.Clone(gopt.Start), graph.WithStallReport(bandStall, nil),
+			graph.WithStarted(func(e *graph.Execution) { exec = e }))
+		jobs := func(yield func(bandJob) bool) {
 			for i, b := range bands {
 				j := job
 				j.Band, j.Row0, j.Row1 = i, b[0], b[1]
-				if rt.Send(j) != nil {
+				if !yield(j) {
 					return
 				}
 			}
-		}()
+		}
 		rel := align.NewTranslations(rows, cols)
 		seen := make(map[align.Pair]bool)
 		total := len(align.Pairs(rows, cols))
 		byWorker := map[string]*tally{}
 		var bad error
-		for done := range rt.Results() {
+		err = g.Run(ctx, jobs, func(done bandDone) error {
 			b := bands[done.Band]
 			for _, pt := range done.Pairs {
 				p := pt.Pair
@@ -653,8 +651,9 @@ func (d *distributed) register(c *config, t int, gopt stitching.GraphOptions, op
 			if gopt.Progress != nil {
 				gopt.Progress("registration", len(seen), total)
 			}
-		}
-		if err := rt.Wait(); err != nil {
+			return nil
+		}, opts...)
+		if err != nil {
 			return nil, fmt.Errorf("bands on %s: %w", d.where, err)
 		}
 		if bad != nil {
@@ -664,7 +663,7 @@ func (d *distributed) register(c *config, t int, gopt stitching.GraphOptions, op
 			return nil, fmt.Errorf("bands on %s: %d of %d pairs registered", d.where, len(seen), total)
 		}
 		if gopt.Observe != nil {
-			gopt.Observe("registration", rt.Execution)
+			gopt.Observe("registration", exec)
 		}
 		names := make([]string, 0, len(byWorker))
 		for n := range byWorker {
