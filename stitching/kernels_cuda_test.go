@@ -19,12 +19,10 @@ import (
 // offsets ChoosePeak scores), and the NCC surface of the refinement, the
 // 21 x 21 box around the translation, of a west and of a north pair
 // ("surface-west", "surface-north": launch, download and correlations).
-// For comparison in the same run, the surfaces' kernel alone
-// ("sums-DIR-VERSION": launch and wait, no download) in its current version
-// and the versions it replaced: v1 (a thread a pixel of the flattened
-// overlap, 64-bit indices) and v2 (a block a cell, its warps on rows). (The
-// candidates were scored by cuda.NCCSums before, 53 µs against 31 on one
-// H200; it left package cuda.) ns/op is one pair's
+// "sums-DIR" is the surfaces' kernel alone (launch and wait, no download).
+// (On one H200 the versions it replaced took 157 µs (a thread a pixel, 64-bit
+// indices) and 102 µs (a block a cell) for the west box, against 104 µs;
+// the candidates took 53 µs with cuda.NCCSums, against 31.) ns/op is one pair's
 // step; on the paper grid each runs 4855 times, on 10 streams at once.
 func BenchmarkCUDAPairKernels(b *testing.B) {
 	be := cudaOrSkip(b)
@@ -130,29 +128,20 @@ func BenchmarkCUDAPairKernels(b *testing.B) {
 				p1, _ := pixelsOf(pair.t1, w, h)
 				p2, _ := pixelsOf(pair.t2, w, h)
 				sums := box.sums.Slice(0, 8*sumsLen*int64(cells))
-				for _, v := range []string{"", "v1", "v2"} {
-					name, per, grid := "stitch_box_sums", boxParts(cells, h-abs(y)), (cells+boxWarps-1)/boxWarps
-					if v != "" {
-						name, per, grid = name+"_"+v, boxPartsV2(cells, int64(w-abs(x))*int64(h-abs(y))), cells
-					}
-					fn, err := box.mod.Function(name)
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.Run("sums-"+pair.name+"-"+map[string]string{"": "now"}[v]+v, func(b *testing.B) {
-						for b.Loop() {
-							if err := cuda.Memset(box.stream, sums, 0); err != nil {
-								b.Fatal(err)
-							}
-							if err := fn.Launch(box.stream, uint32(grid*per), boxBlock, p1, p2, w, h, x-r, y-r, 2*r+1, cells, per, sums); err != nil {
-								b.Fatal(err)
-							}
-							if err := box.stream.Synchronize(); err != nil {
-								b.Fatal(err)
-							}
+				per, grid := boxParts(cells, h-abs(y)), (cells+boxWarps-1)/boxWarps
+				b.Run("sums-"+pair.name, func(b *testing.B) {
+					for b.Loop() {
+						if err := cuda.Memset(box.stream, sums, 0); err != nil {
+							b.Fatal(err)
 						}
-					})
-				}
+						if err := box.fn.Launch(box.stream, uint32(grid*per), boxBlock, p1, p2, w, h, x-r, y-r, 2*r+1, cells, per, sums); err != nil {
+							b.Fatal(err)
+						}
+						if err := box.stream.Synchronize(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
 			}
 		})
 	})

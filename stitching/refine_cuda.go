@@ -171,13 +171,6 @@ func boxParts(cells, rows int) int {
 	return max(1, min((2048+groups-1)/groups, rows))
 }
 
-// boxPartsV2 is boxParts for stitch_box_sums_v2 (one cell a block), which
-// BenchmarkCUDAPairKernels compares with stitch_box_sums.
-func boxPartsV2(cells int, overlap int64) int {
-	per := max(1, (2048+cells-1)/cells)
-	return int(min(int64(per), max(1, overlap/boxBlock), 64))
-}
-
 func (s *cudaBoxScorer) boxNCC(_ context.Context, t1, t2 devSpectrum, x0, x1, y0, y1 int, dst []float64) error {
 	p1, err := pixelsOf(t1, s.w, s.h)
 	if err != nil {
