@@ -2,7 +2,7 @@
 // "computer-aided parallelization") as task graphs over out-of-core tiled
 // images (package tiled), reusable by any application:
 //
-//   - Pipeline: pipelined read -> process -> write over the tiles of an
+//   - Process: pipelined read -> process -> write over the tiles of an
 //     image; reading tile i+1 and writing tile i-1 overlap processing tile i.
 //   - Gather: process-and-gather, a map over tiles whose partial results
 //     are merged, in one thread, as they arrive.
@@ -35,16 +35,16 @@ import (
 
 // Options size a construct's graph.
 type Options struct {
-	Workers int // copies of the process task (default 1)
-	Slots   int // tile buffers in each pool (default 2*Workers+2)
+	Copies int // copies of the process task (default 1)
+	Slots  int // tile buffers in each pool (default 2*Copies+2)
 }
 
 func (o Options) norm() Options {
-	if o.Workers <= 0 {
-		o.Workers = 1
+	if o.Copies <= 0 {
+		o.Copies = 1
 	}
 	if o.Slots <= 0 {
-		o.Slots = 2*o.Workers + 2
+		o.Slots = 2*o.Copies + 2
 	}
 	return o
 }
@@ -67,7 +67,7 @@ type Tile struct {
 // ProcessFunc computes an output tile (TW*TH values, row stride TW) from t.
 type ProcessFunc func(ctx context.Context, t *Tile, out []uint16) error
 
-// BufferBytes is the memory the pools of a Pipeline or Exchange over
+// BufferBytes is the memory the pools of a Process or Exchange over
 // tw x th tiles with the given halo and options hold at most, besides the
 // images' tile caches.
 func BufferBytes(tw, th, halo int, o Options) int64 {
@@ -96,7 +96,7 @@ func reader(g graph.Builder, src *tiled.Image, halo int, o Options, pr *probe) *
 		name = "read+exchange"
 	}
 	read := graph.AddFunc(g, name, 1, func(ctx context.Context, c tiled.Coord, out task.Emitter[*Tile]) error {
-		b, err := pool.Get(ctx, 1)
+		b, err := pool.Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -122,14 +122,14 @@ func reader(g graph.Builder, src *tiled.Image, halo int, o Options, pr *probe) *
 }
 
 // store builds the graph named name that reads each tile (with halo),
-// processes it with f and writes it to dst: Pipeline and Exchange.
+// processes it with f and writes it to dst: Process and Exchange.
 func store(name string, src, dst *tiled.Image, halo int, o Options, f ProcessFunc, pr *probe) *graph.Graph[tiled.Coord, tiled.Coord] {
 	o = o.norm()
 	g := graph.New[tiled.Coord, tiled.Coord](name)
 	read := reader(g, src, halo, o, pr)
 	outPool := memmgr.New(g, "tiles out", o.Slots, memmgr.Slices[uint16](dst.TW*dst.TH))
-	proc := graph.AddFunc(g, "process", o.Workers, func(ctx context.Context, t *Tile, out task.Emitter[*Tile]) error {
-		b, err := outPool.Get(ctx, 1)
+	proc := graph.AddFunc(g, "process", o.Copies, func(ctx context.Context, t *Tile, out task.Emitter[*Tile]) error {
+		b, err := outPool.Get(ctx)
 		if err != nil {
 			t.in.Release()
 			return err
@@ -172,14 +172,14 @@ func chain[A, B any](g *graph.Graph[tiled.Coord, tiled.Coord], read *graph.Node[
 	graph.Connect(last, g.Output())
 }
 
-// Pipeline builds CAP's pipelined read -> process -> write: every tile sent
-// in is read from src, processed by f (Workers copies) and written to dst
+// Process builds CAP's pipelined read -> process -> write: every tile sent
+// in is read from src, processed by f (Copies copies) and written to dst
 // (same tile size), and its coordinate comes out.
-func Pipeline(src, dst *tiled.Image, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
+func Process(src, dst *tiled.Image, o Options, f ProcessFunc) *graph.Graph[tiled.Coord, tiled.Coord] {
 	return store("cap pipeline", src, dst, 0, o, f, nil)
 }
 
-// Exchange builds CAP's exchange-process-and-store: as Pipeline, but each
+// Exchange builds CAP's exchange-process-and-store: as Process, but each
 // tile is read with a border of halo pixels taken from its neighbours
 // (edge pixels repeated outside the image), so f can compute a
 // neighbourhood operation of radius halo exactly.
@@ -188,7 +188,7 @@ func Exchange(src, dst *tiled.Image, halo int, o Options, f ProcessFunc) *graph.
 }
 
 // Gather builds CAP's process-and-gather: each tile sent in is read,
-// mapped to a partial result by process (Workers copies) and handed to
+// mapped to a partial result by process (Copies copies) and handed to
 // merge, which runs in one thread (so it may update shared state without
 // locks); the coordinate comes out once merged.
 func Gather[A any](src *tiled.Image, o Options, process func(ctx context.Context, t *Tile) (A, error), merge func(A) error) *graph.Graph[tiled.Coord, tiled.Coord] {
@@ -204,7 +204,7 @@ func gather[A any](src *tiled.Image, o Options, process func(ctx context.Context
 		c tiled.Coord
 		a A
 	}
-	proc := graph.AddFunc(g, "process", o.Workers, func(ctx context.Context, t *Tile, out task.Emitter[part]) error {
+	proc := graph.AddFunc(g, "process", o.Copies, func(ctx context.Context, t *Tile, out task.Emitter[part]) error {
 		a, err := process(ctx, t)
 		t.in.Release()
 		if err != nil {

@@ -43,7 +43,7 @@ func TestMedianEqualsInMemory(t *testing.T) {
 	for _, r := range []int{1, 2} {
 		src, px := image(t, 83, 57, 16, 16, 6)
 		dst, _ := image(t, 83, 57, 16, 16, 3)
-		if err := Median(context.Background(), src, dst, r, Options{Workers: 2}); err != nil {
+		if err := Median(context.Background(), src, dst, r, Options{Copies: 2}); err != nil {
 			t.Fatal(err)
 		}
 		want := MedianInMemory(px, 83, 57, r)
@@ -58,10 +58,10 @@ func TestMedianEqualsInMemory(t *testing.T) {
 	}
 }
 
-func TestPipelineAndHistogram(t *testing.T) {
+func TestProcessAndHistogram(t *testing.T) {
 	src, px := image(t, 70, 45, 16, 16, 2)
 	dst, _ := image(t, 70, 45, 16, 16, 2)
-	g := Pipeline(src, dst, Options{Workers: 3, Slots: 3}, func(_ context.Context, tl *Tile, out []uint16) error {
+	g := Process(src, dst, Options{Copies: 3, Slots: 3}, func(_ context.Context, tl *Tile, out []uint16) error {
 		for y := 0; y < tl.H; y++ {
 			for x := 0; x < tl.W; x++ {
 				out[y*16+x] = 4095 - tl.In[y*tl.Stride+x]
@@ -78,7 +78,7 @@ func TestPipelineAndHistogram(t *testing.T) {
 			t.Fatalf("pixel %d", i)
 		}
 	}
-	h, err := Histogram(context.Background(), src, Options{Workers: 2})
+	h, err := Histogram(context.Background(), src, Options{Copies: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func (m Terms) PredictShared(n int, p, c float64) time.Duration {
 	return m.Ts + max(nd*m.To+eq1, merge, cpu)
 }
 
-// MeasureStart is the time to build a Pipeline (halo 0) or Exchange of f
+// MeasureStart is the time to build a Process (halo 0) or Exchange of f
 // from src to dst with options o, and run it over no tiles: graph and
 // pool set-up and tear-down, the Ts of Terms.
 func MeasureStart(ctx context.Context, src, dst *tiled.Image, halo int, o Options, f ProcessFunc) (time.Duration, error) {
@@ -115,7 +115,7 @@ func MeasureGatherStart[A any](ctx context.Context, src *tiled.Image, o Options,
 	return time.Since(t0), err
 }
 
-// MeasureTerms measures Terms for a Pipeline (halo 0) or Exchange (halo >
+// MeasureTerms measures Terms for a Process (halo 0) or Exchange (halo >
 // 0) of f over every tile of the images open returns (called once; the
 // images must start with cold caches: fresh from tiled.Open or Create). It
 // runs the construct itself with one worker and times each stage's own
@@ -141,7 +141,7 @@ func MeasureTerms(ctx context.Context, open func() (src, dst *tiled.Image, err e
 		tp.Add(int64(time.Since(t0)))
 		return err
 	}
-	if err := Run(ctx, store("measure", src, dst, halo, Options{Workers: 1}, timed, pr), src.Tiles()); err != nil {
+	if err := Run(ctx, store("measure", src, dst, halo, Options{Copies: 1}, timed, pr), src.Tiles()); err != nil {
 		return Terms{}, err
 	}
 	t0 := time.Now()
@@ -177,7 +177,7 @@ func MeasureGatherTerms[A any](ctx context.Context, open func() (*tiled.Image, e
 		tm.Add(int64(time.Since(t0)))
 		return err
 	}
-	if err := Run(ctx, gather(src, Options{Workers: 1}, timedProcess, timedMerge, pr), src.Tiles()); err != nil {
+	if err := Run(ctx, gather(src, Options{Copies: 1}, timedProcess, timedMerge, pr), src.Tiles()); err != nil {
 		return Terms{}, err
 	}
 	m, err := terms(ctx, len(src.Tiles()), pr.read.Load(), tp.Load(), tm.Load())
@@ -195,7 +195,7 @@ func terms(ctx context.Context, n int, td, tp, tm int64) (Terms, error) {
 	return Terms{Td: time.Duration(td) / d, Tp: time.Duration(tp) / d, Tn: tn, Tm: time.Duration(tm) / d}, nil
 }
 
-// handOff is the time per item of a graph shaped like Pipeline's (read,
+// handOff is the time per item of a graph shaped like Process's (read,
 // one process copy, write) whose tasks do nothing, over n items.
 func handOff(ctx context.Context, n int) (time.Duration, error) {
 	g := graph.New[tiled.Coord, tiled.Coord]("hand-off")
@@ -217,7 +217,7 @@ func handOff(ctx context.Context, n int) (time.Duration, error) {
 }
 
 // MeasureOverhead is the construct's own cost per tile, apart from the
-// work it is given: it runs a Pipeline (halo 0) or Exchange with options o
+// work it is given: it runs a Process (halo 0) or Exchange with options o
 // and a process function that does nothing over every tile of the images
 // open returns (called once; cold caches; it closes them, and dst's
 // pixels are left undefined). It returns the start-up time with no tiles

@@ -82,7 +82,7 @@ func TestMeasureOverhead(t *testing.T) {
 		return s, dst, nil
 	}
 	for _, p := range []int{1, 3} {
-		ts, to, uo, err := MeasureOverhead(context.Background(), open, 1, Options{Workers: p})
+		ts, to, uo, err := MeasureOverhead(context.Background(), open, 1, Options{Copies: p})
 		if err != nil || ts <= 0 || to < 0 || uo < 0 || to+uo == 0 {
 			t.Fatalf("P=%d: MeasureOverhead = %v, %v, %v, %v", p, ts, to, uo, err)
 		}
@@ -91,7 +91,7 @@ func TestMeasureOverhead(t *testing.T) {
 		}
 		ts, to, uo, err = MeasureGatherOverhead(context.Background(), func() (*tiled.Image, error) {
 			return tiled.Open(src.Path(), 70, 50, 16, 16, 64*16*16*2)
-		}, Options{Workers: p})
+		}, Options{Copies: p})
 		if err != nil || ts <= 0 || to < 0 || uo < 0 || to+uo == 0 {
 			t.Fatalf("P=%d: MeasureGatherOverhead = %v, %v, %v, %v", p, ts, to, uo, err)
 		}
@@ -126,7 +126,7 @@ func TestMeasureTerms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := MeasureStart(context.Background(), s, d, 1, Options{Workers: 2}, MedianFunc(1))
+	ts, err := MeasureStart(context.Background(), s, d, 1, Options{Copies: 2}, MedianFunc(1))
 	s.Close()
 	d.Close()
 	if err != nil || ts <= 0 {
@@ -177,7 +177,7 @@ func TestMeasureGatherTerms(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if ts, err := MeasureGatherStart(context.Background(), s, Options{Workers: 2}, HistogramTile, merge); err != nil || ts <= 0 || merged != 70*50 {
+	if ts, err := MeasureGatherStart(context.Background(), s, Options{Copies: 2}, HistogramTile, merge); err != nil || ts <= 0 || merged != 70*50 {
 		t.Fatalf("MeasureGatherStart = %v, %v (%d merged)", ts, err, merged)
 	}
 }

@@ -247,11 +247,11 @@ func (c *Client) directFor(key string) directCap {
 			caps := map[string]directCap{}
 			for _, w := range ws {
 				for k, d := range w.Direct {
-					if _, ok := w.Tasks[k]; !ok || d.Threads < 1 {
+					if _, ok := w.Tasks[k]; !ok || d.Copies < 1 {
 						continue
 					}
 					dc := caps[k]
-					dc.threads += d.Threads
+					dc.threads += d.Copies
 					dc.silence = max(dc.silence, d.AckWait)
 					caps[k] = dc
 				}
@@ -667,7 +667,7 @@ type WorkerInfo struct {
 
 // DirectTask is how a worker takes the direct requests of one task.
 type DirectTask struct {
-	Threads int           `json:"threads"`  // its copies of the task: direct requests it runs at a time
+	Copies  int           `json:"copies"`   // its copies of the task: direct requests it runs at a time
 	AckWait time.Duration `json:"ack_wait"` // it reports progress on an input every third of it
 }
 
@@ -723,7 +723,7 @@ func listEntries(ctx context.Context, kv jetstream.KeyValue) ([]workerEntry, err
 //
 // The graph-side copies only wait, so give the node as many threads as the
 // number of inputs the graph should keep in flight across all workers; each
-// worker's own window (its Threads) bounds what it takes at a time.
+// worker's own window (its Copies) bounds what it takes at a time.
 type Remote[In, Out any] struct {
 	c        *Client
 	name     string
@@ -772,10 +772,10 @@ func Version(v string) TaskOption { return taskOption(func(c *taskConfig) { c.ve
 // must agree.
 func WithCodec(codec Codec) TaskOption { return taskOption(func(c *taskConfig) { c.codec = codec }) }
 
-// Threads sets how many copies of a task a worker runs, which is also how
+// Copies sets how many copies of a task a worker runs, which is also how
 // many of its inputs the worker executes at a time: its window. A copy
 // pulls its next input only when it is free. Default 1. Remotes ignore it.
-func Threads(n int) TaskOption { return taskOption(func(c *taskConfig) { c.threads = n }) }
+func Copies(n int) TaskOption { return taskOption(func(c *taskConfig) { c.threads = n }) }
 
 // AckWait sets how long an input taken by a worker stays invisible to
 // other workers; if the worker neither finishes nor reports progress in
@@ -844,7 +844,7 @@ func InputLabel[In any](label func(In) string) TaskOption {
 }
 
 // PerClone makes a Remote inside an execution pipeline send each input to
-// the workers serving its pipeline clone (task.Info.Pipeline), registered
+// the workers serving its pipeline clone (task.Info.Clone), registered
 // with [Clone]: the clone, with its state, runs on those workers, the way a
 // clone runs on its own GPU. Workers ignore it.
 func PerClone() TaskOption { return taskOption(func(c *taskConfig) { c.perClone = true }) }
@@ -907,7 +907,7 @@ func (rc *remoteCopy[In, Out]) Execute(ctx context.Context, in In, out task.Emit
 		if !ok {
 			return fmt.Errorf("cluster: task %q: PerClone outside a graph", rc.r.name)
 		}
-		clone = info.Pipeline
+		clone = info.Clone
 	}
 	outs, err := rc.r.call(ctx, clone, in, &rc.at)
 	if err != nil {

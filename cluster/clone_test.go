@@ -27,12 +27,12 @@ func TestPipelineClonesOnWorkers(t *testing.T) {
 	tag := func() task.Task[int, tagged] {
 		return task.Map(func(ctx context.Context, v int) (tagged, error) {
 			info, _ := task.InfoFrom(ctx)
-			return tagged{v, info.Pipeline}, nil
+			return tagged{v, info.Clone}, nil
 		})
 	}
 	for k := range clones {
 		serveInProcess(t, connect(t, s), fmt.Sprintf("node%d", k), func(w *Worker) error {
-			return Handle(w, "band", tag, Clone(k), Threads(2))
+			return Handle(w, "band", tag, Clone(k), Copies(2))
 		})
 	}
 	c := newClient(t, nc)

@@ -309,7 +309,7 @@ func TestInProgressKeepsLongTasks(t *testing.T) {
 	s := startServer(t)
 	nc := connect(t, s)
 	reg := func(w *Worker) error {
-		return Handle(w, "square", squareTask, Threads(2), AckWait(300*time.Millisecond), Version("v1"))
+		return Handle(w, "square", squareTask, Copies(2), AckWait(300*time.Millisecond), Version("v1"))
 	}
 	serveInProcess(t, nc, "a", reg)
 	serveInProcess(t, nc, "b", reg)

@@ -69,7 +69,7 @@ func TestDirectRequestBusyWorker(t *testing.T) {
 	s := startServer(t)
 	nc := connect(t, s)
 	serveInProcess(t, nc, "w", func(w *Worker) error {
-		return Handle(w, "square", squareTask, Version("v1"), Threads(1), AckWait(300*time.Millisecond))
+		return Handle(w, "square", squareTask, Version("v1"), Copies(1), AckWait(300*time.Millisecond))
 	}, PullWait(3*time.Second)) // the copy's pull request stays out while it runs the first input
 	c1, c2 := newClient(t, nc), newClient(t, nc)
 	r1, _ := NewRemote[job, answer](c1, "square", Version("v1"))
@@ -82,7 +82,7 @@ func TestDirectRequestBusyWorker(t *testing.T) {
 	// progress, it would go to this worker after 300 ms.
 	time.Sleep(200 * time.Millisecond)
 	serveInProcess(t, nc, "stream-only", func(w *Worker) error {
-		return Handle(w, "square", squareTask, Version("v1"), Threads(1), AckWait(300*time.Millisecond), DirectLimit(0))
+		return Handle(w, "square", squareTask, Version("v1"), Copies(1), AckWait(300*time.Millisecond), DirectLimit(0))
 	})
 
 	first := make(chan error, 1)
@@ -164,7 +164,7 @@ func TestDirectLimitZero(t *testing.T) {
 	for _, w := range ws {
 		_, sq := w.Direct["square"]
 		_, multi := w.Direct["multi"]
-		if w.Name == "direct" && (!sq || !multi || w.Direct["square"] != (DirectTask{Threads: 4, AckWait: time.Second})) ||
+		if w.Name == "direct" && (!sq || !multi || w.Direct["square"] != (DirectTask{Copies: 4, AckWait: time.Second})) ||
 			w.Name == "stream-only" && (sq || multi) {
 			t.Errorf("worker %s lists direct tasks %+v", w.Name, w.Direct)
 		}

@@ -27,12 +27,12 @@
 // implementations and serves them:
 //
 //	w := cluster.NewWorker(cluster.WorkerName("node7"))
-//	cluster.Handle(w, "features", newFeatures, cluster.Version("v2"), cluster.Threads(8))
+//	cluster.Handle(w, "features", newFeatures, cluster.Version("v2"), cluster.Copies(8))
 //	err := w.Serve(ctx, nc)
 //
 // All workers of a task share one durable pull consumer, so each input
 // goes to one worker. A worker pulls an input only when one of its copies
-// is free: its Threads are its window, the demand-driven window of Region
+// is free: its Copies are its window, the demand-driven window of Region
 // Templates, and the consumer's [MaxAckPending] bounds the window of all
 // workers together. Copies keep the task phases: Initialize and Shutdown run
 // once per copy, Execute once per input, and the outputs a copy emits go
@@ -58,7 +58,7 @@
 // # Pipeline clones on workers
 //
 // Inside an execution pipeline, a Remote made with [PerClone] sends each
-// input to the workers serving its clone (task.Info.Pipeline), registered
+// input to the workers serving its clone (task.Info.Clone), registered
 // with [Clone]: the decomposition rule routes inputs to clones as usual,
 // and each clone, with the state its worker copies keep, runs on its own
 // workers — a band of rows per node instead of per GPU.

@@ -37,7 +37,7 @@ func Example() {
 	}
 	defer wconn.Close()
 	w := cluster.NewWorker(cluster.WorkerName("worker-1"))
-	if err := cluster.Handle(w, "upper", newUpper, cluster.Threads(2), cluster.Version("v1")); err != nil {
+	if err := cluster.Handle(w, "upper", newUpper, cluster.Copies(2), cluster.Version("v1")); err != nil {
 		panic(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())

@@ -195,7 +195,7 @@ func TestServerRestartWithFileStorage(t *testing.T) {
 	}
 	defer wnc.Close()
 	serveInProcess(t, wnc, "w", func(w *Worker) error {
-		return Handle(w, "square", squareTask, Threads(4), AckWait(time.Second), Version("v1"))
+		return Handle(w, "square", squareTask, Copies(4), AckWait(time.Second), Version("v1"))
 	}, FileStorage())
 	c := newClient(t, nc, FileStorage())
 	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
@@ -279,7 +279,7 @@ func TestClusterLosesOneServer(t *testing.T) {
 	})
 	t.Cleanup(func() { c.Close() })
 	serveInProcess(t, wnc, "w", func(w *Worker) error {
-		return Handle(w, "square", squareTask, Threads(8), AckWait(2*time.Second), Version("v1"))
+		return Handle(w, "square", squareTask, Copies(8), AckWait(2*time.Second), Version("v1"))
 	}, Replicas(3), FileStorage())
 	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
 	want := runSquares(t, squareTask, 4, jobs(120, 0))

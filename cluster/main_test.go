@@ -103,7 +103,7 @@ func reverseTask() task.Task[[]byte, []byte] {
 
 // register adds the test tasks to w.
 func register(w *Worker, threads int, ackWait time.Duration) error {
-	opts := []TaskOption{Threads(threads), AckWait(ackWait), Version("v1")}
+	opts := []TaskOption{Copies(threads), AckWait(ackWait), Version("v1")}
 	return errors.Join(
 		Handle(w, "square", squareTask, opts...),
 		Handle(w, "multi", multiTask, opts...),

@@ -77,7 +77,7 @@ func TestRemoteWorkersInGraphObservability(t *testing.T) {
 	}
 	for _, cp := range ts.Copies {
 		if cp.ItemsIn > 0 && (cp.Worker != "w1" || cp.Host != host) {
-			t.Errorf("copy %d: worker %q host %q", cp.Thread, cp.Worker, cp.Host)
+			t.Errorf("copy %d: worker %q host %q", cp.Copy, cp.Worker, cp.Host)
 		}
 	}
 	var dot bytes.Buffer

@@ -53,7 +53,12 @@ type LocalWorker struct {
 }
 
 // SuperviseOption configures a [Supervisor].
-type SuperviseOption func(*superviseConfig)
+type SuperviseOption interface{ applySupervise(*superviseConfig) }
+
+// superviseOption is a SuperviseOption made of a function.
+type superviseOption func(*superviseConfig)
+
+func (f superviseOption) applySupervise(c *superviseConfig) { f(c) }
 
 type superviseConfig struct {
 	restart  bool
@@ -67,19 +72,23 @@ type superviseConfig struct {
 // Restart sets whether a local worker that dies is started again (default
 // true). A worker that dies again within [RestartWindow] of its start
 // three times in a row is given up (it cannot start).
-func Restart(on bool) SuperviseOption { return func(c *superviseConfig) { c.restart = on } }
+func Restart(on bool) SuperviseOption {
+	return superviseOption(func(c *superviseConfig) { c.restart = on })
+}
 
 // WorkerTimeout sets how long the task may have no live worker serving it
 // before the supervisor's context is cancelled with an error saying so
 // (default 1 minute). Counted from Supervise, so it also bounds the wait
 // for the first worker.
 func WorkerTimeout(d time.Duration) SuperviseOption {
-	return func(c *superviseConfig) { c.timeout = d }
+	return superviseOption(func(c *superviseConfig) { c.timeout = d })
 }
 
 // StopWait sets how long Close waits for a worker process to stop after
 // closing its standard input before it kills it (default 10 s).
-func StopWait(d time.Duration) SuperviseOption { return func(c *superviseConfig) { c.stopWait = d } }
+func StopWait(d time.Duration) SuperviseOption {
+	return superviseOption(func(c *superviseConfig) { c.stopWait = d })
+}
 
 // Reports sets where the supervisor reports, a line each (default:
 // discarded): local workers that died, restarts and give-ups; workers, local
@@ -87,12 +96,16 @@ func StopWait(d time.Duration) SuperviseOption { return func(c *superviseConfig)
 // (their directory entry not renewed for three heartbeats), came back or
 // left; and what its client reports: an input delivered again to another
 // worker (named with its [InputLabel]), with the worker that had it.
-func Reports(w io.Writer) SuperviseOption { return func(c *superviseConfig) { c.reports = w } }
+func Reports(w io.Writer) SuperviseOption {
+	return superviseOption(func(c *superviseConfig) { c.reports = w })
+}
 
 // WorkerOutput sets where the local workers' standard output and error go,
 // line by line, each line prefixed with "[name] " (default: discarded; the
 // end of each worker's output is kept for the report of its death).
-func WorkerOutput(w io.Writer) SuperviseOption { return func(c *superviseConfig) { c.output = w } }
+func WorkerOutput(w io.Writer) SuperviseOption {
+	return superviseOption(func(c *superviseConfig) { c.output = w })
+}
 
 // RestartWindow is how long a restarted worker must live for its death not
 // to count as a failed start.
@@ -154,7 +167,7 @@ type localProc struct {
 func Supervise(ctx context.Context, c *Client, task, version string, opts ...SuperviseOption) (*Supervisor, context.Context) {
 	cfg := superviseConfig{restart: true, timeout: time.Minute, stopWait: 10 * time.Second, poll: 500 * time.Millisecond}
 	for _, o := range opts {
-		o(&cfg)
+		o.applySupervise(&cfg)
 	}
 	ctx, fail := context.WithCancelCause(ctx)
 	host, _ := os.Hostname()

@@ -23,7 +23,7 @@ import (
 // namespace. A worker process is a normal Go program:
 //
 //	w := cluster.NewWorker()
-//	cluster.Handle(w, "features", newFeatures, cluster.Threads(4), cluster.Version("v2"))
+//	cluster.Handle(w, "features", newFeatures, cluster.Copies(4), cluster.Version("v2"))
 //	err := w.Serve(ctx, nc)
 //
 // Each handled task has one durable JetStream consumer shared by every
@@ -218,7 +218,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			if info.Direct == nil {
 				info.Direct = map[string]DirectTask{}
 			}
-			info.Direct[key] = DirectTask{Threads: h.tc.threads, AckWait: h.tc.ackWait}
+			info.Direct[key] = DirectTask{Copies: h.tc.threads, AckWait: h.tc.ackWait}
 		}
 	}
 	entry, _ := json.Marshal(info)
@@ -536,12 +536,12 @@ func (w *Worker) busyAnswer(st *stores, m *nats.Msg) {
 // requests (d, nil if none).
 func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Conn, thread int, d *directRun, sl *slot) error {
 	wc := h.newCopy()
-	info := task.Info{Task: h.name, Thread: thread, Threads: h.tc.threads, Pipelines: 1}
+	info := task.Info{Task: h.name, Copy: thread, Copies: h.tc.threads, Clones: 1}
 	if h.tc.clone >= 0 {
-		info.Pipeline, info.Pipelines = h.tc.clone, 0 // the clone count is the graph's
+		info.Clone, info.Clones = h.tc.clone, 0 // the clone count is the graph's
 	}
 	if err := guard(func() error { return wc.init(task.WithInfo(ctx, info), info) }); err != nil {
-		return fmt.Errorf("cluster: worker %s: task %q (thread %d) initialize: %w", w.cfg.workerName, h.name, thread, err)
+		return fmt.Errorf("cluster: worker %s: task %q (copy %d) initialize: %w", w.cfg.workerName, h.name, thread, err)
 	}
 	defer func() {
 		if err := guard(func() error { return wc.shut(context.WithoutCancel(ctx)) }); err != nil {
@@ -552,7 +552,7 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 	msgs := make(chan *nats.Msg, 16)
 	sub, err := nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
-		return fmt.Errorf("cluster: worker %s: task %q (thread %d): %w", w.cfg.workerName, h.name, thread, err)
+		return fmt.Errorf("cluster: worker %s: task %q (copy %d): %w", w.cfg.workerName, h.name, thread, err)
 	}
 	defer sub.Unsubscribe()
 	var fast, handoff chan *nats.Msg

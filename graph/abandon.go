@@ -37,7 +37,7 @@ type AbandonedError struct {
 // cancelled.
 type StuckCopy struct {
 	Task      string        // the task's full name
-	Thread    int           // the copy
+	Copy      int           // the copy
 	Executing time.Duration // how long it had been executing its batch
 }
 
@@ -58,7 +58,7 @@ func (e *AbandonedError) Error() string {
 		} else {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "task %q copy %d, executing for %v", c.Task, c.Thread, round(c.Executing))
+		fmt.Fprintf(&b, "task %q copy %d, executing for %v", c.Task, c.Copy, round(c.Executing))
 	}
 	if len(e.Copies) > 0 {
 		b.WriteString(")")

@@ -26,7 +26,7 @@ func deafGraph(release <-chan struct{}, entered chan<- struct{}) *graph.Graph[in
 	pool := memmgr.New(g, "frames", 2, memmgr.Slices[byte](8))
 	read := graph.AddFunc(g, "read", 2, func(ctx context.Context, v int, out task.Emitter[int]) error {
 		if v == 1 {
-			b, err := pool.Get(ctx, 1)
+			b, err := pool.Get(ctx)
 			if err != nil {
 				return err
 			}
@@ -37,7 +37,8 @@ func deafGraph(release <-chan struct{}, entered chan<- struct{}) *graph.Graph[in
 		}
 		<-ctx.Done()
 		return ctx.Err()
-	}, graph.DiscardOutput())
+	})
+	graph.Discard(read)
 	graph.Connect(g.Input(), read)
 	return g
 }

@@ -94,7 +94,7 @@ func TestCountersOfTaskWaitingForMemory(t *testing.T) {
 	g := graph.New[int, int]("mem")
 	pool := memmgr.New(g, "frames", 1, memmgr.Slices[byte](8))
 	hog := graph.AddFunc(g, "hoarder", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		if _, err := pool.Get(ctx, 1); err != nil { // never released
+		if _, err := pool.Get(ctx); err != nil { // never released
 			return err
 		}
 		return out.Emit(v)

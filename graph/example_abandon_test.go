@@ -34,7 +34,7 @@ func ExampleWithAbandonAfter() {
 
 	var ab *graph.AbandonedError
 	if errors.As(err, &ab) {
-		fmt.Printf("gave up on task %q copy %d\n", ab.Copies[0].Task, ab.Copies[0].Thread)
+		fmt.Printf("gave up on task %q copy %d\n", ab.Copies[0].Task, ab.Copies[0].Copy)
 	}
 	fmt.Println("deadline:", errors.Is(err, context.DeadlineExceeded))
 

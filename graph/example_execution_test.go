@@ -110,7 +110,7 @@ func ExampleExecution_Timeline() {
 		return
 	}
 	for _, t := range tl.Tracks {
-		fmt.Printf("%s #%d: %d slices\n", t.Task, t.Thread, len(t.Slices))
+		fmt.Printf("%s #%d: %d slices\n", t.Task, t.Copy, len(t.Slices))
 	}
 	// Output:
 	// length #0: 3 slices

@@ -172,7 +172,7 @@ func ExampleAddVariants() {
 	}
 	g := graph.New[int, int]("hybrid")
 	sq := graph.AddVariants(g, "square", []graph.Variant[int, int]{
-		{Device: device.Host{Index: 0}, Threads: 2, New: square},
+		{Device: device.Host{Index: 0}, Copies: 2, New: square},
 		{Device: device.Host{Index: 1}, New: square},
 	})
 	graph.Connect(g.Input(), sq)

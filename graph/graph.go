@@ -21,9 +21,8 @@
 //
 // Values must not vanish without a word: Start refuses a node whose output
 // is connected to nothing, and a graph whose Output nothing feeds. A sink
-// says so in one call: the [DiscardOutput] option of a task, [Discard] for
-// a bookkeeper rule, nested graph or pipeline, [Graph.NoOutput] for a graph
-// that works only by side effects.
+// says so in one call, [Discard], whatever kind of node it is; a graph with
+// a discarded node may leave its Output unconnected.
 //
 // [Graph.Start] instantiates the blueprint (one set of task copies per start)
 // and returns a [Runtime] to send inputs to, read results from, and wait on.
@@ -148,18 +147,17 @@ func (g *Graph[In, Out]) Input() Producer[In] { return g.in }
 // bookkeeper rules) whose values leave the graph to it.
 func (g *Graph[In, Out]) Output() Consumer[Out] { return g.out }
 
-// Discard declares that p may be connected to no consumer: what it emits
-// is dropped on purpose. It does for any producer — a bookkeeper rule, a
-// nested graph, a pipeline — what the [DiscardOutput] option does for a
-// task. Without it, Start refuses a producer whose output goes nowhere.
+// Discard declares that p, a task, bookkeeper rule, nested graph or
+// pipeline, may be connected to no consumer: it is a sink (it writes files,
+// fills a shared structure, ...) and what it emits beyond its edges, if
+// anything, is dropped on purpose. Without it, Start refuses a producer
+// whose output goes nowhere, because its values would be lost without a
+// word.
+//
+// A graph with a discarded producer may also leave its own Output
+// unconnected: it works by side effects, and its Results are empty. For a
+// graph whose work loops in a cycle, discard a node of the cycle.
 func Discard[T any](p Producer[T]) { core.DiscardRef(core.RefOf(p.OutPort())) }
-
-// NoOutput declares that nothing is meant to reach g's Output: the graph
-// works only by side effects, and its Results are empty. Without it, Start
-// refuses a graph whose Output is connected to nothing, unless one of its
-// producers was declared with [DiscardOutput] or [Discard] (a graph that ends in sinks needs no
-// more than that).
-func (g *Graph[In, Out]) NoOutput() { core.BlueprintOf(g).NoOutput = true }
 
 // Err reports the construction mistakes recorded so far, or nil.
 func (g *Graph[In, Out]) Err() error { return core.BlueprintOf(g).Err() }
@@ -186,7 +184,7 @@ func newNode[In, Out any](bp *core.Blueprint, s *core.Spec) *Node[In, Out] {
 	return &Node[In, Out]{portHandle: core.NewPortHandle(core.PortRef{BP: bp, Spec: s}), name: s.Name}
 }
 
-// Option adjusts a node: [QueueCap], [DiscardOutput], [Priority].
+// Option adjusts a node: [QueueCap], [Priority].
 type Option interface{ applyNode(*core.TaskOptions) }
 
 // nodeOption is an Option made of a function.
@@ -198,14 +196,6 @@ func (f nodeOption) applyNode(o *core.TaskOptions) { f(o) }
 // Emit while it is full (back-pressure). The default is unbounded, which is
 // what cycles need; a bounded queue inside a cycle can deadlock.
 func QueueCap(n int) Option { return nodeOption(func(o *core.TaskOptions) { o.QueueCap = n }) }
-
-// DiscardOutput declares that the node's output may be connected to nothing:
-// it is a sink (it writes files, fills a shared structure, ...) and what it
-// emits, if anything, is dropped on purpose. Without it, Start refuses a
-// node whose output has no consumer, because its values would be lost
-// without a word. A graph containing such a node may also leave its own
-// Output unconnected (see [Graph.NoOutput]).
-func DiscardOutput() Option { return nodeOption(func(o *core.TaskOptions) { o.DiscardOutput = true }) }
 
 // Priority makes the node's input queue a priority queue: of the values
 // queued, the copies take first the v for which first(v, w) holds against
@@ -228,12 +218,13 @@ func Priority[T any](first func(a, b T) bool) Option {
 	})
 }
 
-// AddTask adds a task named name with threads copies, each made by a call
-// of newTask. Copies run concurrently and share one input queue.
-func AddTask[In, Out any](b Builder, name string, threads int, newTask func() task.Task[In, Out], opts ...Option) *Node[In, Out] {
-	o := core.TaskOptions{Threads: threads}
+// AddTask adds a task named name run by copies copies (at least 1), each
+// made by a call of newTask. The copies run concurrently and share one
+// input queue.
+func AddTask[In, Out any](b Builder, name string, copies int, newTask func() task.Task[In, Out], opts ...Option) *Node[In, Out] {
+	o := core.TaskOptions{Copies: copies}
 	if len(opts) > 0 {
-		p := &core.TaskOptions{Threads: threads} // o itself stays on the stack
+		p := &core.TaskOptions{Copies: copies} // o itself stays on the stack
 		for _, f := range opts {
 			f.applyNode(p)
 		}
@@ -245,16 +236,12 @@ func AddTask[In, Out any](b Builder, name string, threads int, newTask func() ta
 			bp.Errorf("%w", core.PriorityTypeError[In](name, o.Priority))
 		}
 	}
-	n := newNode[In, Out](bp, core.TaskSpec(name, o, newTask))
-	if o.DiscardOutput {
-		bp.Discard(core.RefOf(n))
-	}
-	return n
+	return newNode[In, Out](bp, core.TaskSpec(name, o, newTask))
 }
 
-// AddFunc adds a stateless task running f with threads copies.
-func AddFunc[In, Out any](b Builder, name string, threads int, f func(ctx context.Context, in In, out task.Emitter[Out]) error, opts ...Option) *Node[In, Out] {
-	return AddTask(b, name, threads, func() task.Task[In, Out] { return task.Func[In, Out](f) }, opts...)
+// AddFunc adds a stateless task running f in copies copies.
+func AddFunc[In, Out any](b Builder, name string, copies int, f func(ctx context.Context, in In, out task.Emitter[Out]) error, opts ...Option) *Node[In, Out] {
+	return AddTask(b, name, copies, func() task.Task[In, Out] { return task.Func[In, Out](f) }, opts...)
 }
 
 // AddGraph nests inner in b as one node (hierarchical dataflow). Each start
@@ -294,7 +281,7 @@ func WithLogger(l *slog.Logger) StartOption { return startOption(func(c *startCo
 // Start instantiates the graph and starts every task copy. It returns an
 // error, and starts nothing, if the graph is malformed: construction
 // mistakes, a task that no producer feeds, a node whose output goes nowhere
-// (see [DiscardOutput]), a failing task factory or memory allocator.
+// (see [Discard]), a failing task factory or memory allocator.
 func (g *Graph[In, Out]) Start(ctx context.Context, opts ...StartOption) (*Runtime[In, Out], error) {
 	cfg := newStartConfig(opts)
 	return g.start(ctx, &cfg, false)
@@ -586,6 +573,15 @@ func (e *Execution) Done() <-chan struct{} { return e.run.Finished() }
 
 // Cancel stops the run as if its context had been cancelled.
 func (e *Execution) Cancel() { e.run.Fail(context.Canceled) }
+
+// Wait blocks until every task copy has stopped and returns the first
+// error, as [Execution.Wait] does: call it after Close, or after reading
+// Results to the end.
+func (rt *Runtime[In, Out]) Wait() error { return rt.exec.Wait() }
+
+// Cancel stops the run as if its context had been cancelled, as
+// [Execution.Cancel] does.
+func (rt *Runtime[In, Out]) Cancel() { rt.exec.Cancel() }
 
 // Run is the common case in one call: start g, send every value of inputs,
 // close, pass each result to yield (in the order they leave the graph), and

@@ -115,7 +115,7 @@ func (c *copyTask) Initialize(_ context.Context, info task.Info) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.info = info
-	c.inits[info.Thread]++
+	c.inits[info.Copy]++
 	return nil
 }
 
@@ -125,14 +125,14 @@ func (c *copyTask) Execute(ctx context.Context, in int, out task.Emitter[int]) e
 		return fmt.Errorf("InfoFrom = %+v, %v; Initialize saw %+v", info, ok, c.info)
 	}
 	c.executed++ // not synchronized: the race detector catches shared copies
-	return out.Emit(info.Thread)
+	return out.Emit(info.Copy)
 }
 
 func (c *copyTask) Shutdown(context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.shuts[c.info.Thread]++
-	c.threads[c.info.Thread] = c.executed
+	c.shuts[c.info.Copy]++
+	c.threads[c.info.Copy] = c.executed
 	return nil
 }
 
@@ -650,7 +650,8 @@ func TestDanglingOutputIsRefused(t *testing.T) {
 	allowed := map[string]func() *graph.Graph[int, int]{
 		"sink task (the graph needs nothing more)": func() *graph.Graph[int, int] {
 			g := graph.New[int, int]("g")
-			a := graph.AddFunc(g, "sink", 1, func(context.Context, int, task.Emitter[int]) error { return nil }, graph.DiscardOutput())
+			a := graph.AddFunc(g, "sink", 1, func(context.Context, int, task.Emitter[int]) error { return nil })
+			graph.Discard(a)
 			graph.Connect(g.Input(), a)
 			return g
 		},
@@ -668,12 +669,13 @@ func TestDanglingOutputIsRefused(t *testing.T) {
 			a := graph.AddFunc(g, "a", 1, func(context.Context, int, task.Emitter[int]) error { return nil })
 			graph.Connect(g.Input(), a)
 			graph.Connect(a, a)
-			g.NoOutput()
+			graph.Discard(a)
 			return g
 		},
 		"nested sink graph left unconnected": func() *graph.Graph[int, int] {
 			inner := graph.New[int, int]("inner")
-			a := graph.AddFunc(inner, "sink", 1, func(context.Context, int, task.Emitter[int]) error { return nil }, graph.DiscardOutput())
+			a := graph.AddFunc(inner, "sink", 1, func(context.Context, int, task.Emitter[int]) error { return nil })
+			graph.Discard(a)
 			graph.Connect(inner.Input(), a)
 			g := graph.New[int, int]("g")
 			n := graph.AddGraph(g, "sub", inner)

@@ -28,13 +28,13 @@ type MultiTask[S, Out any] struct {
 	spec *core.MultiSpec[S, Out]
 }
 
-// AddMultiTask adds a task named name with several inputs, run by threads
+// AddMultiTask adds a task named name with several inputs, run by copies
 // copies whose states are made by calls of newState. Give it its inputs
 // with [AddInput] before the graph starts; a task without inputs is
 // refused by Start. The options are those of [AddTask], but for
 // [Priority], which a task of several input types refuses.
-func AddMultiTask[S, Out any](b Builder, name string, threads int, newState func() S, opts ...Option) *MultiTask[S, Out] {
-	o := core.TaskOptions{Threads: threads}
+func AddMultiTask[S, Out any](b Builder, name string, copies int, newState func() S, opts ...Option) *MultiTask[S, Out] {
+	o := core.TaskOptions{Copies: copies}
 	for _, f := range opts {
 		f.applyNode(&o)
 	}
@@ -42,9 +42,6 @@ func AddMultiTask[S, Out any](b Builder, name string, threads int, newState func
 	ms := core.NewMultiSpec[S, Out](name, o, newState)
 	bp.Add(ms.Spec)
 	m := &MultiTask[S, Out]{portHandle: core.NewPortHandle(core.PortRef{BP: bp, Spec: ms.Spec}), name: name, spec: ms}
-	if o.DiscardOutput {
-		bp.Discard(core.RefOf(m))
-	}
 	return m
 }
 

@@ -27,7 +27,7 @@ type joiner struct {
 
 func (j *joiner) Initialize(_ context.Context, info task.Info) error {
 	j.inits.Add(1)
-	j.threads = info.Threads
+	j.threads = info.Copies
 	return nil
 }
 
@@ -135,14 +135,14 @@ func (c counter) Float(_ context.Context, v float64, out task.Emitter[int]) erro
 func TestMultiTaskInCycle(t *testing.T) {
 	var seen atomic.Int64
 	g := graph.New[int, int]("cycle")
-	c := graph.AddMultiTask[counter, int](g, "count", 3, func() counter { return counter{&seen} }, graph.DiscardOutput())
+	c := graph.AddMultiTask[counter, int](g, "count", 3, func() counter { return counter{&seen} })
+	graph.Discard(c)
 	half := graph.AddFunc(g, "half", 2, func(_ context.Context, v int, out task.Emitter[float64]) error {
 		return out.Emit(float64(v) / 2)
 	})
 	graph.Connect(g.Input(), graph.AddInput(c, counter.Int))
 	graph.Connect(c, half)
 	graph.Connect(half, graph.AddInput(c, counter.Float))
-	g.NoOutput()
 	rt, err := g.Start(context.Background())
 	if err != nil {
 		t.Fatal(err)

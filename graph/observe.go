@@ -110,7 +110,7 @@ func (r Stats) String() string {
 			b.WriteString("\n")
 		}
 		for _, c := range t.Copies {
-			fmt.Fprintf(&b, "    copy %d: %s", c.Thread, c.State)
+			fmt.Fprintf(&b, "    copy %d: %s", c.Copy, c.State)
 			if t.Remote {
 				c.writePlace(&b)
 			}
@@ -171,7 +171,7 @@ func (r Stats) stuck() []StuckCopy {
 	for _, t := range r.Tasks {
 		for _, c := range t.Copies {
 			if r.ignoresContext(c) {
-				out = append(out, StuckCopy{Task: t.Name, Thread: c.Thread, Executing: c.Executing})
+				out = append(out, StuckCopy{Task: t.Name, Copy: c.Copy, Executing: c.Executing})
 			}
 		}
 	}
@@ -422,7 +422,7 @@ func logStall(log *slog.Logger, r Stats) {
 	for _, t := range r.Tasks {
 		copies := make([]any, 0, len(t.Copies))
 		for _, c := range t.Copies {
-			copies = append(copies, slog.Group(strconv.Itoa(c.Thread), copyAttrs(r, c)...))
+			copies = append(copies, slog.Group(strconv.Itoa(c.Copy), copyAttrs(r, c)...))
 		}
 		log.LogAttrs(ctx, slog.LevelWarn, "htgs: stalled graph: task", slog.String("graph", r.Graph),
 			slog.String("task", t.Name), slog.String("kind", string(t.Kind)),
@@ -474,7 +474,7 @@ func stallMessage(r Stats) string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, " task %q copy %d (executing for %v)", c.Task, c.Thread, round(c.Executing))
+			fmt.Fprintf(&b, " task %q copy %d (executing for %v)", c.Task, c.Copy, round(c.Executing))
 		}
 		b.WriteString("; Wait returns when they do (see graph.WithAbandonAfter)")
 		return b.String()

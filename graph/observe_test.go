@@ -36,7 +36,7 @@ func richGraph() *graph.Graph[int, int] {
 	clone := graph.New[int, int]("clone")
 	pool := memmgr.New(clone, "scratch", 2, memmgr.Slices[int](16))
 	work := graph.AddFunc(clone, "work", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		b, err := pool.Get(ctx, 1)
+		b, err := pool.Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -137,10 +137,10 @@ func TestTimeline(t *testing.T) {
 	var got []string
 	total := 0
 	for _, tr := range tl.Tracks {
-		got = append(got, fmt.Sprintf("%s #%d", tr.Task, tr.Thread))
+		got = append(got, fmt.Sprintf("%s #%d", tr.Task, tr.Copy))
 		for i := 1; i < len(tr.Slices); i++ {
 			if a, b := tr.Slices[i-1], tr.Slices[i]; b.Start < a.Start+a.Dur {
-				t.Fatalf("track %s #%d: slices overlap: %+v and %+v", tr.Task, tr.Thread, a, b)
+				t.Fatalf("track %s #%d: slices overlap: %+v and %+v", tr.Task, tr.Copy, a, b)
 			}
 		}
 		for _, s := range tr.Slices {
@@ -276,7 +276,8 @@ func TestItemCounters(t *testing.T) {
 		return out.Emit(-v)
 	})
 	a := graph.AddFunc(g, "a", 1, func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v) })
-	b := graph.AddFunc(g, "b", 2, func(_ context.Context, v int, out task.Emitter[int]) error { return nil }, graph.DiscardOutput())
+	b := graph.AddFunc(g, "b", 2, func(_ context.Context, v int, out task.Emitter[int]) error { return nil })
+	graph.Discard(b)
 	bk := bookkeeper.New[int](g, "bk")
 	pos := bookkeeper.AddRule(bk, "pos", func() bookkeeper.Rule[int, int] {
 		return bookkeeper.RuleFunc[int, int](func(_ context.Context, v int, out task.Emitter[int]) error {
@@ -354,9 +355,10 @@ func stuckGraph() *graph.Graph[int, int] {
 	g := graph.New[int, int]("stuck")
 	pool := memmgr.New(g, "frames", 2, memmgr.Slices[byte](8))
 	hog := graph.AddFunc(g, "hoarder", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		_, err := pool.Get(ctx, 1) // never released
+		_, err := pool.Get(ctx) // never released
 		return err
-	}, graph.DiscardOutput())
+	})
+	graph.Discard(hog)
 	graph.Connect(g.Input(), hog)
 	return g
 }

@@ -91,7 +91,7 @@ func TestRemoteCopiesNameTheirWorkers(t *testing.T) {
 	}
 	for _, c := range remote.Copies {
 		if c.ItemsIn > 0 && (c.Worker == "" || c.Host == "") {
-			t.Errorf("copy %d ran %d inputs but names no worker: %+v", c.Thread, c.ItemsIn, c)
+			t.Errorf("copy %d ran %d inputs but names no worker: %+v", c.Copy, c.ItemsIn, c)
 		}
 	}
 	if local.Remote || len(local.Workers) != 0 || local.Copies[0].Worker != "" {
@@ -249,9 +249,9 @@ func BenchmarkPlacerOverhead(b *testing.B) {
 				return task.Func[int, int](func(ctx context.Context, v int, out task.Emitter[int]) error {
 					return f.Execute(ctx, v, out)
 				})
-			}, graph.DiscardOutput())
+			})
+			graph.Discard(n)
 			graph.Connect(g.Input(), n)
-			g.NoOutput()
 			rt, err := g.Start(context.Background())
 			if err != nil {
 				b.Fatal(err)

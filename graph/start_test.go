@@ -117,7 +117,7 @@ func TestStartAfterChange(t *testing.T) {
 	if got := run(); len(got) == 0 {
 		t.Fatal("no results once c is connected")
 	}
-	graph.AddFunc(g, "d", 1, inc, graph.DiscardOutput())
+	graph.Discard(graph.AddFunc(g, "d", 1, inc))
 	if _, err := g.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "no producer") {
 		t.Fatalf("start with a task nothing feeds: %v", err)
 	}
@@ -162,7 +162,7 @@ func TestCopyContext(t *testing.T) {
 		}
 		for _, s := range *got.Load() {
 			i := s.info
-			if i.Task != "look" || i.Threads != 2 || i.Thread < 0 || i.Thread > 1 || i.Pipelines != 1 || i.Device == nil {
+			if i.Task != "look" || i.Copies != 2 || i.Copy < 0 || i.Copy > 1 || i.Clones != 1 || i.Device == nil {
 				t.Fatalf("round %d: info %+v", round, i)
 			}
 			want := "htgs.pipeline=0,htgs.task=look"

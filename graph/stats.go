@@ -36,9 +36,9 @@ type Stats struct {
 // TaskStats sums the counters of a task's copies (a bookkeeper is a task
 // with one copy).
 type TaskStats struct {
-	Name     string // full name: enclosing graphs and pipeline clones, then the task
-	Kind     TaskKind
-	Pipeline int // clone index of the innermost enclosing pipeline
+	Name  string // full name: enclosing graphs and pipeline clones, then the task
+	Kind  TaskKind
+	Clone int // clone index of the innermost enclosing pipeline
 	// ItemsIn counts the values the copies took from the queue: those
 	// executed and those held in the batches being executed (Held).
 	ItemsIn    int64
@@ -79,7 +79,7 @@ const (
 
 // CopyStats are the counters of one task copy.
 type CopyStats struct {
-	Thread     int
+	Copy       int
 	State      string // "executing", "waiting for input", "waiting for memory", ...
 	MemoryPool string // the pool waited on, in the "waiting for memory" state
 	// FullQueue names the consumer whose bounded queue (see [QueueCap])
@@ -112,7 +112,7 @@ type CopyStats struct {
 // PoolStats describes a memory pool instance.
 type PoolStats struct {
 	Name     string
-	Pipeline int
+	Clone    int
 	Capacity int
 	InUse    int   // buffers out now
 	Peak     int   // most buffers out at once
@@ -151,13 +151,13 @@ func snapshot(r *core.Run) Stats {
 		}
 	}
 	for _, n := range r.Nodes() {
-		ts := TaskStats{Name: n.Name, Kind: TaskKind(n.Kind), Pipeline: n.Pipeline, ItemsOut: itemsOut(n)}
+		ts := TaskStats{Name: n.Name, Kind: TaskKind(n.Kind), Clone: n.Pipeline, ItemsOut: itemsOut(n)}
 		if n.QueueLen != nil {
 			ts.Queue, ts.MaxQueue = n.QueueLen(), n.QueueMax()
 		}
 		for _, c := range n.Copies {
 			cs := CopyStats{
-				Thread: c.Thread, State: c.State().String(), MemoryPool: c.MemoryPool(), FullQueue: c.FullQueue(),
+				Copy: c.Thread, State: c.State().String(), MemoryPool: c.MemoryPool(), FullQueue: c.FullQueue(),
 				Batch: c.Batch(), ItemsIn: c.ItemsIn.Load(),
 				Compute: time.Duration(c.Compute.Load()), Wait: time.Duration(c.Wait.Load()),
 				MemoryWait: time.Duration(c.MemWait.Load()), Executing: c.Executing(),
@@ -176,7 +176,7 @@ func snapshot(r *core.Run) Stats {
 		s.Tasks = append(s.Tasks, ts)
 	}
 	for _, p := range r.Pools() {
-		s.Pools = append(s.Pools, PoolStats{Name: p.Name, Pipeline: p.Pipeline, Capacity: p.Capacity,
+		s.Pools = append(s.Pools, PoolStats{Name: p.Name, Clone: p.Pipeline, Capacity: p.Capacity,
 			InUse: p.InUse(), Peak: p.Peak(), Waits: p.Waits()})
 	}
 	return s

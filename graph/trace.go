@@ -25,8 +25,8 @@ type Timeline struct {
 
 // Track is the timeline of one task copy.
 type Track struct {
-	Task   string // the task's full name, as in [TaskStats.Name]
-	Thread int    // the copy, as in [CopyStats.Thread]
+	Task string // the task's full name, as in [TaskStats.Name]
+	Copy int    // the copy, as in [CopyStats.Copy]
 	// Remote tells a copy whose inputs run on worker processes (see
 	// [task.Placer]).
 	Remote bool
@@ -68,7 +68,7 @@ func (e *Execution) Timeline(from time.Duration, limit int) (Timeline, error) {
 	t := Timeline{Graph: e.run.Name}
 	for _, k := range tr.Tracks() {
 		ss := k.Recent(from, limit)
-		track := Track{Task: k.Task, Thread: k.Thread, Remote: k.Remote, Slices: make([]Slice, len(ss))}
+		track := Track{Task: k.Task, Copy: k.Thread, Remote: k.Remote, Slices: make([]Slice, len(ss))}
 		for i, s := range ss {
 			sl := Slice{Start: s.Start, Dur: s.Dur}
 			if s.Kind == core.SliceMemoryWait {

@@ -12,8 +12,8 @@ type Variant[In, Out any] struct {
 	// Device is the device the implementation's copies run on: their
 	// task.Info.Device, which an Initialize binds to.
 	Device device.Device
-	// Threads is the number of copies of the implementation (0 means 1).
-	Threads int
+	// Copies is the number of copies of the implementation (0 means 1).
+	Copies int
 	// New makes one copy.
 	New func() task.Task[In, Out]
 }
@@ -42,8 +42,7 @@ type Variant[In, Out any] struct {
 // its own. An implementation whose copies all stop ([task.Terminator]) is
 // left out of the choice.
 //
-// Of the options of [AddTask], [DiscardOutput] applies; [QueueCap] and
-// [Priority] are refused by Start, as are an empty list and an
+// The options of [AddTask], [QueueCap] and [Priority], are refused by Start, as are an empty list and an
 // implementation without device or factory, naming the task.
 func AddVariants[In, Out any](b Builder, name string, variants []Variant[In, Out], opts ...Option) *Node[In, Out] {
 	o := core.TaskOptions{}
@@ -53,11 +52,7 @@ func AddVariants[In, Out any](b Builder, name string, variants []Variant[In, Out
 	bp := core.BlueprintOf(b)
 	vs := make([]core.Variant[In, Out], len(variants))
 	for i, v := range variants {
-		vs[i] = core.Variant[In, Out]{Device: v.Device, Threads: v.Threads, New: v.New}
+		vs[i] = core.Variant[In, Out]{Device: v.Device, Copies: v.Copies, New: v.New}
 	}
-	n := newNode[In, Out](bp, core.VariantsSpec(name, o, vs))
-	if o.DiscardOutput {
-		bp.Discard(core.RefOf(n))
-	}
-	return n
+	return newNode[In, Out](bp, core.VariantsSpec(name, o, vs))
 }

@@ -156,7 +156,7 @@ func TestVariantsErrors(t *testing.T) {
 	}
 	g := graph.New[int, string]("twins")
 	work := graph.AddVariants(g, "work", []graph.Variant[int, string]{
-		{Device: device.Host{}, New: newTask}, {Device: device.Host{}, New: newTask, Threads: 2}})
+		{Device: device.Host{}, New: newTask}, {Device: device.Host{}, New: newTask, Copies: 2}})
 	graph.Connect(g.Input(), work)
 	graph.Connect(work, g.Output())
 	rt, err := g.Start(context.Background())
@@ -191,12 +191,12 @@ func TestVariantsInCycle(t *testing.T) {
 	}
 	g := graph.New[int, int]("countdown")
 	d := graph.AddVariants(g, "dec", []graph.Variant[int, int]{
-		{Device: device.Host{Index: 0}, Threads: 2, New: dec},
+		{Device: device.Host{Index: 0}, Copies: 2, New: dec},
 		{Device: fakeGPU{id: 0}, New: dec},
 	})
 	graph.Connect(g.Input(), d)
 	graph.Connect(d, d)
-	g.NoOutput()
+	graph.Discard(d)
 	err := g.Run(context.Background(), seqInts(20), nil) // 0..19: 20+19+...+1 executions
 	if err != nil {
 		t.Fatal(err)

@@ -211,7 +211,7 @@ type cudaMultiplier struct {
 
 // Initialize binds the copy's goroutine to its GPU and makes its handle.
 func (m *cudaMultiplier) Initialize(ctx context.Context, info task.Info) error {
-	m.dev = m.k.devices[info.Thread%len(m.k.devices)]
+	m.dev = m.k.devices[info.Copy%len(m.k.devices)]
 	if d, ok := info.Device.(*cuda.Device); ok {
 		m.dev = d
 	}

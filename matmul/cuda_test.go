@@ -38,7 +38,7 @@ func TestCUDAKernelMatchesGonum(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, threads := range []int{1, 3} {
-		got, _, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 128, Threads: threads, Kernel: k})
+		got, _, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 128, Copies: threads, Kernel: k})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestCUDAOffloadWithinDeviceBudget(t *testing.T) {
 		}
 		for _, ps := range rep.Stats.Pools {
 			if ps.InUse != 0 {
-				t.Errorf("budget %d: pool %s (clone %d) has %d buffers out", budget, ps.Name, ps.Pipeline, ps.InUse)
+				t.Errorf("budget %d: pool %s (clone %d) has %d buffers out", budget, ps.Name, ps.Clone, ps.InUse)
 			}
 		}
 	}

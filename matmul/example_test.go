@@ -17,7 +17,7 @@ import (
 func Example() {
 	a := &matmul.Dense{R: 2, C: 3, Stride: 3, Data: []float64{1, 2, 3, 4, 5, 6}}
 	b := &matmul.Dense{R: 3, C: 2, Stride: 2, Data: []float64{7, 8, 9, 10, 11, 12}}
-	c, rep, err := matmul.MultiplyDense(context.Background(), a, b, matmul.Config{BlockSize: 2, Threads: 2})
+	c, rep, err := matmul.MultiplyDense(context.Background(), a, b, matmul.Config{BlockSize: 2, Copies: 2})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func ExampleMultiplyFiles() {
 			log.Fatal(err)
 		}
 	}
-	cfg := matmul.Config{BlockSize: 64, Threads: 2, MemoryBudget: 25 * 64 * 64 * 8}
+	cfg := matmul.Config{BlockSize: 64, Copies: 2, MemoryBudget: 25 * 64 * 64 * 8}
 	rep, err := matmul.MultiplyFiles(context.Background(),
 		filepath.Join(dir, "a.npy"), filepath.Join(dir, "b.npy"), filepath.Join(dir, "c.npy"), cfg)
 	if err != nil {

@@ -63,26 +63,26 @@ type Config struct {
 	// BlockSize is the side of the square blocks (0: DefaultBlockSize, or
 	// DefaultDeviceBlockSize for a product on devices).
 	BlockSize int
-	// Threads is the number of copies of the multiply task (0:
+	// Copies is the number of copies of the multiply task (0:
 	// runtime.GOMAXPROCS). With a kernel that runs on devices (the cuda
 	// kernel), each device has one multiply task queueing its products on
-	// one stream, and Threads only sizes the streamed blocks held ahead on
+	// one stream, and Copies only sizes the streamed blocks held ahead on
 	// each device (0: 2).
-	Threads int
+	Copies int
 	// BLASThreads is the number of threads of each block product's
 	// library call, for kernels whose library runs threads of its own
 	// (OpenBLAS; 0: see below). Other kernels ignore it.
 	//
-	// With OpenBLAS, operands in memory and BlockSize, Threads and
+	// With OpenBLAS, operands in memory and BlockSize, Copies and
 	// BLASThreads all 0, Multiply takes the whole product as one block
 	// multiplied by one library call on every CPU, which is what OpenBLAS
 	// runs fastest (see BlockSizeFor); otherwise each call has BLASThreads
 	// threads (0: one, the task copies being the parallelism).
 	BLASThreads int
-	// AccumulateThreads is the number of copies of the accumulate task
-	// (0: half of Threads, or of runtime.GOMAXPROCS with a device kernel,
+	// AccumulateCopies is the number of copies of the accumulate task
+	// (0: half of Copies, or of runtime.GOMAXPROCS with a device kernel,
 	// at least 1).
-	AccumulateThreads int
+	AccumulateCopies int
 	// Kernel computes the block products (nil: Auto(), OpenBLAS when it
 	// can be loaded, else Gonum()).
 	Kernel Kernel
@@ -121,7 +121,7 @@ type Config struct {
 // product of operands in memory with c: c.BlockSize when set, else the
 // kernel's default for the shapes (for a device kernel,
 // DefaultDeviceBlockSize or LargeDeviceBlockSize; for OpenBLAS with
-// Threads and BLASThreads 0, one block: see cpuShape).
+// Copies and BLASThreads 0, one block: see cpuShape).
 func (c Config) BlockSizeFor(m, k, n int) int {
 	bs, _, _ := c.cpuShape(m, k, n, true)
 	return bs
@@ -160,7 +160,7 @@ func (c Config) cpuShape(m, k, n int, inMemory bool) (bs, threads, blasThreads i
 		return bs, c.threads(), 1
 	}
 	_, threaded := c.kernel().(threadedKernel)
-	if threaded && inMemory && c.BlockSize == 0 && c.Threads == 0 && c.BLASThreads == 0 {
+	if threaded && inMemory && c.BlockSize == 0 && c.Copies == 0 && c.BLASThreads == 0 {
 		return max(DefaultBlockSize, m, k, n), 1, runtime.GOMAXPROCS(0)
 	}
 	return c.blockSize(), c.threads(), max(1, c.BLASThreads)
@@ -174,8 +174,8 @@ func (c Config) blockSize() int {
 }
 
 func (c Config) threads() int {
-	if c.Threads > 0 {
-		return c.Threads
+	if c.Copies > 0 {
+		return c.Copies
 	}
 	if _, ok := offloadOf(c); ok {
 		return defaultDeviceThreads
@@ -183,18 +183,18 @@ func (c Config) threads() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// cpuThreads is Threads for work on the CPU whatever the kernel (the
+// cpuThreads is Copies for work on the CPU whatever the kernel (the
 // element-wise product).
 func (c Config) cpuThreads() int {
-	if c.Threads > 0 {
-		return c.Threads
+	if c.Copies > 0 {
+		return c.Copies
 	}
 	return runtime.GOMAXPROCS(0)
 }
 
 func (c Config) accumulateThreads() int {
-	if c.AccumulateThreads > 0 {
-		return c.AccumulateThreads
+	if c.AccumulateCopies > 0 {
+		return c.AccumulateCopies
 	}
 	if _, ok := offloadOf(c); ok {
 		return max(1, runtime.GOMAXPROCS(0)/2)
@@ -213,10 +213,10 @@ func (c Config) validate() error {
 	switch {
 	case c.BlockSize < 0:
 		return fmt.Errorf("%w: block size %d", ErrConfig, c.BlockSize)
-	case c.Threads < 0:
-		return fmt.Errorf("%w: %d threads", ErrConfig, c.Threads)
-	case c.AccumulateThreads < 0:
-		return fmt.Errorf("%w: %d accumulate threads", ErrConfig, c.AccumulateThreads)
+	case c.Copies < 0:
+		return fmt.Errorf("%w: %d threads", ErrConfig, c.Copies)
+	case c.AccumulateCopies < 0:
+		return fmt.Errorf("%w: %d accumulate copies", ErrConfig, c.AccumulateCopies)
 	case c.MemoryBudget < 0:
 		return fmt.Errorf("%w: memory budget %d", ErrConfig, c.MemoryBudget)
 	case c.DeviceMemory < 0:
@@ -335,7 +335,7 @@ func (o *operand) load(ctx context.Context, r blockRequest, bs int) (*block, err
 		b.data, b.stride = o.dense.view(r0, c0, b.rows, b.cols), o.dense.Stride
 		return b, nil
 	}
-	buf, err := o.pool.Get(ctx, r.Uses)
+	buf, err := o.pool.GetShared(ctx, r.Uses)
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +463,7 @@ func (t *mulTask) Execute(ctx context.Context, pr product, out task.Emitter[*par
 	if t.home != nil && a.col == 0 {
 		p.data, p.stride = t.home.view(a.row*t.bs, b.col*t.bs, p.rows, p.cols), t.home.Stride
 	} else {
-		buf, err := t.pool.Get(ctx, 1)
+		buf, err := t.pool.Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -528,7 +528,7 @@ func build(plan *Plan, cfg Config, a, b *operand, c Sink, written *atomic.Int64,
 	partials := memmgr.New(g, "C partials", plan.PoolC, blockBuffers(min(bs, plan.M)*min(bs, plan.N), cfg.Buffers), memmgr.Dynamic())
 	home, _ := c.(*Dense)
 	kernel := cfg.kernel()
-	mul := graph.AddTask(g, "multiply", plan.Threads, func() task.Task[product, *partial] {
+	mul := graph.AddTask(g, "multiply", plan.Copies, func() task.Task[product, *partial] {
 		mult := kernel.NewMultiplier()
 		if tk, ok := kernel.(threadedKernel); ok && plan.BLASThreads > 1 {
 			mult = tk.newThreadedMultiplier(plan.BLASThreads)

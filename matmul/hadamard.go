@@ -17,7 +17,7 @@ import (
 // once, row-major, and used once.
 func hadamardPlan(m, n int, inMemory bool, cfg Config) (Plan, error) {
 	bs, threads := cfg.blockSize(), cfg.cpuThreads()
-	p := Plan{M: m, K: 1, N: n, BlockSize: bs, Threads: threads, InMemory: inMemory,
+	p := Plan{M: m, K: 1, N: n, BlockSize: bs, Copies: threads, InMemory: inMemory,
 		MB: ceilDiv(m, bs), KB: 1, NB: ceilDiv(n, bs), Order: RowPanels, Panel: 1}
 	p.Panels = p.MB
 	p.Multiplies = p.MB * p.NB
@@ -132,7 +132,7 @@ func buildHadamard(plan *Plan, cfg Config, a, b *operand, c Sink, written, produ
 	graph.Connect(loadA, pairBK)
 	graph.Connect(loadB, pairBK)
 	home, _ := c.(*Dense)
-	mul := graph.AddFunc(g, "multiply elements", plan.Threads, multiplyElements(outPool, home, bs, products))
+	mul := graph.AddFunc(g, "multiply elements", plan.Copies, multiplyElements(outPool, home, bs, products))
 	memmgr.Use(outPool, mul)
 	graph.Connect(toMul, mul)
 	store := addStore(g, c, bs, written)
@@ -152,7 +152,7 @@ func multiplyElements(pool *memmgr.Pool[[]float64], home *Dense, bs int, product
 		if home != nil {
 			p.data, p.stride = home.view(a.row*bs, a.col*bs, p.rows, p.cols), home.Stride
 		} else {
-			buf, err := pool.Get(ctx, 1)
+			buf, err := pool.Get(ctx)
 			if err != nil {
 				return err
 			}

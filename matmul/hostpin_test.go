@@ -145,7 +145,7 @@ func TestOffloadHostCopy(t *testing.T) {
 			t.Setenv("HTGS_MATMUL_HOSTCOPY", mode)
 			t.Setenv("HTGS_MATMUL_PINCHUNK", "4") // KiB: many chunks per matrix
 			fake := newFakeGPU(2)
-			cfg := Config{BlockSize: 16, Threads: 2, Kernel: fake}
+			cfg := Config{BlockSize: 16, Copies: 2, Kernel: fake}
 			if mode == "pipelined" {
 				fake.registerGate = make(chan struct{})
 				var once sync.Once
@@ -223,7 +223,7 @@ func TestNeedOrder(t *testing.T) {
 	c := &Dense{R: 100, C: 90, Stride: 90, Data: pageAligned(100 * 90)}
 	fake := newFakeGPU(2)
 	for _, order := range []Order{RowPanels, ColumnPanels, Streamed} {
-		p, err := newPlan(100, 70, 90, true, Config{BlockSize: 16, Threads: 2, Kernel: fake})
+		p, err := newPlan(100, 70, 90, true, Config{BlockSize: 16, Copies: 2, Kernel: fake})
 		if err != nil {
 			t.Fatal(err)
 		}

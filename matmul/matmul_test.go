@@ -84,7 +84,7 @@ func TestOddShapes(t *testing.T) {
 			if testing.Short() && threads > 2 {
 				t.Skip("short")
 			}
-			c, rep, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 256, Threads: threads})
+			c, rep, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 256, Copies: threads})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +122,7 @@ func TestSmallShapes(t *testing.T) {
 					as, bs2 = readOnly{a}, readOnly{b}
 				}
 				c := NewDense(m, n)
-				_, err := Multiply(context.Background(), as, bs2, c, Config{BlockSize: bs, Threads: threads})
+				_, err := Multiply(context.Background(), as, bs2, c, Config{BlockSize: bs, Copies: threads})
 				if err != nil {
 					t.Fatalf("%v bs %d %s: %v", s, bs, mode, err)
 				}
@@ -182,7 +182,7 @@ func TestShapeErrors(t *testing.T) {
 	if !errors.Is(err, ErrShape) {
 		t.Errorf("Hadamard with different shapes: %v", err)
 	}
-	_, err = Multiply(ctx, NewDense(3, 4), NewDense(4, 6), NewDense(3, 6), Config{Threads: -1})
+	_, err = Multiply(ctx, NewDense(3, 4), NewDense(4, 6), NewDense(3, 6), Config{Copies: -1})
 	if !errors.Is(err, ErrConfig) {
 		t.Errorf("negative threads: %v", err)
 	}
@@ -222,7 +222,7 @@ func TestFilesOutOfCore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cp := filepath.Join(dir, tc.name+".npy")
 			var calls atomic.Int64
-			rep, err := MultiplyFiles(context.Background(), ap, bp, cp, Config{BlockSize: 100, Threads: 2, MemoryBudget: tc.budget,
+			rep, err := MultiplyFiles(context.Background(), ap, bp, cp, Config{BlockSize: 100, Copies: 2, MemoryBudget: tc.budget,
 				Progress: func(done, total int) {
 					if total != 30 || done != int(calls.Add(1)) {
 						t.Errorf("progress %d/%d after %d calls", done, total, calls.Load())
@@ -336,7 +336,7 @@ func (f *failingSource) Name() string { return "flaky.npy" }
 
 func TestReadErrorStopsTheRun(t *testing.T) {
 	a := &failingSource{Dense: Random(300, 300, 1), failAt: 5}
-	_, err := Multiply(context.Background(), a, Random(300, 300, 2), NewDense(300, 300), Config{BlockSize: 50, Threads: 2})
+	_, err := Multiply(context.Background(), a, Random(300, 300, 2), NewDense(300, 300), Config{BlockSize: 50, Copies: 2})
 	if !errors.Is(err, errDisk) || !strings.Contains(err.Error(), "flaky.npy") || !strings.Contains(err.Error(), "load A") {
 		t.Fatalf("error %v, want the read error naming the file and the task", err)
 	}
@@ -377,7 +377,7 @@ func TestCancelMidRun(t *testing.T) {
 			}
 			go func() { <-k.started; cancel() }()
 			start := time.Now()
-			rep, err := Multiply(ctx, a, b, NewDense(400, 400), Config{BlockSize: 20, Threads: 4, Kernel: k, MemoryBudget: 1 << 20})
+			rep, err := Multiply(ctx, a, b, NewDense(400, 400), Config{BlockSize: 20, Copies: 4, Kernel: k, MemoryBudget: 1 << 20})
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("error %v, want context.Canceled", err)
 			}
@@ -432,7 +432,7 @@ func (m *initMultiplier) Mul(ctx context.Context, mm, n, k int, a []float64, lda
 func TestKernelLifecycle(t *testing.T) {
 	var inits, shutdowns atomic.Int64
 	a, b := Random(50, 60, 1), Random(60, 70, 2)
-	c, _, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Threads: 3, Kernel: initKernel{inits: &inits, shutdowns: &shutdowns}})
+	c, _, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Copies: 3, Kernel: initKernel{inits: &inits, shutdowns: &shutdowns}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestKernelLifecycle(t *testing.T) {
 		t.Errorf("%d Initialize and %d Shutdown calls, want 3 each", inits.Load(), shutdowns.Load())
 	}
 	inits.Store(0)
-	_, _, err = MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Threads: 2, Kernel: initKernel{inits: &inits, shutdowns: &shutdowns, failInit: true}})
+	_, _, err = MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Copies: 2, Kernel: initKernel{inits: &inits, shutdowns: &shutdowns, failInit: true}})
 	if err == nil || !strings.Contains(err.Error(), "no device") || !strings.Contains(err.Error(), "multiply") {
 		t.Errorf("failing Initialize: %v", err)
 	}
@@ -481,7 +481,7 @@ func TestHadamard(t *testing.T) {
 	}
 	for threads := 1; threads <= 4; threads++ {
 		c := NewDense(a.R, a.C)
-		rep, err := Hadamard(context.Background(), a, b, c, Config{BlockSize: 64, Threads: threads})
+		rep, err := Hadamard(context.Background(), a, b, c, Config{BlockSize: 64, Copies: threads})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -505,7 +505,7 @@ func TestHadamard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Hadamard(context.Background(), fa, fb, w, Config{BlockSize: 64, Threads: 2, MemoryBudget: 16 * 8 * 64 * 64})
+	rep, err := Hadamard(context.Background(), fa, fb, w, Config{BlockSize: 64, Copies: 2, MemoryBudget: 16 * 8 * 64 * 64})
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
@@ -523,7 +523,7 @@ func TestHadamard(t *testing.T) {
 func TestLargeStreamedBlocks(t *testing.T) {
 	a, b := Random(900, 700, 1), Random(700, 800, 2)
 	c := NewDense(900, 800)
-	rep, err := Multiply(context.Background(), readOnly{a}, readOnly{b}, writeOnly{c}, Config{BlockSize: 400, Threads: 2, MemoryBudget: 64 << 20})
+	rep, err := Multiply(context.Background(), readOnly{a}, readOnly{b}, writeOnly{c}, Config{BlockSize: 400, Copies: 2, MemoryBudget: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -285,7 +285,7 @@ type copyIn struct {
 }
 
 func (c *copyIn) Initialize(ctx context.Context, info task.Info) error {
-	c.dev, c.devices = info.Pipeline, max(1, info.Pipelines)
+	c.dev, c.devices = info.Clone, max(1, info.Clones)
 	return phase.Initialize(ctx, c.q, info)
 }
 
@@ -325,7 +325,7 @@ func (c *copyIn) upload(ctx context.Context, dst devMem, b *block) error {
 		}
 		return errors.Join(err, c.q.signal(dst))
 	}
-	st, err := c.staging.Get(ctx, 1)
+	st, err := c.staging.Get(ctx)
 	if err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func (c *copyIn) fetch(ctx context.Context, b *block, pool *memmgr.Pool[devMem])
 		if uses < 1 {
 			return nil, fmt.Errorf("matmul: internal error: %s(%d,%d) load %d routed to device %d, which has no product for it", b.op, b.row, b.col, b.gen, c.dev)
 		}
-		buf, err := pool.Get(ctx, uses)
+		buf, err := pool.GetShared(ctx, uses)
 		if err != nil {
 			return nil, err
 		}
@@ -425,9 +425,9 @@ func (t *devMultiply) Initialize(ctx context.Context, info task.Info) error {
 	if err := phase.Initialize(ctx, t.q, info); err != nil {
 		return err
 	}
-	m, err := newBusyMeter(t.q, &t.counters.busy[info.Pipeline])
+	m, err := newBusyMeter(t.q, &t.counters.busy[info.Clone])
 	if err != nil {
-		return fmt.Errorf("matmul: multiply on device %d: %w", info.Pipeline, err)
+		return fmt.Errorf("matmul: multiply on device %d: %w", info.Clone, err)
 	}
 	t.meter = m
 	return nil
@@ -450,7 +450,7 @@ func (t *devMultiply) Execute(ctx context.Context, pr devProduct, out task.Emitt
 	key := [2]int{a.row, b.col}
 	oc := t.open[key]
 	if oc == nil {
-		buf, err := t.poolC.Get(ctx, 1)
+		buf, err := t.poolC.Get(ctx)
 		if err != nil {
 			return errors.Join(err, a.buf.Release(), b.buf.Release())
 		}
@@ -504,7 +504,7 @@ type copyOut struct {
 }
 
 func (c *copyOut) Initialize(ctx context.Context, info task.Info) error {
-	c.dev = info.Pipeline
+	c.dev = info.Clone
 	return phase.Initialize(ctx, c.q, info)
 }
 
@@ -516,7 +516,7 @@ func (c *copyOut) Execute(ctx context.Context, dr devResult, out task.Emitter[*p
 		bs := c.plan.BlockSize
 		p.data, p.stride = c.home.view(dr.row*bs, dr.col*bs, dr.rows, dr.cols), c.home.Stride
 	} else {
-		buf, err := c.partials.Get(ctx, 1)
+		buf, err := c.partials.Get(ctx)
 		if err != nil {
 			return errors.Join(err, dr.buf.Release())
 		}
@@ -558,7 +558,7 @@ func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error 
 		}
 		return err
 	}
-	st, err := c.staging.Get(ctx, 1)
+	st, err := c.staging.Get(ctx)
 	if err != nil {
 		return err
 	}

@@ -6,9 +6,9 @@ import (
 	"github.com/gohtgs/htgs/internal/units"
 )
 
-// defaultDeviceThreads is Config.Threads when it is 0 and the kernel runs
+// defaultDeviceThreads is Config.Copies when it is 0 and the kernel runs
 // on devices. The offload graph runs one multiply task per device, which
-// queues its products on one stream; Threads only sizes the lookahead of
+// queues its products on one stream; Copies only sizes the lookahead of
 // the streamed operand (see lookahead).
 const defaultDeviceThreads = 2
 
@@ -48,7 +48,7 @@ func planOffload(p Plan, cfg Config, devices int, devBudget int64) (Plan, error)
 		o := pl.streamed()
 		if !pl.fits(&o) {
 			return p, fmt.Errorf("%w: the blocks of one pass with %dx%d blocks and %d threads per device need %s of host memory (budget %s) and %s per device (budget %s); use smaller blocks or fewer threads",
-				ErrBudget, p.BlockSize, p.BlockSize, p.Threads, units.FormatBytes(o.hostBytes), budgetString(cfg.MemoryBudget),
+				ErrBudget, p.BlockSize, p.BlockSize, p.Copies, units.FormatBytes(o.hostBytes), budgetString(cfg.MemoryBudget),
 				units.FormatBytes(o.devBytes), budgetString(devBudget))
 		}
 		best = &o
@@ -94,7 +94,7 @@ type offloadPlanner struct {
 }
 
 func newOffloadPlanner(p *Plan, tune offloadTuning, hostBudget, devBudget int64) *offloadPlanner {
-	pl := &offloadPlanner{p: p, devices: p.Devices, threads: p.Threads, hostBudget: hostBudget, devBudget: devBudget}
+	pl := &offloadPlanner{p: p, devices: p.Devices, threads: p.Copies, hostBudget: hostBudget, devBudget: devBudget}
 	pl.sA, pl.sB, pl.sC = p.blockBytes()
 	pl.hostLook = min(lookahead(pl.devices*pl.threads), p.Multiplies)
 	pl.devLook = min(lookahead(pl.threads), p.Multiplies)

@@ -213,8 +213,8 @@ func (q *fakeQueue) Initialize(_ context.Context, info task.Info) error {
 	if !ok {
 		return fmt.Errorf("task copy on %v, want a fake device", info.Device)
 	}
-	if d.id != info.Pipeline {
-		return fmt.Errorf("pipeline clone %d got device %d", info.Pipeline, d.id)
+	if d.id != info.Clone {
+		return fmt.Errorf("pipeline clone %d got device %d", info.Clone, d.id)
 	}
 	q.dev = d
 	q.ops, q.done = make(chan func(), 64), make(chan struct{})
@@ -454,7 +454,7 @@ func TestOffloadUses(t *testing.T) {
 	for range 300 {
 		m, k, n := 1+rng.IntN(30), 1+rng.IntN(30), 1+rng.IntN(30)
 		devices := 1 + rng.IntN(4)
-		cfg := Config{BlockSize: 1 + rng.IntN(8), Threads: 1 + rng.IntN(3), Kernel: newFakeGPU(devices)}
+		cfg := Config{BlockSize: 1 + rng.IntN(8), Copies: 1 + rng.IntN(3), Kernel: newFakeGPU(devices)}
 		inMemory := rng.IntN(3) == 0
 		if rng.IntN(2) == 0 {
 			cfg.DeviceMemory = 1 + rng.Int64N(8*int64(m*k+k*n+m*n))
@@ -535,7 +535,7 @@ func TestOffloadProducts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a, b := Random(c.m, c.k, 7), Random(c.k, c.n, 8)
 			fake := newFakeGPU(c.devices)
-			cfg := Config{BlockSize: c.bs, Threads: 2, Kernel: fake, DeviceMemory: c.devMem, MemoryBudget: c.hostMem}
+			cfg := Config{BlockSize: c.bs, Copies: 2, Kernel: fake, DeviceMemory: c.devMem, MemoryBudget: c.hostMem}
 			var out *Dense
 			var rep *Report
 			var err error
@@ -594,7 +594,7 @@ func TestOffloadProducts(t *testing.T) {
 			}
 			for _, ps := range rep.Stats.Pools {
 				if ps.InUse != 0 {
-					t.Errorf("pool %s (clone %d): %d buffers still out", ps.Name, ps.Pipeline, ps.InUse)
+					t.Errorf("pool %s (clone %d): %d buffers still out", ps.Name, ps.Clone, ps.InUse)
 				}
 				if ps.Peak > ps.Capacity {
 					t.Errorf("pool %s: peak %d over capacity %d", ps.Name, ps.Peak, ps.Capacity)
@@ -844,7 +844,7 @@ func TestOffloadDirect(t *testing.T) {
 	for _, mode := range []string{"register", "pinhost"} {
 		t.Run(mode, func(t *testing.T) {
 			fake := newFakeGPU(2)
-			cfg := Config{BlockSize: 16, Threads: 2, Kernel: fake}
+			cfg := Config{BlockSize: 16, Copies: 2, Kernel: fake}
 			c := NewDense(100, 90)
 			if mode == "register" {
 				t.Setenv("HTGS_MATMUL_REGISTER", "1")

@@ -51,7 +51,7 @@ func TestOpenBLASGraph(t *testing.T) {
 	a, b := Random(1000, 777, 1), Random(777, 1234, 2)
 	ref := reference(t, a, b)
 	for _, threads := range []int{1, 2, 3} {
-		c, _, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 256, Threads: threads, Kernel: k})
+		c, _, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 256, Copies: threads, Kernel: k})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestCPUShape(t *testing.T) {
 		{Config{Kernel: k}, true, 3000, 1, cpus},
 		{Config{Kernel: k}, false, DefaultBlockSize, cpus, 1},
 		{Config{Kernel: k, BlockSize: 256}, true, 256, cpus, 1},
-		{Config{Kernel: k, Threads: 3}, true, DefaultBlockSize, 3, 1},
+		{Config{Kernel: k, Copies: 3}, true, DefaultBlockSize, 3, 1},
 		{Config{Kernel: k, BLASThreads: 2}, true, DefaultBlockSize, cpus, 2},
 	} {
 		bs, th, bt := tc.cfg.cpuShape(3000, 2000, 1000, tc.inMemory)
@@ -114,7 +114,7 @@ func TestOpenBLASThreadedCalls(t *testing.T) {
 	k := lookupOpenBLAS(t)
 	a, b := Random(300, 257, 1), Random(257, 411, 2)
 	want := reference(t, a, b)
-	for _, cfg := range []Config{{Kernel: k}, {Kernel: k, BlockSize: 128, Threads: 2, BLASThreads: 2}} {
+	for _, cfg := range []Config{{Kernel: k}, {Kernel: k, BlockSize: 128, Copies: 2, BLASThreads: 2}} {
 		got, rep, err := MultiplyDense(context.Background(), a, b, cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -54,7 +54,7 @@ type Plan struct {
 	Order      Order // traversal
 	Panel      int   // block rows (RowPanels) or block columns (ColumnPanels) per panel; 1 for Streamed
 	Panels     int   // number of panels (passes over the streamed operand)
-	Threads    int   // multiply-task copies
+	Copies     int   // multiply-task copies
 	// BLASThreads is the threads of each library call of a kernel that
 	// runs threads of its own (OpenBLAS; 1 otherwise).
 	BLASThreads int
@@ -72,7 +72,7 @@ type Plan struct {
 	Flops float64
 
 	// Devices is the number of devices of a device kernel (the cuda
-	// kernel), 0 for kernels that run on the CPU. With devices, Threads is
+	// kernel), 0 for kernels that run on the CPU. With devices, Copies is
 	// the number of multiply-task copies per device and PoolC the capacity
 	// of each device's pool of host partial products.
 	Devices int
@@ -98,7 +98,7 @@ func (p Plan) BusBytes() (moved, least int64) {
 
 // String summarizes the plan on one line.
 func (p Plan) String() string {
-	s := fmt.Sprintf("%dx%d · %dx%d, block %d (%dx%dx%d blocks), %d threads", p.M, p.K, p.K, p.N, p.BlockSize, p.MB, p.KB, p.NB, p.Threads)
+	s := fmt.Sprintf("%dx%d · %dx%d, block %d (%dx%dx%d blocks), %d threads", p.M, p.K, p.K, p.N, p.BlockSize, p.MB, p.KB, p.NB, p.Copies)
 	if p.BLASThreads > 1 {
 		s += fmt.Sprintf(" of %d BLAS threads", p.BLASThreads)
 	}
@@ -146,7 +146,7 @@ func capPartials(c, multiplies int) int { return max(1, min(c, multiplies)) }
 // are in memory (no pools for A and B, no budget for them).
 func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
 	bs, threads, blasThreads := cfg.cpuShape(m, k, n, inMemory)
-	p := Plan{M: m, K: k, N: n, BlockSize: bs, Threads: threads, BLASThreads: blasThreads, InMemory: inMemory,
+	p := Plan{M: m, K: k, N: n, BlockSize: bs, Copies: threads, BLASThreads: blasThreads, InMemory: inMemory,
 		MB: ceilDiv(m, bs), KB: ceilDiv(k, bs), NB: ceilDiv(n, bs)}
 	p.Multiplies = p.MB * p.NB * p.KB
 	p.Flops = 2 * float64(m) * float64(n) * float64(k)
@@ -173,9 +173,9 @@ func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
 // panel's consecutive multiplies.
 func planInMemory(p Plan) Plan {
 	_, _, sC := p.blockBytes()
-	p.Order, p.Panel = RowPanels, min(p.MB, max(8, 2*p.Threads))
+	p.Order, p.Panel = RowPanels, min(p.MB, max(8, 2*p.Copies))
 	p.Panels = ceilDiv(p.MB, p.Panel)
-	p.PoolC = capPartials(partialCap(p.Panel, p.Threads), p.Multiplies)
+	p.PoolC = capPartials(partialCap(p.Panel, p.Copies), p.Multiplies)
 	p.PoolBytes = int64(p.PoolC) * sC
 	return p
 }
@@ -186,7 +186,7 @@ func planInMemory(p Plan) Plan {
 // and, when neither fits, the Streamed order; it takes the one that reads
 // the fewest bytes.
 func planOutOfCore(p Plan, budget int64) (Plan, error) {
-	pl := &cpuPlanner{p: &p, budget: budget, look: lookahead(p.Threads)}
+	pl := &cpuPlanner{p: &p, budget: budget, look: lookahead(p.Copies)}
 	pl.sA, pl.sB, pl.sC = p.blockBytes()
 	var best *cpuOption
 	for _, s := range p.panelSides() {
@@ -200,9 +200,9 @@ func planOutOfCore(p Plan, budget int64) (Plan, error) {
 		}
 	}
 	if best == nil {
-		need := int64(pl.look)*(pl.sA+pl.sB) + int64(partialCap(1, p.Threads))*pl.sC
+		need := int64(pl.look)*(pl.sA+pl.sB) + int64(partialCap(1, p.Copies))*pl.sC
 		return p, fmt.Errorf("%w: %s cannot hold the blocks of one pass with %dx%d blocks and %d threads: need at least %s (use smaller blocks or fewer threads)",
-			ErrBudget, units.FormatBytes(budget), p.BlockSize, p.BlockSize, p.Threads, units.FormatBytes(need))
+			ErrBudget, units.FormatBytes(budget), p.BlockSize, p.BlockSize, p.Copies, units.FormatBytes(need))
 	}
 	p.setOrder(best.order, best.panel)
 	p.PoolA, p.PoolB, p.PoolC = best.capA, best.capB, best.capC
@@ -248,7 +248,7 @@ func (pl *cpuPlanner) panelOption(s panelSide) (cpuOption, bool) {
 func (pl *cpuPlanner) panel(s panelSide, P int) cpuOption {
 	capRes := s.resident(P, P, pl.p.KB)
 	capStr := min(pl.look, s.streamedPerPass*s.passes(P))
-	o := cpuOption{order: s.order, panel: P, capC: capPartials(partialCap(P, pl.p.Threads), pl.p.Multiplies),
+	o := cpuOption{order: s.order, panel: P, capC: capPartials(partialCap(P, pl.p.Copies), pl.p.Multiplies),
 		reads: s.resBytes + int64(s.passes(P))*s.strBytes}
 	o.capA, o.capB = s.split(capRes, capStr)
 	o.memory = int64(o.capA)*pl.sA + int64(o.capB)*pl.sB + int64(o.capC)*pl.sC
@@ -261,7 +261,7 @@ func (pl *cpuPlanner) streamed() cpuOption {
 	p := pl.p
 	mk, kn := 8*int64(p.M)*int64(p.K), 8*int64(p.K)*int64(p.N)
 	o := cpuOption{order: Streamed, panel: 1,
-		capA: min(pl.look, p.Multiplies), capB: min(pl.look, p.Multiplies), capC: capPartials(partialCap(1, p.Threads), p.Multiplies),
+		capA: min(pl.look, p.Multiplies), capB: min(pl.look, p.Multiplies), capC: capPartials(partialCap(1, p.Copies), p.Multiplies),
 		reads: mk*int64(p.NB) + kn*int64(p.MB)}
 	o.memory = int64(o.capA)*pl.sA + int64(o.capB)*pl.sB + int64(o.capC)*pl.sC
 	return o

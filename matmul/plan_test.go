@@ -125,7 +125,7 @@ func TestPlanSchedules(t *testing.T) {
 		m, k, n := 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(40)
 		bs := 1 + rng.IntN(12)
 		threads := 1 + rng.IntN(4)
-		cfg := Config{BlockSize: bs, Threads: threads}
+		cfg := Config{BlockSize: bs, Copies: threads}
 		inMemory := rng.IntN(4) == 0
 		if !inMemory && rng.IntN(4) != 0 {
 			full := 8 * int64(m*k+k*n+m*n)
@@ -171,7 +171,7 @@ func TestPlanReadVolume(t *testing.T) {
 		{(2*9 + 4 + 2 + 6) * blk, 4},
 		{(1*9 + 4 + 1 + 6) * blk, 8},
 	} {
-		p, err := newPlan(n, n, n, false, Config{BlockSize: bs, Threads: 2, MemoryBudget: tc.budget})
+		p, err := newPlan(n, n, n, false, Config{BlockSize: bs, Copies: 2, MemoryBudget: tc.budget})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ func BenchmarkGetReleasePool(b *testing.B) {
 	n := graph.AddFunc(g, "loop", 1, func(ctx context.Context, _ int, _ task.Emitter[int]) error {
 		b.ResetTimer()
 		for range b.N {
-			buf, err := pool.Get(ctx, 1)
+			buf, err := pool.Get(ctx)
 			if err != nil {
 				return err
 			}

@@ -19,7 +19,7 @@ func Example() {
 	g := graph.New[int, int]("frames")
 	pool := memmgr.New(g, "frames", 2, memmgr.Slices[int](4))
 	fill := graph.AddFunc(g, "fill", 1, func(ctx context.Context, n int, out task.Emitter[frame]) error {
-		b, err := pool.Get(ctx, 1) // back after one release
+		b, err := pool.Get(ctx) // back after one release
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,7 @@
 //	memmgr.Use(pool, fftTask) // fftTask gets memory from pool
 //	...
 //	// in fftTask's Execute:
-//	buf, err := pool.Get(ctx, neighbours)
+//	buf, err := pool.GetShared(ctx, neighbours)
 //	...
 //	// in each consumer, when done with it:
 //	err := buf.Release()
@@ -52,9 +52,9 @@ import (
 
 // Errors of pool misuse.
 var (
-	ErrDoubleRelease = errors.New("htgs/memmgr: buffer released after it went back to its pool")
-	ErrClosed        = errors.New("htgs/memmgr: pool is closed (the graph run has ended)")
-	ErrNoScope       = errors.New("htgs/memmgr: Get needs the context of a running task")
+	ErrDoubleRelease = errors.New("htgs: buffer released after it went back to its pool")
+	ErrClosed        = errors.New("htgs: pool is closed (the graph run has ended)")
+	ErrNoScope       = errors.New("htgs: Get needs the context of a running task")
 )
 
 // Option configures a pool: [Dynamic], [Reclaim].
@@ -127,7 +127,7 @@ func Use(pool Declared, getters ...graph.Vertex) {
 	for _, g := range getters {
 		s := core.SpecOf(g)
 		if s == nil || s.BP != bp {
-			bp.Errorf("htgs/memmgr: pool %q: memory edge to a node of another graph", pool.Name())
+			bp.Errorf("htgs: pool %q: memory edge to a node of another graph", pool.Name())
 			continue
 		}
 		bp.MemEdges = append(bp.MemEdges, core.MemEdge{Pool: spec, Getter: s})
@@ -135,16 +135,23 @@ func Use(pool Declared, getters ...graph.Vertex) {
 }
 
 // Get takes a buffer from the pool instance of the calling task, waiting
-// while none is free. The buffer goes back to the pool after releases calls
-// of its Release method (releases < 1 is taken as 1): a stitching FFT is
-// released by each of its 2, 3 or 4 neighbours. ctx must be (or derive
-// from) the context given to the task.
-func (p *Pool[T]) Get(ctx context.Context, releases int) (*Buffer[T], error) {
+// while none is free. The buffer goes back to the pool when its Release
+// method is called. ctx must be (or derive from) the context given to the
+// task.
+func (p *Pool[T]) Get(ctx context.Context) (*Buffer[T], error) {
+	return p.GetShared(ctx, 1)
+}
+
+// GetShared is [Pool.Get] for a buffer that holders tasks (or values) hold
+// at once: it goes back to the pool after holders calls of its Release
+// method, one by each holder (holders < 1 is taken as 1). A stitching FFT,
+// for one, is held by each of its 2, 3 or 4 neighbouring pairs.
+func (p *Pool[T]) GetShared(ctx context.Context, holders int) (*Buffer[T], error) {
 	in, err := p.instance(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return in.get(ctx, releases, 0)
+	return in.get(ctx, holders, 0)
 }
 
 func (p *Pool[T]) instance(ctx context.Context) (*instance[T], error) {
@@ -154,7 +161,7 @@ func (p *Pool[T]) instance(ctx context.Context) (*instance[T], error) {
 	}
 	v, ok := c.Lookup(p.spec)
 	if !ok {
-		return nil, fmt.Errorf("htgs/memmgr: pool %q is not declared in the graph of this task (or an enclosing one)", p.name)
+		return nil, fmt.Errorf("htgs: pool %q is not declared in the graph of this task (or an enclosing one)", p.name)
 	}
 	return v.(*instance[T]), nil
 }
@@ -219,10 +226,10 @@ type instance[T any] struct {
 func (p *Pool[T]) build(sc *core.Scope) (core.Instance, error) {
 	full := sc.FullName(p.name)
 	if p.capacity < 1 {
-		return nil, fmt.Errorf("htgs/memmgr: pool %q: capacity %d, want at least 1", full, p.capacity)
+		return nil, fmt.Errorf("htgs: pool %q: capacity %d, want at least 1", full, p.capacity)
 	}
 	if p.alloc == nil && p.sized == nil {
-		return nil, fmt.Errorf("htgs/memmgr: pool %q: nil allocator", full)
+		return nil, fmt.Errorf("htgs: pool %q: nil allocator", full)
 	}
 	dev := sc.Device
 	if dev == nil {
@@ -268,9 +275,9 @@ func (in *instance[T]) newSlot(n int) (*slot[T], error) {
 	})
 	if err != nil {
 		if in.sized != nil {
-			return nil, fmt.Errorf("htgs/memmgr: pool %q: allocating %d elements on %s: %w", in.name, n, in.dev.Name(), err)
+			return nil, fmt.Errorf("htgs: pool %q: allocating %d elements on %s: %w", in.name, n, in.dev.Name(), err)
 		}
-		return nil, fmt.Errorf("htgs/memmgr: pool %q: allocating on %s: %w", in.name, in.dev.Name(), err)
+		return nil, fmt.Errorf("htgs: pool %q: allocating on %s: %w", in.name, in.dev.Name(), err)
 	}
 	in.allocated++
 	return &slot[T]{data: v}, nil
@@ -410,7 +417,7 @@ func (in *instance[T]) freeSlot(s *slot[T]) error {
 		return in.alloc.Free(in.dev, s.data)
 	}
 	if err := protect(free); err != nil {
-		return fmt.Errorf("htgs/memmgr: pool %q: freeing a buffer on %s: %w", in.name, in.dev.Name(), err)
+		return fmt.Errorf("htgs: pool %q: freeing a buffer on %s: %w", in.name, in.dev.Name(), err)
 	}
 	return nil
 }
@@ -443,7 +450,7 @@ func (in *instance[T]) close(runErr error) error {
 			if runErr == nil {
 				level = slog.LevelWarn
 			}
-			in.log.Log(context.Background(), level, "htgs/memmgr: reclaiming buffers still out when the graph ended", "pool", in.name, "out", n)
+			in.log.Log(context.Background(), level, "htgs: reclaiming buffers still out when the graph ended", "pool", in.name, "out", n)
 		}
 		for s := range in.out {
 			s.reclaimed = true
@@ -454,7 +461,7 @@ func (in *instance[T]) close(runErr error) error {
 		return errors.Join(errs...)
 	}
 	if in.allocated > 0 {
-		in.log.Warn("htgs/memmgr: buffers still out when the graph ended; they are freed when released",
+		in.log.Warn("htgs: buffers still out when the graph ended; they are freed when released",
 			"pool", in.name, "out", in.allocated)
 	}
 	return errors.Join(errs...)

@@ -61,7 +61,7 @@ func TestPoolBoundsLiveBuffers(t *testing.T) {
 		g := graph.New[int, int]("bounded")
 		pool := memmgr.New[[]byte](g, "buffers", 4, alloc, opts...)
 		prod := graph.AddFunc(g, "fast", 1, func(ctx context.Context, v int, out task.Emitter[msg]) error {
-			b, err := pool.Get(ctx, 1)
+			b, err := pool.Get(ctx)
 			if err != nil {
 				return err
 			}
@@ -103,14 +103,14 @@ func TestCountRuleReturnsAtLastRelease(t *testing.T) {
 	g := graph.New[int, string]("count")
 	pool := memmgr.New(g, "one", 1, memmgr.Slices[byte](4))
 	step := graph.AddFunc(g, "step", 1, func(ctx context.Context, _ int, out task.Emitter[string]) error {
-		b, err := pool.Get(ctx, 3)
+		b, err := pool.GetShared(ctx, 3)
 		if err != nil {
 			return err
 		}
 		for i := range 3 {
 			// Until the last release the only buffer is out: a Get must wait.
 			tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-			_, err := pool.Get(tctx, 1)
+			_, err := pool.Get(tctx)
 			cancel()
 			if !errors.Is(err, context.DeadlineExceeded) {
 				return errors.New("got a second buffer while the first was out")
@@ -120,7 +120,7 @@ func TestCountRuleReturnsAtLastRelease(t *testing.T) {
 			}
 			_ = i
 		}
-		b2, err := pool.Get(ctx, 1) // back after the third release
+		b2, err := pool.Get(ctx) // back after the third release
 		if err != nil {
 			return err
 		}
@@ -147,7 +147,7 @@ func TestMisuse(t *testing.T) {
 	a := memmgr.New(g, "a", 2, memmgr.Slices[byte](1))
 	n := graph.AddFunc(g, "user", 1, func(ctx context.Context, _ int, out task.Emitter[int]) error {
 		kept, keptPool = ctx, a
-		buf, err := a.Get(ctx, 1)
+		buf, err := a.Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -158,15 +158,16 @@ func TestMisuse(t *testing.T) {
 			t.Errorf("double release: %v", err)
 		}
 		return nil
-	}, graph.DiscardOutput())
+	})
+	graph.Discard(n)
 	graph.Connect(g.Input(), n)
 	if err := g.Run(context.Background(), seq(1), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := keptPool.Get(kept, 1); !errors.Is(err, memmgr.ErrClosed) {
+	if _, err := keptPool.Get(kept); !errors.Is(err, memmgr.ErrClosed) {
 		t.Fatalf("Get after the run ended: %v", err)
 	}
-	if _, err := a.Get(context.Background(), 1); !errors.Is(err, memmgr.ErrNoScope) {
+	if _, err := a.Get(context.Background()); !errors.Is(err, memmgr.ErrNoScope) {
 		t.Fatalf("Get outside a task: %v", err)
 	}
 }
@@ -201,13 +202,14 @@ func TestCancelWhileWaitingForMemory(t *testing.T) {
 	g := graph.New[int, int]("stuck")
 	pool := memmgr.New(g, "tiny", 1, memmgr.Slices[byte](1))
 	hog := graph.AddFunc(g, "hog", 1, func(ctx context.Context, _ int, out task.Emitter[int]) error {
-		if _, err := pool.Get(ctx, 1); err != nil { // never released
+		if _, err := pool.Get(ctx); err != nil { // never released
 			return err
 		}
 		once.Do(func() { close(blocked) })
-		_, err := pool.Get(ctx, 1) // blocks: the pool is empty
+		_, err := pool.Get(ctx) // blocks: the pool is empty
 		return err
-	}, graph.DiscardOutput())
+	})
+	graph.Discard(hog)
 	graph.Connect(g.Input(), hog)
 	var logs bytes.Buffer
 	rt, err := g.Start(ctx, graph.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -235,7 +237,7 @@ func TestMemoryWaitIsRecorded(t *testing.T) {
 	g := graph.New[int, int]("wait")
 	pool := memmgr.New(g, "p", 1, memmgr.Slices[byte](1))
 	get := graph.AddFunc(g, "getter", 1, func(ctx context.Context, v int, out task.Emitter[*memmgr.Buffer[[]byte]]) error {
-		b, err := pool.Get(ctx, 1)
+		b, err := pool.Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -244,7 +246,8 @@ func TestMemoryWaitIsRecorded(t *testing.T) {
 	rel := graph.AddFunc(g, "releaser", 1, func(_ context.Context, b *memmgr.Buffer[[]byte], out task.Emitter[int]) error {
 		time.Sleep(2 * time.Millisecond)
 		return b.Release()
-	}, graph.DiscardOutput())
+	})
+	graph.Discard(rel)
 	graph.Connect(g.Input(), get)
 	graph.Connect(get, rel)
 	rt, err := g.Start(context.Background())
@@ -287,7 +290,7 @@ func TestGetFromTaskGoroutines(t *testing.T) {
 					p = b
 				}
 				for range 50 {
-					buf, err := p.Get(ctx, 1)
+					buf, err := p.Get(ctx)
 					if err != nil {
 						errs <- err
 						return
@@ -323,7 +326,7 @@ func TestReclaimFreesDroppedBuffers(t *testing.T) {
 	var kept *memmgr.Buffer[[]byte]
 	var mu sync.Mutex
 	get := graph.AddFunc(g, "get", 1, func(ctx context.Context, i int, out task.Emitter[msg]) error {
-		buf, err := pool.Get(ctx, 2)
+		buf, err := pool.GetShared(ctx, 2)
 		if err != nil {
 			return err
 		}
@@ -400,7 +403,7 @@ func TestDynamicPoolAllocatorPanic(t *testing.T) {
 	g := graph.New[int, int]("dyn")
 	pool := memmgr.New[[]byte](g, "lazy", 4, &panicAlloc{ok: 1, panicAlloc: true}, memmgr.Dynamic())
 	get := graph.AddFunc(g, "getter", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		if _, err := pool.Get(ctx, 1); err != nil { // never released: the second Get allocates
+		if _, err := pool.Get(ctx); err != nil { // never released: the second Get allocates
 			return err
 		}
 		return out.Emit(v)
@@ -451,7 +454,7 @@ func TestAllocatorFreePanic(t *testing.T) {
 	g := graph.New[int, int]("frees")
 	pool := memmgr.New[[]byte](g, "fragile", 2, &panicAlloc{panicFree: true})
 	use := graph.AddFunc(g, "user", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		b, err := pool.Get(ctx, 1)
+		b, err := pool.Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -482,10 +485,11 @@ func TestAllocatorFreePanic(t *testing.T) {
 	pool = memmgr.New[[]byte](g, "fragile", 1, &panicAlloc{panicFree: true})
 	var kept *memmgr.Buffer[[]byte]
 	keep := graph.AddFunc(g, "keeper", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		b, err := pool.Get(ctx, 1)
+		b, err := pool.Get(ctx)
 		kept = b
 		return err
-	}, graph.DiscardOutput())
+	})
+	graph.Discard(keep)
 	graph.Connect(g.Input(), keep)
 	if err := g.Run(context.Background(), seq(1), nil); err != nil {
 		t.Fatalf("Run = %v (no buffer to free at the end)", err)

@@ -71,12 +71,19 @@ func (s *SizedPool[T]) declared() (*core.Spec, *core.Blueprint) { return s.p.dec
 
 // Get allocates a buffer of n elements in the pool instance of the
 // calling task, waiting while the pool's capacity is out. The buffer is
-// freed after releases calls of its Release method (releases < 1 is taken
-// as 1). ctx must be (or derive from) the context given to the task.
-func (s *SizedPool[T]) Get(ctx context.Context, releases, n int) (*Buffer[T], error) {
+// freed when its Release method is called. ctx must be (or derive from)
+// the context given to the task.
+func (s *SizedPool[T]) Get(ctx context.Context, n int) (*Buffer[T], error) {
+	return s.GetShared(ctx, n, 1)
+}
+
+// GetShared is [SizedPool.Get] for a buffer that holders hold at once: it
+// is freed after holders calls of its Release method (holders < 1 is taken
+// as 1), as with [Pool.GetShared].
+func (s *SizedPool[T]) GetShared(ctx context.Context, n, holders int) (*Buffer[T], error) {
 	in, err := s.p.instance(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return in.get(ctx, releases, n)
+	return in.get(ctx, holders, n)
 }

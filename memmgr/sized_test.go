@@ -50,7 +50,7 @@ func sizedGraph(alloc memmgr.SizedAllocator[[]float64]) *graph.Graph[int, int] {
 	g := graph.New[int, int]("sized")
 	pool := memmgr.NewSized(g, "rows", 2, alloc)
 	get := graph.AddFunc(g, "get", 2, func(ctx context.Context, n int, out task.Emitter[*memmgr.Buffer[[]float64]]) error {
-		b, err := pool.Get(ctx, 1, n)
+		b, err := pool.Get(ctx, n)
 		if err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func ExampleNewSized() {
 	g := graph.New[int, int]("rows")
 	rows := memmgr.NewSized(g, "rows", 2, memmgr.SizedSlices[float64]())
 	fill := graph.AddFunc(g, "fill", 1, func(ctx context.Context, n int, out task.Emitter[*memmgr.Buffer[[]float64]]) error {
-		b, err := rows.Get(ctx, 1, n) // a buffer of n elements, freed after one release
+		b, err := rows.Get(ctx, n) // a buffer of n elements, freed after one release
 		if err != nil {
 			return err
 		}

@@ -65,7 +65,7 @@ func BenchmarkManagerOverhead(b *testing.B) {
 				b.StopTimer()
 				fs := benchFlows(20)
 				b.StartTimer()
-				var hs []*Handle
+				var hs []*Job
 				for _, f := range fs {
 					h, err := m.Submit(context.Background(), f)
 					if err != nil {

@@ -204,7 +204,7 @@ func TestChooserWithCPUUnits(t *testing.T) {
 	// Always CPU: a GPU unit beside two cores never runs anything.
 	j := &journal{}
 	m := startManager(t, Config{Chooser: alwaysCPU{}, Window: 3}, append(CPUUnits(2), Sim{Type: device.GPU})...)
-	var hs []*Handle
+	var hs []*Job
 	for i := range 6 {
 		f := NewFlow(fmt.Sprint("f", i))
 		Add(f, kindOp(j, "a", 1), fmt.Sprint(i, "a"), Writes(d("x", 1)))

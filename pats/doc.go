@@ -46,7 +46,7 @@
 // its results: [Flow.Spawn] gives a flow a function called when it has
 // completed, which returns the flows to run next (features only for the
 // tiles where nuclei were found, say). They count in the window, are
-// admitted before later submissions, and the submitted flow's [Handle]
+// admitted before later submissions, and the submitted flow's [Job]
 // covers them.
 //
 // A [Task] plugs the manager into a task graph: each copy of the task

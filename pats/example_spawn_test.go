@@ -33,7 +33,7 @@ func ExampleFlow_Spawn() {
 	if err != nil {
 		panic(err)
 	}
-	var hs []*pats.Handle
+	var hs []*pats.Job
 	for i := range nuclei {
 		f := pats.NewFlow(fmt.Sprint("tile", i))
 		pats.Add(f, segment, i, pats.Writes(pats.Data{Key: "labels", Bytes: 1 << 20}))

@@ -52,7 +52,7 @@ func ExampleManager() {
 		panic(err)
 	}
 	tiles := []*tile{{pixels: []int{1, 7, 9}}, {pixels: []int{6, 6, 6, 0}}}
-	var hs []*pats.Handle
+	var hs []*pats.Job
 	for i, t := range tiles {
 		f := pats.NewFlow(fmt.Sprint("tile", i))
 		pats.Add(f, threshold, t, pats.Writes(pats.Data{Key: "mask", Bytes: 4}))

@@ -80,7 +80,7 @@ func (f *Flow) fail(err error) {
 // nuclei). The returned flows may call Spawn in turn.
 //
 // The flows spawned belong to the submitted flow's stage instance: its
-// [Handle] is done once they too have completed, fails if one of them or fn
+// [Job] is done once they too have completed, fails if one of them or fn
 // fails, and Cancel drops them. They count in Config.Window like submitted
 // flows and are admitted before flows submitted later, so a stage instance
 // is finished before new ones start; while fn runs, the flow keeps its
@@ -101,7 +101,12 @@ func (s *Step) Op() string { return s.op }
 func (s *Step) Index() int { return s.index }
 
 // StepOption declares the data and dependencies of a step.
-type StepOption func(*stepConfig)
+type StepOption interface{ applyStep(*stepConfig) }
+
+// stepOption is a StepOption made of a function.
+type stepOption func(*stepConfig)
+
+func (f stepOption) applyStep(c *stepConfig) { f(c) }
 
 type stepConfig struct {
 	reads, writes []Data
@@ -111,23 +116,23 @@ type stepConfig struct {
 
 // Reads declares data the step reads.
 func Reads(d ...Data) StepOption {
-	return func(c *stepConfig) { c.reads = append(c.reads, d...) }
+	return stepOption(func(c *stepConfig) { c.reads = append(c.reads, d...) })
 }
 
 // Writes declares data the step writes.
 func Writes(d ...Data) StepOption {
-	return func(c *stepConfig) { c.writes = append(c.writes, d...) }
+	return stepOption(func(c *stepConfig) { c.writes = append(c.writes, d...) })
 }
 
 // After makes the step depend on steps of the same flow, in addition to the
 // dependencies its data imply.
 func After(s ...*Step) StepOption {
-	return func(c *stepConfig) { c.after = append(c.after, s...) }
+	return stepOption(func(c *stepConfig) { c.after = append(c.after, s...) })
 }
 
 // WithCost sets the step's modelled compute time (see [Cost]).
 func WithCost(c Cost) StepOption {
-	return func(sc *stepConfig) { sc.cost = c }
+	return stepOption(func(sc *stepConfig) { sc.cost = c })
 }
 
 // Add appends an instance of op, bound to arg, to flow f and returns it.
@@ -136,7 +141,7 @@ func Add[A any](f *Flow, op *Op[A], arg A, opts ...StepOption) *Step {
 	f.steps = append(f.steps, s)
 	var cfg stepConfig
 	for _, o := range opts {
-		o(&cfg)
+		o.applyStep(&cfg)
 	}
 	s.cost = cfg.cost
 	if op == nil {

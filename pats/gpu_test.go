@@ -73,7 +73,7 @@ func TestDeviceUnit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var hs []*Handle
+			var hs []*Job
 			for i := range 5 {
 				tile := fmt.Sprintf("t%d", i)
 				mu.Lock()

@@ -44,9 +44,9 @@ type Manager struct {
 	last     time.Time
 }
 
-// Handle follows one submitted flow and the flows spawned from it (see
+// Job follows one submitted flow and the flows spawned from it (see
 // Flow.Spawn).
-type Handle struct {
+type Job struct {
 	name string
 	done chan struct{}
 	err  error
@@ -56,7 +56,7 @@ type Handle struct {
 
 // tree is a stage instance: a submitted flow and the flows spawned from it.
 type tree struct {
-	h         *Handle
+	h         *Job
 	left      int // its flows admitted, queued or spawning, not finished
 	spawning  int // its flows whose Spawn function is running
 	errs      []error
@@ -81,7 +81,7 @@ type queued struct {
 // spawned from it: their operations that have not started are dropped,
 // those running finish, spawned flows not yet admitted are dropped, and
 // the error wraps context.Canceled.
-func (h *Handle) Cancel() {
+func (h *Job) Cancel() {
 	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -118,10 +118,10 @@ func (h *Handle) Cancel() {
 
 // Done is closed when the flow and the flows spawned from it have completed
 // (outputs committed), or when one of them failed and the rest stopped.
-func (h *Handle) Done() <-chan struct{} { return h.done }
+func (h *Job) Done() <-chan struct{} { return h.done }
 
 // Err returns the flow's error once Done is closed (nil before).
-func (h *Handle) Err() error {
+func (h *Job) Err() error {
 	select {
 	case <-h.done:
 		return h.err
@@ -132,7 +132,7 @@ func (h *Handle) Err() error {
 
 // Wait blocks until the flow is done and returns its error, or returns
 // ctx's error first.
-func (h *Handle) Wait(ctx context.Context) error {
+func (h *Job) Wait(ctx context.Context) error {
 	select {
 	case <-h.done:
 		return h.err
@@ -206,11 +206,11 @@ func Start(ctx context.Context, cfg Config, units ...Unit) (*Manager, error) {
 }
 
 // Submit admits flow f, waiting while Config.Window flows are in progress,
-// and returns a handle to wait on. It fails if f is malformed or was
+// and returns the Job to wait on. It fails if f is malformed or was
 // submitted before, if one of its steps has no implementation for the
 // manager's units, after Close, and when ctx or the manager's context is
 // cancelled.
-func (m *Manager) Submit(ctx context.Context, f *Flow) (*Handle, error) {
+func (m *Manager) Submit(ctx context.Context, f *Flow) (*Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -235,7 +235,7 @@ func (m *Manager) Submit(ctx context.Context, f *Flow) (*Handle, error) {
 	if err := m.ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pats: submit %q: %w", f.name, err)
 	}
-	h := &Handle{name: f.name, done: make(chan struct{}), m: m}
+	h := &Job{name: f.name, done: make(chan struct{}), m: m}
 	h.t = &tree{h: h, left: 1}
 	m.admit(f, h.t, false)
 	m.changed()
@@ -273,7 +273,7 @@ func (m *Manager) admitQueued() {
 }
 
 // flowFinished records that one flow of t is finished, and completes t's
-// handle after the last (m.mu held).
+// job after the last (m.mu held).
 func (m *Manager) flowFinished(t *tree) {
 	if t.left--; t.left > 0 {
 		return

@@ -45,7 +45,7 @@ func startManager(t *testing.T, cfg Config, units ...Unit) *Manager {
 	return m
 }
 
-func submit(t *testing.T, m *Manager, f *Flow) *Handle {
+func submit(t *testing.T, m *Manager, f *Flow) *Job {
 	t.Helper()
 	h, err := m.Submit(context.Background(), f)
 	if err != nil {
@@ -68,7 +68,7 @@ func TestManagerRespectsDependencies(t *testing.T) {
 	var j journal
 	a, b, c, dd := logOp(&j, "A", 0), logOp(&j, "B", time.Millisecond), logOp(&j, "C", 0), logOp(&j, "D", 0)
 	m := startManager(t, Config{Policy: PATS}, CPUUnits(3)...)
-	var hs []*Handle
+	var hs []*Job
 	for i := range 5 {
 		name := fmt.Sprint("f", i)
 		f := NewFlow(name)
@@ -319,7 +319,7 @@ func TestManagerCancel(t *testing.T) {
 	h1, h2 := submit(t, m, f1), submit(t, m, f2)
 	<-started
 	cancel()
-	for _, h := range []*Handle{h1, h2} {
+	for _, h := range []*Job{h1, h2} {
 		if err := h.Wait(context.Background()); !errors.Is(err, context.Canceled) {
 			t.Errorf("flow after cancel: %v, want Canceled", err)
 		}
@@ -452,7 +452,7 @@ func TestManagerLearnsSpeedups(t *testing.T) {
 	fast := &Op[int]{Name: "fast", Impls: hybrid("", 0).Impls}
 	slow := &Op[int]{Name: "slow", Impls: hybrid("", 0).Impls}
 	m := startManager(t, Config{Policy: PATS, Learn: true}, Machine{CPUs: 1, GPUs: 1}.Units(1)...)
-	var hs []*Handle
+	var hs []*Job
 	for i := range 6 {
 		f := NewFlow(fmt.Sprint(i))
 		// Costs of several milliseconds: a loaded machine's oversleeping

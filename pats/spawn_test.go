@@ -190,7 +190,7 @@ func TestSpawnManagerWindowOrder(t *testing.T) {
 	// though the next Submit is already waiting.
 	lt := &liveTiles{j: &journal{}, nuclei: map[int]int{}}
 	m := startManager(t, Config{Window: 1}, CPUUnits(1)...)
-	var hs []*Handle
+	var hs []*Job
 	for i := range 5 {
 		hs = append(hs, submit(t, m, lt.flow(i)))
 	}
@@ -355,7 +355,7 @@ func TestSpawnManagerSimulatedGPU(t *testing.T) {
 	} {
 		units := Machine{CPUs: 1, GPUs: 1, Bandwidth: 1e10}.Units(0.01)
 		m := startManager(t, cfg, units...)
-		var hs []*Handle
+		var hs []*Job
 		for _, f := range simTiles(9) {
 			hs = append(hs, submit(t, m, f))
 		}

@@ -17,7 +17,7 @@ func Example() {
 	inner := graph.New[int, string]("per device")
 	where := graph.AddFunc(inner, "where", 1, func(ctx context.Context, row int, out task.Emitter[string]) error {
 		info, _ := task.InfoFrom(ctx)
-		return out.Emit(fmt.Sprintf("row %d on clone %d/%d (%s)", row, info.Pipeline, info.Pipelines, info.Device.Name()))
+		return out.Emit(fmt.Sprintf("row %d on clone %d/%d (%s)", row, info.Clone, info.Clones, info.Device.Name()))
 	})
 	graph.Connect(inner.Input(), where)
 	graph.Connect(where, inner.Output())
@@ -50,7 +50,7 @@ func ExampleNewSubset() {
 	inner := graph.New[int, string]("per device")
 	where := graph.AddFunc(inner, "where", 1, func(ctx context.Context, row int, out task.Emitter[string]) error {
 		info, _ := task.InfoFrom(ctx)
-		return out.Emit(fmt.Sprintf("row %d on clone %d", row, info.Pipeline))
+		return out.Emit(fmt.Sprintf("row %d on clone %d", row, info.Clone))
 	})
 	graph.Connect(inner.Input(), where)
 	graph.Connect(where, inner.Output())

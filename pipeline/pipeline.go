@@ -20,25 +20,25 @@ import (
 	"github.com/gohtgs/htgs/internal/core"
 )
 
-// All is the Rule result that broadcasts a value to every clone.
+// All is the Route result that broadcasts a value to every clone.
 const All = -1
 
 // The runtime routes All to every clone: both constants must agree (a
 // difference makes one of these conversions overflow at compile time).
 const _ = uint(All-core.AllClones) + uint(core.AllClones-All)
 
-// Rule is a decomposition rule: it returns the clone (0..clones-1) that gets
+// Route decomposes the input of a pipeline: it returns the clone (0..clones-1) that gets
 // v, or All. It is called from the goroutine of the task that emitted v (or
 // of the caller of Send, for a pipeline fed by the graph's input), so a rule
 // must be safe for concurrent use if several tasks feed the pipeline. A rule
 // that panics, or that returns a clone that does not exist, fails the run
 // with an error naming the pipeline.
-type Rule[In any] func(v In, clones int) int
+type Route[In any] func(v In, clones int) int
 
 // Subset is a decomposition rule that routes v to a set of clones: it
 // calls add once for each clone (0..clones-1) that gets v. A clone added
 // twice gets v once, a value added to no clone is dropped, and add must
-// not be kept after the rule returns. Like a Rule it runs on the sender's
+// not be kept after it returns. Like a Route it runs on the sender's
 // goroutine and must be safe for concurrent use; a panic, or a clone that
 // does not exist, fails the run with an error naming the pipeline. Use it
 // with [NewSubset], where a value is needed by some clones but not all
@@ -47,7 +47,7 @@ type Subset[In any] func(v In, clones int, add func(clone int))
 
 // ByKey routes v to clone key(v) mod clones; keys such as grid rows spread
 // work evenly and keep related values on one device.
-func ByKey[In any](key func(In) int) Rule[In] {
+func ByKey[In any](key func(In) int) Route[In] {
 	return func(v In, clones int) int {
 		k := key(v) % clones
 		if k < 0 {
@@ -58,7 +58,7 @@ func ByKey[In any](key func(In) int) Rule[In] {
 }
 
 // Broadcast sends every value to every clone.
-func Broadcast[In any]() Rule[In] { return func(In, int) int { return All } }
+func Broadcast[In any]() Route[In] { return func(In, int) int { return All } }
 
 type handle = core.PortHandle
 
@@ -86,7 +86,7 @@ func (p *Pipeline[In, Out]) OutPort() graph.Port[Out] {
 // New adds to b a pipeline named name that runs one clone of inner per
 // device. An empty device list, or a rule choosing a clone that does not
 // exist, is reported as an error by Start (or at the emit, respectively).
-func New[In, Out any](b graph.Builder, name string, inner *graph.Graph[In, Out], devices []device.Device, rule Rule[In]) *Pipeline[In, Out] {
+func New[In, Out any](b graph.Builder, name string, inner *graph.Graph[In, Out], devices []device.Device, rule Route[In]) *Pipeline[In, Out] {
 	return add[In, Out](b, name, core.PipelineSpec[In, Out](name, core.BlueprintOf(inner), devices, rule))
 }
 

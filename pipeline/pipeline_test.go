@@ -37,12 +37,12 @@ func perClone() *graph.Graph[cell, tagged] {
 	pool := memmgr.New(g, "scratch", 2, memmgr.Slices[int](1))
 	sq := graph.AddFunc(g, "square", 2, func(ctx context.Context, c cell, out task.Emitter[tagged]) error {
 		info, _ := task.InfoFrom(ctx)
-		b, err := pool.Get(ctx, 1)
+		b, err := pool.Get(ctx)
 		if err != nil {
 			return err
 		}
 		b.Data[0] = c.v * c.v
-		t := tagged{cell: cell{c.row, c.col, b.Data[0]}, pipe: info.Pipeline, pipes: info.Pipelines, dev: info.Device.Name(), task: info.Task}
+		t := tagged{cell: cell{c.row, c.col, b.Data[0]}, pipe: info.Clone, pipes: info.Clones, dev: info.Device.Name(), task: info.Task}
 		if err := b.Release(); err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func grid(rows, cols int) func(func(cell) bool) {
 	}
 }
 
-func runPipeline(t *testing.T, clones int, rule pipeline.Rule[cell]) []tagged {
+func runPipeline(t *testing.T, clones int, rule pipeline.Route[cell]) []tagged {
 	t.Helper()
 	g := graph.New[cell, tagged]("outer")
 	p := pipeline.New(g, "devs", perClone(), device.Hosts(clones), rule)

@@ -38,7 +38,7 @@ func cudaOrSkip(t testing.TB) *cudaBackend {
 // bound runs f with a GPU task copy's Initialize and Shutdown around it.
 func bound(t testing.TB, be *cudaBackend, x any, f func()) {
 	t.Helper()
-	info := task.Info{Device: be.devs[0], Pipelines: 1}
+	info := task.Info{Device: be.devs[0], Clones: 1}
 	if err := x.(task.Initializer).Initialize(context.Background(), info); err != nil {
 		t.Fatal(err)
 	}

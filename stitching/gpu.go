@@ -148,7 +148,7 @@ type bandPairs struct {
 
 // Initialize learns the clone's band.
 func (r *bandPairs) Initialize(_ context.Context, info task.Info) error {
-	r.band = bandOf(info.Pipeline, max(1, info.Pipelines), r.rows)
+	r.band = bandOf(info.Clone, max(1, info.Clones), r.rows)
 	return nil
 }
 
@@ -215,7 +215,7 @@ func gpuPairGraph(be gpuBackend, src tileio.TileSource, opt align.Options, slots
 	pool := memmgr.New(cg, "spectra", slots, be.spectra(w, h), memmgr.Dynamic(), memmgr.Reclaim())
 	clone := func(ctx context.Context) band {
 		info, _ := task.InfoFrom(ctx)
-		return bandOf(info.Pipeline, max(1, info.Pipelines), rows)
+		return bandOf(info.Clone, max(1, info.Clones), rows)
 	}
 	acquire, read := acquireRead(cg, pool, src, readers, func(ctx context.Context, t tileRef) int {
 		return clone(ctx).uses(rows, cols, t.row, t.col)
@@ -328,7 +328,7 @@ func acquireRead(cg *graph.Graph[tileRef, pairDone], pool *memmgr.Pool[devSpectr
 		if n == 0 {
 			return fmt.Errorf("stitching: tile (%d, %d) routed to a GPU clone whose band does not use it", t.row, t.col)
 		}
-		buf, err := pool.Get(ctx, n)
+		buf, err := pool.GetShared(ctx, n)
 		if err != nil {
 			return err
 		}

@@ -99,8 +99,8 @@ type onGPU struct{ dev *fakeGPU }
 
 func (o *onGPU) Initialize(_ context.Context, info task.Info) error {
 	d, ok := info.Device.(*fakeGPU)
-	if !ok || d.id != info.Pipeline {
-		return fmt.Errorf("clone %d got device %v", info.Pipeline, info.Device)
+	if !ok || d.id != info.Clone {
+		return fmt.Errorf("clone %d got device %v", info.Clone, info.Device)
 	}
 	o.dev = d
 	return nil
@@ -459,7 +459,7 @@ func poolsDrained(t *testing.T, phase string, gpus int, pools *int) func(string,
 		for _, p := range r.Stats().Pools {
 			*pools++
 			if p.InUse != 0 || p.Peak > p.Capacity {
-				t.Errorf("%d GPUs: pool %s clone %d: in use %d, peak %d of %d", gpus, p.Name, p.Pipeline, p.InUse, p.Peak, p.Capacity)
+				t.Errorf("%d GPUs: pool %s clone %d: in use %d, peak %d of %d", gpus, p.Name, p.Clone, p.InUse, p.Peak, p.Capacity)
 			}
 		}
 	}

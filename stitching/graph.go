@@ -313,7 +313,7 @@ func pairGraph(name string, src tileio.TileSource, slots, readers, workers int,
 	// that all wait for it — a deadlock.
 	acquire := graph.AddFunc(g, "acquire", 1, func(ctx context.Context, t tileRef, out task.Emitter[*loaded]) error {
 		n := neighbours(rows, cols, t.row, t.col)
-		buf, err := pool.Get(ctx, n)
+		buf, err := pool.GetShared(ctx, n)
 		if err != nil {
 			return err
 		}

@@ -97,7 +97,7 @@ func gpuRefineGraph(be refineBackend, src tileio.TileSource, model *align.StageM
 	pool := memmgr.New(cg, "tiles", slots, be.pixels(w, h), memmgr.Dynamic(), memmgr.Reclaim())
 	acquire, read := acquireRead(cg, pool, src, readers, func(ctx context.Context, t tileRef) int {
 		info, _ := task.InfoFrom(ctx)
-		return usesNeeded(bandOf(info.Pipeline, max(1, info.Pipelines), rows), rows, cols, t.row, t.col, need)
+		return usesNeeded(bandOf(info.Clone, max(1, info.Clones), rows), rows, cols, t.row, t.col, need)
 	})
 	upload := graph.AddTask(cg, "upload", streams, func() task.Task[*loaded, *loaded] {
 		return &uploadTask{up: be.newUploader(w, h)}

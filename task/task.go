@@ -113,12 +113,12 @@ func (p Placement) String() string {
 
 // Info describes one running copy of a task.
 type Info struct {
-	Task      string        // the task's name, with enclosing graph and pipeline names
-	Thread    int           // this copy's index, 0..Threads-1
-	Threads   int           // the number of copies of the task
-	Pipeline  int           // index of the execution-pipeline clone, 0..Pipelines-1
-	Pipelines int           // the number of clones of the enclosing pipeline (1 outside pipelines)
-	Device    device.Device // the device of the enclosing pipeline clone (a CPU outside pipelines)
+	Task   string        // the task's name, with enclosing graph and pipeline names
+	Copy   int           // this copy's index, 0..Copies-1
+	Copies int           // the number of copies of the task
+	Clone  int           // index of the execution-pipeline clone, 0..Clones-1
+	Clones int           // the number of clones of the enclosing pipeline (1 outside pipelines)
+	Device device.Device // the device of the enclosing pipeline clone (a CPU outside pipelines)
 }
 
 type infoKey struct{}
@@ -178,15 +178,15 @@ const (
 // Error reports the failure of one task copy: an error returned by one of
 // its phases, or a panic.
 type Error struct {
-	Task   string // the task's full name
-	Thread int    // the copy that failed
-	Phase  Phase
-	Err    error // the task's error, or a *PanicError
+	Task  string // the task's full name
+	Copy  int    // the copy that failed
+	Phase Phase
+	Err   error // the task's error, or a *PanicError
 }
 
 // Error formats the failure with the task's name and phase.
 func (e *Error) Error() string {
-	return fmt.Sprintf("htgs: task %q (thread %d) %s: %v", e.Task, e.Thread, e.Phase, e.Err)
+	return fmt.Sprintf("htgs: task %q (copy %d) %s: %v", e.Task, e.Copy, e.Phase, e.Err)
 }
 
 // Unwrap returns the task's error.

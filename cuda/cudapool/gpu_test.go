@@ -121,7 +121,7 @@ func TestPoolInGraph(t *testing.T) {
 	g := graph.New[int, float64]("gpu-frames")
 	pool := memmgr.New(g, "device", capacity, DeviceBuffersOn(d, 8*n))
 	up := graph.AddFunc(g, "upload", 2, func(ctx context.Context, v int, out task.Emitter[frame]) error {
-		b, err := pool.Get(ctx, 1)
+		b, err := pool.Get(ctx)
 		if err != nil {
 			return err
 		}

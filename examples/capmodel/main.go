@@ -535,7 +535,7 @@ func (o *options) model() error {
 				}
 				for _, p := range workers {
 					c := o.parallelism()
-					opts := cap.Options{Workers: p}
+					opts := cap.Options{Copies: p}
 					var ts, to, uo time.Duration
 					var err error
 					if op.gather {
@@ -563,7 +563,7 @@ func (o *options) model() error {
 					case op.halo > 0:
 						err = cap.Run(ctx, cap.Exchange(src, dst, op.halo, opts, op.f), src.Tiles())
 					default:
-						err = cap.Run(ctx, cap.Pipeline(src, dst, opts, op.f), src.Tiles())
+						err = cap.Run(ctx, cap.Process(src, dst, opts, op.f), src.Tiles())
 					}
 					if err == nil {
 						err = dst.Flush()

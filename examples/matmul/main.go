@@ -299,7 +299,7 @@ func (o *options) newBar(stderr io.Writer, unit string) *progressBar {
 type observer struct{ rt *graph.Execution }
 
 func (o *options) config(stderr io.Writer, budget int64) (matmul.Config, *progressBar, *observer) {
-	cfg := matmul.Config{BlockSize: o.block, Threads: o.threads, BLASThreads: o.blasThr, Kernel: o.kernel, MemoryBudget: budget, DeviceMemory: o.gpuMem}
+	cfg := matmul.Config{BlockSize: o.block, Copies: o.threads, BLASThreads: o.blasThr, Kernel: o.kernel, MemoryBudget: budget, DeviceMemory: o.gpuMem}
 	bar := o.newBar(stderr, "blocks of C")
 	if bar != nil {
 		cfg.Progress = bar.update

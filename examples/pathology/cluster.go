@@ -497,7 +497,7 @@ func runWorker(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 	w := cluster.NewWorker(cluster.WorkerName(name), cluster.PullWait(pullWait),
 		cluster.Logger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	threads := o.workerThreads()
-	if err := cluster.Handle(w, tileTask, svc.newTask, cluster.Version(tileVersion), cluster.Threads(threads), cluster.AckWait(tileAckWait)); err != nil {
+	if err := cluster.Handle(w, tileTask, svc.newTask, cluster.Version(tileVersion), cluster.Copies(threads), cluster.AckWait(tileAckWait)); err != nil {
 		_ = svc.m.Close()
 		return fmt.Errorf("worker %s: %w", name, err)
 	}

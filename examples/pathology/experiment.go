@@ -696,7 +696,7 @@ func (e *experiments) realtime(ctx context.Context, res *results) error {
 		if err != nil {
 			return err
 		}
-		var hs []*pats.Handle
+		var hs []*pats.Job
 		for _, f := range w.flows(w.givenSpeedups()) {
 			h, err := m.Submit(ctx, f)
 			if err != nil {

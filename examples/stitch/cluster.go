@@ -383,7 +383,7 @@ func serveWorker(ctx context.Context, c *config, stdout, stderr io.Writer) error
 			return bandDone{Band: j.Band, Pairs: pts, Worker: name, Host: host, Seconds: d.Seconds()}, nil
 		})
 	}
-	if err := cluster.Handle(w, bandTask, newTask, cluster.Version(bandVersion), cluster.Threads(1), cluster.AckWait(bandAckWait)); err != nil {
+	if err := cluster.Handle(w, bandTask, newTask, cluster.Version(bandVersion), cluster.Copies(1), cluster.AckWait(bandAckWait)); err != nil {
 		return fmt.Errorf("worker %s: %w", name, err)
 	}
 	where := ""

@@ -146,7 +146,7 @@ func (u *ui) live(w http.ResponseWriter) {
 		}
 	}
 	for _, t := range tl.Tracks {
-		lt := liveTrack{Task: t.Task, Thread: t.Thread, Slices: make([][3]float64, 0, len(t.Slices))}
+		lt := liveTrack{Task: t.Task, Thread: t.Copy, Slices: make([][3]float64, 0, len(t.Slices))}
 		for _, s := range t.Slices {
 			kind := 0.0
 			if s.MemoryWait {

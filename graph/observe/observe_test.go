@@ -39,7 +39,7 @@ func richGraph() *graph.Graph[int, int] {
 	clone := graph.New[int, int]("clone")
 	pool := memmgr.New(clone, "scratch", 2, memmgr.Slices[int](16))
 	work := graph.AddFunc(clone, "work", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		b, err := pool.Get(ctx, 1)
+		b, err := pool.Get(ctx)
 		if err != nil {
 			return err
 		}

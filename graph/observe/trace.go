@@ -61,7 +61,7 @@ func writeTrace(w io.Writer, tl graph.Timeline) error {
 	}
 	for i, t := range tl.Tracks {
 		tid := i + 1
-		tname := fmt.Sprintf("%s #%d", t.Task, t.Thread)
+		tname := fmt.Sprintf("%s #%d", t.Task, t.Copy)
 		if t.Remote {
 			tname += " (remote)"
 		}

@@ -20,9 +20,6 @@ type Blueprint struct {
 	Specs    []*Spec
 	Edges    []*Edge
 	MemEdges []MemEdge
-	// NoOutput records that nothing is meant to feed the blueprint's
-	// output port (see CheckOutputs).
-	NoOutput bool
 	errs     []error
 	discard  map[PortRef]bool
 	// version changes with every Add, Connect and Discard: it tells
@@ -89,11 +86,11 @@ const (
 type Spec struct {
 	Name string
 	Kind Kind
-	// Threads is the number of copies of a task (1 for a bookkeeper or a
+	// Copies is the number of copies of a task (1 for a bookkeeper or a
 	// nested graph, the clone count of a pipeline); kinds without copies
 	// (memory pools, whose capacity is their own) leave it 0.
-	Threads int
-	BP      *Blueprint
+	Copies int
+	BP     *Blueprint
 	// Build makes the runtime form of the node inside sc.
 	Build func(sc *Scope) (Instance, error)
 	// Inner is the blueprint of a nested graph or pipeline, for drawing.
@@ -146,8 +143,9 @@ func (b *Blueprint) Discard(p PortRef) {
 // CheckOutputs refuses values that would silently go nowhere: a producer
 // port of a node with no edge out (unless declared with Discard, or unless
 // it is the output of a nested graph or pipeline that nothing feeds), and a
-// blueprint whose output port nothing feeds, unless NoOutput is set or one
-// of its ports is declared with Discard (a graph that ends in sinks).
+// blueprint whose output port nothing feeds, unless one of its ports is
+// declared with Discard (a graph that ends in sinks, or works by side
+// effects).
 func (b *Blueprint) CheckOutputs() error {
 	// Bit i of used is set when port 0 of spec i has an edge out; other
 	// ports (bookkeeper rules) are looked up in the edges.
@@ -182,16 +180,12 @@ func (b *Blueprint) CheckOutputs() error {
 			if s.Inner != nil && !s.Inner.feedsOutput() {
 				continue // it never emits anything: nothing is lost
 			}
-			how := "call graph.Discard on it"
-			if s.Kind == KindTask {
-				how = "add it with the graph.DiscardOutput() option"
-			}
-			errs = append(errs, fmt.Errorf("htgs: graph %q: the output of %s is connected to nothing, so its values would be lost; connect it, or %s if dropping them is intended",
-				b.Name, p.label(), how))
+			errs = append(errs, fmt.Errorf("htgs: graph %q: the output of %s is connected to nothing, so its values would be lost; connect it, or call graph.Discard on it if dropping them is intended",
+				b.Name, p.label()))
 		}
 	}
-	if !fed && !b.NoOutput && len(b.discard) == 0 {
-		errs = append(errs, fmt.Errorf("htgs: graph %q: nothing is connected to its Output, so it would return no results; connect a node to it, or call NoOutput on the graph if it only works by side effects",
+	if !fed && len(b.discard) == 0 {
+		errs = append(errs, fmt.Errorf("htgs: graph %q: nothing is connected to its Output, so it would return no results; connect a node to it, or call graph.Discard on the node whose values end there if it only works by side effects",
 			b.Name))
 	}
 	return errors.Join(errs...)

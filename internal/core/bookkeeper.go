@@ -49,7 +49,7 @@ func (b *BookkeeperSpec[In]) RuleNames() []string {
 // NewBookkeeperSpec returns an empty bookkeeper named name.
 func NewBookkeeperSpec[In any](name string, queueCap int) *BookkeeperSpec[In] {
 	b := &BookkeeperSpec[In]{}
-	b.Spec = &Spec{Name: name, Kind: KindBookkeeper, Threads: 1, Extra: b}
+	b.Spec = &Spec{Name: name, Kind: KindBookkeeper, Copies: 1, Extra: b}
 	b.Spec.Build = func(sc *Scope) (Instance, error) {
 		full := sc.FullName(name)
 		if len(b.rules) == 0 {

@@ -27,7 +27,7 @@ func (r *Run) Abort(err error) error {
 
 // GraphSpec returns the specification of a nested graph.
 func GraphSpec[In, Out any](name string, inner *Blueprint) *Spec {
-	s := &Spec{Name: name, Kind: KindGraph, Threads: 1, Inner: inner, Ports: []string{""}}
+	s := &Spec{Name: name, Kind: KindGraph, Copies: 1, Inner: inner, Ports: []string{""}}
 	s.Build = func(sc *Scope) (Instance, error) {
 		sub := sc.Child(name)
 		full := sc.FullName(name)

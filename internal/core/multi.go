@@ -48,7 +48,7 @@ type MultiSpec[S, Out any] struct {
 // copies' states are made by factory; AddMultiInput adds its inputs.
 func NewMultiSpec[S, Out any](name string, opt TaskOptions, factory func() S) *MultiSpec[S, Out] {
 	m := &MultiSpec[S, Out]{opt: opt, factory: factory}
-	m.Spec = &Spec{Name: name, Kind: KindTask, Threads: opt.Threads, Ports: []string{""}, multiIn: true}
+	m.Spec = &Spec{Name: name, Kind: KindTask, Copies: opt.Copies, Ports: []string{""}, multiIn: true}
 	m.Spec.builder = m
 	return m
 }
@@ -157,8 +157,8 @@ func (m *MultiSpec[S, Out]) build(sc *Scope) (Instance, error) {
 	name, opt := m.Spec.Name, m.opt
 	full := sc.FullName(name)
 	switch {
-	case opt.Threads < 1:
-		return nil, fmt.Errorf("htgs: task %q: thread count %d, want at least 1", full, opt.Threads)
+	case opt.Copies < 1:
+		return nil, fmt.Errorf("htgs: task %q: %d copies, want at least 1", full, opt.Copies)
 	case m.factory == nil:
 		return nil, fmt.Errorf("htgs: task %q: nil state factory", full)
 	case len(m.ports) == 0:
@@ -166,7 +166,7 @@ func (m *MultiSpec[S, Out]) build(sc *Scope) (Instance, error) {
 	case opt.Priority != nil:
 		return nil, fmt.Errorf("htgs: task %q: a task with several inputs cannot have a priority queue", full)
 	}
-	states, err := MakeCopies(full, opt.Threads, m.factory)
+	states, err := MakeCopies(full, opt.Copies, m.factory)
 	if err != nil {
 		return nil, err
 	}

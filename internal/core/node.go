@@ -207,7 +207,7 @@ func (n *node[In]) info(i int) task.Info {
 	if sc.Device != nil {
 		dev = sc.Device
 	}
-	return task.Info{Task: n.fullName(), Thread: i, Threads: len(n.copies), Pipeline: sc.Pipeline, Pipelines: max(sc.Pipelines, 1), Device: dev}
+	return task.Info{Task: n.fullName(), Copy: i, Copies: len(n.copies), Clone: sc.Pipeline, Clones: max(sc.Pipelines, 1), Device: dev}
 }
 
 func (n *node[In]) itemsOut() int64 { return n.owner.emitted() }
@@ -253,7 +253,7 @@ func (n *node[In]) copyExited(c *copyRT[In]) {
 }
 
 func (n *node[In]) fail(thread int, phase task.Phase, err error) error {
-	return &task.Error{Task: n.fullName(), Thread: thread, Phase: phase, Err: err}
+	return &task.Error{Task: n.fullName(), Copy: thread, Phase: phase, Err: err}
 }
 
 // protect runs f, turning a panic into an error naming the task.
@@ -875,10 +875,8 @@ func (t *taskInst[In, Out]) rules() []string       { return nil }
 
 // TaskOptions are the settings of a task node.
 type TaskOptions struct {
-	Threads  int
+	Copies   int
 	QueueCap int // 0: unbounded
-	// DiscardOutput allows the task's output to be connected to nothing.
-	DiscardOutput bool
 	// Priority, when set, is a func(a, b In) bool ordering the input
 	// queue (Inbox.SetPriority); nil keeps it FIFO.
 	Priority any
@@ -894,7 +892,7 @@ type taskSpec[In, Out any] struct {
 // TaskSpec returns the specification of a task node whose copies are made
 // by factory. Its Build is nil: Instantiate builds it.
 func TaskSpec[In, Out any](name string, opt TaskOptions, factory func() task.Task[In, Out]) *Spec {
-	ts := &taskSpec[In, Out]{Spec: Spec{Name: name, Kind: KindTask, Threads: opt.Threads, Ports: []string{""}}, opt: opt, factory: factory}
+	ts := &taskSpec[In, Out]{Spec: Spec{Name: name, Kind: KindTask, Copies: opt.Copies, Ports: []string{""}}, opt: opt, factory: factory}
 	ts.builder = ts
 	return &ts.Spec
 }
@@ -902,16 +900,16 @@ func TaskSpec[In, Out any](name string, opt TaskOptions, factory func() task.Tas
 func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 	name, opt := ts.Name, ts.opt
 	full := sc.FullName(name)
-	if opt.Threads < 1 {
-		return nil, fmt.Errorf("htgs: task %q: thread count %d, want at least 1", full, opt.Threads)
+	if opt.Copies < 1 {
+		return nil, fmt.Errorf("htgs: task %q: %d copies, want at least 1", full, opt.Copies)
 	}
 	if ts.factory == nil {
 		return nil, fmt.Errorf("htgs: task %q: nil task factory", full)
 	}
 	var one [1]task.Task[In, Out]
 	tasks := one[:]
-	if opt.Threads > 1 {
-		tasks = make([]task.Task[In, Out], opt.Threads)
+	if opt.Copies > 1 {
+		tasks = make([]task.Task[In, Out], opt.Copies)
 	}
 	if err := fillCopies(full, tasks, ts.factory); err != nil {
 		return nil, err
@@ -995,7 +993,7 @@ func fillCopies[T any](name string, dst []T, factory func() T) (err error) {
 		t := factory()
 		v := reflect.ValueOf(t)
 		if !v.IsValid() || (isNillable(v.Kind()) && v.IsNil()) {
-			return &task.Error{Task: name, Thread: i, Phase: task.PhaseBuild, Err: fmt.Errorf("factory returned nil")}
+			return &task.Error{Task: name, Copy: i, Phase: task.PhaseBuild, Err: fmt.Errorf("factory returned nil")}
 		}
 		// Pointers to zero-size values may all be equal and hold no state.
 		if len(dst) > 1 && v.Kind() == reflect.Pointer && v.Type().Elem().Size() > 0 {
@@ -1003,7 +1001,7 @@ func fillCopies[T any](name string, dst []T, factory func() T) (err error) {
 				seen = make(map[uintptr]int, len(dst))
 			}
 			if j, dup := seen[v.Pointer()]; dup {
-				return &task.Error{Task: name, Thread: i, Phase: task.PhaseBuild,
+				return &task.Error{Task: name, Copy: i, Phase: task.PhaseBuild,
 					Err: fmt.Errorf("factory returned the same %T for copies %d and %d; return a new value per call so copies do not share state", t, j, i)}
 			}
 			seen[v.Pointer()] = i

@@ -31,7 +31,7 @@ func PipelineSubsetSpec[In, Out any](name string, inner *Blueprint, devices []de
 
 func pipelineSpec[In, Out any](name string, inner *Blueprint, devices []device.Device, route func(v In, clones int) int, subset func(v In, clones int, add func(int))) *Spec {
 	devs := append([]device.Device(nil), devices...)
-	s := &Spec{Name: name, Kind: KindPipeline, Threads: len(devs), Inner: inner, Ports: []string{""}}
+	s := &Spec{Name: name, Kind: KindPipeline, Copies: len(devs), Inner: inner, Ports: []string{""}}
 	s.Build = func(sc *Scope) (Instance, error) {
 		full := sc.FullName(name)
 		n := len(devs)

@@ -28,10 +28,8 @@ type shape struct {
 	flat   bool
 	cyclic atomic.Int32
 	// checked is set once a run of a flat blueprint passed CheckOutputs
-	// and Run.Validate, which later runs then skip; noOutput is the
-	// blueprint's NoOutput then.
-	checked  atomic.Bool
-	noOutput bool
+	// and Run.Validate, which later runs then skip.
+	checked atomic.Bool
 }
 
 // maxCachedCopies bounds the copies of a node whose contexts are cached.
@@ -39,10 +37,10 @@ const maxCachedCopies = 1 << 12
 
 // shape returns b's cached shape, computing it if b changed since.
 func (b *Blueprint) shape() *shape {
-	if s := b.cache.Load(); s != nil && s.version == b.version && s.specs == len(b.Specs) && s.edges == len(b.Edges) && s.noOutput == b.NoOutput {
+	if s := b.cache.Load(); s != nil && s.version == b.version && s.specs == len(b.Specs) && s.edges == len(b.Edges) {
 		return s
 	}
-	s := &shape{version: b.version, specs: len(b.Specs), edges: len(b.Edges), flat: true, noOutput: b.NoOutput}
+	s := &shape{version: b.version, specs: len(b.Specs), edges: len(b.Edges), flat: true}
 	s.sides = make([][]context.Context, len(b.Specs))
 	for _, sp := range b.Specs {
 		switch sp.Kind {
@@ -83,23 +81,23 @@ func (s *shape) makeSides(b *Blueprint) {
 			continue
 		}
 		lctx := pprof.WithLabels(context.Background(), pprof.Labels("htgs.pipeline", "0", "htgs.task", sp.Name))
-		cs := make([]context.Context, sp.Threads)
+		cs := make([]context.Context, sp.Copies)
 		for k := range cs {
-			cs[k] = task.WithInfo(lctx, rootInfo(sp.Name, k, sp.Threads))
+			cs[k] = task.WithInfo(lctx, rootInfo(sp.Name, k, sp.Copies))
 		}
 		s.sides[i] = cs
 	}
 }
 
-// hasCopies reports whether sp runs as a node with sp.Threads copies.
+// hasCopies reports whether sp runs as a node with sp.Copies copies.
 func hasCopies(sp *Spec) bool {
-	return (sp.Kind == KindTask || sp.Kind == KindBookkeeper) && sp.Threads >= 1 && sp.Threads <= maxCachedCopies
+	return (sp.Kind == KindTask || sp.Kind == KindBookkeeper) && sp.Copies >= 1 && sp.Copies <= maxCachedCopies
 }
 
 // rootInfo is the Info of copy k of n of a node named name at the root
 // of a run.
 func rootInfo(name string, k, n int) task.Info {
-	return task.Info{Task: name, Thread: k, Threads: n, Pipeline: 0, Pipelines: 1, Device: device.Host{}}
+	return task.Info{Task: name, Copy: k, Copies: n, Clone: 0, Clones: 1, Device: device.Host{}}
 }
 
 // sidesOf returns the cached contexts of the copies of spec sp in scope

@@ -18,9 +18,9 @@ const KindVariants Kind = "variants"
 // Variant is one implementation of a task with several: its device, its
 // number of copies and their factory.
 type Variant[In, Out any] struct {
-	Device  device.Device
-	Threads int
-	New     func() task.Task[In, Out]
+	Device device.Device
+	Copies int
+	New    func() task.Task[In, Out]
 }
 
 // VariantsSpec returns the specification of a task named name with the
@@ -33,9 +33,9 @@ func VariantsSpec[In, Out any](name string, opt TaskOptions, vs []Variant[In, Ou
 	vs = append([]Variant[In, Out](nil), vs...)
 	threads := 0
 	for _, v := range vs {
-		threads += max(v.Threads, 1)
+		threads += max(v.Copies, 1)
 	}
-	s := &Spec{Name: name, Kind: KindVariants, Threads: threads, Ports: []string{""}}
+	s := &Spec{Name: name, Kind: KindVariants, Copies: threads, Ports: []string{""}}
 	s.Build = func(sc *Scope) (Instance, error) { return buildVariants(sc, name, opt, vs) }
 	return s
 }
@@ -64,8 +64,8 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 			return nil, fmt.Errorf("htgs: task %q: implementation %d has no device", full, i)
 		case v.New == nil:
 			return nil, fmt.Errorf("htgs: task %q: implementation %d (%s) has a nil factory", full, i, v.Device.Name())
-		case v.Threads < 0:
-			return nil, fmt.Errorf("htgs: task %q: implementation %d (%s): thread count %d", full, i, v.Device.Name(), v.Threads)
+		case v.Copies < 0:
+			return nil, fmt.Errorf("htgs: task %q: implementation %d (%s): %d copies", full, i, v.Device.Name(), v.Copies)
 		}
 		vname := v.Device.Name()
 		if used[vname] {
@@ -75,7 +75,7 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 		vsc := new(Scope)
 		*vsc = *sub
 		vsc.Parent, vsc.Device, vsc.Values = sub, v.Device, nil
-		st := &variantStats{threads: max(v.Threads, 1)}
+		st := &variantStats{threads: max(v.Copies, 1)}
 		st.live = st.threads
 		copies, err := MakeCopies(vsc.FullName(vname), st.threads, v.New)
 		if err != nil {
@@ -90,7 +90,7 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 			k++
 			return t
 		}
-		ts := TaskSpec(vname, TaskOptions{Threads: st.threads}, factory)
+		ts := TaskSpec(vname, TaskOptions{Copies: st.threads}, factory)
 		inst, err := ts.build(vsc)
 		if err != nil {
 			return nil, err

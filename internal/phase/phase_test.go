@@ -20,7 +20,7 @@ func TestForwardsTheTaskPhases(t *testing.T) {
 	var _ task.Shutdowner = (*both)(nil)
 	ctx := context.Background()
 	b := &both{}
-	info := task.Info{Thread: 3}
+	info := task.Info{Copy: 3}
 	if err := Initialize(ctx, b, info); err != nil || b.got != info {
 		t.Errorf("Initialize: %v, got %+v", err, b.got)
 	}

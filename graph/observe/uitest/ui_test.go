@@ -57,7 +57,7 @@ func slowGraph() *graph.Graph[int, int] {
 	clone := graph.New[int, int]("gpu")
 	pool := memmgr.New(clone, "tiles", 4, memmgr.Slices[int](16))
 	work := graph.AddFunc(clone, "fft", 1, func(ctx context.Context, v int, out task.Emitter[int]) error {
-		b, err := pool.Get(ctx, 1)
+		b, err := pool.Get(ctx)
 		if err != nil {
 			return err
 		}
