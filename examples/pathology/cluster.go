@@ -18,12 +18,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gohtgs/htgs/cluster"
-	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/natsconn"
+	"github.com/gohtgs/htgs/pathology"
 	"github.com/gohtgs/htgs/pats"
-	"github.com/gohtgs/htgs/region"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -98,7 +97,7 @@ type tileDone struct {
 // clusterTile is a tile's result on the graph's side: as a single-process
 // run's, read back from the region storage, with the worker's report.
 type clusterTile struct {
-	tileResult
+	pathology.TileResult
 	done tileDone
 }
 
@@ -246,7 +245,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	if err != nil {
 		return fmt.Errorf("cluster: region storage: %w", err)
 	}
-	s, err := newSlide(ctx, o.tiles, o.tileSize, o.seed, store, store)
+	s, err := pathology.NewSlide(ctx, o.tiles, o.tileSize, o.seed, store, store)
 	if err != nil {
 		return fmt.Errorf("cluster: write the slide: %w", err)
 	}
@@ -286,9 +285,9 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	if st := sup.Stats(); st.Deaths > 0 {
 		fmt.Fprintf(stdout, "cluster: %d worker process(es) died, %d restarted, %d given up\n", st.Deaths, st.Restarts, st.GivenUp)
 	}
-	plain := make([]tileResult, len(results))
+	plain := make([]pathology.TileResult, len(results))
 	for i, r := range results {
-		plain[i] = r.tileResult
+		plain[i] = r.TileResult
 	}
 	if err := o.writeNuclei(ctx, s, plain, stdout); err != nil {
 		return err
@@ -300,7 +299,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 // collects its outputs from store, printing the progress of each worker
 // at most once a second and at the end. It returns the results in tile
 // order.
-func runClusterGraph(ctx context.Context, o *options, s *slide, store *cluster.Regions, remote *cluster.Remote[tileWork, tileDone], stdout io.Writer, opts ...graph.StartOption) ([]clusterTile, *graph.Execution, error) {
+func runClusterGraph(ctx context.Context, o *options, s *pathology.Slide, store *cluster.Regions, remote *cluster.Remote[tileWork, tileDone], stdout io.Writer, opts ...graph.StartOption) ([]clusterTile, *graph.Execution, error) {
 	inflight := o.tiles
 	if o.window > 0 {
 		inflight = min(o.tiles, o.clusterN*o.window)
@@ -308,34 +307,34 @@ func runClusterGraph(ctx context.Context, o *options, s *slide, store *cluster.R
 	g := graph.New[tileWork, clusterTile](prog + "-cluster")
 	tiles := graph.AddTask(g, "tiles", inflight, remote.Task)
 	collect := graph.AddFunc(g, "collect", 2, func(ctx context.Context, d tileDone, out task.Emitter[clusterTile]) error {
-		r, err := readTileOutputs(ctx, store, s, d)
+		r, err := pathology.ReadTileResult(ctx, s, d.Tile, d.Nuclei)
 		if err != nil {
 			return fmt.Errorf("collect: tile %d from worker %s: %w", d.Tile, d.Worker, err)
 		}
-		return out.Emit(clusterTile{tileResult: r, done: d})
+		return out.Emit(clusterTile{TileResult: r, done: d})
 	})
 	graph.Connect(g.Input(), tiles)
 	graph.Connect(tiles, collect)
 	graph.Connect(collect, g.Output())
-	chunk := regionChunk(s.size)
+	chunk := regionChunk(s.TileSize())
 	work := func(yield func(tileWork) bool) {
-		for i := range s.tiles {
-			if !yield(tileWork{Tile: i, Tiles: s.tiles, Size: s.size, Chunk: chunk, Seed: s.seed, Dynamic: o.dynamic}) {
+		for i := range s.Tiles() {
+			if !yield(tileWork{Tile: i, Tiles: s.Tiles(), Size: s.TileSize(), Chunk: chunk, Seed: s.Seed(), Dynamic: o.dynamic}) {
 				return
 			}
 		}
 	}
 	var exec *graph.Execution
 	opts = append(slices.Clip(opts), graph.WithStarted(func(e *graph.Execution) { exec = e }))
-	results := make([]clusterTile, s.tiles)
+	results := make([]clusterTile, s.Tiles())
 	byWorker := map[string]int{}
 	done, last := 0, time.Now()
 	err := g.Run(ctx, work, func(r clusterTile) error {
-		results[r.index] = r
+		results[r.Tile()] = r
 		byWorker[r.done.Worker]++
-		if done++; done == s.tiles || time.Since(last) >= time.Second {
+		if done++; done == s.Tiles() || time.Since(last) >= time.Second {
 			last = time.Now()
-			fmt.Fprintf(stdout, "progress: %d/%d tiles (%s)\n", done, s.tiles, countsByName(byWorker))
+			fmt.Fprintf(stdout, "progress: %d/%d tiles (%s)\n", done, s.Tiles(), countsByName(byWorker))
 		}
 		return nil
 	}, opts...)
@@ -359,54 +358,6 @@ func countsByName(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// readTileOutputs reads the outputs a worker wrote for tile d.Tile from
-// store: its nuclei polygons (those of the tile, out of the polygons
-// intersecting its box) and its feature rows.
-func readTileOutputs(ctx context.Context, store *cluster.Regions, s *slide, d tileDone) (tileResult, error) {
-	if d.Tile < 0 || d.Tile >= s.tiles {
-		return tileResult{}, fmt.Errorf("no tile %d in a slide of %d", d.Tile, s.tiles)
-	}
-	b := s.box(d.Tile)
-	set, err := region.NewPolygonSet(nucleiID(), nucleiBounds(s.cols, s.rows, s.size), b)
-	if err != nil {
-		return tileResult{}, err
-	}
-	r := tileResult{index: d.Tile, nuclei: d.Nuclei, outlines: set, feats: featureRows(0)}
-	if d.Nuclei == 0 {
-		return r, nil // nothing was outlined or measured
-	}
-	stored, err := region.OpenPolygonSet(ctx, store, nucleiID(), b)
-	if err != nil {
-		return tileResult{}, fmt.Errorf("nuclei polygons: %w", err)
-	}
-	polys, err := stored.Polygons(ctx)
-	if err != nil {
-		return tileResult{}, fmt.Errorf("nuclei polygons: %w", err)
-	}
-	for _, p := range polys {
-		if t, _ := nucleusLabel(p.ID); t == d.Tile {
-			if err := set.Add(ctx, p); err != nil {
-				return tileResult{}, err
-			}
-		}
-	}
-	var tables [][]float64
-	rows := region.Rect(0, maxObjects*d.Tile, numFeatures, maxObjects*(d.Tile+1))
-	for _, k := range []string{"featIntensity", "featGradient", "featMorph"} {
-		f, err := region.OpenDense[float64](ctx, store, featIDs()[k], rows)
-		if err != nil {
-			return tileResult{}, fmt.Errorf("feature table %s: %w", k, err)
-		}
-		data, err := f.Data(ctx)
-		if err != nil {
-			return tileResult{}, fmt.Errorf("feature table %s: %w", k, err)
-		}
-		tables = append(tables, data)
-	}
-	r.feats = featureRows(d.Nuclei, tables...)
-	return r, nil
-}
-
 // writeClusterReport writes the summary of a -cluster run: the line a
 // single-process run prints, the work of each worker, where the
 // operations ran and what the client counted.
@@ -416,7 +367,7 @@ func (o *options) writeClusterReport(w io.Writer, results []clusterTile, wall ti
 	cpu, gpu := map[string]int{}, map[string]int{}
 	nuclei, spawned := 0, 0
 	for _, r := range results {
-		nuclei += r.nuclei
+		nuclei += r.Nuclei()
 		if r.done.Spawned {
 			spawned++
 		}
@@ -426,7 +377,7 @@ func (o *options) writeClusterReport(w io.Writer, results []clusterTile, wall ti
 			sums[r.done.Worker] = ws
 		}
 		ws.tiles++
-		ws.nuclei += r.nuclei
+		ws.nuclei += r.Nuclei()
 		for op, n := range r.done.CPU {
 			cpu[op] += n
 			ws.cpu += n
@@ -452,7 +403,7 @@ func (o *options) writeClusterReport(w io.Writer, results []clusterTile, wall ti
 	}
 	fmt.Fprintf(w, "cluster: %d tiles sent, %d results received (%d redelivered, %d duplicates dropped)\n", st.Sent, st.Results, st.Redelivered, st.Duplicates)
 	fmt.Fprintf(w, "%-18s %6s %6s %6s\n", "operation", "cpu", "gpu", "gpu%")
-	for _, op := range newWorkload(o.tiles, o.seed).opNames() {
+	for _, op := range pathology.NewWorkload(o.tiles, o.seed).OpNames() {
 		c, g := cpu[op], gpu[op]
 		share := "n/a"
 		if c+g > 0 {
@@ -519,25 +470,25 @@ func runWorker(ctx context.Context, o *options, stdout, stderr io.Writer) error 
 }
 
 // tileService runs tiles on a worker: every copy of the task submits its
-// tile's flow to one pats.Manager on the worker's simulated units, as the
-// copies of a single-process run's stage task do.
+// tile's flow to one pats.Manager on the worker's simulated units
+// (pathology.TileRunner), as the copies of a single-process run's stage
+// task do.
 type tileService struct {
-	name string
-	nc   *nats.Conn
-	cfg  pats.Config
-	m    *pats.Manager
-	ops  map[string]*pats.Op[*tileJob]
+	name   string
+	nc     *nats.Conn
+	cfg    pats.Config
+	m      *pats.Manager
+	runner *pathology.TileRunner
 
 	mu      sync.Mutex
 	regions map[int]*cluster.Regions // by chunk edge
-	placed  map[*tileJob]*tileDone   // the tiles in progress, counting where their operations run
 }
 
 // newTileService starts the worker's manager. It runs until Close, not
 // until ctx is done: on SIGTERM the worker finishes the tiles it has.
 func newTileService(ctx context.Context, o *options, name string, nc *nats.Conn) (*tileService, error) {
 	cfg := o.config()
-	est := newWorkload(1, o.seed).givenSpeedups()
+	est := pathology.NewWorkload(1, o.seed).GivenSpeedups()
 	if o.learn {
 		est = nil
 	}
@@ -545,34 +496,8 @@ func newTileService(ctx context.Context, o *options, name string, nc *nats.Conn)
 	if err != nil {
 		return nil, err
 	}
-	svc := &tileService{name: name, nc: nc, cfg: cfg, m: m, ops: map[string]*pats.Op[*tileJob]{},
-		regions: map[int]*cluster.Regions{}, placed: map[*tileJob]*tileDone{}}
-	for opName, op := range kernelOps(est) {
-		impls := map[device.Kind]pats.Impl[*tileJob]{}
-		for kind, impl := range op.Impls {
-			impls[kind] = func(ctx context.Context, dev device.Device, j *tileJob) error {
-				svc.record(j, opName, dev.Kind())
-				return impl(ctx, dev, j)
-			}
-		}
-		svc.ops[opName] = &pats.Op[*tileJob]{Name: op.Name, Speedup: op.Speedup, Impls: impls}
-	}
-	return svc, nil
-}
-
-// record counts an operation of tile j run on a unit of kind k.
-func (svc *tileService) record(j *tileJob, op string, k device.Kind) {
-	svc.mu.Lock()
-	defer svc.mu.Unlock()
-	d := svc.placed[j]
-	if d == nil {
-		return
-	}
-	if k == device.GPU {
-		d.GPU[op]++
-	} else {
-		d.CPU[op]++
-	}
+	return &tileService{name: name, nc: nc, cfg: cfg, m: m, runner: pathology.NewTileRunner(m, est),
+		regions: map[int]*cluster.Regions{}}, nil
 }
 
 // storage returns the region storage for chunk edge chunk, opening it on
@@ -622,46 +547,12 @@ func (svc *tileService) run(ctx context.Context, in tileWork) (tileDone, error) 
 	if err != nil {
 		return tileDone{}, err
 	}
-	s := slideLayout(in.Tiles, in.Size, in.Seed, store, store)
-	j, err := s.newTileJob(in.Tile)
+	s := pathology.OpenSlide(in.Tiles, in.Size, in.Seed, store, store)
+	rep, err := svc.runner.Run(ctx, s, in.Tile, in.Dynamic)
 	if err != nil {
 		return tileDone{}, err
 	}
-	w := newWorkload(in.Tiles, in.Seed)
-	tr := tileRun{specs: w.specs, ops: svc.ops, cost: w.tileCost, bytes: w.bytes, dynamic: in.Dynamic}
-	f := tr.tileFlow(j, in.Tile)
-	if err := f.Err(); err != nil {
-		return tileDone{}, err
-	}
-	done := &tileDone{Tile: in.Tile, Worker: svc.name, CPU: map[string]int{}, GPU: map[string]int{}}
-	svc.mu.Lock()
-	svc.placed[j] = done
-	svc.mu.Unlock()
-	defer func() {
-		svc.mu.Lock()
-		delete(svc.placed, j)
-		svc.mu.Unlock()
-	}()
-	h, err := svc.m.Submit(ctx, f)
-	if err != nil {
-		return tileDone{}, fmt.Errorf("submit the flow: %w", err)
-	}
-	if err := h.Wait(ctx); err != nil {
-		h.Cancel()
-		return tileDone{}, fmt.Errorf("flow: %w", err)
-	}
-	labels, err := j.u16["labels"].Data(ctx)
-	if err != nil {
-		return tileDone{}, fmt.Errorf("labels: %w", err)
-	}
-	if _, err := outlineTile(ctx, store, nucleiBounds(s.cols, s.rows, s.size), s.box(in.Tile), in.Tile, labels); err != nil {
-		return tileDone{}, fmt.Errorf("nuclei outlines: %w", err)
-	}
-	svc.mu.Lock()
-	defer svc.mu.Unlock()
-	done.Nuclei = j.nuclei
-	done.Spawned = in.Dynamic && j.nuclei > 0
-	return *done, nil
+	return tileDone{Tile: in.Tile, Nuclei: rep.Nuclei, Worker: svc.name, Spawned: rep.Spawned, CPU: rep.CPU, GPU: rep.GPU}, nil
 }
 
 // writeTokenFile writes a server's token into a new file readable by this

@@ -1,27 +1,30 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gohtgs/htgs/pathology"
 )
 
 // TestCPUOps: -cpu-ops prints exactly one line "op NAME: MS ms" per
 // operation, in pipeline order, by either clock; -out writes the inputs
-// as .npy files of the tile's shape.
+// as .npy files.
 func TestCPUOps(t *testing.T) {
 	line := regexp.MustCompile(`^op (\w+): [0-9]+\.[0-9]{2} ms$`)
 	var want []string
-	for _, o := range pipeline() {
-		want = append(want, o.name)
+	for _, o := range pathology.Pipeline() {
+		want = append(want, o.Name)
 	}
 	dir := t.TempDir()
 	for _, args := range [][]string{{"-cpu-ops", "-tile-size", "40", "-out", dir}, {"-cpu-ops", "-tile-size", "40", "-cpu-time"}} {
 		code, out, errOut := runArgs(t, args...)
 		if code != 0 {
-			if _, ok := threadCPUTime(); !ok && slices.Contains(args, "-cpu-time") {
+			if strings.Contains(errOut, "not available on this platform") && slices.Contains(args, "-cpu-time") {
 				continue // no thread CPU time on this platform
 			}
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
@@ -38,20 +41,9 @@ func TestCPUOps(t *testing.T) {
 			t.Errorf("%v: operations %v, want %v", args, got, want)
 		}
 	}
-	for name, shape := range map[string][]int{"rgb": {3, 40, 40}, "dark": {40, 40}, "markers": {40, 40}, "ws": {40, 40}} {
-		_, got, data, err := readNPY(filepath.Join(dir, name+".npy"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		size := 1
-		for _, s := range shape {
-			size *= s
-		}
-		if name == "markers" {
-			size *= 4
-		}
-		if !slices.Equal(got, shape) || len(data) != size {
-			t.Errorf("%s.npy: shape %v, %d bytes; want %v, %d", name, got, len(data), shape, size)
+	for _, name := range []string{"rgb", "dark", "markers", "ws"} { // their shapes: pathology's TestOpTileWriteInputs
+		if st, err := os.Stat(filepath.Join(dir, name+".npy")); err != nil || st.Size() == 0 {
+			t.Errorf("-out: %s.npy not written (%v)", name, err)
 		}
 	}
 	for _, args := range [][]string{{"-cpu-ops", "-sim"}, {"-cpu-ops", "-hardware"}, {"-cpu-time"}, {"-cpu-ops", "-nuclei", "x.json"}} {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/internal/outfile"
+	"github.com/gohtgs/htgs/pathology"
 	"github.com/gohtgs/htgs/pats"
 )
 
@@ -173,28 +174,27 @@ func (e *experiments) imageList() string {
 // time (compute + its own uploads and downloads) spent moving data, over
 // the pipeline's operations: the TransferImpact given to the locality rule.
 func (e *experiments) measuredTransferImpact() float64 {
-	w := newWorkload(1, 0)
+	bytes := pathology.DataBytes()
 	var fr []float64
-	for _, o := range w.specs {
+	for _, o := range pathology.Pipeline() {
 		var b int64
-		for _, k := range o.reads {
-			b += w.bytes[k]
+		for _, k := range o.Reads {
+			b += bytes[k]
 		}
-		b += w.bytes[o.writes]
-		t := float64(len(o.reads)+1)*float64(e.machine.Latency) + float64(b)/e.machine.Bandwidth*1e9
-		g := float64(o.cpu) / o.speedup
+		b += bytes[o.Writes]
+		t := float64(len(o.Reads)+1)*float64(e.machine.Latency) + float64(b)/e.machine.Bandwidth*1e9
+		g := float64(o.CPU) / o.Speedup
 		fr = append(fr, t/(t+g))
 	}
 	return math.Round(mean(fr)*100) / 100
 }
 
 func (e *experiments) workloadTable(res *results) {
-	w := newWorkload(1, 0)
 	fmt.Fprintf(&res.md, "## Workload\n\nPer 4K x 4K tile, one CPU core (irregular operations scale with the tile's nuclei density, 0.6-1.4; GPU times scatter +-10%%):\n\n")
 	fmt.Fprintf(&res.md, "| operation | stage | CPU ms | GPU speedup | GPU ms | reads | writes |\n|---|---|---:|---:|---:|---|---|\n")
-	for _, o := range w.specs {
-		fmt.Fprintf(&res.md, "| %s | %s | %d | %.1f | %.0f | %s | %s |\n", o.name, o.stage, o.cpu.Milliseconds(), o.speedup,
-			float64(o.cpu.Milliseconds())/o.speedup, strings.Join(o.reads, ", "), o.writes)
+	for _, o := range pathology.Pipeline() {
+		fmt.Fprintf(&res.md, "| %s | %s | %d | %.1f | %.0f | %s | %s |\n", o.Name, o.Stage, o.CPU.Milliseconds(), o.Speedup,
+			float64(o.CPU.Milliseconds())/o.Speedup, strings.Join(o.Reads, ", "), o.Writes)
 	}
 	fmt.Fprintf(&res.md, "\nData: rgb 48 MiB, 8-bit masks 16 MiB, 16-bit distance/watershed/labels 32 MiB, feature tables 1 MiB. ")
 	fmt.Fprintf(&res.md, "Measured transfer impact (transfer share of an operation's GPU time when it moves its own inputs and outputs, mean over operations): %.2f.\n\n", res.transferImpact)
@@ -224,13 +224,13 @@ func (e *experiments) compare(res *results) {
 	var fcfsRep, patsRep *pats.Report
 	var shares []float64
 	for _, im := range e.images {
-		w := newWorkload(im.tiles, im.seed)
+		w := pathology.NewWorkload(im.tiles, im.seed)
 		for i, r := range rows {
 			var fs []*pats.Flow
 			if r.mono {
-				fs = w.monolithic(true)
+				fs = w.Monolithic(true)
 			} else {
-				fs = w.flows(w.givenSpeedups())
+				fs = w.Flows(w.GivenSpeedups())
 			}
 			rep := e.sim(r.cfg, r.m, fs)
 			tps[i] = append(tps[i], tilesPerSecond(im.tiles, rep))
@@ -275,11 +275,11 @@ func (e *experiments) compare(res *results) {
 
 	fmt.Fprintf(&res.md, "Share of each operation's instances run on a GPU (%s; seed 001 Fig. 7):\n\n| operation | speedup | FCFS | PATS |\n|---|---:|---:|---:|\n", e.images[len(e.images)/2].name)
 	var fcfsShare, patsShare []float64
-	w := newWorkload(1, 0)
-	for _, name := range w.sortedBySpeedup() {
+	w := pathology.NewWorkload(1, 0)
+	for _, name := range w.SortedBySpeedup() {
 		f, _ := fcfsRep.Op(name)
 		p, _ := patsRep.Op(name)
-		fmt.Fprintf(&res.md, "| %s | %.1f | %.0f%% | %.0f%% |\n", name, w.givenSpeedups()[name], 100*f.GPUShare(), 100*p.GPUShare())
+		fmt.Fprintf(&res.md, "| %s | %.1f | %.0f%% | %.0f%% |\n", name, w.GivenSpeedups()[name], 100*f.GPUShare(), 100*p.GPUShare())
 		fcfsShare = append(fcfsShare, 100*f.GPUShare())
 		patsShare = append(patsShare, 100*p.GPUShare())
 	}
@@ -297,7 +297,7 @@ func (e *experiments) compare(res *results) {
 		bs = append(bs, barSeries{im.name, vals})
 	}
 	res.figures["fig-compare.svg"] = barChart("Throughput: CPU-only, GPU-only, non-pipelined and pipelined", "configuration", "tiles per second", names, bs, 820, 440)
-	res.figures["fig-profile.svg"] = barChart("Share of instances on GPUs per operation (sorted by speedup)", "operation", "% on GPU", w.sortedBySpeedup(),
+	res.figures["fig-profile.svg"] = barChart("Share of instances on GPUs per operation (sorted by speedup)", "operation", "% on GPU", w.SortedBySpeedup(),
 		[]barSeries{{"FCFS", fcfsShare}, {"PATS", patsShare}}, 820, 440)
 }
 
@@ -326,9 +326,9 @@ func (e *experiments) windows(res *results) {
 	for _, ws := range sizes {
 		var f, p []float64
 		for _, im := range e.images {
-			w := newWorkload(im.tiles, im.seed)
-			rf := e.sim(pats.Config{Window: ws}, e.machine, w.flows(w.givenSpeedups()))
-			rp := e.sim(pats.Config{Policy: pats.PATS, Window: ws}, e.machine, w.flows(w.givenSpeedups()))
+			w := pathology.NewWorkload(im.tiles, im.seed)
+			rf := e.sim(pats.Config{Window: ws}, e.machine, w.Flows(w.GivenSpeedups()))
+			rp := e.sim(pats.Config{Policy: pats.PATS, Window: ws}, e.machine, w.Flows(w.GivenSpeedups()))
 			f = append(f, tilesPerSecond(im.tiles, rf))
 			p = append(p, tilesPerSecond(im.tiles, rp))
 			if im == e.images[len(e.images)/2] {
@@ -346,15 +346,15 @@ func (e *experiments) windows(res *results) {
 		fmt.Fprintf(&res.md, "| %d | %.2f | %.2f | %.2fx |\n", ws, fcfs[i], pts[i], res.windowRatio[ws])
 	}
 	fmt.Fprintf(&res.md, "\nThe node has %d workers. Paper: with a window of 12 (its worker count) FCFS and PATS make the same choices; PATS is near its best from 15 on; FCFS hardly depends on the window.\n\n", e.machine.CPUs+e.machine.GPUs)
-	w := newWorkload(1, 0)
+	w := pathology.NewWorkload(1, 0)
 	shown := []int{12, 15, 24, 48}
 	fmt.Fprintf(&res.md, "PATS: share of each operation on a GPU by window (%s):\n\n| operation | speedup |", e.images[len(e.images)/2].name)
 	for _, ws := range shown {
 		fmt.Fprintf(&res.md, " w=%d |", ws)
 	}
 	fmt.Fprintf(&res.md, "\n|---|---:|%s\n", strings.Repeat("---:|", len(shown)))
-	for _, name := range w.sortedBySpeedup() {
-		fmt.Fprintf(&res.md, "| %s | %.1f |", name, w.givenSpeedups()[name])
+	for _, name := range w.SortedBySpeedup() {
+		fmt.Fprintf(&res.md, "| %s | %.1f |", name, w.GivenSpeedups()[name])
 		for _, ws := range shown {
 			o, _ := profile[ws].Op(name)
 			fmt.Fprintf(&res.md, " %.0f%% |", 100*o.GPUShare())
@@ -371,11 +371,11 @@ func (e *experiments) windows(res *results) {
 // CPUs (the paper's Morph. Open, AreaThreshold, FillHoles and BWLabel) are
 // overestimated, the others underestimated; at 100% the high ones become 0
 // and the low ones double.
-func estimates(w *workload, pct int) map[string]float64 {
+func estimates(w *pathology.Workload, pct int) map[string]float64 {
 	low := map[string]bool{"MorphOpen": true, "AreaThreshold": true, "FillHoles": true, "BWLabel": true}
 	est := map[string]float64{}
 	e := float64(pct) / 100
-	for name, s := range w.givenSpeedups() {
+	for name, s := range w.GivenSpeedups() {
 		switch {
 		case pct >= 100 && low[name]:
 			est[name] = 2 * s
@@ -391,12 +391,12 @@ func estimates(w *workload, pct int) map[string]float64 {
 }
 
 // randomEstimates scales each estimate by 1+e or 1-e with a random sign.
-func randomEstimates(w *workload, pct int, draw uint64) map[string]float64 {
+func randomEstimates(w *pathology.Workload, pct int, draw uint64) map[string]float64 {
 	r := rand.New(rand.NewPCG(uint64(pct), draw))
 	est := map[string]float64{}
 	e := float64(pct) / 100
-	for _, name := range w.opNames() {
-		s := w.givenSpeedups()[name]
+	for _, name := range w.OpNames() {
+		s := w.GivenSpeedups()[name]
 		if r.IntN(2) == 0 {
 			est[name] = s * (1 + e)
 		} else {
@@ -412,9 +412,9 @@ func (e *experiments) sensitivity(res *results) {
 	var xs, adv, rnd, fcfsLine []float64
 	var base, fcfsMean []float64
 	for _, im := range e.images {
-		w := newWorkload(im.tiles, im.seed)
-		base = append(base, e.sim(pats.Config{Policy: pats.PATS, Window: e.window}, e.machine, w.flows(w.givenSpeedups())).Makespan.Seconds())
-		fcfsMean = append(fcfsMean, e.sim(pats.Config{Window: e.window}, e.machine, w.flows(w.givenSpeedups())).Makespan.Seconds())
+		w := pathology.NewWorkload(im.tiles, im.seed)
+		base = append(base, e.sim(pats.Config{Policy: pats.PATS, Window: e.window}, e.machine, w.Flows(w.GivenSpeedups())).Makespan.Seconds())
+		fcfsMean = append(fcfsMean, e.sim(pats.Config{Window: e.window}, e.machine, w.Flows(w.GivenSpeedups())).Makespan.Seconds())
 	}
 	const draws = 8
 	fmt.Fprintf(&res.md, "## 3. Sensitivity to speedup-estimate errors (seed 001 Fig. 11)\n\n")
@@ -423,10 +423,10 @@ func (e *experiments) sensitivity(res *results) {
 	for pct := 0; pct <= 100; pct += 10 {
 		var a, r []float64
 		for i, im := range e.images {
-			w := newWorkload(im.tiles, im.seed)
-			a = append(a, e.sim(pats.Config{Policy: pats.PATS, Window: e.window}, e.machine, w.flows(estimates(w, pct))).Makespan.Seconds()/base[i])
+			w := pathology.NewWorkload(im.tiles, im.seed)
+			a = append(a, e.sim(pats.Config{Policy: pats.PATS, Window: e.window}, e.machine, w.Flows(estimates(w, pct))).Makespan.Seconds()/base[i])
 			for dr := range uint64(draws) {
-				r = append(r, e.sim(pats.Config{Policy: pats.PATS, Window: e.window}, e.machine, w.flows(randomEstimates(w, pct, dr))).Makespan.Seconds()/base[i])
+				r = append(r, e.sim(pats.Config{Policy: pats.PATS, Window: e.window}, e.machine, w.Flows(randomEstimates(w, pct, dr))).Makespan.Seconds()/base[i])
 			}
 		}
 		xs = append(xs, float64(pct))
@@ -462,9 +462,9 @@ func (e *experiments) locality(res *results) {
 	tps := make([][]float64, len(rows))
 	mid := make([]*pats.Report, len(rows))
 	for _, im := range e.images {
-		w := newWorkload(im.tiles, im.seed)
+		w := pathology.NewWorkload(im.tiles, im.seed)
 		for i, r := range rows {
-			rep := e.sim(r.cfg, e.machine, w.flows(w.givenSpeedups()))
+			rep := e.sim(r.cfg, e.machine, w.Flows(w.GivenSpeedups()))
 			tps[i] = append(tps[i], tilesPerSecond(im.tiles, rep))
 			if im == e.images[len(e.images)/2] {
 				mid[i] = rep
@@ -518,26 +518,26 @@ func (e *experiments) learn(res *results) {
 	e.logf("learn")
 	var given, learned, fcfs []float64
 	var midRep *pats.Report
-	var midW *workload
+	var midW *pathology.Workload
 	for _, im := range e.images {
-		w := newWorkload(im.tiles, im.seed)
-		given = append(given, e.sim(pats.Config{Policy: pats.PATS, Window: e.window}, e.machine, w.flows(w.givenSpeedups())).Makespan.Seconds())
-		rep := e.sim(pats.Config{Policy: pats.PATS, Window: e.window, Learn: true}, e.machine, w.flows(nil))
+		w := pathology.NewWorkload(im.tiles, im.seed)
+		given = append(given, e.sim(pats.Config{Policy: pats.PATS, Window: e.window}, e.machine, w.Flows(w.GivenSpeedups())).Makespan.Seconds())
+		rep := e.sim(pats.Config{Policy: pats.PATS, Window: e.window, Learn: true}, e.machine, w.Flows(nil))
 		learned = append(learned, rep.Makespan.Seconds())
-		fcfs = append(fcfs, e.sim(pats.Config{Window: e.window}, e.machine, w.flows(nil)).Makespan.Seconds())
+		fcfs = append(fcfs, e.sim(pats.Config{Window: e.window}, e.machine, w.Flows(nil)).Makespan.Seconds())
 		if im == e.images[len(e.images)/2] {
 			midRep, midW = rep, w
 		}
 	}
 	res.learnedLoss = mean(ratios(learned, given)) - 1
-	truth := midW.trueSpeedups()
+	truth := midW.TrueSpeedups()
 	fmt.Fprintf(&res.md, "## 5. Online time statistics (HyperFlow)\n\nPATS with no speedup given: each operation's mean compute time per device kind is learned as instances complete (the first instance of each operation on each kind is tried first), and the ratio of the means is the estimate.\n\n")
 	fmt.Fprintf(&res.md, "Makespan (s) per image: given estimates %s; learned %s; FCFS %s. Learned vs given: %+.1f%% (mean).\n\n", fmtSecs(given), fmtSecs(learned), fmtSecs(fcfs), 100*res.learnedLoss)
 	fmt.Fprintf(&res.md, "Learned speedups at the end of the run (%s) against the true mean speedup of the tiles:\n\n| operation | true | learned | error | CPU samples | GPU samples |\n|---|---:|---:|---:|---:|---:|\n", e.images[len(e.images)/2].name)
 	var names []string
 	var tv, lv []float64
 	unknown := 0
-	for _, name := range midW.sortedBySpeedup() {
+	for _, name := range midW.SortedBySpeedup() {
 		o, _ := midRep.Op(name)
 		// pats reports 0 when the operation was not timed on both kinds
 		// of unit: nothing was learned, which is not a -100% error.
@@ -575,7 +575,7 @@ func fmtSecs(xs []float64) string {
 func (e *experiments) depthFirst(res *results) {
 	e.logf("depth-first")
 	im := e.images[len(e.images)/2]
-	w := newWorkload(im.tiles, im.seed)
+	w := pathology.NewWorkload(im.tiles, im.seed)
 	fmt.Fprintf(&res.md, "## 6. Depth-first preference and memory (HyperFlow Table 1)\n\n%s, all tiles submitted at once. Peak memory held by tiles in progress (inputs from first use, intermediates, outputs until committed):\n\n", im.name)
 	fmt.Fprintf(&res.md, "| scheduling | window | DFS | host MiB | GPU MiB | makespan s |\n|---|---:|---|---:|---:|---:|\n")
 	type pol struct {
@@ -584,8 +584,8 @@ func (e *experiments) depthFirst(res *results) {
 		est  map[string]float64
 	}
 	pols := []pol{
-		{"FCFS", pats.Config{}, w.givenSpeedups()},
-		{"PATS", pats.Config{Policy: pats.PATS}, w.givenSpeedups()},
+		{"FCFS", pats.Config{}, w.GivenSpeedups()},
+		{"PATS", pats.Config{Policy: pats.PATS}, w.GivenSpeedups()},
 		{"PATS, time statistics", pats.Config{Policy: pats.PATS, Learn: true}, nil},
 	}
 	var groups []string
@@ -596,7 +596,7 @@ func (e *experiments) depthFirst(res *results) {
 			for i, df := range []bool{false, true} {
 				cfg := p.cfg
 				cfg.Window, cfg.DepthFirst = window, df
-				r := e.sim(cfg, e.machine, w.flows(p.est))
+				r := e.sim(cfg, e.machine, w.Flows(p.est))
 				peaks[i] = float64(r.PeakHostBytes) / (1 << 20)
 				ws := "none"
 				if window > 0 {
@@ -640,12 +640,12 @@ func (e *experiments) robustness(res *results) {
 	}
 	ti := res.transferImpact
 	for i := range e.robustImages {
-		w := newWorkload(e.robustTiles, uint64(1000+i))
+		w := pathology.NewWorkload(e.robustTiles, uint64(1000+i))
 		mk := func(cfg pats.Config, est map[string]float64) float64 {
 			cfg.Window = e.window
-			return e.sim(cfg, e.machine, w.flows(est)).Makespan.Seconds()
+			return e.sim(cfg, e.machine, w.Flows(est)).Makespan.Seconds()
 		}
-		g := w.givenSpeedups()
+		g := w.GivenSpeedups()
 		fcfs, pt := mk(pats.Config{}, g), mk(pats.Config{Policy: pats.PATS}, g)
 		pdl := mk(pats.Config{Policy: pats.PATS, Locality: true, TransferImpact: ti}, g)
 		vals := []float64{
@@ -689,15 +689,15 @@ func (e *experiments) realtime(ctx context.Context, res *results) error {
 		{Policy: pats.PATS, Window: e.window, Locality: true, TransferImpact: res.transferImpact, Prefetch: true},
 	}
 	for _, cfg := range cfgs {
-		w := newWorkload(im.tiles, im.seed)
-		simRep := e.sim(cfg, e.machine, w.flows(w.givenSpeedups()))
+		w := pathology.NewWorkload(im.tiles, im.seed)
+		simRep := e.sim(cfg, e.machine, w.Flows(w.GivenSpeedups()))
 		want := simRep.Makespan.Seconds() * e.realScale
 		m, err := pats.Start(ctx, cfg, e.machine.Units(e.realScale)...)
 		if err != nil {
 			return err
 		}
 		var hs []*pats.Job
-		for _, f := range w.flows(w.givenSpeedups()) {
+		for _, f := range w.Flows(w.GivenSpeedups()) {
 			h, err := m.Submit(ctx, f)
 			if err != nil {
 				_ = m.Close()

@@ -123,6 +123,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -131,6 +132,7 @@ import (
 	"github.com/gohtgs/htgs/graph"
 	"github.com/gohtgs/htgs/internal/natsconn"
 	"github.com/gohtgs/htgs/internal/outfile"
+	"github.com/gohtgs/htgs/pathology"
 	"github.com/gohtgs/htgs/pats"
 	"github.com/gohtgs/htgs/region"
 )
@@ -224,8 +226,10 @@ func flagSet(o *options) *flag.FlagSet {
 // unknownConfig returns a usage error naming the first unknown name in the
 // -hw-configs list, or nil.
 func unknownConfig(list string) error {
-	if bad, ok := hwUnknown(strings.Split(list, ",")); ok {
-		return cli.Usagef("-hw-configs: unknown configuration %q (want fcfs, pats, dl, learned, wrong50 or order)", bad)
+	for _, n := range strings.Split(list, ",") {
+		if !slices.Contains(pathology.HardwareConfigs(), n) {
+			return cli.Usagef("-hw-configs: unknown configuration %q (want fcfs, pats, dl, learned, wrong50 or order)", n)
+		}
 	}
 	return nil
 }
@@ -338,7 +342,7 @@ func (o *options) config() pats.Config {
 }
 
 func (o *options) machine() pats.Machine {
-	m := referenceMachine()
+	m := pathology.ReferenceMachine()
 	m.CPUs, m.GPUs = o.cpus, o.gpus
 	return m
 }
@@ -385,8 +389,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := o.config()
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w := newWorkload(o.tiles, o.seed)
-	est := w.givenSpeedups()
+	w := pathology.NewWorkload(o.tiles, o.seed)
+	est := w.GivenSpeedups()
 	if o.learn {
 		est = nil
 	}
@@ -404,11 +408,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // simFlows returns the flows the simulator runs for the workload: with
 // -dynamic, segmentation flows that spawn the features.
-func (o *options) simFlows(w *workload, est map[string]float64) []*pats.Flow {
+func (o *options) simFlows(w *pathology.Workload, est map[string]float64) []*pats.Flow {
 	if o.dynamic {
-		return w.dynamicFlows(est)
+		return w.DynamicFlows(est)
 	}
-	return w.flows(est)
+	return w.Flows(est)
 }
 
 // runExperiments runs every experiment and writes the results into -out,
@@ -449,7 +453,7 @@ func runExperiments(ctx context.Context, o *options, stdout, stderr io.Writer) (
 	return nil
 }
 
-func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est map[string]float64, stdout, stderr io.Writer) error {
+func realRun(ctx context.Context, o *options, cfg pats.Config, w *pathology.Workload, est map[string]float64, stdout, stderr io.Writer) error {
 	var in, out region.Storage
 	switch o.storage {
 	case "memory":
@@ -470,7 +474,7 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 		}
 		in, out = d, d
 	}
-	s, err := newSlide(ctx, o.tiles, o.tileSize, o.seed, in, out)
+	s, err := pathology.NewSlide(ctx, o.tiles, o.tileSize, o.seed, in, out)
 	if err != nil {
 		return err
 	}
@@ -480,14 +484,15 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 	}
 	defer live.Close(ctx, o.httpWait, stdout)
 	start := time.Now()
-	results, rep, exec, err := runReal(ctx, s, w, cfg, o.machine().Units(o.scale), est, o.dynamic, opts...)
+	res, err := pathology.Run(ctx, s, w, pathology.RunOptions{Config: cfg, Units: o.machine().Units(o.scale), Speedups: est, Dynamic: o.dynamic, Start: opts})
 	if err != nil {
 		return err
 	}
 	wall := time.Since(start)
+	rep := res.Report
 	nuclei := 0
-	for _, r := range results {
-		nuclei += r.nuclei
+	for _, r := range res.Tiles {
+		nuclei += r.Nuclei()
 	}
 	fmt.Fprintf(stdout, "processed %d tiles (%dx%d px, %s storage) on %d simulated CPU cores + %d simulated GPUs in %v: %d nuclei\n",
 		o.tiles, o.tileSize, o.tileSize, o.storage, o.cpus, o.gpus, wall.Round(time.Millisecond), nuclei)
@@ -502,10 +507,10 @@ func realRun(ctx context.Context, o *options, cfg pats.Config, w *workload, est 
 		rep.Makespan.Seconds()/o.scale, o.scale, rep.Makespan.Round(time.Millisecond),
 		simRep.Makespan.Seconds(), o.scale, time.Duration(float64(simRep.Makespan)*o.scale).Round(time.Millisecond))
 	writeReport(stdout, rep, "wall time")
-	if err := o.writeNuclei(ctx, s, results, stdout); err != nil {
+	if err := o.writeNuclei(ctx, s, res.Tiles, stdout); err != nil {
 		return err
 	}
-	return o.writeProfile(exec, stdout, stderr)
+	return o.writeProfile(res.Execution, stdout, stderr)
 }
 
 // profileFiles are the files -profile writes into its folder.
@@ -587,18 +592,15 @@ func (o *options) writeProfile(run *graph.Execution, stdout, stderr io.Writer) e
 
 // writeNuclei answers -roi with a ROI query on the committed polygon set
 // and writes the -nuclei GeoJSON file.
-func (o *options) writeNuclei(ctx context.Context, s *slide, results []tileResult, stdout io.Writer) error {
+func (o *options) writeNuclei(ctx context.Context, s *pathology.Slide, results []pathology.TileResult, stdout io.Writer) error {
 	if o.roi != "" {
-		var polys []region.Polygon
-		if box := o.roiBox.Intersect(nucleiBounds(s.cols, s.rows, s.size)); !box.Empty() {
-			var err error
-			if polys, err = nucleiInBox(ctx, s.out.(region.ObjectStorage), box); err != nil {
-				return fmt.Errorf("-roi: %w", err)
-			}
+		polys, err := s.NucleiInBox(ctx, o.roiBox)
+		if err != nil {
+			return fmt.Errorf("-roi: %w", err)
 		}
 		var area float64
 		for _, p := range polys {
-			area += polygonArea(p)
+			area += pathology.PolygonArea(p)
 		}
 		mean := 0.0
 		if len(polys) > 0 {
@@ -607,7 +609,7 @@ func (o *options) writeNuclei(ctx context.Context, s *slide, results []tileResul
 		fmt.Fprintf(stdout, "ROI %v: %d nuclei intersect it (mean polygon area %.1f px)\n", o.roiBox, len(polys), mean)
 	}
 	if o.nucleiOut != "" {
-		err := outfile.WriteFile(o.nucleiOut, func(w io.Writer) error { return writeNucleiGeoJSON(ctx, w, results) })
+		err := outfile.WriteFile(o.nucleiOut, func(w io.Writer) error { return pathology.WriteNucleiGeoJSON(ctx, w, results) })
 		if err != nil {
 			return fmt.Errorf("-nuclei: %w", err)
 		}

@@ -1,7 +1,0 @@
-//go:build !cuda
-
-package main
-
-// pathologyPTX returns "": builds without the cuda tag embed no PTX and
-// reach no GPU (cuda.Devices fails first).
-func pathologyPTX() string { return "" }

@@ -1,0 +1,430 @@
+package pathology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/gohtgs/htgs/cuda"
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/pats"
+)
+
+// This file holds the GPU side of the real-hardware run: the accelerators
+// (a CUDA GPU, or host memory posing as one), the data regions of each tile
+// held in their memory, and the GPU implementations of the operations.
+
+// gpuOpNames returns the operations with a GPU implementation (the others
+// run on CPU cores only), with the kernels of kernels/pathology.cu whose
+// definitions are those of the CPU: reconstructions by iterated geodesic
+// dilation (RBCDetection, FillHoles 4-connected, PreWatershed's h-maxima),
+// the opening
+// by the 19x19 disk (MorphOpen), the exact Euclidean distance
+// (PreWatershed) and per-object reductions (FeatIntensity, FeatGradient).
+// Each output equals the CPU's bit for bit (the feature tables within
+// 1e-9: sums in another order).
+func gpuOpNames() []string {
+	return []string{"RBCDetection", "MorphOpen", "FillHoles", "PreWatershed", "FeatIntensity", "FeatGradient"}
+}
+
+// hasGPUImpl reports whether op has a GPU implementation.
+func hasGPUImpl(op string) bool { return slices.Contains(gpuOpNames(), op) }
+
+// gpuBuf is a buffer in an accelerator's memory: device memory on a CUDA
+// GPU, a host slice on a host accelerator.
+type gpuBuf struct {
+	size int64
+	mem  cuda.DeviceMem
+	host []byte
+}
+
+// accel is one GPU: its memory, its transfers and the GPU implementations
+// of the operations. upload, download and run may be called concurrently
+// (the upload, compute and download goroutines of a pats GPU worker).
+type accel interface {
+	device.Device
+	// bind makes the device current on the calling goroutine (nil: none
+	// needed).
+	bind() func(context.Context, device.Device) (func(), error)
+	// alloc returns a buffer of size bytes (from a pool); release gives it
+	// back.
+	alloc(size int64) (gpuBuf, error)
+	release(b gpuBuf)
+	// upload copies src into dst, download dst into src; both wait.
+	upload(ctx context.Context, dst gpuBuf, src []byte) error
+	download(ctx context.Context, dst []byte, src gpuBuf) error
+	// run runs the GPU implementation of op on a w x h tile: bufs are the
+	// op's inputs then its output, in the order of its spec; it waits.
+	run(ctx context.Context, op string, bufs []gpuBuf, w, h int) error
+	close() error
+}
+
+// bufPool keeps released buffers by size for reuse.
+type bufPool struct {
+	mu   sync.Mutex
+	free map[int64][]gpuBuf
+}
+
+func (p *bufPool) get(size int64) (gpuBuf, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	bs := p.free[size]
+	if len(bs) == 0 {
+		return gpuBuf{}, false
+	}
+	b := bs[len(bs)-1]
+	p.free[size] = bs[:len(bs)-1]
+	return b, true
+}
+
+func (p *bufPool) put(b gpuBuf) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.free == nil {
+		p.free = map[int64][]gpuBuf{}
+	}
+	p.free[b.size] = append(p.free[b.size], b)
+}
+
+// drain empties the pool and returns its buffers.
+func (p *bufPool) drain() []gpuBuf {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []gpuBuf
+	for _, bs := range p.free {
+		out = append(out, bs...)
+	}
+	p.free = nil
+	return out
+}
+
+// hostAccel is host memory posing as a GPU: its buffers are host slices
+// and its implementations the Go mirrors of the CUDA kernels (gpu_ref.go).
+// It checks everything but the CUDA code on machines without a GPU.
+type hostAccel struct {
+	index int
+	pool  bufPool
+}
+
+func (a *hostAccel) ID() int           { return a.index }
+func (a *hostAccel) Kind() device.Kind { return device.GPU }
+func (a *hostAccel) Name() string      { return fmt.Sprintf("hostgpu%d", a.index) }
+func (a *hostAccel) Memory() int64     { return 0 }
+func (a *hostAccel) close() error      { a.pool.drain(); return nil }
+func (a *hostAccel) release(b gpuBuf)  { a.pool.put(b) }
+func (a *hostAccel) bind() func(context.Context, device.Device) (func(), error) {
+	return nil
+}
+
+func (a *hostAccel) alloc(size int64) (gpuBuf, error) {
+	if b, ok := a.pool.get(size); ok {
+		return b, nil
+	}
+	return gpuBuf{size: size, host: make([]byte, size)}, nil
+}
+
+func (a *hostAccel) upload(ctx context.Context, dst gpuBuf, src []byte) error {
+	if int64(len(src)) != dst.size {
+		return fmt.Errorf("%s: upload %d bytes into %d", a.Name(), len(src), dst.size)
+	}
+	copy(dst.host, src)
+	return ctx.Err()
+}
+
+func (a *hostAccel) download(ctx context.Context, dst []byte, src gpuBuf) error {
+	if int64(len(dst)) != src.size {
+		return fmt.Errorf("%s: download %d bytes into %d", a.Name(), src.size, len(dst))
+	}
+	copy(dst, src.host)
+	return ctx.Err()
+}
+
+func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n := w * h
+	b := func(i int) []byte { return bufs[i].host }
+	switch op {
+	case "RBCDetection":
+		loose := make([]uint8, n)
+		refRBCInit(b(0), loose, b(1), n)
+		for refReconStep(b(1), loose, w, h, 8) {
+		}
+	case "MorphOpen":
+		dark, eroded := make([]uint8, n), make([]uint8, n)
+		disk := diskTable(openDiskRadius)
+		refDark(b(0), dark, n)
+		refDisk(dark, eroded, w, h, 0, disk)
+		refDisk(eroded, b(1), w, h, 1, disk)
+	case "PreWatershed":
+		g, dist := make([]int32, n), make([]uint16, n)
+		refEDTCols(b(0), g, w, h)
+		refEDTRows(g, dist, w, h)
+		out := view[uint16](b(1))
+		refHMaxInit(dist, out)
+		for refReconStep(out, dist, w, h, 8) {
+		}
+	case "FillHoles":
+		reach, bg := make([]uint8, n), make([]uint8, n)
+		refFillInit(b(0), reach, bg, w, h)
+		for refReconStep(reach, bg, w, h, 4) {
+		}
+		refFillFinal(b(0), reach, b(1))
+	case "FeatIntensity", "FeatGradient":
+		kind := featKind(op)
+		sums, counts := make([]float64, maxObjects), make([]uint64, maxObjects)
+		refFeatAccum(b(0), view[uint16](b(1)), sums, counts, w, h, kind)
+		table := view[float64](b(2))
+		clear(table)
+		refFeatFinal(sums, counts, table, kind)
+	default:
+		return fmt.Errorf("%s: no GPU implementation of %s", a.Name(), op)
+	}
+	return nil
+}
+
+func featKind(op string) int {
+	if op == "FeatGradient" {
+		return featKindGradient
+	}
+	return featKindIntensity
+}
+
+// view returns b as a slice of T (b's length must be a multiple of T's size).
+func view[T uint8 | uint16 | uint64 | float64](b []byte) []T {
+	var z T
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/int(unsafe.Sizeof(z)))
+}
+
+// bytesOf returns the bytes of s.
+func bytesOf[T uint8 | uint16 | uint64 | float64](s []T) []byte {
+	var z T
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(z)))
+}
+
+// devKey names a datum of a tile in one accelerator's memory.
+type devKey struct {
+	gpu int
+	key string
+}
+
+// tileDevice holds a tile's data regions in accelerator memory. A datum
+// stays there while the tile is in progress (the scheduler decides when a
+// copy is current); release returns the buffers when the tile completes.
+type tileDevice struct {
+	mu   sync.Mutex
+	bufs map[devKey]gpuBuf
+	by   map[int]accel
+}
+
+// ensure returns the buffer of key on a, allocating it if needed.
+func (t *tileDevice) ensure(a accel, key string, size int64) (gpuBuf, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := devKey{a.ID(), key}
+	if b, ok := t.bufs[k]; ok {
+		if b.size != size {
+			return gpuBuf{}, fmt.Errorf("%s: %q has %d bytes on %s, want %d", "tile", key, b.size, a.Name(), size)
+		}
+		return b, nil
+	}
+	b, err := a.alloc(size)
+	if err != nil {
+		return gpuBuf{}, err
+	}
+	if t.bufs == nil {
+		t.bufs, t.by = map[devKey]gpuBuf{}, map[int]accel{}
+	}
+	t.bufs[k] = b
+	t.by[a.ID()] = a
+	return b, nil
+}
+
+// get returns the buffer of key on a.
+func (t *tileDevice) get(a accel, key string) (gpuBuf, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b, ok := t.bufs[devKey{a.ID(), key}]
+	return b, ok
+}
+
+// release gives every buffer back to its accelerator.
+func (t *tileDevice) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, b := range t.bufs {
+		t.by[k.gpu].release(b)
+	}
+	t.bufs = nil
+}
+
+// hostBytes returns the host memory of the tile's datum k (staging the RGB
+// input from storage on first use).
+func (j *tileJob) hostBytes(ctx context.Context, k string) ([]byte, error) {
+	switch {
+	case k == "rgb":
+		d, err := j.rgb.Data(ctx)
+		return d, err
+	case j.u8[k] != nil:
+		d, err := j.u8[k].Data(ctx)
+		return d, err
+	case j.u16[k] != nil:
+		d, err := j.u16[k].Data(ctx)
+		return bytesOf(d), err
+	case j.feats[k] != nil:
+		d, err := j.feats[k].Data(ctx)
+		return bytesOf(d), err
+	}
+	return nil, fmt.Errorf("tile %s: no datum %q", j.tpl.Name(), k)
+}
+
+// dataKey is the pats key of datum k of the tile named tile: unique among
+// the tiles, so that a GPU unit's transfers find the tile.
+func dataKey(tile, k string) string { return tile + "/" + k }
+
+// jobRegistry finds the tiles in progress by name.
+type jobRegistry struct {
+	mu     sync.Mutex
+	byName map[string]*tileJob
+}
+
+func (r *jobRegistry) add(j *tileJob) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byName == nil {
+		r.byName = map[string]*tileJob{}
+	}
+	r.byName[j.tpl.Name()] = j
+}
+
+func (r *jobRegistry) remove(name string) *tileJob {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.byName[name]
+	delete(r.byName, name)
+	return j
+}
+
+func (r *jobRegistry) get(name string) (*tileJob, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j := r.byName[name]; j != nil {
+		return j, nil
+	}
+	return nil, fmt.Errorf("no tile %q in progress", name)
+}
+
+// all removes and returns every tile left (after a failed run).
+func (r *jobRegistry) all() []*tileJob {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*tileJob
+	for _, j := range r.byName {
+		out = append(out, j)
+	}
+	r.byName = nil
+	return out
+}
+
+// transfer returns the Transfer function of a's unit.
+func (r *jobRegistry) transfer(a accel) func(context.Context, pats.Data, bool) error {
+	return func(ctx context.Context, d pats.Data, toDevice bool) error {
+		name, k, ok := strings.Cut(d.Key, "/")
+		if !ok {
+			return fmt.Errorf("datum key %q names no tile", d.Key)
+		}
+		j, err := r.get(name)
+		if err != nil {
+			return err
+		}
+		host, err := j.hostBytes(ctx, k)
+		if err != nil {
+			return err
+		}
+		if toDevice {
+			b, err := j.dev.ensure(a, k, int64(len(host)))
+			if err != nil {
+				return err
+			}
+			return a.upload(ctx, b, host)
+		}
+		b, ok := j.dev.get(a, k)
+		if !ok {
+			return fmt.Errorf("tile %s: %q is not on %s", name, k, a.Name())
+		}
+		return a.download(ctx, host, b)
+	}
+}
+
+// accelUnits returns a pats unit per accelerator.
+func (r *jobRegistry) accelUnits(accels []accel) []pats.Unit {
+	var us []pats.Unit
+	for _, a := range accels {
+		us = append(us, pats.DeviceUnit{Device: a, Bind: a.bind(), Transfer: r.transfer(a)})
+	}
+	return us
+}
+
+// gpuImpl returns the GPU implementation of operation o: it finds the
+// unit's accelerator, its inputs in that accelerator's memory (uploaded by
+// the unit or left there by an earlier GPU operation), and runs the kernel
+// into the output's buffer there.
+func gpuImpl(o Operation, accels []accel) pats.Impl[*tileJob] {
+	return func(ctx context.Context, dev device.Device, j *tileJob) error {
+		var a accel
+		for _, c := range accels {
+			if c.ID() == dev.ID() {
+				a = c
+			}
+		}
+		if a == nil {
+			return fmt.Errorf("%s: no accelerator for %s", o.Name, dev.Name())
+		}
+		var bufs []gpuBuf
+		for _, k := range o.Reads {
+			b, ok := j.dev.get(a, k)
+			if !ok {
+				return fmt.Errorf("%s: input %q of tile %s is not on %s", o.Name, k, j.tpl.Name(), a.Name())
+			}
+			bufs = append(bufs, b)
+		}
+		host, err := j.hostBytes(ctx, o.Writes) // sizes the output; in-memory regions never fail
+		if err != nil {
+			return err
+		}
+		out, err := j.dev.ensure(a, o.Writes, int64(len(host)))
+		if err != nil {
+			return err
+		}
+		return a.run(ctx, o.Name, append(bufs, out), j.w, j.h)
+	}
+}
+
+// hostAccels returns n host accelerators.
+func hostAccels(n int) []accel {
+	as := make([]accel, n)
+	for i := range as {
+		as[i] = &hostAccel{index: i}
+	}
+	return as
+}
+
+// closeAccels closes every accelerator.
+func closeAccels(as []accel) error {
+	var errs []error
+	for _, a := range as {
+		errs = append(errs, a.close())
+	}
+	return errors.Join(errs...)
+}

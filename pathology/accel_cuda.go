@@ -1,0 +1,476 @@
+package pathology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gohtgs/htgs/cuda"
+	"github.com/gohtgs/htgs/device"
+)
+
+// cudaAccel is a CUDA GPU running the kernels of kernels/pathology.cu. It
+// has a stream per engine: uploads, kernels and downloads, so that a
+// prefetching pats worker overlaps them. Without the cuda build tag
+// cuda.Devices fails, so none is ever made.
+type cudaAccel struct {
+	dev            *cuda.Device
+	mod            *cuda.Module
+	fn             map[string]*cuda.Function
+	up, comp, down *cuda.Stream
+	toDev, fromDev *pinnedRing // staging of uploads (on up) and downloads (on down)
+	compDone       *cuda.Event // blocking: run waits for its kernels without spinning on a core
+	pool           bufPool
+	runMu          sync.Mutex     // one kernel sequence at a time (scratch below)
+	flag           cuda.DeviceMem // the iterative kernels' "changed" flag (int32)
+	sums, counts   cuda.DeviceMem // the feature kernels' per-object sums (float64) and counts (uint64)
+	disk           cuda.DeviceMem // MorphOpen's disk (diskTable, int32)
+	check          int            // launches of a reconstruction between looks at the flag
+}
+
+// kernelNames returns the kernels of kernels/pathology.cu.
+func kernelNames() []string {
+	return []string{"patho_rbc_init", "patho_dark", "patho_disk", "patho_recon8_u8", "patho_recon8_u16",
+		"patho_recon4_u8", "patho_fill_init", "patho_fill_final", "patho_edt_cols", "patho_edt_rows",
+		"patho_hmax_init", "patho_feat_accum", "patho_feat_final"}
+}
+
+// cudaAccels opens every CUDA device (at most limit, 0: all) as an
+// accelerator. It fails with an error wrapping cuda.ErrNoDevice where
+// there is none.
+func cudaAccels(limit int) ([]accel, error) {
+	ds, err := cuda.Devices()
+	if err != nil {
+		return nil, err
+	}
+	var as []accel
+	for i, d := range ds {
+		if limit > 0 && i >= limit {
+			_ = d.Close()
+			continue
+		}
+		a, err := newCUDAAccel(d)
+		if err != nil {
+			_ = d.Close()
+			for _, d := range ds[i+1:] {
+				_ = d.Close()
+			}
+			return nil, errors.Join(err, closeAccels(as))
+		}
+		as = append(as, a)
+	}
+	return as, nil
+}
+
+// newCUDAAccel loads the kernels on d and makes its streams and scratch
+// memory; on success the accelerator owns d.
+func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
+	a := &cudaAccel{dev: d, fn: map[string]*cuda.Function{}, check: 2}
+	disk := diskTable(openDiskRadius)
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%s: %w", d.Name(), err)
+			a.closeParts()
+		}
+	}()
+	if a.mod, err = d.LoadModule(pathologyPTX()); err != nil {
+		return nil, err
+	}
+	for _, n := range kernelNames() {
+		if a.fn[n], err = a.mod.Function(n); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range []**cuda.Stream{&a.up, &a.comp, &a.down} {
+		if *s, err = d.NewStream(); err != nil {
+			return nil, err
+		}
+	}
+	if a.toDev, err = newPinnedRing(d, a.up); err != nil {
+		return nil, err
+	}
+	if a.fromDev, err = newPinnedRing(d, a.down); err != nil {
+		return nil, err
+	}
+	if a.compDone, err = d.NewBlockingEvent(); err != nil {
+		return nil, err
+	}
+	if a.flag, err = d.Alloc(8); err != nil {
+		return nil, err
+	}
+	if a.sums, err = d.Alloc(8 * maxObjects); err != nil {
+		return nil, err
+	}
+	if a.counts, err = d.Alloc(8 * maxObjects); err != nil {
+		return nil, err
+	}
+	if a.disk, err = d.Alloc(int64(4 * len(disk))); err != nil {
+		return nil, err
+	}
+	if err = cuda.CopyToDevice(a.comp, a.disk, disk); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *cudaAccel) ID() int           { return a.dev.ID() }
+func (a *cudaAccel) Kind() device.Kind { return device.GPU }
+func (a *cudaAccel) Name() string      { return a.dev.Name() }
+func (a *cudaAccel) Memory() int64     { return a.dev.Memory() }
+
+func (a *cudaAccel) bind() func(context.Context, device.Device) (func(), error) {
+	dev := a.dev
+	return func(ctx context.Context, _ device.Device) (func(), error) { return cuda.Bind(ctx, dev) }
+}
+
+func (a *cudaAccel) alloc(size int64) (gpuBuf, error) {
+	if b, ok := a.pool.get(size); ok {
+		return b, nil
+	}
+	m, err := a.dev.Alloc(size)
+	if err != nil {
+		return gpuBuf{}, err
+	}
+	return gpuBuf{size: size, mem: m}, nil
+}
+
+func (a *cudaAccel) release(b gpuBuf) { a.pool.put(b) }
+
+func (a *cudaAccel) upload(ctx context.Context, dst gpuBuf, src []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if int64(len(src)) != dst.size {
+		return fmt.Errorf("%s: upload %d bytes into %d", a.Name(), len(src), dst.size)
+	}
+	return a.toDev.upload(dst.mem, src)
+}
+
+func (a *cudaAccel) download(ctx context.Context, dst []byte, src gpuBuf) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if int64(len(dst)) != src.size {
+		return fmt.Errorf("%s: download %d bytes into %d", a.Name(), src.size, len(dst))
+	}
+	return a.fromDev.download(dst, src.mem)
+}
+
+// Staging of the transfers: a tile's regions are ordinary (pageable) Go
+// memory, which the driver copies through a staging buffer of its own,
+// synchronously, at a fraction of the bus speed. A pinnedRing moves them
+// through a few chunks of pinned memory instead: the copy of one chunk
+// between Go memory and pinned memory overlaps the DMA of the others,
+// which runs on the direction's own stream at full bus speed, concurrently
+// with the kernels on the compute stream. Its waits are on blocking
+// events, so the waiting goroutine sleeps instead of spinning on a core
+// that a CPU worker needs.
+const (
+	ringChunk = 4 << 20 // bytes per chunk
+	ringSlots = 4       // chunks in flight
+)
+
+type pinnedRing struct {
+	mu   sync.Mutex // one transfer at a time per direction
+	s    *cuda.Stream
+	bufs []cuda.HostMem
+	evs  []*cuda.Event // evs[k] completes when the DMA through bufs[k] has
+}
+
+func newPinnedRing(d *cuda.Device, s *cuda.Stream) (r *pinnedRing, err error) {
+	r = &pinnedRing{s: s}
+	defer func() {
+		if err != nil {
+			_ = r.close()
+		}
+	}()
+	for range ringSlots {
+		b, err := d.AllocHost(ringChunk)
+		if err != nil {
+			return nil, err
+		}
+		r.bufs = append(r.bufs, b)
+		e, err := d.NewBlockingEvent()
+		if err != nil {
+			return nil, err
+		}
+		r.evs = append(r.evs, e)
+	}
+	return r, nil
+}
+
+// chunk returns the offset and length of chunk i of n bytes.
+func chunk(i int, n int64) (off, m int64) {
+	off = int64(i) * ringChunk
+	return off, min(ringChunk, n-off)
+}
+
+// upload copies src into dst and waits for the copy.
+func (r *pinnedRing) upload(dst cuda.DeviceMem, src []byte) (err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer r.drainOnError(&err)
+	n := int64(len(src))
+	chunks := int((n + ringChunk - 1) / ringChunk)
+	for i := range chunks {
+		k := i % len(r.bufs)
+		if i >= len(r.bufs) { // the slot's previous DMA must be done
+			if err := r.evs[k].Synchronize(); err != nil {
+				return err
+			}
+		}
+		off, m := chunk(i, n)
+		h := r.bufs[k].Slice(0, m)
+		copy(h.Bytes(), src[off:off+m])
+		if err := cuda.CopyHtoD(r.s, dst.Slice(off, m), h); err != nil {
+			return err
+		}
+		if err := r.evs[k].Record(r.s); err != nil {
+			return err
+		}
+	}
+	if chunks == 0 {
+		return nil
+	}
+	return r.evs[(chunks-1)%len(r.bufs)].Synchronize() // the stream runs the chunks in order
+}
+
+// download copies src into dst and waits for the copy.
+func (r *pinnedRing) download(dst []byte, src cuda.DeviceMem) (err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer r.drainOnError(&err)
+	n := int64(len(dst))
+	chunks := int((n + ringChunk - 1) / ringChunk)
+	queue := func(i int) error {
+		off, m := chunk(i, n)
+		k := i % len(r.bufs)
+		if err := cuda.CopyDtoH(r.s, r.bufs[k].Slice(0, m), src.Slice(off, m)); err != nil {
+			return err
+		}
+		return r.evs[k].Record(r.s)
+	}
+	for i := range min(len(r.bufs), chunks) {
+		if err := queue(i); err != nil {
+			return err
+		}
+	}
+	for i := range chunks {
+		k := i % len(r.bufs)
+		if err := r.evs[k].Synchronize(); err != nil {
+			return err
+		}
+		off, m := chunk(i, n)
+		copy(dst[off:off+m], r.bufs[k].Bytes()[:m])
+		if next := i + len(r.bufs); next < chunks { // the slot is free again
+			if err := queue(next); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// drainOnError waits for the DMAs still queued when a transfer failed, so
+// that the next one finds its buffers free.
+func (r *pinnedRing) drainOnError(err *error) {
+	if *err != nil {
+		_ = r.s.Synchronize()
+	}
+}
+
+func (r *pinnedRing) close() error {
+	if r == nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range r.evs {
+		errs = append(errs, e.Close())
+	}
+	for _, b := range r.bufs {
+		errs = append(errs, b.Free())
+	}
+	r.evs, r.bufs = nil, nil
+	return errors.Join(errs...)
+}
+
+// launch queues kernel name over n elements on the compute stream.
+func (a *cudaAccel) launch(name string, n int64, args ...any) error {
+	const block = 256
+	return a.fn[name].Launch(a.comp, cuda.GridFor(n, block, 8192), block, args...)
+}
+
+// launchTiles queues kernel name, which takes 32 x 32 tiles of a w x h
+// image in turn per block (patho_disk, patho_recon*), on the compute
+// stream.
+func (a *cudaAccel) launchTiles(name string, w, h int64, args ...any) error {
+	const block, tile = 256, 32
+	tiles := ((w + tile - 1) / tile) * ((h + tile - 1) / tile)
+	return a.fn[name].Launch(a.comp, cuda.GridFor(tiles, 1, 65535), block, args...)
+}
+
+// launchCols queues patho_edt_cols, a thread per column, in blocks of 64
+// so that a narrow image still spreads over the multiprocessors.
+func (a *cudaAccel) launchCols(name string, w int64, args ...any) error {
+	const block = 64
+	return a.fn[name].Launch(a.comp, cuda.GridFor(w, block, 65535), block, args...)
+}
+
+// reconstruct reconstructs J (the marker, in place) under I by iterated
+// geodesic dilation (kernel patho_recon8_u8, _u16 or patho_recon4_u8) until a launch
+// changes nothing.
+func (a *cudaAccel) reconstruct(ctx context.Context, kernel string, J, I cuda.DeviceMem, w, h int64) error {
+	return a.iterate(ctx, a.check, func() error { return a.launchTiles(kernel, w, h, J, I, w, h, a.flag) })
+}
+
+// iterate runs step until it changes nothing, looking at the flag every
+// every steps.
+func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) error {
+	flag := make([]int32, 2)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := cuda.Memset(a.comp, a.flag, 0); err != nil {
+			return err
+		}
+		for range every {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		// Sleep until the steps are done, then read the flag (a short wait).
+		if err := a.compDone.Record(a.comp); err != nil {
+			return err
+		}
+		if err := a.compDone.Synchronize(); err != nil {
+			return err
+		}
+		if err := cuda.CopyFromDevice(a.comp, flag, a.flag); err != nil {
+			return err
+		}
+		if flag[0] == 0 {
+			return nil
+		}
+	}
+}
+
+func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int) error {
+	a.runMu.Lock()
+	defer a.runMu.Unlock()
+	W, H, n := int64(w), int64(h), int64(w)*int64(h)
+	m := func(i int) cuda.DeviceMem { return bufs[i].mem }
+	scratch := func() (gpuBuf, error) { return a.alloc(n) }
+	var err error
+	switch op {
+	case "RBCDetection":
+		var loose gpuBuf
+		if loose, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(loose)
+		if err = a.launch("patho_rbc_init", n, m(0), loose.mem, m(1), n); err == nil {
+			err = a.reconstruct(ctx, "patho_recon8_u8", m(1), loose.mem, W, H)
+		}
+	case "MorphOpen":
+		var dark, eroded gpuBuf
+		if dark, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(dark)
+		if eroded, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(eroded)
+		err = errors.Join(a.launch("patho_dark", n, m(0), dark.mem, n),
+			a.launchTiles("patho_disk", W, H, dark.mem, eroded.mem, W, H, int64(0), a.disk),
+			a.launchTiles("patho_disk", W, H, eroded.mem, m(1), W, H, int64(1), a.disk))
+	case "FillHoles":
+		var reach, bg gpuBuf
+		if reach, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(reach)
+		if bg, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(bg)
+		if err = a.launch("patho_fill_init", n, m(0), reach.mem, bg.mem, W, H); err == nil {
+			err = a.reconstruct(ctx, "patho_recon4_u8", reach.mem, bg.mem, W, H)
+		}
+		if err == nil {
+			err = a.launch("patho_fill_final", n, m(0), reach.mem, m(1), n)
+		}
+	case "PreWatershed":
+		var g, dist gpuBuf
+		if g, err = a.alloc(4 * n); err != nil {
+			return err
+		}
+		defer a.release(g)
+		if dist, err = a.alloc(2 * n); err != nil {
+			return err
+		}
+		defer a.release(dist)
+		err = errors.Join(a.launchCols("patho_edt_cols", W, m(0), g.mem, W, H),
+			a.launch("patho_edt_rows", n, g.mem, dist.mem, W, H),
+			a.launch("patho_hmax_init", n, dist.mem, m(1), n))
+		if err == nil {
+			err = a.reconstruct(ctx, "patho_recon8_u16", m(1), dist.mem, W, H)
+		}
+	case "FeatIntensity", "FeatGradient":
+		kind := int64(featKind(op))
+		err = errors.Join(cuda.Memset(a.comp, a.sums, 0), cuda.Memset(a.comp, a.counts, 0), cuda.Memset(a.comp, m(2), 0))
+		if err == nil {
+			err = errors.Join(a.launch("patho_feat_accum", n, m(0), m(1), a.sums, a.counts, W, H, kind),
+				a.launch("patho_feat_final", maxObjects, a.sums, a.counts, m(2), kind))
+		}
+	default:
+		return fmt.Errorf("%s: no GPU implementation of %s", a.Name(), op)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
+	}
+	if err := a.compDone.Record(a.comp); err != nil {
+		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
+	}
+	if err := a.compDone.Synchronize(); err != nil {
+		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
+	}
+	return nil
+}
+
+// closeParts frees what newCUDAAccel made, and the device.
+func (a *cudaAccel) closeParts() error {
+	var errs []error
+	for _, b := range a.pool.drain() {
+		errs = append(errs, b.mem.Free())
+	}
+	for _, m := range []cuda.DeviceMem{a.flag, a.sums, a.counts, a.disk} {
+		if m.Size() > 0 {
+			errs = append(errs, m.Free())
+		}
+	}
+	if a.up != nil {
+		errs = append(errs, a.up.Synchronize())
+	}
+	if a.down != nil {
+		errs = append(errs, a.down.Synchronize())
+	}
+	errs = append(errs, a.toDev.close(), a.fromDev.close())
+	if a.compDone != nil {
+		errs = append(errs, a.compDone.Close())
+	}
+	for _, s := range []*cuda.Stream{a.up, a.comp, a.down} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	if a.mod != nil {
+		errs = append(errs, a.mod.Close())
+	}
+	errs = append(errs, a.dev.Close())
+	return errors.Join(errs...)
+}
+
+func (a *cudaAccel) close() error { return a.closeParts() }

@@ -1,0 +1,323 @@
+package pathology
+
+import "math"
+
+// This file mirrors, in Go, the CUDA kernels of kernels/pathology.cu with
+// the same indexing and the same iteration scheme (grid-stride loops
+// become plain loops, in-place relaxations sweep in index order). The host
+// accelerator (hostAccel) runs these mirrors, so that without a GPU the
+// tests check the kernels' arithmetic, and the plumbing of the GPU units,
+// against the CPU implementations (kernels.go, morph.go, recon.go,
+// edt.go).
+
+// refFillInit mirrors patho_fill_init: reach gets the background pixels of
+// the border, bg the background.
+func refFillInit(in, reach, bg []uint8, w, h int) {
+	for i := range w * h {
+		x, y := i%w, i/w
+		bg[i] = b2u8(in[i] == 0)
+		reach[i] = b2u8(in[i] == 0 && (x == 0 || y == 0 || x == w-1 || y == h-1))
+	}
+}
+
+// refFillFinal mirrors patho_fill_final.
+func refFillFinal(in, reach, out []uint8) {
+	for i := range out {
+		if in[i] != 0 || reach[i] == 0 {
+			out[i] = 1
+		} else {
+			out[i] = 0
+		}
+	}
+}
+
+// Kinds of feature of patho_feat_accum and patho_feat_final.
+const (
+	featKindIntensity = 0
+	featKindGradient  = 1
+)
+
+// refFeatAccum mirrors patho_feat_accum (one block): it adds each object's
+// values to sums and its pixel count to counts.
+func refFeatAccum(rgb []uint8, labels []uint16, sums []float64, counts []uint64, w, h, kind int) {
+	n := w * h
+	gray := func(x, y int) float64 {
+		x, y = min(max(x, 0), w-1), min(max(y, 0), h-1)
+		i := y*w + x
+		return float64(int(rgb[i])+int(rgb[n+i])+int(rgb[2*n+i])) / 3
+	}
+	for i := range n {
+		l := int(labels[i])
+		if l == 0 || l > maxObjects {
+			continue
+		}
+		var v float64
+		if kind == featKindIntensity {
+			v = 255 - float64(int(rgb[i])+int(rgb[n+i])+int(rgb[2*n+i]))/3
+		} else {
+			x, y := i%w, i/w
+			gx := gray(x+1, y-1) + 2*gray(x+1, y) + gray(x+1, y+1) - gray(x-1, y-1) - 2*gray(x-1, y) - gray(x-1, y+1)
+			gy := gray(x-1, y+1) + 2*gray(x, y+1) + gray(x+1, y+1) - gray(x-1, y-1) - 2*gray(x, y-1) - gray(x+1, y-1)
+			v = math.Hypot(gx, gy)
+		}
+		sums[l-1] += v
+		counts[l-1]++
+	}
+}
+
+// refFeatFinal mirrors patho_feat_final.
+func refFeatFinal(sums []float64, counts []uint64, table []float64, kind int) {
+	for k := range maxObjects {
+		a := float64(counts[k])
+		row := table[k*numFeatures:]
+		mean := 0.0
+		if a > 0 {
+			mean = sums[k] / a
+		}
+		if kind == featKindIntensity {
+			row[featArea], row[featMean] = a, mean
+		} else {
+			row[featGrad] = mean
+		}
+	}
+}
+
+// refRBCInit mirrors patho_rbc_init: loose gets the reddish pixels, out the
+// strongly red ones among them.
+func refRBCInit(rgb, loose, out []uint8, n int) {
+	for i := range n {
+		r, g, b := rgb[i], rgb[n+i], rgb[2*n+i]
+		l := rbcLoose(r, g, b)
+		loose[i], out[i] = b2u8(l), b2u8(l && rbcSeed(r, g, b))
+	}
+}
+
+func b2u8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// refDark mirrors patho_dark.
+func refDark(rgb, dark []uint8, n int) {
+	for i := range n {
+		dark[i] = uint8(255 - (int(rgb[i])+int(rgb[n+i])+int(rgb[2*n+i]))/3)
+	}
+}
+
+// Layout of patho_disk's disk table (DISK_MAXR, DISK_WIDX).
+const (
+	diskMaxR = 15
+	diskWidx = 18 // 2 + the most distinct half-widths (diskMaxR+1)
+)
+
+// diskTable returns the description of the disk of radius r (at most
+// diskMaxR) that patho_disk reads: r, the number of distinct half-widths
+// of its rows, those half-widths (in the order diskFilter finds them), and
+// from index diskWidx the index among them of each row's, rows -r..r.
+func diskTable(r int) []int32 {
+	t := make([]int32, diskWidx+2*r+1)
+	idx := map[int]int{}
+	var widths []int
+	hw := diskHalfWidths(r)
+	for _, v := range hw {
+		if _, ok := idx[v]; !ok {
+			idx[v] = len(widths)
+			widths = append(widths, v)
+		}
+	}
+	t[0], t[1] = int32(r), int32(len(widths))
+	for k, v := range widths {
+		t[2+k] = int32(v)
+	}
+	for dy, v := range hw {
+		t[diskWidx+dy] = int32(idx[v])
+	}
+	return t
+}
+
+// refDisk mirrors patho_disk: the erosion (op 0) or dilation (op 1) of in
+// by the disk, row minima (maxima) for each half-width, then the column of
+// rows, pixels outside the image being the neutral element.
+func refDisk(in, out []uint8, w, h, op int, disk []int32) {
+	r, nw := int(disk[0]), int(disk[1])
+	neutral := uint8(255)
+	f := func(a, b uint8) uint8 { return min(a, b) }
+	if op != 0 {
+		neutral = 0
+		f = func(a, b uint8) uint8 { return max(a, b) }
+	}
+	at := func(x, y int) uint8 {
+		if x < 0 || x >= w || y < 0 || y >= h {
+			return neutral
+		}
+		return in[y*w+x]
+	}
+	rows := make([][]uint8, nw)
+	for k := range rows {
+		rows[k] = make([]uint8, w*h)
+	}
+	for y := range h {
+		for x := range w {
+			m := at(x, y)
+			for a := 0; a <= r; a++ {
+				if a > 0 {
+					m = f(m, f(at(x-a, y), at(x+a, y)))
+				}
+				for wi := range nw {
+					if int(disk[2+wi]) == a {
+						rows[wi][y*w+x] = m
+					}
+				}
+			}
+		}
+	}
+	for y := range h {
+		for x := range w {
+			m := neutral
+			for dy := -r; dy <= r; dy++ {
+				if yy := y + dy; yy >= 0 && yy < h {
+					m = f(m, rows[disk[diskWidx+r+dy]][yy*w+x])
+				}
+			}
+			out[y*w+x] = m
+		}
+	}
+}
+
+// reconTile is the tile edge of patho_recon* (RECON_T).
+const reconTile = 32
+
+// refReconStep mirrors one launch of patho_recon8_u8/u16 (conn 8) and
+// patho_recon4_u8 (conn 4): tile by tile, the tile and its one-pixel frame
+// copied, the tile relaxed until stable (each pixel min(max of its
+// neighbourhood, I)), then written back. It reports whether any tile
+// changed.
+func refReconStep[T uint8 | uint16](J, I []T, w, h, conn int) bool {
+	const t = reconTile
+	var sj [(t + 2) * (t + 2)]T
+	changed := false
+	for y0 := 0; y0 < h; y0 += t {
+		for x0 := 0; x0 < w; x0 += t {
+			for sy := range t + 2 {
+				for sx := range t + 2 {
+					x, y := x0-1+sx, y0-1+sy
+					var v T
+					if x >= 0 && x < w && y >= 0 && y < h {
+						v = J[y*w+x]
+					}
+					sj[sy*(t+2)+sx] = v
+				}
+			}
+			tileChanged := false
+			for {
+				again := false
+				for k := range t * t {
+					sy, sx := k/t+1, k%t+1
+					x, y := x0+sx-1, y0+sy-1
+					if x >= w || y >= h {
+						continue
+					}
+					m, v := I[y*w+x], sj[sy*(t+2)+sx]
+					if v == m {
+						continue
+					}
+					nv := v
+					for dy := -1; dy <= 1; dy++ {
+						for dx := -1; dx <= 1; dx++ {
+							if conn == 8 || dx == 0 || dy == 0 {
+								nv = max(nv, sj[(sy+dy)*(t+2)+sx+dx])
+							}
+						}
+					}
+					if nv = min(nv, m); nv != v {
+						sj[sy*(t+2)+sx] = nv
+						again = true
+					}
+				}
+				if !again {
+					break
+				}
+				tileChanged = true
+			}
+			if tileChanged {
+				for k := range t * t {
+					sy, sx := k/t, k%t
+					if x, y := x0+sx, y0+sy; x < w && y < h {
+						J[y*w+x] = sj[(sy+1)*(t+2)+sx+1]
+					}
+				}
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// refEDTCols mirrors patho_edt_cols: per column, the distance to the
+// nearest zero of mask in the column (w+h+1 where there is none).
+func refEDTCols(mask []uint8, g []int32, w, h int) {
+	inf := int32(w + h + 1)
+	for x := range w {
+		d := inf
+		if mask[x] == 0 {
+			d = 0
+		}
+		g[x] = d
+		for y := 1; y < h; y++ {
+			if mask[y*w+x] == 0 {
+				d = 0
+			} else {
+				d = min(d+1, inf)
+			}
+			g[y*w+x] = d
+		}
+		for y := h - 2; y >= 0; y-- {
+			v := g[y*w+x]
+			if d+1 < v {
+				v = d + 1
+				g[y*w+x] = v
+			}
+			d = v
+		}
+	}
+}
+
+// refEDTRows mirrors patho_edt_rows: per pixel, the least (x-i)^2 + g(i)^2
+// over the row, searched outwards, in eighths of a pixel.
+func refEDTRows(g []int32, dist []uint16, w, h int) {
+	inf := int64(w + h + 1)
+	for i := range w * h {
+		x := i % w
+		row := i - x
+		gx := int64(g[i])
+		if gx == 0 {
+			dist[i] = 0
+			continue
+		}
+		best := gx * gx
+		for k := 1; int64(k*k) < best && (x-k >= 0 || x+k < w); k++ {
+			if x-k >= 0 {
+				v := int64(g[row+x-k])
+				best = min(best, int64(k*k)+v*v)
+			}
+			if x+k < w {
+				v := int64(g[row+x+k])
+				best = min(best, int64(k*k)+v*v)
+			}
+		}
+		if best >= inf*inf {
+			dist[i] = math.MaxUint16
+		} else {
+			dist[i] = uint16(min(math.Round(8*math.Sqrt(float64(best))), math.MaxUint16))
+		}
+	}
+}
+
+// refHMaxInit mirrors patho_hmax_init.
+func refHMaxInit(dist, marker []uint16) {
+	for i, d := range dist {
+		marker[i] = d - min(d, hMaxHeight)
+	}
+}

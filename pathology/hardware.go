@@ -1,0 +1,998 @@
+package pathology
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/pats"
+	"github.com/gohtgs/htgs/region"
+)
+
+// This file holds the experiment on real hardware (-hardware): the
+// pipeline's operations run for real on 4K x 4K tiles, on the CPU cores of
+// this machine and on its GPUs (or on host memory posing as GPUs), under
+// FCFS and PATS with its optimizations; the simulator predicts each run
+// from operation costs measured on this machine beforehand.
+
+// hwSetup is the machine and the workload of a hardware experiment.
+type hwSetup struct {
+	cpus      int
+	accels    []accel
+	tiles     int
+	size      int
+	window    int
+	seed      uint64
+	calTiles  int      // tiles timed op by op before the runs (the first is a warm-up)
+	noOrder   bool     // skip "PATS, speedup order only" (-order-only=false)
+	configs   []string // -hw-configs names in order (nil: every configuration)
+	traceDir  string   // where trace.csv goes (empty: no trace file)
+	gpuKind   string
+	log       io.Writer
+	specs     []Operation
+	regionBuf map[string]int64 // real size of each datum
+}
+
+// calibration is what the sequential pass measured: mean compute time of
+// each operation per device kind, host-GPU bandwidth, and the check of
+// every GPU output against the CPU one.
+type calibration struct {
+	cpu, gpu  map[string]time.Duration
+	cpuAlone  map[string]time.Duration // on one core with the others idle
+	loaded    int                      // tiles timed concurrently for cpu (0: cpu is cpuAlone)
+	bandwidth float64                  // bytes per second, uploads and downloads together (under load where measured)
+	stageBW   float64                  // bytes per second staging a tile's RGB from storage (under load where measured)
+	// bandwidthAlone and stageBWAlone are the same measured with the
+	// other cores idle; bandwidth and stageBW replace them by the rates
+	// under the load of every core (the run's condition) where measured.
+	bandwidthAlone, stageBWAlone float64
+	mismatch                     []string
+	ti                           float64 // mean fraction of a GPU operation's time spent moving its data
+	// content is the dark-pixel share of every tile of the slide
+	// (tileContent), fit each operation's CPU cost under load as a line in
+	// it (costmodel.go); without them (no load measured) every tile costs
+	// cpu.
+	content []float64
+	fit     map[string]costFit
+}
+
+// speedups returns the measured speedup of each operation with a GPU
+// implementation (CPU-only operations have none).
+func (c *calibration) speedups() map[string]float64 {
+	out := map[string]float64{}
+	for op, g := range c.gpu {
+		if g > 0 {
+			out[op] = float64(c.cpu[op]) / float64(g)
+		}
+	}
+	return out
+}
+
+// hwOps returns the operations of a hardware run: every one with its CPU
+// implementation, those of gpuOpNames() also with their GPU one on accels.
+// With rec, every instance's compute time is recorded there.
+func hwOps(specs []Operation, est map[string]float64, accels []accel, rec *instTimes) map[string]*pats.Op[*tileJob] {
+	cpu := kernelOps(nil)
+	ops := map[string]*pats.Op[*tileJob]{}
+	for _, o := range specs {
+		impls := map[device.Kind]pats.Impl[*tileJob]{device.CPU: cpu[o.Name].Impls[device.CPU]}
+		if hasGPUImpl(o.Name) && len(accels) > 0 {
+			impls[device.GPU] = gpuImpl(o, accels)
+		}
+		if rec != nil {
+			for k, impl := range impls {
+				impls[k] = rec.wrap(o.Name, k == device.GPU, impl)
+			}
+		}
+		ops[o.Name] = &pats.Op[*tileJob]{Name: o.Name, Speedup: est[o.Name], Impls: impls}
+	}
+	return ops
+}
+
+// realBytes returns the size of each datum of a size x size tile.
+func realBytes(size int) map[string]int64 {
+	n := int64(size) * int64(size)
+	out := map[string]int64{"rgb": 3 * n}
+	for _, k := range []string{"rbc", "opened", "candidates", "area", "filled"} {
+		out[k] = n
+	}
+	for _, k := range []string{"distance", "watershed", "labels"} {
+		out[k] = 2 * n
+	}
+	for k := range featIDs() {
+		out[k] = maxObjects * numFeatures * 8
+	}
+	return out
+}
+
+func (h *hwSetup) logf(format string, args ...any) {
+	if h.log != nil {
+		fmt.Fprintf(h.log, format+"\n", args...)
+	}
+}
+
+// calibrate processes calTiles tiles one operation at a time: each on one
+// CPU core and, where it has a GPU implementation, on the first GPU
+// (inputs uploaded, output downloaded and compared with the CPU's).
+//
+// The CPU costs the simulator uses are then measured again under the load
+// of a run (cpuUnderLoad): with every core busy, a core is slower than
+// alone (a lower clock, shared memory bandwidth and caches, the garbage
+// collector).
+func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error) {
+	c, err := h.calibrateAlone(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	c.cpuAlone = c.cpu
+	c.bandwidthAlone, c.stageBWAlone = c.bandwidth, c.stageBW
+	if h.cpus > 1 {
+		if c.content, err = tileContent(ctx, s); err != nil {
+			return nil, err
+		}
+		done := make(chan struct{})
+		var xferBW float64
+		var xferErr error
+		var xwg sync.WaitGroup
+		if len(h.accels) > 0 {
+			xwg.Add(1)
+			go func() {
+				defer xwg.Done()
+				xferBW, xferErr = h.transferUnderLoad(ctx, s, done)
+			}()
+		}
+		times, stageBW, err := h.cpuUnderLoad(ctx, s)
+		close(done)
+		xwg.Wait()
+		if err != nil {
+			return nil, err
+		}
+		if xferErr != nil {
+			return nil, xferErr
+		}
+		if xferBW > 0 {
+			c.bandwidth = xferBW
+		}
+		if stageBW > 0 {
+			c.stageBW = stageBW
+		}
+		c.cpu, c.fit = map[string]time.Duration{}, map[string]costFit{}
+		x := make([]float64, len(times))
+		for k := range times {
+			x[k] = c.content[k%s.tiles]
+		}
+		for _, o := range h.specs {
+			ts := make([]time.Duration, len(times))
+			for k, m := range times {
+				ts[k] = m[o.Name]
+				c.cpu[o.Name] += m[o.Name] / time.Duration(len(times))
+			}
+			c.fit[o.Name] = fitCost(x, ts)
+		}
+		c.loaded = h.cpus
+	}
+	return c, nil
+}
+
+// cpuUnderLoad runs one tile per CPU core at once (core k takes tile k
+// modulo the slide's tiles), each through the whole pipeline on its core,
+// and returns the time of each operation on each core's tile, and the
+// rate at which the cores staged their tiles' RGB from storage meanwhile.
+func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide) ([]map[string]time.Duration, float64, error) {
+	ops := hwOps(h.specs, nil, nil, nil)
+	times := make([]map[string]time.Duration, h.cpus)
+	errs := make([]error, h.cpus)
+	staged := make([]time.Duration, h.cpus)
+	var stagedBytes int64
+	var wg sync.WaitGroup
+	for k := range h.cpus {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = func() error {
+				j, err := s.newTileJob(k % s.tiles)
+				if err != nil {
+					return err
+				}
+				t0 := time.Now()
+				if err := j.rgb.Stage(ctx); err != nil {
+					return err
+				}
+				staged[k] = time.Since(t0)
+				times[k] = map[string]time.Duration{}
+				for _, o := range h.specs {
+					t0 := time.Now()
+					if err := ops[o.Name].Impls[device.CPU](ctx, device.Host{}, j); err != nil {
+						return fmt.Errorf("calibrate %s on cpu: %w", o.Name, err)
+					}
+					times[k][o.Name] = time.Since(t0)
+				}
+				return nil
+			}()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, err
+	}
+	var st time.Duration
+	for k := range staged {
+		st += staged[k]
+		stagedBytes += 3 * int64(h.size) * int64(h.size)
+	}
+	bw := 0.0
+	if st > 0 {
+		bw = float64(stagedBytes) / st.Seconds()
+	}
+	return times, bw, nil
+}
+
+// transferUnderLoad uploads and downloads tile 0's RGB on the first GPU
+// until done is closed (while every core runs cpuUnderLoad) and returns
+// the rate in bytes per second, uploads and downloads together.
+func (h *hwSetup) transferUnderLoad(ctx context.Context, s *Slide, done <-chan struct{}) (float64, error) {
+	a := h.accels[0]
+	reg := &jobRegistry{}
+	j, err := s.newTileJob(0)
+	if err != nil {
+		return 0, err
+	}
+	reg.add(j)
+	defer func() {
+		reg.remove(j.tpl.Name())
+		j.dev.release()
+	}()
+	if err := j.rgb.Stage(ctx); err != nil {
+		return 0, err
+	}
+	xfer := reg.transfer(a)
+	unbind := func() {}
+	if b := a.bind(); b != nil {
+		u, err := b(ctx, a)
+		if err != nil {
+			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+		}
+		unbind = u
+	}
+	defer unbind()
+	d := j.data("rgb", h.regionBuf)
+	var moved int64
+	var took time.Duration
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			if took <= 0 {
+				return 0, nil
+			}
+			return float64(moved) / took.Seconds(), nil
+		default:
+		}
+		t0 := time.Now()
+		if err := xfer(ctx, d, true); err != nil {
+			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+		}
+		if err := xfer(ctx, d, false); err != nil {
+			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+		}
+		if n > 0 { // the first pair allocates the buffer
+			took += time.Since(t0)
+			moved += 2 * d.Bytes
+		}
+	}
+}
+
+// calibrateAlone is the sequential pass of calibrate.
+func (h *hwSetup) calibrateAlone(ctx context.Context, s *Slide) (*calibration, error) {
+	c := &calibration{cpu: map[string]time.Duration{}, gpu: map[string]time.Duration{}}
+	ops := hwOps(h.specs, nil, h.accels, nil)
+	var stagedBytes int64
+	var stageTime time.Duration
+	reg := &jobRegistry{}
+	var a accel
+	var xfer func(context.Context, pats.Data, bool) error
+	if len(h.accels) > 0 {
+		a = h.accels[0]
+		xfer = reg.transfer(a)
+	}
+	var xferBytes int64
+	var xferTime time.Duration
+	counted := 0
+	var tiFr []float64
+	for i := range h.calTiles {
+		j, err := s.newTileJob(i % s.tiles)
+		if err != nil {
+			return nil, err
+		}
+		reg.add(j)
+		warm := i == 0 && h.calTiles > 1
+		if !warm {
+			counted++
+		}
+		t0 := time.Now()
+		if err := j.rgb.Stage(ctx); err != nil { // as a worker does before the first reader
+			return nil, err
+		}
+		if !warm {
+			stagedBytes += j.rgb.Bytes()
+			stageTime += time.Since(t0)
+		}
+		for _, o := range h.specs {
+			op := ops[o.Name]
+			t0 := time.Now()
+			if err := op.Impls[device.CPU](ctx, device.Host{}, j); err != nil {
+				return nil, fmt.Errorf("calibrate %s on cpu: %w", o.Name, err)
+			}
+			dc := time.Since(t0)
+			if !warm {
+				c.cpu[o.Name] += dc
+			}
+			g := op.Impls[device.GPU]
+			if g == nil {
+				continue
+			}
+			err := func() error {
+				unbind := func() {}
+				if b := a.bind(); b != nil {
+					u, err := b(ctx, a)
+					if err != nil {
+						return err
+					}
+					unbind = u
+				}
+				defer unbind()
+				var moved int64
+				t0 := time.Now()
+				for _, k := range o.Reads {
+					d := j.data(k, h.regionBuf)
+					if err := xfer(ctx, d, true); err != nil {
+						return err
+					}
+					moved += d.Bytes
+				}
+				up := time.Since(t0)
+				t1 := time.Now()
+				if err := g(ctx, a, j); err != nil {
+					return err
+				}
+				dg := time.Since(t1)
+				host, err := j.hostBytes(ctx, o.Writes)
+				if err != nil {
+					return err
+				}
+				cpuOut := slices.Clone(host)
+				t2 := time.Now()
+				if err := xfer(ctx, j.data(o.Writes, h.regionBuf), false); err != nil {
+					return err
+				}
+				down := time.Since(t2)
+				moved += int64(len(host))
+				if !sameOutput(o.Writes, cpuOut, host) {
+					c.mismatch = append(c.mismatch, fmt.Sprintf("%s (tile %d)", o.Name, i))
+				}
+				copy(host, cpuOut) // the CPU's result feeds the next operations
+				if !warm {
+					c.gpu[o.Name] += dg
+					xferBytes += moved
+					xferTime += up + down
+					tiFr = append(tiFr, float64(up+down)/float64(up+down+dg))
+				}
+				return nil
+			}()
+			if err != nil {
+				return nil, fmt.Errorf("calibrate %s on %s: %w", o.Name, a.Name(), err)
+			}
+		}
+		reg.remove(j.tpl.Name())
+		j.dev.release()
+	}
+	for op := range c.cpu {
+		c.cpu[op] /= time.Duration(max(counted, 1))
+	}
+	for op := range c.gpu {
+		c.gpu[op] /= time.Duration(max(counted, 1))
+	}
+	if xferTime > 0 {
+		c.bandwidth = float64(xferBytes) / xferTime.Seconds()
+	}
+	if len(tiFr) > 0 {
+		c.ti = math.Round(mean(tiFr)*100) / 100
+	}
+	if stageTime > 0 {
+		c.stageBW = float64(stagedBytes) / stageTime.Seconds()
+	}
+	return c, nil
+}
+
+// sameOutput compares a CPU and a GPU output: exactly, except the feature
+// tables (sums in another order), within a relative 1e-9.
+func sameOutput(key string, cpu, gpu []byte) bool {
+	if _, ok := featIDs()[key]; !ok {
+		return bytes.Equal(cpu, gpu)
+	}
+	a, b := view[float64](cpu), view[float64](gpu)
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-9*max(1, math.Abs(a[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// wrongEstimates returns the measured speedups with an error of pct
+// percent in the manner of seed 001 §IV.F: the operations below the median
+// speedup are overestimated, the others underestimated, which squeezes
+// the order PATS relies on.
+func wrongEstimates(sp map[string]float64, pct int) map[string]float64 {
+	var vs []float64
+	for _, v := range sp {
+		vs = append(vs, v)
+	}
+	sort.Float64s(vs)
+	med := 0.0
+	if len(vs) > 0 {
+		med = vs[len(vs)/2]
+	}
+	e := float64(pct) / 100
+	out := map[string]float64{}
+	for k, v := range sp {
+		if v < med {
+			out[k] = v * (1 + e)
+		} else {
+			out[k] = max(v*(1-e), 1e-9)
+		}
+	}
+	return out
+}
+
+// simFlows returns the hardware workload for the simulator: the same
+// operations (CPU-only where they are), tile i's instance of op costing
+// cost(i, op).
+func (h *hwSetup) simFlows(c *calibration, est map[string]float64, cost func(tile int, op string) pats.Cost) []*pats.Flow {
+	ops := map[string]*pats.Op[int]{}
+	for _, o := range h.specs {
+		impls := map[device.Kind]pats.Impl[int]{device.CPU: noop}
+		if _, ok := c.gpu[o.Name]; ok && len(h.accels) > 0 {
+			impls[device.GPU] = noop
+		}
+		ops[o.Name] = &pats.Op[int]{Name: o.Name, Speedup: est[o.Name], Impls: impls}
+	}
+	fs := make([]*pats.Flow, h.tiles)
+	for i := range fs {
+		f := pats.NewFlow(tileName(i))
+		for _, o := range h.specs {
+			var reads []pats.Data
+			for _, k := range o.Reads {
+				d := pats.Data{Key: k, Bytes: h.regionBuf[k]}
+				if k == "rgb" {
+					d.Store = noStore{} // staged from storage, as in the run
+				}
+				reads = append(reads, d)
+			}
+			pats.Add(f, ops[o.Name], i, pats.Reads(reads...),
+				pats.Writes(pats.Data{Key: o.Writes, Bytes: h.regionBuf[o.Writes]}),
+				pats.WithCost(cost(i, o.Name)))
+		}
+		fs[i] = f
+	}
+	return fs
+}
+
+// noStore is the storage of a simulated input: the simulator models its
+// staging time (pats.Machine.StageBandwidth) and never calls it.
+type noStore struct{}
+
+func (noStore) Stage(context.Context) error  { return nil }
+func (noStore) Commit(context.Context) error { return nil }
+
+// predicted returns the cost of tile i's instance of op that the
+// calibration predicts: on a core, the content model's under load; on a
+// GPU, the calibration's mean.
+func (c *calibration) predicted(tile int, op string) pats.Cost {
+	return pats.Cost{CPU: c.cpuCost(op, tile), GPU: c.gpu[op]}
+}
+
+// hwRun is one configuration's measured and simulated result.
+type hwRun struct {
+	name      string
+	cfg       pats.Config
+	rep       *pats.Report
+	sim       *pats.Report  // from the calibration's costs
+	simObs    *pats.Report  // from the op times observed in this run, instance by instance
+	cpuFactor float64       // the run's CPU time over the predicted (instTimes.cpuFactor)
+	gpuOcc    float64       // share of the makespan the GPUs computed or moved data (instTimes.gpuOccupied)
+	goCPU     goCPU         // the Go runtime's CPU time during the run, by class
+	procCPU   time.Duration // the process's CPU time (user and system) during the run, 0 where unknown
+	nuclei    []int
+	wall      time.Duration
+	estimates map[string]float64
+}
+
+// hwResults is the outcome of a hardware experiment.
+type hwResults struct {
+	cal  *calibration
+	runs []hwRun
+	same bool // every configuration found the same nuclei in every tile
+}
+
+// run runs the experiment: generation, calibration, then every
+// configuration on a fresh output storage.
+func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
+	h.specs = Pipeline()
+	h.regionBuf = realBytes(h.size)
+	if h.traceDir != "" { // the spans of this experiment only
+		if err := os.Remove(filepath.Join(h.traceDir, "trace.csv")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+	}
+	t0 := time.Now()
+	in := region.NewMemory()
+	s, err := NewSlide(ctx, h.tiles, h.size, h.seed, in, region.NewMemory())
+	if err != nil {
+		return nil, err
+	}
+	h.logf("generated %d tiles of %dx%d px in %v", h.tiles, h.size, h.size, time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	cal, err := h.calibrate(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	h.logf("calibrated on %d tiles in %v", h.calTiles, time.Since(t0).Round(time.Millisecond))
+	sp := cal.speedups()
+	ti := cal.ti
+	all := hwConfigs(h.window, ti, sp)
+	names := h.configs
+	if len(names) == 0 {
+		names = []string{"fcfs", "pats", "dl", "learned", "wrong50", "order"}
+		if h.noOrder {
+			names = names[:len(names)-1]
+		}
+	}
+	var configs []hwConfig
+	seen := map[string]int{}
+	for _, n := range names {
+		c, ok := all[n]
+		if !ok {
+			return nil, fmt.Errorf("-hw-configs: unknown configuration %q", n)
+		}
+		seen[n]++
+		if seen[n] > 1 { // a repeat, named apart
+			c.name += fmt.Sprintf(" #%d", seen[n])
+		}
+		configs = append(configs, c)
+	}
+	res := &hwResults{cal: cal, same: true}
+	machine := pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW}
+	for _, c := range configs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s.out = region.NewMemory()
+		reg := &jobRegistry{}
+		rec := newInstTimes()
+		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels, rec), reg: reg, onStage: rec.stage}
+		if c.est != nil { // the predicted costs, FinishAware's times until the run has its own (as in the simulator)
+			tr.cost = func(i int, o Operation) pats.Cost { return cal.predicted(i, o.Name) }
+		}
+		units := traced(append(pats.CPUUnits(h.cpus), reg.accelUnits(h.accels)...), rec)
+		t0 := time.Now()
+		rec.t0 = t0
+		cpu0 := readGoCPU()
+		proc0, _ := processCPUTime()
+		results, rep, _, err := tr.run(ctx, s, c.cfg, units)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		proc1, _ := processCPUTime()
+		r := hwRun{goCPU: readGoCPU().sub(cpu0), procCPU: proc1 - proc0, name: c.name, cfg: c.cfg, rep: rep, wall: time.Since(t0), estimates: c.est, cpuFactor: rec.cpuFactor(cal)}
+		for _, t := range results {
+			r.nuclei = append(r.nuclei, t.nuclei)
+		}
+		if len(res.runs) > 0 && !slices.Equal(r.nuclei, res.runs[0].nuclei) {
+			res.same = false
+		}
+		if r.sim, err = pats.Simulate(c.cfg, machine, h.simFlows(cal, c.est, cal.predicted)); err != nil {
+			return nil, fmt.Errorf("%s: simulate: %w", c.name, err)
+		}
+		if r.simObs, err = pats.Simulate(c.cfg, machine, h.simFlows(cal, c.est, rec.costs(cal))); err != nil {
+			return nil, fmt.Errorf("%s: simulate: %w", c.name, err)
+		}
+		gpuNames := map[string]bool{}
+		for _, a := range h.accels {
+			gpuNames[a.Name()] = true
+		}
+		r.gpuOcc = rec.gpuOccupied(len(h.accels), gpuNames, rep.Makespan)
+		h.logf("%s: %.2f tiles/s, makespan %.2f s (simulated %.2f s, %+.1f%%; from the run's op times %.2f s, %+.1f%%); CPU time %.2fx predicted; cores busy %.0f%% (simulated %.0f%%); GPU computing or moving %.0f%% (simulated %.0f%%)",
+			c.name, tilesPerSecond(h.tiles, rep), rep.Makespan.Seconds(), r.sim.Makespan.Seconds(), 100*(r.sim.Makespan.Seconds()/rep.Makespan.Seconds()-1),
+			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/rep.Makespan.Seconds()-1), r.cpuFactor, 100*busyShare(rep, device.CPU), 100*busyShare(r.sim, device.CPU),
+			100*r.gpuOcc, 100*simGPUOccupied(r.sim, machine))
+		h.logf("%s: CPU time over the run: process %.1f core-s (user and system; %d Ps x %.2f s = %.1f core-s); Go runtime: user %.1f, GC %.1f, scavenger %.1f, idle %.1f core-s (updated at GC cycles); operations on the cores %.1f core-s",
+			c.name, r.procCPU.Seconds(), runtime.GOMAXPROCS(0), r.wall.Seconds(), float64(runtime.GOMAXPROCS(0))*r.wall.Seconds(),
+			r.goCPU.user, r.goCPU.gc, r.goCPU.scavenge, r.goCPU.idle, busyShare(rep, device.CPU)*float64(h.cpus)*rep.Makespan.Seconds())
+		if h.traceDir != "" {
+			if err := appendTrace(filepath.Join(h.traceDir, "trace.csv"), rec, c.name); err != nil {
+				return nil, err
+			}
+		}
+		res.runs = append(res.runs, r)
+	}
+	return res, nil
+}
+
+// hwConfig is one configuration of a hardware experiment: its name in the
+// tables, the scheduler's configuration and the speedup estimates (nil:
+// learned).
+type hwConfig struct {
+	name string
+	cfg  pats.Config
+	est  map[string]float64
+}
+
+// hwConfigs returns the configurations of a hardware experiment by their
+// -hw-configs names, for the given window, transfer impact and measured
+// speedups.
+func hwConfigs(window int, ti float64, sp map[string]float64) map[string]hwConfig {
+	dl := pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}
+	learn := dl
+	learn.Learn = true
+	return map[string]hwConfig{
+		"fcfs":    {"FCFS", pats.Config{Policy: pats.FCFS, Window: window}, sp},
+		"pats":    {"PATS", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true}, sp},
+		"dl":      {"PATS+DL+prefetch", dl, sp},
+		"learned": {"PATS+DL+prefetch, learned", learn, nil},
+		"wrong50": {"PATS+DL+prefetch, 50% wrong", dl, wrongEstimates(sp, 50)},
+		"order":   {"PATS, speedup order only", pats.Config{Policy: pats.PATS, Window: window}, sp},
+	}
+}
+
+// markdown writes the results as the tables of docs/pats.
+func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
+	cal := res.cal
+	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d.\n\n",
+		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window)
+	load := "not measured (one core): as alone"
+	if cal.loaded > 0 {
+		load = fmt.Sprintf("the mean over %d tiles run at once, one per core", cal.loaded)
+	}
+	fmt.Fprintf(w, "Measured op by op on %d tiles (after one warm-up), one CPU core alone and one GPU, transfers excluded; host-GPU bandwidth %.2f GB/s, transfer impact %.2f, staging from storage %.2f GB/s. CPU under load: %s (the costs the simulator and the speedups use).",
+		max(h.calTiles-1, 1), cal.bandwidthAlone/1e9, cal.ti, cal.stageBWAlone/1e9, load)
+	if cal.loaded > 0 {
+		fmt.Fprintf(w, " Under that load, host-GPU bandwidth %.2f GB/s and staging %.2f GB/s per core (the rates the simulator uses).", cal.bandwidth/1e9, cal.stageBW/1e9)
+	}
+	if len(cal.fit) > 0 {
+		lo, hi := slices.Min(cal.content), slices.Max(cal.content)
+		fmt.Fprintf(w, " A tile's CPU cost under load is predicted from its dark-pixel share (%.2f%% to %.2f%% over the %d tiles, mean %.2f%%), as a line fitted per operation over the loaded tiles: the fit at the lightest and the heaviest tile, and its mean over the slide's tiles, are what the simulator and FinishAware's initial times use.",
+			100*lo, 100*hi, len(cal.content), 100*mean(cal.content))
+	}
+	fmt.Fprintf(w, "\n\n| operation | CPU ms alone | CPU ms under load | fit, lightest..heaviest tile | fit, slide mean | GPU ms | speedup |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, o := range h.specs {
+		g, sp := "CPU only", "-"
+		if d, ok := cal.gpu[o.Name]; ok {
+			g = fmt.Sprintf("%.2f", d.Seconds()*1e3)
+			sp = fmtSpeedup(cal.speedups()[o.Name])
+		}
+		span, slide := "-", "-"
+		if f, ok := cal.fit[o.Name]; ok {
+			span = fmt.Sprintf("%.1f..%.1f", f.at(f.lo).Seconds()*1e3, f.at(f.hi).Seconds()*1e3)
+			slide = fmt.Sprintf("%.1f", cal.predictedMean(o.Name, h.tiles).Seconds()*1e3)
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %s | %s | %s |\n", o.Name, cal.cpuAlone[o.Name].Seconds()*1e3, cal.cpu[o.Name].Seconds()*1e3, span, slide, g, sp)
+	}
+	check := "every GPU output equals the CPU's"
+	if len(cal.mismatch) > 0 {
+		check = "GPU outputs DIFFER from the CPU's: " + strings.Join(cal.mismatch, ", ")
+	}
+	fmt.Fprintf(w, "\nCheck: %s.", check)
+	if res.same {
+		fmt.Fprintf(w, " Every configuration found the same nuclei in every tile.\n\n")
+	} else {
+		fmt.Fprintf(w, " The configurations found DIFFERENT nuclei.\n\n")
+	}
+	fcfs := res.runs[0].rep.Makespan
+	fmt.Fprintf(w, "Simulated: from the calibration's predicted costs (the prediction), and from the op times observed in the run itself, instance by instance (which leaves the scheduling model's own error). CPU time vs predicted: the run's CPU compute time over the prediction for the same instances (above 1: the cores were slower under this run's mix of operations than under the calibration's load).\n\n")
+	fmt.Fprintf(w, "| configuration | makespan s | tiles/s | vs FCFS | simulated s | error | simulated, run's op times s | error | CPU time vs predicted |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range res.runs {
+		m := r.rep.Makespan
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2fx | %.2f | %+.1f%% | %.2f | %+.1f%% | %.2f |\n", r.name, m.Seconds(), tilesPerSecond(h.tiles, r.rep),
+			fcfs.Seconds()/m.Seconds(), r.sim.Makespan.Seconds(), 100*(r.sim.Makespan.Seconds()/m.Seconds()-1),
+			r.simObs.Makespan.Seconds(), 100*(r.simObs.Makespan.Seconds()/m.Seconds()-1), r.cpuFactor)
+	}
+	// One table per question: a row per operation, a column per run.
+	perOp := func(title string, cell func(r hwRun, op string) string) {
+		fmt.Fprintf(w, "\n%s:\n\n| operation |", title)
+		for _, r := range res.runs {
+			fmt.Fprintf(w, " %s |", r.name)
+		}
+		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", len(res.runs)))
+		for _, o := range h.specs {
+			fmt.Fprintf(w, "| %s |", o.Name)
+			for _, r := range res.runs {
+				fmt.Fprintf(w, " %s |", cell(r, o.Name))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	perOp("Share of each operation's instances run on the GPU (measured; simulated in brackets)", func(r hwRun, op string) string {
+		return gpuShare(r.rep, op) + " (" + gpuShare(r.sim, op) + ")"
+	})
+	perOp("Mean compute time of each operation in each run, CPU ms / GPU ms (- where it did not run there)", func(r hwRun, op string) string {
+		return opTimes(r.rep, op)
+	})
+	fmt.Fprintf(w, "\n| configuration | uploads MiB | downloads MiB | GPU busy | CPU cores busy | simulated |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range res.runs {
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.0f%% | %.0f%% | %.0f%% |\n", r.name, float64(r.rep.UploadBytes)/(1<<20), float64(r.rep.DownloadBytes)/(1<<20),
+			100*busyShare(r.rep, device.GPU), 100*busyShare(r.rep, device.CPU), 100*busyShare(r.sim, device.CPU))
+	}
+	fmt.Fprint(w, hwSummary(res.runs))
+	worst := 0.0
+	for _, r := range res.runs {
+		worst = max(worst, math.Abs(r.sim.Makespan.Seconds()/r.rep.Makespan.Seconds()-1))
+	}
+	fmt.Fprintf(w, "Largest simulator error: %.1f%%.\n", 100*worst)
+}
+
+// hwSummary returns the comparison lines under the tables: PATS over
+// FCFS and PATS+DL+prefetch over FCFS, and the learned, 50%-wrong and
+// speedup-order runs against theirs, each only where the runs it needs
+// were made. A configuration's makespan is the mean of its runs (repeats
+// named "NAME #k"), found by name, so that any -hw-configs order reads
+// right.
+func hwSummary(runs []hwRun) string {
+	cf := hwConfigs(0, 0, nil)
+	mean := func(key string) (time.Duration, bool) {
+		name := cf[key].name
+		var sum time.Duration
+		n := 0
+		for _, r := range runs {
+			if r.name == name || strings.HasPrefix(r.name, name+" #") {
+				sum += r.rep.Makespan
+				n++
+			}
+		}
+		if n == 0 || sum <= 0 {
+			return 0, false
+		}
+		return sum / time.Duration(n), true
+	}
+	var b strings.Builder
+	fcfs, okF := mean("fcfs")
+	p, okP := mean("pats")
+	dl, okD := mean("dl")
+	switch {
+	case okF && okP && okD:
+		fmt.Fprintf(&b, "\nPATS over FCFS %.2fx (PATS+DL+prefetch %.2fx).", fcfs.Seconds()/p.Seconds(), fcfs.Seconds()/dl.Seconds())
+	case okF && okP:
+		fmt.Fprintf(&b, "\nPATS over FCFS %.2fx.", fcfs.Seconds()/p.Seconds())
+	case okF && okD:
+		fmt.Fprintf(&b, "\nPATS+DL+prefetch over FCFS %.2fx.", fcfs.Seconds()/dl.Seconds())
+	}
+	if okD {
+		var parts []string
+		if l, ok := mean("learned"); ok {
+			parts = append(parts, fmt.Sprintf("learned speedups %+.1f%%", 100*(l.Seconds()/dl.Seconds()-1)))
+		}
+		if wr, ok := mean("wrong50"); ok {
+			parts = append(parts, fmt.Sprintf("50%%-wrong estimates %+.1f%%", 100*(wr.Seconds()/dl.Seconds()-1)))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, " %s makespan against PATS+DL+prefetch with measured speedups.", strings.Join(parts, " and "))
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n")
+	}
+	if o, ok := mean("order"); ok && okF {
+		fmt.Fprintf(&b, "PATS by speedup order only (cores take any operation when nothing ranks lower) over FCFS %.2fx.\n", fcfs.Seconds()/o.Seconds())
+	}
+	return b.String()
+}
+
+// busyShare returns the mean share of r's makespan the units of kind k
+// spent computing (0 without such units).
+func busyShare(r *pats.Report, k device.Kind) float64 {
+	var busy time.Duration
+	n := 0
+	for _, u := range r.Units {
+		if u.Kind == k {
+			busy += u.Busy
+			n++
+		}
+	}
+	if n == 0 || r.Makespan <= 0 {
+		return 0
+	}
+	return busy.Seconds() / float64(n) / r.Makespan.Seconds()
+}
+
+// opTimes formats the mean CPU and GPU compute times of op in r.
+func opTimes(r *pats.Report, op string) string {
+	o, ok := r.Op(op)
+	if !ok {
+		return "-"
+	}
+	f := func(n int, t time.Duration) string {
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", t.Seconds()*1e3/float64(n))
+	}
+	return f(o.CPU, o.CPUTime) + " / " + f(o.GPU, o.GPUTime)
+}
+
+// gpuShare formats the GPU share of op in r, or "-" when it did not run.
+func gpuShare(r *pats.Report, op string) string {
+	for _, o := range r.Ops {
+		if o.Name == op && o.CPU+o.GPU > 0 {
+			return fmt.Sprintf("%.0f%%", 100*o.GPUShare())
+		}
+	}
+	return "-"
+}
+
+// tilesPerSecond is the throughput of a run of tiles tiles.
+func tilesPerSecond(tiles int, r *pats.Report) float64 {
+	return float64(tiles) / r.Makespan.Seconds()
+}
+
+// mean returns the mean of xs.
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// fmtSpeedup formats a speedup with two decimals, or "n/a" when it is not
+// known: pats reports an unknown speedup as 0.
+func fmtSpeedup(v float64) string {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// GPUs are the accelerators of a hardware experiment: the CUDA GPUs of
+// this machine running the kernels of kernels/pathology.cu, or host
+// memory posing as GPUs, running Go mirrors of the kernels. Close them
+// after use.
+type GPUs struct {
+	accels []accel
+	kind   string // what they are, for the tables
+}
+
+// HostGPUs returns n accelerators of host memory posing as GPUs: the
+// operations with a GPU implementation run Go mirrors of the CUDA
+// kernels on them, for machines without a GPU.
+func HostGPUs(n int) *GPUs {
+	return &GPUs{accels: hostAccels(n), kind: "host accelerators (host memory posing as GPUs)"}
+}
+
+// CUDAGPUs opens the CUDA GPUs of this machine, at most limit of them (0:
+// all), and loads the kernels on each. In a build without -tags cuda, or
+// on a machine without a GPU, it fails with an error wrapping
+// cuda.ErrNoDevice.
+func CUDAGPUs(limit int) (*GPUs, error) {
+	as, err := cudaAccels(limit)
+	if err != nil {
+		return nil, fmt.Errorf("pathology: open the CUDA GPUs: %w", err)
+	}
+	var names []string
+	for _, a := range as {
+		names = append(names, a.Name())
+	}
+	return &GPUs{accels: as, kind: "GPU (" + strings.Join(names, ", ") + ")"}, nil
+}
+
+// Len returns the number of GPUs.
+func (g *GPUs) Len() int { return len(g.accels) }
+
+// String says what the GPUs are: their names, or that they are host
+// memory.
+func (g *GPUs) String() string { return g.kind }
+
+// Close releases the GPUs' memory and, for CUDA GPUs, the devices.
+func (g *GPUs) Close() error {
+	if err := closeAccels(g.accels); err != nil {
+		return fmt.Errorf("pathology: close the GPUs: %w", err)
+	}
+	return nil
+}
+
+// HardwareConfigs returns the names of the configurations a hardware
+// experiment can run (Hardware.Configs), in their default order: FCFS,
+// PATS (FinishAware), PATS with locality and prefetch, with learned
+// speedups, with 50%-wrong estimates, and PATS by speedup order only.
+func HardwareConfigs() []string { return []string{"fcfs", "pats", "dl", "learned", "wrong50", "order"} }
+
+// Hardware is an experiment on real hardware: the pipeline's operations
+// run for real on the tiles of a generated slide, on CPU cores of this
+// machine and on GPUs, under each configuration, and the simulator
+// predicts each run from the operation costs measured beforehand
+// (calibration: every operation timed on one core and one GPU, each GPU
+// output checked against the CPU's, then on every core at once, the CPU
+// cost of each operation fitted as a line in a tile's dark-pixel share).
+type Hardware struct {
+	// CPUs is the number of CPU core units (at least one).
+	CPUs int
+	// GPUs are the GPU units (none: CPU cores only). Run does not close
+	// them.
+	GPUs *GPUs
+	// Tiles is the number of tiles of TileSize x TileSize pixels.
+	Tiles, TileSize int
+	// Window is the number of tiles in progress at a time (0: all).
+	Window int
+	// Seed is the seed of the generated slide.
+	Seed uint64
+	// Configs are the configurations to run (HardwareConfigs' names), in
+	// order, repeats allowed (named apart); nil runs every one but
+	// "order" with SkipOrderOnly, every one without.
+	Configs []string
+	// SkipOrderOnly leaves "order" out of the default configurations.
+	SkipOrderOnly bool
+	// TraceDir, when set, is where trace.csv goes: every operation
+	// instance, staging and GPU transfer of every run.
+	TraceDir string
+	// Log, when set, receives the progress: a line per step and per run.
+	Log io.Writer
+}
+
+// HardwareResult is the outcome of a hardware experiment.
+type HardwareResult struct {
+	h   *hwSetup
+	res *hwResults
+}
+
+// Run runs the experiment: generation, calibration (on three tiles, the
+// first a warm-up), then every configuration on a fresh output storage.
+func (h Hardware) Run(ctx context.Context) (*HardwareResult, error) {
+	if h.CPUs < 1 || h.Tiles < 1 || h.TileSize < 1 || h.Window < 0 {
+		return nil, fmt.Errorf("pathology: hardware experiment of %d CPU cores, %d tiles of %d px, window %d: want positive counts", h.CPUs, h.Tiles, h.TileSize, h.Window)
+	}
+	if bad, ok := hwUnknown(h.Configs); ok {
+		return nil, fmt.Errorf("pathology: hardware experiment: unknown configuration %q", bad)
+	}
+	s := &hwSetup{cpus: h.CPUs, tiles: h.Tiles, size: h.TileSize, window: h.Window, seed: h.Seed, calTiles: 3,
+		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs"}
+	if h.GPUs != nil {
+		s.accels, s.gpuKind = h.GPUs.accels, h.GPUs.kind
+	}
+	res, err := s.run(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pathology: hardware experiment: %w", err)
+	}
+	return &HardwareResult{h: s, res: res}, nil
+}
+
+// WriteMarkdown writes the results as the tables of docs/pats/hardware.md;
+// command is the command line the tables say made them.
+func (r *HardwareResult) WriteMarkdown(w io.Writer, command string) error {
+	var b strings.Builder
+	r.h.markdown(&b, r.res, command)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Err returns an error when a GPU output differed from the CPU's or the
+// configurations found different nuclei, nil when the results agree.
+func (r *HardwareResult) Err() error {
+	if len(r.res.cal.mismatch) > 0 || !r.res.same {
+		return fmt.Errorf("pathology: hardware experiment: results differ (GPU vs CPU: %v; same nuclei in every configuration: %v)", r.res.cal.mismatch, r.res.same)
+	}
+	return nil
+}

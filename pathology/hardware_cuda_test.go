@@ -1,0 +1,119 @@
+//go:build cuda
+
+package pathology
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gohtgs/htgs/region"
+)
+
+// These tests need a GPU: they skip, with the reason, where none is
+// usable. Build them with go test -c -tags cuda and run the binary there.
+
+func cudaOrSkip(t *testing.T) []accel {
+	t.Helper()
+	as, err := cudaAccels(1)
+	if err != nil {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := closeAccels(as); err != nil {
+			t.Error(err)
+		}
+	})
+	return as
+}
+
+// TestCUDAKernelsMatchCPU runs every GPU operation on the GPU, on tiles of
+// awkward and large sizes, and compares the outputs with the CPU's.
+func TestCUDAKernelsMatchCPU(t *testing.T) {
+	as := cudaOrSkip(t)
+	ctx := context.Background()
+	for _, size := range []int{1, 17, 333, 2048} {
+		s, err := NewSlide(ctx, 2, size, 11, region.NewMemory(), region.NewMemory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &hwSetup{cpus: 1, accels: as, tiles: 2, size: size, calTiles: 2, specs: Pipeline(), regionBuf: realBytes(size)}
+		c, err := h.calibrate(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.mismatch) > 0 {
+			t.Errorf("size %d: the GPU differs from the CPU in %v", size, c.mismatch)
+		}
+		for _, op := range gpuOpNames() {
+			t.Logf("size %d: %-14s cpu %v gpu %v speedup %.1f", size, op, c.cpu[op], c.gpu[op], c.speedups()[op])
+		}
+		t.Logf("size %d: bandwidth %.2f GB/s", size, c.bandwidth/1e9)
+	}
+}
+
+// TestCUDAKernelEdgeCases compares the CUDA kernels of RBCDetection,
+// MorphOpen, PreWatershed and FillHoles with the CPU kernels on the edge
+// cases of gpu_cases_test.go and on larger images, and names the first
+// differing pixels.
+func TestCUDAKernelEdgeCases(t *testing.T) {
+	as := cudaOrSkip(t)
+	for _, op := range kernelOpsUnderTest() {
+		t.Run(op.name, func(t *testing.T) { checkKernelCases(t, as[0], op, true) })
+	}
+}
+
+// TestCUDAHardwareRun runs a small hardware experiment on the GPU.
+func TestCUDAHardwareRun(t *testing.T) {
+	cudaOrSkip(t) // skip early; the run opens its own
+	gpus, err := CUDAGPUs(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := gpus.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	res, err := Hardware{CPUs: 4, GPUs: gpus, Tiles: 8, TileSize: 512, Window: 10, Seed: 1}.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := res.WriteMarkdown(&out, "TestCUDAHardwareRun"); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil || !strings.Contains(out.String(), "every GPU output equals the CPU's") {
+		t.Errorf("%v; output:\n%s", err, out.String())
+	}
+	t.Log(out.String())
+}
+
+// TestCUDAPinnedRing round-trips buffers of sizes around the chunk size,
+// and more chunks than the ring has slots, through the pinned staging.
+func TestCUDAPinnedRing(t *testing.T) {
+	as := cudaOrSkip(t)
+	a := as[0].(*cudaAccel)
+	for _, n := range []int64{1, ringChunk - 1, ringChunk, ringChunk + 1, (ringSlots+2)*ringChunk + 3} {
+		b, err := a.alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, dst := make([]byte, n), make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*7 + int(n))
+		}
+		ctx := context.Background()
+		if err := a.upload(ctx, b, src); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.download(ctx, dst, b); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(src, dst) {
+			t.Errorf("%d bytes: the round trip changed the data", n)
+		}
+		a.release(b)
+	}
+}

@@ -1,0 +1,63 @@
+package pathology
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gohtgs/htgs/region"
+)
+
+// TestFillHoles checks the reconstruction on a ring (its hole is filled)
+// and an open ring (its inside reaches the border: not filled).
+func TestFillHoles(t *testing.T) {
+	const w, h = 9, 7
+	ring := func(open bool) []uint8 {
+		m := make([]uint8, w*h)
+		for y := 1; y <= 5; y++ {
+			for x := 1; x <= 5; x++ {
+				if x == 1 || x == 5 || y == 1 || y == 5 {
+					m[y*w+x] = 1
+				}
+			}
+		}
+		if open {
+			m[3*w+5] = 0
+		}
+		return m
+	}
+	for _, open := range []bool{false, true} {
+		in, out := ring(open), make([]uint8, w*h)
+		fillHoles(in, out, w, h)
+		if got := out[3*w+3]; got != map[bool]uint8{false: 1, true: 0}[open] {
+			t.Errorf("open=%v: centre = %d", open, got)
+		}
+		if out[0] != 0 || out[3*w+7] != 0 {
+			t.Errorf("open=%v: the outside was filled", open)
+		}
+	}
+}
+
+// TestGPUMirrorsMatchCPU runs every operation with a GPU implementation on
+// generated tiles, on the CPU and through the Go mirrors of the CUDA
+// kernels (a host accelerator, with uploads and downloads), and compares
+// the outputs: exactly, the feature tables within 1e-9.
+func TestGPUMirrorsMatchCPU(t *testing.T) {
+	ctx := context.Background()
+	for _, size := range []int{1, 17, 96} {
+		s, err := NewSlide(ctx, 3, size, 7, region.NewMemory(), region.NewMemory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &hwSetup{cpus: 1, accels: hostAccels(1), tiles: 3, size: size, calTiles: 3, specs: Pipeline(), regionBuf: realBytes(size)}
+		c, err := h.calibrate(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.mismatch) > 0 {
+			t.Errorf("size %d: GPU mirrors differ from the CPU in %v", size, c.mismatch)
+		}
+		if len(c.gpu) != len(gpuOpNames()) {
+			t.Errorf("size %d: timed %d operations on the GPU, want %d", size, len(c.gpu), len(gpuOpNames()))
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package pathology
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/pats"
+)
+
+// hwRunOf is a run of the named configuration with the given makespan in
+// seconds.
+func hwRunOf(name string, s float64) hwRun {
+	return hwRun{name: name, rep: &pats.Report{Makespan: time.Duration(s * float64(time.Second))}}
+}
+
+// TestHWSummaryFindsRunsByName checks that the comparison line takes the
+// runs by configuration (means of repeats), whatever -hw-configs order
+// made them, and says nothing of configurations not run (GPU call 3 ran
+// fcfs,pats,fcfs,pats,dl and the line, taken by position, compared the
+// wrong runs and reported learned and 50%-wrong runs that were not made).
+func TestHWSummaryFindsRunsByName(t *testing.T) {
+	cf := hwConfigs(0, 0, nil)
+	runs := []hwRun{
+		hwRunOf(cf["fcfs"].name, 8), hwRunOf(cf["pats"].name, 6),
+		hwRunOf(cf["fcfs"].name+" #2", 6), hwRunOf(cf["pats"].name+" #2", 4),
+		hwRunOf(cf["dl"].name, 3.5),
+	}
+	got := hwSummary(runs)
+	// FCFS mean 7 s, PATS mean 5 s, PATS+DL+prefetch 3.5 s.
+	if want := "PATS over FCFS 1.40x (PATS+DL+prefetch 2.00x)."; !strings.Contains(got, want) {
+		t.Errorf("summary %q, want it to contain %q", got, want)
+	}
+	for _, absent := range []string{"learned", "wrong", "speedup order"} {
+		if strings.Contains(got, absent) {
+			t.Errorf("summary %q mentions %q, which was not run", got, absent)
+		}
+	}
+
+	runs = append(runs, hwRunOf(cf["learned"].name, 3.85), hwRunOf(cf["wrong50"].name, 3.15), hwRunOf(cf["order"].name, 5.6))
+	got = hwSummary(runs)
+	for _, want := range []string{"learned speedups +10.0%", "50%-wrong estimates -10.0%", "speedup order only (cores take any operation when nothing ranks lower) over FCFS 1.25x"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary %q, want it to contain %q", got, want)
+		}
+	}
+
+	if got := hwSummary([]hwRun{hwRunOf(cf["pats"].name, 5)}); got != "" {
+		t.Errorf("summary without an FCFS run %q, want none", got)
+	}
+}

@@ -1,0 +1,174 @@
+package pathology
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime/metrics"
+	"strings"
+	"time"
+
+	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/pats"
+)
+
+// traceEvent is one span of a unit's time in a hardware run: an operation
+// instance computed, a datum moved to or from a GPU, or a tile's RGB
+// staged from storage (unit "storage").
+type traceEvent struct {
+	unit, what string // the unit's name; compute, up, down or stage
+	tile       int    // the tile (-1 for a transfer, named by key)
+	op         string // the operation, or the datum's key for a transfer
+	start, end time.Duration
+}
+
+// stage records the span of a staging of tile's RGB from storage (by
+// whichever goroutine staged it: a unit's worker, or a stager with
+// Prefetch).
+func (r *instTimes) stage(tile int, start, end time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, traceEvent{unit: "storage", what: "stage", tile: tile, op: "rgb", start: start.Sub(r.t0), end: end.Sub(r.t0)})
+}
+
+// tracedUnit is a GPU unit whose transfers are recorded in rec.
+type tracedUnit struct {
+	pats.Unit
+	rec *instTimes
+}
+
+// Move moves d as the wrapped unit does and records the span.
+func (u tracedUnit) Move(ctx context.Context, d pats.Data, toDevice bool) error {
+	t0 := time.Now()
+	err := u.Unit.Move(ctx, d, toDevice)
+	end := time.Since(u.rec.t0)
+	what := "down"
+	if toDevice {
+		what = "up"
+	}
+	u.rec.mu.Lock()
+	defer u.rec.mu.Unlock()
+	u.rec.events = append(u.rec.events, traceEvent{unit: u.Name(), what: what, tile: -1, op: d.Key, start: t0.Sub(u.rec.t0), end: end})
+	return err
+}
+
+// traced returns units with the GPU ones' transfers recorded in rec.
+func traced(units []pats.Unit, rec *instTimes) []pats.Unit {
+	out := make([]pats.Unit, len(units))
+	for i, u := range units {
+		out[i] = u
+		if u.Kind() == device.GPU {
+			out[i] = tracedUnit{u, rec}
+		}
+	}
+	return out
+}
+
+// gpuOccupied returns the share of makespan the GPU units spent computing
+// or moving data (mean over the units), from the recorded spans.
+func (r *instTimes) gpuOccupied(gpus int, names map[string]bool, makespan time.Duration) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var busy time.Duration
+	for _, e := range r.events {
+		if names[e.unit] {
+			busy += e.end - e.start
+		}
+	}
+	if gpus == 0 || makespan <= 0 {
+		return 0
+	}
+	return busy.Seconds() / float64(gpus) / makespan.Seconds()
+}
+
+// writeTrace writes r's spans as CSV lines of run, unit, what, tile, op
+// (or datum), start and end in ms from the run's start.
+func (r *instTimes) writeTrace(w io.Writer, run string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, e := range r.events {
+		fmt.Fprintf(&b, "%s,%s,%s,%d,%s,%.3f,%.3f\n", run, e.unit, e.what, e.tile, e.op,
+			e.start.Seconds()*1e3, e.end.Seconds()*1e3)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// simGPUOccupied returns the share of a simulated run's makespan its GPUs
+// spent computing or moving data at the machine's bandwidth.
+func simGPUOccupied(r *pats.Report, m pats.Machine) float64 {
+	if m.GPUs == 0 || r.Makespan <= 0 {
+		return 0
+	}
+	busy := busyShare(r, device.GPU) * r.Makespan.Seconds() * float64(m.GPUs)
+	if m.Bandwidth > 0 {
+		busy += float64(r.UploadBytes+r.DownloadBytes) / m.Bandwidth
+	}
+	return busy / float64(m.GPUs) / r.Makespan.Seconds()
+}
+
+// hwUnknown returns the first of names that is no -hw-configs name, and
+// true; false when every name is known.
+func hwUnknown(names []string) (string, bool) {
+	known := hwConfigs(0, 0, nil)
+	for _, n := range names {
+		if _, ok := known[n]; !ok {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+// appendTrace appends rec's spans, as run's, to the CSV file path
+// (created with its header line when missing).
+func appendTrace(path string, rec *instTimes, run string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if st, err := f.Stat(); err == nil && st.Size() == 0 {
+		if _, err := io.WriteString(f, "run,unit,what,tile,op,start_ms,end_ms\n"); err != nil {
+			f.Close()
+			return fmt.Errorf("trace %s: %w", path, err)
+		}
+	}
+	if err := rec.writeTrace(f, strings.ReplaceAll(run, ",", ";")); err != nil {
+		f.Close()
+		return fmt.Errorf("trace %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("trace %s: %w", path, err)
+	}
+	return nil
+}
+
+// goCPU is the Go runtime's account of the process's CPU time, in
+// core-seconds, by class (runtime/metrics' /cpu/classes/): user code, the
+// garbage collector, the scavenger and idle Ps.
+type goCPU struct{ user, gc, scavenge, idle, total float64 }
+
+// readGoCPU reads the runtime's CPU classes now.
+func readGoCPU() goCPU {
+	s := []metrics.Sample{
+		{Name: "/cpu/classes/user:cpu-seconds"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/cpu/classes/scavenge/total:cpu-seconds"},
+		{Name: "/cpu/classes/idle:cpu-seconds"},
+		{Name: "/cpu/classes/total:cpu-seconds"},
+	}
+	metrics.Read(s)
+	v := func(i int) float64 {
+		if s[i].Value.Kind() != metrics.KindFloat64 {
+			return 0
+		}
+		return s[i].Value.Float64()
+	}
+	return goCPU{user: v(0), gc: v(1), scavenge: v(2), idle: v(3), total: v(4)}
+}
+
+// sub returns the CPU time spent between b and a (a later).
+func (a goCPU) sub(b goCPU) goCPU {
+	return goCPU{a.user - b.user, a.gc - b.gc, a.scavenge - b.scavenge, a.idle - b.idle, a.total - b.total}
+}
