@@ -55,7 +55,7 @@
 // [BLAS] wraps a cuBLAS handle (DGEMM on row-major matrices), [FFT2D] a
 // pair of cuFFT plans (2-D complex, or real-to-complex and back). The
 // package has no kernels of its own: a program's kernels are CUDA C beside
-// the code that uses them (stitching/kernels, examples/pathology/kernels),
+// the code that uses them (stitching/kernels, pathology/kernels),
 // compiled by scripts/gen-cuda-ptx.sh (nvcc) to PTX and to a fat binary
 // with machine code for sm_80 and sm_90, embedded in the program and
 // loaded with [Device.LoadModule]; [Function.Launch] runs them.

@@ -7,7 +7,7 @@
 # the first run on a machine (no JIT cache yet) compiled every module
 # first: about a second of the paper grid's 4 s cold stitch on an H200.
 # The folders: stitching/kernels (stitching/kernels/gen.sh) and
-# examples/pathology/kernels; package cuda has no kernels of its own.
+# pathology/kernels; package cuda has no kernels of its own.
 # Run it after changing a .cu file, and commit what it writes:
 #
 #     scripts/gen-cuda-ptx.sh [KERNEL_DIR ...]   (default: every folder above)
@@ -27,7 +27,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # The folders of .cu files.
 if [[ $# -eq 0 ]]; then
-	set -- "$here/../stitching/kernels" "$here/../examples/pathology/kernels"
+	set -- "$here/../stitching/kernels" "$here/../pathology/kernels"
 fi
 NVCC="${NVCC:-nvcc}"
 ARCH="${NVCC_ARCH:-compute_70}"

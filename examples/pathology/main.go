@@ -4,7 +4,10 @@
 // opening, reconstruction, area threshold, hole filling, pre-watershed,
 // watershed, labelling) and feature computation (intensity, gradient,
 // morphometry) — eleven hybrid operations with very different GPU speedups,
-// scheduled on simulated CPU cores and GPUs by a pats.Manager.
+// scheduled on simulated CPU cores and GPUs by a pats.Manager. The
+// pipeline, its operations, their CUDA kernels and the experiment on real
+// hardware are package github.com/gohtgs/htgs/pathology; this program is
+// their flags, the experiments of docs/pats and the cluster wiring.
 //
 // Usage:
 //
@@ -72,7 +75,7 @@
 // With -hardware (in a build with -tags cuda, on a machine with CUDA GPUs)
 // it runs the experiment on real hardware: 4K x 4K tiles, one CPU core
 // unit per core left after one per GPU, and a pats.DeviceUnit per GPU
-// running the CUDA kernels of kernels/pathology.cu for the six
+// running the CUDA kernels of pathology/kernels/pathology.cu for the six
 // operations whose kernels compute the CPU's definitions (RBCDetection,
 // MorphOpen, FillHoles, PreWatershed, FeatIntensity, FeatGradient; the
 // other five run on CPU cores only), on 96 tiles unless -tiles says
@@ -80,7 +83,7 @@
 // checking each GPU output against the CPU's, and on every core at once
 // (the CPU costs under load, fitted per operation as a line in each
 // tile's dark-pixel share, so that each tile gets its own predicted cost;
-// see costmodel.go), then runs FCFS, PATS (FinishAware), PATS with
+// see package pathology), then runs FCFS, PATS (FinishAware), PATS with
 // locality and prefetch, with learned speedups, with 50%-wrong estimates,
 // and PATS by speedup order only (-order-only=false skips it), and prints
 // tiles/s, the share of each operation run on the GPU, the simulator's
@@ -95,7 +98,7 @@
 // given): a warm-up run, then the median of 3, one line per operation,
 // exactly "op NAME: MS ms" (-cpu-time: the thread's CPU time instead of
 // the wall clock, for a loaded machine). With -out DIR it also writes the tile and the
-// operations' inputs as .npy files, for testdata/opencv_ops.py, which does
+// operations' inputs as .npy files, for pathology/testdata/opencv_ops.py, which does
 // the same operations with OpenCV on one thread.
 //
 // Elsewhere the CPU cores and GPUs are simulated, so the transfer counts and volumes

@@ -22,7 +22,7 @@ standard library; 1 ms resolution.
 """
 import collections, csv, sys
 
-DEPS = {  # operation -> operations whose outputs it reads (examples/pathology/workload.go)
+DEPS = {  # operation -> operations whose outputs it reads (pathology/workload.go)
     "RBCDetection": [], "MorphOpen": [],
     "ReconToNuclei": ["MorphOpen", "RBCDetection"], "AreaThreshold": ["ReconToNuclei"],
     "FillHoles": ["AreaThreshold"], "PreWatershed": ["FillHoles"],

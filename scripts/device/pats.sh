@@ -8,7 +8,7 @@
 #
 #     .device-carry/bin/pathology             CGO_ENABLED=1 go build -tags cuda \
 #                                                 -o .device-carry/bin/pathology ./examples/pathology
-#     .device-carry/examples_pathology.test   scripts/build-cuda-tests.sh (only with TESTS=1)
+#     .device-carry/pathology.test            scripts/build-cuda-tests.sh (only with TESTS=1)
 #
 # Steps, each under its own time limit, logs in $OUT/pats/ as they go:
 #  1. hardware.log, hw/hardware.md, hw/trace.csv: pathology -hardware
@@ -50,7 +50,7 @@ start=$SECONDS
 left() { echo $((BUDGET - (SECONDS - start))); }
 say() { echo "$*" | tee -a "$log/summary.txt"; }
 bin=.device-carry/bin/pathology
-tbin=.device-carry/examples_pathology.test
+tbin=.device-carry/pathology.test
 
 {
 	echo "== $(date -u +%FT%TZ) $(uname -nr) cores=$(nproc)"
@@ -82,13 +82,13 @@ fi
 
 # 2. Where the cores' idle time went, from the trace.
 if [[ -s "$log/hw/trace.csv" ]]; then
-	timeout -k 1 4 python3 examples/pathology/testdata/trace_idle.py "$log/hw/trace.csv" >"$log/idle.txt" 2>&1
+	timeout -k 1 4 python3 pathology/testdata/trace_idle.py "$log/hw/trace.csv" >"$log/idle.txt" 2>&1
 	echo "idle rc=$?" >>"$log/idle.txt"
 fi
 
 # 3. Optional: the tests, and the CPU operations beside OpenCV.
 if [[ $TESTS == 1 && -x "$tbin" && $(left) -gt 15 ]]; then
-	(cd examples/pathology && timeout -k 2 10 "../../$tbin" -test.v -test.count=1 \
+	(cd pathology && timeout -k 2 10 "../$tbin" -test.v -test.count=1 \
 		-test.run 'TestCUDA|TestHostKernelEdgeCases|TestGPUMirrorsMatchCPU|TestDiskTable') >"$log/tests.log" 2>&1
 	say "tests: rc=$? (0: PASS)"
 fi
@@ -96,7 +96,7 @@ if [[ $CPUOPS == 1 && -x "$bin" && $(left) -gt 20 ]]; then
 	timeout -k 2 10 "$bin" -cpu-ops -tile-size 4096 -out "$tmp/ops" >"$log/cpuops.log" 2>&1
 	echo "cpu-ops rc=$?" >>"$log/cpuops.log"
 	if python3 -c 'import cv2, numpy' 2>/dev/null && [[ $(left) -gt 8 ]]; then
-		timeout -k 2 $(($(left) - 4)) python3 examples/pathology/testdata/opencv_ops.py "$tmp/ops" --rounds 2 --cpu-time >"$log/opencv.log" 2>&1
+		timeout -k 2 $(($(left) - 4)) python3 pathology/testdata/opencv_ops.py "$tmp/ops" --rounds 2 --cpu-time >"$log/opencv.log" 2>&1
 		echo "opencv rc=$?" >>"$log/opencv.log"
 	fi
 fi
