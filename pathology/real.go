@@ -19,8 +19,9 @@ import (
 	"github.com/gohtgs/htgs/task"
 )
 
-// Slide is the input of a real run: a synthetic Slide of tiles stored in a
-// region storage, and the storage the outputs go to.
+// Slide is the input of a real run: a synthetic slide of square tiles
+// stored in a region storage (the region slide::RGB), and the storage the
+// outputs go to.
 type Slide struct {
 	tiles, cols, rows, size int
 	seed                    uint64
@@ -42,7 +43,10 @@ func featIDs() map[string]region.ID {
 	}
 }
 
-// NewSlide generates the tiles and writes them to in.
+// NewSlide generates a slide of tiles tiles of size x size RGB pixels
+// from seed (each tile from its own seed, in parallel), on a grid as
+// square as possible, and writes them to in; the outputs of a Run go to
+// out.
 func NewSlide(ctx context.Context, tiles, size int, seed uint64, in, out region.Storage) (*Slide, error) {
 	s := OpenSlide(tiles, size, seed, in, out)
 	meta := region.Meta{ID: rgbID(), Elem: region.Uint8, Bounds: region.Cube(0, 0, 0, s.cols*size, s.rows*size, 3)}
@@ -82,13 +86,14 @@ func NewSlide(ctx context.Context, tiles, size int, seed uint64, in, out region.
 
 // OpenSlide returns the slide of tiles tiles of size pixels on a grid
 // as square as possible, in storage in, its outputs going to out; it
-// generates nothing (see newSlide).
+// generates nothing: the slide that NewSlide wrote into in, as another
+// process sees it.
 func OpenSlide(tiles, size int, seed uint64, in, out region.Storage) *Slide {
 	cols := int(math.Ceil(math.Sqrt(float64(tiles))))
 	return &Slide{tiles: tiles, cols: cols, rows: (tiles + cols - 1) / cols, size: size, seed: seed, in: in, out: out}
 }
 
-// Box returns tile i's 2-D Box in slide coordinates.
+// Box returns tile i's 2-D box in slide pixels.
 func (s *Slide) Box(i int) region.Box {
 	x, y := (i%s.cols)*s.size, (i/s.cols)*s.size
 	return region.Rect(x, y, x+s.size, y+s.size)

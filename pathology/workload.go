@@ -19,7 +19,7 @@ import (
 // the cheap irregular ones (area threshold, fill holes, labelling, opening)
 // least.
 type Operation struct {
-	Name      string
+	Name      string        // e.g. "RBCDetection"
 	Stage     string        // "segmentation" or "features"
 	CPU       time.Duration // time on one CPU core, reference tile
 	Speedup   float64       // GPU vs CPU, compute only
@@ -66,7 +66,11 @@ func ReferenceMachine() pats.Machine {
 	return pats.Machine{CPUs: 9, GPUs: 3, Bandwidth: 5e9, Latency: 20 * time.Microsecond}
 }
 
-// Workload is a set of tiles with per-tile cost variation.
+// Workload is the modelled workload of a slide: the operations of
+// Pipeline on a number of 4K x 4K tiles, each operation instance with its
+// own cost (irregular operations scale with the tile's nuclei density,
+// 0.6 to 1.4; GPU times scatter +-10%), deterministic in the seed. Its
+// flows run in the simulator (pats.Simulate) or on a pats.Manager.
 type Workload struct {
 	specs []Operation
 	bytes map[string]int64
@@ -74,6 +78,8 @@ type Workload struct {
 	seed  uint64
 }
 
+// NewWorkload returns the workload of tiles tiles whose costs vary with
+// seed.
 func NewWorkload(tiles int, seed uint64) *Workload {
 	return &Workload{specs: Pipeline(), bytes: DataBytes(), tiles: tiles, seed: seed}
 }
@@ -130,7 +136,10 @@ func (w *Workload) simOps(est map[string]float64) map[string]*pats.Op[int] {
 }
 
 // Flows returns one flow per tile, the pipeline expanded into its
-// fine-grained operations.
+// fine-grained operations, each with its modelled cost; the operations
+// carry the speedup estimates est by name (nil: none, for a scheduler
+// that learns them). The operations do nothing: the flows are for the
+// simulator or for simulated units, which emulate the costs.
 func (w *Workload) Flows(est map[string]float64) []*pats.Flow {
 	ops := w.simOps(est)
 	fs := make([]*pats.Flow, w.tiles)
@@ -210,8 +219,8 @@ func (w *Workload) Monolithic(withEstimates bool) []*pats.Flow {
 	return fs
 }
 
-// GivenSpeedups returns the estimates of the specs (the paper's "speedups
-// measured offline").
+// GivenSpeedups returns the speedups of Pipeline by operation name, as
+// estimates (the paper's "speedups measured offline").
 func (w *Workload) GivenSpeedups() map[string]float64 {
 	out := map[string]float64{}
 	for _, o := range w.specs {
