@@ -167,7 +167,7 @@ func writeOpInputs(dir string, t *OpTile) error {
 		path := filepath.Join(dir, f.name+".npy")
 		err := outfile.WriteFile(path, func(w io.Writer) error { return writeNPY(w, f.dtype, f.shape, f.data) })
 		if err != nil {
-			return fmt.Errorf("-cpu-ops: write %s: %w", path, err)
+			return fmt.Errorf("write %s: %w", path, err)
 		}
 	}
 	return nil

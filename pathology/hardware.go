@@ -22,7 +22,7 @@ import (
 	"github.com/gohtgs/htgs/region"
 )
 
-// This file holds the experiment on real hardware (-hardware): the
+// This file holds the experiment on real hardware (Hardware): the
 // pipeline's operations run for real on 4K x 4K tiles, on the CPU cores of
 // this machine and on its GPUs (or on host memory posing as GPUs), under
 // FCFS and PATS with its optimizations; the simulator predicts each run
@@ -37,8 +37,8 @@ type hwSetup struct {
 	window    int
 	seed      uint64
 	calTiles  int      // tiles timed op by op before the runs (the first is a warm-up)
-	noOrder   bool     // skip "PATS, speedup order only" (-order-only=false)
-	configs   []string // -hw-configs names in order (nil: every configuration)
+	noOrder   bool     // skip "PATS, speedup order only" (Hardware.SkipOrderOnly)
+	configs   []string // HardwareConfigs names in order (nil: every configuration)
 	traceDir  string   // where trace.csv goes (empty: no trace file)
 	gpuKind   string
 	log       io.Writer
@@ -558,7 +558,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	all := hwConfigs(h.window, ti, sp)
 	names := h.configs
 	if len(names) == 0 {
-		names = []string{"fcfs", "pats", "dl", "learned", "wrong50", "order"}
+		names = HardwareConfigs()
 		if h.noOrder {
 			names = names[:len(names)-1]
 		}
@@ -568,7 +568,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	for _, n := range names {
 		c, ok := all[n]
 		if !ok {
-			return nil, fmt.Errorf("-hw-configs: unknown configuration %q", n)
+			return nil, fmt.Errorf("unknown configuration %q", n)
 		}
 		seen[n]++
 		if seen[n] > 1 { // a repeat, named apart
@@ -644,7 +644,7 @@ type hwConfig struct {
 }
 
 // hwConfigs returns the configurations of a hardware experiment by their
-// -hw-configs names, for the given window, transfer impact and measured
+// HardwareConfigs names, for the given window, transfer impact and measured
 // speedups.
 func hwConfigs(window int, ti float64, sp map[string]float64) map[string]hwConfig {
 	dl := pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}
@@ -750,7 +750,7 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 // FCFS and PATS+DL+prefetch over FCFS, and the learned, 50%-wrong and
 // speedup-order runs against theirs, each only where the runs it needs
 // were made. A configuration's makespan is the mean of its runs (repeats
-// named "NAME #k"), found by name, so that any -hw-configs order reads
+// named "NAME #k"), found by name, so that any Hardware.Configs order reads
 // right.
 func hwSummary(runs []hwRun) string {
 	cf := hwConfigs(0, 0, nil)

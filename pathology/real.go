@@ -332,7 +332,7 @@ type TileResult struct {
 // the flows, the nuclei are outlined into the polygon set slide::Nuclei of
 // the output storage and joined with their feature rows by tile (see
 // addOutputs). It returns the per-tile results (in tile order), the
-// manager's report and the graph's finished runtime (for -profile; start it
+// manager's report and the graph's finished runtime (for a profile; start it
 // with graph.WithTrace for a timeline).
 func runReal(ctx context.Context, s *Slide, w *Workload, cfg pats.Config, units []pats.Unit, est map[string]float64, dynamic bool, opts ...graph.StartOption) ([]TileResult, *pats.Report, *graph.Execution, error) {
 	objs, ok := s.out.(region.ObjectStorage)

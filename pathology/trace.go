@@ -109,7 +109,7 @@ func simGPUOccupied(r *pats.Report, m pats.Machine) float64 {
 	return busy / float64(m.GPUs) / r.Makespan.Seconds()
 }
 
-// hwUnknown returns the first of names that is no -hw-configs name, and
+// hwUnknown returns the first of names that is no HardwareConfigs name, and
 // true; false when every name is known.
 func hwUnknown(names []string) (string, bool) {
 	known := hwConfigs(0, 0, nil)

@@ -276,7 +276,7 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 	defer live.Close(ctx, o.httpWait, stdout)
 
 	start := time.Now()
-	results, exec, err := runClusterGraph(ctx, o, s, store, remote, stdout, opts...)
+	results, exec, err := runClusterGraph(ctx, o, s, remote, stdout, opts...)
 	if err != nil {
 		return err
 	}
@@ -296,10 +296,10 @@ func runCluster(parent context.Context, o *options, stdout, stderr io.Writer) (e
 }
 
 // runClusterGraph sends every tile of s to the workers through remote and
-// collects its outputs from store, printing the progress of each worker
-// at most once a second and at the end. It returns the results in tile
-// order.
-func runClusterGraph(ctx context.Context, o *options, s *pathology.Slide, store *cluster.Regions, remote *cluster.Remote[tileWork, tileDone], stdout io.Writer, opts ...graph.StartOption) ([]clusterTile, *graph.Execution, error) {
+// collects its outputs from the slide's storage (pathology.ReadTileResult),
+// printing the progress of each worker at most once a second and at the
+// end. It returns the results in tile order.
+func runClusterGraph(ctx context.Context, o *options, s *pathology.Slide, remote *cluster.Remote[tileWork, tileDone], stdout io.Writer, opts ...graph.StartOption) ([]clusterTile, *graph.Execution, error) {
 	inflight := o.tiles
 	if o.window > 0 {
 		inflight = min(o.tiles, o.clusterN*o.window)
