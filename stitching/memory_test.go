@@ -135,3 +135,29 @@ func checkHeapPeak(t *testing.T, g *testGrid, gopt GraphOptions) {
 		t.Logf("estimate %d KB, heap peak %d KB", est>>10, p>>10)
 	}
 }
+
+// The soft memory limit of the paper-size grid (42 x 59 tiles of 1392 x
+// 1040, 16 workers) stays within issue 15's bound, 1.5 x the pool bound
+// (min(R,C)+2+workers slots of tile and spectrum, 1.39 GB) plus 300 MB,
+// with the default scratch spaces for noise-limited pairs (or one); it
+// always leaves room for the whole estimate, and grows when many spaces
+// are asked for.
+func TestSoftMemoryLimitPaperGrid(t *testing.T) {
+	const w, h = 1392, 1040
+	opt := align.Options{}
+	var got []int64
+	for _, weak := range []int{0, 1, 4, 16} {
+		gopt := GraphOptions{Workers: 16, WeakPairs: weak}
+		limit := SoftMemoryLimit(42, 59, w, h, opt, gopt)
+		if bound := int64(1.5*1.39e9 + 300e6); weak <= 1 && limit > bound {
+			t.Errorf("WeakPairs %d: soft limit %d bytes, over 1.5 x the pool bound + 300 MB (%d)", weak, limit, bound)
+		}
+		if full := MemoryEstimate(42, 59, w, h, opt, gopt); limit < full+300e6 {
+			t.Errorf("WeakPairs %d: soft limit %d leaves no room above the whole estimate %d", weak, limit, full)
+		}
+		got = append(got, limit)
+	}
+	if got[0] != got[1] || got[3] <= got[0] {
+		t.Errorf("soft limits %v: want the default's and one space's equal, 16 spaces' higher", got)
+	}
+}
