@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/stitching"
-	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/synth"
 	"github.com/gohtgs/htgs/stitching/tileio"
 	"github.com/gohtgs/htgs/tiled"
@@ -677,32 +676,6 @@ func TestTiledMosaic(t *testing.T) {
 				t.Errorf("%s: %s left in -out", blend, e.Name())
 			}
 		}
-	}
-}
-
-// The soft memory limit of the paper-size grid (42 x 59 tiles of 1392 x
-// 1040, 16 workers) stays within issue 15's bound, 1.5 x the pool bound
-// (min(R,C)+2+workers slots of tile and spectrum, 1.39 GB) plus 300 MB,
-// with the default scratch spaces for noise-limited pairs (or one); it
-// always leaves room for the whole estimate, and grows when many spaces
-// are asked for.
-func TestSoftLimitPaperGrid(t *testing.T) {
-	const w, h = 1392, 1040
-	opt := align.Options{}
-	var got []int64
-	for _, weak := range []int{0, 1, 4, 16} {
-		gopt := stitching.GraphOptions{Workers: 16, WeakPairs: weak}
-		limit := softLimitBytes(42, 59, w, h, opt, gopt)
-		if bound := int64(1.5*1.39e9 + 300e6); weak <= 1 && limit > bound {
-			t.Errorf("WeakPairs %d: soft limit %d bytes, over 1.5 x the pool bound + 300 MB (%d)", weak, limit, bound)
-		}
-		if full := stitching.MemoryEstimate(42, 59, w, h, opt, gopt); limit < full+300e6 {
-			t.Errorf("WeakPairs %d: soft limit %d leaves no room above the whole estimate %d", weak, limit, full)
-		}
-		got = append(got, limit)
-	}
-	if got[0] != got[1] || got[3] <= got[0] {
-		t.Errorf("soft limits %v: want the default's and one space's equal, 16 spaces' higher", got)
 	}
 }
 

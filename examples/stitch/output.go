@@ -15,12 +15,12 @@ import (
 
 	"github.com/gohtgs/htgs/examples/internal/cli"
 	"github.com/gohtgs/htgs/internal/outfile"
+	"github.com/gohtgs/htgs/stitching/mosaic"
 	"github.com/gohtgs/htgs/tiled"
 )
 
-// defaultTileSize is -tile-size's default: the TIFF tile side most
-// OME-TIFF writers (Bio-Formats' bfconvert, QuPath, tifffile users) use.
-const defaultTileSize = 512
+// defaultTileSize is -tile-size's default.
+const defaultTileSize = mosaic.DefaultTileSize
 
 // defaultCompression is -compression's default. Uncompressed, because it
 // is the fastest to write (the out-of-core path then runs at the disk's
@@ -59,11 +59,10 @@ type mosaicFormat struct {
 
 // The mosaic's file formats (-format).
 const (
-	formatOMETIFF = "ome-tiff" // one tiled pyramidal OME-TIFF file
-	formatOMEZarr = "ome-zarr" // an OME-Zarr NGFF 0.5 (Zarr v3) folder
-	// formatOMEZarr04 is an OME-Zarr NGFF 0.4 (Zarr v2) folder, for
-	// readers that do not read Zarr v3 yet (uncompressed chunks).
-	formatOMEZarr04 = "ome-zarr-0.4"
+	formatOMETIFF   = string(mosaic.OMETIFF)   // one tiled pyramidal OME-TIFF file
+	formatOMEZarr   = string(mosaic.OMEZarr)   // an OME-Zarr NGFF 0.5 (Zarr v3) folder
+	formatOMEZarr04 = string(mosaic.OMEZarr04) // an OME-Zarr NGFF 0.4 (Zarr v2) folder
+
 )
 
 // addMosaicFlags registers the mosaic format's flags on fs.
@@ -182,13 +181,13 @@ func parsePixelSize(s string) (x, y float64, unit string, err error) {
 	return x, y, unit, nil
 }
 
-// omeOptions are the OME-TIFF options of a mosaic named name.
-func (m *mosaicFormat) omeOptions(name string) tiled.OMETIFFOptions {
-	return tiled.OMETIFFOptions{
-		TileW: m.tileSize, TileH: m.tileSize,
-		Compression:   m.compression,
-		PhysicalSizeX: m.sizeX, PhysicalSizeY: m.sizeY, PhysicalSizeUnit: m.unit,
-		Name:     name,
+// lib is the mosaic file's format for package mosaic.
+func (m *mosaicFormat) lib() mosaic.Format {
+	return mosaic.Format{
+		Kind:        mosaic.Kind(m.kind),
+		TileSize:    m.tileSize,
+		Compression: m.compression,
+		PixelSizeX:  m.sizeX, PixelSizeY: m.sizeY, PixelSizeUnit: m.unit,
 		Channels: m.channels,
 	}
 }
@@ -224,15 +223,6 @@ func (m *mosaicFormat) mosaicName(tifName string) string {
 	return tifName
 }
 
-// create starts the mosaic's stream at temp: an OME-TIFF file or an
-// OME-Zarr folder.
-func (m *mosaicFormat) create(temp string, w, h int, name string) (*tiled.BigTIFFStream, error) {
-	if m.kind == formatOMEZarr {
-		return tiled.CreateOMEZarr(temp, w, h, m.omeOptions(name))
-	}
-	return tiled.CreateOMETIFF(temp, w, h, m.omeOptions(name))
-}
-
 // stage adds the mosaic at path to outs, written by write into a
 // temporary file or folder.
 func (m *mosaicFormat) stage(outs *outfile.Batch, path string, write func(temp string) error) error {
@@ -242,29 +232,5 @@ func (m *mosaicFormat) stage(outs *outfile.Batch, path string, write func(temp s
 	return outs.AddFile(path, write)
 }
 
-// stream writes the mosaic of nch channels at temp: it starts the file
-// (or folder), has write fill channel ch's rows, one channel after the
-// other, and closes it. On an error the partial file is removed and the
-// error returned.
-func (m *mosaicFormat) stream(temp string, w, h int, name string, nch int, write func(ch int, out *tiled.BigTIFFStream) error) error {
-	out, err := m.create(temp, w, h, name)
-	if err != nil {
-		return err
-	}
-	for ch := range nch {
-		if ch > 0 {
-			err = out.NextChannel()
-		}
-		if err == nil {
-			err = write(ch, out)
-		}
-		if err != nil {
-			_ = out.Close() // the writing error is the one to report
-			return err
-		}
-	}
-	return out.Close()
-}
-
 // zarr reports whether the mosaic is an OME-Zarr folder (NGFF 0.5 or 0.4).
-func (m *mosaicFormat) zarr() bool { return m.kind == formatOMEZarr || m.kind == formatOMEZarr04 }
+func (m *mosaicFormat) zarr() bool { return mosaic.Kind(m.kind).Folder() }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -16,6 +17,7 @@ import (
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
+	"github.com/gohtgs/htgs/stitching/mosaic"
 	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
@@ -69,6 +71,30 @@ func checkWatch(c *config, set map[string]bool) error {
 	return nil
 }
 
+// partialPreviewName is the name of the provisional mosaic's preview of
+// the outputs names.
+func partialPreviewName(names outNames) string {
+	return strings.TrimSuffix(names.preview, ".png") + "-partial.png"
+}
+
+// writeLivePreview writes the preview of pos (global positions of a grid
+// of w x h tiles) into path (replaced atomically) and returns the PNG's
+// bytes (nil when nothing is placed yet).
+func writeLivePreview(p *mosaic.LivePreview, path string, pos []tileio.GlobalPosition, w, h int) ([]byte, error) {
+	img, err := p.Draw(pos, w, h)
+	if err != nil || img == nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := mosaic.EncodePreview(&buf, img); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), outfile.WriteFile(path, func(f io.Writer) error {
+		_, err := f.Write(buf.Bytes())
+		return err
+	})
+}
+
 // partialName is the name of the provisional positions file of the
 // outputs names.
 func partialName(names outNames) string {
@@ -103,7 +129,7 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 	if c.mosaic {
 		previewPath = filepath.Join(c.out, partialPreviewName(names))
 	}
-	var preview *livePreview
+	var preview *mosaic.LivePreview
 	timeout := ""
 	if c.watchTimeout > 0 {
 		timeout = fmt.Sprintf("; ending if no tile comes for %v", c.watchTimeout)
@@ -179,9 +205,9 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 			if previewPath != "" && s.Arrived < s.Tiles {
 				tw, th := w.TileSize()
 				if preview == nil {
-					preview = newLivePreview(w, c.rows, c.cols, tw, th)
+					preview = mosaic.NewLivePreview(w, c.rows, c.cols, tw, th)
 				}
-				img, err := preview.write(previewPath, s.Positions, tw, th)
+				img, err := writeLivePreview(preview, previewPath, s.Positions, tw, th)
 				if err != nil && writeErr == nil {
 					writeErr = err
 					warn(stderr, "-watch: the provisional mosaic: %v", err)

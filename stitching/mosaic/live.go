@@ -1,29 +1,20 @@
-package main
+package mosaic
 
 import (
-	"bytes"
 	"fmt"
 	"image"
-	"io"
 	"slices"
-	"strings"
 
-	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/stitching/tileio"
 )
 
-// partialPreviewName is the name of the provisional mosaic's preview of
-// the outputs names.
-func partialPreviewName(names outNames) string {
-	return strings.TrimSuffix(names.preview, ".png") + "-partial.png"
-}
-
-// livePreview draws the mosaic as it fills in, from the provisional
-// positions: each placed tile reduced f times (box mean) once, when it is
-// first placed, and drawn at its position over the tiles before it in
-// row-major order. The 16-bit values are mapped to 8 bits over the range
-// of the first tile drawn (its 0.5th to 99.5th percentile).
-type livePreview struct {
+// LivePreview draws the preview of a mosaic as it fills in, from the
+// provisional positions of a live stitch: each placed tile reduced (box
+// mean) once, when it is first placed, and drawn at its position over the
+// tiles before it in row-major order. The 16-bit values are mapped to 8
+// bits over the range of the first tile drawn (its 0.5th to 99.5th
+// percentile). It is not safe for concurrent use.
+type LivePreview struct {
 	src    tileio.TileSource
 	f      int
 	thumbs map[int]*image.Gray // row-major index -> reduced tile
@@ -31,17 +22,18 @@ type livePreview struct {
 	ranged bool
 }
 
-// newLivePreview returns the preview of a rows x cols grid of w x h
-// tiles from src, reduced so that the grid laid side by side fits in
-// previewSide pixels.
-func newLivePreview(src tileio.TileSource, rows, cols, w, h int) *livePreview {
-	f := max(1, (max(cols*w, rows*h)+previewSide-1)/previewSide)
-	return &livePreview{src: src, f: f, thumbs: map[int]*image.Gray{}}
+// NewLivePreview returns the preview of a rows x cols grid of w x h
+// tiles loaded from src, reduced so that the grid laid side by side fits
+// in PreviewSide pixels.
+func NewLivePreview(src tileio.TileSource, rows, cols, w, h int) *LivePreview {
+	f := max(1, (max(cols*w, rows*h)+PreviewSide-1)/PreviewSide)
+	return &LivePreview{src: src, f: f, thumbs: map[int]*image.Gray{}}
 }
 
-// draw returns the preview of the tiles at pos (global positions of a
-// grid of w x h tiles).
-func (p *livePreview) draw(pos []tileio.GlobalPosition, w, h int) (*image.Gray, error) {
+// Draw returns the preview of the tiles at pos (global positions of a
+// grid of w x h tiles), nil when pos is empty. It loads each tile of pos
+// the first time it is drawn.
+func (p *LivePreview) Draw(pos []tileio.GlobalPosition, w, h int) (*image.Gray, error) {
 	if len(pos) == 0 {
 		return nil, nil
 	}
@@ -79,7 +71,7 @@ func (p *livePreview) draw(pos []tileio.GlobalPosition, w, h int) (*image.Gray, 
 
 // reduce is t reduced to tw x th by the mean of f x f boxes, mapped to 8
 // bits over [lo, hi].
-func (p *livePreview) reduce(t *image.Gray16, tw, th int) *image.Gray {
+func (p *LivePreview) reduce(t *image.Gray16, tw, th int) *image.Gray {
 	out := image.NewGray(image.Rect(0, 0, tw, th))
 	scale := 255 / max(p.hi-p.lo, 1)
 	for y := range th {
@@ -120,21 +112,4 @@ func valueRange(t *image.Gray16) (lo, hi float64) {
 		return 65535
 	}
 	return at(0.005), at(0.995)
-}
-
-// write writes the preview of pos into path (replaced atomically) and
-// returns the PNG's bytes (nil when nothing is placed yet).
-func (p *livePreview) write(path string, pos []tileio.GlobalPosition, w, h int) ([]byte, error) {
-	img, err := p.draw(pos, w, h)
-	if err != nil || img == nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if err := encodePreview(&buf, img); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), outfile.WriteFile(path, func(f io.Writer) error {
-		_, err := f.Write(buf.Bytes())
-		return err
-	})
 }
