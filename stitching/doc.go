@@ -14,7 +14,8 @@
 //   - both return a [Result] (translations, stage model, positions, flat
 //     field): [Result.Quality] and [Result.Warnings] judge it without
 //     ground truth, [Evaluate] measures it against ground truth;
-//   - [MemoryEstimate] sizes a run before it starts.
+//   - [MemoryEstimate] sizes a run before it starts, [SoftMemoryLimit]
+//     the Go runtime's soft memory limit to run it under.
 //
 // # Packages
 //
@@ -34,6 +35,10 @@
 //     memory;
 //   - stitching/compose: blends the tiles into a mosaic at their
 //     positions;
+//   - stitching/mosaic: plans the mosaic within a memory budget and
+//     writes it, composed in memory or out of core, as a tiled pyramidal
+//     OME-TIFF or an OME-Zarr folder with its preview; and the preview of
+//     a mosaic still filling in, for live stitching;
 //   - stitching/synth: realistic synthetic grids with ground truth, for
 //     tests and demos.
 //
