@@ -511,7 +511,7 @@ func checkStage(c *config) error {
 		return cli.Usagef("-prefix %q: must be a file-name prefix, without a folder", c.prefix)
 	}
 	if c.timeSlices != "" {
-		s, err := parseTimeSlices(c.timeSlices)
+		s, err := tileio.ParseTimeSlices(c.timeSlices)
 		if err != nil {
 			return cli.UsageError{Err: err}
 		}

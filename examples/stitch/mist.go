@@ -11,13 +11,11 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gohtgs/htgs/examples/internal/cli"
-	"github.com/gohtgs/htgs/internal/infile"
 	"github.com/gohtgs/htgs/stitching"
 	"github.com/gohtgs/htgs/stitching/align"
 	"github.com/gohtgs/htgs/stitching/tileio"
@@ -60,39 +58,6 @@ func (n outNames) list() []string {
 
 func statsName(prefix string) string { return prefix + "statistics.txt" }
 func logName(prefix string) string   { return prefix + "log.txt" }
-
-// parseTimeSlices parses MIST's time-slice syntax: comma-separated numbers
-// and inclusive ranges, "1-3,5". The result is sorted, without repeats.
-func parseTimeSlices(s string) ([]int, error) {
-	seen := map[int]bool{}
-	var out []int
-	for part := range strings.SplitSeq(s, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(strings.TrimSpace(lo))
-		b, err2 := a, error(nil)
-		if isRange {
-			b, err2 = strconv.Atoi(strings.TrimSpace(hi))
-		}
-		if err1 != nil || err2 != nil || a < 0 || b < a {
-			return nil, fmt.Errorf("time slices %q: %q is not a number N or a range N-M with N <= M", s, part)
-		}
-		if b-a > 1_000_000 {
-			return nil, fmt.Errorf("time slices %q: range %q too long", s, part)
-		}
-		for t := a; t <= b; t++ {
-			if !seen[t] {
-				seen[t] = true
-				out = append(out, t)
-			}
-		}
-		if len(out) > 1_000_000 {
-			return nil, fmt.Errorf("time slices %q: more than a million slices", s)
-		}
-	}
-	sort.Ints(out)
-	return out, nil
-}
 
 // mistBool is a MIST boolean option: it takes a value ("--outputFullImage
 // false" or "--outputFullImage=false"), as MIST's options all do, unlike a
@@ -472,54 +437,6 @@ func fmtParam(v float64) string {
 		return ""
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-// readPositionsFile reads a global-positions file for the tiles of a rows x
-// cols grid: every grid cell must appear once. Positions are shifted so
-// that the smallest is (0, 0), as MIST does.
-func readPositionsFile(path string, rows, cols int) ([]tileio.GlobalPosition, error) {
-	f, err := infile.Open(path) // a FIFO or a folder is refused, not waited on
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	pos, err := tileio.ReadGlobalPositions(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	// Nothing is sized by the grid before the file is known to have a
-	// position for each tile (rows*cols cannot overflow then).
-	if rows < 1 || cols < 1 || rows > len(pos) || cols > len(pos) || rows*cols > len(pos) {
-		return nil, fmt.Errorf("%s: %d positions for the %d x %d grid (one per tile)", path, len(pos), cols, rows)
-	}
-	byCell := make([]*tileio.GlobalPosition, rows*cols)
-	for i := range pos {
-		p := &pos[i]
-		if far := 1 << 40; p.X < -far || p.X > far || p.Y < -far || p.Y > far {
-			return nil, fmt.Errorf("%s: tile %s at (%d, %d) lies beyond 2^40 pixels", path, p.Name, p.X, p.Y)
-		}
-		if p.Row >= rows || p.Col >= cols {
-			return nil, fmt.Errorf("%s: tile %s at grid (%d, %d) lies outside the %d x %d grid", path, p.Name, p.Col, p.Row, cols, rows)
-		}
-		if byCell[p.Row*cols+p.Col] != nil {
-			return nil, fmt.Errorf("%s: grid (%d, %d) appears twice", path, p.Col, p.Row)
-		}
-		byCell[p.Row*cols+p.Col] = p
-	}
-	out := make([]tileio.GlobalPosition, rows*cols)
-	minX, minY := math.MaxInt, math.MaxInt
-	for i, p := range byCell {
-		if p == nil {
-			return nil, fmt.Errorf("%s: no position for grid (%d, %d) (col, row) of the %d x %d grid", path, i%cols, i/cols, cols, rows)
-		}
-		out[i] = *p
-		minX, minY = min(minX, p.X), min(minY, p.Y)
-	}
-	for i := range out {
-		out[i].X -= minX
-		out[i].Y -= minY
-	}
-	return out, nil
 }
 
 // positionsPath returns the positions file of slice t: {t} in path is

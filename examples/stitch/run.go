@@ -211,7 +211,7 @@ func (r *stitchRun) openTiles() error {
 		r.given = make([][]tileio.GlobalPosition, len(runSlices))
 		for k, t := range runSlices {
 			var err error
-			if r.given[k], err = readPositionsFile(positionsPath(c.globalPositions, t), c.rows, c.cols); err != nil {
+			if r.given[k], err = tileio.ReadPositionsFile(positionsPath(c.globalPositions, t), c.rows, c.cols); err != nil {
 				return fmt.Errorf("-global-positions: %w", err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gohtgs/htgs/internal/infile"
 	"github.com/gohtgs/htgs/stitching/align"
 )
 
@@ -353,4 +354,55 @@ func isDigits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// ReadPositionsFile reads the global-positions file at path (MIST's or
+// WriteGlobalPositions's, see ReadGlobalPositions) for the tiles of a rows
+// x cols grid, to compose a mosaic at positions known beforehand: every
+// grid cell must appear once, and the result is in row-major order.
+// Positions are shifted so that the smallest is (0, 0), as MIST does; a
+// span beyond 2^40 pixels is refused. Errors name path.
+func ReadPositionsFile(path string, rows, cols int) ([]GlobalPosition, error) {
+	f, err := infile.Open(path) // a FIFO or a folder is refused, not waited on
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pos, err := ReadGlobalPositions(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// Nothing is sized by the grid before the file is known to have a
+	// position for each tile (rows*cols cannot overflow then).
+	if rows < 1 || cols < 1 || rows > len(pos) || cols > len(pos) || rows*cols > len(pos) {
+		return nil, fmt.Errorf("%s: %d positions for the %d x %d grid (one per tile)", path, len(pos), cols, rows)
+	}
+	byCell := make([]*GlobalPosition, rows*cols)
+	for i := range pos {
+		p := &pos[i]
+		if far := 1 << 40; p.X < -far || p.X > far || p.Y < -far || p.Y > far {
+			return nil, fmt.Errorf("%s: tile %s at (%d, %d) lies beyond 2^40 pixels", path, p.Name, p.X, p.Y)
+		}
+		if p.Row >= rows || p.Col >= cols {
+			return nil, fmt.Errorf("%s: tile %s at grid (%d, %d) lies outside the %d x %d grid", path, p.Name, p.Col, p.Row, cols, rows)
+		}
+		if byCell[p.Row*cols+p.Col] != nil {
+			return nil, fmt.Errorf("%s: grid (%d, %d) appears twice", path, p.Col, p.Row)
+		}
+		byCell[p.Row*cols+p.Col] = p
+	}
+	out := make([]GlobalPosition, rows*cols)
+	minX, minY := math.MaxInt, math.MaxInt
+	for i, p := range byCell {
+		if p == nil {
+			return nil, fmt.Errorf("%s: no position for grid (%d, %d) (col, row) of the %d x %d grid", path, i%cols, i/cols, cols, rows)
+		}
+		out[i] = *p
+		minX, minY = min(minX, p.X), min(minY, p.Y)
+	}
+	for i := range out {
+		out[i].X -= minX
+		out[i].Y -= minY
+	}
+	return out, nil
 }

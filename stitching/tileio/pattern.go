@@ -3,6 +3,7 @@ package tileio
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -301,4 +302,39 @@ func (p Pattern) Name(row, col, rows, cols int) string {
 		b.WriteString(d)
 	}
 	return b.String()
+}
+
+// ParseTimeSlices parses MIST's time-slice syntax, the slices to stitch
+// of a pattern with {t}: comma-separated numbers and inclusive ranges,
+// "1-3,5". The result is sorted, without repeats, and holds a million
+// slices at most.
+func ParseTimeSlices(s string) ([]int, error) {
+	seen := map[int]bool{}
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.Atoi(strings.TrimSpace(hi))
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a {
+			return nil, fmt.Errorf("time slices %q: %q is not a number N or a range N-M with N <= M", s, part)
+		}
+		if b-a > 1_000_000 {
+			return nil, fmt.Errorf("time slices %q: range %q too long", s, part)
+		}
+		for t := a; t <= b; t++ {
+			if !seen[t] {
+				seen[t] = true
+				out = append(out, t)
+			}
+		}
+		if len(out) > 1_000_000 {
+			return nil, fmt.Errorf("time slices %q: more than a million slices", s)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
 }
