@@ -217,10 +217,16 @@ func GridSlots(rows, cols, w, h int, overlap float64) []compose.Slot {
 // tiles are loaded ahead of the composing, opt.Workers at a time, and
 // corrected with its flat field.
 //
+// OMEZarr04 is composed into a temporary tiled image in a folder beside
+// path, removed before Write returns. An OME-Zarr holds one channel.
+//
 // Out of core, the heap may grow to about twice what is live unless the
 // program sets a soft memory limit (debug.SetMemoryLimit) of opt.Memory
 // around the call.
 func Write(ctx context.Context, path, name string, slots []compose.Slot, chans []Channel, plan Plan, opt Options) (*image.Gray, error) {
+	if len(chans) == 0 || (opt.Format.Kind.Folder() && len(chans) > 1) {
+		return nil, fmt.Errorf("mosaic: %d channels for a %s (want at least one, and one for OME-Zarr)", len(chans), opt.Format.Kind)
+	}
 	w := &writer{ctx: ctx, path: path, name: name, slots: slots, chans: chans, plan: plan, opt: opt}
 	switch {
 	case opt.Format.Kind == OMEZarr04:

@@ -209,12 +209,23 @@ func (c *countingTiles) Load(row, col int) (*image.Gray16, error) {
 	return c.TileSource.Load(row, col)
 }
 
-// A load error and a cancelled context end Write with an error wrapping
+// Write refuses no channel, and several for an OME-Zarr, before writing
+// anything; a load error and a cancelled context end Write with an error wrapping
 // them, leaving no goroutine behind (goleak checks the package).
 func TestWriteErrors(t *testing.T) {
 	src, slots := grid(t, 2, 2, 48, 48, 5)
 	boom := errors.New("boom")
 	bad := &countingTiles{TileSource: src, loads: map[[2]int]int{}, fail: boom}
+	for _, kind := range []Kind{OMETIFF, OMEZarr} {
+		chans := []Channel{{Tiles: src}, {Tiles: src}}[:map[Kind]int{OMETIFF: 0, OMEZarr: 2}[kind]]
+		path := filepath.Join(t.TempDir(), "m")
+		if _, err := Write(context.Background(), path, "m", slots, chans, NewPlan(slots, Options{}), Options{Format: Format{Kind: kind}}); err == nil {
+			t.Errorf("%s: %d channels accepted", kind, len(chans))
+		}
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("%s: %d channels: %s written", kind, len(chans), path)
+		}
+	}
 	for _, outOfCore := range []bool{false, true} {
 		opt := Options{Workers: 2}
 		plan := NewPlan(slots, opt)
