@@ -2,8 +2,8 @@ package main
 
 // The mosaic file's format: the flags -tile-size, -compression and
 // -pixel-size (MIST's --compressionMode, --unit, --unitX and --unitY are
-// mapped onto them in mist.go), their checks, and the OME-TIFF options
-// the mosaic is written with.
+// mapped onto them in mist.go), -format and -channels, their checks, and
+// the mosaic.Format the mosaic is written with (package mosaic writes it).
 
 import (
 	"flag"
