@@ -8,9 +8,9 @@
 // Drawn from the imports (go list -deps shows them): a package imports
 // only packages on its own floor or below.
 //
-//	applications   stitching (and stitching/align, tileio, compose, synth)
-//	               matmul (and matmul/npy)     pats (CPU/GPU scheduling)
-//	                  │                           │
+//	applications   stitching (and stitching/align, tileio, compose, mosaic,
+//	               synth)   matmul (and matmul/npy)   pathology ──▶ pats
+//	                  │                                 (CPU/GPU scheduling)
 //	extensions     cap (CAP tile graphs) ──▶ tiled (out-of-core images)
 //	               cluster (tasks run by worker processes) ──▶ region, task
 //	               graph/observe (opt-in: HTTP live view, Graphviz, trace)
@@ -51,14 +51,20 @@
 //   - cluster: tasks whose inputs run on worker processes over NATS (a
 //     task.Placer, so that statistics and pictures name the workers).
 //   - tiled and cap: images larger than memory (on-disk tiles, pyramidal
-//     BigTIFF) and CAP's tile-parallel graphs over them (Pipeline, Gather,
-//     Exchange), built on graph and memmgr; stitching/compose writes
-//     out-of-core mosaics through tiled.
+//     BigTIFF) and CAP's tile-parallel graphs over them (Process, Gather,
+//     Exchange), built on graph and memmgr; stitching/compose composes
+//     mosaics, and stitching/mosaic plans and writes them (in memory or
+//     out of core through tiled).
 //   - region: region templates, the data model (dense and sparse arrays,
 //     polygon sets) that pats' stages and cluster's workers share.
-//   - stitching, matmul, pats: applications built on the above;
-//     stitching's algorithm is in stitching/align and its tile files and
-//     MIST output files in stitching/tileio.
+//   - stitching, matmul, pats, pathology: applications built on the
+//     above; stitching's algorithm is in stitching/align and its tile
+//     files and MIST output files in stitching/tileio; pathology is the
+//     PATS paper's nuclei workload (operations, GPU kernels, tracing) on
+//     pats, region and cluster.
+//
+// The programs in examples/ are flags and wiring over these packages;
+// their shared command-line helpers are in examples/internal.
 //
 // # Where to start
 //

@@ -67,7 +67,7 @@ func TestTileRunnerMatchesRun(t *testing.T) {
 		if rep.Spawned != (i%2 == 1) {
 			t.Errorf("tile %d: spawned %v", i, rep.Spawned)
 		}
-		for _, op := range Pipeline() {
+		for _, op := range Operations() {
 			if n := rep.CPU[op.Name] + rep.GPU[op.Name]; n != 1 {
 				t.Errorf("tile %d: %s ran %d times", i, op.Name, n)
 			}
@@ -155,7 +155,7 @@ func TestOpTile(t *testing.T) {
 	for _, o := range times {
 		got = append(got, o.Op)
 	}
-	for _, o := range Pipeline() {
+	for _, o := range Operations() {
 		want = append(want, o.Name)
 	}
 	if !slices.Equal(got, want) {

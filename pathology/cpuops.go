@@ -211,7 +211,7 @@ func writeNPY(w io.Writer, dtype string, shape []int, data []byte) error {
 
 // OpTime is the time of one operation on one core.
 type OpTime struct {
-	Op     string        // the operation's name (Pipeline)
+	Op     string        // the operation's name (Operations)
 	Median time.Duration // the median of the timed runs
 }
 

@@ -4,7 +4,7 @@
 // (red-blood-cell detection, morphological opening, reconstruction to
 // nuclei, area threshold, hole filling, pre-watershed, watershed,
 // labelling) and feature computation (intensity, gradient, morphometry),
-// eleven operations (Pipeline) with very different GPU speedups.
+// eleven operations (Operations) with very different GPU speedups.
 //
 // The operations are real image kernels on the tile's region template
 // (package region): reconstructions by geodesic dilation, an opening by a

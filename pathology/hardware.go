@@ -533,7 +533,7 @@ type hwResults struct {
 // run runs the experiment: generation, calibration, then every
 // configuration on a fresh output storage.
 func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
-	h.specs = Pipeline()
+	h.specs = Operations()
 	h.regionBuf = realBytes(h.size)
 	if h.traceDir != "" { // the spans of this experiment only
 		if err := os.Remove(filepath.Join(h.traceDir, "trace.csv")); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -38,7 +38,7 @@ func TestCUDAKernelsMatchCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := &hwSetup{cpus: 1, accels: as, tiles: 2, size: size, calTiles: 2, specs: Pipeline(), regionBuf: realBytes(size)}
+		h := &hwSetup{cpus: 1, accels: as, tiles: 2, size: size, calTiles: 2, specs: Operations(), regionBuf: realBytes(size)}
 		c, err := h.calibrate(ctx, s)
 		if err != nil {
 			t.Fatal(err)

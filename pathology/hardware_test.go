@@ -48,7 +48,7 @@ func TestGPUMirrorsMatchCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := &hwSetup{cpus: 1, accels: hostAccels(1), tiles: 3, size: size, calTiles: 3, specs: Pipeline(), regionBuf: realBytes(size)}
+		h := &hwSetup{cpus: 1, accels: hostAccels(1), tiles: 3, size: size, calTiles: 3, specs: Operations(), regionBuf: realBytes(size)}
 		c, err := h.calibrate(ctx, s)
 		if err != nil {
 			t.Fatal(err)

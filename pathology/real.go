@@ -565,7 +565,7 @@ type RunResult struct {
 }
 
 // Run processes every tile of s through a task graph whose stage task
-// expands a tile into the pipeline's operations (Pipeline), run by a
+// expands a tile into the pipeline's operations (Operations), run by a
 // pats.Manager on o.Units with the image kernels of this package; each
 // operation instance costs the time w models for its tile, which
 // simulated units emulate. The labels and feature tables are committed to

@@ -12,7 +12,7 @@ import (
 func TestWorkloadFlows(t *testing.T) {
 	w := NewWorkload(5, 9)
 	fs := w.Flows(w.GivenSpeedups())
-	if len(fs) != 5 || fs[0].Len() != len(Pipeline()) {
+	if len(fs) != 5 || fs[0].Len() != len(Operations()) {
 		t.Fatalf("%d flows of %d steps", len(fs), fs[0].Len())
 	}
 	for _, f := range fs {
@@ -21,7 +21,7 @@ func TestWorkloadFlows(t *testing.T) {
 		}
 	}
 	// Costs are deterministic and the true speedups follow the specs.
-	if w.tileCost(3, Pipeline()[2]) != NewWorkload(5, 9).tileCost(3, Pipeline()[2]) {
+	if w.tileCost(3, Operations()[2]) != NewWorkload(5, 9).tileCost(3, Operations()[2]) {
 		t.Error("tile costs are not deterministic")
 	}
 	for name, s := range NewWorkload(200, 1).TrueSpeedups() {

@@ -28,8 +28,8 @@ type Operation struct {
 	Writes    string        // datum written
 }
 
-// Pipeline returns the operations in a valid sequential order.
-func Pipeline() []Operation {
+// Operations returns the operations in a valid sequential order.
+func Operations() []Operation {
 	ms := time.Millisecond
 	return []Operation{
 		{"RBCDetection", "segmentation", 400 * ms, 9, false, []string{"rgb"}, "rbc"},
@@ -81,7 +81,7 @@ type Workload struct {
 // NewWorkload returns the workload of tiles tiles whose costs vary with
 // seed.
 func NewWorkload(tiles int, seed uint64) *Workload {
-	return &Workload{specs: Pipeline(), bytes: DataBytes(), tiles: tiles, seed: seed}
+	return &Workload{specs: Operations(), bytes: DataBytes(), tiles: tiles, seed: seed}
 }
 
 // tileCost returns the modelled cost of operation o on tile i: irregular

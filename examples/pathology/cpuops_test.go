@@ -17,7 +17,7 @@ import (
 func TestCPUOps(t *testing.T) {
 	line := regexp.MustCompile(`^op (\w+): [0-9]+\.[0-9]{2} ms$`)
 	var want []string
-	for _, o := range pathology.Pipeline() {
+	for _, o := range pathology.Operations() {
 		want = append(want, o.Name)
 	}
 	dir := t.TempDir()

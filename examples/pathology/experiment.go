@@ -176,7 +176,7 @@ func (e *experiments) imageList() string {
 func (e *experiments) measuredTransferImpact() float64 {
 	bytes := pathology.DataBytes()
 	var fr []float64
-	for _, o := range pathology.Pipeline() {
+	for _, o := range pathology.Operations() {
 		var b int64
 		for _, k := range o.Reads {
 			b += bytes[k]
@@ -192,7 +192,7 @@ func (e *experiments) measuredTransferImpact() float64 {
 func (e *experiments) workloadTable(res *results) {
 	fmt.Fprintf(&res.md, "## Workload\n\nPer 4K x 4K tile, one CPU core (irregular operations scale with the tile's nuclei density, 0.6-1.4; GPU times scatter +-10%%):\n\n")
 	fmt.Fprintf(&res.md, "| operation | stage | CPU ms | GPU speedup | GPU ms | reads | writes |\n|---|---|---:|---:|---:|---|---|\n")
-	for _, o := range pathology.Pipeline() {
+	for _, o := range pathology.Operations() {
 		fmt.Fprintf(&res.md, "| %s | %s | %d | %.1f | %.0f | %s | %s |\n", o.Name, o.Stage, o.CPU.Milliseconds(), o.Speedup,
 			float64(o.CPU.Milliseconds())/o.Speedup, strings.Join(o.Reads, ", "), o.Writes)
 	}

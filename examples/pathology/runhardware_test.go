@@ -78,7 +78,7 @@ func TestHardwareConfigsTrace(t *testing.T) {
 		}
 	}
 	for _, run := range []string{"FCFS", "PATS+DL+prefetch", "FCFS #2"} {
-		if got, want := len(compute[run]), 4*len(pathology.Pipeline()); got != want {
+		if got, want := len(compute[run]), 4*len(pathology.Operations()); got != want {
 			t.Errorf("%s: %d instances traced, want %d", run, got, want)
 		}
 		if stages[run] != 4 {
