@@ -4,6 +4,11 @@
 // A [Device] is deliberately small: an identity, a kind and a memory size.
 // The CPU implementation lets pipeline-per-device graphs run and be tested on
 // machines without accelerators; the cuda package implements it for GPUs.
+//
+// A [Chooser] is a scheduling policy for work with implementations on
+// several kinds of device: given a free unit and the ready work, it says
+// which the unit takes. A task with an implementation per device
+// (graph.AddVariants) and the pats manager both take one.
 package device
 
 import (

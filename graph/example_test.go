@@ -158,6 +158,49 @@ func ExampleAddMultiTask() {
 	// Output: [number 1 number 2 word one word two] <nil>
 }
 
+// bigOnSecond is a scheduling policy for a task with two implementations:
+// the second takes only the values whose estimate is at least 10, the
+// first only the others.
+type bigOnSecond struct{}
+
+func (bigOnSecond) Choose(u device.Unit, ready []device.Candidate) int {
+	for i, c := range ready {
+		if (c.Estimate >= 10) == (u.Index == 1) {
+			return i
+		}
+	}
+	return -1 // nothing for this one: it waits
+}
+
+// A policy of one's own chooses which waiting value each free
+// implementation takes; the speedup function gives each value's estimate.
+// The policies of package pats (pats.FCFS, pats.PATS) plug in the same
+// way.
+func ExampleChoose() {
+	where := func() task.Task[int, string] {
+		return task.Map(func(ctx context.Context, v int) (string, error) {
+			info, _ := task.InfoFrom(ctx)
+			return fmt.Sprint(info.Device.Name(), ":", v), nil
+		})
+	}
+	g := graph.New[int, string]("sizes")
+	n := graph.AddVariants(g, "work", []graph.Variant[int, string]{
+		{Device: device.Host{Index: 0}, New: where},
+		{Device: device.Host{Index: 1}, New: where},
+	}, graph.Choose(bigOnSecond{}, func(v int) float64 { return float64(v * v) }))
+	graph.Connect(g.Input(), n)
+	graph.Connect(n, g.Output())
+
+	var got []string
+	err := g.Run(context.Background(), slices.Values([]int{1, 5, 2, 4, 3}), func(s string) error {
+		got = append(got, s)
+		return nil
+	})
+	slices.Sort(got)
+	fmt.Println(got, err)
+	// Output: [cpu0:1 cpu0:2 cpu0:3 cpu1:4 cpu1:5] <nil>
+}
+
 // A task with two implementations, each bound to a device: here two CPU
 // devices stand in for a CPU and a GPU. Each value goes to the one
 // expected to finish it first, from the times measured so far; each

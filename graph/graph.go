@@ -16,8 +16,9 @@
 // Besides plain tasks, a node may be a task of several input types, each
 // with its own execute ([AddMultiTask], [AddInput]), or a task with several
 // implementations bound to devices, the runtime choosing one per value from
-// their measured times ([AddVariants]); a task's queue may order its values
-// by priority ([Priority]) instead of FIFO.
+// their measured times ([AddVariants]) or a [device.Chooser] such as pats'
+// PATS policy choosing for it ([Choose]); a task's queue may order its
+// values by priority ([Priority]) instead of FIFO.
 //
 // Values must not vanish without a word: Start refuses a node whose output
 // is connected to nothing, and a graph whose Output nothing feeds. A sink

@@ -2,7 +2,9 @@ package graph_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -238,3 +240,207 @@ func TestVariantsImplementationStops(t *testing.T) {
 		t.Errorf("values per implementation %v, want stopper 1, gpu1 19", ran)
 	}
 }
+
+// gated makes copies that emit the device they ran on and the value; the
+// first Execute of each copy waits until open is closed, so that the
+// values sent meanwhile wait for the chooser.
+func gated(open <-chan struct{}) func() task.Task[int, string] {
+	return func() task.Task[int, string] {
+		first := true
+		return task.Func[int, string](func(ctx context.Context, v int, out task.Emitter[string]) error {
+			if first {
+				first = false
+				<-open
+			}
+			info, _ := task.InfoFrom(ctx)
+			return out.Emit(fmt.Sprintf("%s %d", info.Device.Name(), v))
+		})
+	}
+}
+
+// newestFirst is a chooser that takes the newest value offered, and
+// records what it was offered.
+type newestFirst struct {
+	units  []device.Unit
+	offers [][]device.Candidate
+}
+
+func (c *newestFirst) Choose(u device.Unit, ready []device.Candidate) int {
+	c.units = append(c.units, u)
+	c.offers = append(c.offers, slices.Clone(ready))
+	return len(ready) - 1
+}
+
+// runGated runs values 0..n-1 through a task with a CPU and a GPU
+// implementation (one copy each) chosen by c: the first two values keep
+// both busy until all are sent. It returns the values each device ran, in
+// the order it ran them.
+func runGated(t *testing.T, c device.Chooser, speedup func(int) float64, n int) map[string][]int {
+	t.Helper()
+	open := make(chan struct{})
+	g := graph.New[int, string]("chosen")
+	work := graph.AddVariants(g, "work", []graph.Variant[int, string]{
+		{Device: device.Host{}, New: gated(open)},
+		{Device: fakeGPU{}, New: gated(open)},
+	}, graph.Choose(c, speedup))
+	graph.Connect(g.Input(), work)
+	graph.Connect(work, g.Output())
+	rt, err := g.Start(context.Background(), graph.WithoutStallReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := rt.Send(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(open)
+	rt.Close()
+	ran := map[string][]int{}
+	for r := range rt.Results() {
+		var dev string
+		var v int
+		fmt.Sscan(r, &dev, &v)
+		ran[dev] = append(ran[dev], v)
+	}
+	if err := rt.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return ran
+}
+
+// A chooser given with Choose decides which waiting value each free
+// implementation takes: here the newest, so that after the first two the
+// values run newest first; it is offered the units in the order of the
+// list and the values with their estimates.
+func TestVariantsChooser(t *testing.T) {
+	c := &newestFirst{}
+	ran := runGated(t, c, func(v int) float64 { return float64(v) / 2 }, 10)
+	if len(ran["cpu0"])+len(ran["gpu0"]) != 10 || ran["cpu0"][0] != 0 || ran["gpu0"][0] != 1 {
+		t.Fatalf("values per device %v: want 0 on cpu0 and 1 on gpu0 first", ran)
+	}
+	for dev, vs := range ran {
+		if !slices.IsSortedFunc(vs[1:], func(a, b int) int { return b - a }) {
+			t.Errorf("%s ran %v after its first: want the newest first", dev, vs[1:])
+		}
+	}
+	if len(c.units) < 10 || c.units[0].Index != 0 || c.units[0].Device.Name() != "cpu0" ||
+		c.units[1].Index != 1 || c.units[1].Device.Name() != "gpu0" {
+		t.Fatalf("units offered %v", c.units)
+	}
+	for i, offer := range c.offers {
+		for _, cand := range offer {
+			if cand.Name != "work" || cand.Group != "" || cand.Local || cand.Bytes != 0 {
+				t.Errorf("offer %d: candidate %+v", i, cand)
+			}
+		}
+		// Values 2..9 waited together, oldest first.
+		if i == 2 && (len(offer) != 8 || offer[0].Estimate != 1 || offer[7].Estimate != 4.5) {
+			t.Errorf("third offer %+v: want the estimates of 2..9", offer)
+		}
+		// After the first execution its time is known.
+		if i >= 2 && offer[0].CPUTime == 0 && offer[0].GPUTime == 0 {
+			t.Errorf("offer %d carries no measured time: %+v", i, offer[0])
+		}
+	}
+	if c.offers[0][0].CPUTime != 0 || c.offers[0][0].GPUTime != 0 {
+		t.Errorf("first offer %+v: nothing was measured yet", c.offers[0][0])
+	}
+}
+
+// Without a speedup function every value has one estimate: 1 until both
+// kinds are measured, then the ratio of their times; 0 for a task with
+// CPU implementations only.
+func TestVariantsChooserEstimates(t *testing.T) {
+	c := &newestFirst{}
+	runGated(t, c, nil, 6)
+	for i, offer := range c.offers {
+		for _, cand := range offer {
+			want := 1.0
+			if cand.CPUTime > 0 && cand.GPUTime > 0 {
+				want = float64(cand.CPUTime) / float64(cand.GPUTime)
+			}
+			if cand.Estimate != want {
+				t.Errorf("offer %d: estimate %v, want %v (%+v)", i, cand.Estimate, want, cand)
+			}
+		}
+	}
+	cpus := &newestFirst{}
+	g := graph.New[int, int]("cpus")
+	n := graph.AddVariants(g, "work", []graph.Variant[int, int]{
+		{Device: device.Host{Index: 0}, New: func() task.Task[int, int] {
+			return task.Map(func(_ context.Context, v int) (int, error) { return v, nil })
+		}},
+		{Device: device.Host{Index: 1}, New: func() task.Task[int, int] {
+			return task.Map(func(_ context.Context, v int) (int, error) { return v, nil })
+		}},
+	}, graph.Choose[int](cpus, nil))
+	graph.Connect(g.Input(), n)
+	graph.Connect(n, g.Output())
+	if err := g.Run(context.Background(), seqInts(5), func(int) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, offer := range cpus.offers {
+		if offer[0].Estimate != 0 {
+			t.Errorf("CPUs only: estimate %v, want 0", offer[0].Estimate)
+		}
+	}
+}
+
+// chooserFunc makes a function a device.Chooser.
+type chooserFunc func(device.Unit, []device.Candidate) int
+
+func (f chooserFunc) Choose(u device.Unit, r []device.Candidate) int { return f(u, r) }
+
+// A chooser's panic, a speedup function's, and a chooser that leaves the
+// values waiting for ever fail the run, naming the task; Start refuses a
+// speedup function of the wrong type and Choose on a task with one
+// implementation.
+func TestVariantsChooserErrors(t *testing.T) {
+	run := func(opt graph.Option) error {
+		g := graph.New[int, string]("bad")
+		work := graph.AddVariants(g, "work", []graph.Variant[int, string]{
+			{Device: device.Host{}, New: deviceTask(0)},
+			{Device: fakeGPU{}, New: deviceTask(0)},
+		}, opt)
+		graph.Connect(g.Input(), work)
+		graph.Connect(work, g.Output())
+		return g.Run(context.Background(), seqInts(20), func(string) error { return nil })
+	}
+	panics := chooserFunc(func(device.Unit, []device.Candidate) int { panic("no idea") })
+	err := run(graph.Choose[int](panics, nil))
+	var pe *task.PanicError
+	if err == nil || !strings.Contains(err.Error(), `task "work": chooser graph_test.chooserFunc: panic: no idea`) || !errors.As(err, &pe) {
+		t.Errorf("panicking chooser: %v", err)
+	}
+	idle := chooserFunc(func(device.Unit, []device.Candidate) int { return -1 })
+	for _, c := range []struct {
+		opt  graph.Option
+		want string
+	}{
+		{graph.Choose(chooserFunc(oldest), func(v int) float64 {
+			if v == 3 {
+				panic("three")
+			}
+			return 1
+		}), `task "work": speedup function: panic: three`},
+		{graph.Choose[int](idle, nil), `task "work": chooser graph_test.chooserFunc left every implementation idle with 20 values waiting`},
+		{graph.Choose[int](chooserFunc(func(device.Unit, []device.Candidate) int { return 99 }), nil), `left every implementation idle with 20 values waiting`},
+		{graph.Choose(chooserFunc(oldest), func(string) float64 { return 1 }), `task "work": the speedup function is a func(string) float64, but the task's input is int`},
+	} {
+		if err := run(c.opt); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+	g := graph.New[int, int]("one")
+	n := graph.AddFunc(g, "work", 1, func(_ context.Context, v int, out task.Emitter[int]) error { return out.Emit(v) },
+		graph.Choose[int](chooserFunc(oldest), nil))
+	graph.Connect(g.Input(), n)
+	graph.Connect(n, g.Output())
+	if _, err := g.Start(context.Background()); err == nil || !strings.Contains(err.Error(), `task "work": a chooser (graph.Choose) applies only to a task with several implementations`) {
+		t.Errorf("Choose on AddFunc: %v", err)
+	}
+}
+
+// oldest is a chooser that takes the oldest value offered.
+func oldest(device.Unit, []device.Candidate) int { return 0 }

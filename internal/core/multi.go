@@ -165,6 +165,8 @@ func (m *MultiSpec[S, Out]) build(sc *Scope) (Instance, error) {
 		return nil, fmt.Errorf("htgs: task %q has no inputs; add them with graph.AddInput", full)
 	case opt.Priority != nil:
 		return nil, fmt.Errorf("htgs: task %q: a task with several inputs cannot have a priority queue", full)
+	case opt.Chooser != nil:
+		return nil, chooserOnlyForVariants(full)
 	}
 	states, err := MakeCopies(full, opt.Copies, m.factory)
 	if err != nil {

@@ -880,6 +880,11 @@ type TaskOptions struct {
 	// Priority, when set, is a func(a, b In) bool ordering the input
 	// queue (Inbox.SetPriority); nil keeps it FIFO.
 	Priority any
+	// Chooser, for a task with variants only (VariantsSpec), replaces the
+	// chooser's own policy; Speedup is then nil or a func(In) float64
+	// giving each value's estimate.
+	Chooser device.Chooser
+	Speedup any
 }
 
 // taskSpec is the specification of a task node.
@@ -905,6 +910,9 @@ func (ts *taskSpec[In, Out]) build(sc *Scope) (Instance, error) {
 	}
 	if ts.factory == nil {
 		return nil, fmt.Errorf("htgs: task %q: nil task factory", full)
+	}
+	if opt.Chooser != nil {
+		return nil, chooserOnlyForVariants(full)
 	}
 	var one [1]task.Task[In, Out]
 	tasks := one[:]
@@ -1017,6 +1025,12 @@ func isNillable(k reflect.Kind) bool {
 		return true
 	}
 	return false
+}
+
+// chooserOnlyForVariants is the error of a chooser given to a task that
+// has one implementation.
+func chooserOnlyForVariants(name string) error {
+	return fmt.Errorf("htgs: task %q: a chooser (graph.Choose) applies only to a task with several implementations (graph.AddVariants)", name)
 }
 
 // PriorityTypeError is the error of a priority function f that does not

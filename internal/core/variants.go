@@ -3,6 +3,9 @@ package core
 import (
 	"context"
 	"fmt"
+	"math"
+	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,9 +29,12 @@ type Variant[In, Out any] struct {
 // VariantsSpec returns the specification of a task named name with the
 // implementations vs. Each implementation runs as a task of its own,
 // named name/<device name>, with its copies bound to its device (in
-// their task.Info); a chooser sends each input to the implementation
-// expected to finish it first, from the times its copies took so far
-// (learnt per implementation, so per device), and their outputs merge.
+// their task.Info); a chooser sends each input to an implementation and
+// their outputs merge. Without opt.Chooser, the chooser's own policy
+// sends each input to the implementation expected to finish it first,
+// from the times its copies took so far (learnt per implementation, so
+// per device); with it, opt.Chooser decides which held value each free
+// implementation takes.
 func VariantsSpec[In, Out any](name string, opt TaskOptions, vs []Variant[In, Out]) *Spec {
 	vs = append([]Variant[In, Out](nil), vs...)
 	threads := 0
@@ -40,6 +46,12 @@ func VariantsSpec[In, Out any](name string, opt TaskOptions, vs []Variant[In, Ou
 	return s
 }
 
+// SpeedupTypeError is the error of a speedup function f that does not
+// take the input type In of the task named name.
+func SpeedupTypeError[In any](name string, f any) error {
+	return fmt.Errorf("htgs: task %q: the speedup function is a %T, but the task's input is %v: give a func(%v) float64", name, f, reflect.TypeFor[In](), reflect.TypeFor[In]())
+}
+
 func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Variant[In, Out]) (Instance, error) {
 	full := sc.FullName(name)
 	switch {
@@ -48,10 +60,17 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 	case opt.QueueCap != 0 || opt.Priority != nil:
 		return nil, fmt.Errorf("htgs: task %q: a task with several implementations takes neither QueueCap nor Priority", full)
 	}
+	var speedup func(In) float64
+	if opt.Speedup != nil {
+		var ok bool
+		if speedup, ok = opt.Speedup.(func(In) float64); !ok {
+			return nil, SpeedupTypeError[In](full, opt.Speedup)
+		}
+	}
 	r := sc.Run
 	out := &Outlet[Out]{}
 	out.init(r, label{kind: labelTaskOutput, s: full})
-	ch := &chooser[In]{run: r, name: full}
+	ch := &chooser[In]{run: r, name: full, policy: opt.Chooser, speedup: speedup}
 	r.register(ch)
 	sub := sc.Child(name)
 	r.AddTopoNode(TopoNode{ID: full + ":route", Label: fmt.Sprintf("%s: choose among %d", name, len(vs)), Kind: KindRoute, Path: sc.Path})
@@ -100,6 +119,7 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 		ti.inbox.AddProducer() // the chooser
 		ch.targets = append(ch.targets, &ti.inbox)
 		ch.stats = append(ch.stats, st)
+		ch.devs = append(ch.devs, v.Device)
 		g.Members = append(g.Members, inst)
 		id := vsc.FullName(vname)
 		r.AddTopoEdge(TopoEdge{From: full + ":route", To: id})
@@ -129,26 +149,40 @@ const probeEvery = 16
 // over after them.
 const robustSamples = 4
 
+// offerMax is the most held values offered to a user's chooser at a
+// time: the oldest ones. It bounds the work of each offer, and of taking
+// a value from the middle of the line.
+const offerMax = 256
+
 // chooser is the input of a task with several implementations. It holds
 // the values in a queue of its own and gives one to an implementation
-// only when one of that implementation's copies is free and no other
-// implementation would finish it sooner (late binding, as in HyperFlow:
-// a device takes work when it asks for it, so that what the chooser
-// learnt by then decides). Values are given out when they arrive and
-// when an implementation finishes one, on those goroutines: the chooser
-// has none of its own.
+// only when one of that implementation's copies is free and the policy
+// says so: its own (pick: no other implementation would finish it
+// sooner) or the user's (ask). This is late binding, as in HyperFlow: a
+// device takes work when it is free to start it, so that what the
+// chooser learnt by then decides. Values are given out when they arrive
+// and when an implementation finishes one, on those goroutines: the
+// chooser has none of its own.
 type chooser[In any] struct {
 	run     *Run
 	name    string
 	targets []*Inbox[In]
 	stats   []*variantStats
+	devs    []device.Device
+
+	// policy, if not nil, replaces pick; speedup, if not nil, gives each
+	// value's Candidate.Estimate.
+	policy  device.Chooser
+	speedup func(In) float64
 
 	mu        sync.Mutex
-	hold      []In // values not given out yet, oldest first
+	hold      []In      // values not given out yet, oldest first
+	est       []float64 // with speedup: their estimates, beside hold
 	head      int
 	closed    bool // no producer left: targets close once hold is empty
 	producers int
 	color     uint8
+	offer     []device.Candidate // ask's, reused
 }
 
 // pick returns the implementation the oldest held value should go to
@@ -193,19 +227,134 @@ func (c *chooser[In]) pick() int {
 	return f
 }
 
-// dispatch gives out held values while pick says so, and closes the
-// targets once the producers are done and nothing is held.
+// next returns the implementation that takes a held value now and the
+// value's offset among the held ones, or -1 to keep them all for now.
+// c.mu is held.
+func (c *chooser[In]) next() (int, int, error) {
+	if c.policy == nil {
+		return c.pick(), 0, nil
+	}
+	return c.ask()
+}
+
+// ask offers the oldest held values (at most offerMax) to the user's
+// chooser for each implementation with a free copy, in their order, until
+// one takes a value. c.mu is held.
+func (c *chooser[In]) ask() (int, int, error) {
+	n := min(len(c.hold)-c.head, offerMax)
+	var cpu, gpu int64 // the fastest measured means per kind
+	var hasCPU, hasGPU bool
+	for j, s := range c.stats {
+		if s.live == 0 {
+			continue
+		}
+		m := &cpu
+		if c.devs[j].Kind() == device.GPU {
+			m, hasGPU = &gpu, true
+		} else {
+			hasCPU = true
+		}
+		if s.samples > 0 && (*m == 0 || s.mean < *m) {
+			*m = max(s.mean, 1)
+		}
+	}
+	est := 1.0 // without speedup, each value's
+	switch {
+	case !hasGPU:
+		est = 0
+	case !hasCPU:
+		est = math.Inf(1)
+	case c.speedup == nil && cpu > 0 && gpu > 0:
+		est = float64(cpu) / float64(gpu)
+	}
+	for i, s := range c.stats {
+		if s.outstanding >= s.threads || s.live == 0 {
+			continue
+		}
+		offer := c.offer[:0]
+		for j := range n {
+			e := est
+			if c.speedup != nil {
+				e = c.est[c.head+j]
+			}
+			offer = append(offer, device.Candidate{Name: c.name, Estimate: e,
+				CPUTime: time.Duration(cpu), GPUTime: time.Duration(gpu)})
+		}
+		c.offer = offer
+		k, err := c.choose(device.Unit{Device: c.devs[i], Index: i}, offer)
+		if err != nil {
+			return -1, 0, err
+		}
+		if k >= 0 && k < n {
+			return i, k, nil
+		}
+	}
+	return -1, 0, nil
+}
+
+// choose calls the user's chooser, turning a panic into an error naming
+// the task.
+func (c *chooser[In]) choose(u device.Unit, offer []device.Candidate) (k int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("htgs: task %q: chooser %T: %w", c.name, c.policy, &task.PanicError{Value: r, Stack: debug.Stack()})
+		}
+	}()
+	return c.policy.Choose(u, offer), nil
+}
+
+// stalled reports, for a user's chooser, that it left every implementation
+// idle with values held and none to come: nothing would ever give them
+// out. c.mu is held.
+func (c *chooser[In]) stalled() bool {
+	if c.policy == nil || !c.closed || c.head == len(c.hold) {
+		return false
+	}
+	for _, s := range c.stats {
+		if s.live > 0 && s.outstanding > 0 {
+			return false
+		}
+	}
+	return !c.allGone()
+}
+
+// take removes the held value at offset k and returns it. c.mu is held.
+func (c *chooser[In]) take(k int) In {
+	var zero In
+	h := c.head
+	v := c.hold[h+k]
+	if k > 0 { // the values before it move up one place
+		copy(c.hold[h+1:h+k+1], c.hold[h:h+k])
+		if c.est != nil {
+			copy(c.est[h+1:h+k+1], c.est[h:h+k])
+		}
+	}
+	c.hold[h] = zero
+	c.head++
+	return v
+}
+
+// dispatch gives out held values while the policy says so, and closes
+// the targets once the producers are done and nothing is held. A user's
+// chooser that panics, or leaves every implementation idle with values
+// held and none to come, fails the run; it is not asked again once the
+// run has stopped.
 func (c *chooser[In]) dispatch() {
 	c.mu.Lock()
-	var zero In
-	for c.head < len(c.hold) {
-		i := c.pick()
-		if i < 0 {
+	var fail error
+	for c.head < len(c.hold) && (c.policy == nil || !c.run.Stopped()) {
+		i, k, err := c.next()
+		if err != nil {
+			fail = err
 			break
 		}
-		v := c.hold[c.head]
-		c.hold[c.head] = zero
-		c.head++
+		if i < 0 {
+			if c.stalled() {
+				fail = fmt.Errorf("htgs: task %q: chooser %T left every implementation idle with %d values waiting and none to come", c.name, c.policy, len(c.hold)-c.head)
+			}
+			break
+		}
+		v := c.take(k)
 		for j, s := range c.stats {
 			if j == i {
 				s.since = 0
@@ -232,13 +381,23 @@ func (c *chooser[In]) dispatch() {
 	} else if c.head > 64 && c.head*2 > len(c.hold) {
 		n := copy(c.hold, c.hold[c.head:])
 		clear(c.hold[n:])
-		c.hold, c.head = c.hold[:n], 0
+		c.hold = c.hold[:n]
+		if c.est != nil {
+			c.est = c.est[:copy(c.est, c.est[c.head:])]
+		}
+		c.head = 0
+	}
+	if c.est != nil {
+		c.est = c.est[:len(c.hold)]
 	}
 	done := c.closed && c.head == len(c.hold)
 	if done {
 		c.closed = false // propagated once
 	}
 	c.mu.Unlock()
+	if fail != nil {
+		c.run.Fail(fail)
+	}
 	if done {
 		for _, t := range c.targets {
 			t.ProducerDone()
@@ -295,14 +454,36 @@ func (c *chooser[In]) push(v In, _ *atomic.Bool) error {
 	if c.run.Stopped() {
 		return c.run.StopErr()
 	}
+	var e float64
+	if c.speedup != nil {
+		var err error
+		if e, err = c.estimate(v); err != nil {
+			c.run.Fail(err)
+			return err
+		}
+	}
 	if c.run.counting {
 		c.run.pending.Add(1) // held: the run is not quiescent
 	}
 	c.mu.Lock()
 	c.hold = append(c.hold, v)
+	if c.speedup != nil {
+		c.est = append(c.est, e)
+	}
 	c.mu.Unlock()
 	c.dispatch()
 	return nil
+}
+
+// estimate calls the user's speedup function on v, turning a panic into
+// an error naming the task.
+func (c *chooser[In]) estimate(v In) (e float64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("htgs: task %q: speedup function: %w", c.name, &task.PanicError{Value: r, Stack: debug.Stack()})
+		}
+	}()
+	return c.speedup(v), nil
 }
 
 func (c *chooser[In]) AddProducer() {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 )
@@ -48,5 +49,20 @@ func TestChooserPick(t *testing.T) {
 	c.stats[0].outstanding, c.stats[0].live = 1, 0
 	if i := c.pick(); i != 1 {
 		t.Errorf("fast one stopped: picked %d, want the slow free one", i)
+	}
+}
+
+// Taking a value from the middle of the held line keeps the others in
+// order, and their estimates beside them.
+func TestChooserTake(t *testing.T) {
+	c := &chooser[string]{hold: []string{"x", "a", "b", "c", "d"}, est: []float64{9, 1, 2, 3, 4}, head: 1}
+	if v := c.take(1); v != "b" {
+		t.Fatalf("took %q, want b", v)
+	}
+	if got := c.hold[c.head:]; !slices.Equal(got, []string{"a", "c", "d"}) || !slices.Equal(c.est[c.head:], []float64{1, 3, 4}) {
+		t.Errorf("left %v with estimates %v", got, c.est[c.head:])
+	}
+	if v := c.take(0); v != "a" || c.hold[c.head] != "c" || c.est[c.head] != 3 {
+		t.Errorf("took %q, then %q (%v) first", v, c.hold[c.head], c.est[c.head])
 	}
 }
