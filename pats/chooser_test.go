@@ -16,8 +16,8 @@ import (
 // alwaysCPU is a policy that never runs anything on a GPU.
 type alwaysCPU struct{}
 
-func (alwaysCPU) Choose(u UnitInfo, ready []Candidate) int {
-	if u.Kind == device.GPU {
+func (alwaysCPU) Choose(u device.Unit, ready []device.Candidate) int {
+	if u.Device.Kind() == device.GPU {
 		return -1
 	}
 	return 0
@@ -29,14 +29,14 @@ func (alwaysCPU) String() string { return "always-cpu" }
 // and records what it chose.
 type longestFirst struct{ chosen []string }
 
-func (l *longestFirst) Choose(_ UnitInfo, ready []Candidate) int {
+func (l *longestFirst) Choose(_ device.Unit, ready []device.Candidate) int {
 	best := 0
 	for i, c := range ready {
-		if c.Cost.CPU > ready[best].Cost.CPU {
+		if c.CPUTime > ready[best].CPUTime {
 			best = i
 		}
 	}
-	l.chosen = append(l.chosen, ready[best].Op)
+	l.chosen = append(l.chosen, ready[best].Name)
 	return best
 }
 
@@ -84,15 +84,15 @@ func TestChooserPolicyMatchesBuiltin(t *testing.T) {
 }
 
 func TestPolicyChoose(t *testing.T) {
-	cands := []Candidate{{Op: "a", Estimate: 3}, {Op: "b", Estimate: 1}, {Op: "c", Estimate: 9}, {Op: "d", Estimate: 1}, {Op: "e", Estimate: 9}}
-	cpu, gpu := UnitInfo{Kind: device.CPU}, UnitInfo{Kind: device.GPU}
+	cands := []device.Candidate{{Name: "a", Estimate: 3}, {Name: "b", Estimate: 1}, {Name: "c", Estimate: 9}, {Name: "d", Estimate: 1}, {Name: "e", Estimate: 9}}
+	cpu, gpu := device.Unit{Device: device.Host{}}, device.Unit{Device: Sim{Type: device.GPU}}
 	for _, c := range []struct {
 		p    Policy
-		u    UnitInfo
+		u    device.Unit
 		want int
 	}{{FCFS, cpu, 0}, {FCFS, gpu, 0}, {PATS, cpu, 1}, {PATS, gpu, 2}} {
 		if got := c.p.Choose(c.u, cands); got != c.want {
-			t.Errorf("%v on %v chose %d, want %d", c.p, c.u.Kind, got, c.want)
+			t.Errorf("%v on %v chose %d, want %d", c.p, c.u.Device.Name(), got, c.want)
 		}
 	}
 	if got := PATS.Choose(cpu, nil); got != -1 {
@@ -138,21 +138,21 @@ func TestChooserLongestFirstSim(t *testing.T) {
 }
 
 func TestChooserStallIsReported(t *testing.T) {
-	never := chooserFunc(func(UnitInfo, []Candidate) int { return 7 })
+	never := chooserFunc(func(device.Unit, []device.Candidate) int { return 7 })
 	_, err := Simulate(Config{Chooser: never}, Machine{CPUs: 1}, []*Flow{costed("f", 1)})
 	if err == nil || !strings.Contains(err.Error(), "stalled") {
 		t.Errorf("a chooser choosing out of range: %v", err)
 	}
 }
 
-type chooserFunc func(UnitInfo, []Candidate) int
+type chooserFunc func(device.Unit, []device.Candidate) int
 
-func (f chooserFunc) Choose(u UnitInfo, r []Candidate) int { return f(u, r) }
+func (f chooserFunc) Choose(u device.Unit, r []device.Candidate) int { return f(u, r) }
 
 func TestChooserCandidates(t *testing.T) {
-	var seen [][]Candidate
-	rec := chooserFunc(func(u UnitInfo, r []Candidate) int {
-		if u.Kind == device.GPU {
+	var seen [][]device.Candidate
+	rec := chooserFunc(func(u device.Unit, r []device.Candidate) int {
+		if u.Device.Kind() == device.GPU {
 			seen = append(seen, slices.Clone(r))
 		}
 		return 0
@@ -175,16 +175,16 @@ func TestChooserCandidates(t *testing.T) {
 		t.Fatalf("chooser called %d times", len(seen))
 	}
 	first := seen[0]
-	if len(first) != 2 || first[0].Op != "w" || first[1].Op != "other" {
+	if len(first) != 2 || first[0].Name != "w" || first[1].Name != "other" {
 		t.Fatalf("first offer %+v", first)
 	}
 	w := first[0]
-	if w.Flow != "f" || w.Step != 0 || w.Estimate != 4 || !w.CPU || !w.GPU || w.Cost.CPU != us(100) || w.Local || w.Bytes != 8 {
+	if w.Group != "f" || w.Estimate != 4 || w.CPUTime != us(100) || w.GPUTime != us(10) || w.Local || w.Bytes != 8 {
 		t.Errorf("candidate w = %+v", w)
 	}
 	second := seen[1]
-	i := slices.IndexFunc(second, func(c Candidate) bool { return c.Op == "gpu" })
-	if i < 0 || !second[i].Local || !math.IsInf(second[i].Estimate, 1) || second[i].CPU {
+	i := slices.IndexFunc(second, func(c device.Candidate) bool { return c.Name == "gpu" })
+	if i < 0 || !second[i].Local || !math.IsInf(second[i].Estimate, 1) {
 		t.Errorf("second offer %+v", second)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+
+	"github.com/gohtgs/htgs/device"
 )
 
 // Policy chooses which ready operation instance an idle worker runs.
@@ -48,14 +50,14 @@ func ParsePolicy(s string) (Policy, error) {
 type Config struct {
 	// Policy is FCFS or PATS.
 	Policy Policy
-	// Chooser, if not nil, replaces Policy: a user-supplied scheduling
-	// policy choosing among the ready operations an idle unit can run (see
-	// [Chooser]). Learn still has each operation timed once per kind
+	// Chooser, if not nil, replaces Policy: a scheduling policy choosing
+	// among the ready operations an idle unit can run (see
+	// [device.Chooser]; FCFS and PATS are ones too). Learn still has each operation timed once per kind
 	// first, FinishAware still withholds from a CPU core what the GPUs
 	// would finish sooner, DepthFirst orders the candidates, and Locality
 	// keeps data on a GPU between operations, marking the candidates that
-	// reuse it (Candidate.Local) instead of applying its rule.
-	Chooser Chooser
+	// reuse it (device.Candidate.Local) instead of applying its rule.
+	Chooser device.Chooser
 	// Window bounds the number of flows (stage instances) in progress at a
 	// time; further submissions wait. 0 means no bound. A larger window
 	// gives PATS more operations to choose from.

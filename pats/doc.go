@@ -38,9 +38,13 @@
 //   - Window: at most this many flows are in progress; a larger window gives
 //     PATS more choice.
 //
-// An application can also supply its own policy, a [Chooser] set as
-// Config.Chooser: given an idle unit and the ready operations it can run,
-// it returns the one to run. FCFS and PATS implement Chooser as well.
+// An application can also supply its own policy, a [device.Chooser] set
+// as Config.Chooser: given an idle unit and the ready operations it can
+// run, it returns the one to run. FCFS and PATS implement it as well, and
+// since graph.AddVariants takes the same interface (graph.Choose), they
+// also schedule a graph task with a CPU and a GPU implementation: with
+// PATS its GPU implementation takes the waiting values of the highest
+// estimated speedup, its CPU one those of the lowest.
 //
 // A stage instance can create further instances at run time, depending on
 // its results: [Flow.Spawn] gives a flow a function called when it has

@@ -14,10 +14,10 @@ import (
 // to the CPU cores, which choose as PATS would.
 type gpuForBig struct{}
 
-func (gpuForBig) Choose(u pats.UnitInfo, ready []pats.Candidate) int {
-	if u.Kind == device.GPU {
+func (gpuForBig) Choose(u device.Unit, ready []device.Candidate) int {
+	if u.Device.Kind() == device.GPU {
 		for i, c := range ready {
-			if c.Cost.CPU >= 100*time.Millisecond {
+			if c.CPUTime >= 100*time.Millisecond {
 				return i
 			}
 		}
@@ -31,7 +31,7 @@ func (gpuForBig) String() string { return "gpu-for-big" }
 // A custom policy replaces the built-in one through Config.Chooser. Here it
 // keeps the GPU for the long operations, which PATS, ranking by speedup,
 // does not; on this workload that costs time.
-func ExampleChooser() {
+func ExampleConfig_chooser() {
 	ms := time.Millisecond
 	nop := func(context.Context, device.Device, int) error { return nil }
 	impls := map[device.Kind]pats.Impl[int]{device.CPU: nop, device.GPU: nop}

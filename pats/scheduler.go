@@ -122,8 +122,8 @@ type scheduler struct {
 	stats     timeStats
 	exploring map[opKind]int
 	onDone    func(*flowState)
-	offer     []*node     // pickChooser's buffers
-	cands     []Candidate // (reused between picks)
+	offer     []*node            // pickChooser's buffers
+	cands     []device.Candidate // (reused between picks)
 
 	hostLive, peakHost int64
 	devLive, peakDev   int64

@@ -16,8 +16,8 @@ import (
 // flowOrder is FCFS recording the flow of every operation it starts.
 type flowOrder struct{ flows []string }
 
-func (o *flowOrder) Choose(u UnitInfo, ready []Candidate) int {
-	o.flows = append(o.flows, ready[0].Flow)
+func (o *flowOrder) Choose(u device.Unit, ready []device.Candidate) int {
+	o.flows = append(o.flows, ready[0].Group)
 	return 0
 }
 
