@@ -12,9 +12,12 @@ import "time"
 // units are its CPU cores and GPUs and whose candidates are the ready
 // operations. Package pats provides the policies FCFS and PATS.
 //
-// Choose is called from one goroutine at a time, with the scheduler's lock
-// held: it must be quick and must not call back into the scheduler; a
-// Chooser may keep state without locking of its own.
+// A scheduler calls Choose with its lock held: it must be quick and must
+// not call back into the scheduler. One scheduler — a pats.Manager, a
+// simulation, one run of a graph — calls it from one goroutine at a time,
+// so a Chooser used by one scheduler may keep state without locking of its
+// own; one shared by several (the runs of a graph started twice at once,
+// say) is called concurrently.
 type Chooser interface {
 	// Choose returns the index in ready of the candidate u takes next, or
 	// -1 to leave u idle until the state changes (a unit finishes, work

@@ -72,9 +72,11 @@ func AddVariants[In, Out any](b Builder, name string, variants []Variant[In, Out
 // list of implementations), in the order of the list, until one takes a
 // value. The policies of package pats, pats.FCFS and pats.PATS, are
 // Choosers: with PATS a GPU implementation takes the waiting value with
-// the highest estimated speedup, a CPU one the lowest.
+// the highest estimated speedup, a CPU one the lowest. A nil c keeps the
+// runtime's own policy.
 //
-// speedup, if not nil, gives each value's Candidate.Estimate, the speedup
+// speedup, if not nil, gives each value's estimate ([device.Candidate]
+// Estimate), the speedup
 // of a GPU over a CPU core on it; it is called once per value, as the
 // value arrives. Without it every value has the same estimate: 0 if the
 // implementations are all on CPUs, +Inf if all on GPUs, else the ratio of
@@ -83,7 +85,10 @@ func AddVariants[In, Out any](b Builder, name string, variants []Variant[In, Out
 // (CPUTime, GPUTime). T must be the task's input type, or Start fails
 // with an error naming the task.
 //
-// A panic in c or in speedup fails the run with an error naming the task,
+// c serves every run of the graph: runs at the same time call it
+// concurrently (each run one call at a time), so a chooser with state must
+// guard it or be used by one run at a time. A panic in c or in speedup
+// fails the run with an error naming the task,
 // as does a chooser that leaves every implementation idle while values
 // wait and no more can arrive. Start refuses Choose on a task with one
 // implementation.
