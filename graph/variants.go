@@ -67,7 +67,7 @@ func AddVariants[In, Out any](b Builder, name string, variants []Variant[In, Out
 // Choose makes c decide which of the values waiting for a task with
 // several implementations ([AddVariants]) each free implementation takes,
 // instead of the runtime's own policy: whenever an implementation has a
-// free copy and values wait, c is offered the oldest of them (at most 256)
+// free copy and values wait, c is offered the oldest of them (at most 64)
 // for the unit of that implementation (its device, and its index in the
 // list of implementations), in the order of the list, until one takes a
 // value. The policies of package pats, pats.FCFS and pats.PATS, are

@@ -444,3 +444,45 @@ func TestVariantsChooserErrors(t *testing.T) {
 
 // oldest is a chooser that takes the oldest value offered.
 func oldest(device.Unit, []device.Candidate) int { return 0 }
+
+// BenchmarkVariantsChooser measures what the choice costs per value: a
+// task with a CPU and a GPU implementation (one copy each, no work) fed
+// as fast as the sender can, chosen by the built-in policy, by a chooser
+// that takes the oldest value and by one that scans every value offered
+// (as PATS does).
+func BenchmarkVariantsChooser(b *testing.B) {
+	highest := func(u device.Unit, ready []device.Candidate) int {
+		best := 0
+		for i, c := range ready {
+			if c.Estimate > ready[best].Estimate {
+				best = i
+			}
+		}
+		return best
+	}
+	for _, c := range []struct {
+		name string
+		opt  []graph.Option
+	}{
+		{"builtin", nil},
+		{"oldest", []graph.Option{graph.Choose[int](chooserFunc(oldest), nil)}},
+		{"scan", []graph.Option{graph.Choose(chooserFunc(highest), func(v int) float64 { return float64(v % 97) })}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			nop := func() task.Task[int, int] {
+				return task.Map(func(_ context.Context, v int) (int, error) { return v, nil })
+			}
+			g := graph.New[int, int]("bench")
+			n := graph.AddVariants(g, "work", []graph.Variant[int, int]{
+				{Device: device.Host{}, New: nop},
+				{Device: fakeGPU{}, New: nop},
+			}, c.opt...)
+			graph.Connect(g.Input(), n)
+			graph.Connect(n, g.Output())
+			b.ResetTimer()
+			if err := g.Run(context.Background(), seqInts(b.N), nil); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

@@ -152,7 +152,7 @@ const robustSamples = 4
 // offerMax is the most held values offered to a user's chooser at a
 // time: the oldest ones. It bounds the work of each offer, and of taking
 // a value from the middle of the line.
-const offerMax = 256
+const offerMax = 64
 
 // chooser is the input of a task with several implementations. It holds
 // the values in a queue of its own and gives one to an implementation
