@@ -44,8 +44,9 @@ type Variant[In, Out any] struct {
 // its own. An implementation whose copies all stop ([task.Terminator]) is
 // left out of the choice.
 //
-// The options of [AddTask], [QueueCap] and [Priority], are refused by Start, as are an empty list and an
-// implementation without device or factory, naming the task.
+// [Choose] is an option of this task alone; the options of [AddTask],
+// [QueueCap] and [Priority], are refused by Start, as are an empty list
+// and an implementation without device or factory, naming the task.
 func AddVariants[In, Out any](b Builder, name string, variants []Variant[In, Out], opts ...Option) *Node[In, Out] {
 	o := core.TaskOptions{}
 	for _, f := range opts {
