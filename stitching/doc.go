@@ -8,11 +8,19 @@
 //   - [Stitch] runs the algorithm as two task graphs, registration then
 //     refinement, on all cores; with GraphOptions.GPU the registration
 //     runs on every GPU of the machine ([CheckGPU] tells whether it can);
+//   - [StitchLive] is Stitch for a grid still being acquired: tiles enter
+//     as they arrive (a channel of [tileio.Arrival]), pairs are registered
+//     as soon as both tiles are in, and the result equals Stitch's on the
+//     finished grid;
+//   - [StitchRegistered] is Stitch with the registration done elsewhere
+//     (a [RegisterFunc]: a cluster's workers, each running [RegisterBand]
+//     on a band of rows), then the same global optimization and
+//     refinement;
 //   - [Sequential] runs the same algorithm on the calling goroutine: the
 //     baseline and the reference for Stitch. [Optimize] is its global
 //     optimization alone;
-//   - both return a [Result] (translations, stage model, positions, flat
-//     field): [Result.Quality] and [Result.Warnings] judge it without
+//   - all of them return a [Result] (translations, stage model, positions,
+//     flat field): [Result.Quality] and [Result.Warnings] judge it without
 //     ground truth, [Evaluate] measures it against ground truth;
 //   - [MemoryEstimate] sizes a run before it starts, [SoftMemoryLimit]
 //     the Go runtime's soft memory limit to run it under.
