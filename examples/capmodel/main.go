@@ -453,28 +453,29 @@ type sample struct {
 	times             []time.Duration
 }
 
-func (o *options) model() error {
-	w, h, sizes, workers, rounds, dir := o.width, o.height, o.sizes, o.workers, o.rounds, o.dir
-	ctx := context.Background()
-	r := rand.New(rand.NewPCG(1, 2))
-	px := make([]uint16, w*h)
-	for i := range px {
-		px[i] = uint16(r.UintN(4096))
-	}
-	// One source tile file per tile size; the cache holds three rows of
-	// tiles, as the halo exchange needs.
-	budget := func(s int) int64 { return int64(3*((w+s-1)/s)+3) * int64(s*s*2) }
-	srcPath := func(s int) string { return filepath.Join(dir, fmt.Sprintf("src-%d.raw", s)) }
-	// The working files go when the run ends: -dir keeps only what was
-	// there.
-	defer func() {
-		for _, s := range sizes {
-			os.Remove(srcPath(s))
-		}
-		os.Remove(filepath.Join(dir, "dst.raw"))
-	}()
-	for _, s := range sizes {
-		im, err := tiled.Create(srcPath(s), w, h, s, s, 64<<20)
+// modelRun is one -model run: its working files (one source image per
+// tile size, one destination) and the samples measured so far.
+type modelRun struct {
+	o       *options
+	samples []*sample
+}
+
+// srcPath is the source image of tile size s.
+func (m *modelRun) srcPath(s int) string {
+	return filepath.Join(m.o.dir, fmt.Sprintf("src-%d.raw", s))
+}
+
+// budget is the cache of a source of tile size s: three rows of tiles,
+// as the halo exchange needs.
+func (m *modelRun) budget(s int) int64 {
+	return int64(3*((m.o.width+s-1)/s)+3) * int64(s*s*2)
+}
+
+// writeSources writes px as one source image per tile size.
+func (m *modelRun) writeSources(px []uint16) error {
+	w, h := m.o.width, m.o.height
+	for _, s := range m.o.sizes {
+		im, err := tiled.Create(m.srcPath(s), w, h, s, s, 64<<20)
 		if err != nil {
 			return err
 		}
@@ -485,115 +486,151 @@ func (o *options) model() error {
 			return err
 		}
 	}
-	open := func(s int) (*tiled.Image, *tiled.Image, error) {
-		src, err := tiled.Open(srcPath(s), w, h, s, s, budget(s))
-		if err != nil {
-			return nil, nil, err
-		}
-		dst, err := tiled.Create(filepath.Join(dir, "dst.raw"), w, h, s, s, 4*int64(s*s*2))
-		if err != nil {
-			src.Close()
-			return nil, nil, err
-		}
-		return src, dst, nil
+	return nil
+}
+
+// removeFiles removes the working files: -dir keeps only what was there.
+func (m *modelRun) removeFiles() {
+	for _, s := range m.o.sizes {
+		os.Remove(m.srcPath(s))
 	}
-	var samples []*sample
-	get := func(o, s, p int) *sample {
-		for _, x := range samples {
-			if x.op == o && x.size == s && x.workers == p {
-				return x
-			}
-		}
-		x := &sample{op: o, size: s, workers: p}
-		samples = append(samples, x)
-		return x
+	os.Remove(filepath.Join(m.o.dir, "dst.raw"))
+}
+
+// open opens the source of tile size s and creates the destination.
+func (m *modelRun) open(s int) (*tiled.Image, *tiled.Image, error) {
+	w, h := m.o.width, m.o.height
+	src, err := tiled.Open(m.srcPath(s), w, h, s, s, m.budget(s))
+	if err != nil {
+		return nil, nil, err
 	}
-	for round := range rounds {
-		fmt.Fprintf(o.stdout, "round %d/%d, load %s\n", round+1, rounds, load())
+	dst, err := tiled.Create(filepath.Join(m.o.dir, "dst.raw"), w, h, s, s, 4*int64(s*s*2))
+	if err != nil {
+		src.Close()
+		return nil, nil, err
+	}
+	return src, dst, nil
+}
+
+// openSrc opens the source of tile size s alone, for a gather.
+func (m *modelRun) openSrc(s int) (*tiled.Image, error) {
+	src, dst, err := m.open(s)
+	if err == nil {
+		dst.Close()
+	}
+	return src, err
+}
+
+// sample returns the sample of operation oi, tile size s and p workers,
+// adding it on first use.
+func (m *modelRun) sample(oi, s, p int) *sample {
+	for _, x := range m.samples {
+		if x.op == oi && x.size == s && x.workers == p {
+			return x
+		}
+	}
+	x := &sample{op: oi, size: s, workers: p}
+	m.samples = append(m.samples, x)
+	return x
+}
+
+// terms measures the model's per-tile terms of op at tile size s.
+func (m *modelRun) terms(ctx context.Context, op op, s int, merge func(*[65536]uint64) error) (cap.Terms, error) {
+	if op.gather {
+		return cap.MeasureGatherTerms(ctx, func() (*tiled.Image, error) { return m.openSrc(s) }, cap.HistogramTile, merge)
+	}
+	return cap.MeasureTerms(ctx, func() (*tiled.Image, *tiled.Image, error) { return m.open(s) }, op.halo, op.f)
+}
+
+// measure measures op at tile size s with p workers: the graph's
+// overheads, then one timed run, and adds them to the sample with terms.
+func (m *modelRun) measure(ctx context.Context, oi int, op op, s, p int, terms cap.Terms, merge func(*[65536]uint64) error) error {
+	c := m.o.parallelism()
+	opts := cap.Options{Copies: p}
+	var ts, to, uo time.Duration
+	var err error
+	if op.gather {
+		ts, to, uo, err = cap.MeasureGatherOverhead(ctx, func() (*tiled.Image, error) { return m.openSrc(s) }, opts)
+	} else {
+		ts, to, uo, err = cap.MeasureOverhead(ctx, func() (*tiled.Image, *tiled.Image, error) { return m.open(s) }, op.halo, opts)
+	}
+	if err != nil {
+		return err
+	}
+	src, dst, err := m.open(s)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	switch {
+	case op.gather:
+		err = cap.Run(ctx, cap.Gather(src, opts, cap.HistogramTile, merge), src.Tiles())
+	case op.halo > 0:
+		err = cap.Run(ctx, cap.Exchange(src, dst, op.halo, opts, op.f), src.Tiles())
+	default:
+		err = cap.Run(ctx, cap.Process(src, dst, opts, op.f), src.Tiles())
+	}
+	if err == nil {
+		err = dst.Flush()
+	}
+	d := time.Since(t0)
+	src.Close()
+	dst.Close()
+	if err != nil {
+		return err
+	}
+	x := m.sample(oi, s, p)
+	x.n = len(src.Tiles())
+	t := terms
+	t.Ts, t.To, t.Uo, t.Gather = ts, to, uo, op.gather
+	if m.o.rawW != nil {
+		fmt.Fprintf(m.o.rawW, "%s,%d,%d,%d,%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", op.name, s, len(src.Tiles()), p, c,
+			t.Td, t.Tp, t.Tn, t.Tm, t.Ts, t.To, t.Uo, d)
+	}
+	x.terms = append(x.terms, t)
+	x.ceff = append(x.ceff, c)
+	x.times = append(x.times, d)
+	return nil
+}
+
+func (o *options) model() error {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(1, 2))
+	px := make([]uint16, o.width*o.height)
+	for i := range px {
+		px[i] = uint16(r.UintN(4096))
+	}
+	m := &modelRun{o: o}
+	defer m.removeFiles()
+	if err := m.writeSources(px); err != nil {
+		return err
+	}
+	for round := range o.rounds {
+		fmt.Fprintf(o.stdout, "round %d/%d, load %s\n", round+1, o.rounds, load())
 		for oi, op := range ops {
-			for _, s := range sizes {
+			for _, s := range o.sizes {
 				hist := make([]uint64, 65536)
 				merge := func(part *[65536]uint64) error {
 					cap.MergeHistogram(hist, part)
 					return nil
 				}
-				var terms cap.Terms
-				var err error
-				if op.gather {
-					terms, err = cap.MeasureGatherTerms(ctx, func() (*tiled.Image, error) {
-						src, dst, err := open(s)
-						if err == nil {
-							dst.Close()
-						}
-						return src, err
-					}, cap.HistogramTile, merge)
-				} else {
-					terms, err = cap.MeasureTerms(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, op.halo, op.f)
-				}
+				terms, err := m.terms(ctx, op, s, merge)
 				if err != nil {
 					return err
 				}
-				for _, p := range workers {
-					c := o.parallelism()
-					opts := cap.Options{Copies: p}
-					var ts, to, uo time.Duration
-					var err error
-					if op.gather {
-						ts, to, uo, err = cap.MeasureGatherOverhead(ctx, func() (*tiled.Image, error) {
-							src, dst, err := open(s)
-							if err == nil {
-								dst.Close()
-							}
-							return src, err
-						}, opts)
-					} else {
-						ts, to, uo, err = cap.MeasureOverhead(ctx, func() (*tiled.Image, *tiled.Image, error) { return open(s) }, op.halo, opts)
-					}
-					if err != nil {
+				for _, p := range o.workers {
+					if err := m.measure(ctx, oi, op, s, p, terms, merge); err != nil {
 						return err
 					}
-					src, dst, err := open(s)
-					if err != nil {
-						return err
-					}
-					t0 := time.Now()
-					switch {
-					case op.gather:
-						err = cap.Run(ctx, cap.Gather(src, opts, cap.HistogramTile, merge), src.Tiles())
-					case op.halo > 0:
-						err = cap.Run(ctx, cap.Exchange(src, dst, op.halo, opts, op.f), src.Tiles())
-					default:
-						err = cap.Run(ctx, cap.Process(src, dst, opts, op.f), src.Tiles())
-					}
-					if err == nil {
-						err = dst.Flush()
-					}
-					d := time.Since(t0)
-					src.Close()
-					dst.Close()
-					if err != nil {
-						return err
-					}
-					x := get(oi, s, p)
-					x.n = len(src.Tiles())
-					t := terms
-					t.Ts, t.To, t.Uo, t.Gather = ts, to, uo, op.gather
-					if o.rawW != nil {
-						fmt.Fprintf(o.rawW, "%s,%d,%d,%d,%.3f,%d,%d,%d,%d,%d,%d,%d,%d\n", op.name, s, len(src.Tiles()), p, c,
-							t.Td, t.Tp, t.Tn, t.Tm, t.Ts, t.To, t.Uo, d)
-					}
-					x.terms = append(x.terms, t)
-					x.ceff = append(x.ceff, c)
-					x.times = append(x.times, d)
 				}
 			}
 		}
 	}
 	fmt.Fprintf(o.stdout, "load at end: %s\n\n", load())
-	report(o.stdout, samples)
+	report(o.stdout, m.samples)
 	if o.svg != "" {
 		err := outfile.WriteFile(o.svg, func(w io.Writer) error {
-			_, err := io.WriteString(w, figure(samples, sizes, workers))
+			_, err := io.WriteString(w, figure(m.samples, o.sizes, o.workers))
 			return err
 		})
 		if err != nil {
