@@ -84,59 +84,16 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 	}
 	sol := align.SolvePositions(refined, nil, tree)
 	var cands []align.Candidate
-	// A key is a displacement (x, y) of pair p: a search's start, or a
-	// hypothesis the solve already has.
-	type key struct {
-		p    align.Pair
-		x, y int
-	}
 	pairs := align.Pairs(refined.Rows, refined.Cols)
-	known := map[key]bool{}
+	known := map[researchKey]bool{}
 	for _, p := range pairs {
 		t := refined.At(p)
-		known[key{p, t.X, t.Y}] = true
+		known[researchKey{p, t.X, t.Y}] = true
 	}
 	cache := newTileCache(src)
 	budget := researchBudget(refined.Rows, refined.Cols)
 	for round := 0; round < maxSolveRounds; round++ {
-		var jobs []key
-		queued := map[key]bool{}
-		addJob := func(p align.Pair, x, y int) {
-			k := key{p, x, y}
-			if !known[k] && !queued[k] {
-				queued[k] = true
-				jobs = append(jobs, k)
-			}
-		}
-		bad := contradicted(pairs, refined, sol)
-		for _, p := range bad {
-			ix, iy := sol.Implied(p)
-			addJob(p, ix, iy)
-		}
-		for _, p := range bad {
-			ix, iy := sol.Implied(p)
-			t := refined.At(p)
-			// The alternative: p is right, and one of its tiles is where
-			// p puts it; its other pairs then have other displacements.
-			rx, ry := t.X-ix, t.Y-iy
-			nr, nc := p.Neighbor()
-			for _, end := range []struct {
-				r, c   int
-				dx, dy int
-			}{{p.Row, p.Col, rx, ry}, {nr, nc, -rx, -ry}} {
-				for _, q := range pairsOf(refined.Rows, refined.Cols, end.r, end.c, nil, nil) {
-					if q == p {
-						continue
-					}
-					qx, qy := sol.Implied(q)
-					if q.Row == end.r && q.Col == end.c { // the moved tile is tile 2 of q
-						addJob(q, qx+end.dx, qy+end.dy)
-					} else {
-						addJob(q, qx-end.dx, qy-end.dy)
-					}
-				}
-			}
-		}
+		jobs := researchJobs(contradicted(pairs, refined, sol), refined, sol, known)
 		if len(jobs) > budget {
 			jobs = jobs[:budget] // the direct re-searches come first
 		}
@@ -160,7 +117,7 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 		pl.Researched += len(jobs)
 		added := 0
 		for i, t := range found {
-			k := key{jobs[i].p, t.X, t.Y}
+			k := researchKey{jobs[i].p, t.X, t.Y}
 			if t.Corr == -1 || known[k] {
 				continue
 			}
@@ -186,24 +143,87 @@ func place(ctx context.Context, src tileio.TileSource, model *align.StageModel, 
 	}
 	pl.Positions = sol.Positions
 	pl.Inconsistent = contradicted(pairs, refined, sol)
+	out, err := agreeingTranslations(pl.Inconsistent, refined, sol, cands, cache)
+	if err != nil {
+		return nil, err
+	}
+	pl.finish(out)
+	return pl, nil
+}
+
+// researchKey is a displacement (x, y) of pair p: a re-search's start, or
+// a hypothesis the solve already has.
+type researchKey struct {
+	p    align.Pair
+	x, y int
+}
+
+// researchJobs lists the re-searches of one round of place, for the pairs
+// bad that disagree with the solved positions sol: each bad pair around
+// the displacement the positions imply, then the other pairs of its two
+// tiles around the displacements that would make it agree. Keys in known
+// are left out, and each key comes once.
+func researchJobs(bad []align.Pair, refined *align.Translations, sol *align.Solution, known map[researchKey]bool) []researchKey {
+	var jobs []researchKey
+	queued := map[researchKey]bool{}
+	addJob := func(p align.Pair, x, y int) {
+		k := researchKey{p, x, y}
+		if !known[k] && !queued[k] {
+			queued[k] = true
+			jobs = append(jobs, k)
+		}
+	}
+	for _, p := range bad {
+		ix, iy := sol.Implied(p)
+		addJob(p, ix, iy)
+	}
+	for _, p := range bad {
+		ix, iy := sol.Implied(p)
+		t := refined.At(p)
+		// The alternative: p is right, and one of its tiles is where
+		// p puts it; its other pairs then have other displacements.
+		rx, ry := t.X-ix, t.Y-iy
+		nr, nc := p.Neighbor()
+		for _, end := range []struct {
+			r, c   int
+			dx, dy int
+		}{{p.Row, p.Col, rx, ry}, {nr, nc, -rx, -ry}} {
+			for _, q := range pairsOf(refined.Rows, refined.Cols, end.r, end.c, nil, nil) {
+				if q == p {
+					continue
+				}
+				qx, qy := sol.Implied(q)
+				if q.Row == end.r && q.Col == end.c { // the moved tile is tile 2 of q
+					addJob(q, qx+end.dx, qy+end.dy)
+				} else {
+					addJob(q, qx-end.dx, qy-end.dy)
+				}
+			}
+		}
+	}
+	return jobs
+}
+
+// agreeingTranslations returns refined with each pair of inconsistent
+// replaced by the translation that agrees with the positions sol: the
+// candidate a re-search found there, or else the displacement the loops
+// imply, its NCC, and a Spread of its distance from the pair's own peak.
+func agreeingTranslations(inconsistent []align.Pair, refined *align.Translations, sol *align.Solution, cands []align.Candidate, cache *tileCache) (*align.Translations, error) {
 	out := refined.Clone()
-	for _, p := range pl.Inconsistent {
+	for _, p := range inconsistent {
 		ix, iy := sol.Implied(p)
 		t := refined.At(p)
 		if k := slices.IndexFunc(cands, func(c align.Candidate) bool { return c.Pair == p && c.X == ix && c.Y == iy }); k >= 0 {
 			out.Set(p, cands[k].Translation)
 			continue
 		}
-		// No search found a peak there: the displacement the loops imply,
-		// its NCC, and a Spread of its distance from the pair's own peak.
 		t1, t2, err := cache.pair(p)
 		if err != nil {
 			return nil, err
 		}
 		out.Set(p, align.Translation{X: ix, Y: iy, Corr: align.NCC(t1, t2, ix, iy), Spread: max(abs(t.X-ix), abs(t.Y-iy))})
 	}
-	pl.finish(out)
-	return pl, nil
+	return out, nil
 }
 
 // indistinct makes the candidate of pair p that a re-search found at t,
