@@ -302,6 +302,62 @@ func BenchmarkBrokerFloor(b *testing.B) {
 		}
 		reportP50(b, d)
 	})
+	// core-request-process-chan: the same echo, the answer received on a
+	// subscription kept for the whole run whose channel the requester
+	// reads itself: the connection's reader hands the answer straight to
+	// the waiting goroutine (nc.Request's goes through its response
+	// subscription's goroutine first).
+	b.Run("core-request-process-chan", func(b *testing.B) {
+		s := startServer(b)
+		nc := connect(b, s)
+		startProc(b, s, "W", 1)
+		inbox := nc.NewInbox()
+		ch := make(chan *nats.Msg, 4)
+		sub, err := nc.ChanSubscribe(inbox, ch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		t := time.NewTimer(time.Hour)
+		defer t.Stop()
+		one := func() error {
+			if err := nc.PublishRequest(floorEcho, inbox, []byte("x")); err != nil {
+				return err
+			}
+			select {
+			case m := <-ch:
+				if m.Header.Get("Status") == "503" {
+					return nats.ErrNoResponders
+				}
+				return nil
+			case <-t.C:
+				return nats.ErrTimeout
+			}
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if err := one(); err == nil {
+				break
+			} else if time.Now().After(deadline) {
+				b.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for range 50 {
+			if err := one(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		d := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for range b.N {
+			t0 := time.Now()
+			if err := one(); err != nil {
+				b.Fatal(err)
+			}
+			d = append(d, time.Since(t0))
+		}
+		reportP50(b, d)
+	})
 	b.Run("js-publish-pull", func(b *testing.B) {
 		s := startServer(b)
 		js, _ := jetstream.New(connect(b, s))

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +36,12 @@ type Client struct {
 	closed  bool
 	adv     *nats.Subscription // max-deliveries advisories of the work stream
 	starts  *nats.Subscription // workers' notices that they took an input
-	directs *nats.Subscription // answers to direct requests
+	// The answers to direct requests come on reply slots (see replySlot):
+	// free holds those not in use, open every one still subscribed, for
+	// Close; nslot names the next.
+	free  []*replySlot
+	open  map[*replySlot]struct{}
+	nslot uint64
 	// inflight counts the inputs of each task (by the name it is served
 	// under) whose Execute waits, through the stream or direct.
 	inflight map[string]int
@@ -74,6 +78,86 @@ type Client struct {
 	reports atomic.Pointer[func(line string, unknown bool)]
 }
 
+// replySlot is a reply subject of the client for direct requests, with
+// its subscription: a channel subscription that the Execute using the slot
+// reads itself, so that the connection's reader hands the answer straight
+// to the waiting Execute (a subscription with a handler would wake its own
+// goroutine first, which then wakes the Execute: one goroutine wake-up
+// more per item). A slot serves one direct request at a time and is kept
+// for the next one once every message for its request has come: the
+// answer, a busy answer or the server's 503 (each request gets exactly one
+// of them). A slot whose request ended otherwise (cancelled, or sent
+// through the work stream after its worker fell silent) may still get a
+// late answer, so it is unsubscribed instead of kept.
+type replySlot struct {
+	subject string
+	ch      chan *nats.Msg
+	sub     *nats.Subscription
+}
+
+// maxFreeSlots bounds the reply slots a client keeps unused.
+const maxFreeSlots = 256
+
+// takeSlot returns a free reply slot, or subscribes a new one.
+func (c *Client) takeSlot() (*replySlot, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if n := len(c.free); n > 0 {
+		rs := c.free[n-1]
+		c.free[n-1] = nil
+		c.free = c.free[:n-1]
+		c.mu.Unlock()
+		return rs, nil
+	}
+	c.nslot++
+	// ns.dres.CLIENT.TOKEN: the subject shape of a direct reply
+	// (clientOf), with a token per slot instead of per request.
+	rs := &replySlot{subject: c.st.n.direct(c.id, c.id+"-r"+strconv.FormatUint(c.nslot, 36)), ch: make(chan *nats.Msg, 4)}
+	c.mu.Unlock()
+	sub, err := c.st.js.Conn().ChanSubscribe(rs.subject, rs.ch)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: client %s: reply subscription: %w", c.id, err)
+	}
+	rs.sub = sub
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		_ = sub.Unsubscribe()
+		return nil, ErrClosed
+	}
+	c.open[rs] = struct{}{}
+	return rs, nil
+}
+
+// putSlot gives back rs, which served one request: kept for the next if
+// every message for that request has come (clean), unsubscribed if not.
+func (c *Client) putSlot(rs *replySlot, clean bool) {
+	c.mu.Lock()
+	if clean && !c.closed && len(c.free) < maxFreeSlots && len(rs.ch) == 0 {
+		c.free = append(c.free, rs)
+		c.mu.Unlock()
+		return
+	}
+	delete(c.open, rs)
+	c.mu.Unlock()
+	_ = rs.sub.Unsubscribe()
+	for {
+		select {
+		case m := <-rs.ch: // a late answer that came meanwhile
+			if m.Header.Get(hKind) != kindBusy && m.Header.Get(hID) != "" {
+				c.stats.mu.Lock()
+				c.stats.duplicates++
+				c.stats.mu.Unlock()
+			}
+		default:
+			return
+		}
+	}
+}
+
 // directCap is what the live workers of a task offer for direct requests:
 // their copies together, and the longest ack wait among them.
 type directCap struct {
@@ -95,9 +179,6 @@ type waiter struct {
 	// at, for a graph-side copy, is where it says its input runs
 	// (task.Placer); nil for Call.
 	at *atomic.Pointer[task.Placement]
-	// again, for a direct request, is told that it was not run (a busy
-	// worker, or none listening): send it through the work stream.
-	again chan bool // true: no worker listens
 	// heard is when a worker last said it runs the input (UnixNano).
 	heard atomic.Int64
 	// nudge wakes the Execute when the client's watch finds quiet (its
@@ -154,7 +235,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("cluster: client id: %w", err)
 	}
-	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]*waiter{}, inflight: map[string]int{}, dirCaps: map[string]directCap{}}
+	c := &Client{st: st, id: hex.EncodeToString(b[:]), waiting: map[string]*waiter{}, inflight: map[string]int{}, dirCaps: map[string]directCap{}, open: map[*replySlot]struct{}{}}
 	c.watch = newWatch(watchTick(cfg.probe), c.watchPass)
 	c.ackT = time.AfterFunc(time.Hour, c.ackResults)
 	c.ackT.Stop()
@@ -192,13 +273,6 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 		c.cons.Stop()
 		return nil, fmt.Errorf("cluster: client %s: start notices: %w", c.id, err)
 	}
-	c.directs, err = nc.Subscribe(st.n.directAll(c.id), c.directAnswer)
-	if err != nil {
-		_ = c.starts.Unsubscribe()
-		_ = c.adv.Unsubscribe()
-		c.cons.Stop()
-		return nil, fmt.Errorf("cluster: client %s: direct answers: %w", c.id, err)
-	}
 	wctx, stop := context.WithCancel(context.Background())
 	c.stopWatch, c.watchDone = stop, make(chan struct{})
 	go func() {
@@ -207,30 +281,6 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, err
 	}()
 	c.directFor("") // read the directory now, in the background
 	return c, nil
-}
-
-// directAnswer takes the answer to a direct request: a result, handed to
-// its Execute, or word that the request was not run (a busy worker, or the
-// server's 503: no worker listening), which makes its Execute send it
-// through the work stream.
-func (c *Client) directAnswer(m *nats.Msg) {
-	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	if m.Header.Get("Status") == "503" || m.Header.Get(hKind) == kindBusy {
-		c.mu.Lock()
-		w := c.waiting[id]
-		c.mu.Unlock()
-		if w != nil && w.again != nil {
-			select {
-			case w.again <- m.Header.Get("Status") == "503":
-			default:
-			}
-		}
-		return
-	}
-	if m.Header.Get(hID) != id {
-		return // not an answer of this namespace's workers
-	}
-	c.hand(id, m)
 }
 
 // directFor returns what the directory said of the direct requests of
@@ -544,6 +594,15 @@ func (c *Client) ackBatch(ctx context.Context) {
 
 // hand gives res to the Execute waiting for request id, if any.
 func (c *Client) hand(id string, res *nats.Msg) {
+	if w := c.claim(id, res); w != nil {
+		w.ch <- res
+	}
+}
+
+// claim takes the Execute waiting for request id out of the waiting ones
+// and counts res as its result; with none waiting (its result came
+// already, or it gave up), it counts res as a duplicate and returns nil.
+func (c *Client) claim(id string, res *nats.Msg) *waiter {
 	c.mu.Lock()
 	w, ok := c.waiting[id]
 	delete(c.waiting, id)
@@ -572,8 +631,9 @@ func (c *Client) hand(id string, res *nats.Msg) {
 			}
 			w.at.Store(p)
 		}
-		w.ch <- res
+		return w
 	}
+	return nil
 }
 
 // Close stops consuming results and deletes this client's consumer;
@@ -590,12 +650,16 @@ func (c *Client) Close() error {
 		close(w.ch)
 		delete(c.waiting, id)
 	}
+	slots := c.open
+	c.open, c.free = nil, nil
 	c.mu.Unlock()
+	for rs := range slots {
+		_ = rs.sub.Unsubscribe()
+	}
 	c.stopWatch()
 	<-c.watchDone
 	_ = c.adv.Unsubscribe()
 	_ = c.starts.Unsubscribe()
-	_ = c.directs.Unsubscribe()
 	c.cons.Stop()
 	<-c.cons.Closed()
 	c.ackMu.Lock()
@@ -627,11 +691,15 @@ func (c *Client) Close() error {
 
 // ClientStats counts what a client received.
 type ClientStats struct {
-	Sent       int64 // inputs published
-	Direct     int64 // of those, sent first as a direct request (DirectLimit)
-	Fallback   int64 // of those, sent through the work stream after all: a busy worker, none listening, or one silent
-	Results    int64 // results delivered to a waiting Execute
-	Duplicates int64 // results dropped: already delivered, or for a cancelled Execute
+	Sent     int64 // inputs published
+	Direct   int64 // of those, sent first as a direct request (DirectLimit)
+	Fallback int64 // of those, sent through the work stream after all: a busy worker, none listening, or one silent
+	Results  int64 // results delivered to a waiting Execute
+	// Duplicates counts results dropped: already delivered, or for a
+	// cancelled Execute. (A direct request's answer that comes after its
+	// Execute stopped waiting for it, cancelled or sent through the work
+	// stream, is dropped unseen if its reply slot is gone by then.)
+	Duplicates int64
 	// Redelivered counts delivered results whose input had been delivered
 	// to a worker before (by the stream, or as a direct request whose
 	// worker fell silent).
@@ -978,7 +1046,6 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	}
 	direct := c.inflight[key] < dc.threads
 	if direct {
-		w.again = make(chan bool, 1)
 		w.heard.Store(now.UnixNano())
 	}
 	c.waiting[id] = w
@@ -1060,17 +1127,37 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		}
 		return nil
 	}
-	var again <-chan bool
+	// answers is the direct request's reply slot's channel until the
+	// request's last message (its answer, a busy answer or the server's
+	// 503) has come; clean then says so, and the slot is kept.
+	var (
+		answers <-chan *nats.Msg
+		rs      *replySlot
+		clean   bool
+	)
 	if direct {
-		dm := &nats.Msg{Subject: st.n.call(key), Reply: st.n.direct(c.id, id), Header: hdr, Data: data}
+		var err error
+		if rs, err = c.takeSlot(); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
+			}
+			direct = false
+		}
+	}
+	if direct {
+		dm := &nats.Msg{Subject: st.n.call(key), Reply: rs.subject, Header: hdr, Data: data}
 		if err := st.js.Conn().PublishMsg(dm); err != nil {
 			direct = false
+			clean = true // no request went out
 		} else {
-			again = w.again
+			answers = rs.ch
 			c.mu.Lock()
 			w.silence = dc.silence // the watch checks it from now on
 			c.mu.Unlock()
 		}
+	}
+	if rs != nil {
+		defer func() { c.putSlot(rs, clean) }()
 	}
 	c.stats.mu.Lock()
 	c.stats.sent++
@@ -1080,7 +1167,6 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	c.stats.mu.Unlock()
 	// fallback sends a direct request's input through the work stream.
 	fallback := func() error {
-		again = nil
 		c.mu.Lock()
 		w.silence = 0
 		c.mu.Unlock()
@@ -1105,7 +1191,23 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 				r.withdraw(ack) // answered directly after all: spare the workers
 			}
 			return r.decode(ctx, res)
-		case none := <-again: // not run: a busy worker, or none listening
+		case m := <-answers:
+			none := m.Header.Get("Status") == "503" // no worker listens
+			if !none && m.Header.Get(hID) != id {
+				continue // not for this request
+			}
+			answers, clean = nil, true // the request's last message
+			if !none && m.Header.Get(hKind) != kindBusy {
+				if c.claim(id, m) == nil {
+					continue // its result came through the stream first: w.ch has it
+				}
+				if ack != nil {
+					r.withdraw(ack) // answered directly after all: spare the workers
+				}
+				return r.decode(ctx, m)
+			}
+			// Not run (a busy worker, or none listening): through the work
+			// stream.
 			if none {
 				c.noDirect(key)
 			}

@@ -247,14 +247,14 @@ func (n names) started(client string) string { return n.ns + ".run." + client }
 // queue group, so that each request goes to one of them.
 func (n names) call(task string) string { return n.ns + ".call." + task }
 
-// direct is the reply subject of the direct request id of a client,
-// outside the streams; the client subscribes to directAll.
-func (n names) direct(client, id string) string { return n.ns + ".dres." + client + "." + id }
-func (n names) directAll(client string) string  { return n.ns + ".dres." + client + ".*" }
-func (n names) directPrefix() string            { return n.ns + ".dres." }
+// direct is a reply subject of a client for direct requests, outside the
+// streams: token names one of its reply slots (see replySlot), which
+// carries one request at a time; the request's ID travels in hID.
+func (n names) direct(client, token string) string { return n.ns + ".dres." + client + "." + token }
+func (n names) directPrefix() string               { return n.ns + ".dres." }
 
 // clientOf returns the client id in reply, the reply subject of a work
-// message (ns.res.CLIENT) or of a direct request (ns.dres.CLIENT.ID), or
+// message (ns.res.CLIENT) or of a direct request (ns.dres.CLIENT.TOKEN), or
 // "" if reply is neither.
 func (n names) clientOf(reply string) string {
 	if rest, ok := strings.CutPrefix(reply, n.ns+".res."); ok {
