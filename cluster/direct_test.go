@@ -179,3 +179,51 @@ func TestDirectLimitZero(t *testing.T) {
 		t.Errorf("stats %+v: want every input through the stream", st)
 	}
 }
+
+// slots returns how many reply slots c has open and free.
+func slots(c *Client) (open, free int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.open), len(c.free)
+}
+
+// A direct request's reply slot serves the next request once its answer
+// has come; a slot whose request was given up on (cancelled) is closed,
+// so that its late answer cannot be taken for the next request's.
+func TestReplySlots(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	serveInProcess(t, nc, "w", func(w *Worker) error {
+		return Handle(w, "square", squareTask, Version("v1"), Copies(2))
+	})
+	c := newClient(t, nc)
+	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+	waitDirect(t, c, "square")
+	for i := 20; i < 40; i++ { // the test task panics on 13
+		if outs, err := r.Call(context.Background(), job{N: i}); err != nil || len(outs) != 1 || outs[0] != (answer{i, i * i}) {
+			t.Fatalf("Call(%d) = %v, %v", i, outs, err)
+		}
+	}
+	if open, free := slots(c); open != 1 || free != 1 {
+		t.Fatalf("after 20 calls one at a time: %d reply slots open, %d free; want the same one kept", open, free)
+	}
+	// Cancelled while its worker runs it: the slot goes, and its answer,
+	// which comes later, is no one's.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := r.Call(ctx, job{N: 4, Sleep: 300 * time.Millisecond})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled Call: %v", err)
+	}
+	if open, free := slots(c); open != 0 || free != 0 {
+		t.Fatalf("after a cancelled call: %d reply slots open, %d free; want none", open, free)
+	}
+	for i := range 10 { // while the cancelled input's answer comes
+		if outs, err := r.Call(context.Background(), job{N: 50 + i, Sleep: 40 * time.Millisecond}); err != nil || len(outs) != 1 || outs[0] != (answer{50 + i, (50 + i) * (50 + i)}) {
+			t.Fatalf("Call(%d) after a cancelled one = %v, %v", 50+i, outs, err)
+		}
+	}
+	if st := c.Stats(); st.Sent != 31 || st.Direct != 31 || st.Fallback != 0 || st.Results != 30 {
+		t.Errorf("stats %+v: want 31 direct requests, 30 answered", st)
+	}
+}
