@@ -105,6 +105,22 @@ func BenchmarkItemLatency(b *testing.B) {
 		}
 		reportP50(b, d)
 	})
+	// remote-inproc: the same as remote with the client connected to the
+	// embedded server in process (natsserver's ConnectInProcess): only the
+	// worker's side crosses loopback TCP.
+	b.Run("remote-inproc", func(b *testing.B) {
+		s := startServer(b)
+		nc, err := s.ConnectInProcess()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(nc.Close)
+		c := newClient(b, nc)
+		startProc(b, s, "W", 1)
+		r, _ := NewRemote[job, answer](c, "square", Version("v1"))
+		waitDirect(b, c, "square")
+		latency(b, r.Task)
+	})
 	// remote-stream: every input through the work and result streams.
 	b.Run("remote-stream", func(b *testing.B) { remote(b, DirectLimit(0)) })
 }

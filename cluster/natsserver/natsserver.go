@@ -193,6 +193,20 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// ConnectInProcess opens a client connection to the server with its token
+// through memory (a pipe between the connection and the server's goroutines)
+// instead of a loopback TCP socket: a message from or to this connection
+// costs no system call and no network wake-up on its side. The connection
+// reaches only this server: if the server stops, it does not fail over to
+// another of its cluster. opts are passed on to nats.Connect.
+func (s *Server) ConnectInProcess(opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect(s.URL(), append([]nats.Option{nats.Token(s.token), nats.Name("htgs"), nats.InProcessServer(s.ns)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: connect in process to embedded server: %w", err)
+	}
+	return nc, nil
+}
+
 // StoreDir returns the directory of the server's JetStream files.
 func (s *Server) StoreDir() string { return s.dir }
 
