@@ -199,111 +199,17 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
 	}
-	type run struct {
-		h    handler
-		cons jetstream.Consumer
-		d    *directRun // nil: no direct requests
-	}
-	var (
-		st   *stores
-		runs []run
-	)
-	// The worker's entry in the directory, under its name with the
-	// characters keys do not allow replaced (host names have dots).
-	info := WorkerInfo{Name: cfg.workerName, Host: w.host, PID: os.Getpid(), Tasks: map[string]string{}, Heartbeat: cfg.heartbeat}
-	for _, key := range w.order {
-		h := w.handlers[key]
-		info.Tasks[key] = h.tc.version
-		if h.direct() {
-			if info.Direct == nil {
-				info.Direct = map[string]DirectTask{}
-			}
-			info.Direct[key] = DirectTask{Copies: h.tc.threads, AckWait: h.tc.ackWait}
-		}
-	}
-	entry, _ := json.Marshal(info)
-	key := strings.Map(func(r rune) rune {
-		if r < 128 && (r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return r
-		}
-		return '_'
-	}, cfg.workerName)
-	// A worker may start before its cluster is ready (no JetStream leader
-	// yet, or a replicated directory slow to answer on a loaded machine):
-	// it retries the set-up, registration included, for a while before
-	// giving up.
-	deadline := time.Now().Add(setupPatience)
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		st, runs, err = func() (*stores, []run, error) {
-			st, err := setup(ctx, js, cfg)
-			if err != nil {
-				return nil, nil, err
-			}
-			var runs []run
-			for _, key := range w.order {
-				h := w.handlers[key]
-				cons, err := js.CreateOrUpdateConsumer(ctx, st.n.workStream(), jetstream.ConsumerConfig{
-					Durable:       key,
-					Description:   "htgs cluster: workers of task " + key,
-					FilterSubject: st.n.work(key),
-					AckPolicy:     jetstream.AckExplicitPolicy,
-					AckWait:       h.tc.ackWait,
-					MaxAckPending: h.tc.maxAckPending,
-					// Every free copy of every worker has one pull request
-					// waiting; the server's default (512) would refuse the rest.
-					MaxWaiting: max(512, h.tc.maxAckPending),
-					MaxDeliver: maxDeliver(h.tc.maxDeliver),
-				})
-				if err != nil {
-					return nil, nil, fmt.Errorf("task %q: consumer: %w", key, err)
-				}
-				runs = append(runs, run{h: h, cons: cons})
-			}
-			// Register in the directory (again at every heartbeat) until
-			// Serve returns.
-			if _, err := st.dir.Put(ctx, key, entry); err != nil {
-				return nil, nil, fmt.Errorf("register: %w", err)
-			}
-			return st, runs, nil
-		}()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
-		}
-		cfg.log.Warn("cluster: worker set-up, retrying", "worker", cfg.workerName, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+	entry, key := w.directoryEntry()
+	st, runs, err := w.setupPatiently(ctx, js, entry, key)
+	if err != nil {
+		return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
 	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	// Direct requests: a queue subscription per task, whose messages the
-	// connection's reader puts straight into a channel that the free
-	// copies wait on (no goroutine in between: one wake-up less per
-	// request). The subscriptions are there before the copies and the
-	// heartbeat; clients that read the directory before them got the
-	// server's "no one listens" and used the stream.
-	var directs []*directRun
-	for i := range runs {
-		if !runs[i].h.direct() {
-			continue
-		}
-		threads := runs[i].h.tc.threads
-		d := &directRun{in: make(chan *nats.Msg, max(directQueue, 4*threads)), handoff: make(chan *nats.Msg), freed: make(chan struct{}, 1), threads: int32(threads)}
-		sub, err := nc.ChanQueueSubscribe(st.n.call(runs[i].h.key), runs[i].h.key, d.in)
-		if err != nil {
-			for _, d := range directs {
-				_ = d.sub.Unsubscribe()
-			}
-			return fmt.Errorf("cluster: worker %s: task %q: direct requests: %w", cfg.workerName, runs[i].h.key, err)
-		}
-		d.sub = sub
-		runs[i].d = d
-		directs = append(directs, d)
+	directs, err := w.subscribeDirect(nc, st, runs)
+	if err != nil {
+		return err
 	}
 	// The watch: the copies' slots, and the sweeps of direct requests
 	// that wait while every copy is busy.
@@ -348,24 +254,9 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		stop()
 	}
 	wg.Add(1)
-	go func() { // heartbeat in the directory
+	go func() {
 		defer wg.Done()
-		t := time.NewTicker(cfg.heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				if !nc.IsConnected() {
-					return // the entry expires by itself
-				}
-				dctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = st.dir.Delete(dctx, key)
-				cancel()
-				return
-			case <-t.C:
-				_, _ = st.dir.Put(runCtx, key, entry)
-			}
-		}
+		w.heartbeat(runCtx, nc, st, key, entry)
 	}()
 	wg.Add(1)
 	go func() {
@@ -399,6 +290,148 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		return err
 	default:
 		return nil
+	}
+}
+
+// taskRun is one task a worker serves: its handler, its consumer of the
+// work stream, and its direct requests (nil without).
+type taskRun struct {
+	h    handler
+	cons jetstream.Consumer
+	d    *directRun
+}
+
+// directoryEntry returns the worker's entry in the directory and its key:
+// the worker's name with the characters keys do not allow replaced (host
+// names have dots).
+func (w *Worker) directoryEntry() (entry []byte, key string) {
+	cfg := w.cfg
+	info := WorkerInfo{Name: cfg.workerName, Host: w.host, PID: os.Getpid(), Tasks: map[string]string{}, Heartbeat: cfg.heartbeat}
+	for _, key := range w.order {
+		h := w.handlers[key]
+		info.Tasks[key] = h.tc.version
+		if h.direct() {
+			if info.Direct == nil {
+				info.Direct = map[string]DirectTask{}
+			}
+			info.Direct[key] = DirectTask{Copies: h.tc.threads, AckWait: h.tc.ackWait}
+		}
+	}
+	entry, _ = json.Marshal(info)
+	key = strings.Map(func(r rune) rune {
+		if r < 128 && (r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, cfg.workerName)
+	return entry, key
+}
+
+// setupPatiently sets up the worker's streams and consumers and registers
+// it in the directory under key. A worker may start before its cluster is
+// ready (no JetStream leader yet, or a replicated directory slow to answer
+// on a loaded machine): it retries the set-up, registration included, for
+// setupPatience before giving up.
+func (w *Worker) setupPatiently(ctx context.Context, js jetstream.JetStream, entry []byte, key string) (*stores, []taskRun, error) {
+	deadline := time.Now().Add(setupPatience)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		st, runs, err := w.setupOnce(ctx, js, entry, key)
+		if err == nil {
+			return st, runs, nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return nil, nil, err
+		}
+		w.cfg.log.Warn("cluster: worker set-up, retrying", "worker", w.cfg.workerName, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// setupOnce is one try of setupPatiently.
+func (w *Worker) setupOnce(ctx context.Context, js jetstream.JetStream, entry []byte, key string) (*stores, []taskRun, error) {
+	st, err := setup(ctx, js, w.cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var runs []taskRun
+	for _, task := range w.order {
+		h := w.handlers[task]
+		cons, err := js.CreateOrUpdateConsumer(ctx, st.n.workStream(), jetstream.ConsumerConfig{
+			Durable:       task,
+			Description:   "htgs cluster: workers of task " + task,
+			FilterSubject: st.n.work(task),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       h.tc.ackWait,
+			MaxAckPending: h.tc.maxAckPending,
+			// Every free copy of every worker has one pull request
+			// waiting; the server's default (512) would refuse the rest.
+			MaxWaiting: max(512, h.tc.maxAckPending),
+			MaxDeliver: maxDeliver(h.tc.maxDeliver),
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("task %q: consumer: %w", task, err)
+		}
+		runs = append(runs, taskRun{h: h, cons: cons})
+	}
+	// Register in the directory (again at every heartbeat) until Serve
+	// returns.
+	if _, err := st.dir.Put(ctx, key, entry); err != nil {
+		return nil, nil, fmt.Errorf("register: %w", err)
+	}
+	return st, runs, nil
+}
+
+// subscribeDirect subscribes to the direct requests of the tasks of runs
+// that take them: a queue subscription per task, whose messages the
+// connection's reader puts straight into a channel that the free copies
+// wait on (no goroutine in between: one wake-up less per request). The
+// subscriptions are there before the copies and the heartbeat; clients
+// that read the directory before them got the server's "no one listens"
+// and used the stream.
+func (w *Worker) subscribeDirect(nc *nats.Conn, st *stores, runs []taskRun) ([]*directRun, error) {
+	var directs []*directRun
+	for i := range runs {
+		if !runs[i].h.direct() {
+			continue
+		}
+		threads := runs[i].h.tc.threads
+		d := &directRun{in: make(chan *nats.Msg, max(directQueue, 4*threads)), handoff: make(chan *nats.Msg), freed: make(chan struct{}, 1), threads: int32(threads)}
+		sub, err := nc.ChanQueueSubscribe(st.n.call(runs[i].h.key), runs[i].h.key, d.in)
+		if err != nil {
+			for _, d := range directs {
+				_ = d.sub.Unsubscribe()
+			}
+			return nil, fmt.Errorf("cluster: worker %s: task %q: direct requests: %w", w.cfg.workerName, runs[i].h.key, err)
+		}
+		d.sub = sub
+		runs[i].d = d
+		directs = append(directs, d)
+	}
+	return directs, nil
+}
+
+// heartbeat puts the worker's entry in the directory at every heartbeat
+// until ctx ends, then deletes it (unless the connection is gone: the
+// entry then expires by itself).
+func (w *Worker) heartbeat(ctx context.Context, nc *nats.Conn, st *stores, key string, entry []byte) {
+	t := time.NewTicker(w.cfg.heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if !nc.IsConnected() {
+				return
+			}
+			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = st.dir.Delete(dctx, key)
+			cancel()
+			return
+		case <-t.C:
+			_, _ = st.dir.Put(ctx, key, entry)
+		}
 	}
 }
 
