@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 
-	"github.com/disintegration/imaging"
 	"golang.org/x/image/tiff"
 
 	"github.com/gohtgs/htgs/internal/outfile"
@@ -113,16 +112,7 @@ func Preview(img *image.Gray16, maxSide int) *image.Gray {
 	if rw == tw && rh == th {
 		return small
 	}
-	rs := imaging.Resize(small, tw, th, imaging.Lanczos)
-	out := image.NewGray(image.Rect(0, 0, tw, th))
-	for y := range th {
-		src := rs.Pix[y*rs.Stride : y*rs.Stride+4*tw]
-		dst := out.Pix[y*out.Stride : y*out.Stride+tw]
-		for x := range dst {
-			dst[x] = src[4*x] // gray input: R = G = B
-		}
-	}
-	return out
+	return resizeGray(small, tw, th)
 }
 
 // boxReduce averages f x f blocks of img (partial blocks at the right and
@@ -131,6 +121,18 @@ func boxReduce(img *image.Gray16, f, rw, rh int) []float64 {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
 	out := make([]float64, rw*rh)
+	if f == 1 {
+		// Each block is one pixel: its value, divided by 1.
+		for y := range h {
+			off := img.PixOffset(b.Min.X, b.Min.Y+y)
+			pix := img.Pix[off : off+2*w]
+			row := out[y*rw : (y+1)*rw]
+			for x := range row {
+				row[x] = float64(uint16(pix[2*x])<<8 | uint16(pix[2*x+1]))
+			}
+		}
+		return out
+	}
 	cnt := make([]float64, rw)
 	for y := range h {
 		ry := y / f
