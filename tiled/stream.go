@@ -45,6 +45,9 @@ type BigTIFFStream struct {
 	ctiles  [][]byte        // a run's compressed tiles
 	scratch [][]byte        // a run's tiles as bytes (compressed, big-endian hosts)
 	obufs   [3][]byte       // compressed runs, as bufs: one filled while the others are written
+
+	keep int      // the level KeepLevel keeps (0: none)
+	kept []uint16 // its pixels, stride its width
 }
 
 // streamLevel is one pyramid level being written: its size, its tiles'
@@ -361,6 +364,9 @@ func (s *BigTIFFStream) tileRow(l int, tile func(tx int, dst []uint16) error, ro
 	if nv.rows < th && nv.y+nv.rows < nv.h {
 		return nil
 	}
+	if s.keep == l+1 && len(s.planes) == 0 {
+		copy(s.kept[nv.y*nv.w:], nv.buf[:nv.rows*nv.w])
+	}
 	err := s.tileRow(l+1, nil, func(tx, cw, y0, y1 int, dst []uint16) {
 		for y := y0; y < y1; y++ {
 			copy(dst[y*tw:y*tw+cw], nv.buf[y*nv.w+tx*tw:])
@@ -532,6 +538,37 @@ func (s *BigTIFFStream) complete() error {
 		}
 	}
 	return nil
+}
+
+// KeepLevel has the stream keep a copy of pyramid level l (1 up to the
+// last level; level 0 is the rows written) of the first channel in
+// memory, as its rows go to the file: a program that wants a small view
+// of the image (a preview) then has it without reading the file back.
+// It holds the level's pixels, 2 bytes each. Call it before the first
+// row is written.
+func (s *BigTIFFStream) KeepLevel(l int) error {
+	switch {
+	case l < 1 || l >= len(s.levels):
+		return fmt.Errorf("tiled: KeepLevel(%d) of a stream of %d levels (want 1 to %d)", l, len(s.levels), len(s.levels)-1)
+	case s.levels[0].y > 0 || len(s.planes) > 0:
+		return errors.New("tiled: KeepLevel after rows are written")
+	}
+	s.keep, s.kept = l, make([]uint16, s.levels[l].w*s.levels[l].h)
+	return nil
+}
+
+// Kept returns the level KeepLevel keeps, once the first channel is
+// complete: its w x h pixels, row after row, the values written in the
+// file. It returns nil before that, or without KeepLevel.
+func (s *BigTIFFStream) Kept() (px []uint16, w, h int) {
+	if s.keep == 0 {
+		return nil, 0, 0
+	}
+	if lv := s.levels[s.keep]; len(s.planes) == 0 && lv.y != lv.h {
+		return nil, 0, 0
+	}
+	lv := s.levels[s.keep]
+	return s.kept, lv.w, lv.h
 }
 
 // NextChannel ends the current channel, every row of which must have been

@@ -261,3 +261,74 @@ func BenchmarkSwapBE(b *testing.B) {
 		swapBE(d, src)
 	}
 }
+
+// The level KeepLevel keeps is the level in the file, pixel for pixel, in
+// odd and even sizes, for the first channel of several.
+func TestBigTIFFStreamKeepLevel(t *testing.T) {
+	for _, tc := range []struct{ w, h, level, channels int }{{101, 77, 1, 1}, {100, 64, 2, 1}, {130, 200, 1, 2}, {257, 33, 3, 1}} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "k.ome.tif")
+		names := make([]string, tc.channels)
+		for i := range names {
+			names[i] = fmt.Sprint("c", i)
+		}
+		s, err := CreateOMETIFF(path, tc.w, tc.h, OMETIFFOptions{TileW: 32, TileH: 16, Channels: names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.KeepLevel(0); err == nil {
+			t.Error("KeepLevel(0) accepted")
+		}
+		if err := s.KeepLevel(tc.level); err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(uint64(tc.w), 3))
+		for ch := range tc.channels {
+			if ch > 0 {
+				if err := s.NextChannel(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			px := make([]uint16, tc.w*tc.h)
+			for i := range px {
+				px[i] = uint16(r.IntN(65536))
+			}
+			for y := 0; y < tc.h; y += 16 {
+				if px, _, _ := s.Kept(); px != nil && ch == 0 {
+					t.Fatalf("%+v: Kept before the level is complete", tc)
+				}
+				if err := s.WriteRows(y, min(16, tc.h-y), px[y*tc.w:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		kept, kw, kh := s.Kept()
+		f, err := OpenBigTIFF(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lv := f.Levels[tc.level]
+		if kw != lv.W || kh != lv.H || len(kept) != kw*kh {
+			t.Fatalf("%+v: kept %d x %d (%d pixels), the file's level is %d x %d", tc, kw, kh, len(kept), lv.W, lv.H)
+		}
+		tile := make([]uint16, lv.TW*lv.TH)
+		for ty := 0; ty*lv.TH < lv.H; ty++ {
+			for tx := 0; tx*lv.TW < lv.W; tx++ {
+				if err := f.ReadTile(tc.level, Coord{X: tx, Y: ty}, tile); err != nil {
+					t.Fatal(err)
+				}
+				for y := ty * lv.TH; y < min(lv.H, (ty+1)*lv.TH); y++ {
+					for x := tx * lv.TW; x < min(lv.W, (tx+1)*lv.TW); x++ {
+						if got, want := kept[y*kw+x], tile[(y-ty*lv.TH)*lv.TW+x-tx*lv.TW]; got != want {
+							t.Fatalf("%+v: kept (%d, %d) = %d, the file has %d", tc, x, y, got, want)
+						}
+					}
+				}
+			}
+		}
+		f.Close()
+	}
+}

@@ -315,9 +315,18 @@ func (w *writer) inMemory() (*image.Gray, error) {
 
 // streamed composes the mosaic band by band (ComposeBigTIFF) straight
 // into its tiled pyramidal file (only two bands and the reduced levels'
-// pending rows are in memory), and the preview from a pyramid level.
+// pending rows are in memory), and the preview from a pyramid level: the
+// stream keeps a copy of that level as it writes it (when it is a reduced
+// one), so the preview does not read the file back.
 func (w *writer) streamed() (*image.Gray, error) {
+	level := previewLevel(w.plan.Width, w.plan.Height, w.opt.Format.tileSize())
+	var kept *image.Gray16
 	if err := w.opt.Format.stream(w.path, w.plan.Width, w.plan.Height, w.name, len(w.chans), func(ch int, out *tiled.BigTIFFStream) error {
+		if ch == 0 && level > 0 {
+			if err := out.KeepLevel(level); err != nil {
+				return err
+			}
+		}
 		load, stop, err := w.channel(ch)
 		if err != nil {
 			return err
@@ -326,6 +335,9 @@ func (w *writer) streamed() (*image.Gray, error) {
 		if err := compose.ComposeBigTIFF(w.ctx, w.slots, load, w.opt.Blend, out); err != nil {
 			return fmt.Errorf("composing the mosaic: %w", err)
 		}
+		if ch == 0 && level > 0 {
+			kept = keptLevel(out)
+		}
 		return nil
 	}); err != nil {
 		return nil, err
@@ -333,7 +345,38 @@ func (w *writer) streamed() (*image.Gray, error) {
 	if err := w.ctx.Err(); err != nil {
 		return nil, err
 	}
+	if kept != nil {
+		return compose.Preview(kept, PreviewSide), nil
+	}
 	return filePreview(w.path, w.opt.Format.Kind)
+}
+
+// previewLevel is the pyramid level of a w x h mosaic in tile x tile
+// tiles that its preview is made from: the smallest whose longer side is
+// still at least PreviewSide (0, the full resolution, when the mosaic is
+// smaller), as filePreview chooses it among the file's levels.
+func previewLevel(w, h, tile int) int {
+	l := 0
+	for n := tiled.Levels(w, h, tile, tile); l+1 < n; l++ {
+		w, h = (w+1)/2, (h+1)/2
+		if max(w, h) < PreviewSide {
+			break
+		}
+	}
+	return l
+}
+
+// keptLevel is the level out kept (KeepLevel), complete, as an image.
+func keptLevel(out *tiled.BigTIFFStream) *image.Gray16 {
+	px, lw, lh := out.Kept()
+	if px == nil {
+		return nil
+	}
+	img := image.NewGray16(image.Rect(0, 0, lw, lh))
+	for i, v := range px {
+		img.Pix[2*i], img.Pix[2*i+1] = byte(v>>8), byte(v)
+	}
+	return img
 }
 
 // zarr04 composes the (one-channel) mosaic band by band into a temporary

@@ -278,3 +278,49 @@ func TestLivePreview(t *testing.T) {
 		t.Errorf("%d tiles loaded, want 4", len(cnt.loads))
 	}
 }
+
+// Out of core, the preview of a mosaic more than twice PreviewSide wide
+// comes from the pyramid level the stream kept as it wrote it: the bytes
+// of the preview read back from the file's level, for an OME-TIFF of two
+// channels (the first one's) and an OME-Zarr.
+func TestStreamedPreviewFromKeptLevel(t *testing.T) {
+	src, slots := grid(t, 2, 22, 256, 40, 5)
+	src2, _ := grid(t, 2, 22, 256, 40, 6)
+	if w, _, _ := compose.MosaicSize(slots); w < 2*PreviewSide || previewLevel(w, 80, 64) != 1 {
+		t.Fatalf("mosaic %d wide, preview level %d: want more than %d and level 1", w, previewLevel(w, 80, 64), 2*PreviewSide)
+	}
+	for _, tc := range []struct {
+		kind  Kind
+		chans []Channel
+		names []string
+	}{{OMETIFF, []Channel{{Tiles: src}, {Tiles: src2}}, []string{"a", "b"}}, {OMEZarr, []Channel{{Tiles: src}}, nil}} {
+		dir := t.TempDir()
+		opt := Options{Format: Format{Kind: tc.kind, TileSize: 64, Channels: tc.names}, Blend: compose.Linear, Workers: 2}
+		plan := NewPlan(slots, opt)
+		plan.OutOfCore = true
+		plan.Cache = 64 << 20
+		_, prev := write(t, dir, "m", slots, tc.chans, plan, opt)
+		want, err := filePreview(filepath.Join(dir, "m"), tc.kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev == nil || prev.Rect != want.Rect || !bytes.Equal(prev.Pix, want.Pix) {
+			t.Errorf("%s: preview %v differs from the one read from the file's level (%v)", tc.kind, prev.Rect, want.Rect)
+		}
+		if prev.Rect.Dx() != PreviewSide {
+			t.Errorf("%s: preview %v, want %d wide", tc.kind, prev.Rect, PreviewSide)
+		}
+	}
+}
+
+// previewLevel picks the level filePreview picks among a file's levels.
+func TestPreviewLevel(t *testing.T) {
+	for _, tc := range []struct{ w, h, tile, want int }{
+		{4678, 2650, 512, 1}, {1999, 1500, 512, 0}, {2000, 10, 512, 0}, {4000, 10, 512, 1}, {3999, 10, 512, 1}, {3998, 10, 512, 0},
+		{16000, 9000, 512, 3}, {16000, 9000, 8192, 1}, {16000, 9000, 16384, 0}, {8001, 100, 64, 2},
+	} {
+		if got := previewLevel(tc.w, tc.h, tc.tile); got != tc.want {
+			t.Errorf("previewLevel(%d, %d, %d) = %d, want %d", tc.w, tc.h, tc.tile, got, tc.want)
+		}
+	}
+}
