@@ -25,6 +25,18 @@ type LiveOptions struct {
 	Update func(LiveState)
 	// Every is the shortest interval between two Updates; 0 means 250 ms.
 	Every time.Duration
+	// Tile, if set, is called with each tile as the final registration
+	// loads it, corrected with the flat field of the Result
+	// (Result.FlatField; uncorrected when it is nil or the identity): the
+	// pixels a mosaic of the Result takes from that tile, handed over
+	// while the tile is in hand so that the mosaic need not load and
+	// correct it again. It is called from the registration's workers,
+	// concurrently, and may see a tile more than once (loaded again after
+	// it left the pool); it must not modify img, and may keep a copy, not
+	// img. It is not called for a registration that runs after the last
+	// tile (with GraphOptions.GPU, or when the flat field's sample tiles
+	// are all in only then).
+	Tile func(row, col int, img *image.Gray16)
 
 	// spectra, if set, counts the spectra the run allocates (tests).
 	spectra *atomic.Int64
@@ -723,14 +735,14 @@ func (e *live) register(f *align.TileFFT, a *align.Aligner, ref *align.Refiner, 
 	src := e.srcs[j.gen] // set before the generation's first job is sent
 	r1, c1 := j.pair.Neighbor()
 	t1, err := e.cache.get(liveKey{r1*e.cols + c1, j.gen}, func(dst []complex128) (*image.Gray16, error) {
-		return e.transform(f, src, r1, c1, w, h, dst)
+		return e.transform(f, src, r1, c1, w, h, dst, j.gen)
 	})
 	if err != nil {
 		return align.Translation{}, nil, err
 	}
 	defer e.cache.put(t1)
 	t2, err := e.cache.get(liveKey{j.pair.Row*e.cols + j.pair.Col, j.gen}, func(dst []complex128) (*image.Gray16, error) {
-		return e.transform(f, src, j.pair.Row, j.pair.Col, w, h, dst)
+		return e.transform(f, src, j.pair.Row, j.pair.Col, w, h, dst, j.gen)
 	})
 	if err != nil {
 		return align.Translation{}, nil, err
@@ -743,11 +755,15 @@ func (e *live) register(f *align.TileFFT, a *align.Aligner, ref *align.Refiner, 
 	return tr, refineWith(ref, j.model, t1.img, t2.img, tr), nil
 }
 
-// transform loads tile (r, c) of src and computes its spectrum into dst.
-func (e *live) transform(f *align.TileFFT, src tileio.TileSource, r, c, w, h int, dst []complex128) (*image.Gray16, error) {
+// transform loads tile (r, c) of src and computes its spectrum into dst;
+// a tile of the final generation goes to the Tile option too.
+func (e *live) transform(f *align.TileFFT, src tileio.TileSource, r, c, w, h int, dst []complex128, gen int) (*image.Gray16, error) {
 	img, err := loadChecked(src, r, c, w, h)
 	if err != nil {
 		return nil, fmt.Errorf("stitching: live: %w", err)
+	}
+	if gen == 1 && e.lopt.Tile != nil {
+		e.lopt.Tile(r, c, img)
 	}
 	f.Forward(img, dst)
 	return img, nil

@@ -1,6 +1,7 @@
 package stitching
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -471,6 +472,66 @@ func TestStitchLiveRefinesAhead(t *testing.T) {
 			t.Logf("%d of %d pairs refined again at the end (final model %+v)", again.Load(), pairs, want.Model.RefineParams())
 			if n := again.Load(); 4*n > int64(pairs) {
 				t.Errorf("%d of %d pairs refined again at the end: the refinement ahead did not serve", n, pairs)
+			}
+		})
+	}
+}
+
+// The Tile option hands over every tile of the grid as the final
+// registration loads it, corrected as a mosaic of the Result corrects it:
+// with the estimated flat field, and uncorrected without one.
+func TestStitchLiveTiles(t *testing.T) {
+	cfg := synth.ConfigFor(synth.Realistic)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 6, 8, 192, 144, 3
+	for _, tc := range []struct {
+		name string
+		g    *testGrid
+		opt  align.Options
+	}{
+		{"estimated flat field", synthGrid(t, cfg), align.Options{}},
+		{"no flat field", smallSynth(t, 3, 4, 5), align.Options{NoFlatField: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.g
+			mem := g.source(t)
+			src := &arrivingTiles{MemoryTiles: mem, arrived: map[[2]int]bool{}}
+			var mu sync.Mutex
+			got := map[[2]int][]*image.Gray16{}
+			lopt := LiveOptions{Tile: func(r, c int, img *image.Gray16) {
+				cp := image.NewGray16(img.Rect)
+				copy(cp.Pix, img.Pix)
+				mu.Lock()
+				got[[2]int{r, c}] = append(got[[2]int{r, c}], cp)
+				mu.Unlock()
+			}}
+			order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+			res, err := StitchLive(context.Background(), src, feed(src, order, len(order), 0), tc.opt, GraphOptions{Workers: 2}, lopt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want tileio.TileSource = mem
+			if res.FlatField != nil && !res.FlatField.Identity() {
+				want = CorrectedSource(mem, res.FlatField)
+			} else if !tc.opt.NoFlatField {
+				t.Fatal("the grid's flat field is the identity: the test would not test the correction")
+			}
+			for r := range g.rows {
+				for c := range g.cols {
+					imgs := got[[2]int{r, c}]
+					if len(imgs) == 0 {
+						t.Errorf("tile (%d, %d) not handed over", r, c)
+						continue
+					}
+					w, err := want.Load(r, c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, img := range imgs {
+						if !bytes.Equal(img.Pix, w.Pix) || img.Rect != w.Rect {
+							t.Errorf("tile (%d, %d) handed over differs from the corrected tile", r, c)
+						}
+					}
+				}
 			}
 		})
 	}
