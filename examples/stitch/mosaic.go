@@ -60,6 +60,23 @@ func writeMosaic(ctx context.Context, c *config, chans []mosaic.Channel, slots [
 	}
 	opt := mosaicOptions(c, limit)
 	plan := mosaic.NewPlan(slots, opt)
+	var kept *keptTiles
+	if c.watched != nil && c.watched.res != nil && c.watched.kept != nil && len(chans) == 1 {
+		kept = c.watched.kept
+		defer kept.drop()
+		// The mosaic plans within what the kept tiles leave of the
+		// budget, unless that changes how it is composed (in memory or
+		// out of core: the preview is made from another level), which
+		// the file and the preview must not show: then the tiles go.
+		held := kept.held()
+		kopt := mosaicOptions(c, limit-held)
+		if kplan := mosaic.NewPlan(slots, kopt); held < limit && kplan.OutOfCore == plan.OutOfCore {
+			opt, plan = kopt, kplan
+		} else {
+			kept.drop()
+		}
+		chans = []mosaic.Channel{{Tiles: &keptSource{TileSource: chans[0].Tiles, kept: kept, ff: chans[0].FlatField}}}
+	}
 	if avail > 0 && plan.Need > avail {
 		if err := outs.Commit(); err != nil {
 			return err
@@ -103,7 +120,11 @@ func writeMosaic(ctx context.Context, c *config, chans []mosaic.Channel, slots [
 	}); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "mosaic %d x %d (%s blending) in %v\n", plan.Width, plan.Height, c.blend, time.Since(t0).Round(time.Millisecond))
+	from := ""
+	if kept != nil {
+		from = fmt.Sprintf("; %d of %d tiles as the live registration corrected them", kept.drop(), len(slots))
+	}
+	fmt.Fprintf(stdout, "mosaic %d x %d (%s blending) in %v%s\n", plan.Width, plan.Height, c.blend, time.Since(t0).Round(time.Millisecond), from)
 	return nil
 }
 

@@ -28,6 +28,7 @@ type watchedRun struct {
 	after   time.Duration     // from then to the Result
 	partial string            // the provisional positions file, removed once the outputs are in
 	preview string            // the provisional mosaic's preview, likewise ("" with -mosaic=false)
+	kept    *keptTiles        // tiles the registration handed over, corrected, for the mosaic (nil with -mosaic=false)
 }
 
 // progressEvery is the shortest interval between two progress lines of
@@ -226,6 +227,13 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 			lastPrint, lastLine = time.Now(), line
 		}
 	}}
+	var kept *keptTiles
+	if c.mosaic {
+		// The mosaic takes the tiles as the final registration corrected
+		// them, within a budget, rather than reading them again.
+		kept = newKeptTiles(c.cols, func(w, h int) int64 { return keptBudget(c, w, h, opt, gopt) })
+		lopt.Tile = kept.add
+	}
 	if bar := gopt.Progress; bar != nil && !c.gpu {
 		// The lines above say how the live registration goes; the
 		// refinement's bar stays.
@@ -248,12 +256,16 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 	if c.givenFF != nil {
 		res.FlatField = c.givenFF // the tiles came corrected with it
 	}
-	c.watched = &watchedRun{res: res, last: last, after: time.Since(last), partial: partial, preview: previewPath}
+	c.watched = &watchedRun{res: res, last: last, after: time.Since(last), partial: partial, preview: previewPath, kept: kept}
 	if changed := w.Changed(); len(changed) > 0 {
 		// A tile acquired again after it arrived: what was registered is
 		// not what the folder holds. The finished folder is stitched.
 		warn(stderr, "-watch: %d tile(s) changed after they arrived (%s): stitching the finished folder again", len(changed), strings.Join(changed, ", "))
 		c.watched.res = nil
+		if kept != nil {
+			kept.drop()
+			c.watched.kept = nil
+		}
 		return nil
 	}
 	fmt.Fprintf(stdout, "every tile in (the last at %s); stitched %v after it\n", last.Format("15:04:05.000"), c.watched.after.Round(time.Millisecond))

@@ -182,6 +182,18 @@ func TestWatchEqualsOffline(t *testing.T) {
 			if !strings.Contains(r.stdout, "stitched live") || !strings.Contains(r.stderr, "watch: 48 of 48 tiles in, 82 of 82 pairs registered, 48 tiles placed") {
 				t.Errorf("no live report:\n%s\n%s", r.stdout, r.stderr)
 			}
+			// The mosaic took every tile as the live registration had
+			// corrected it, and its bytes are still the offline run's
+			// (out of order, a sample tile of the flat field comes last:
+			// the registration runs after it, on the files, and so does
+			// the mosaic).
+			want := "; 48 of 48 tiles as the live registration corrected them"
+			if tc.name == "out-of-order" {
+				want = "; 0 of 48 tiles as the live registration corrected them"
+			}
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("the mosaic did not take the tiles of the live registration:\n%s", r.stdout)
+			}
 			for _, n := range []string{partialName(defNames), partialPreviewName(defNames)} {
 				if _, err := os.Stat(filepath.Join(out, n)); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("the provisional %s is still there once the outputs are (%v)", n, err)
