@@ -93,20 +93,16 @@ func Preview(img *image.Gray16, maxSide int) *image.Gray {
 	// target size for the final Lanczos resize.
 	f := max(1, int(float64(max(w, h))/(1.25*float64(max(tw, th)))))
 	rw, rh := (w+f-1)/f, (h+f-1)/f
-	red := boxReduce(img, f, rw, rh)
-
-	lo, hi := percentiles(red, 0.005, 0.995)
-	small := image.NewGray(image.Rect(0, 0, rw, rh))
-	scale := 255 / math.Max(hi-lo, 1e-9)
-	for i, v := range red {
-		s := (v - lo) * scale
-		switch {
-		case s <= 0:
-			small.Pix[i] = 0
-		case s >= 255:
-			small.Pix[i] = 255
-		default:
-			small.Pix[i] = uint8(s + 0.5)
+	var small *image.Gray
+	if f == 1 {
+		small = stretch16(img)
+	} else {
+		red := boxReduce(img, f, rw, rh)
+		lo, hi := percentiles(red, 0.005, 0.995)
+		small = image.NewGray(image.Rect(0, 0, rw, rh))
+		scale := 255 / math.Max(hi-lo, 1e-9)
+		for i, v := range red {
+			small.Pix[i] = stretched(v, lo, scale)
 		}
 	}
 	if rw == tw && rh == th {
@@ -121,18 +117,6 @@ func boxReduce(img *image.Gray16, f, rw, rh int) []float64 {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
 	out := make([]float64, rw*rh)
-	if f == 1 {
-		// Each block is one pixel: its value, divided by 1.
-		for y := range h {
-			off := img.PixOffset(b.Min.X, b.Min.Y+y)
-			pix := img.Pix[off : off+2*w]
-			row := out[y*rw : (y+1)*rw]
-			for x := range row {
-				row[x] = float64(uint16(pix[2*x])<<8 | uint16(pix[2*x+1]))
-			}
-		}
-		return out
-	}
 	cnt := make([]float64, rw)
 	for y := range h {
 		ry := y / f
@@ -155,10 +139,59 @@ func boxReduce(img *image.Gray16, f, rw, rh int) []float64 {
 	return out
 }
 
+// stretched is the 8-bit value of v contrast-stretched from lo with
+// scale (255 over the stretched range).
+func stretched(v, lo, scale float64) uint8 {
+	s := (v - lo) * scale
+	switch {
+	case s <= 0:
+		return 0
+	case s >= 255:
+		return 255
+	default:
+		return uint8(s + 0.5)
+	}
+}
+
+// stretch16 is Preview's contrast stretch of img without reduction (a box
+// factor of 1, the box means being the pixels themselves): the same
+// percentiles, on the same histogram, and each pixel stretched as its
+// value is, through a table of the 65536 values.
+func stretch16(img *image.Gray16) *image.Gray {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	hist := new([65536]int)
+	for y := range h {
+		off := img.PixOffset(b.Min.X, b.Min.Y+y)
+		pix := img.Pix[off : off+2*w]
+		for x := range w {
+			hist[uint16(pix[2*x])<<8|uint16(pix[2*x+1])]++
+		}
+	}
+	n := w*h - hist[0] // the non-zero pixels, as percentiles counts them
+	hist[0] = 0
+	lo, hi := histPercentiles(hist, n, 0.005, 0.995)
+	scale := 255 / math.Max(hi-lo, 1e-9)
+	lut := new([65536]uint8)
+	for v := range lut {
+		lut[v] = stretched(float64(v), lo, scale)
+	}
+	out := image.NewGray(image.Rect(0, 0, w, h))
+	for y := range h {
+		off := img.PixOffset(b.Min.X, b.Min.Y+y)
+		pix := img.Pix[off : off+2*w]
+		row := out.Pix[y*out.Stride : y*out.Stride+w]
+		for x := range row {
+			row[x] = lut[uint16(pix[2*x])<<8|uint16(pix[2*x+1])]
+		}
+	}
+	return out
+}
+
 // percentiles returns the p and q quantiles of the non-zero values of v (of
 // all values when none is non-zero), on a 16-bit histogram.
 func percentiles(v []float64, p, q float64) (lo, hi float64) {
-	var hist [65536]int
+	hist := new([65536]int)
 	n := 0
 	for _, x := range v {
 		k := int(x + 0.5)
@@ -168,6 +201,12 @@ func percentiles(v []float64, p, q float64) (lo, hi float64) {
 		hist[min(k, 65535)]++
 		n++
 	}
+	return histPercentiles(hist, n, p, q)
+}
+
+// histPercentiles returns the p and q quantiles of the n values counted in
+// hist (0 and 1 when n is 0).
+func histPercentiles(hist *[65536]int, n int, p, q float64) (lo, hi float64) {
 	if n == 0 {
 		return 0, 1
 	}

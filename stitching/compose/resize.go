@@ -146,22 +146,38 @@ func parallelRange(n int, f func(lo, hi int)) {
 	wg.Wait()
 }
 
+// alphaWeights are a pass's weights scaled by an opaque source's alpha
+// (255), as imaging scales them, and the inverse of each output pixel's
+// alpha sum (the same for every row or column).
+func alphaWeights(weights [][]resizeWeight) (aw [][]resizeWeight, inv []float64) {
+	aw, inv = make([][]resizeWeight, len(weights)), make([]float64, len(weights))
+	for x, ws := range weights {
+		var a float64
+		aw[x] = make([]resizeWeight, len(ws))
+		for i, w := range ws {
+			aw[x][i] = resizeWeight{index: w.index, weight: float64(uint8(0xff)) * w.weight}
+			a += aw[x][i].weight
+		}
+		inv[x] = 1 / a
+	}
+	return aw, inv
+}
+
 // resizeRows is imaging's horizontal pass on an opaque gray image.
 func resizeRows(img *image.Gray, weights [][]resizeWeight) *image.Gray {
 	sh := img.Rect.Dy()
+	aw, inv := alphaWeights(weights)
 	dst := image.NewGray(image.Rect(0, 0, len(weights), sh))
 	parallelRange(sh, func(y0, y1 int) {
 		for y := y0; y < y1; y++ {
 			src := img.Pix[y*img.Stride:]
 			row := dst.Pix[y*dst.Stride : y*dst.Stride+len(weights)]
-			for x, ws := range weights {
-				var r, a float64
+			for x, ws := range aw {
+				var r float64
 				for _, w := range ws {
-					aw := float64(uint8(0xff)) * w.weight
-					r += float64(src[w.index]) * aw
-					a += aw
+					r += float64(src[w.index]) * w.weight
 				}
-				row[x] = clamp8(r * (1 / a))
+				row[x] = clamp8(r * inv[x])
 			}
 		}
 	})
@@ -172,24 +188,21 @@ func resizeRows(img *image.Gray, weights [][]resizeWeight) *image.Gray {
 // row by row: each output pixel's sum still takes its weights in order.
 func resizeColumns(img *image.Gray, weights [][]resizeWeight) *image.Gray {
 	sw := img.Rect.Dx()
+	aw, inv := alphaWeights(weights)
 	dst := image.NewGray(image.Rect(0, 0, sw, len(weights)))
 	parallelRange(len(weights), func(y0, y1 int) {
 		r := make([]float64, sw)
 		for y := y0; y < y1; y++ {
 			clear(r)
-			var a float64
-			for _, w := range weights[y] {
-				aw := float64(uint8(0xff)) * w.weight
+			for _, w := range aw[y] {
 				src := img.Pix[w.index*img.Stride : w.index*img.Stride+sw]
 				for x, s := range src {
-					r[x] += float64(s) * aw
+					r[x] += float64(s) * w.weight
 				}
-				a += aw
 			}
-			inv := 1 / a
 			row := dst.Pix[y*dst.Stride : y*dst.Stride+sw]
 			for x := range row {
-				row[x] = clamp8(r[x] * inv)
+				row[x] = clamp8(r[x] * inv[y])
 			}
 		}
 	})

@@ -146,3 +146,18 @@ func BenchmarkPreviewResize(b *testing.B) {
 	b.ReportMetric(float64(gray.Microseconds())/1000/float64(b.N), "gray-ms")
 	b.ReportMetric(float64(ref.Microseconds())/1000/float64(b.N), "imaging-ms")
 }
+
+// BenchmarkPreview is Preview of the 2339 x 1325 pyramid level a 6 x 8
+// grid's out-of-core mosaic previews from (a box factor of 1).
+//
+//	go test -run '^$' -bench 'Preview$' -benchtime 10x ./stitching/compose
+func BenchmarkPreview(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 3))
+	img := image.NewGray16(image.Rect(0, 0, 2339, 1325))
+	for i := range img.Pix {
+		img.Pix[i] = byte(r.IntN(256))
+	}
+	for b.Loop() {
+		Preview(img, 2000)
+	}
+}
