@@ -177,6 +177,11 @@ func TestWatchEqualsOffline(t *testing.T) {
 				if !strings.Contains(r.stderr, "1 tile(s) changed after they arrived (img_r001_c001.tif): stitching the finished folder again") {
 					t.Errorf("no word of the tile acquired again:\n%s", r.stderr)
 				}
+				// The tiles the live registration handed over are not the
+				// folder's: the mosaic reads the files.
+				if strings.Contains(r.stdout, "as the live registration corrected them") {
+					t.Errorf("the mosaic took the tiles of a live registration stitched again:\n%s", r.stdout)
+				}
 				return
 			}
 			if !strings.Contains(r.stdout, "stitched live") || !strings.Contains(r.stderr, "watch: 48 of 48 tiles in, 82 of 82 pairs registered, 48 tiles placed") {
