@@ -95,6 +95,27 @@ func TestWatchEqualsOffline(t *testing.T) {
 	grid := generated(t, rows, cols, 4, nil)
 	random := gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{})
 	rand.New(rand.NewPCG(3, 3)).Shuffle(len(random), func(i, j int) { random[i], random[j] = random[j], random[i] })
+	// Out of order with the flat field known before the last tile: the
+	// interior tiles (its sample) in a random order, then the border's,
+	// the upper-left tile last. Until it comes the provisional mosaic's
+	// origin is another tile's corner, so its arrival moves every tile
+	// placed so far; the tiles kept for the mosaic do not depend on
+	// where they are placed, and the mosaic is still the offline one.
+	var interior, border []watchTile
+	for i, tl := range gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}) {
+		r, c := i/cols, i%cols
+		switch {
+		case i == 0:
+		case r == 0 || c == 0 || r == rows-1 || c == cols-1:
+			border = append(border, tl)
+		default:
+			interior = append(interior, tl)
+		}
+	}
+	shuffle := rand.New(rand.NewPCG(4, 4))
+	shuffle.Shuffle(len(interior), func(i, j int) { interior[i], interior[j] = interior[j], interior[i] })
+	shuffle.Shuffle(len(border), func(i, j int) { border[i], border[j] = border[j], border[i] })
+	cornerLast := append(append(interior, border...), gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{})[0])
 	snake := tileio.Layout{Numbering: tileio.HorizontalContinuous, Origin: tileio.UpperLeft}
 	// The microscope's flat field, from an earlier acquisition.
 	ffFile := filepath.Join(t.TempDir(), "flat.bin")
@@ -114,6 +135,7 @@ func TestWatchEqualsOffline(t *testing.T) {
 		{"snake", gridTiles(t, grid, rows, cols, "tile_{ppp}.tif", snake),
 			[]string{"-pattern", "tile_{ppp}.tif", "-numbering", "HORIZONTALCONTINUOUS"}, nil, nil, ""},
 		{"out-of-order", random, nil, nil, nil, ""},
+		{"corner-last", cornerLast, nil, nil, nil, ""},
 		{"halves", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{5: true, rows*cols - 1: true}, nil, ""},
 		{"halves-polling", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{0: true, 20: true}, []string{"-watch-poll", "20ms"}, ""},
 		{"no-flat-field", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field", "none"}, nil, nil, ""},
@@ -161,9 +183,16 @@ func TestWatchEqualsOffline(t *testing.T) {
 				code := runMain(ctx, wargs, &o, &e)
 				done <- result{code, o.String(), e.String()}
 			}()
-			if tc.retake == "" {
+			var before []tileio.GlobalPosition // corner-last: the provisional positions before the last tile
+			switch {
+			case tc.name == "corner-last":
+				n := len(tc.tiles)
+				acquire(t, watched, tc.tiles[:n-1], 5*time.Millisecond, nil)
+				before = waitPartial(t, filepath.Join(out, partialName(defNames)), n-1)
+				acquire(t, watched, tc.tiles[n-1:], 0, nil)
+			case tc.retake == "":
 				acquire(t, watched, tc.tiles, 5*time.Millisecond, tc.halves)
-			} else {
+			default:
 				acquire(t, watched, tc.tiles[:11], 5*time.Millisecond, nil)
 				acquire(t, watched, []watchTile{{tc.retake, tc.tiles[0].name}}, 0, nil)
 				acquire(t, watched, tc.tiles[11:], 5*time.Millisecond, nil)
@@ -173,6 +202,20 @@ func TestWatchEqualsOffline(t *testing.T) {
 				t.Fatalf("-watch: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 			}
 			sameOutputs(t, offline, out)
+			if before != nil {
+				// The premise: the last tile moved tiles placed before it.
+				final := readPositions(t, filepath.Join(out, defNames.global))
+				moved := 0
+				for _, p := range before {
+					if f := final[p.Row*cols+p.Col]; f.X != p.X || f.Y != p.Y {
+						moved++
+					}
+				}
+				if moved == 0 {
+					t.Errorf("the upper-left tile, last, moved none of the %d tiles placed before it", len(before))
+				}
+				t.Logf("the last tile moved %d of the %d tiles placed before it", moved, len(before))
+			}
 			if tc.retake != "" {
 				if !strings.Contains(r.stderr, "1 tile(s) changed after they arrived (img_r001_c001.tif): stitching the finished folder again") {
 					t.Errorf("no word of the tile acquired again:\n%s", r.stderr)
@@ -207,6 +250,39 @@ func TestWatchEqualsOffline(t *testing.T) {
 			noTemp(t, out)
 		})
 	}
+}
+
+// waitPartial waits for the provisional positions file at path to place
+// n tiles, and returns them.
+func waitPartial(t *testing.T, path string, n int) []tileio.GlobalPosition {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if data, err := os.ReadFile(path); err == nil {
+			if pos, err := tileio.ReadGlobalPositions(bytes.NewReader(data)); err == nil && len(pos) == n {
+				return pos
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not place %d tiles after 30 s", path, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readPositions reads a global positions file.
+func readPositions(t *testing.T, path string) []tileio.GlobalPosition {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pos, err := tileio.ReadGlobalPositions(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pos
 }
 
 // Tiles that stop coming end the run with an error naming the missing
