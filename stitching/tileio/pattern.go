@@ -28,10 +28,12 @@ import (
 type Pattern struct {
 	// First is the number of the first row, column and index.
 	First int
-	// Layout is how the position index of a sequential pattern runs over
-	// the grid (MIST's numbering pattern and grid origin). The zero value
-	// is row by row from the upper-left corner. Row-column patterns ignore
-	// it.
+	// Layout is the order in which the tiles were acquired (MIST's
+	// numbering pattern and grid origin): the position index of a
+	// sequential pattern runs over the grid in it; row-column names do not
+	// depend on it. A [TileSet] and a [Watcher] give it as their
+	// acquisition order ([AcquisitionOrder]). The zero value is row by row
+	// from the upper-left corner.
 	Layout Layout
 
 	src   string
