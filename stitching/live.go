@@ -114,11 +114,13 @@ func (e *IncompleteError) Unwrap() error { return e.Cause }
 //
 // The flat field (unless opt.NoFlatField) is estimated as Stitch does
 // (see [EstimateFlatField]), so the final registration starts only when
-// all of its sample tiles have arrived: on a grid of up to 64 tiles with
-// at least 16 interior tiles, a line of tiles before the end in any MIST
-// order (the samples are the interior tiles); on a smaller grid, the last
-// tile; on a larger grid acquired row by row, its middle (the samples lie
-// in the first half, row-major). Until then each pair is registered on
+// all of its sample tiles have arrived. They are chosen by the order in
+// which src says its tiles are acquired ([tileio.Acquisition]: a
+// [tileio.Watcher]'s pattern's Layout, or [tileio.WithAcquisition]): on a
+// grid of up to 64 tiles they are in once the last line of tiles starts
+// (unless fewer than 16 tiles precede it: then with the last tile); on
+// a larger grid, by its middle. Tiles that come in another order than
+// that may hold the samples back longer. Until then each pair is registered on
 // uncorrected tiles, for the provisional positions only (see
 // [LiveState]), and again with the flat field once it is known (when
 // that is at the last tile, by Stitch on the finished grid). A flat
@@ -300,7 +302,7 @@ func newLive(src tileio.TileSource, opt align.Options, gopt GraphOptions, lopt L
 	}
 	if !opt.NoFlatField {
 		// The tiles Stitch estimates the flat field from.
-		sample := flatFieldSample(rows, cols)
+		sample := flatFieldSample(rows, cols, tileio.Acquisition(src))
 		for _, i := range sample {
 			e.sample[i] = true
 		}

@@ -162,59 +162,78 @@ func TestStitchLiveMatchesStitch(t *testing.T) {
 
 // The pairs are registered as their tiles arrive once the flat field is
 // known: from the start without one, and with one estimated once its
-// sample tiles are in (on 6 x 8 tiles the interior, on 9 x 8 the first
-// half). Before the last tile, every pair without it is final and the
-// provisional positions place the tiles that have arrived; the Result is
-// Stitch's.
+// sample tiles are in (on 6 x 8 tiles, every tile but the last acquired
+// line: when that line starts, by rows from the upper left or by columns
+// from the lower right; on 9 x 8 the first half). Before the last line
+// (the last tile on 9 x 8), every pair of the tiles in is final and the
+// provisional positions place them; the Result is Stitch's.
 func TestStitchLiveRegistersBeforeTheLastTile(t *testing.T) {
 	cfg := synth.ConfigFor(synth.Realistic)
 	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 9, 8, 192, 144, 3
 	cfg48 := cfg
 	cfg48.Rows, cfg48.Cols = 6, 8
+	g48 := synthGrid(t, cfg48)
+	byCols := tileio.Layout{Numbering: tileio.VerticalContinuous, Origin: tileio.LowerRight}
 	for _, tc := range []struct {
-		name string
-		g    *testGrid
-		opt  align.Options
+		name   string
+		g      *testGrid
+		opt    align.Options
+		order  tileio.Layout
+		before int // the tiles in when every pair between them is final
 	}{
-		{"no flat field", smallSynth(t, 3, 4, 5), align.Options{NoFlatField: true}},
-		{"72 tiles", synthGrid(t, cfg), align.Options{}},
-		{"48 tiles", synthGrid(t, cfg48), align.Options{}},
+		{"no flat field", smallSynth(t, 3, 4, 5), align.Options{NoFlatField: true}, tileio.Layout{}, 11},
+		{"72 tiles", synthGrid(t, cfg), align.Options{}, tileio.Layout{}, 71},
+		{"48 tiles", g48, align.Options{}, tileio.Layout{}, 48 - 8},
+		{"48 tiles by columns from the lower right", g48, align.Options{}, byCols, 48 - 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.g
-			src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
-			order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+			arriving := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
+			src := tileio.WithAcquisition(arriving, tc.order)
+			order := acquisitionOrder(g.rows, g.cols, tc.order)
 			states := make(chan LiveState, 1000)
 			ch, done := goLive(src, tc.opt, GraphOptions{Workers: 2},
 				LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = slices.Clone(s.Positions); states <- s }})
-			n := len(order)
-			for _, a := range order[:n-1] {
-				src.arrive(a.Row, a.Col)
+			n, k := len(order), tc.before
+			in := map[tileio.Arrival]bool{}
+			for _, a := range order[:k] {
+				arriving.arrive(a.Row, a.Col)
 				ch <- a
+				in[a] = true
 			}
-			// The last tile (bottom right) has 2 pairs; the others are final.
-			wantPairs := len(align.Pairs(g.rows, g.cols)) - 2
+			// The pairs between the tiles in are final.
+			wantPairs := 0
+			for _, p := range align.Pairs(g.rows, g.cols) {
+				other := tileio.Arrival{Row: p.Row - 1, Col: p.Col}
+				if p.Dir == align.West {
+					other = tileio.Arrival{Row: p.Row, Col: p.Col - 1}
+				}
+				if in[tileio.Arrival{Row: p.Row, Col: p.Col}] && in[other] {
+					wantPairs++
+				}
+			}
 			timeout := time.After(60 * time.Second)
 			for s := (LiveState{}); s.Registered < wantPairs; {
 				select {
 				case s = <-states:
-					if s.Registered == wantPairs && (s.Placed != n-1 || s.Arrived != n-1 || s.FlatFieldArrived != s.FlatFieldTiles) {
-						t.Errorf("before the last tile: %d placed, %d arrived, %d of %d flat-field samples; want %d, %d and all",
-							s.Placed, s.Arrived, s.FlatFieldArrived, s.FlatFieldTiles, n-1, n-1)
+					if s.Registered == wantPairs && (s.Placed != k || s.Arrived != k || s.FlatFieldArrived != s.FlatFieldTiles) {
+						t.Errorf("with %d of %d tiles in: %d placed, %d arrived, %d of %d flat-field samples; want %d, %d and all",
+							k, n, s.Placed, s.Arrived, s.FlatFieldArrived, s.FlatFieldTiles, k, k)
 					}
 				case <-timeout:
-					t.Fatalf("before the last tile: %d of %d pairs registered", s.Registered, wantPairs)
+					t.Fatalf("with %d of %d tiles in: %d of %d pairs registered", k, n, s.Registered, wantPairs)
 				}
 			}
-			last := order[n-1]
-			src.arrive(last.Row, last.Col)
-			ch <- last
+			for _, a := range order[k:] {
+				arriving.arrive(a.Row, a.Col)
+				ch <- a
+			}
 			close(ch)
 			o := <-done
 			if o.err != nil {
 				t.Fatal(o.err)
 			}
-			want, err := Stitch(context.Background(), g.source(t), tc.opt, GraphOptions{Workers: 2})
+			want, err := Stitch(context.Background(), tileio.WithAcquisition(g.source(t), tc.order), tc.opt, GraphOptions{Workers: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -280,79 +299,119 @@ func TestStitchLiveIncomplete(t *testing.T) {
 	}
 }
 
-// The flat field of a grid of up to 64 tiles is estimated from its
-// interior tiles (when there are at least 16), which every MIST
-// acquisition order has acquired a line of tiles before its end; that of
-// a larger grid from tiles of its first half (row-major), so that a live
-// stitch of a row-wise acquisition registers the final pairs of the first
-// half before the second half arrives.
+// The flat field of a grid of up to 64 tiles is estimated from every
+// tile but those of the line its acquisition ends with (in each of MIST's
+// 16 orders: the bottom or top row, the right or left column), or every
+// tile when fewer than 16 remain; that of a larger grid from 64 tiles
+// spread over the first half of its acquisition.
 func TestFlatFieldSample(t *testing.T) {
-	for _, g := range [][2]int{{1, 1}, {1, 2}, {2, 30}, {4, 4}, {5, 5}, {3, 18}, {4, 10}, {6, 6}, {6, 8}, {8, 8}, {5, 13}, {10, 10}, {8, 16}, {16, 8}, {43, 3}, {42, 59}} {
+	for _, g := range [][2]int{{1, 1}, {1, 2}, {1, 30}, {2, 30}, {30, 2}, {4, 4}, {4, 5}, {5, 4}, {5, 5}, {3, 18}, {4, 10}, {6, 6}, {6, 8}, {8, 6}, {8, 8}, {5, 13}, {10, 10}, {8, 16}, {16, 8}, {43, 3}, {42, 59}} {
 		rows, cols := g[0], g[1]
 		n := rows * cols
-		s := flatFieldSample(rows, cols)
-		interior := (rows - 2) * (cols - 2)
-		for j, i := range s {
-			if i < 0 || i >= n || (j > 0 && i <= s[j-1]) {
-				t.Fatalf("%dx%d: sample %v not ascending within the grid", rows, cols, s)
-			}
-		}
-		switch {
-		case n <= flatFieldTiles && (rows < 3 || cols < 3 || interior < flatFieldInterior):
-			if len(s) != n {
-				t.Errorf("%dx%d: %d sample tiles, want every tile", rows, cols, len(s))
-			}
-		case n <= flatFieldTiles:
-			if len(s) != interior {
-				t.Errorf("%dx%d: %d sample tiles, want the %d interior ones", rows, cols, len(s), interior)
-			}
-			for _, i := range s {
-				if r, c := i/cols, i%cols; r == 0 || c == 0 || r == rows-1 || c == cols-1 {
-					t.Fatalf("%dx%d: sample tile (%d, %d) on the border", rows, cols, r, c)
+		for num := range 4 {
+			for org := range 4 {
+				l := tileio.Layout{Numbering: tileio.Numbering(num), Origin: tileio.Origin(org)}
+				name := fmt.Sprintf("%dx%d, %v from %v", rows, cols, l.Numbering, l.Origin)
+				s := flatFieldSample(rows, cols, l)
+				in := make([]bool, n)
+				for j, i := range s {
+					if i < 0 || i >= n || (j > 0 && i <= s[j-1]) {
+						t.Fatalf("%s: sample %v not ascending within the grid", name, s)
+					}
+					in[i] = true
 				}
-			}
-			// In every MIST order, the samples are in a line of tiles
-			// before the last.
-			for num := range 4 {
-				for org := range 4 {
-					l := tileio.Layout{Numbering: tileio.Numbering(num), Origin: tileio.Origin(org)}
+				byRows := l.Numbering == tileio.HorizontalCombing || l.Numbering == tileio.HorizontalContinuous
+				// The line the acquisition ends with: the row or column
+				// farthest from the origin.
+				lastRow, lastCol := rows-1, cols-1
+				if l.Origin == tileio.LowerLeft || l.Origin == tileio.LowerRight {
+					lastRow = 0
+				}
+				if l.Origin == tileio.UpperRight || l.Origin == tileio.LowerRight {
+					lastCol = 0
+				}
+				line := cols
+				if !byRows {
+					line = rows
+				}
+				switch {
+				case n <= flatFieldTiles && n-line < flatFieldMinSample:
+					if len(s) != n {
+						t.Errorf("%s: %d sample tiles, want every tile", name, len(s))
+					}
+				case n <= flatFieldTiles:
+					for r := range rows {
+						for c := range cols {
+							if last := (byRows && r == lastRow) || (!byRows && c == lastCol); in[r*cols+c] == last {
+								t.Fatalf("%s: tile (%d, %d) in the sample %v, of the last line %v", name, r, c, in[r*cols+c], last)
+							}
+						}
+					}
+					// Every sample has come when the last line starts.
 					last := 0
 					for _, i := range s {
 						last = max(last, l.Index(i/cols, i%cols, rows, cols))
 					}
-					if n-1-last < min(rows, cols) {
-						t.Errorf("%dx%d, %v from %v: the last sample tile is number %d of %d", rows, cols, l.Numbering, l.Origin, last, n)
+					if last != n-line-1 {
+						t.Errorf("%s: the last sample tile is number %d of %d, want %d", name, last, n, n-line-1)
+					}
+				default:
+					span := max(flatFieldTiles, (n+1)/2)
+					if len(s) != flatFieldTiles {
+						t.Errorf("%s: %d sample tiles, want %d", name, len(s), flatFieldTiles)
+					}
+					// In the first half of the acquisition, spread over it:
+					// the last sample lies in its last 64th.
+					last := 0
+					for _, i := range s {
+						last = max(last, l.Index(i/cols, i%cols, rows, cols))
+					}
+					if last >= span || span-last > span/len(s)+1 {
+						t.Errorf("%s: the last sample tile is number %d: not spread over the first %d", name, last, span)
+					}
+					if l == (tileio.Layout{}) {
+						// Row by row from the upper left, as before the
+						// order was known: tiles j*span/64, row-major.
+						for j, i := range s {
+							if i != j*span/len(s) {
+								t.Fatalf("%s: sample %v, want tile %d at %d", name, s, j*span/len(s), j)
+							}
+						}
 					}
 				}
-			}
-		default:
-			span := max(flatFieldTiles, (n+1)/2)
-			if len(s) != flatFieldTiles {
-				t.Errorf("%dx%d: %d sample tiles, want %d", rows, cols, len(s), flatFieldTiles)
-			}
-			if s[len(s)-1] >= span {
-				t.Errorf("%dx%d: sample tile %d beyond the first %d", rows, cols, s[len(s)-1], span)
-			}
-			// Spread: the last sample lies in the last 64th of the span.
-			if last := s[len(s)-1]; span-last > span/len(s)+1 {
-				t.Errorf("%dx%d: the last sample tile is %d of %d: not spread over the span", rows, cols, last, span)
 			}
 		}
 	}
 }
 
+// The flat field of a grid of more than 64 tiles is estimated from 64
+// tiles of the first half of its acquisition, so that a live stitch
+// registers the final pairs of that half while the second half arrives:
+// here acquired column by column from the upper right (row by row from
+// the upper left, the 72 tiles of TestStitchLiveRegistersBeforeTheLastTile
+// have their samples in the first 64).
 func TestStitchLiveFlatFieldByMidPlate(t *testing.T) {
 	cfg := synth.ConfigFor(synth.Realistic)
 	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 12, 11, 192, 144, 5
 	g := synthGrid(t, cfg)
-	src := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
-	order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+	layout := tileio.Layout{Numbering: tileio.VerticalCombing, Origin: tileio.UpperRight}
+	arriving := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
+	src := tileio.WithAcquisition(arriving, layout)
+	order := acquisitionOrder(g.rows, g.cols, layout)
 	n := len(order)
 	half := (n + 1) / 2
 	// The pairs whose two tiles are among the first half.
+	first := map[tileio.Arrival]bool{}
+	for _, a := range order[:half] {
+		first[a] = true
+	}
 	wantPairs := 0
 	for _, p := range align.Pairs(g.rows, g.cols) {
-		if p.Row*g.cols+p.Col < half {
+		other := tileio.Arrival{Row: p.Row - 1, Col: p.Col}
+		if p.Dir == align.West {
+			other = tileio.Arrival{Row: p.Row, Col: p.Col - 1}
+		}
+		if first[tileio.Arrival{Row: p.Row, Col: p.Col}] && first[other] {
 			wantPairs++
 		}
 	}
@@ -360,7 +419,7 @@ func TestStitchLiveFlatFieldByMidPlate(t *testing.T) {
 	ch, done := goLive(src, align.Options{}, GraphOptions{Workers: 2},
 		LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = nil; states <- s }})
 	for _, a := range order[:half] {
-		src.arrive(a.Row, a.Col)
+		arriving.arrive(a.Row, a.Col)
 		ch <- a
 	}
 	timeout := time.After(60 * time.Second)
@@ -375,7 +434,7 @@ func TestStitchLiveFlatFieldByMidPlate(t *testing.T) {
 		}
 	}
 	for _, a := range order[half:] {
-		src.arrive(a.Row, a.Col)
+		arriving.arrive(a.Row, a.Col)
 		ch <- a
 	}
 	close(ch)
@@ -383,7 +442,7 @@ func TestStitchLiveFlatFieldByMidPlate(t *testing.T) {
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
-	want, err := Stitch(context.Background(), g.source(t), align.Options{}, GraphOptions{Workers: 2})
+	want, err := Stitch(context.Background(), tileio.WithAcquisition(g.source(t), layout), align.Options{}, GraphOptions{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

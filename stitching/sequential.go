@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/gohtgs/htgs/internal/prefetch"
@@ -161,7 +162,7 @@ func (w walker) prevLine(r, c int) align.Pair {
 
 // Sequential stitches the grid of src on the calling goroutine: unless
 // opt.NoFlatField is set it first estimates the flat field from up to 64
-// tiles spread over the grid ([align.EstimateFlatField]) and corrects
+// sample tiles (the ones [EstimateFlatField] takes) and corrects
 // every tile with it; then it loads every tile, computes its FFT, computes
 // the translation of every west and north pair with PCIAM+CCF
 // ([align.Aligner.Align]), then runs [Optimize]. It is the baseline and
@@ -235,7 +236,7 @@ func beginWith(ctx context.Context, src tileio.TileSource, opt align.Options, wo
 		ff := known
 		if ff == nil {
 			var err error
-			if ff, err = estimateFlatFieldWorkers(ctx, src, flatFieldSample(rows, cols), workers); err != nil {
+			if ff, err = estimateFlatFieldWorkers(ctx, src, flatFieldSample(rows, cols, tileio.Acquisition(src)), workers); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -248,66 +249,77 @@ func beginWith(ctx context.Context, src tileio.TileSource, opt align.Options, wo
 }
 
 // flatFieldTiles is the number of tiles Sequential and Stitch estimate the
-// flat field of a large grid from; flatFieldInterior is the fewest
-// interior tiles a grid of up to flatFieldTiles tiles estimates it from
-// (with fewer it takes every tile).
+// flat field of a large grid from; flatFieldMinSample is the fewest tiles
+// a grid of up to flatFieldTiles tiles estimates it from once its last
+// acquired line is left out (with fewer it takes every tile).
 const (
-	flatFieldTiles    = 64
-	flatFieldInterior = 16
+	flatFieldTiles     = 64
+	flatFieldMinSample = 16
 )
 
 // flatFieldSample returns the tiles (row-major indices, ascending) that
 // Sequential, Stitch and StitchLive estimate the flat field of a grid of
-// rows x cols tiles from, chosen so that a live stitch has them all well
-// before the last tile and registers the final pairs while the rest
-// arrives:
-//   - a grid of up to 64 tiles: its interior tiles (every tile but the
-//     first and last rows and columns) when there are at least 16 of them.
-//     Whatever MIST's numbering and origin (rows or columns, combing or
-//     snake, from any corner), the acquisition ends along a border line,
-//     so the interior is in one line of tiles before the end; on 6 x 8
-//     tiles that is 8 to 10 tiles before the last. Smaller grids (fewer
-//     interior tiles) take every tile, and their registration waits for
-//     the last one.
-//   - a larger grid: 64 tiles spread evenly over its first half in
-//     row-major order (its first 64 tiles when that half is smaller). A
-//     microscope acquiring row by row (combing or snake) has then acquired
-//     every sample by mid-plate.
-func flatFieldSample(rows, cols int) []int {
+// rows x cols tiles acquired in the order l from, chosen so that a live
+// stitch has them all before the last tile and registers the final pairs
+// while the rest arrives:
+//   - a grid of up to 64 tiles: every tile but those of the line the
+//     acquisition ends with ([tileio.Layout.LastLine]: the last row of a
+//     numbering by rows, the last column of one by columns, combing or
+//     snake, as the origin makes them last), when at least 16 tiles
+//     remain; on 6 x 8 tiles acquired by rows, 40 samples, all in 8 tiles
+//     before the last. A grid with fewer (a single line, 4 x 4) takes
+//     every tile, and its registration waits for the last one.
+//   - a larger grid: 64 tiles spread evenly over the first half of its
+//     acquisition (its first 64 tiles when that half is smaller), which
+//     a live stitch has by mid-plate.
+func flatFieldSample(rows, cols int, l tileio.Layout) []int {
 	n := rows * cols
 	if n <= flatFieldTiles {
-		if (rows-2)*(cols-2) < flatFieldInterior || rows < 3 || cols < 3 {
-			idx := make([]int, n)
-			for i := range idx {
-				idx[i] = i
+		idx := make([]int, 0, n)
+		for r := range rows {
+			for c := range cols {
+				if !l.LastLine(r, c, rows, cols) {
+					idx = append(idx, r*cols+c)
+				}
 			}
-			return idx
 		}
-		idx := make([]int, 0, (rows-2)*(cols-2))
-		for r := 1; r < rows-1; r++ {
-			for c := 1; c < cols-1; c++ {
-				idx = append(idx, r*cols+c)
+		if len(idx) < flatFieldMinSample {
+			idx = idx[:0]
+			for i := range n {
+				idx = append(idx, i)
 			}
 		}
 		return idx
+	}
+	// The tiles in acquisition order.
+	acq := make([]int, n)
+	for r := range rows {
+		for c := range cols {
+			acq[l.Index(r, c, rows, cols)] = r*cols + c
+		}
 	}
 	span := max(flatFieldTiles, (n+1)/2)
 	k := min(span, flatFieldTiles)
 	idx := make([]int, k)
 	for j := range idx {
-		idx[j] = j * span / k
+		idx[j] = acq[j*span/k]
 	}
+	slices.Sort(idx)
 	return idx
 }
 
 // EstimateFlatField estimates the flat field of src as Stitch and
-// Sequential do (unless [align.Options].NoFlatField): with
-// [align.EstimateFlatField] from every tile of a grid of up to 64 tiles,
-// and from 64 tiles spread evenly over the first half of a larger grid in
-// row-major order (the first rows). The tiles are loaded ahead and fitted
-// on up to 8 goroutines; the result does not depend on their number.
+// Sequential do (unless [align.Options].NoFlatField), with
+// [align.EstimateFlatField] from sample tiles chosen by the order in which
+// they were acquired ([tileio.Acquisition]; row by row from the
+// upper-left corner unless src says otherwise): on a grid of up to 64
+// tiles, every tile but those of the last acquired line (every tile when
+// fewer than 16 remain); on a larger grid, 64 tiles spread evenly over
+// the first half of the acquisition. The tiles are loaded ahead and
+// fitted on up to 8 goroutines; the result does not depend on their
+// number.
 func EstimateFlatField(ctx context.Context, src tileio.TileSource) (*align.FlatField, error) {
-	return estimateFlatFieldWorkers(ctx, src, flatFieldSample(src.Rows(), src.Cols()), min(8, runtime.GOMAXPROCS(0)))
+	return estimateFlatFieldWorkers(ctx, src, flatFieldSample(src.Rows(), src.Cols(), tileio.Acquisition(src)), min(8, runtime.GOMAXPROCS(0)))
 }
 
 // estimateFlatFieldWorkers estimates the flat field of src from the tiles

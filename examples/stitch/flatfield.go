@@ -22,7 +22,7 @@ const (
 )
 
 func addFlatFieldFlags(fs *flag.FlagSet, c *config) {
-	fs.StringVar(&c.flatField, "flat-field", flatEstimate, "illumination correction: estimate (from every tile of a grid of up to 64, else from 64 spread over its first half, row-major: -watch then registers the final pairs from mid-plate on), none (as MIST), or a FILE written by -save-flat-field (the microscope's flat field, known before the acquisition: -watch then registers the final pairs as the tiles arrive)")
+	fs.StringVar(&c.flatField, "flat-field", flatEstimate, "illumination correction: estimate (on a grid of up to 64 tiles from every tile but the last line acquired, per -numbering and -origin, else from 64 spread over the first half of the acquisition: -watch then registers the final pairs from the last line, or mid-plate, on), none (as MIST), or a FILE written by -save-flat-field (the microscope's flat field, known before the acquisition: -watch then registers the final pairs as the tiles arrive)")
 	fs.StringVar(&c.saveFlatField, "save-flat-field", "", "write the flat field the run used into this `file`, for -flat-field FILE")
 }
 

@@ -23,8 +23,8 @@ import (
 // closed to the end of stitch -watch (every output written), against the
 // time of stitch on the finished folder, the two runs interleaved. The
 // tiles come one per -watch.pace (100 ms). Variants: the flat field
-// estimated (the default: from the interior tiles on this grid, all in
-// 8 tiles before the last), given (-flat-field
+// estimated (the default: on this grid from every tile but the last row,
+// all in when the last row starts), given (-flat-field
 // FILE) or none, with and without the mosaic. Metrics: offline-ms,
 // delay-ms, delay-% (delay over offline), result-ms (the part of the
 // delay until the Result, before the outputs and the mosaic) and load1 (the machine's load

@@ -96,8 +96,11 @@ func TestWatchEqualsOffline(t *testing.T) {
 	random := gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{})
 	rand.New(rand.NewPCG(3, 3)).Shuffle(len(random), func(i, j int) { random[i], random[j] = random[j], random[i] })
 	// Out of order with the flat field known before the last tile: the
-	// interior tiles (its sample) in a random order, then the border's,
-	// the upper-left tile last. Until it comes the provisional mosaic's
+	// interior tiles in a random order, then the border's, the upper-left
+	// tile last. The grid is acquired by rows from the lower right
+	// (-origin LR), so its last line is the top row, which the flat
+	// field's sample leaves out, and the upper-left tile is the last one
+	// of the acquisition too. Until it comes the provisional mosaic's
 	// origin is another tile's corner, so its arrival moves every tile
 	// placed so far; the tiles kept for the mosaic do not depend on
 	// where they are placed, and the mosaic is still the offline one.
@@ -134,8 +137,12 @@ func TestWatchEqualsOffline(t *testing.T) {
 		{"rows", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, nil, nil, ""},
 		{"snake", gridTiles(t, grid, rows, cols, "tile_{ppp}.tif", snake),
 			[]string{"-pattern", "tile_{ppp}.tif", "-numbering", "HORIZONTALCONTINUOUS"}, nil, nil, ""},
+		// Named by row and column, acquired by columns from the lower
+		// right: the flat field's sample leaves out the left column.
+		{"columns", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{Numbering: tileio.VerticalContinuous, Origin: tileio.LowerRight}),
+			[]string{"-numbering", "VERTICALCONTINUOUS", "-origin", "LR"}, nil, nil, ""},
 		{"out-of-order", random, nil, nil, nil, ""},
-		{"corner-last", cornerLast, nil, nil, nil, ""},
+		{"corner-last", cornerLast, []string{"-origin", "LR"}, nil, nil, ""},
 		{"halves", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{5: true, rows*cols - 1: true}, nil, ""},
 		{"halves-polling", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), nil, map[int]bool{0: true, 20: true}, []string{"-watch-poll", "20ms"}, ""},
 		{"no-flat-field", gridTiles(t, grid, rows, cols, "img_r{rrr}_c{ccc}.tif", tileio.Layout{}), []string{"-flat-field", "none"}, nil, nil, ""},
