@@ -5,7 +5,10 @@
 //
 //   - [TileSource] is how package stitching reads a grid; [TileSet] (tile
 //     files in a directory, named by a [Pattern]: see [ParsePattern] and
-//     [OpenTileSet]) and [MemoryTiles] implement it;
+//     [OpenTileSet]) and [MemoryTiles] implement it; a [Pattern]'s Layout
+//     is the order the tiles are acquired in (MIST's numbering and origin),
+//     which a TileSet reports ([Acquisition]; [WithAcquisition] gives it to
+//     any source) and which decides the flat field's sample tiles;
 //   - [LoadTile] and [DecodeTile] read one 8- or 16-bit grayscale TIFF or
 //     PNG tile. They and OpenTileSet check the header before decoding any
 //     pixel: a tile claiming more than [DefaultMaxTilePixels] pixels (or
