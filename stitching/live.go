@@ -119,8 +119,8 @@ func (e *IncompleteError) Unwrap() error { return e.Cause }
 // [tileio.Watcher]'s pattern's Layout, or [tileio.WithAcquisition]): on a
 // grid of up to 64 tiles they are in once the last line of tiles starts
 // (unless fewer than 16 tiles precede it: then with the last tile); on
-// a larger grid, by its middle. Tiles that come in another order than
-// that may hold the samples back longer. Until then each pair is registered on
+// a larger grid, by its middle. Tiles that come in another order may
+// hold the samples back longer. Until then each pair is registered on
 // uncorrected tiles, for the provisional positions only (see
 // [LiveState]), and again with the flat field once it is known (when
 // that is at the last tile, by Stitch on the finished grid). A flat
