@@ -130,7 +130,6 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 	if c.mosaic {
 		previewPath = filepath.Join(c.out, partialPreviewName(names))
 	}
-	var preview *mosaic.LivePreview
 	timeout := ""
 	if c.watchTimeout > 0 {
 		timeout = fmt.Sprintf("; ending if no tile comes for %v", c.watchTimeout)
@@ -140,93 +139,18 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 	// The arrivals pass through here, timed, and stop after -watch-timeout
 	// without one.
 	arrivals := make(chan tileio.Arrival)
-	var (
-		mu       sync.Mutex
-		last     time.Time
-		timedOut bool
-		fwd      sync.WaitGroup
-	)
-	fwd.Add(1)
+	fwd := &arrivalForwarder{timeout: c.watchTimeout}
+	var fwdDone sync.WaitGroup
+	fwdDone.Add(1)
 	go func() {
-		defer fwd.Done()
-		defer close(arrivals)
-		var expire <-chan time.Time
-		var timer *time.Timer
-		if c.watchTimeout > 0 {
-			timer = time.NewTimer(c.watchTimeout)
-			defer timer.Stop()
-			expire = timer.C
-		}
-		for {
-			select {
-			case a, ok := <-w.Arrivals():
-				if !ok {
-					return
-				}
-				mu.Lock()
-				last = time.Now()
-				mu.Unlock()
-				select {
-				case arrivals <- a:
-				case <-wctx.Done():
-					return
-				}
-				if timer != nil {
-					timer.Reset(c.watchTimeout)
-				}
-			case <-expire:
-				mu.Lock()
-				timedOut = true
-				mu.Unlock()
-				return
-			case <-wctx.Done():
-				return
-			}
-		}
+		defer fwdDone.Done()
+		fwd.run(wctx, w.Arrivals(), arrivals)
 	}()
-	defer fwd.Wait()
+	defer fwdDone.Wait()
 	defer stopWatch() // before the wait: the forwarder ends
 
-	var (
-		placed    int
-		lastPrint time.Time
-		lastLine  string
-		writeErr  error
-		lastImg   []byte // the latest preview's PNG, for the live view
-	)
-	lopt := stitching.LiveOptions{Every: progressEvery, Update: func(s stitching.LiveState) {
-		placed = len(s.Positions)
-		if placed > 0 {
-			if err := outfile.WriteFile(partial, func(f io.Writer) error {
-				return tileio.WriteGlobalPositions(f, s.Positions)
-			}); err != nil && writeErr == nil {
-				writeErr = err
-				warn(stderr, "-watch: the provisional positions: %v", err)
-			}
-			if previewPath != "" && s.Arrived < s.Tiles {
-				tw, th := w.TileSize()
-				if preview == nil {
-					preview = mosaic.NewLivePreview(w, c.rows, c.cols, tw, th)
-				}
-				img, err := writeLivePreview(preview, previewPath, s.Positions, tw, th)
-				if err != nil && writeErr == nil {
-					writeErr = err
-					warn(stderr, "-watch: the provisional mosaic: %v", err)
-				}
-				if img != nil {
-					lastImg = img
-					live.Preview(img, watchLine(s))
-				}
-			} else if lastImg != nil && s.Arrived == s.Tiles {
-				live.Preview(lastImg, watchLine(s)+"; every tile is in: the final stitch runs")
-			}
-		}
-		line := watchLine(s)
-		if line != lastLine && (time.Since(lastPrint) >= progressEvery || s.Arrived == s.Tiles) {
-			fmt.Fprintln(stderr, line)
-			lastPrint, lastLine = time.Now(), line
-		}
-	}}
+	up := &watchUpdates{c: c, w: w, live: live, stderr: stderr, partial: partial, previewPath: previewPath}
+	lopt := stitching.LiveOptions{Every: progressEvery, Update: up.update}
 	var kept *keptTiles
 	if c.mosaic {
 		// The mosaic takes the tiles as the final registration corrected
@@ -249,9 +173,10 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 	}
 	res, err := stitching.StitchLive(wctx, src, arrivals, opt, gopt, lopt)
 	stopWatch()
-	fwd.Wait()
+	fwdDone.Wait()
+	last, timedOut := fwd.state()
 	if err != nil {
-		return watchError(ctx, c, w, err, timedOut, placed, partial, previewPath)
+		return watchError(ctx, c, w, err, timedOut, up.placed, partial, previewPath)
 	}
 	if c.givenFF != nil {
 		res.FlatField = c.givenFF // the tiles came corrected with it
@@ -270,6 +195,116 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 	}
 	fmt.Fprintf(stdout, "every tile in (the last at %s); stitched %v after it\n", last.Format("15:04:05.000"), c.watched.after.Round(time.Millisecond))
 	return nil
+}
+
+// arrivalForwarder passes a watcher's arrivals on, noting when the last
+// one came, and stops after timeout (if positive) without one.
+type arrivalForwarder struct {
+	timeout  time.Duration
+	mu       sync.Mutex
+	last     time.Time
+	timedOut bool
+}
+
+// run forwards from in to out until in closes, ctx ends or the timeout
+// passes, then closes out.
+func (f *arrivalForwarder) run(ctx context.Context, in <-chan tileio.Arrival, out chan<- tileio.Arrival) {
+	defer close(out)
+	var expire <-chan time.Time
+	var timer *time.Timer
+	if f.timeout > 0 {
+		timer = time.NewTimer(f.timeout)
+		defer timer.Stop()
+		expire = timer.C
+	}
+	for {
+		select {
+		case a, ok := <-in:
+			if !ok {
+				return
+			}
+			f.mu.Lock()
+			f.last = time.Now()
+			f.mu.Unlock()
+			select {
+			case out <- a:
+			case <-ctx.Done():
+				return
+			}
+			if timer != nil {
+				timer.Reset(f.timeout)
+			}
+		case <-expire:
+			f.mu.Lock()
+			f.timedOut = true
+			f.mu.Unlock()
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// state returns when the last arrival came and whether the timeout ended
+// the forwarding.
+func (f *arrivalForwarder) state() (last time.Time, timedOut bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last, f.timedOut
+}
+
+// watchUpdates takes StitchLive's updates for -watch: it keeps the
+// provisional positions file and the live preview, and prints the progress
+// lines.
+type watchUpdates struct {
+	c           *config
+	w           *tileio.Watcher
+	live        *cli.Live
+	stderr      io.Writer
+	partial     string // the provisional positions file
+	previewPath string // the provisional mosaic's preview, "" without a mosaic
+
+	placed    int
+	preview   *mosaic.LivePreview
+	lastPrint time.Time
+	lastLine  string
+	writeErr  error
+	lastImg   []byte // the latest preview's PNG, for the live view
+}
+
+// update takes one LiveState.
+func (u *watchUpdates) update(s stitching.LiveState) {
+	u.placed = len(s.Positions)
+	if u.placed > 0 {
+		if err := outfile.WriteFile(u.partial, func(f io.Writer) error {
+			return tileio.WriteGlobalPositions(f, s.Positions)
+		}); err != nil && u.writeErr == nil {
+			u.writeErr = err
+			warn(u.stderr, "-watch: the provisional positions: %v", err)
+		}
+		if u.previewPath != "" && s.Arrived < s.Tiles {
+			tw, th := u.w.TileSize()
+			if u.preview == nil {
+				u.preview = mosaic.NewLivePreview(u.w, u.c.rows, u.c.cols, tw, th)
+			}
+			img, err := writeLivePreview(u.preview, u.previewPath, s.Positions, tw, th)
+			if err != nil && u.writeErr == nil {
+				u.writeErr = err
+				warn(u.stderr, "-watch: the provisional mosaic: %v", err)
+			}
+			if img != nil {
+				u.lastImg = img
+				u.live.Preview(img, watchLine(s))
+			}
+		} else if u.lastImg != nil && s.Arrived == s.Tiles {
+			u.live.Preview(u.lastImg, watchLine(s)+"; every tile is in: the final stitch runs")
+		}
+	}
+	line := watchLine(s)
+	if line != u.lastLine && (time.Since(u.lastPrint) >= progressEvery || s.Arrived == s.Tiles) {
+		fmt.Fprintln(u.stderr, line)
+		u.lastPrint, u.lastLine = time.Now(), line
+	}
 }
 
 // watchLine is a progress line of -watch.
