@@ -1025,15 +1025,13 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	}
 	id := c.id + "-" + strconv.FormatUint(c.seq.Add(1), 36)
 	key := cloneKey(r.name, clone)
-	// The headers every input of r carries share their values' slices,
-	// which no one changes (Set replaces a slice).
-	hdr := nats.Header{hProto: r.hdr[0], hTask: r.hdr[1], hVersion: r.hdr[2], hCodec: r.hdr[3], hID: {id}}
-	var dc directCap
+	rc := &remoteCall[In, Out]{r: r, ctx: ctx, id: id, key: key, data: data}
 	if r.direct > 0 && len(data) <= min(r.direct, st.cfg.inlineLimit) {
-		dc = c.directFor(key)
+		rc.dc = c.directFor(key)
 	}
 
 	w := &waiter{ch: make(chan *nats.Msg, 1), nudge: make(chan struct{}, 1), at: at, task: key}
+	rc.w = w
 	if r.label != nil {
 		w.label = r.label(in)
 	}
@@ -1044,7 +1042,7 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		c.mu.Unlock()
 		return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
 	}
-	direct := c.inflight[key] < dc.threads
+	direct := c.inflight[key] < rc.dc.threads
 	if direct {
 		w.heard.Store(now.UnixNano())
 	}
@@ -1060,73 +1058,8 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		}
 		c.mu.Unlock()
 	}()
+	defer rc.deleteStoredInput()
 
-	// The work stream's message, made when the input goes there.
-	var msg *nats.Msg
-	streamMsg := func() (*nats.Msg, error) {
-		m := nats.NewMsg(st.n.work(key))
-		for k, v := range hdr {
-			m.Header[k] = v
-		}
-		m.Header.Set(hReply, st.n.result(c.id))
-		m.Data = data
-		if len(data) > st.cfg.inlineLimit {
-			ref := id + ".in"
-			if _, err := st.obj.PutBytes(ctx, ref, data); err != nil {
-				return nil, fmt.Errorf("cluster: task %q: store input: %w", r.name, err)
-			}
-			m.Header.Set(hRef, ref)
-			m.Data = nil
-		}
-		return m, nil
-	}
-	defer func() {
-		if msg != nil && msg.Header.Get(hRef) != "" {
-			_ = st.obj.Delete(context.WithoutCancel(ctx), msg.Header.Get(hRef))
-		}
-	}()
-	// A publish that fails (the server restarting, a lost connection) is
-	// retried with the same message ID: the stream stores the input once.
-	// Its acknowledgement is not waited for: only a failure wakes this
-	// Execute, and the input's sequence in the work stream is read from the
-	// acknowledgement when it is needed (to withdraw the input).
-	var (
-		ack      jetstream.PubAckFuture
-		ackErr   <-chan error
-		retry    <-chan time.Time
-		attempts int
-	)
-	publish := func() error {
-		if msg == nil {
-			m, err := streamMsg()
-			if err != nil {
-				return err
-			}
-			msg = m
-		}
-		attempts++
-		f, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
-		if err == nil {
-			ack, ackErr = f, f.Err()
-		}
-		return err
-	}
-	failed := func(err error) error {
-		if attempts >= maxPublishAttempts || ctx.Err() != nil {
-			return fmt.Errorf("cluster: task %q: publish input (%d attempts): %w", r.name, attempts, err)
-		}
-		ack, ackErr = nil, nil
-		retry = time.After(time.Duration(attempts) * 100 * time.Millisecond)
-		return nil
-	}
-	// viaStream sends the input through the work stream (at once, or after
-	// its direct request).
-	viaStream := func() error {
-		if err := publish(); err != nil {
-			return failed(err)
-		}
-		return nil
-	}
 	// answers is the direct request's reply slot's channel until the
 	// request's last message (its answer, a busy answer or the server's
 	// 503) has come; clean then says so, and the slot is kept.
@@ -1137,24 +1070,10 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 	)
 	if direct {
 		var err error
-		if rs, err = c.takeSlot(); err != nil {
-			if errors.Is(err, ErrClosed) {
-				return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
-			}
-			direct = false
+		if answers, rs, clean, err = rc.sendDirect(); err != nil {
+			return nil, err
 		}
-	}
-	if direct {
-		dm := &nats.Msg{Subject: st.n.call(key), Reply: rs.subject, Header: hdr, Data: data}
-		if err := st.js.Conn().PublishMsg(dm); err != nil {
-			direct = false
-			clean = true // no request went out
-		} else {
-			answers = rs.ch
-			c.mu.Lock()
-			w.silence = dc.silence // the watch checks it from now on
-			c.mu.Unlock()
-		}
+		direct = answers != nil
 	}
 	if rs != nil {
 		defer func() { c.putSlot(rs, clean) }()
@@ -1165,18 +1084,8 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		c.stats.direct++
 	}
 	c.stats.mu.Unlock()
-	// fallback sends a direct request's input through the work stream.
-	fallback := func() error {
-		c.mu.Lock()
-		w.silence = 0
-		c.mu.Unlock()
-		c.stats.mu.Lock()
-		c.stats.fallback++
-		c.stats.mu.Unlock()
-		return viaStream()
-	}
 	if !direct {
-		if err := viaStream(); err != nil {
+		if err := rc.viaStream(); err != nil {
 			return nil, err
 		}
 	}
@@ -1187,8 +1096,8 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 			if !ok {
 				return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
 			}
-			if direct && ack != nil {
-				r.withdraw(ack) // answered directly after all: spare the workers
+			if direct && rc.ack != nil {
+				r.withdraw(rc.ack) // answered directly after all: spare the workers
 			}
 			return r.decode(ctx, res)
 		case m := <-answers:
@@ -1201,8 +1110,8 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 				if c.claim(id, m) == nil {
 					continue // its result came through the stream first: w.ch has it
 				}
-				if ack != nil {
-					r.withdraw(ack) // answered directly after all: spare the workers
+				if rc.ack != nil {
+					r.withdraw(rc.ack) // answered directly after all: spare the workers
 				}
 				return r.decode(ctx, m)
 			}
@@ -1211,45 +1120,185 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 			if none {
 				c.noDirect(key)
 			}
-			if err := fallback(); err != nil {
+			if err := rc.fallback(); err != nil {
 				return nil, err
 			}
 		case <-w.nudge:
-			c.mu.Lock()
-			quiet, probe := w.quiet && w.silence > 0, w.probe
-			w.quiet, w.probe = false, false
-			c.mu.Unlock()
-			if quiet && time.Since(time.Unix(0, w.heard.Load())) < dc.silence {
-				quiet = false // heard from meanwhile: the watch looks again
-			}
-			if quiet {
-				w.resent.Store(true) // its worker said nothing for a whole ack wait
-				c.silent(w, id, dc.silence)
-				if err := fallback(); err != nil {
-					return nil, err
-				}
-			}
-			if probe {
-				if err := r.checkServed(ctx, key); err != nil {
-					return nil, err
-				}
-			}
-		case err := <-ackErr:
-			if err := failed(err); err != nil {
+			if err := rc.nudged(); err != nil {
 				return nil, err
 			}
-		case <-retry:
-			retry = nil
-			if err := viaStream(); err != nil {
+		case err := <-rc.ackErr:
+			if err := rc.failed(err); err != nil {
+				return nil, err
+			}
+		case <-rc.retry:
+			rc.retry = nil
+			if err := rc.viaStream(); err != nil {
 				return nil, err
 			}
 		case <-ctx.Done():
-			if ack != nil {
-				r.withdraw(ack)
+			if rc.ack != nil {
+				r.withdraw(rc.ack)
 			}
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// remoteCall is one input of a Remote on its way to a worker: through a
+// direct request, the work stream, or first the one then the other.
+type remoteCall[In, Out any] struct {
+	r       *Remote[In, Out]
+	ctx     context.Context
+	id, key string
+	data    []byte
+	w       *waiter
+	dc      directCap
+
+	// msg is the work stream's message, made when the input goes there.
+	msg *nats.Msg
+	// A publish that fails (the server restarting, a lost connection) is
+	// retried with the same message ID: the stream stores the input once.
+	// Its acknowledgement is not waited for: only a failure (ackErr)
+	// wakes the Execute, and the input's sequence in the work stream is
+	// read from the acknowledgement when it is needed (to withdraw the
+	// input).
+	ack      jetstream.PubAckFuture
+	ackErr   <-chan error
+	retry    <-chan time.Time
+	attempts int
+}
+
+// header returns the headers of the input's messages. The headers every
+// input of a Remote carries share their values' slices, which no one
+// changes (Set replaces a slice).
+func (rc *remoteCall[In, Out]) header() nats.Header {
+	h := rc.r.hdr
+	return nats.Header{hProto: h[0], hTask: h[1], hVersion: h[2], hCodec: h[3], hID: {rc.id}}
+}
+
+// streamMsg makes the work stream's message of the input, putting a large
+// input in the object store.
+func (rc *remoteCall[In, Out]) streamMsg() (*nats.Msg, error) {
+	st := rc.r.c.st
+	m := &nats.Msg{Subject: st.n.work(rc.key), Header: rc.header()}
+	m.Header.Set(hReply, st.n.result(rc.r.c.id))
+	m.Data = rc.data
+	if len(rc.data) > st.cfg.inlineLimit {
+		ref := rc.id + ".in"
+		if _, err := st.obj.PutBytes(rc.ctx, ref, rc.data); err != nil {
+			return nil, fmt.Errorf("cluster: task %q: store input: %w", rc.r.name, err)
+		}
+		m.Header.Set(hRef, ref)
+		m.Data = nil
+	}
+	return m, nil
+}
+
+// deleteStoredInput deletes the input from the object store, if it went
+// there.
+func (rc *remoteCall[In, Out]) deleteStoredInput() {
+	if rc.msg != nil && rc.msg.Header.Get(hRef) != "" {
+		_ = rc.r.c.st.obj.Delete(context.WithoutCancel(rc.ctx), rc.msg.Header.Get(hRef))
+	}
+}
+
+// publish publishes the input to the work stream, without waiting for the
+// acknowledgement.
+func (rc *remoteCall[In, Out]) publish() error {
+	if rc.msg == nil {
+		m, err := rc.streamMsg()
+		if err != nil {
+			return err
+		}
+		rc.msg = m
+	}
+	rc.attempts++
+	f, err := rc.r.c.st.js.PublishMsgAsync(rc.msg, jetstream.WithMsgID(rc.id))
+	if err == nil {
+		rc.ack, rc.ackErr = f, f.Err()
+	}
+	return err
+}
+
+// failed takes a failed publish: it schedules another, or returns the
+// error once the attempts are spent or the context is done.
+func (rc *remoteCall[In, Out]) failed(err error) error {
+	if rc.attempts >= maxPublishAttempts || rc.ctx.Err() != nil {
+		return fmt.Errorf("cluster: task %q: publish input (%d attempts): %w", rc.r.name, rc.attempts, err)
+	}
+	rc.ack, rc.ackErr = nil, nil
+	rc.retry = time.After(time.Duration(rc.attempts) * 100 * time.Millisecond)
+	return nil
+}
+
+// viaStream sends the input through the work stream (at once, or after
+// its direct request).
+func (rc *remoteCall[In, Out]) viaStream() error {
+	if err := rc.publish(); err != nil {
+		return rc.failed(err)
+	}
+	return nil
+}
+
+// fallback sends a direct request's input through the work stream.
+func (rc *remoteCall[In, Out]) fallback() error {
+	c := rc.r.c
+	c.mu.Lock()
+	rc.w.silence = 0
+	c.mu.Unlock()
+	c.stats.mu.Lock()
+	c.stats.fallback++
+	c.stats.mu.Unlock()
+	return rc.viaStream()
+}
+
+// sendDirect sends the input as a direct request on a reply slot. It
+// returns the slot's channel, nil if no request went out (no slot, or a
+// failed publish: clean then says the slot may be kept), and an error
+// only when the client is closed.
+func (rc *remoteCall[In, Out]) sendDirect() (answers <-chan *nats.Msg, rs *replySlot, clean bool, err error) {
+	c := rc.r.c
+	rs, err = c.takeSlot()
+	if err != nil {
+		if errors.Is(err, ErrClosed) {
+			return nil, nil, false, fmt.Errorf("cluster: task %q: %w", rc.r.name, ErrClosed)
+		}
+		return nil, nil, false, nil
+	}
+	dm := &nats.Msg{Subject: c.st.n.call(rc.key), Reply: rs.subject, Header: rc.header(), Data: rc.data}
+	if err := c.st.js.Conn().PublishMsg(dm); err != nil {
+		return nil, rs, true, nil // no request went out
+	}
+	c.mu.Lock()
+	rc.w.silence = rc.dc.silence // the watch checks it from now on
+	c.mu.Unlock()
+	return rs.ch, rs, false, nil
+}
+
+// nudged takes the watch's nudge: a direct request whose worker said
+// nothing for a whole ack wait goes through the work stream, and a probe
+// checks that some worker serves the task.
+func (rc *remoteCall[In, Out]) nudged() error {
+	c, w := rc.r.c, rc.w
+	c.mu.Lock()
+	quiet, probe := w.quiet && w.silence > 0, w.probe
+	w.quiet, w.probe = false, false
+	c.mu.Unlock()
+	if quiet && time.Since(time.Unix(0, w.heard.Load())) < rc.dc.silence {
+		quiet = false // heard from meanwhile: the watch looks again
+	}
+	if quiet {
+		w.resent.Store(true) // its worker said nothing for a whole ack wait
+		c.silent(w, rc.id, rc.dc.silence)
+		if err := rc.fallback(); err != nil {
+			return err
+		}
+	}
+	if probe {
+		return rc.r.checkServed(rc.ctx, rc.key)
+	}
+	return nil
 }
 
 // withdraw removes the input whose publish ack is from the work stream,
