@@ -400,3 +400,28 @@ func TestResultsAcknowledgedInBatches(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// A worker asked to stop before its set-up is done stops like one asked
+// once serving: Serve returns nil, and registers nothing. (A supervisor
+// closing a worker it had just restarted met this as an exit status 1.)
+func TestServeStoppedDuringSetUp(t *testing.T) {
+	s := startServer(t)
+	nc := connect(t, s)
+	w := NewWorker(WorkerName("early"))
+	if err := Handle(w, "square", squareTask, Version("v1")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Serve(ctx, nc); err != nil {
+		t.Fatalf("Serve with its context cancelled before the set-up = %v, want nil", err)
+	}
+	c := newClient(t, connect(t, s))
+	ws, err := c.Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 0 {
+		t.Errorf("workers registered: %+v", ws)
+	}
+}

@@ -177,7 +177,8 @@ func (w *Worker) Name() string { return w.cfg.workerName }
 // runs every copy's Shutdown and returns nil. An input taken but not
 // finished when the worker dies is delivered again to another worker after
 // the task's AckWait. Serve returns an error if the streams or consumers
-// cannot be set up, or if a copy's Initialize fails.
+// cannot be set up, or if a copy's Initialize fails; a ctx cancelled while
+// it sets them up is a stop like any other, and Serve returns nil.
 func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	if !w.serving.CompareAndSwap(false, true) {
 		return errors.New("cluster: worker: Serve called twice")
@@ -202,6 +203,9 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	entry, key := w.directoryEntry()
 	st, runs, err := w.setupPatiently(ctx, js, entry, key)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop before it served: it took nothing
+		}
 		return fmt.Errorf("cluster: worker %s: %w", cfg.workerName, err)
 	}
 
