@@ -211,7 +211,7 @@ func TestWatchEqualsOffline(t *testing.T) {
 			sameOutputs(t, offline, out)
 			if before != nil {
 				// The premise: the last tile moved tiles placed before it.
-				final := readPositions(t, filepath.Join(out, defNames.global))
+				final := readGlobal(t, filepath.Join(out, defNames.global))
 				moved := 0
 				for _, p := range before {
 					if f := final[p.Row*cols+p.Col]; f.X != p.X || f.Y != p.Y {
@@ -277,21 +277,6 @@ func waitPartial(t *testing.T, path string, n int) []tileio.GlobalPosition {
 	}
 }
 
-// readPositions reads a global positions file.
-func readPositions(t *testing.T, path string) []tileio.GlobalPosition {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pos, err := tileio.ReadGlobalPositions(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pos
-}
-
 // Tiles that stop coming end the run with an error naming the missing
 // ones, the provisional positions kept in a file marked partial:
 // -watch-timeout, or Ctrl-C.
@@ -340,15 +325,7 @@ func checkIncomplete(t *testing.T, r result, why, out string) {
 	if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "img_r003_c002.tif, img_r003_c003.tif, img_r003_c004.tif; the provisional positions of the 8 tiles placed are kept in "+partial) {
 		t.Errorf("stderr %q, want %q..., the missing tiles and the partial file", r.stderr, want)
 	}
-	f, err := os.Open(partial)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pos, err := tileio.ReadGlobalPositions(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pos := readGlobal(t, partial)
 	if len(pos) != 8 || pos[0].Name != "img_r001_c001.tif" {
 		t.Errorf("provisional positions %+v, want the 8 tiles in", pos)
 	}
