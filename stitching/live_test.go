@@ -202,16 +202,7 @@ func TestStitchLiveRegistersBeforeTheLastTile(t *testing.T) {
 				in[a] = true
 			}
 			// The pairs between the tiles in are final.
-			wantPairs := 0
-			for _, p := range align.Pairs(g.rows, g.cols) {
-				other := tileio.Arrival{Row: p.Row - 1, Col: p.Col}
-				if p.Dir == align.West {
-					other = tileio.Arrival{Row: p.Row, Col: p.Col - 1}
-				}
-				if in[tileio.Arrival{Row: p.Row, Col: p.Col}] && in[other] {
-					wantPairs++
-				}
-			}
+			wantPairs := pairsWithin(g.rows, g.cols, in)
 			timeout := time.After(60 * time.Second)
 			for s := (LiveState{}); s.Registered < wantPairs; {
 				select {
@@ -405,16 +396,7 @@ func TestStitchLiveFlatFieldByMidPlate(t *testing.T) {
 	for _, a := range order[:half] {
 		first[a] = true
 	}
-	wantPairs := 0
-	for _, p := range align.Pairs(g.rows, g.cols) {
-		other := tileio.Arrival{Row: p.Row - 1, Col: p.Col}
-		if p.Dir == align.West {
-			other = tileio.Arrival{Row: p.Row, Col: p.Col - 1}
-		}
-		if first[tileio.Arrival{Row: p.Row, Col: p.Col}] && first[other] {
-			wantPairs++
-		}
-	}
+	wantPairs := pairsWithin(g.rows, g.cols, first)
 	states := make(chan LiveState, 10000)
 	ch, done := goLive(src, align.Options{}, GraphOptions{Workers: 2},
 		LiveOptions{Every: time.Millisecond, Update: func(s LiveState) { s.Positions = nil; states <- s }})
@@ -594,4 +576,20 @@ func TestStitchLiveTiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pairsWithin counts the pairs of a rows x cols grid whose two tiles are
+// both in in.
+func pairsWithin(rows, cols int, in map[tileio.Arrival]bool) int {
+	n := 0
+	for _, p := range align.Pairs(rows, cols) {
+		other := tileio.Arrival{Row: p.Row - 1, Col: p.Col}
+		if p.Dir == align.West {
+			other = tileio.Arrival{Row: p.Row, Col: p.Col - 1}
+		}
+		if in[tileio.Arrival{Row: p.Row, Col: p.Col}] && in[other] {
+			n++
+		}
+	}
+	return n
 }
