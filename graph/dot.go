@@ -24,14 +24,14 @@ const (
 // DOTOptions adjust WriteDOT.
 type DOTOptions struct {
 	Color Color
-	// Copies draws one line per task copy under each task (large thread
-	// pools are otherwise summarised as min/avg/max).
+	// Copies draws one line per task copy under each task (many copies
+	// are otherwise summarised as min/avg/max).
 	Copies bool
 }
 
 // WriteDOT draws the run's graph in Graphviz DOT: tasks with their counters
-// (items in/out, compute, wait and memory-wait time, largest queue, thread
-// pools as min/avg/max), bookkeeper rules, memory pools and memory edges
+// (items in/out, compute, wait and memory-wait time, largest queue, the
+// copies as min/avg/max), bookkeeper rules, memory pools and memory edges
 // (dashed), nested graphs and execution-pipeline clones as clusters. A
 // remote task (its copies are [task.Placer]s, a cluster.Remote's for one)
 // is drawn dashed, with a line naming its workers and how many inputs each

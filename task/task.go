@@ -14,7 +14,7 @@
 // implement [Placer], so that the graph's statistics, pictures, traces and
 // stall reports name the worker and host of its inputs.
 //
-// A task with N threads runs as N independent copies made by a factory
+// A task added with N copies runs as N independent copies made by a factory
 // function, so copies never share mutable state unless the factory
 // deliberately gives them a shared pointer.
 package task
