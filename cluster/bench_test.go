@@ -129,7 +129,7 @@ func BenchmarkItemLatency(b *testing.B) {
 // a worker takes direct requests for task key.
 func waitDirect(tb testing.TB, c *Client, key string) {
 	tb.Helper()
-	for deadline := time.Now().Add(5 * time.Second); c.directFor(key).threads == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); c.directFor(key).copies == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			tb.Fatalf("the directory lists no worker taking direct requests for %q", key)
 		}

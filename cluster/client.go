@@ -161,7 +161,7 @@ func (c *Client) putSlot(rs *replySlot, clean bool) {
 // directCap is what the live workers of a task offer for direct requests:
 // their copies together, and the longest ack wait among them.
 type directCap struct {
-	threads int
+	copies  int
 	silence time.Duration
 }
 
@@ -301,7 +301,7 @@ func (c *Client) directFor(key string) directCap {
 						continue
 					}
 					dc := caps[k]
-					dc.threads += d.Copies
+					dc.copies += d.Copies
 					dc.silence = max(dc.silence, d.AckWait)
 					caps[k] = dc
 				}
@@ -789,7 +789,7 @@ func listEntries(ctx context.Context, kv jetstream.KeyValue) ([]workerEntry, err
 //	r, err := cluster.NewRemote[Tile, Features](client, "features")
 //	feats := graph.AddTask(g, "features", 64, r.Task)
 //
-// The graph-side copies only wait, so give the node as many threads as the
+// The graph-side copies only wait, so give the node as many copies as the
 // number of inputs the graph should keep in flight across all workers; each
 // worker's own window (its Copies) bounds what it takes at a time.
 type Remote[In, Out any] struct {
@@ -813,7 +813,7 @@ func (f taskOption) applyTask(c *taskConfig) { f(c) }
 type taskConfig struct {
 	version       string
 	codec         Codec
-	threads       int
+	copies        int
 	ackWait       time.Duration
 	maxAckPending int
 	perClone      bool
@@ -824,7 +824,7 @@ type taskConfig struct {
 }
 
 func newTaskConfig(opts []TaskOption) taskConfig {
-	c := taskConfig{version: "v0", codec: Gob(), threads: 1, ackWait: 30 * time.Second, maxAckPending: 1000, clone: -1, directLimit: DefaultDirectLimit}
+	c := taskConfig{version: "v0", codec: Gob(), copies: 1, ackWait: 30 * time.Second, maxAckPending: 1000, clone: -1, directLimit: DefaultDirectLimit}
 	for _, o := range opts {
 		o.applyTask(&c)
 	}
@@ -843,7 +843,7 @@ func WithCodec(codec Codec) TaskOption { return taskOption(func(c *taskConfig) {
 // Copies sets how many copies of a task a worker runs, which is also how
 // many of its inputs the worker executes at a time: its window. A copy
 // pulls its next input only when it is free. Default 1. Remotes ignore it.
-func Copies(n int) TaskOption { return taskOption(func(c *taskConfig) { c.threads = n }) }
+func Copies(n int) TaskOption { return taskOption(func(c *taskConfig) { c.copies = n }) }
 
 // AckWait sets how long an input taken by a worker stays invisible to
 // other workers; if the worker neither finishes nor reports progress in
@@ -1042,7 +1042,7 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		c.mu.Unlock()
 		return nil, fmt.Errorf("cluster: task %q: %w", r.name, ErrClosed)
 	}
-	direct := c.inflight[key] < rc.dc.threads
+	direct := c.inflight[key] < rc.dc.copies
 	if direct {
 		w.heard.Store(now.UnixNano())
 	}

@@ -91,8 +91,8 @@ func Handle[In, Out any](w *Worker, name string, newTask func() task.Task[In, Ou
 	if _, dup := w.handlers[key]; dup {
 		return fmt.Errorf("cluster: task %q registered twice", key)
 	}
-	if tc.threads < 1 {
-		return fmt.Errorf("cluster: task %q: %d threads", name, tc.threads)
+	if tc.copies < 1 {
+		return fmt.Errorf("cluster: task %q: %d copies", name, tc.copies)
 	}
 	codec := tc.codec
 	w.handlers[key] = handler{name: name, key: key, tc: tc, newCopy: func() workerCopy {
@@ -233,7 +233,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 			}
 		}
 		for _, d := range directs {
-			if runCtx.Err() == nil && d.busy.Load() >= d.threads && len(d.in) > 0 && !d.sweeping.Load() {
+			if runCtx.Err() == nil && d.busy.Load() >= d.copies && len(d.in) > 0 && !d.sweeping.Load() {
 				sweeps.Add(1)
 				go func() {
 					defer sweeps.Done()
@@ -244,7 +244,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		return busy
 	})
 	for i, r := range runs {
-		for range r.h.tc.threads {
+		for range r.h.tc.copies {
 			slots[i] = append(slots[i], &slot{w: wt})
 		}
 	}
@@ -276,7 +276,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 		}()
 	}
 	for k, r := range runs {
-		for i := range r.h.tc.threads {
+		for i := range r.h.tc.copies {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -318,7 +318,7 @@ func (w *Worker) directoryEntry() (entry []byte, key string) {
 			if info.Direct == nil {
 				info.Direct = map[string]DirectTask{}
 			}
-			info.Direct[key] = DirectTask{Copies: h.tc.threads, AckWait: h.tc.ackWait}
+			info.Direct[key] = DirectTask{Copies: h.tc.copies, AckWait: h.tc.ackWait}
 		}
 	}
 	entry, _ = json.Marshal(info)
@@ -401,8 +401,8 @@ func (w *Worker) subscribeDirect(nc *nats.Conn, st *stores, runs []taskRun) ([]*
 		if !runs[i].h.direct() {
 			continue
 		}
-		threads := runs[i].h.tc.threads
-		d := &directRun{in: make(chan *nats.Msg, max(directQueue, 4*threads)), handoff: make(chan *nats.Msg), freed: make(chan struct{}, 1), threads: int32(threads)}
+		copies := runs[i].h.tc.copies
+		d := &directRun{in: make(chan *nats.Msg, max(directQueue, 4*copies)), handoff: make(chan *nats.Msg), freed: make(chan struct{}, 1), copies: int32(copies)}
 		sub, err := nc.ChanQueueSubscribe(st.n.call(runs[i].h.key), runs[i].h.key, d.in)
 		if err != nil {
 			for _, d := range directs {
@@ -454,9 +454,9 @@ type directRun struct {
 	// handoff gives a free copy a request a sweep took.
 	handoff chan *nats.Msg
 	// freed tells a sweep that a copy has become free.
-	freed   chan struct{}
-	threads int32
-	busy    atomic.Int32 // copies running an input
+	freed  chan struct{}
+	copies int32
+	busy   atomic.Int32 // copies running an input
 	// sweeping is set while a sweep (sweepBusy) runs: the worker's watch
 	// starts one when it sees every copy busy and requests waiting.
 	sweeping atomic.Bool
@@ -471,7 +471,7 @@ func (d *directRun) start() { d.busy.Add(1) }
 
 // done counts a copy of d as free again.
 func (d *directRun) done() {
-	if d.busy.Add(-1) == d.threads-1 {
+	if d.busy.Add(-1) == d.copies-1 {
 		select {
 		case d.freed <- struct{}{}:
 		default:
@@ -497,7 +497,7 @@ func (w *Worker) sweepBusy(ctx context.Context, st *stores, d *directRun) {
 		return
 	}
 	defer d.sweeping.Store(false)
-	for d.busy.Load() >= d.threads && ctx.Err() == nil {
+	for d.busy.Load() >= d.copies && ctx.Err() == nil {
 		select {
 		case m := <-d.in:
 			w.offer(st, d, m)
@@ -573,7 +573,7 @@ func (w *Worker) busyAnswer(st *stores, m *nats.Msg) {
 // requests (d, nil if none).
 func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Conn, thread int, d *directRun, sl *slot) error {
 	wc := h.newCopy()
-	info := task.Info{Task: h.name, Copy: thread, Copies: h.tc.threads, Clones: 1}
+	info := task.Info{Task: h.name, Copy: thread, Copies: h.tc.copies, Clones: 1}
 	if h.tc.clone >= 0 {
 		info.Clone, info.Clones = h.tc.clone, 0 // the clone count is the graph's
 	}

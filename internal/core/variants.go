@@ -37,11 +37,11 @@ type Variant[In, Out any] struct {
 // implementation takes.
 func VariantsSpec[In, Out any](name string, opt TaskOptions, vs []Variant[In, Out]) *Spec {
 	vs = append([]Variant[In, Out](nil), vs...)
-	threads := 0
+	copies := 0
 	for _, v := range vs {
-		threads += max(v.Copies, 1)
+		copies += max(v.Copies, 1)
 	}
-	s := &Spec{Name: name, Kind: KindVariants, Copies: threads, Ports: []string{""}}
+	s := &Spec{Name: name, Kind: KindVariants, Copies: copies, Ports: []string{""}}
 	s.Build = func(sc *Scope) (Instance, error) { return buildVariants(sc, name, opt, vs) }
 	return s
 }
@@ -94,9 +94,9 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 		vsc := new(Scope)
 		*vsc = *sub
 		vsc.Parent, vsc.Device, vsc.Values = sub, v.Device, nil
-		st := &variantStats{threads: max(v.Copies, 1)}
-		st.live = st.threads
-		copies, err := MakeCopies(vsc.FullName(vname), st.threads, v.New)
+		st := &variantStats{copies: max(v.Copies, 1)}
+		st.live = st.copies
+		copies, err := MakeCopies(vsc.FullName(vname), st.copies, v.New)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +109,7 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 			k++
 			return t
 		}
-		ts := TaskSpec(vname, TaskOptions{Copies: st.threads}, factory)
+		ts := TaskSpec(vname, TaskOptions{Copies: st.copies}, factory)
 		inst, err := ts.build(vsc)
 		if err != nil {
 			return nil, err
@@ -130,7 +130,7 @@ func buildVariants[In, Out any](sc *Scope, name string, opt TaskOptions, vs []Va
 
 // variantStats are what the chooser knows of one implementation.
 type variantStats struct {
-	threads     int
+	copies      int
 	live        int   // copies not yet shut down; chooser.mu
 	outstanding int   // values given to it and not yet executed; chooser.mu
 	samples     int64 // values executed; chooser.mu
@@ -190,12 +190,12 @@ type chooser[In any] struct {
 // copy, an idle one not measured yet is tried first; else the fastest
 // free one, f, takes the value unless some busy implementation j,
 // measured, would finish the whole held line sooner than f finishes
-// this one: ceil((outstanding_j + held) / threads_j) × mean_j < mean_f.
+// this one: ceil((outstanding_j + held) / copies_j) × mean_j < mean_f.
 // c.mu is held.
 func (c *chooser[In]) pick() int {
 	f := -1
 	for i, s := range c.stats {
-		if s.outstanding >= s.threads || s.live == 0 {
+		if s.outstanding >= s.copies || s.live == 0 {
 			continue
 		}
 		if s.samples == 0 || s.since >= probeEvery {
@@ -219,7 +219,7 @@ func (c *chooser[In]) pick() int {
 		if j == f || s.samples == 0 || s.live == 0 {
 			continue
 		}
-		th := int64(s.threads)
+		th := int64(s.copies)
 		if (int64(s.outstanding)+held+th-1)/th*s.mean < mf {
 			return -1
 		}
@@ -268,7 +268,7 @@ func (c *chooser[In]) ask() (int, int, error) {
 		est = float64(cpu) / float64(gpu)
 	}
 	for i, s := range c.stats {
-		if s.outstanding >= s.threads || s.live == 0 {
+		if s.outstanding >= s.copies || s.live == 0 {
 			continue
 		}
 		offer := c.offer[:0]

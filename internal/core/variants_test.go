@@ -14,7 +14,7 @@ func TestChooserPick(t *testing.T) {
 	r := NewRun(context.Background(), "t", nil)
 	ms := int64(time.Millisecond)
 	c := &chooser[int]{run: r, name: "t", stats: []*variantStats{
-		{threads: 1, live: 1}, {threads: 1, live: 1}, {threads: 2, live: 2},
+		{copies: 1, live: 1}, {copies: 1, live: 1}, {copies: 2, live: 2},
 	}}
 	if i := c.pick(); i != 0 {
 		t.Errorf("nothing measured: picked %d, want 0", i)
