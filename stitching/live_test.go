@@ -593,3 +593,107 @@ func pairsWithin(rows, cols int, in map[tileio.Arrival]bool) int {
 	}
 	return n
 }
+
+// With GPU, the pairs are registered on the CPU as the tiles come; the
+// GPUs stitch the finished grid only when, at the last tile, the cores
+// have fallen behind (more than a tenth of the pairs wait). The Result is
+// Stitch's either way.
+func TestStitchLiveGPU(t *testing.T) {
+	cfg := synth.ConfigFor(synth.Realistic)
+	cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 9, 8, 192, 144, 3
+	for _, tc := range []struct {
+		name   string
+		g      *testGrid
+		opt    align.Options
+		behind bool // the CPU workers are held until the last tile
+	}{
+		{"keeping up, no flat field", smallSynth(t, 3, 4, 5), align.Options{NoFlatField: true}, false},
+		{"keeping up, flat field by mid-plate", synthGrid(t, cfg), align.Options{}, false},
+		{"behind, no flat field", smallSynth(t, 3, 4, 5), align.Options{NoFlatField: true}, true},
+		{"behind, flat field by mid-plate", synthGrid(t, cfg), align.Options{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.g
+			mem := g.source(t)
+			want, err := Stitch(context.Background(), mem, tc.opt, GraphOptions{Workers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			arriving := &arrivingTiles{MemoryTiles: mem, arrived: map[[2]int]bool{}}
+			// Held, the workers stop at their first final tile: the
+			// final pairs wait.
+			gate := make(chan struct{})
+			var once sync.Once
+			open := func() { once.Do(func() { close(gate) }) }
+			if !tc.behind {
+				open()
+			}
+			fake := newFakeGPUs(1)
+			type decision struct {
+				backlog int
+				gpu     bool
+			}
+			decided := make(chan decision, 1)
+			states := make(chan LiveState, 10000)
+			lopt := LiveOptions{Every: time.Millisecond,
+				Update: func(s LiveState) { s.Positions = nil; states <- s },
+				Tile:   func(int, int, *image.Gray16) { <-gate },
+				toGPU: func(backlog int, gpu bool) {
+					decided <- decision{backlog, gpu}
+					open()
+				}}
+			ch, done := goLive(arriving, tc.opt, GraphOptions{Workers: 2, GPU: true, gpu: fake}, lopt)
+			order := acquisitionOrder(g.rows, g.cols, tileio.Layout{})
+			in := map[tileio.Arrival]bool{}
+			for _, a := range order[:len(order)-1] {
+				arriving.arrive(a.Row, a.Col)
+				ch <- a
+				in[a] = true
+			}
+			if !tc.behind {
+				// Every pair among the tiles in is registered (final once
+				// the flat field is known) before the last tile comes.
+				wantPairs := pairsWithin(g.rows, g.cols, in)
+				timeout := time.After(60 * time.Second)
+				for s := (LiveState{}); s.Registered < wantPairs; {
+					select {
+					case s = <-states:
+					case <-timeout:
+						t.Fatalf("%d of %d pairs registered before the last tile", s.Registered, wantPairs)
+					}
+				}
+			}
+			last := order[len(order)-1]
+			arriving.arrive(last.Row, last.Col)
+			ch <- last
+			close(ch)
+			o := <-done
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			d := <-decided
+			pairs := len(align.Pairs(g.rows, g.cols))
+			if d.gpu != tc.behind {
+				t.Errorf("%d of %d pairs waited at the last tile; to the GPU: %v, want %v", d.backlog, pairs, d.gpu, tc.behind)
+			}
+			if !tc.behind && d.backlog > 2 {
+				t.Errorf("%d pairs waited at the last tile, want only its own (at most 2)", d.backlog)
+			}
+			var lastState LiveState
+			for len(states) > 0 {
+				lastState = <-states
+			}
+			if lastState.OnGPU != tc.behind || lastState.Registered != pairs {
+				t.Errorf("the last update: OnGPU %v, %d of %d pairs registered; want OnGPU %v and every pair", lastState.OnGPU, lastState.Registered, pairs, tc.behind)
+			}
+			if got := fake.devs[0].transforms.Load(); (got > 0) != tc.behind {
+				t.Errorf("%d tiles transformed on the GPU (behind: %v)", got, tc.behind)
+			}
+			sameTranslations(t, "relative", o.res.Relative, want.Relative)
+			sameTranslations(t, "optimized", o.res.Optimized, want.Optimized)
+			if !slices.Equal(o.res.Positions, want.Positions) {
+				t.Errorf("positions %v, Stitch's %v", o.res.Positions, want.Positions)
+			}
+		})
+	}
+}

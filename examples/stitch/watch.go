@@ -158,7 +158,7 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 		kept = newKeptTiles(c.cols, func(w, h int) int64 { return keptBudget(c, w, h, opt, gopt) })
 		lopt.Tile = kept.add
 	}
-	if bar := gopt.Progress; bar != nil && !c.gpu {
+	if bar := gopt.Progress; bar != nil {
 		// The lines above say how the live registration goes; the
 		// refinement's bar stays.
 		gopt.Progress = func(phase string, done, total int) {
@@ -313,6 +313,9 @@ func watchLine(s stitching.LiveState) string {
 	if s.FlatFieldTiles > 0 && s.FlatFieldArrived < s.FlatFieldTiles {
 		line += fmt.Sprintf(" (the final registration waits for the flat field's sample tiles, %d of %d in; %d pairs registered provisionally)",
 			s.FlatFieldArrived, s.FlatFieldTiles, s.Provisional)
+	}
+	if s.OnGPU && s.Registered < s.Pairs {
+		line += fmt.Sprintf("; the %d pairs left go to the GPU", s.Pairs-s.Registered)
 	}
 	return line
 }
