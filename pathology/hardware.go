@@ -577,7 +577,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		configs = append(configs, c)
 	}
 	res := &hwResults{cal: cal, same: true}
-	machine := pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW}
+	machine := h.machine(cal)
 	for _, c := range configs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -632,6 +632,12 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		res.runs = append(res.runs, r)
 	}
 	return res, nil
+}
+
+// machine returns the simulator's model of this machine with the rates
+// the calibration measured.
+func (h *hwSetup) machine(cal *calibration) pats.Machine {
+	return pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW}
 }
 
 // hwConfig is one configuration of a hardware experiment: its name in the

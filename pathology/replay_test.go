@@ -1,0 +1,222 @@
+package pathology
+
+import (
+	"bufio"
+	"encoding/csv"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gohtgs/htgs/pats"
+)
+
+// hwReplayDir is the output folder of a saved `pathology -hardware` run
+// (hardware.log and hw/trace.csv, as scripts/device/pats.sh leaves them):
+// TestReplaySavedHardwareRun recomputes the run's simulated makespans from
+// them with the simulator of this build.
+var hwReplayDir = flag.String("hwreplay", "", "folder of a saved hardware run (hardware.log, hw/trace.csv) to replay in the simulator")
+
+// hwReplaySeed is the seed of the saved run's slide (pathology's -seed).
+var hwReplaySeed = flag.Uint64("hwreplay-seed", 1, "seed of the saved hardware run's slide")
+
+// savedRun is what a saved hardware run's log and trace hold: the
+// calibration's figures (rounded as printed), the machine, and per
+// configuration its measured and simulated makespans and its instances'
+// times.
+type savedRun struct {
+	cpus, gpus, tiles, size, window int
+	cal                             *calibration
+	contentLo, contentHi, contentMn float64
+	runs                            []savedConfig
+}
+
+type savedConfig struct {
+	name                   string
+	real, simLog, replayLg float64 // seconds: measured, simulated and replayed as logged
+	rec                    *instTimes
+}
+
+// parseSavedRun reads dir/hardware.log and dir/hw/trace.csv.
+func parseSavedRun(dir string) (*savedRun, error) {
+	logText, err := os.ReadFile(filepath.Join(dir, "hardware.log"))
+	if err != nil {
+		return nil, err
+	}
+	s := &savedRun{cal: &calibration{cpu: map[string]time.Duration{}, gpu: map[string]time.Duration{}, cpuAlone: map[string]time.Duration{}, fit: map[string]costFit{}}}
+	text := string(logText)
+	num := func(v string) float64 {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			panic(fmt.Sprintf("replay: %q: %v", v, err))
+		}
+		return f
+	}
+	ms := func(v string) time.Duration { return time.Duration(num(v) * float64(time.Millisecond)) }
+	m := regexp.MustCompile(`: (\d+) tiles of (\d+)x\d+ px \(RGB\), (\d+) CPU cores \+ (\d+) .*, window (\d+)\.`).FindStringSubmatch(text)
+	if m == nil {
+		return nil, fmt.Errorf("replay: no machine line in hardware.log")
+	}
+	s.tiles, s.size, s.cpus, s.gpus, s.window = int(num(m[1])), int(num(m[2])), int(num(m[3])), int(num(m[4])), int(num(m[5]))
+	m = regexp.MustCompile(`host-GPU bandwidth ([0-9.]+) GB/s, transfer impact ([0-9.]+), staging from storage ([0-9.]+) GB/s`).FindStringSubmatch(text)
+	if m == nil {
+		return nil, fmt.Errorf("replay: no rates in hardware.log")
+	}
+	s.cal.bandwidthAlone, s.cal.ti, s.cal.stageBWAlone = num(m[1])*1e9, num(m[2]), num(m[3])*1e9
+	s.cal.bandwidth, s.cal.stageBW = s.cal.bandwidthAlone, s.cal.stageBWAlone
+	if m = regexp.MustCompile(`Under that load, host-GPU bandwidth ([0-9.]+) GB/s and staging ([0-9.]+) GB/s per core`).FindStringSubmatch(text); m != nil {
+		s.cal.bandwidth, s.cal.stageBW = num(m[1])*1e9, num(m[2])*1e9
+	}
+	if m = regexp.MustCompile(`dark-pixel share \(([0-9.]+)% to ([0-9.]+)% over the \d+ tiles, mean ([0-9.]+)%\)`).FindStringSubmatch(text); m != nil {
+		s.contentLo, s.contentHi, s.contentMn = num(m[1])/100, num(m[2])/100, num(m[3])/100
+	}
+	row := regexp.MustCompile(`(?m)^\| (\w+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+)\.\.([0-9.]+) \| ([0-9.]+) \| ([^|]+) \| ([^|]+) \|$`)
+	for _, r := range row.FindAllStringSubmatch(text, -1) {
+		op := r[1]
+		s.cal.cpuAlone[op], s.cal.cpu[op] = ms(r[2]), ms(r[3])
+		lo, hi := num(r[4])*1e6, num(r[5])*1e6
+		f := costFit{a: lo, lo: s.contentLo, hi: s.contentHi, n: s.cpus}
+		if s.contentHi > s.contentLo {
+			f.b = (hi - lo) / (s.contentHi - s.contentLo)
+			f.a = lo - f.b*s.contentLo
+		}
+		s.cal.fit[op] = f
+		if g := strings.TrimSpace(r[7]); g != "CPU only" {
+			// The speedup has more digits than the GPU time: the GPU
+			// time is the loaded CPU time over it.
+			s.cal.gpu[op] = time.Duration(float64(s.cal.cpu[op]) / num(r[8]))
+		}
+	}
+	if len(s.cal.cpu) == 0 {
+		return nil, fmt.Errorf("replay: no operation table in hardware.log")
+	}
+	s.cal.loaded = s.cpus
+	line := regexp.MustCompile(`(?m)^(.+?): [0-9.]+ tiles/s, makespan ([0-9.]+) s \(simulated ([0-9.]+) s, [-+0-9.]+%; from the run's op times ([0-9.]+) s`)
+	for _, r := range line.FindAllStringSubmatch(text, -1) {
+		s.runs = append(s.runs, savedConfig{name: r[1], real: num(r[2]), simLog: num(r[3]), replayLg: num(r[4]), rec: newInstTimes()})
+	}
+	f, err := os.Open(filepath.Join(dir, "hw", "trace.csv"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cr := csv.NewReader(bufio.NewReader(f))
+	if _, err := cr.Read(); err != nil {
+		return nil, err
+	}
+	byName := map[string]*instTimes{}
+	for i := range s.runs {
+		byName[s.runs[i].name] = s.runs[i].rec
+	}
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		r := byName[rec[0]]
+		if r == nil {
+			continue
+		}
+		tile, _ := strconv.Atoi(rec[3])
+		start, end := ms(rec[5]), ms(rec[6])
+		r.events = append(r.events, traceEvent{unit: rec[1], what: rec[2], tile: tile, op: rec[4], start: start, end: end})
+		if rec[2] != "compute" {
+			continue
+		}
+		k := instKey{tile, rec[4]}
+		if strings.HasPrefix(rec[1], "cpu") {
+			r.cpu[k] = end - start
+		} else {
+			r.gpu[k] = end - start
+		}
+	}
+	return s, nil
+}
+
+// contentOf returns the dark-pixel share of every tile of the saved run's
+// slide, generating the tiles again (deterministic in the seed).
+func contentOf(tiles, size int, seed uint64) []float64 {
+	out := make([]float64, tiles)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(tiles, runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]uint8, 3*size*size)
+			for i := range next {
+				genTile(buf, size, size, seed, i)
+				out[i] = darkShare(buf, size*size)
+			}
+		}()
+	}
+	for i := range tiles {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// TestReplaySavedHardwareRun recomputes the simulated makespans of a saved
+// hardware run (-hwreplay DIR) from its log's calibration figures and its
+// trace's instance times, with this build's simulator, and reports their
+// errors against the measured makespans beside the logged ones. It checks
+// that the log's figures are read: the build that made the run must
+// reproduce its own simulated makespans (within the rounding of the
+// printed figures).
+func TestReplaySavedHardwareRun(t *testing.T) {
+	if *hwReplayDir == "" {
+		t.Skip("no -hwreplay DIR")
+	}
+	s, err := parseSavedRun(*hwReplayDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cal.content = contentOf(s.tiles, s.size, *hwReplaySeed)
+	if s.contentMn > 0 && math.Abs(mean(s.cal.content)-s.contentMn) > 0.0001 {
+		t.Fatalf("slide content mean %.4f%%, the log says %.2f%%: another seed?", 100*mean(s.cal.content), 100*s.contentMn)
+	}
+	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: Operations(), regionBuf: realBytes(s.size)}
+	machine := h.machine(s.cal)
+	t.Logf("machine: %+v", machine)
+	all := hwConfigs(s.window, s.cal.ti, s.cal.speedups())
+	names := map[string]hwConfig{}
+	for _, c := range all {
+		names[c.name] = c
+	}
+	var worstSim, worstObs float64
+	for _, r := range s.runs {
+		base, _, _ := strings.Cut(r.name, " #")
+		c, ok := names[base]
+		if !ok {
+			t.Fatalf("configuration %q unknown", r.name)
+		}
+		sim, err := pats.Simulate(c.cfg, machine, h.simFlows(s.cal, c.est, s.cal.predicted))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs, err := pats.Simulate(c.cfg, machine, h.simFlows(s.cal, c.est, r.rec.costs(s.cal)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, eo := sim.Makespan.Seconds()/r.real-1, obs.Makespan.Seconds()/r.real-1
+		worstSim, worstObs = max(worstSim, math.Abs(es)), max(worstObs, math.Abs(eo))
+		t.Logf("%-18s real %.2f s | logged: sim %.2f (%+.1f%%) replay %.2f (%+.1f%%) | this build: sim %.2f (%+.1f%%) replay %.2f (%+.1f%%)",
+			r.name, r.real, r.simLog, 100*(r.simLog/r.real-1), r.replayLg, 100*(r.replayLg/r.real-1),
+			sim.Makespan.Seconds(), 100*es, obs.Makespan.Seconds(), 100*eo)
+	}
+	t.Logf("largest error: simulated %.1f%%, replay of the run's op times %.1f%%", 100*worstSim, 100*worstObs)
+}
