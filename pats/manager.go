@@ -147,9 +147,16 @@ type stageOnce struct {
 	err  error
 }
 
-func (s *stageOnce) do(ctx context.Context, st Stager) error {
-	s.once.Do(func() { s.err = st.Stage(ctx) })
-	return s.err
+// do stages through st unless another call did or is doing it (then it
+// waits for that one). staged reports whether this call read the store:
+// a call that only waited must not count its wait as a staging of the
+// bytes (scheduler.stagedIn), or the rate it records would be too high.
+func (s *stageOnce) do(ctx context.Context, st Stager) (staged bool, err error) {
+	s.once.Do(func() {
+		staged = true
+		s.err = st.Stage(ctx)
+	})
+	return staged, s.err
 }
 
 // Start starts a manager with one worker per unit; units of kinds other
@@ -455,7 +462,7 @@ func (m *Manager) stageFlow(fs *flowState) {
 		if !d.external || d.store == nil {
 			continue
 		}
-		err := d.stage.do(m.ctx, d.store)
+		_, err := d.stage.do(m.ctx, d.store)
 		m.mu.Lock()
 		if err != nil {
 			m.sched.failFlow(fs, fmt.Errorf("pats: flow %q: stage %q: %w", fs.f.name, d.key, err))
@@ -543,15 +550,13 @@ func (m *Manager) prepare(w *worker, u Unit, a action) (skip bool, err error) {
 	}
 	for _, d := range a.n.reads {
 		if d.external && d.store != nil {
-			m.mu.Lock()
-			was := d.staged
-			m.mu.Unlock()
 			t0 := time.Now()
-			if err := d.stage.do(m.ctx, d.store); err != nil {
+			staged, err := d.stage.do(m.ctx, d.store)
+			if err != nil {
 				return false, m.nodeErr(w, a.n, fmt.Errorf("stage %q: %w", d.key, err))
 			}
 			m.mu.Lock()
-			if !was {
+			if staged {
 				m.sched.stagedIn(d.bytes, time.Since(t0))
 			}
 			d.staged = true

@@ -513,6 +513,54 @@ func TestSimStaging(t *testing.T) {
 	}
 }
 
+// A worker that takes a reader of an input another worker is still
+// staging waits for that staging to end, as a real worker waits on the
+// other's read of the store (stageOnce), and the waiting is the
+// difference: core 0 takes "a" and stages the input (100 ms), core 1
+// takes "b" at once; "b" can start only at 100 ms and ends at 150 ms
+// (without the wait it would end at 50 ms, and the run at 101 ms).
+func TestSimStagingWait(t *testing.T) {
+	f := NewFlow("s")
+	in := Data{Key: "in", Bytes: 1e8, Store: nopStore{}}
+	Add(f, only("a", device.CPU), 0, Reads(in), Writes(Data{Key: "x", Bytes: 1}), cost(1000, 0))
+	Add(f, only("b", device.CPU), 0, Reads(in), Writes(Data{Key: "y", Bytes: 1}), cost(50000, 0))
+	r := mustSim(t, Config{}, Machine{CPUs: 2, StageBandwidth: 1e9}, f)
+	if want := 150 * time.Millisecond; r.Makespan != want {
+		t.Errorf("makespan %v, want %v: b waits for the staging a's core started", r.Makespan, want)
+	}
+}
+
+// A completed flow's outputs with a store are committed at the machine's
+// CommitBandwidth, and the flow keeps its place in the window until then:
+// with a window of one, each flow's 10 ms of work is followed by its 10
+// ms commit before the next is admitted (40 ms); with a window of two the
+// second flow computes while the first commits (30 ms); without a commit
+// rate the commits are free (20 ms).
+func TestSimCommits(t *testing.T) {
+	mk := func() []*Flow {
+		var fs []*Flow
+		for i := range 2 {
+			f := NewFlow(fmt.Sprint(i))
+			Add(f, only("a", device.CPU), 0, Writes(Data{Key: "out", Bytes: 1e6, Store: nopStore{}}), cost(10000, 0))
+			fs = append(fs, f)
+		}
+		return fs
+	}
+	for _, c := range []struct {
+		window int
+		bw     float64
+		want   time.Duration
+	}{{1, 1e8, 40 * time.Millisecond}, {2, 1e8, 30 * time.Millisecond}, {1, 0, 20 * time.Millisecond}} {
+		r := mustSim(t, Config{Window: c.window}, Machine{CPUs: 1, CommitBandwidth: c.bw}, mk()...)
+		if r.Makespan != c.want {
+			t.Errorf("window %d, commits at %g B/s: makespan %v, want %v", c.window, c.bw, r.Makespan, c.want)
+		}
+		if r.Flows != 2 {
+			t.Errorf("window %d: %d flows done, want 2", c.window, r.Flows)
+		}
+	}
+}
+
 // With Learn and no estimates, FinishAware lets one core take the first
 // CPU sample of an operation and leaves the others' copies to the GPU
 // until the sample is in.

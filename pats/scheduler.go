@@ -53,6 +53,11 @@ type datum struct {
 	freed       bool
 	staged      bool // external input read from its store (or has none)
 	stage       *stageOnce
+	// stageEnd is, in the simulator, when the staging of an external
+	// input ends in virtual time: a worker that takes a reader earlier
+	// waits until then, as a real one waits on the staging another worker
+	// is doing (stageOnce).
+	stageEnd time.Duration
 }
 
 // flowState is an admitted flow.

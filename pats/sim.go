@@ -38,7 +38,7 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	for i, s := range sims {
 		devs[i] = s
 	}
-	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth, seen: map[*Flow]bool{}}
+	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth, commitBW: m.CommitBandwidth, seen: map[*Flow]bool{}}
 	s.kinds = s.sched.kinds()
 	for _, f := range flows {
 		if err := s.accept(f); err != nil {
@@ -106,22 +106,24 @@ func (q *eventQueue) Pop() any {
 }
 
 type simulator struct {
-	sched     *scheduler
-	sims      []Sim
-	flows     []*Flow
-	next      int // next flow to admit
-	completed int
-	now, last time.Duration
-	q         eventQueue
-	seq       int64
-	cpus      []*simCPU
-	gpus      []*simGPU
-	stageBW   float64 // Machine.StageBandwidth
-	kinds     []device.Kind
-	seen      map[*Flow]bool
-	spawned   []*Flow // flows spawned at run time, waiting for the window
-	total     int     // flows given and spawned
-	err       error   // a Spawn function failed: the simulation stops
+	sched      *scheduler
+	sims       []Sim
+	flows      []*Flow
+	next       int // next flow to admit
+	completed  int
+	now, last  time.Duration
+	q          eventQueue
+	seq        int64
+	cpus       []*simCPU
+	gpus       []*simGPU
+	stageBW    float64 // Machine.StageBandwidth
+	commitBW   float64 // Machine.CommitBandwidth
+	committing int     // flows whose outputs are being committed: they keep their place in the window
+	kinds      []device.Kind
+	seen       map[*Flow]bool
+	spawned    []*Flow // flows spawned at run time, waiting for the window
+	total      int     // flows given and spawned
+	err        error   // a Spawn function failed: the simulation stops
 }
 
 // accept checks a flow given to the simulator or spawned in it.
@@ -133,10 +135,33 @@ func (s *simulator) accept(f *Flow) error {
 	return f.check(s.kinds)
 }
 
-// flowDone is the scheduler's completion callback: it calls the flow's
+// flowDone is the scheduler's completion callback: it commits the flow's
+// outputs that have a store (Machine.CommitBandwidth), then finishes it
+// (finish).
+func (s *simulator) flowDone(fs *flowState) {
+	var b int64
+	if fs.err == nil {
+		for _, d := range fs.data {
+			if d.final && d.store != nil {
+				b += d.bytes
+			}
+		}
+	}
+	if b <= 0 || s.commitBW <= 0 {
+		s.finish(fs)
+		return
+	}
+	s.committing++ // keeps the flow's place in the window, as the Manager does
+	s.at(time.Duration(float64(b)/s.commitBW*float64(time.Second)), func() {
+		s.committing--
+		s.finish(fs)
+	})
+}
+
+// finish counts a flow complete once its outputs are committed, calls its
 // Spawn function, queues the flows it returns, and admits flows into the
 // window.
-func (s *simulator) flowDone(fs *flowState) {
+func (s *simulator) finish(fs *flowState) {
 	s.completed++
 	s.last = s.now
 	if fn := fs.f.spawn; fn != nil && fs.err == nil && s.err == nil {
@@ -169,17 +194,26 @@ func (s *simulator) stageDur(b int64) time.Duration {
 	return time.Duration(float64(b) / s.stageBW * float64(time.Second))
 }
 
-// stage returns the time the worker taking n spends staging its inputs
-// still in storage (without Prefetch), and marks them staged.
+// stage returns the time the worker taking n spends before it can use
+// its inputs still in storage (without Prefetch): it stages those nobody
+// has staged, one after the other, and marks them staged; for those
+// another worker is still staging, it waits until that staging ends, as a
+// real worker waits on the other's read of the store.
 func (s *simulator) stage(n *node) time.Duration {
 	var t time.Duration
 	for _, d := range n.reads {
-		if d.external && !d.staged {
+		if !d.external {
+			continue
+		}
+		if !d.staged {
 			dt := s.stageDur(d.bytes)
 			s.sched.stagedIn(d.bytes, dt)
 			t += dt
 			d.staged = true
+			d.stageEnd = s.now + t
+			continue
 		}
+		t = max(t, d.stageEnd-s.now)
 	}
 	return t
 }
@@ -218,7 +252,7 @@ func (s *simulator) at(d time.Duration, fn func()) {
 // admit admits flows while the window has room: spawned flows first, then
 // the given ones in order.
 func (s *simulator) admit() {
-	for (len(s.spawned) > 0 || s.next < len(s.flows)) && (s.sched.cfg.Window == 0 || s.sched.active < s.sched.cfg.Window) {
+	for (len(s.spawned) > 0 || s.next < len(s.flows)) && (s.sched.cfg.Window == 0 || s.sched.active+s.committing < s.sched.cfg.Window) {
 		fs := &flowState{}
 		if len(s.spawned) > 0 {
 			fs.spawned = true

@@ -188,6 +188,13 @@ type Machine struct {
 	// before uploading); with Prefetch each flow's inputs are staged in the
 	// background from its admission.
 	StageBandwidth float64
+	// CommitBandwidth is the rate, in bytes per second, at which a
+	// completed flow's outputs with a Store are committed to storage (0:
+	// instantly). Only the simulator uses it: as the Manager does, a flow
+	// keeps its place in the window until its commits are done (they run
+	// beside the workers, on no unit), so the next flow is admitted only
+	// then, and the makespan ends with the last commit.
+	CommitBandwidth float64
 }
 
 // Units returns the machine's units for the real-time manager, CPUs first,
@@ -220,7 +227,7 @@ func (m Machine) validate() error {
 	if m.GPUs > 64 {
 		return fmt.Errorf("pats: at most 64 GPUs, have %d", m.GPUs)
 	}
-	if m.GPUSpeed < 0 || m.Bandwidth < 0 || m.Latency < 0 || m.StageBandwidth < 0 {
+	if m.GPUSpeed < 0 || m.Bandwidth < 0 || m.Latency < 0 || m.StageBandwidth < 0 || m.CommitBandwidth < 0 {
 		return fmt.Errorf("pats: negative machine parameter in %+v", m)
 	}
 	return nil
