@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -135,6 +136,11 @@ func TestHardwareRun(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "trace.csv")); err != nil || !bytes.Contains(b, []byte("FCFS #2")) {
 		t.Errorf("trace.csv: %v, %d bytes without the runs", err, len(b))
+	} else if n := bytes.Count(b, []byte(",storage,commit,")); n != 3*4*4 { // 3 runs x 4 tiles x (labels + 3 feature tables)
+		t.Errorf("trace.csv has %d commits, want %d", n, 3*4*4)
+	}
+	if !regexp.MustCompile(`outputs are committed to storage at [0-9.]+ GB/s alone, [0-9.]+ GB/s under load`).MatchString(md.String()) {
+		t.Errorf("tables lack the commit rates:\n%s", md.String())
 	}
 	for _, bad := range []Hardware{{CPUs: 0, Tiles: 1, TileSize: 8}, {CPUs: 1, Tiles: 1, TileSize: 8, Configs: []string{"nope"}}} {
 		if _, err := bad.Run(context.Background()); err == nil {

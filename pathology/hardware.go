@@ -59,8 +59,13 @@ type calibration struct {
 	// other cores idle; bandwidth and stageBW replace them by the rates
 	// under the load of every core (the run's condition) where measured.
 	bandwidthAlone, stageBWAlone float64
-	mismatch                     []string
-	ti                           float64 // mean fraction of a GPU operation's time spent moving its data
+	// commitBW is the rate, in bytes per second, at which a tile's
+	// outputs (labels and feature tables) were committed to the output
+	// storage, under load where measured, commitBWAlone with the other
+	// cores idle: the simulator's Machine.CommitBandwidth.
+	commitBW, commitBWAlone float64
+	mismatch                []string
+	ti                      float64 // mean fraction of a GPU operation's time spent moving its data
 	// content is the dark-pixel share of every tile of the slide
 	// (tileContent), fit each operation's CPU cost under load as a line in
 	// it (costmodel.go); without them (no load measured) every tile costs
@@ -133,12 +138,15 @@ func (h *hwSetup) logf(format string, args ...any) {
 // alone (a lower clock, shared memory bandwidth and caches, the garbage
 // collector).
 func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error) {
+	if err := prepareOutput(ctx, s); err != nil { // the tiles' commits find the output regions, as in a run
+		return nil, err
+	}
 	c, err := h.calibrateAlone(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	c.cpuAlone = c.cpu
-	c.bandwidthAlone, c.stageBWAlone = c.bandwidth, c.stageBW
+	c.bandwidthAlone, c.stageBWAlone, c.commitBWAlone = c.bandwidth, c.stageBW, c.commitBW
 	if h.cpus > 1 {
 		if c.content, err = tileContent(ctx, s); err != nil {
 			return nil, err
@@ -154,7 +162,7 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 				xferBW, xferErr = h.transferUnderLoad(ctx, s, done)
 			}()
 		}
-		times, stageBW, err := h.cpuUnderLoad(ctx, s)
+		times, stageBW, commitBW, err := h.cpuUnderLoad(ctx, s)
 		close(done)
 		xwg.Wait()
 		if err != nil {
@@ -168,6 +176,9 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 		}
 		if stageBW > 0 {
 			c.stageBW = stageBW
+		}
+		if commitBW > 0 {
+			c.commitBW = commitBW
 		}
 		c.cpu, c.fit = map[string]time.Duration{}, map[string]costFit{}
 		x := make([]float64, len(times))
@@ -190,12 +201,15 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 // cpuUnderLoad runs one tile per CPU core at once (core k takes tile k
 // modulo the slide's tiles), each through the whole pipeline on its core,
 // and returns the time of each operation on each core's tile, and the
-// rate at which the cores staged their tiles' RGB from storage meanwhile.
-func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide) ([]map[string]time.Duration, float64, error) {
+// rates at which the cores staged their tiles' RGB from storage and
+// committed their outputs to the output storage meanwhile.
+func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide) (times []map[string]time.Duration, stageBW, commitBW float64, err error) {
 	ops := hwOps(h.specs, nil, nil, nil)
-	times := make([]map[string]time.Duration, h.cpus)
+	times = make([]map[string]time.Duration, h.cpus)
 	errs := make([]error, h.cpus)
 	staged := make([]time.Duration, h.cpus)
+	committedIn := make([]time.Duration, h.cpus)
+	committedBytes := make([]int64, h.cpus)
 	var stagedBytes int64
 	var wg sync.WaitGroup
 	for k := range h.cpus {
@@ -220,43 +234,82 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide) ([]map[string]time
 					}
 					times[k][o.Name] = time.Since(t0)
 				}
-				return nil
+				t0 = time.Now()
+				b, err := j.commitOutputs(ctx)
+				committedIn[k], committedBytes[k] = time.Since(t0), b
+				return err
 			}()
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	var st time.Duration
+	var st, ct time.Duration
+	var cb int64
 	for k := range staged {
 		st += staged[k]
 		stagedBytes += 3 * int64(h.size) * int64(h.size)
+		ct += committedIn[k]
+		cb += committedBytes[k]
 	}
-	bw := 0.0
-	if st > 0 {
-		bw = float64(stagedBytes) / st.Seconds()
-	}
-	return times, bw, nil
+	return times, rate(stagedBytes, st), rate(cb, ct), nil
 }
 
-// transferUnderLoad uploads and downloads tile 0's RGB on the first GPU
-// until done is closed (while every core runs cpuUnderLoad) and returns
-// the rate in bytes per second, uploads and downloads together.
+// rate returns b bytes over d in bytes per second, 0 without a time.
+func rate(b int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(b) / d.Seconds()
+}
+
+// commitOutputs commits the tile's outputs that a run commits when the
+// tile completes (committed: the labels and the feature tables) to the
+// slide's output storage, and returns their size.
+func (j *tileJob) commitOutputs(ctx context.Context) (int64, error) {
+	labels := j.u16["labels"]
+	if err := labels.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit the labels of tile %d: %w", j.index, err)
+	}
+	b := labels.Bytes()
+	for k, r := range j.feats {
+		if err := r.Commit(ctx); err != nil {
+			return b, fmt.Errorf("commit %s of tile %d: %w", k, j.index, err)
+		}
+		b += r.Bytes()
+	}
+	return b, nil
+}
+
+// transferUnderLoad uploads and downloads the RGB of a few tiles in turn
+// on the first GPU until done is closed (while every core runs
+// cpuUnderLoad) and returns the rate in bytes per second, uploads and
+// downloads together. The tiles take turns, as a run's do, so that the
+// host side of each copy reads and writes memory that is not in the
+// processor's caches: moving one tile's RGB back and forth, as the first
+// version of this calibration did, measured 8.2 GB/s on the H200 of GPU
+// call 3, where the run's own uploads of a tile's RGB took 5.5 to 6.5
+// GB/s (median) and every transfer together 4.1 to 5.3 GB/s.
 func (h *hwSetup) transferUnderLoad(ctx context.Context, s *Slide, done <-chan struct{}) (float64, error) {
 	a := h.accels[0]
 	reg := &jobRegistry{}
-	j, err := s.newTileJob(0)
-	if err != nil {
-		return 0, err
-	}
-	reg.add(j)
+	var ds []pats.Data
 	defer func() {
-		reg.remove(j.tpl.Name())
-		j.dev.release()
+		for _, j := range reg.all() {
+			j.dev.release()
+		}
 	}()
-	if err := j.rgb.Stage(ctx); err != nil {
-		return 0, err
+	for i := range min(s.tiles, xferTiles) {
+		j, err := s.newTileJob(i)
+		if err != nil {
+			return 0, err
+		}
+		reg.add(j)
+		if err := j.rgb.Stage(ctx); err != nil {
+			return 0, err
+		}
+		ds = append(ds, j.data("rgb", h.regionBuf))
 	}
 	xfer := reg.transfer(a)
 	unbind := func() {}
@@ -268,18 +321,15 @@ func (h *hwSetup) transferUnderLoad(ctx context.Context, s *Slide, done <-chan s
 		unbind = u
 	}
 	defer unbind()
-	d := j.data("rgb", h.regionBuf)
 	var moved int64
 	var took time.Duration
 	for n := 0; ; n++ {
 		select {
 		case <-done:
-			if took <= 0 {
-				return 0, nil
-			}
-			return float64(moved) / took.Seconds(), nil
+			return rate(moved, took), nil
 		default:
 		}
+		d := ds[n%len(ds)]
 		t0 := time.Now()
 		if err := xfer(ctx, d, true); err != nil {
 			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
@@ -287,19 +337,24 @@ func (h *hwSetup) transferUnderLoad(ctx context.Context, s *Slide, done <-chan s
 		if err := xfer(ctx, d, false); err != nil {
 			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
 		}
-		if n > 0 { // the first pair allocates the buffer
+		if n >= len(ds) { // the first pair of each tile allocates its buffer
 			took += time.Since(t0)
 			moved += 2 * d.Bytes
 		}
 	}
 }
 
+// xferTiles is the number of tiles whose RGB transferUnderLoad moves in
+// turn: 8 of 4096^2 are 384 MiB, more than a processor's last-level
+// cache.
+const xferTiles = 8
+
 // calibrateAlone is the sequential pass of calibrate.
 func (h *hwSetup) calibrateAlone(ctx context.Context, s *Slide) (*calibration, error) {
 	c := &calibration{cpu: map[string]time.Duration{}, gpu: map[string]time.Duration{}}
 	ops := hwOps(h.specs, nil, h.accels, nil)
-	var stagedBytes int64
-	var stageTime time.Duration
+	var stagedBytes, commitBytes int64
+	var stageTime, commitTime time.Duration
 	reg := &jobRegistry{}
 	var a accel
 	var xfer func(context.Context, pats.Data, bool) error
@@ -395,9 +450,19 @@ func (h *hwSetup) calibrateAlone(ctx context.Context, s *Slide) (*calibration, e
 				return nil, fmt.Errorf("calibrate %s on %s: %w", o.Name, a.Name(), err)
 			}
 		}
+		if !warm {
+			t0 := time.Now()
+			b, err := j.commitOutputs(ctx)
+			if err != nil {
+				return nil, err
+			}
+			commitTime += time.Since(t0)
+			commitBytes += b
+		}
 		reg.remove(j.tpl.Name())
 		j.dev.release()
 	}
+	c.commitBW = rate(commitBytes, commitTime)
 	for op := range c.cpu {
 		c.cpu[op] /= time.Duration(max(counted, 1))
 	}
@@ -484,13 +549,24 @@ func (h *hwSetup) simFlows(c *calibration, est map[string]float64, cost func(til
 				}
 				reads = append(reads, d)
 			}
-			pats.Add(f, ops[o.Name], i, pats.Reads(reads...),
-				pats.Writes(pats.Data{Key: o.Writes, Bytes: h.regionBuf[o.Writes]}),
+			out := pats.Data{Key: o.Writes, Bytes: h.regionBuf[o.Writes]}
+			if committed(o.Writes) {
+				out.Store = noStore{} // committed to the output storage, as in the run
+			}
+			pats.Add(f, ops[o.Name], i, pats.Reads(reads...), pats.Writes(out),
 				pats.WithCost(cost(i, o.Name)))
 		}
 		fs[i] = f
 	}
 	return fs
+}
+
+// committed reports whether the run commits datum k to the output
+// storage when its tile completes (tileJob.data gives it a Store): the
+// labels and the feature tables.
+func committed(k string) bool {
+	_, feat := featIDs()[k]
+	return k == "labels" || feat
 }
 
 // noStore is the storage of a simulated input: the simulator models its
@@ -583,9 +659,13 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 			return nil, err
 		}
 		s.out = region.NewMemory()
+		if err := prepareOutput(ctx, s); err != nil {
+			return nil, err
+		}
+		runtime.GC() // the runs before leave no garbage to collect in this one
 		reg := &jobRegistry{}
 		rec := newInstTimes()
-		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels, rec), reg: reg, onStage: rec.stage}
+		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels, rec), reg: reg, onStore: rec.store}
 		if c.est != nil { // the predicted costs, FinishAware's times until the run has its own (as in the simulator)
 			tr.cost = func(i int, o Operation) pats.Cost { return cal.predicted(i, o.Name) }
 		}
@@ -634,10 +714,38 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	return res, nil
 }
 
+// prepareOutput creates, in s's output storage, the slide-wide regions
+// the tiles commit into (the labels and the feature tables), before a
+// run's clock starts. The first commit would otherwise allocate them,
+// the labels of the whole slide (3.4 GB for 96 tiles of 4096^2), under
+// the storage's write lock: on the H200 of GPU call 3 that stalled every
+// commit and staging of a run for 0.1 to 1.6 s (Go zeroes memory it
+// reuses: 0.4 to 2.2 s for 3.4 GB on the 2-core VM), so the slots of
+// the window freed late, an effect of the experiment's in-memory output,
+// not of the scheduler, that the simulator does not model.
+func prepareOutput(ctx context.Context, s *Slide) error {
+	j, err := s.newTileJob(0)
+	if err != nil {
+		return err
+	}
+	metas := []region.Meta{j.u16["labels"].Meta()}
+	for _, f := range j.feats {
+		metas = append(metas, f.Meta())
+	}
+	for _, m := range metas {
+		lo := m.Bounds.Lo
+		empty := region.Rect(lo[0], lo[1], lo[0], lo[1])
+		if err := s.out.Write(ctx, m, empty, nil); err != nil {
+			return fmt.Errorf("create the output %v: %w", m.ID, err)
+		}
+	}
+	return nil
+}
+
 // machine returns the simulator's model of this machine with the rates
 // the calibration measured.
 func (h *hwSetup) machine(cal *calibration) pats.Machine {
-	return pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW}
+	return pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW, CommitBandwidth: cal.commitBW}
 }
 
 // hwConfig is one configuration of a hardware experiment: its name in the
@@ -680,6 +788,11 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	if cal.loaded > 0 {
 		fmt.Fprintf(w, " Under that load, host-GPU bandwidth %.2f GB/s and staging %.2f GB/s per core (the rates the simulator uses).", cal.bandwidth/1e9, cal.stageBW/1e9)
 	}
+	fmt.Fprintf(w, " A tile's outputs are committed to storage at %.2f GB/s alone", cal.commitBWAlone/1e9)
+	if cal.loaded > 0 {
+		fmt.Fprintf(w, ", %.2f GB/s under load (the rate the simulator uses: a tile keeps its place in the window until its commit is done)", cal.commitBW/1e9)
+	}
+	fmt.Fprint(w, ".")
 	if len(cal.fit) > 0 {
 		lo, hi := slices.Min(cal.content), slices.Max(cal.content)
 		fmt.Fprintf(w, " A tile's CPU cost under load is predicted from its dark-pixel share (%.2f%% to %.2f%% over the %d tiles, mean %.2f%%), as a line fitted per operation over the loaded tiles: the fit at the lightest and the heaviest tile, and its mean over the slide's tiles, are what the simulator and FinishAware's initial times use.",

@@ -61,3 +61,32 @@ func TestGPUMirrorsMatchCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibrateCommits checks what the calibration gives the simulator
+// beyond operation costs: the output storage holds the slide-wide output
+// regions before any tile commits (prepareOutput), and the rates at
+// which tiles' outputs were committed, alone and under load, reach the
+// simulator's machine.
+func TestCalibrateCommits(t *testing.T) {
+	ctx := context.Background()
+	s, err := NewSlide(ctx, 4, 32, 1, region.NewMemory(), region.NewMemory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hwSetup{cpus: 2, accels: hostAccels(1), tiles: 4, size: 32, calTiles: 3, specs: Operations(), regionBuf: realBytes(32)}
+	c, err := h.calibrate(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []region.ID{labelsID(), featIDs()["featGradient"]} {
+		if _, err := s.out.Stat(ctx, id); err != nil {
+			t.Errorf("output %v: %v", id, err)
+		}
+	}
+	if c.commitBWAlone <= 0 || c.commitBW <= 0 {
+		t.Errorf("commit rates %g alone, %g under load: want both measured", c.commitBWAlone, c.commitBW)
+	}
+	if m := h.machine(c); m.CommitBandwidth != c.commitBW || m.StageBandwidth != c.stageBW || m.Bandwidth != c.bandwidth {
+		t.Errorf("machine %+v does not carry the calibrated rates %+v", m, c)
+	}
+}

@@ -109,26 +109,34 @@ type tileJob struct {
 	feats       map[string]*region.Dense[float64]
 	nuclei      int
 	dev         tileDevice // its data in accelerator memory (real GPUs only)
-	// onStage, when set, is told the span of each staging of the RGB
-	// from storage through the tile's pats datum (a hardware run's trace).
-	onStage func(tile int, start, end time.Time)
+	// onStore, when set, is told the span of each staging of the RGB
+	// from storage and of each commit of an output to storage through the
+	// tile's pats data (a hardware run's trace): what is "stage" or
+	// "commit", key the datum.
+	onStore func(tile int, what, key string, start, end time.Time)
 }
 
-// timedStager stages and commits a tile's RGB as its region does and
-// tells the tile's onStage the span of each staging.
-type timedStager struct {
-	r *region.Dense[uint8]
-	j *tileJob
+// timedStore stages and commits a tile's datum key as its region r does
+// and tells the tile's onStore the span of each.
+type timedStore struct {
+	r   region.Region
+	j   *tileJob
+	key string
 }
 
-func (t timedStager) Stage(ctx context.Context) error {
+func (t timedStore) Stage(ctx context.Context) error {
 	t0 := time.Now()
 	err := t.r.Stage(ctx)
-	t.j.onStage(t.j.index, t0, time.Now())
+	t.j.onStore(t.j.index, "stage", t.key, t0, time.Now())
 	return err
 }
 
-func (t timedStager) Commit(ctx context.Context) error { return t.r.Commit(ctx) }
+func (t timedStore) Commit(ctx context.Context) error {
+	t0 := time.Now()
+	err := t.r.Commit(ctx)
+	t.j.onStore(t.j.index, "commit", t.key, t0, time.Now())
+	return err
+}
 
 // newTileJob builds tile i's region template: the RGB input bound lazily to
 // the slide storage with the tile as ROI, in-memory intermediates, and the
@@ -205,11 +213,11 @@ func (j *tileJob) data(k string, bytes map[string]int64) pats.Data {
 		r = j.feats[k]
 	}
 	d := pats.Data{Key: dataKey(j.tpl.Name(), k), Bytes: r.Bytes()}
-	if k == "rgb" || k == "labels" || j.feats[k] != nil {
+	if k == "rgb" || committed(k) {
 		d.Store = r
-	}
-	if k == "rgb" && j.onStage != nil {
-		d.Store = timedStager{j.rgb, j}
+		if j.onStore != nil {
+			d.Store = timedStore{r, j, k}
+		}
 	}
 	if bytes != nil {
 		d.Bytes = bytes[k]
@@ -361,8 +369,8 @@ type tileRun struct {
 	// rows, in two stages whose outputs are joined by tile
 	// (bookkeeper.NewJoinN) into the tile's result.
 	nuclei region.ObjectStorage
-	// onStage, when set, is every tile job's onStage.
-	onStage func(tile int, start, end time.Time)
+	// onStore, when set, is every tile job's onStore.
+	onStore func(tile int, what, key string, start, end time.Time)
 }
 
 // addOps adds the instances of the pipeline's operations of the given
@@ -422,7 +430,7 @@ func (tr tileRun) run(ctx context.Context, s *Slide, cfg pats.Config, units []pa
 			if err != nil {
 				return nil, err
 			}
-			j.onStage = tr.onStage
+			j.onStore = tr.onStore
 			tr.reg.add(j)
 			f := tr.tileFlow(j, i)
 			return f, f.Err()

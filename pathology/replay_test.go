@@ -37,6 +37,7 @@ type savedRun struct {
 	cpus, gpus, tiles, size, window int
 	cal                             *calibration
 	contentLo, contentHi, contentMn float64
+	commitProxy                     bool // the log has no commit rate: the staging rate stands in
 	runs                            []savedConfig
 }
 
@@ -75,6 +76,19 @@ func parseSavedRun(dir string) (*savedRun, error) {
 	s.cal.bandwidth, s.cal.stageBW = s.cal.bandwidthAlone, s.cal.stageBWAlone
 	if m = regexp.MustCompile(`Under that load, host-GPU bandwidth ([0-9.]+) GB/s and staging ([0-9.]+) GB/s per core`).FindStringSubmatch(text); m != nil {
 		s.cal.bandwidth, s.cal.stageBW = num(m[1])*1e9, num(m[2])*1e9
+	}
+	// The commit rates; a log from before they were measured has none:
+	// the staging rate stands in for them, as the same mechanism (a
+	// tile's data copied through region.Memory into memory the copy
+	// touches first) under the same load.
+	s.cal.commitBW, s.cal.commitBWAlone = s.cal.stageBW, s.cal.stageBWAlone
+	if m = regexp.MustCompile(`outputs are committed to storage at ([0-9.]+) GB/s alone(?:, ([0-9.]+) GB/s under load)?`).FindStringSubmatch(text); m != nil {
+		s.cal.commitBWAlone, s.cal.commitBW = num(m[1])*1e9, num(m[1])*1e9
+		if m[2] != "" {
+			s.cal.commitBW = num(m[2]) * 1e9
+		}
+	} else {
+		s.commitProxy = true
 	}
 	if m = regexp.MustCompile(`dark-pixel share \(([0-9.]+)% to ([0-9.]+)% over the \d+ tiles, mean ([0-9.]+)%\)`).FindStringSubmatch(text); m != nil {
 		s.contentLo, s.contentHi, s.contentMn = num(m[1])/100, num(m[2])/100, num(m[3])/100
@@ -192,6 +206,9 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: Operations(), regionBuf: realBytes(s.size)}
 	machine := h.machine(s.cal)
 	t.Logf("machine: %+v", machine)
+	if s.commitProxy {
+		t.Logf("the log has no commit rate: commits modelled at the staging rate, %.2f GB/s", machine.CommitBandwidth/1e9)
+	}
 	all := hwConfigs(s.window, s.cal.ti, s.cal.speedups())
 	names := map[string]hwConfig{}
 	for _, c := range all {

@@ -15,21 +15,22 @@ import (
 
 // traceEvent is one span of a unit's time in a hardware run: an operation
 // instance computed, a datum moved to or from a GPU, or a tile's RGB
-// staged from storage (unit "storage").
+// staged from storage or an output committed to it (unit "storage").
 type traceEvent struct {
-	unit, what string // the unit's name; compute, up, down or stage
+	unit, what string // the unit's name; compute, up, down, stage or commit
 	tile       int    // the tile (-1 for a transfer, named by key)
 	op         string // the operation, or the datum's key for a transfer
 	start, end time.Duration
 }
 
-// stage records the span of a staging of tile's RGB from storage (by
+// store records the span of a staging of tile's RGB from storage (by
 // whichever goroutine staged it: a unit's worker, or a stager with
-// Prefetch).
-func (r *instTimes) stage(tile int, start, end time.Time) {
+// Prefetch), or of a commit of its output key to storage (what "stage" or
+// "commit"), as an event of unit "storage".
+func (r *instTimes) store(tile int, what, key string, start, end time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, traceEvent{unit: "storage", what: "stage", tile: tile, op: "rgb", start: start.Sub(r.t0), end: end.Sub(r.t0)})
+	r.events = append(r.events, traceEvent{unit: "storage", what: what, tile: tile, op: key, start: start.Sub(r.t0), end: end.Sub(r.t0)})
 }
 
 // tracedUnit is a GPU unit whose transfers are recorded in rec.

@@ -56,7 +56,7 @@ func TestHardwareConfigsTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	compute := map[string]map[string]bool{}
-	stages := map[string]int{}
+	stages, commits := map[string]int{}, map[string]int{}
 	moves := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n")[1:] {
 		f := strings.Split(line, ",")
@@ -73,6 +73,8 @@ func TestHardwareConfigsTrace(t *testing.T) {
 			moves++
 		case "stage":
 			stages[f[0]]++
+		case "commit":
+			commits[f[0]]++
 		default:
 			t.Errorf("trace line %q: unknown span %q", line, f[2])
 		}
@@ -83,6 +85,9 @@ func TestHardwareConfigsTrace(t *testing.T) {
 		}
 		if stages[run] != 4 {
 			t.Errorf("%s: %d stagings traced, want one per tile (4)", run, stages[run])
+		}
+		if commits[run] != 4*4 {
+			t.Errorf("%s: %d commits traced, want the labels and 3 feature tables of each tile (16)", run, commits[run])
 		}
 	}
 	if moves == 0 {

@@ -16,8 +16,9 @@ started):
   nothing ready    the tiles in flight had nothing to run (pipeline, window;
                    the first operations' admission is not traced, so they
                    never count as ready)
-Also the GPU unit's share of the makespan computing or moving data, and how
-long the tiles' RGB took to stage from storage (by whichever goroutine). Only the
+Also the GPU unit's share of the makespan computing or moving data, how
+long the tiles' RGB took to stage from storage (by whichever goroutine) and
+their outputs to commit to it (unit "storage", what "commit"). Only the
 standard library; 1 ms resolution.
 """
 import collections, csv, sys
@@ -35,7 +36,7 @@ GPU_ABLE = {"RBCDetection", "MorphOpen", "FillHoles", "PreWatershed", "FeatInten
 def analyse(name, rows):
     comp = [r for r in rows if r["what"] == "compute"]
     cpus = sorted({r["unit"] for r in comp if r["unit"].startswith("cpu")})
-    gpus = sorted({r["unit"] for r in rows if not r["unit"].startswith("cpu") and r["what"] != "stage"})
+    gpus = sorted({r["unit"] for r in rows if not r["unit"].startswith("cpu") and r["unit"] != "storage"})
     end = max(float(r["end_ms"]) for r in rows)
     n = int(end) + 2
     inst = {(int(r["tile"]), r["op"]): r for r in comp}
@@ -78,6 +79,16 @@ def analyse(name, rows):
     st = [float(r["end_ms"]) - float(r["start_ms"]) for r in rows if r["what"] == "stage"]
     stage = "; staging %d tiles, %.0f ms each on average, %.0f ms the longest (%.1f s in all)" % (
         len(st), sum(st) / len(st), max(st), sum(st) / 1e3) if st else ""
+    # A tile's outputs are committed (labels, feature tables) before its
+    # place in the window is free: the commits of a tile, first start to
+    # last end.
+    commits = collections.defaultdict(list)
+    for r in rows:
+        if r["what"] == "commit":
+            commits[r["tile"]].append((float(r["start_ms"]), float(r["end_ms"])))
+    ct = [max(e for _, e in v) - min(s for s, _ in v) for v in commits.values()]
+    if ct:
+        stage += "; commits of %d tiles, %.0f ms each on average, %.0f ms the longest" % (len(ct), sum(ct) / len(ct), max(ct))
     # The GPU's worker stages a tile's RGB itself when it takes the tile's
     # first operation (without Prefetch): the staging that ends right
     # before an upload of that RGB, while the GPU had nothing else going,
