@@ -29,6 +29,10 @@ var hwReplayDir = flag.String("hwreplay", "", "folder of a saved hardware run (h
 // hwReplaySeed is the seed of the saved run's slide (pathology's -seed).
 var hwReplaySeed = flag.Uint64("hwreplay-seed", 1, "seed of the saved hardware run's slide")
 
+// hwReplayBW, when positive, replaces the logged host-GPU bandwidth (GB/s):
+// what the simulator predicts had the calibration measured that rate.
+var hwReplayBW = flag.Float64("hwreplay-bw", 0, "host-GPU GB/s to simulate instead of the logged calibration's (0: the log's)")
+
 // savedRun is what a saved hardware run's log and trace hold: the
 // calibration's figures (rounded as printed), the machine, and per
 // configuration its measured and simulated makespans and its instances'
@@ -204,6 +208,9 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 		t.Fatalf("slide content mean %.4f%%, the log says %.2f%%: another seed?", 100*mean(s.cal.content), 100*s.contentMn)
 	}
 	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: Operations(), regionBuf: realBytes(s.size)}
+	if *hwReplayBW > 0 {
+		s.cal.bandwidth = *hwReplayBW * 1e9
+	}
 	machine := h.machine(s.cal)
 	t.Logf("machine: %+v", machine)
 	if s.commitProxy {
