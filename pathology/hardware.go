@@ -151,18 +151,16 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 		if c.content, err = tileContent(ctx, s); err != nil {
 			return nil, err
 		}
-		done := make(chan struct{})
-		var xferBW float64
+		done, staged := make(chan struct{}), make(chan struct{})
+		var xferBW, workerStageBW float64
 		var xferErr error
 		var xwg sync.WaitGroup
-		if len(h.accels) > 0 {
-			xwg.Add(1)
-			go func() {
-				defer xwg.Done()
-				xferBW, xferErr = h.transferUnderLoad(ctx, s, done)
-			}()
-		}
-		times, stageBW, commitBW, err := h.cpuUnderLoad(ctx, s)
+		xwg.Add(1)
+		go func() {
+			defer xwg.Done()
+			xferBW, workerStageBW, xferErr = h.workerUnderLoad(ctx, s, staged, done)
+		}()
+		times, stageBW, commitBW, err := h.cpuUnderLoad(ctx, s, staged)
 		close(done)
 		xwg.Wait()
 		if err != nil {
@@ -173,6 +171,9 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 		}
 		if xferBW > 0 {
 			c.bandwidth = xferBW
+		}
+		if workerStageBW > 0 { // one staging at a time while the cores compute, as in a run
+			stageBW = workerStageBW
 		}
 		if stageBW > 0 {
 			c.stageBW = stageBW
@@ -201,14 +202,22 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 // cpuUnderLoad runs one tile per CPU core at once (core k takes tile k
 // modulo the slide's tiles), each through the whole pipeline on its core,
 // and returns the time of each operation on each core's tile, and the
-// rates at which the cores staged their tiles' RGB from storage and
-// committed their outputs to the output storage meanwhile.
-func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide) (times []map[string]time.Duration, stageBW, commitBW float64, err error) {
+// rates at which the cores staged their tiles' RGB from storage (all at
+// once, at the start) and committed their outputs to the output storage
+// meanwhile. It closes staged once every core has staged its tile (or
+// failed to).
+func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide, staged chan<- struct{}) (times []map[string]time.Duration, stageBW, commitBW float64, err error) {
 	ops := hwOps(h.specs, nil, nil, nil)
 	times = make([]map[string]time.Duration, h.cpus)
 	errs := make([]error, h.cpus)
-	staged := make([]time.Duration, h.cpus)
+	stagedIn := make([]time.Duration, h.cpus)
 	committedIn := make([]time.Duration, h.cpus)
+	var swg sync.WaitGroup
+	swg.Add(h.cpus)
+	go func() {
+		swg.Wait()
+		close(staged)
+	}()
 	committedBytes := make([]int64, h.cpus)
 	var stagedBytes int64
 	var wg sync.WaitGroup
@@ -217,6 +226,8 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide) (times []map[strin
 		go func() {
 			defer wg.Done()
 			errs[k] = func() error {
+				once := sync.OnceFunc(swg.Done)
+				defer once()
 				j, err := s.newTileJob(k % s.tiles)
 				if err != nil {
 					return err
@@ -225,7 +236,8 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide) (times []map[strin
 				if err := j.rgb.Stage(ctx); err != nil {
 					return err
 				}
-				staged[k] = time.Since(t0)
+				stagedIn[k] = time.Since(t0)
+				once()
 				times[k] = map[string]time.Duration{}
 				for _, o := range h.specs {
 					t0 := time.Now()
@@ -247,8 +259,8 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide) (times []map[strin
 	}
 	var st, ct time.Duration
 	var cb int64
-	for k := range staged {
-		st += staged[k]
+	for k := range stagedIn {
+		st += stagedIn[k]
 		stagedBytes += 3 * int64(h.size) * int64(h.size)
 		ct += committedIn[k]
 		cb += committedBytes[k]
@@ -282,72 +294,85 @@ func (j *tileJob) commitOutputs(ctx context.Context) (int64, error) {
 	return b, nil
 }
 
-// transferUnderLoad uploads and downloads the RGB of a few tiles in turn
-// on the first GPU until done is closed (while every core runs
-// cpuUnderLoad) and returns the rate in bytes per second, uploads and
-// downloads together. The tiles take turns, as a run's do, so that the
-// host side of each copy reads and writes memory that is not in the
-// processor's caches: moving one tile's RGB back and forth, as the first
-// version of this calibration did, measured 8.2 GB/s on the H200 of GPU
-// call 3, where the run's own uploads of a tile's RGB took 5.5 to 6.5
-// GB/s (median) and every transfer together 4.1 to 5.3 GB/s.
-func (h *hwSetup) transferUnderLoad(ctx context.Context, s *Slide, done <-chan struct{}) (float64, error) {
-	a := h.accels[0]
+// workerUnderLoad does what a GPU's worker does in a run, while every
+// core runs cpuUnderLoad: once the cores have staged their tiles
+// (staged closed), it stages the RGB of one tile after another (tiles the
+// cores do not have) and, with a GPU, uploads it to the first GPU and
+// downloads it back, until done is closed. It returns the rates of the
+// transfers (uploads and downloads together; 0 without a GPU) and of the
+// stagings in bytes per second (0 if none completed). These are the
+// conditions of a run: one staging at a time on a goroutine beside the
+// busy cores (a run's stagings overlapped 1 to 2 at a time on the H200
+// of GPU call 3, where the cores' stagings all at once gave 0.51 GB/s a
+// core and the run's 0.54 to 0.68), and transfers of data fresh from
+// storage, not of one tile's RGB back and forth (8.2 GB/s there, the
+// run's uploads of a tile's RGB 5.5 to 6.5 GB/s, median).
+func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-chan struct{}) (xferBW, stageBW float64, err error) {
+	select {
+	case <-staged:
+	case <-done:
+		return 0, 0, nil
+	}
+	var a accel
 	reg := &jobRegistry{}
-	var ds []pats.Data
-	defer func() {
-		for _, j := range reg.all() {
-			j.dev.release()
+	var xfer func(context.Context, pats.Data, bool) error
+	if len(h.accels) > 0 {
+		a = h.accels[0]
+		xfer = reg.transfer(a)
+		if b := a.bind(); b != nil {
+			unbind, err := b(ctx, a)
+			if err != nil {
+				return 0, 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+			}
+			defer unbind()
 		}
-	}()
-	for i := range min(s.tiles, xferTiles) {
-		j, err := s.newTileJob(i)
-		if err != nil {
-			return 0, err
-		}
-		reg.add(j)
-		if err := j.rgb.Stage(ctx); err != nil {
-			return 0, err
-		}
-		ds = append(ds, j.data("rgb", h.regionBuf))
 	}
-	xfer := reg.transfer(a)
-	unbind := func() {}
-	if b := a.bind(); b != nil {
-		u, err := b(ctx, a)
-		if err != nil {
-			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
-		}
-		unbind = u
-	}
-	defer unbind()
-	var moved int64
-	var took time.Duration
+	var moved, stagedBytes int64
+	var took, stageTime time.Duration
 	for n := 0; ; n++ {
 		select {
 		case <-done:
-			return rate(moved, took), nil
+			return rate(moved, took), rate(stagedBytes, stageTime), nil
 		default:
 		}
-		d := ds[n%len(ds)]
-		t0 := time.Now()
-		if err := xfer(ctx, d, true); err != nil {
-			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
-		}
-		if err := xfer(ctx, d, false); err != nil {
-			return 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
-		}
-		if n >= len(ds) { // the first pair of each tile allocates its buffer
-			took += time.Since(t0)
-			moved += 2 * d.Bytes
+		err := func() error {
+			j, err := s.newTileJob((h.cpus + n) % s.tiles)
+			if err != nil {
+				return err
+			}
+			reg.add(j)
+			defer func() {
+				reg.remove(j.tpl.Name())
+				j.dev.release()
+			}()
+			t0 := time.Now()
+			if err := j.rgb.Stage(ctx); err != nil {
+				return err
+			}
+			stageTime += time.Since(t0)
+			stagedBytes += j.rgb.Bytes()
+			if a == nil {
+				return nil
+			}
+			d := j.data("rgb", h.regionBuf)
+			t0 = time.Now()
+			if err := xfer(ctx, d, true); err != nil {
+				return fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+			}
+			if err := xfer(ctx, d, false); err != nil {
+				return fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+			}
+			if n > 0 { // the first pair allocates the GPU's buffer; later tiles reuse it
+				took += time.Since(t0)
+				moved += 2 * d.Bytes
+			}
+			return nil
+		}()
+		if err != nil {
+			return 0, 0, err
 		}
 	}
 }
-
-// xferTiles is the number of tiles whose RGB transferUnderLoad moves in
-// turn: 8 of 4096^2 are 384 MiB, more than a processor's last-level
-// cache.
-const xferTiles = 8
 
 // calibrateAlone is the sequential pass of calibrate.
 func (h *hwSetup) calibrateAlone(ctx context.Context, s *Slide) (*calibration, error) {
@@ -829,7 +854,7 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	fmt.Fprintf(w, "Measured op by op on %d tiles (after one warm-up), one CPU core alone and one GPU, transfers excluded; host-GPU bandwidth %.2f GB/s, transfer impact %.2f, staging from storage %.2f GB/s. CPU under load: %s (the costs the simulator and the speedups use).",
 		max(h.calTiles-1, 1), cal.bandwidthAlone/1e9, cal.ti, cal.stageBWAlone/1e9, load)
 	if cal.loaded > 0 {
-		fmt.Fprintf(w, " Under that load, host-GPU bandwidth %.2f GB/s and staging %.2f GB/s per core (the rates the simulator uses).", cal.bandwidth/1e9, cal.stageBW/1e9)
+		fmt.Fprintf(w, " Under that load, host-GPU bandwidth %.2f GB/s and staging %.2f GB/s per core (the rates the simulator uses; measured as a GPU's worker works in a run: tiles staged, uploaded and downloaded one at a time on a goroutine beside the busy cores).", cal.bandwidth/1e9, cal.stageBW/1e9)
 	}
 	fmt.Fprintf(w, " A tile's outputs are committed to storage at %.2f GB/s alone", cal.commitBWAlone/1e9)
 	if cal.loaded > 0 {

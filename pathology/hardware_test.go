@@ -3,6 +3,7 @@ package pathology
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/gohtgs/htgs/region"
 )
@@ -88,5 +89,29 @@ func TestCalibrateCommits(t *testing.T) {
 	}
 	if m := h.machine(c); m.CommitBandwidth != c.commitBW || m.StageBandwidth != c.stageBW || m.Bandwidth != c.bandwidth {
 		t.Errorf("machine %+v does not carry the calibrated rates %+v", m, c)
+	}
+}
+
+// TestWorkerUnderLoad checks the calibration of a GPU worker's work:
+// it waits for the cores' stagings, then stages tiles and moves them to
+// and from the GPU until told to stop, and reports both rates.
+func TestWorkerUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	s, err := NewSlide(ctx, 4, 32, 1, region.NewMemory(), region.NewMemory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hwSetup{cpus: 2, accels: hostAccels(1), tiles: 4, size: 32, specs: Operations(), regionBuf: realBytes(32)}
+	staged, done := make(chan struct{}), make(chan struct{})
+	close(done)
+	if x, st, err := h.workerUnderLoad(ctx, s, staged, done); err != nil || x != 0 || st != 0 {
+		t.Errorf("stopped before the cores staged: %g, %g, %v; want nothing measured", x, st, err)
+	}
+	staged, done = make(chan struct{}), make(chan struct{})
+	close(staged)
+	time.AfterFunc(100*time.Millisecond, func() { close(done) })
+	x, st, err := h.workerUnderLoad(ctx, s, staged, done)
+	if err != nil || x <= 0 || st <= 0 {
+		t.Errorf("transfers %g B/s, staging %g B/s, %v: want both measured", x, st, err)
 	}
 }
