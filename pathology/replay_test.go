@@ -33,6 +33,9 @@ var hwReplaySeed = flag.Uint64("hwreplay-seed", 1, "seed of the saved hardware r
 // what the simulator predicts had the calibration measured that rate.
 var hwReplayBW = flag.Float64("hwreplay-bw", 0, "host-GPU GB/s to simulate instead of the logged calibration's (0: the log's)")
 
+// hwReplayStage, when positive, replaces the logged staging rate (GB/s).
+var hwReplayStage = flag.Float64("hwreplay-stage", 0, "staging GB/s to simulate instead of the logged calibration's (0: the log's)")
+
 // savedRun is what a saved hardware run's log and trace hold: the
 // calibration's figures (rounded as printed), the machine, and per
 // configuration its measured and simulated makespans and its instances'
@@ -210,6 +213,12 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: Operations(), regionBuf: realBytes(s.size)}
 	if *hwReplayBW > 0 {
 		s.cal.bandwidth = *hwReplayBW * 1e9
+	}
+	if *hwReplayStage > 0 {
+		s.cal.stageBW = *hwReplayStage * 1e9
+		if s.commitProxy {
+			s.cal.commitBW = s.cal.stageBW
+		}
 	}
 	machine := h.machine(s.cal)
 	t.Logf("machine: %+v", machine)
