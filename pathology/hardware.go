@@ -759,14 +759,27 @@ func (h *hwSetup) warmHeap() int64 {
 	for _, b := range h.regionBuf {
 		per += b
 	}
-	bufs := make([][]byte, 0, tiles)
-	for range tiles {
-		b := make([]byte, per)
-		for i := 0; i < len(b); i += 4096 {
-			b[i] = 1
-		}
-		bufs = append(bufs, b)
+	bufs := make([][]byte, tiles)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(tiles, runtime.GOMAXPROCS(0)) { // page faults proceed in parallel
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				b := make([]byte, per)
+				for k := 0; k < len(b); k += 4096 {
+					b[k] = 1
+				}
+				bufs[i] = b
+			}
+		}()
 	}
+	for i := range tiles {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 	clear(bufs)
 	runtime.GC()
 	return int64(tiles) * per

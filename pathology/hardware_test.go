@@ -115,3 +115,20 @@ func TestWorkerUnderLoad(t *testing.T) {
 		t.Errorf("transfers %g B/s, staging %g B/s, %v: want both measured", x, st, err)
 	}
 }
+
+// TestWarmHeap checks the size of the heap touched before the runs: a
+// window of tiles (all tiles for an unbounded window), each with every
+// datum and its RGB staging buffer.
+func TestWarmHeap(t *testing.T) {
+	rb := realBytes(32)
+	per := rb["rgb"]
+	for _, b := range rb {
+		per += b
+	}
+	for _, c := range []struct{ window, want int }{{2, 2}, {0, 4}, {9, 4}} {
+		h := &hwSetup{tiles: 4, window: c.window, regionBuf: rb}
+		if got := h.warmHeap(); got != int64(c.want)*per {
+			t.Errorf("window %d: touched %d bytes, want %d tiles of %d", c.window, got, c.want, per)
+		}
+	}
+}
