@@ -22,7 +22,11 @@
 #     cores busy, the GPU's share computing or moving data (measured and
 #     simulated), the process's CPU time against 16 cores x makespan and
 #     the Go runtime's GC share. trace.csv: every operation instance and
-#     GPU transfer with its unit, start and end.
+#     GPU transfer with its unit, start and end, and (issue 34, the
+#     simulator's error: docs/pats/simulator-error.md) every staging and
+#     commit to storage. Since then the runs start on a warm heap with the
+#     output regions made (a few seconds more before the first run), and
+#     the simulator models commits and waits on another worker's staging.
 #  2. idle.txt: testdata/trace_idle.py splits each run's idle core time
 #     by what was ready then (CPU-only work waiting: dispatch delay the
 #     simulator lacks; only GPU work: left to the GPU; nothing).
