@@ -594,8 +594,9 @@ func committed(k string) bool {
 	return k == "labels" || feat
 }
 
-// noStore is the storage of a simulated input: the simulator models its
-// staging time (pats.Machine.StageBandwidth) and never calls it.
+// noStore is the storage of a simulated input or output: the simulator
+// models its staging and commit times (pats.Machine.StageBandwidth and
+// CommitBandwidth) and never calls it.
 type noStore struct{}
 
 func (noStore) Stage(context.Context) error  { return nil }

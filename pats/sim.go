@@ -25,6 +25,13 @@ import (
 // outputs. With Prefetch it has three engines, for uploads, computation and
 // downloads: the next operation is chosen and uploaded while the current one
 // computes, and downloads drain in the background.
+//
+// Storage is modelled by its rates (Machine.StageBandwidth,
+// Machine.CommitBandwidth): without Prefetch the worker that takes an
+// input's first reader stages it, and a worker that takes another reader
+// meanwhile waits until that staging ends; a completed flow commits its
+// outputs that have a store, and keeps its place in the window until
+// they are committed.
 func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
