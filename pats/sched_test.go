@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -575,5 +576,34 @@ func TestFinishAwareLearn(t *testing.T) {
 	r := mustSim(t, Config{Policy: PATS, Learn: true, FinishAware: true}, Machine{CPUs: 4, GPUs: 1}, fs...)
 	if o, _ := r.Op("a"); o.CPU != 1 {
 		t.Errorf("%d a on CPU cores, want 1 (the first sample)", o.CPU)
+	}
+}
+
+// Of the workers that stage one input at once, only the one that read
+// the store is told so: the others waited, and their wait is no
+// staging of the bytes (the rate FinishAware estimates stagings with).
+func TestStageOnceCountsOneStaging(t *testing.T) {
+	var s stageOnce
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	stagers := 0
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			staged, err := s.do(context.Background(), nopStore{})
+			if err != nil {
+				t.Error(err)
+			}
+			if staged {
+				mu.Lock()
+				stagers++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if stagers != 1 {
+		t.Errorf("%d calls staged, want 1", stagers)
 	}
 }
