@@ -333,8 +333,11 @@ func writeStatistics(w io.Writer, c *config, fftDesc string, total time.Duration
 	p("Operating System: %s %s", runtime.GOOS, runtime.GOARCH)
 	p("CPU threads used: %d", c.workers)
 	exec := "htgs task graphs, FFT " + fftDesc
-	if c.gpu {
+	switch {
+	case c.registeredOnGPU():
 		exec = "htgs task graphs, FFT, PCIAM and CCF on the GPUs"
+	case c.gpu:
+		exec += ", registered live as the tiles came (-watch)"
 	}
 	p("Execution type: %s", exec)
 	p("")

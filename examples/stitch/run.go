@@ -330,11 +330,14 @@ func (r *stitchRun) stitchOneSlice(ctx context.Context, k, t int, st *sliceStats
 	c, src := r.c, r.srcs[k]
 	w, h := src.TileSize()
 	where := ""
-	if c.gpu {
+	switch {
+	case c.registeredOnGPU():
 		where = ", FFT, PCIAM and CCF on the GPUs"
+	case c.gpu:
+		where = ", registered on the CPU as the tiles came (the GPUs take the pairs left when the cores fall behind)"
 	}
 	fmt.Fprintf(r.stdout, "stitching %d x %d tiles of %d x %d from %s with %d workers%s\n", c.rows, c.cols, w, h, c.dir, c.workers, where)
-	if !c.gpu && k == 0 {
+	if !c.registeredOnGPU() && k == 0 {
 		fmt.Fprintf(r.stdout, "FFT: %s\n", r.fftDesc)
 	}
 	t0 := time.Now()

@@ -29,6 +29,13 @@ type watchedRun struct {
 	partial string            // the provisional positions file, removed once the outputs are in
 	preview string            // the provisional mosaic's preview, likewise ("" with -mosaic=false)
 	kept    *keptTiles        // tiles the registration handed over, corrected, for the mosaic (nil with -mosaic=false)
+	onGPU   bool              // with -gpu: the registration left at the last tile ran on the GPUs (LiveState.OnGPU)
+}
+
+// registeredOnGPU reports whether the registration of c's run ran on the
+// GPUs: with -gpu, unless -watch registered the pairs live on the CPU.
+func (c *config) registeredOnGPU() bool {
+	return c.gpu && (c.watched == nil || c.watched.res == nil || c.watched.onGPU)
 }
 
 // progressEvery is the shortest interval between two progress lines of
@@ -181,7 +188,7 @@ func watchGrid(ctx context.Context, c *config, pat tileio.Pattern, opt align.Opt
 	if c.givenFF != nil {
 		res.FlatField = c.givenFF // the tiles came corrected with it
 	}
-	c.watched = &watchedRun{res: res, last: last, after: time.Since(last), partial: partial, preview: previewPath, kept: kept}
+	c.watched = &watchedRun{res: res, last: last, after: time.Since(last), partial: partial, preview: previewPath, kept: kept, onGPU: up.onGPU}
 	if changed := w.Changed(); len(changed) > 0 {
 		// A tile acquired again after it arrived: what was registered is
 		// not what the folder holds. The finished folder is stitched.
@@ -265,6 +272,7 @@ type watchUpdates struct {
 	previewPath string // the provisional mosaic's preview, "" without a mosaic
 
 	placed    int
+	onGPU     bool
 	preview   *mosaic.LivePreview
 	lastPrint time.Time
 	lastLine  string
@@ -275,6 +283,7 @@ type watchUpdates struct {
 // update takes one LiveState.
 func (u *watchUpdates) update(s stitching.LiveState) {
 	u.placed = len(s.Positions)
+	u.onGPU = s.OnGPU
 	if u.placed > 0 {
 		if err := outfile.WriteFile(u.partial, func(f io.Writer) error {
 			return tileio.WriteGlobalPositions(f, s.Positions)
