@@ -67,7 +67,7 @@ tbin=.device-carry/pathology.test
 if [[ -x "$bin" ]]; then
 	t=$SECONDS
 	lim=$(($(left) - 7)) # leave room for the trace analysis and the summary
-	lim=$((lim > 60 ? 60 : lim))
+	lim=$((lim > ${HWLIMIT:-60} ? ${HWLIMIT:-60} : lim))
 	if [[ $lim -lt 20 ]]; then
 		say "FAIL hardware: skipped, ${lim}s left"
 	else
