@@ -14,6 +14,10 @@ bin="$PWD/.device-carry/bin/stitch"
 src="${PAPER_GRID:-/dev/shm/paper}"
 rows=${WATCH_ROWS:-42} cols=${WATCH_COLS:-59}
 gpu=${WATCH_GPU--gpu} # WATCH_GPU= for a dry run without a GPU
+workers=${WATCH_WORKERS:-16} # 1 or 2: the cores fall behind and the GPU takes the pairs left
+if [[ ! -d "$src" && -n ${WATCH_GENERATE:-} ]]; then
+	"$bin" -generate "$src" -rows "$rows" -cols "$cols" -tile 1392x1040 >"$o/generate.log" 2>&1
+fi
 if [[ ! -d "$src" ]]; then
 	echo "no paper grid at $src: skipped"
 	exit 0
@@ -22,7 +26,7 @@ ms() { date +%s%3N; }
 dst=/dev/shm/watch
 rm -rf "$dst" /tmp/watch-out /tmp/watch-off
 mkdir -p "$dst"
-"$bin" -watch $gpu -workers 16 -mosaic=false -dir "$dst" -rows $rows -cols $cols -out /tmp/watch-out -watch-timeout 30s >"$o/watch.log" 2>&1 &
+"$bin" -watch $gpu -workers $workers -mosaic=false -dir "$dst" -rows $rows -cols $cols -out /tmp/watch-out -watch-timeout 30s >"$o/watch.log" 2>&1 &
 pid=$!
 sleep 0.5
 first=$(ms)
@@ -40,7 +44,7 @@ end=$(ms)
 echo "watch: rc=$rc, $((rows * cols)) tiles in $((last - first)) ms ($(((last - first) / (rows * cols))) ms a tile); the run ended $((end - last)) ms after the last tile's close"
 grep -E "after it|go to the GPU|every tile" "$o/watch.log" | tail -n 3
 s=$(ms)
-"$bin" $gpu -workers 16 -mosaic=false -dir "$dst" -rows $rows -cols $cols -out /tmp/watch-off >"$o/offline.log" 2>&1
+"$bin" $gpu -workers $workers -mosaic=false -dir "$dst" -rows $rows -cols $cols -out /tmp/watch-off >"$o/offline.log" 2>&1
 echo "offline stitch -gpu of the finished folder: rc=$? in $(($(ms) - s)) ms"
 for f in img-global-positions-1.txt img-relative-positions-1.txt; do
 	cmp -s "/tmp/watch-out/$f" "/tmp/watch-off/$f" && echo "PASS $f: watch == offline" || echo "FAIL $f: watch != offline"
