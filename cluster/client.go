@@ -71,6 +71,12 @@ type Client struct {
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 
+	// frames holds the buffers of direct request frames (*[]byte).
+	frames sync.Pool
+	// lastWorker is the worker and host of the last direct result, whose
+	// strings the next result from the same worker shares.
+	lastWorker atomic.Pointer[[2]string]
+
 	stats clientStats
 	// reports, if set (by a Supervisor), also gets each report the client
 	// logs, as one line, and whether the worker that had the input is
@@ -94,6 +100,10 @@ type replySlot struct {
 	ch      chan *nats.Msg
 	sub     *nats.Subscription
 }
+
+// maxPooledFrame bounds the buffers of direct frames that are kept for
+// the next request or answer.
+const maxPooledFrame = 64 << 10
 
 // maxFreeSlots bounds the reply slots a client keeps unused.
 const maxFreeSlots = 256
@@ -147,7 +157,7 @@ func (c *Client) putSlot(rs *replySlot, clean bool) {
 	for {
 		select {
 		case m := <-rs.ch: // a late answer that came meanwhile
-			if m.Header.Get(hKind) != kindBusy && m.Header.Get(hID) != "" {
+			if a, err := parseAnswer(m.Data); err == nil && a.kind != kindBusy && len(a.id) > 0 {
 				c.stats.mu.Lock()
 				c.stats.duplicates++
 				c.stats.mu.Unlock()
@@ -175,7 +185,7 @@ const (
 
 // waiter is an Execute (or Call) waiting for the result of its input.
 type waiter struct {
-	ch chan *nats.Msg
+	ch chan *result
 	// at, for a graph-side copy, is where it says its input runs
 	// (task.Placer); nil for Call.
 	at *atomic.Pointer[task.Placement]
@@ -297,7 +307,7 @@ func (c *Client) directFor(key string) directCap {
 			caps := map[string]directCap{}
 			for _, w := range ws {
 				for k, d := range w.Direct {
-					if _, ok := w.Tasks[k]; !ok || d.Copies < 1 {
+					if _, ok := w.Tasks[k]; !ok || d.Copies < 1 || d.Proto != directProto {
 						continue
 					}
 					dc := caps[k]
@@ -486,11 +496,7 @@ func (c *Client) maxDelivered(m *nats.Msg) {
 		if !ok {
 			return // another client's input, or one no one waits for
 		}
-		res := nats.NewMsg("")
-		res.Header.Set(hID, id)
-		res.Header.Set(hKind, kindPoison)
-		res.Header.Set(hErr, fmt.Sprintf("input delivered %d times to workers of %s, never answered (each worker died or stopped): given up", adv.Deliveries, adv.Consumer))
-		c.hand(id, res)
+		c.hand(id, &result{kind: kindPoison, errMsg: fmt.Sprintf("input delivered %d times to workers of %s, never answered (each worker died or stopped): given up", adv.Deliveries, adv.Consumer)})
 		_ = str.DeleteMsg(ctx, adv.StreamSeq)
 	})
 }
@@ -539,7 +545,8 @@ func (c *Client) deliver(m jetstream.Msg) {
 		c.unacked = append(c.unacked, m)
 	}
 	c.ackMu.Unlock()
-	c.hand(m.Headers().Get(hID), &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+	h := m.Headers()
+	c.hand(h.Get(hID), headerResult(h, m.Data()))
 }
 
 // resultAckDelay is how long a result may stay unacknowledged, so that the
@@ -592,8 +599,37 @@ func (c *Client) ackBatch(ctx context.Context) {
 	c.ackMu.Unlock()
 }
 
+// result is a worker's answer to one input, from the result stream's
+// headers (headerResult) or a direct answer's frame (directResult).
+type result struct {
+	worker, host string
+	kind, errMsg string // a failure: errMsg is not empty
+	ref          string // the object holding the payload, if not data
+	count        int    // outputs in the payload
+	delivered    uint64 // the input's deliveries by the work stream, if more than one
+	data         []byte
+}
+
+// headerResult returns the result a message of the result stream carries.
+func headerResult(h nats.Header, data []byte) *result {
+	n, _ := strconv.Atoi(h.Get(hCount))
+	return &result{worker: h.Get(hWorker), host: h.Get(hHost), kind: h.Get(hKind), errMsg: h.Get(hErr), ref: h.Get(hRef), count: n, delivered: deliveries(h), data: data}
+}
+
+// directResult returns the result of direct answer a, with its worker's
+// and host's names shared with the client's last direct result from the
+// same worker (no string made per item).
+func (c *Client) directResult(a *directAnswer) *result {
+	wh := c.lastWorker.Load()
+	if wh == nil || wh[0] != string(a.worker) || wh[1] != string(a.host) {
+		wh = &[2]string{string(a.worker), string(a.host)}
+		c.lastWorker.Store(wh)
+	}
+	return &result{worker: wh[0], host: wh[1], kind: a.kind, errMsg: string(a.err), ref: string(a.ref), count: a.count, data: a.data}
+}
+
 // hand gives res to the Execute waiting for request id, if any.
-func (c *Client) hand(id string, res *nats.Msg) {
+func (c *Client) hand(id string, res *result) {
 	if w := c.claim(id, res); w != nil {
 		w.ch <- res
 	}
@@ -602,7 +638,7 @@ func (c *Client) hand(id string, res *nats.Msg) {
 // claim takes the Execute waiting for request id out of the waiting ones
 // and counts res as its result; with none waiting (its result came
 // already, or it gave up), it counts res as a duplicate and returns nil.
-func (c *Client) claim(id string, res *nats.Msg) *waiter {
+func (c *Client) claim(id string, res *result) *waiter {
 	c.mu.Lock()
 	w, ok := c.waiting[id]
 	delete(c.waiting, id)
@@ -610,10 +646,10 @@ func (c *Client) claim(id string, res *nats.Msg) *waiter {
 	c.stats.mu.Lock()
 	if ok {
 		c.stats.results++
-		if w := res.Header.Get(hWorker); w != "" {
-			c.stats.byWorker[w]++
+		if res.worker != "" {
+			c.stats.byWorker[res.worker]++
 		}
-		if res.Header.Get(hDelivered) != "" || w.resent.Load() {
+		if res.delivered > 0 || w.resent.Load() {
 			c.stats.redelivered++
 		}
 	} else {
@@ -621,11 +657,11 @@ func (c *Client) claim(id string, res *nats.Msg) *waiter {
 	}
 	c.stats.mu.Unlock()
 	if ok {
-		if n := deliveries(res.Header); n > 1 && res.Header.Get(hWorker) != "" {
-			c.taken(w, id, res.Header.Get(hWorker), res.Header.Get(hHost), n, true)
+		if n := res.delivered; n > 1 && res.worker != "" {
+			c.taken(w, id, res.worker, res.host, n, true)
 		}
-		if worker := res.Header.Get(hWorker); worker != "" && w.at != nil {
-			p := &task.Placement{Worker: worker, Host: res.Header.Get(hHost)}
+		if worker := res.worker; worker != "" && w.at != nil {
+			p := &task.Placement{Worker: worker, Host: res.host}
 			if prev := w.at.Load(); prev != nil && prev.Worker == p.Worker && prev.Host == p.Host {
 				p.Since = prev.Since
 			}
@@ -737,6 +773,10 @@ type WorkerInfo struct {
 type DirectTask struct {
 	Copies  int           `json:"copies"`   // its copies of the task: direct requests it runs at a time
 	AckWait time.Duration `json:"ack_wait"` // it reports progress on an input every third of it
+	// Proto is the version of the direct protocol the worker speaks (0
+	// from workers before version 2, whose requests carried headers): a
+	// client sends direct requests only to workers of its own version.
+	Proto int `json:"proto,omitempty"`
 }
 
 // Workers lists the live workers of the namespace, sorted by name.
@@ -801,6 +841,8 @@ type Remote[In, Out any] struct {
 	direct   int              // DirectLimit
 	label    func(any) string // InputLabel, or nil
 	hdr      [4][]string      // the values of hProto, hTask, hVersion and hCodec
+	reqHead  []byte           // the start of its direct request frames (requestHead)
+	callSubj string           // the subject of its direct requests (not PerClone)
 }
 
 // TaskOption configures a [Remote] or a task a [Worker] handles.
@@ -939,7 +981,8 @@ func NewRemote[In, Out any](c *Client, name string, opts ...TaskOption) (*Remote
 	}
 	tc := newTaskConfig(opts)
 	return &Remote[In, Out]{c: c, name: name, version: tc.version, codec: tc.codec, perClone: tc.perClone, direct: tc.directLimit, label: tc.label,
-		hdr: [4][]string{{protoVersion}, {name}, {tc.version}, {tc.codec.Name()}}}, nil
+		hdr:     [4][]string{{protoVersion}, {name}, {tc.version}, {tc.codec.Name()}},
+		reqHead: requestHead(name, tc.version, tc.codec.Name()), callSubj: c.st.n.call(name)}, nil
 }
 
 // Name returns the task name the workers registered.
@@ -1030,7 +1073,7 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 		rc.dc = c.directFor(key)
 	}
 
-	w := &waiter{ch: make(chan *nats.Msg, 1), nudge: make(chan struct{}, 1), at: at, task: key}
+	w := &waiter{ch: make(chan *result, 1), nudge: make(chan struct{}, 1), at: at, task: key}
 	rc.w = w
 	if r.label != nil {
 		w.label = r.label(in)
@@ -1101,19 +1144,24 @@ func (r *Remote[In, Out]) call(ctx context.Context, clone int, in In, at *atomic
 			}
 			return r.decode(ctx, res)
 		case m := <-answers:
-			none := m.Header.Get("Status") == "503" // no worker listens
-			if !none && m.Header.Get(hID) != id {
-				continue // not for this request
+			none := len(m.Data) == 0 && m.Header.Get("Status") == "503" // no worker listens
+			var a directAnswer
+			if !none {
+				var err error
+				if a, err = parseAnswer(m.Data); err != nil || string(a.id) != id {
+					continue // not for this request
+				}
 			}
 			answers, clean = nil, true // the request's last message
-			if !none && m.Header.Get(hKind) != kindBusy {
-				if c.claim(id, m) == nil {
+			if !none && a.kind != kindBusy {
+				res := c.directResult(&a)
+				if c.claim(id, res) == nil {
 					continue // its result came through the stream first: w.ch has it
 				}
 				if rc.ack != nil {
 					r.withdraw(rc.ack) // answered directly after all: spare the workers
 				}
-				return r.decode(ctx, m)
+				return r.decode(ctx, res)
 			}
 			// Not run (a busy worker, or none listening): through the work
 			// stream.
@@ -1266,8 +1314,22 @@ func (rc *remoteCall[In, Out]) sendDirect() (answers <-chan *nats.Msg, rs *reply
 		}
 		return nil, nil, false, nil
 	}
-	dm := &nats.Msg{Subject: c.st.n.call(rc.key), Reply: rs.subject, Header: rc.header(), Data: rc.data}
-	if err := c.st.js.Conn().PublishMsg(dm); err != nil {
+	// The frame is copied into the connection's buffer by the publish:
+	// its buffer serves the next request.
+	bp, _ := c.frames.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	*bp = appendRequest(append((*bp)[:0], rc.r.reqHead...), rc.id, rc.data)
+	subject := rc.r.callSubj
+	if rc.key != rc.r.name {
+		subject = c.st.n.call(rc.key) // a clone's
+	}
+	err = c.st.js.Conn().PublishRequest(subject, rs.subject, *bp)
+	if cap(*bp) <= maxPooledFrame {
+		c.frames.Put(bp)
+	}
+	if err != nil {
 		return nil, rs, true, nil // no request went out
 	}
 	c.mu.Lock()
@@ -1346,27 +1408,26 @@ func (r *Remote[In, Out]) checkServed(ctx context.Context, key string) error {
 	return fmt.Errorf("cluster: task %q: %w (live workers serve %v)", key, ErrNoWorker, seen)
 }
 
-func (r *Remote[In, Out]) decode(ctx context.Context, res *nats.Msg) ([]Out, error) {
-	h := res.Header
-	if msg := h.Get(hErr); msg != "" {
-		return nil, &RemoteError{Task: r.name, Worker: h.Get(hWorker), Host: h.Get(hHost), Msg: msg, kind: h.Get(hKind)}
+func (r *Remote[In, Out]) decode(ctx context.Context, res *result) ([]Out, error) {
+	if msg := res.errMsg; msg != "" {
+		return nil, &RemoteError{Task: r.name, Worker: res.worker, Host: res.host, Msg: msg, kind: res.kind}
 	}
-	data := res.Data
-	if ref := h.Get(hRef); ref != "" {
+	data := res.data
+	if ref := res.ref; ref != "" {
 		var err error
 		data, err = r.c.st.payload(ctx, ref)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: task %q: result from worker %s: load %s: %w", r.name, h.Get(hWorker), ref, err)
+			return nil, fmt.Errorf("cluster: task %q: result from worker %s: load %s: %w", r.name, res.worker, ref, err)
 		}
 		_ = r.c.st.obj.Delete(context.WithoutCancel(ctx), ref)
 	}
 	var outs []Out
-	if n, _ := strconv.Atoi(h.Get(hCount)); n > 0 {
+	if n := res.count; n > 0 {
 		if err := r.codec.Unmarshal(data, &outs); err != nil {
-			return nil, fmt.Errorf("cluster: task %q: result from worker %s: %w: %w", r.name, h.Get(hWorker), ErrMalformed, err)
+			return nil, fmt.Errorf("cluster: task %q: result from worker %s: %w: %w", r.name, res.worker, ErrMalformed, err)
 		}
 		if len(outs) != n {
-			return nil, fmt.Errorf("cluster: task %q: result from worker %s: %w: %d outputs, header says %d", r.name, h.Get(hWorker), ErrMalformed, len(outs), n)
+			return nil, fmt.Errorf("cluster: task %q: result from worker %s: %w: %d outputs, header says %d", r.name, res.worker, ErrMalformed, len(outs), n)
 		}
 	}
 	return outs, nil

@@ -236,7 +236,7 @@ func TestForeignAndMalformedMessages(t *testing.T) {
 	m.Header.Set(hReply, c.st.n.result(c.id))
 	m.Header.Set(hMsgID, c.id+"-bad")
 	m.Data = []byte{0xff, 0x00, 0x13}
-	ch := make(chan *nats.Msg, 1)
+	ch := make(chan *result, 1)
 	c.mu.Lock()
 	c.waiting[c.id+"-bad"] = &waiter{ch: ch}
 	c.mu.Unlock()

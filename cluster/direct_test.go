@@ -164,7 +164,7 @@ func TestDirectLimitZero(t *testing.T) {
 	for _, w := range ws {
 		_, sq := w.Direct["square"]
 		_, multi := w.Direct["multi"]
-		if w.Name == "direct" && (!sq || !multi || w.Direct["square"] != (DirectTask{Copies: 4, AckWait: time.Second})) ||
+		if w.Name == "direct" && (!sq || !multi || w.Direct["square"] != (DirectTask{Copies: 4, AckWait: time.Second, Proto: directProto})) ||
 			w.Name == "stream-only" && (sq || multi) {
 			t.Errorf("worker %s lists direct tasks %+v", w.Name, w.Direct)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"syscall"
@@ -30,7 +31,11 @@ const (
 	envThreads = "HTGS_CLUSTER_TEST_THREADS" // copies per task
 	envExitAt  = "HTGS_CLUSTER_TEST_EXIT_AT" // exit after storing this many results, before acking the last
 	envBeat    = "HTGS_CLUSTER_TEST_BEAT"    // the worker's heartbeat, a time.Duration (default 2s)
-	floorEcho  = "floor.echo"                // a worker process answers requests here with their data
+	// envProfile, if set, makes a worker process write its CPU profile to
+	// $envProfile.cpu and its heap (allocation) profile to $envProfile.mem
+	// when it stops: profiling the worker's side of the benchmarks.
+	envProfile = "HTGS_CLUSTER_TEST_PROFILE"
+	floorEcho  = "floor.echo" // a worker process answers requests here with their data
 )
 
 func TestMain(m *testing.M) {
@@ -121,6 +126,14 @@ func workerMain(name string) int {
 		return 2
 	}
 	defer nc.Close()
+	if p := os.Getenv(envProfile); p != "" {
+		stop, err := profileTo(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			return 2
+		}
+		defer stop()
+	}
 	threads, _ := strconv.Atoi(os.Getenv(envThreads))
 	opts := []Option{WorkerName(name), Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
 	if beat, err := time.ParseDuration(os.Getenv(envBeat)); err == nil {
@@ -234,6 +247,28 @@ type workerProc struct {
 	cmd    *exec.Cmd
 	stderr bytes.Buffer
 	done   chan error
+}
+
+// profileTo starts a CPU profile written to prefix.cpu; the function it
+// returns stops it and writes the heap profile (allocations since the
+// start) to prefix.mem.
+func profileTo(prefix string) (stop func(), err error) {
+	f, err := os.Create(prefix + ".cpu")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		if m, err := os.Create(prefix + ".mem"); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(m, 0)
+			m.Close()
+		}
+	}, nil
 }
 
 func startProc(t testing.TB, s *natsserver.Server, name string, threads int, env ...string) *workerProc {

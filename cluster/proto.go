@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,10 +28,10 @@ const protoVersion = "1"
 // stream delivered more than once.
 //
 // A direct request (core NATS, on the task's call subject, see
-// [DirectLimit]) carries the headers of a work message with hID for the
-// message ID and its reply subject as the message's own; its answer is a
-// result, or a busy answer (hID and hKind kindBusy, no error) saying that
-// the worker did not run it.
+// [DirectLimit]) carries no headers: what they say is in a frame at the
+// start of its payload, and of its answer's (see frame.go). The answer is
+// a result, or a busy answer (kind kindBusy, no error) saying that the
+// worker did not run it.
 const (
 	hProto   = "Htgs-Proto"
 	hTask    = "Htgs-Task"
@@ -244,8 +245,11 @@ func (n names) started(client string) string { return n.ns + ".run." + client }
 
 // call is the subject of the direct requests of a task (under the name it
 // is served under), outside the streams; its workers subscribe to it in a
-// queue group, so that each request goes to one of them.
-func (n names) call(task string) string { return n.ns + ".call." + task }
+// queue group, so that each request goes to one of them. It names the
+// direct protocol's version (see directProto): ns.call.d2.TASK.
+func (n names) call(task string) string {
+	return n.ns + ".call.d" + strconv.Itoa(directProto) + "." + task
+}
 
 // direct is a reply subject of a client for direct requests, outside the
 // streams: token names one of its reply slots (see replySlot), which

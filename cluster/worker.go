@@ -44,6 +44,10 @@ type Worker struct {
 	// hdrWorker and hdrHost are the values of a result's hWorker and
 	// hHost headers, shared by every result (no one changes them).
 	hdrWorker, hdrHost []string
+	// ansHead starts every answer frame to a direct request (answerHead);
+	// frames holds the buffers of those frames (*[]byte).
+	ansHead []byte
+	frames  sync.Pool
 
 	// afterAnswer, if set (by tests), runs after a result is stored and
 	// before its input is acknowledged.
@@ -192,6 +196,7 @@ func (w *Worker) Serve(ctx context.Context, nc *nats.Conn) error {
 	}
 	w.cfg = cfg
 	w.hdrWorker, w.hdrHost = []string{cfg.workerName}, []string{w.host}
+	w.ansHead = answerHead(cfg.workerName, w.host)
 	if len(w.handlers) == 0 {
 		return fmt.Errorf("cluster: worker %s: no task registered", cfg.workerName)
 	}
@@ -318,7 +323,7 @@ func (w *Worker) directoryEntry() (entry []byte, key string) {
 			if info.Direct == nil {
 				info.Direct = map[string]DirectTask{}
 			}
-			info.Direct[key] = DirectTask{Copies: h.tc.copies, AckWait: h.tc.ackWait}
+			info.Direct[key] = DirectTask{Copies: h.tc.copies, AckWait: h.tc.ackWait, Proto: directProto}
 		}
 	}
 	entry, _ = json.Marshal(info)
@@ -558,11 +563,26 @@ func (w *Worker) busyAnswer(st *stores, m *nats.Msg) {
 	if st.n.clientOf(m.Reply) == "" || !strings.HasPrefix(m.Reply, st.n.directPrefix()) {
 		return
 	}
-	res := nats.NewMsg(m.Reply)
-	res.Header.Set(hID, m.Header.Get(hID))
-	res.Header.Set(hKind, kindBusy)
-	res.Header.Set(hWorker, w.cfg.workerName)
-	_ = st.js.Conn().PublishMsg(res)
+	req, err := parseRequest(m.Data)
+	if err != nil || len(req.id) == 0 {
+		return // not a request of this protocol: no answer it could read
+	}
+	_ = w.sendFrame(st, m.Reply, kindBusy, 0, string(req.id), "", "", nil)
+}
+
+// sendFrame sends the answer frame of a direct request to its reply
+// subject (see appendAnswer).
+func (w *Worker) sendFrame(st *stores, reply, kind string, count int, id, ref, errMsg string, out []byte) error {
+	bp, _ := w.frames.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	*bp = appendAnswer(append((*bp)[:0], w.ansHead...), kind, count, id, ref, errMsg, out)
+	err := st.js.Conn().Publish(reply, *bp) // copies the frame
+	if cap(*bp) <= maxPooledFrame {
+		w.frames.Put(bp)
+	}
+	return err
 }
 
 // runCopy is one copy of a task: it pulls one input at a time, only when
@@ -660,7 +680,7 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 		if d != nil {
 			d.start()
 		}
-		w.handle(ectx, st, h, wc, sl, m, false)
+		w.handle(ectx, st, h, wc, sl, m, nil)
 		if d != nil {
 			d.done()
 		}
@@ -678,7 +698,12 @@ func (w *Worker) runCopy(ctx context.Context, st *stores, h handler, nc *nats.Co
 // elsewhere, and returned to be run next.
 func (w *Worker) runDirect(ctx context.Context, st *stores, h handler, wc workerCopy, sl *slot, dm *nats.Msg, msgs <-chan *nats.Msg) (held *nats.Msg) {
 	every := progressEvery(h.tc.ackWait)
-	reply, id, t0 := dm.Reply, dm.Header.Get(hID), time.Now()
+	dr := &directIn{}
+	dr.req, dr.err = parseRequest(dm.Data)
+	if dr.err == nil {
+		dr.id = string(dr.req.id)
+	}
+	reply, id, t0 := dm.Reply, dr.id, time.Now()
 	notify := strings.HasPrefix(reply, st.n.directPrefix()) && st.n.clientOf(reply) != ""
 	sl.begin(min(startNoticeAfter, every), every, func() { // under sl's lock
 		if notify {
@@ -703,7 +728,7 @@ func (w *Worker) runDirect(ctx context.Context, st *stores, h handler, wc worker
 			_ = held.InProgress()
 		}
 	})
-	w.handle(ctx, st, h, wc, nil, dm, true)
+	w.handle(ctx, st, h, wc, nil, dm, dr)
 	sl.end() // held is not written after this
 	return held
 }
@@ -738,17 +763,18 @@ func guard(f func() error) (err error) {
 // error if it names a reply subject of this namespace, and terminated so
 // that it is not delivered again.
 //
-// A direct request (direct) is answered on its reply subject and neither
-// acknowledged nor terminated; one not run (the worker stopping) is
-// answered busy.
-func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCopy, sl *slot, m *nats.Msg, direct bool) {
+// A direct request (dr, its parsed frame; nil for a work message) is
+// answered on its reply subject and neither acknowledged nor terminated;
+// one not run (the worker stopping) is answered busy.
+func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCopy, sl *slot, m *nats.Msg, dr *directIn) {
 	hd := m.Header
+	direct := dr != nil
 	var (
 		id, reply string
 		delivered uint64
 	)
 	if direct {
-		id, reply = hd.Get(hID), m.Reply
+		id, reply = dr.id, m.Reply
 		if !strings.HasPrefix(reply, st.n.directPrefix()) {
 			reply = ""
 		}
@@ -781,7 +807,22 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		}
 		term()
 	}
+	if direct {
+		if err := w.checkDirect(dr, h); err != nil {
+			kind := kindMalformed
+			if errors.Is(err, ErrMismatch) {
+				kind = kindMismatch
+			}
+			refuse(kind, err)
+			return
+		}
+		if reply == "" {
+			refuse(kindMalformed, fmt.Errorf("%w: direct request %s without a reply subject of namespace %s", ErrMalformed, id, st.n.ns))
+			return
+		}
+	}
 	switch {
+	case direct:
 	case id == "" || reply == "" || hd.Get(hProto) == "":
 		refuse(kindMalformed, fmt.Errorf("%w: not a request of namespace %s (missing message id, reply or protocol header)", ErrMalformed, st.n.ns))
 		return
@@ -799,7 +840,10 @@ func (w *Worker) handle(ctx context.Context, st *stores, h handler, wc workerCop
 		return
 	}
 	data := m.Data
-	if ref := hd.Get(hRef); ref != "" {
+	if direct {
+		data = dr.req.data
+	}
+	if ref := hd.Get(hRef); ref != "" && !direct {
 		var err error
 		data, err = st.payload(ctx, ref)
 		if err != nil {
@@ -895,6 +939,10 @@ func (w *Worker) notifyStarted(st *stores, reply, id string, t0 time.Time, deliv
 // request goes straight to its reply subject, outside the streams, and
 // then is called at once.
 func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id string, delivered uint64, out []byte, n int, kind, errMsg string, direct bool, then func(stored bool)) {
+	if direct {
+		w.answerDirect(ctx, st, h, reply, id, out, n, kind, errMsg, then)
+		return
+	}
 	msg := &nats.Msg{Subject: reply, Header: nats.Header{hID: {id}, hWorker: w.hdrWorker, hHost: w.hdrHost, hCount: {strconv.Itoa(n)}}}
 	if delivered > 1 {
 		msg.Header.Set(hDelivered, strconv.FormatUint(delivered, 10))
@@ -917,17 +965,6 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 		out = nil
 	}
 	msg.Data = out
-	if direct {
-		if err := st.js.Conn().PublishMsg(msg); err != nil {
-			failed("send result", err)
-			return
-		}
-		if w.afterAnswer != nil {
-			_ = st.js.Conn().Flush() // a test's hook may end the process
-		}
-		then(true)
-		return
-	}
 	f, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
 	if err != nil {
 		failed("publish result", err)
@@ -960,6 +997,61 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 	} else {
 		go wait()
 	}
+}
+
+// answerDirect is answer for a direct request: its answer frame goes to
+// its reply subject, and then is called at once.
+func (w *Worker) answerDirect(ctx context.Context, st *stores, h handler, reply, id string, out []byte, n int, kind, errMsg string, then func(stored bool)) {
+	failed := func(what string, err error) {
+		w.cfg.log.Error("cluster: "+what, "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
+		then(false)
+	}
+	ref := ""
+	if len(out) > st.cfg.inlineLimit {
+		ref = id + ".out"
+		if _, err := st.obj.PutBytes(context.WithoutCancel(ctx), ref, out); err != nil {
+			failed("store result", err)
+			return
+		}
+		out = nil
+	}
+	if err := w.sendFrame(st, reply, kind, n, id, ref, errMsg, out); err != nil {
+		failed("send result", err)
+		return
+	}
+	if w.afterAnswer != nil {
+		_ = st.js.Conn().Flush() // a test's hook may end the process
+	}
+	then(true)
+}
+
+// directIn is a direct request as a worker copy takes it: its parsed
+// frame (req, or why it does not parse) and its request id.
+type directIn struct {
+	req directRequest
+	err error
+	id  string
+}
+
+// checkDirect checks the frame of direct request dr against handler h: the
+// protocol (ErrMismatch), the task (ErrMalformed), its version and codec
+// (ErrMismatch).
+func (w *Worker) checkDirect(dr *directIn, h handler) error {
+	switch r := &dr.req; {
+	case errors.Is(dr.err, errFrameVersion):
+		return fmt.Errorf("%w: worker %s: %w", ErrMismatch, w.cfg.workerName, dr.err)
+	case dr.err != nil:
+		return dr.err
+	case dr.id == "":
+		return fmt.Errorf("%w: direct request without an id", ErrMalformed)
+	case string(r.task) != h.name:
+		return fmt.Errorf("%w: message for task %q on the subject of task %q", ErrMalformed, r.task, h.name)
+	case string(r.version) != h.tc.version:
+		return fmt.Errorf("%w: client wants task %q version %q, worker %s has version %q", ErrMismatch, h.name, r.version, w.cfg.workerName, h.tc.version)
+	case string(r.codec) != h.tc.codec.Name():
+		return fmt.Errorf("%w: client encodes task %q with codec %q, worker %s decodes %q", ErrMismatch, h.name, r.codec, w.cfg.workerName, h.tc.codec.Name())
+	}
+	return nil
 }
 
 // ackOrNak acknowledges m if its result was stored, and gives it back for
