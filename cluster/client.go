@@ -76,6 +76,9 @@ type Client struct {
 	// lastWorker is the worker and host of the last direct result, whose
 	// strings the next result from the same worker shares.
 	lastWorker atomic.Pointer[[2]string]
+	// lastPlace is the placement of the last result (worker and host, no
+	// start time), shared by the next results of the same worker.
+	lastPlace atomic.Pointer[task.Placement]
 
 	stats clientStats
 	// reports, if set (by a Supervisor), also gets each report the client
@@ -661,9 +664,15 @@ func (c *Client) claim(id string, res *result) *waiter {
 			c.taken(w, id, res.worker, res.host, n, true)
 		}
 		if worker := res.worker; worker != "" && w.at != nil {
-			p := &task.Placement{Worker: worker, Host: res.host}
-			if prev := w.at.Load(); prev != nil && prev.Worker == p.Worker && prev.Host == p.Host {
-				p.Since = prev.Since
+			// The placement without a start is shared by the inputs of the
+			// same worker (no one changes a stored one).
+			p := c.lastPlace.Load()
+			if p == nil || p.Worker != worker || p.Host != res.host {
+				p = &task.Placement{Worker: worker, Host: res.host}
+				c.lastPlace.Store(p)
+			}
+			if prev := w.at.Load(); prev != nil && prev.Worker == p.Worker && prev.Host == p.Host && !prev.Since.IsZero() {
+				p = &task.Placement{Worker: worker, Host: res.host, Since: prev.Since}
 			}
 			w.at.Store(p)
 		}
