@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"sync"
@@ -251,7 +252,8 @@ type workerProc struct {
 
 // profileTo starts a CPU profile written to prefix.cpu; the function it
 // returns stops it and writes the heap profile (allocations since the
-// start) to prefix.mem.
+// start) to prefix.mem, and the count of heap allocations since the start
+// to prefix.mallocs.
 func profileTo(prefix string) (stop func(), err error) {
 	f, err := os.Create(prefix + ".cpu")
 	if err != nil {
@@ -261,9 +263,14 @@ func profileTo(prefix string) (stop func(), err error) {
 		f.Close()
 		return nil, err
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mallocs := ms.Mallocs
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		runtime.ReadMemStats(&ms)
+		_ = os.WriteFile(prefix+".mallocs", []byte(strconv.FormatUint(ms.Mallocs-mallocs, 10)+"\n"), 0o644)
 		if m, err := os.Create(prefix + ".mem"); err == nil {
 			_ = pprof.Lookup("allocs").WriteTo(m, 0)
 			m.Close()
