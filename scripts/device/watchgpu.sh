@@ -16,7 +16,7 @@ rows=${WATCH_ROWS:-42} cols=${WATCH_COLS:-59}
 gpu=${WATCH_GPU--gpu} # WATCH_GPU= for a dry run without a GPU
 workers=${WATCH_WORKERS:-16} # 1 or 2: the cores fall behind and the GPU takes the pairs left
 if [[ ! -d "$src" && -n ${WATCH_GENERATE:-} ]]; then
-	"$bin" -generate "$src" -rows "$rows" -cols "$cols" -tile 1392x1040 >"$o/generate.log" 2>&1
+	"$bin" -generate "$src" -rows "$rows" -cols "$cols" -tile ${WATCH_TILE:-1392x1040} >"$o/generate.log" 2>&1
 fi
 if [[ ! -d "$src" ]]; then
 	echo "no paper grid at $src: skipped"
