@@ -100,6 +100,23 @@ type Config struct {
 	// With Learn, an operation whose first CPU sample is being taken is
 	// left to the GPUs until the sample is in.
 	FinishAware bool
+	// TransferAware makes PATS rank the ready operations by an effective
+	// speedup that includes the data movement a GPU placement causes,
+	// instead of the compute-only estimate: (C + S) / (G + X + S), C and G
+	// being the operation's estimated compute times on a CPU core and on a
+	// GPU (as FinishAware estimates them: time statistics, else the
+	// modelled CPU cost, converted by the speedup estimate), X the time to
+	// upload its inputs not in the GPU's memory and download its outputs,
+	// and S the time to stage its inputs still in storage, at the rates
+	// observed so far. Staging counts on both sides: whichever unit runs
+	// the first reader of an input stages it. The ratio is the CPU time a
+	// GPU placement saves per unit of GPU time it takes, which is what the
+	// single GPU worker should maximize when transfers and staging, not
+	// computation, occupy it. Before an operation has a time (and before a
+	// transfer or staging has been timed) the terms missing are zero, so
+	// the ranking starts as plain PATS's. It requires Policy PATS and no
+	// Chooser.
+	TransferAware bool
 	// DepthFirst breaks ties between equally ranked operations in favour of
 	// the oldest flow, pushing each stage instance through before starting
 	// the next (HyperFlow's depth-first preference), which reduces the
@@ -115,6 +132,9 @@ type Config struct {
 func (c Config) validate() (Config, error) {
 	if c.Policy != FCFS && c.Policy != PATS {
 		return c, fmt.Errorf("pats: unknown policy %d", int(c.Policy))
+	}
+	if c.TransferAware && (c.Policy != PATS || c.Chooser != nil) {
+		return c, fmt.Errorf("pats: TransferAware needs Policy PATS and no Chooser")
 	}
 	if c.Window < 0 {
 		return c, fmt.Errorf("pats: negative window %d", c.Window)
@@ -145,6 +165,9 @@ func (c Config) String() string {
 	}
 	if c.FinishAware {
 		b.WriteString("+finish")
+	}
+	if c.TransferAware {
+		b.WriteString("+xfer")
 	}
 	if c.Locality {
 		fmt.Fprintf(&b, "+dl(%.2g)", c.TransferImpact)

@@ -289,6 +289,52 @@ func (sc *scheduler) estimate(n *node) float64 {
 	return 1
 }
 
+// allGPUs returns the bits of every GPU (see worker.bit).
+func (sc *scheduler) allGPUs() uint64 {
+	return 1<<uint(sc.gpus) - 1
+}
+
+// mask returns the GPUs whose memory counts as on the device when w ranks
+// operations by effective speedup: its own for a GPU; any GPU's for a CPU
+// core, which ranks as the GPUs would.
+func (w *worker) mask(sc *scheduler) uint64 {
+	if w.gpu >= 0 {
+		return w.bit()
+	}
+	return sc.allGPUs()
+}
+
+// rank returns the value PATS orders n by: its speedup estimate, or with
+// TransferAware its effective speedup (C + S) / (G + X + S) (see
+// Config.TransferAware), X counting the inputs held by none of the GPUs in
+// gpus and every output. An operation with one implementation, or
+// without estimated times, keeps its estimate.
+func (sc *scheduler) rank(gpus uint64, n *node) float64 {
+	s := sc.estimate(n)
+	if !sc.cfg.TransferAware || !hasBoth(n) {
+		return s
+	}
+	c, g, ok := sc.times(n)
+	if !ok {
+		return s
+	}
+	var b int64
+	for _, d := range n.reads {
+		if d.gpus&gpus == 0 {
+			b += d.bytes
+		}
+	}
+	for _, d := range n.writes {
+		b += d.bytes
+	}
+	st := sc.stageTime(n)
+	den := g + sc.transferTime(b) + st
+	if den <= 0 {
+		return s
+	}
+	return float64(c+st) / float64(den)
+}
+
 // before is the tie-break order: the oldest flow first when depth-first,
 // then the order in which nodes became ready.
 func (sc *scheduler) before(a, b *node) bool {
@@ -306,7 +352,7 @@ func (sc *scheduler) better(w *worker, a, b *node) bool {
 		return a.fl.started
 	}
 	if sc.cfg.Policy == PATS {
-		sa, sb := sc.estimate(a), sc.estimate(b)
+		sa, sb := sc.rank(w.mask(sc), a), sc.rank(w.mask(sc), b)
 		if sa != sb {
 			if w.kind == device.GPU {
 				return sa > sb
@@ -444,7 +490,7 @@ func (sc *scheduler) gpuQueue() *gpuQueue {
 		if !ok {
 			continue
 		}
-		es = append(es, entry{sc.estimate(n), g + sc.transferTime(sc.nodeBytes(n)) + sc.stageTime(n)})
+		es = append(es, entry{sc.rank(sc.allGPUs(), n), g + sc.transferTime(sc.nodeBytes(n)) + sc.stageTime(n)})
 	}
 	slices.SortStableFunc(es, func(a, b entry) int {
 		switch {
@@ -493,7 +539,7 @@ func (q *gpuQueue) leave(sc *scheduler, n *node) bool {
 	if !ok {
 		return false
 	}
-	s := sc.estimate(n)
+	s := sc.rank(sc.allGPUs(), n)
 	// The last entry whose estimate is >= s: the GPUs take it, and all
 	// before it, no later than n.
 	i, _ := slices.BinarySearchFunc(q.est, s, func(e, t float64) int {
@@ -553,7 +599,7 @@ func (sc *scheduler) pickLocal(w *worker) *node {
 	if sc.cfg.Policy == FCFS || bq == nil {
 		return bd
 	}
-	if sd, sq := sc.estimate(bd), sc.estimate(bq); sd >= sq*(1-sc.cfg.TransferImpact) {
+	if sd, sq := sc.rank(w.bit(), bd), sc.rank(w.bit(), bq); sd >= sq*(1-sc.cfg.TransferImpact) {
 		return bd
 	}
 	return bq
