@@ -113,7 +113,7 @@ func TestHardwareRun(t *testing.T) {
 		}
 	}()
 	var log bytes.Buffer
-	h := Hardware{CPUs: 2, GPUs: gpus, Tiles: 4, TileSize: 32, Window: 6, Seed: 1, Configs: []string{"fcfs", "dl", "fcfs"}, TraceDir: dir, Log: &log}
+	h := Hardware{CPUs: 2, GPUs: gpus, Tiles: 4, TileSize: 32, Window: 6, Seed: 1, Configs: []string{"fcfs", "dl", "patsx", "fcfs"}, TraceDir: dir, Log: &log}
 	res, err := h.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestHardwareRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"`TestHardwareRun`: 4 tiles of 32x32 px", "host accelerators", "every GPU output equals the CPU's",
-		"| FCFS |", "| PATS+DL+prefetch |", "| FCFS #2 |", "| FillHoles |"} {
+		"| FCFS |", "| PATS+DL+prefetch |", "| PATS+xfer |", "| FCFS #2 |", "| FillHoles |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, md.String())
 		}
@@ -136,8 +136,8 @@ func TestHardwareRun(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "trace.csv")); err != nil || !bytes.Contains(b, []byte("FCFS #2")) {
 		t.Errorf("trace.csv: %v, %d bytes without the runs", err, len(b))
-	} else if n := bytes.Count(b, []byte(",storage,commit,")); n != 3*4*4 { // 3 runs x 4 tiles x (labels + 3 feature tables)
-		t.Errorf("trace.csv has %d commits, want %d", n, 3*4*4)
+	} else if n := bytes.Count(b, []byte(",storage,commit,")); n != 4*4*4 { // 4 runs x 4 tiles x (labels + 3 feature tables)
+		t.Errorf("trace.csv has %d commits, want %d", n, 4*4*4)
 	}
 	if !regexp.MustCompile(`outputs are committed to storage at [0-9.]+ GB/s alone, [0-9.]+ GB/s under load`).MatchString(md.String()) {
 		t.Errorf("tables lack the commit rates:\n%s", md.String())

@@ -862,6 +862,7 @@ func hwConfigs(window int, ti float64, sp map[string]float64) map[string]hwConfi
 	return map[string]hwConfig{
 		"fcfs":    {"FCFS", pats.Config{Policy: pats.FCFS, Window: window}, sp},
 		"pats":    {"PATS", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true}, sp},
+		"patsx":   {"PATS+xfer", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, TransferAware: true}, sp},
 		"dl":      {"PATS+DL+prefetch", dl, sp},
 		"learned": {"PATS+DL+prefetch, learned", learn, nil},
 		"wrong50": {"PATS+DL+prefetch, 50% wrong", dl, wrongEstimates(sp, 50)},
@@ -1010,6 +1011,9 @@ func hwSummary(runs []hwRun) string {
 	if b.Len() > 0 {
 		b.WriteString("\n")
 	}
+	if x, ok := mean("patsx"); ok && okF {
+		fmt.Fprintf(&b, "PATS+xfer (effective speedups with data movement) over FCFS %.2fx.\n", fcfs.Seconds()/x.Seconds())
+	}
 	if o, ok := mean("order"); ok && okF {
 		fmt.Fprintf(&b, "PATS by speedup order only (cores take any operation when nothing ranks lower) over FCFS %.2fx.\n", fcfs.Seconds()/o.Seconds())
 	}
@@ -1130,9 +1134,13 @@ func (g *GPUs) Close() error {
 
 // HardwareConfigs returns the names of the configurations a hardware
 // experiment can run (Hardware.Configs), in their default order: FCFS,
-// PATS (FinishAware), PATS with locality and prefetch, with learned
-// speedups, with 50%-wrong estimates, and PATS by speedup order only.
-func HardwareConfigs() []string { return []string{"fcfs", "pats", "dl", "learned", "wrong50", "order"} }
+// PATS (FinishAware), PATS ranking by the effective speedup that counts
+// data movement (pats.Config.TransferAware), PATS with locality and
+// prefetch, with learned speedups, with 50%-wrong estimates, and PATS by
+// speedup order only.
+func HardwareConfigs() []string {
+	return []string{"fcfs", "pats", "patsx", "dl", "learned", "wrong50", "order"}
+}
 
 // Hardware is an experiment on real hardware: the pipeline's operations
 // run for real on the tiles of a generated slide, on CPU cores of this

@@ -31,15 +31,16 @@ func TestHWSummaryFindsRunsByName(t *testing.T) {
 	if want := "PATS over FCFS 1.40x (PATS+DL+prefetch 2.00x)."; !strings.Contains(got, want) {
 		t.Errorf("summary %q, want it to contain %q", got, want)
 	}
-	for _, absent := range []string{"learned", "wrong", "speedup order"} {
+	for _, absent := range []string{"learned", "wrong", "speedup order", "xfer"} {
 		if strings.Contains(got, absent) {
 			t.Errorf("summary %q mentions %q, which was not run", got, absent)
 		}
 	}
 
-	runs = append(runs, hwRunOf(cf["learned"].name, 3.85), hwRunOf(cf["wrong50"].name, 3.15), hwRunOf(cf["order"].name, 5.6))
+	runs = append(runs, hwRunOf(cf["learned"].name, 3.85), hwRunOf(cf["wrong50"].name, 3.15), hwRunOf(cf["order"].name, 5.6),
+		hwRunOf(cf["patsx"].name, 4.8), hwRunOf(cf["patsx"].name+" #2", 5.2))
 	got = hwSummary(runs)
-	for _, want := range []string{"learned speedups +10.0%", "50%-wrong estimates -10.0%", "speedup order only (cores take any operation when nothing ranks lower) over FCFS 1.25x"} {
+	for _, want := range []string{"PATS+xfer (effective speedups with data movement) over FCFS 1.40x", "learned speedups +10.0%", "50%-wrong estimates -10.0%", "speedup order only (cores take any operation when nothing ranks lower) over FCFS 1.25x"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary %q, want it to contain %q", got, want)
 		}

@@ -253,3 +253,82 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 	}
 	t.Logf("largest error: simulated %.1f%%, replay of the run's op times %.1f%%", 100*worstSim, 100*worstObs)
 }
+
+// TestSimulateVariantsOnSavedRun simulates scheduling variants on a saved
+// hardware run's calibration (-hwreplay DIR): the makespans the simulator
+// predicts for FCFS, PATS and variants of PATS (windows, the effective
+// speedup with data movement, locality and prefetch), from the
+// calibration's predicted costs, and again from each saved run's own op
+// times, each as a ratio to FCFS simulated the same way. Nothing is
+// fitted to the measured makespans.
+func TestSimulateVariantsOnSavedRun(t *testing.T) {
+	if *hwReplayDir == "" {
+		t.Skip("no -hwreplay DIR")
+	}
+	s, err := parseSavedRun(*hwReplayDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cal.content = contentOf(s.tiles, s.size, *hwReplaySeed)
+	sp := s.cal.speedups()
+	type variant struct {
+		name string
+		cfg  pats.Config
+	}
+	w := s.window
+	pw := func(win int, xfer, fin bool) pats.Config {
+		return pats.Config{Policy: pats.PATS, Window: win, FinishAware: fin, TransferAware: xfer}
+	}
+	dl := func(xfer bool) pats.Config {
+		return pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Locality: true, TransferImpact: s.cal.ti, Prefetch: true, TransferAware: xfer}
+	}
+	vs := []variant{
+		{"FCFS", pats.Config{Policy: pats.FCFS, Window: w}},
+		{"PATS (order only)", pw(w, false, false)},
+		{"PATS", pw(w, false, true)},
+		{"PATS w=16", pw(16, false, true)},
+		{"PATS w=64", pw(64, false, true)},
+		{"PATS w=96", pw(96, false, true)},
+		{"PATS+xfer (order only)", pw(w, true, false)},
+		{"PATS+xfer", pw(w, true, true)},
+		{"PATS+xfer w=16", pw(16, true, true)},
+		{"PATS+xfer w=64", pw(64, true, true)},
+		{"PATS+xfer w=96", pw(96, true, true)},
+		{"PATS+prefetch", pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Prefetch: true}},
+		{"PATS+xfer+prefetch", pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Prefetch: true, TransferAware: true}},
+		{"PATS+DL+prefetch", dl(false)},
+		{"PATS+xfer+DL+prefetch", dl(true)},
+	}
+	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: Operations(), regionBuf: realBytes(s.size)}
+	machine := h.machine(s.cal)
+	costs := []struct {
+		name string
+		fn   func(tile int, op string) pats.Cost
+	}{{"predicted", s.cal.predicted}}
+	for _, r := range s.runs {
+		costs = append(costs, struct {
+			name string
+			fn   func(tile int, op string) pats.Cost
+		}{"op times of " + r.name, r.rec.costs(s.cal)})
+	}
+	for _, c := range costs {
+		var fcfs float64
+		for _, v := range vs {
+			rep, err := pats.Simulate(v.cfg, machine, h.simFlows(s.cal, sp, c.fn))
+			if err != nil {
+				t.Fatalf("%s: %v", v.name, err)
+			}
+			ms := rep.Makespan.Seconds()
+			if fcfs == 0 {
+				fcfs = ms
+			}
+			var gpuOps []string
+			for _, o := range rep.Ops {
+				if o.GPU > 0 {
+					gpuOps = append(gpuOps, fmt.Sprintf("%s %d", o.Name, o.GPU))
+				}
+			}
+			t.Logf("%-24s | %-22s | %.2f s | %.2fx | GPU: %s", c.name, v.name, ms, fcfs/ms, strings.Join(gpuOps, ", "))
+		}
+	}
+}

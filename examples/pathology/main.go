@@ -221,7 +221,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.workerName, "name", "", "with -worker: the worker's `name` (default: host-pid)")
 	addClusterFlags(fs, o)
 	fs.BoolVar(&o.orderOnly, "order-only", true, "with -hardware: also run PATS by speedup order only (false: skip it, a shorter run)")
-	fs.StringVar(&o.hwConfigs, "hw-configs", "", "with -hardware: the configurations to run, in order, repeats allowed (comma-separated from fcfs, pats, dl, learned, wrong50, order; default all but order without -order-only)")
+	fs.StringVar(&o.hwConfigs, "hw-configs", "", "with -hardware: the configurations to run, in order, repeats allowed (comma-separated from "+strings.Join(pathology.HardwareConfigs(), ", ")+"; default all but order without -order-only)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
 }
@@ -231,7 +231,7 @@ func flagSet(o *options) *flag.FlagSet {
 func unknownConfig(list string) error {
 	for _, n := range strings.Split(list, ",") {
 		if !slices.Contains(pathology.HardwareConfigs(), n) {
-			return cli.Usagef("-hw-configs: unknown configuration %q (want fcfs, pats, dl, learned, wrong50 or order)", n)
+			return cli.Usagef("-hw-configs: unknown configuration %q (want one of %s)", n, strings.Join(pathology.HardwareConfigs(), ", "))
 		}
 	}
 	return nil
