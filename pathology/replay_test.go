@@ -279,6 +279,10 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 	pw := func(win int, xfer, fin bool) pats.Config {
 		return pats.Config{Policy: pats.PATS, Window: win, FinishAware: fin, TransferAware: xfer}
 	}
+	df := func(c pats.Config) pats.Config {
+		c.DepthFirst = true
+		return c
+	}
 	dl := func(xfer bool) pats.Config {
 		return pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Locality: true, TransferImpact: s.cal.ti, Prefetch: true, TransferAware: xfer}
 	}
@@ -294,6 +298,9 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 		{"PATS+xfer w=16", pw(16, true, true)},
 		{"PATS+xfer w=64", pw(64, true, true)},
 		{"PATS+xfer w=96", pw(96, true, true)},
+		{"PATS+df", df(pw(w, false, true))},
+		{"PATS+xfer+df", df(pw(w, true, true))},
+		{"PATS+xfer+df w=64", df(pw(64, true, true))},
 		{"PATS+prefetch", pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Prefetch: true}},
 		{"PATS+xfer+prefetch", pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Prefetch: true, TransferAware: true}},
 		{"PATS+DL+prefetch", dl(false)},
@@ -311,10 +318,21 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 			fn   func(tile int, op string) pats.Cost
 		}{"op times of " + r.name, r.rec.costs(s.cal)})
 	}
+	// The prefetch variants again with their background staging charged
+	// to the cores (pats.Machine.StageOnCores): the Manager's staging
+	// goroutines copy the tiles beside the workers, which the simulator
+	// otherwise counts as free.
+	for _, v := range vs {
+		if v.cfg.Prefetch {
+			vs = append(vs, variant{v.name + ", staging on cores", v.cfg})
+		}
+	}
 	for _, c := range costs {
 		var fcfs float64
 		for _, v := range vs {
-			rep, err := pats.Simulate(v.cfg, machine, h.simFlows(s.cal, sp, c.fn))
+			m := machine
+			m.StageOnCores = strings.HasSuffix(v.name, ", staging on cores")
+			rep, err := pats.Simulate(v.cfg, m, h.simFlows(s.cal, sp, c.fn))
 			if err != nil {
 				t.Fatalf("%s: %v", v.name, err)
 			}

@@ -607,3 +607,38 @@ func TestStageOnceCountsOneStaging(t *testing.T) {
 		t.Errorf("%d calls staged, want 1", stagers)
 	}
 }
+
+// With Prefetch, background staging takes no unit's time unless the
+// machine charges it to the cores (StageOnCores): two flows, each a 10 ms
+// operation on a core reading an input whose staging takes 10 ms. Free
+// staging: both inputs are in at 10 ms, the core computes until 30 ms.
+// On the core: it stages both (20 ms), then computes (40 ms). Without a
+// core (a GPU alone) the stagings stay in the background.
+func TestSimStageOnCores(t *testing.T) {
+	mk := func(k device.Kind) []*Flow {
+		var fs []*Flow
+		for i := range 2 {
+			f := NewFlow(fmt.Sprint(i))
+			Add(f, only("r", k), 0, Reads(Data{Key: "in", Bytes: 1e6, Store: nopStore{}}), cost(10000, 10000))
+			fs = append(fs, f)
+		}
+		return fs
+	}
+	m := Machine{CPUs: 1, StageBandwidth: 1e8} // 10 ms per input
+	free := mustSim(t, Config{Prefetch: true}, m, mk(device.CPU)...)
+	m.StageOnCores = true
+	cores := mustSim(t, Config{Prefetch: true}, m, mk(device.CPU)...)
+	if free.Makespan != 30*time.Millisecond || cores.Makespan != 40*time.Millisecond {
+		t.Errorf("makespan %v with free staging (want 30ms), %v with staging on the core (want 40ms)", free.Makespan, cores.Makespan)
+	}
+	gpu := mustSim(t, Config{Prefetch: true}, Machine{GPUs: 1, StageBandwidth: 1e8, StageOnCores: true}, mk(device.GPU)...)
+	if gpu.Makespan != 30*time.Millisecond {
+		t.Errorf("GPU alone: makespan %v, want 30ms (stagings in the background)", gpu.Makespan)
+	}
+	// Without Prefetch the worker stages as before: the option changes nothing.
+	a := mustSim(t, Config{}, Machine{CPUs: 1, StageBandwidth: 1e8}, mk(device.CPU)...)
+	b := mustSim(t, Config{}, m, mk(device.CPU)...)
+	if a.Makespan != b.Makespan {
+		t.Errorf("without Prefetch: makespan %v, with StageOnCores %v", a.Makespan, b.Makespan)
+	}
+}

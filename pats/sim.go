@@ -29,7 +29,9 @@ import (
 // Storage is modelled by its rates (Machine.StageBandwidth,
 // Machine.CommitBandwidth): without Prefetch the worker that takes an
 // input's first reader stages it, and a worker that takes another reader
-// meanwhile waits until that staging ends; a completed flow commits its
+// meanwhile waits until that staging ends; with Prefetch a flow's inputs
+// are staged in the background from its admission, on no unit or, with
+// Machine.StageOnCores, by the next idle CPU core; a completed flow commits its
 // outputs that have a store, and keeps its place in the window until
 // they are committed.
 func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
@@ -45,7 +47,8 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	for i, s := range sims {
 		devs[i] = s
 	}
-	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth, commitBW: m.CommitBandwidth, seen: map[*Flow]bool{}}
+	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth, commitBW: m.CommitBandwidth,
+		stageOnCores: m.StageOnCores && m.CPUs > 0, seen: map[*Flow]bool{}}
 	s.kinds = s.sched.kinds()
 	for _, f := range flows {
 		if err := s.accept(f); err != nil {
@@ -126,11 +129,15 @@ type simulator struct {
 	stageBW    float64 // Machine.StageBandwidth
 	commitBW   float64 // Machine.CommitBandwidth
 	committing int     // flows whose outputs are being committed: they keep their place in the window
-	kinds      []device.Kind
-	seen       map[*Flow]bool
-	spawned    []*Flow // flows spawned at run time, waiting for the window
-	total      int     // flows given and spawned
-	err        error   // a Spawn function failed: the simulation stops
+	// stageOnCores: Machine.StageOnCores with CPU cores; stageQ holds
+	// the background stagings waiting for a core.
+	stageOnCores bool
+	stageQ       []*datum
+	kinds        []device.Kind
+	seen         map[*Flow]bool
+	spawned      []*Flow // flows spawned at run time, waiting for the window
+	total        int     // flows given and spawned
+	err          error   // a Spawn function failed: the simulation stops
 }
 
 // accept checks a flow given to the simulator or spawned in it.
@@ -280,6 +287,8 @@ func (s *simulator) admit() {
 				if s.sched.cfg.Prefetch {
 					s.sched.addHost(d) // staged ahead of computation
 				}
+			case s.sched.cfg.Prefetch && s.stageOnCores: // by the next idle core
+				s.stageQ = append(s.stageQ, d)
 			case s.sched.cfg.Prefetch: // staged in the background from now
 				s.at(s.stageDur(d.bytes), func() {
 					d.staged = true
@@ -303,6 +312,11 @@ func (s *simulator) dispatch() {
 			if cp.busy {
 				continue
 			}
+			if len(s.stageQ) > 0 {
+				s.stageOnCore(cp)
+				progress = true
+				continue
+			}
 			n := s.sched.pick(cp.w)
 			if n == nil {
 				continue
@@ -318,6 +332,19 @@ func (s *simulator) dispatch() {
 			})
 		}
 	}
+}
+
+// stageOnCore has idle core cp stage the first datum of the background
+// staging queue (Machine.StageOnCores).
+func (s *simulator) stageOnCore(cp *simCPU) {
+	d := s.stageQ[0]
+	s.stageQ = s.stageQ[1:]
+	cp.busy = true
+	s.at(s.stageDur(d.bytes), func() {
+		cp.busy = false
+		d.staged = true
+		s.sched.addHost(d)
+	})
 }
 
 // stepGPU starts whatever g's engines can start now; it reports whether it

@@ -195,6 +195,14 @@ type Machine struct {
 	// beside the workers, on no unit), so the next flow is admitted only
 	// then, and the makespan ends with the last commit.
 	CommitBandwidth float64
+	// StageOnCores makes the simulator charge the background staging of
+	// Prefetch to the CPU cores: staging is memory copying, which the
+	// Manager's staging goroutines do beside the workers, on the same
+	// cores. Each staging is queued at its flow's admission and the next
+	// idle core runs it, before any operation, for the time
+	// StageBandwidth gives. Without it (or without CPU cores) background
+	// staging takes no unit's time, the optimistic bound.
+	StageOnCores bool
 }
 
 // Units returns the machine's units for the real-time manager, CPUs first,
