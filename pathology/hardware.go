@@ -859,11 +859,14 @@ func hwConfigs(window int, ti float64, sp map[string]float64) map[string]hwConfi
 	dl := pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}
 	learn := dl
 	learn.Learn = true
+	dlx := dl
+	dlx.TransferAware = true
 	return map[string]hwConfig{
 		"fcfs":    {"FCFS", pats.Config{Policy: pats.FCFS, Window: window}, sp},
 		"pats":    {"PATS", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true}, sp},
 		"patsx":   {"PATS+xfer", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, TransferAware: true}, sp},
 		"dl":      {"PATS+DL+prefetch", dl, sp},
+		"dlx":     {"PATS+xfer+DL+prefetch", dlx, sp},
 		"learned": {"PATS+DL+prefetch, learned", learn, nil},
 		"wrong50": {"PATS+DL+prefetch, 50% wrong", dl, wrongEstimates(sp, 50)},
 		"order":   {"PATS, speedup order only", pats.Config{Policy: pats.PATS, Window: window}, sp},
@@ -1014,6 +1017,9 @@ func hwSummary(runs []hwRun) string {
 	if x, ok := mean("patsx"); ok && okF {
 		fmt.Fprintf(&b, "PATS+xfer (effective speedups with data movement) over FCFS %.2fx.\n", fcfs.Seconds()/x.Seconds())
 	}
+	if x, ok := mean("dlx"); ok && okF {
+		fmt.Fprintf(&b, "PATS+xfer+DL+prefetch over FCFS %.2fx.\n", fcfs.Seconds()/x.Seconds())
+	}
 	if o, ok := mean("order"); ok && okF {
 		fmt.Fprintf(&b, "PATS by speedup order only (cores take any operation when nothing ranks lower) over FCFS %.2fx.\n", fcfs.Seconds()/o.Seconds())
 	}
@@ -1136,10 +1142,10 @@ func (g *GPUs) Close() error {
 // experiment can run (Hardware.Configs), in their default order: FCFS,
 // PATS (FinishAware), PATS ranking by the effective speedup that counts
 // data movement (pats.Config.TransferAware), PATS with locality and
-// prefetch, with learned speedups, with 50%-wrong estimates, and PATS by
-// speedup order only.
+// prefetch, the same ranking by effective speedup, with learned speedups,
+// with 50%-wrong estimates, and PATS by speedup order only.
 func HardwareConfigs() []string {
-	return []string{"fcfs", "pats", "patsx", "dl", "learned", "wrong50", "order"}
+	return []string{"fcfs", "pats", "patsx", "dl", "dlx", "learned", "wrong50", "order"}
 }
 
 // Hardware is an experiment on real hardware: the pipeline's operations

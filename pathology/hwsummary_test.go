@@ -38,9 +38,9 @@ func TestHWSummaryFindsRunsByName(t *testing.T) {
 	}
 
 	runs = append(runs, hwRunOf(cf["learned"].name, 3.85), hwRunOf(cf["wrong50"].name, 3.15), hwRunOf(cf["order"].name, 5.6),
-		hwRunOf(cf["patsx"].name, 4.8), hwRunOf(cf["patsx"].name+" #2", 5.2))
+		hwRunOf(cf["patsx"].name, 4.8), hwRunOf(cf["patsx"].name+" #2", 5.2), hwRunOf(cf["dlx"].name, 3.5))
 	got = hwSummary(runs)
-	for _, want := range []string{"PATS+xfer (effective speedups with data movement) over FCFS 1.40x", "learned speedups +10.0%", "50%-wrong estimates -10.0%", "speedup order only (cores take any operation when nothing ranks lower) over FCFS 1.25x"} {
+	for _, want := range []string{"PATS+xfer (effective speedups with data movement) over FCFS 1.40x", "PATS+xfer+DL+prefetch over FCFS 2.00x", "learned speedups +10.0%", "50%-wrong estimates -10.0%", "speedup order only (cores take any operation when nothing ranks lower) over FCFS 1.25x"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary %q, want it to contain %q", got, want)
 		}

@@ -45,7 +45,8 @@
 # Six runs (fcfs,pats,patsx twice; call 4 took 70 s for six runs) need
 # BUDGET=88, e.g. `BUDGET=88 scripts/device/run-all.sh pats:90`; with the
 # default BUDGET the default is five runs, fcfs,pats,patsx,fcfs,patsx (the
-# last may be cut at 60 s).
+# last may be cut at 60 s). dlx is PATS+DL+prefetch with the same ranking
+# (CONFIGS=fcfs,dl,dlx,fcfs,dl,dlx to compare them).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
@@ -170,6 +171,10 @@ if fs and xs:
     print("%s PATS+xfer (patsx: effective speedups with data movement) >= 1.3x FCFS: %.2fx (means of %d and %d runs; simulated on call 4's calibration: 1.34x, call 3's: 1.25x)" % ("PASS" if f / x >= 1.3 else "FAIL", f / x, len(fs), len(xs)))
     if ps:
         print("info: PATS+xfer over PATS %.2fx" % ((sum(ps) / len(ps)) / x))
+dxs = mk("PATS+xfer+DL+prefetch")
+if fs and dxs:
+    f, x = sum(fs) / len(fs), sum(dxs) / len(dxs)
+    print("%s PATS+xfer+DL+prefetch (dlx) >= 1.3x FCFS: %.2fx (means of %d and %d runs)" % ("PASS" if f / x >= 1.3 else "FAIL", f / x, len(fs), len(dxs)))
 if runs:
     e = max(abs(v[1]) for v in runs.values())
     worst = max(runs, key=lambda k: abs(runs[k][1]))
