@@ -260,7 +260,8 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 // speedup with data movement, locality and prefetch), from the
 // calibration's predicted costs, and again from each saved run's own op
 // times, each as a ratio to FCFS simulated the same way. Nothing is
-// fitted to the measured makespans.
+// fitted to the measured makespans. -hwreplay-bw and -hwreplay-stage
+// replace the calibration's host-GPU and staging rates.
 func TestSimulateVariantsOnSavedRun(t *testing.T) {
 	if *hwReplayDir == "" {
 		t.Skip("no -hwreplay DIR")
@@ -271,6 +272,12 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 	}
 	s.cal.content = contentOf(s.tiles, s.size, *hwReplaySeed)
 	sp := s.cal.speedups()
+	if *hwReplayBW > 0 {
+		s.cal.bandwidth = *hwReplayBW * 1e9
+	}
+	if *hwReplayStage > 0 {
+		s.cal.stageBW = *hwReplayStage * 1e9
+	}
 	type variant struct {
 		name string
 		cfg  pats.Config
