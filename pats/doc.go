@@ -27,6 +27,9 @@
 //     data already in that GPU's memory; with PATS, only if its speedup Sd
 //     satisfies Sd >= Sq * (1 - TransferImpact), Sq being the best speedup
 //     of the others.
+//   - TransferAware: PATS ranks by an effective speedup that counts the
+//     data a GPU placement moves and the inputs still to be staged,
+//     (C + S) / (G + X + S): the CPU time saved per unit of GPU time.
 //   - Prefetch: a GPU pipelines operations through upload, process and
 //     download, overlapping transfers with computation; storage inputs of a
 //     flow are staged as soon as the flow is admitted.
