@@ -51,7 +51,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
 : "${TILES:=96}"
-: "${BUDGET:=67}" # run-all.sh gives pats 70 s
+: "${BUDGET:=95}" # run-all.sh gives pats 98 s
 if [[ $BUDGET -ge 85 ]]; then
 	: "${CONFIGS:=fcfs,pats,patsx,fcfs,pats,patsx}"
 	: "${HWLIMIT:=$((BUDGET - 7))}"

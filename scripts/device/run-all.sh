@@ -37,7 +37,7 @@ ls -la .device-carry .device-carry/bin 2>&1 | tee -a "$log"
 export OUT
 jobs=("$@")
 if [[ ${#jobs[@]} -eq 0 ]]; then
-	jobs=(stitchgpu:90 watchgpu:45 dgemm:75 pats:70)
+	jobs=(stitchgpu:110 watchgpu:200 dgemm:85 pats:98)
 fi
 for j in "${jobs[@]}"; do
 	name=${j%%:*}
