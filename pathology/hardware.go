@@ -678,10 +678,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	all := hwConfigs(h.window, ti, sp)
 	names := h.configs
 	if len(names) == 0 {
-		names = HardwareConfigs()
-		if h.noOrder {
-			names = names[:len(names)-1]
-		}
+		names = defaultHardwareConfigs(h.noOrder)
 	}
 	var configs []hwConfig
 	seen := map[string]int{}
@@ -870,6 +867,10 @@ func hwConfigs(window int, ti float64, sp map[string]float64) map[string]hwConfi
 		"learned": {"PATS+DL+prefetch, learned", learn, nil},
 		"wrong50": {"PATS+DL+prefetch, 50% wrong", dl, wrongEstimates(sp, 50)},
 		"order":   {"PATS, speedup order only", pats.Config{Policy: pats.PATS, Window: window}, sp},
+		// The rest of the sensitivity sweep (dl is its 0%).
+		"wrong25":  {"PATS+DL+prefetch, 25% wrong", dl, wrongEstimates(sp, 25)},
+		"wrong75":  {"PATS+DL+prefetch, 75% wrong", dl, wrongEstimates(sp, 75)},
+		"wrong100": {"PATS+DL+prefetch, 100% wrong", dl, wrongEstimates(sp, 100)},
 	}
 }
 
@@ -1014,6 +1015,18 @@ func hwSummary(runs []hwRun) string {
 	if b.Len() > 0 {
 		b.WriteString("\n")
 	}
+	if okD {
+		// The sensitivity sweep, where more than 50% was run.
+		var parts []string
+		for _, e := range []int{25, 50, 75, 100} { // dl is 0%, wrongN is N%
+			if w, ok := mean(fmt.Sprintf("wrong%d", e)); ok {
+				parts = append(parts, fmt.Sprintf("%d%% %+.1f%%", e, 100*(w.Seconds()/dl.Seconds()-1)))
+			}
+		}
+		if len(parts) > 1 {
+			fmt.Fprintf(&b, "Sensitivity to speedup-estimate errors, PATS+DL+prefetch's makespan against its own with the measured speedups: %s.\n", strings.Join(parts, ", "))
+		}
+	}
 	if x, ok := mean("patsx"); ok && okF {
 		fmt.Fprintf(&b, "PATS+xfer (effective speedups with data movement) over FCFS %.2fx.\n", fcfs.Seconds()/x.Seconds())
 	}
@@ -1139,13 +1152,28 @@ func (g *GPUs) Close() error {
 }
 
 // HardwareConfigs returns the names of the configurations a hardware
-// experiment can run (Hardware.Configs), in their default order: FCFS,
-// PATS (FinishAware), PATS ranking by the effective speedup that counts
-// data movement (pats.Config.TransferAware), PATS with locality and
-// prefetch, the same ranking by effective speedup, with learned speedups,
-// with 50%-wrong estimates, and PATS by speedup order only.
+// experiment can run (Hardware.Configs): FCFS, PATS (FinishAware), PATS
+// ranking by the effective speedup that counts data movement
+// (pats.Config.TransferAware), PATS with locality and prefetch, the same
+// ranking by effective speedup, with learned speedups, with 50%-wrong
+// estimates, PATS by speedup order only, and the rest of the sensitivity
+// sweep of PATS+DL+prefetch's estimates (the paper's Fig. 11: dl, then
+// wrong25, wrong50, wrong75 and wrong100, the estimates that much wrong).
+// The default runs (Hardware.Configs nil) are those up to "order"; the
+// sweep's other points run only when named.
 func HardwareConfigs() []string {
-	return []string{"fcfs", "pats", "patsx", "dl", "dlx", "learned", "wrong50", "order"}
+	return []string{"fcfs", "pats", "patsx", "dl", "dlx", "learned", "wrong50", "order", "wrong25", "wrong75", "wrong100"}
+}
+
+// defaultHardwareConfigs returns the configurations run when none are
+// named: HardwareConfigs up to "order", without it when noOrder.
+func defaultHardwareConfigs(noOrder bool) []string {
+	all := HardwareConfigs()
+	i := slices.Index(all, "order")
+	if noOrder {
+		return all[:i]
+	}
+	return all[:i+1]
 }
 
 // Hardware is an experiment on real hardware: the pipeline's operations
@@ -1168,8 +1196,8 @@ type Hardware struct {
 	// Seed is the seed of the generated slide.
 	Seed uint64
 	// Configs are the configurations to run (HardwareConfigs' names), in
-	// order, repeats allowed (named apart); nil runs every one but
-	// "order" with SkipOrderOnly, every one without.
+	// order, repeats allowed (named apart); nil runs those up to "order"
+	// (see HardwareConfigs), without "order" with SkipOrderOnly.
 	Configs []string
 	// SkipOrderOnly leaves "order" out of the default configurations.
 	SkipOrderOnly bool

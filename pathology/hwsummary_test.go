@@ -1,6 +1,7 @@
 package pathology
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,40 @@ func TestHWSummaryFindsRunsByName(t *testing.T) {
 
 	if got := hwSummary([]hwRun{hwRunOf(cf["pats"].name, 5)}); got != "" {
 		t.Errorf("summary without an FCFS run %q, want none", got)
+	}
+}
+
+// The sensitivity sweep's line compares each wrongN run with
+// PATS+DL+prefetch on the measured speedups, and the sweep's points
+// beyond 50% run only when named.
+func TestHWSummarySensitivitySweep(t *testing.T) {
+	cf := hwConfigs(0, 0, nil)
+	runs := []hwRun{hwRunOf(cf["dl"].name, 4), hwRunOf(cf["wrong25"].name, 4.2), hwRunOf(cf["wrong50"].name, 4.4),
+		hwRunOf(cf["wrong75"].name, 5), hwRunOf(cf["wrong100"].name, 6)}
+	got := hwSummary(runs)
+	if want := "PATS+DL+prefetch's makespan against its own with the measured speedups: 25% +5.0%, 50% +10.0%, 75% +25.0%, 100% +50.0%."; !strings.Contains(got, want) {
+		t.Errorf("summary %q, want it to contain %q", got, want)
+	}
+	if got := hwSummary(runs[:3:3]); strings.Contains(got, "75%") {
+		t.Errorf("summary %q reports a 75%% point that was not run", got)
+	}
+	def := defaultHardwareConfigs(false)
+	for _, n := range []string{"wrong25", "wrong75", "wrong100"} {
+		if _, ok := cf[n]; !ok {
+			t.Errorf("no configuration %q", n)
+		}
+		if slices.Contains(def, n) {
+			t.Errorf("the default configurations %v run %q", def, n)
+		}
+	}
+	if d := defaultHardwareConfigs(true); slices.Contains(d, "order") || len(d) != len(def)-1 {
+		t.Errorf("default without order %v, with it %v", d, def)
+	}
+	// wrongN moves each estimate N% away from the median, in opposite
+	// directions below and above it.
+	sp := map[string]float64{"a": 2, "b": 10, "c": 100}
+	w := wrongEstimates(sp, 75)
+	if w["a"] != 3.5 || w["b"] != 2.5 || w["c"] != 25 {
+		t.Errorf("75%% wrong estimates %v of %v", w, sp)
 	}
 }

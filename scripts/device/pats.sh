@@ -51,6 +51,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
 : "${TILES:=96}"
 : "${BUDGET:=95}" # run-all.sh gives pats 98 s
+if [[ -n ${SWEEP:-} ]]; then
+	# The sensitivity sweep (the paper's Fig. 11) on this machine:
+	# PATS+DL+prefetch with the estimates 0, 25, 50, 75 and 100% wrong.
+	: "${CONFIGS:=dl,wrong25,wrong50,wrong75,wrong100}"
+fi
 if [[ $BUDGET -ge 85 ]]; then
 	: "${CONFIGS:=fcfs,pats,patsx,fcfs,pats,patsx}"
 	: "${HWLIMIT:=$((BUDGET - 7))}"
