@@ -54,6 +54,35 @@ type savedConfig struct {
 	rec                    *instTimes
 }
 
+// savedRunOfFlags returns the saved run of -hwreplay (skipping the test
+// without it), its slide's content computed again from -hwreplay-seed
+// and checked against the log's mean, with -hwreplay-bw and
+// -hwreplay-stage in place of the logged rates.
+func savedRunOfFlags(t *testing.T) *savedRun {
+	t.Helper()
+	if *hwReplayDir == "" {
+		t.Skip("no -hwreplay DIR")
+	}
+	s, err := parseSavedRun(*hwReplayDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cal.content = contentOf(s.tiles, s.size, *hwReplaySeed)
+	if s.contentMn > 0 && math.Abs(mean(s.cal.content)-s.contentMn) > 0.0001 {
+		t.Fatalf("slide content mean %.4f%%, the log says %.2f%%: another seed?", 100*mean(s.cal.content), 100*s.contentMn)
+	}
+	if *hwReplayBW > 0 {
+		s.cal.bandwidth = *hwReplayBW * 1e9
+	}
+	if *hwReplayStage > 0 {
+		s.cal.stageBW = *hwReplayStage * 1e9
+		if s.commitProxy {
+			s.cal.commitBW = s.cal.stageBW
+		}
+	}
+	return s
+}
+
 // parseSavedRun reads dir/hardware.log and dir/hw/trace.csv.
 func parseSavedRun(dir string) (*savedRun, error) {
 	logText, err := os.ReadFile(filepath.Join(dir, "hardware.log"))
@@ -199,27 +228,8 @@ func contentOf(tiles, size int, seed uint64) []float64 {
 // reproduce its own simulated makespans (within the rounding of the
 // printed figures).
 func TestReplaySavedHardwareRun(t *testing.T) {
-	if *hwReplayDir == "" {
-		t.Skip("no -hwreplay DIR")
-	}
-	s, err := parseSavedRun(*hwReplayDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cal.content = contentOf(s.tiles, s.size, *hwReplaySeed)
-	if s.contentMn > 0 && math.Abs(mean(s.cal.content)-s.contentMn) > 0.0001 {
-		t.Fatalf("slide content mean %.4f%%, the log says %.2f%%: another seed?", 100*mean(s.cal.content), 100*s.contentMn)
-	}
+	s := savedRunOfFlags(t)
 	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: Operations(), regionBuf: realBytes(s.size)}
-	if *hwReplayBW > 0 {
-		s.cal.bandwidth = *hwReplayBW * 1e9
-	}
-	if *hwReplayStage > 0 {
-		s.cal.stageBW = *hwReplayStage * 1e9
-		if s.commitProxy {
-			s.cal.commitBW = s.cal.stageBW
-		}
-	}
 	machine := h.machine(s.cal)
 	t.Logf("machine: %+v", machine)
 	if s.commitProxy {
@@ -263,21 +273,8 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 // fitted to the measured makespans. -hwreplay-bw and -hwreplay-stage
 // replace the calibration's host-GPU and staging rates.
 func TestSimulateVariantsOnSavedRun(t *testing.T) {
-	if *hwReplayDir == "" {
-		t.Skip("no -hwreplay DIR")
-	}
-	s, err := parseSavedRun(*hwReplayDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cal.content = contentOf(s.tiles, s.size, *hwReplaySeed)
+	s := savedRunOfFlags(t)
 	sp := s.cal.speedups()
-	if *hwReplayBW > 0 {
-		s.cal.bandwidth = *hwReplayBW * 1e9
-	}
-	if *hwReplayStage > 0 {
-		s.cal.stageBW = *hwReplayStage * 1e9
-	}
 	type variant struct {
 		name string
 		cfg  pats.Config
