@@ -104,10 +104,6 @@ type replySlot struct {
 	sub     *nats.Subscription
 }
 
-// maxPooledFrame bounds the buffers of direct frames that are kept for
-// the next request or answer.
-const maxPooledFrame = 64 << 10
-
 // maxFreeSlots bounds the reply slots a client keeps unused.
 const maxFreeSlots = 256
 
@@ -1325,19 +1321,14 @@ func (rc *remoteCall[In, Out]) sendDirect() (answers <-chan *nats.Msg, rs *reply
 	}
 	// The frame is copied into the connection's buffer by the publish:
 	// its buffer serves the next request.
-	bp, _ := c.frames.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
+	bp := frameBuf(&c.frames)
 	*bp = appendRequest(append((*bp)[:0], rc.r.reqHead...), rc.id, rc.data)
 	subject := rc.r.callSubj
 	if rc.key != rc.r.name {
 		subject = c.st.n.call(rc.key) // a clone's
 	}
 	err = c.st.js.Conn().PublishRequest(subject, rs.subject, *bp)
-	if cap(*bp) <= maxPooledFrame {
-		c.frames.Put(bp)
-	}
+	keepFrameBuf(&c.frames, bp)
 	if err != nil {
 		return nil, rs, true, nil // no request went out
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // The direct requests (see [DirectLimit]) and their answers carry no NATS
@@ -207,4 +208,26 @@ func parseAnswer(b []byte) (directAnswer, error) {
 	}
 	a.data = b
 	return a, nil
+}
+
+// maxPooledFrame bounds the buffers of direct frames that are kept for
+// the next request or answer.
+const maxPooledFrame = 64 << 10
+
+// frameBuf returns a buffer of pool for a frame (*[]byte), a new one when
+// the pool has none.
+func frameBuf(pool *sync.Pool) *[]byte {
+	bp, _ := pool.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	return bp
+}
+
+// keepFrameBuf gives bp back to pool once its frame is sent (a NATS
+// publish copies it), unless it grew past maxPooledFrame.
+func keepFrameBuf(pool *sync.Pool, bp *[]byte) {
+	if cap(*bp) <= maxPooledFrame {
+		pool.Put(bp)
+	}
 }

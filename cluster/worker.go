@@ -573,15 +573,10 @@ func (w *Worker) busyAnswer(st *stores, m *nats.Msg) {
 // sendFrame sends the answer frame of a direct request to its reply
 // subject (see appendAnswer).
 func (w *Worker) sendFrame(st *stores, reply, kind string, count int, id, ref, errMsg string, out []byte) error {
-	bp, _ := w.frames.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
+	bp := frameBuf(&w.frames)
 	*bp = appendAnswer(append((*bp)[:0], w.ansHead...), kind, count, id, ref, errMsg, out)
 	err := st.js.Conn().Publish(reply, *bp) // copies the frame
-	if cap(*bp) <= maxPooledFrame {
-		w.frames.Put(bp)
-	}
+	keepFrameBuf(&w.frames, bp)
 	return err
 }
 
@@ -939,11 +934,33 @@ func (w *Worker) notifyStarted(st *stores, reply, id string, t0 time.Time, deliv
 // request goes straight to its reply subject, outside the streams, and
 // then is called at once.
 func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id string, delivered uint64, out []byte, n int, kind, errMsg string, direct bool, then func(stored bool)) {
+	failed := func(what string, err error) {
+		w.cfg.log.Error("cluster: "+what, "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
+		then(false)
+	}
+	ref := ""
+	if len(out) > st.cfg.inlineLimit {
+		// Too large for a message: the result goes to the object store.
+		ref = id + ".out"
+		if _, err := st.obj.PutBytes(context.WithoutCancel(ctx), ref, out); err != nil {
+			failed("store result", err)
+			return
+		}
+		out = nil
+	}
 	if direct {
-		w.answerDirect(ctx, st, h, reply, id, out, n, kind, errMsg, then)
+		// The answer frame goes straight to the reply subject.
+		if err := w.sendFrame(st, reply, kind, n, id, ref, errMsg, out); err != nil {
+			failed("send result", err)
+			return
+		}
+		if w.afterAnswer != nil {
+			_ = st.js.Conn().Flush() // a test's hook may end the process
+		}
+		then(true)
 		return
 	}
-	msg := &nats.Msg{Subject: reply, Header: nats.Header{hID: {id}, hWorker: w.hdrWorker, hHost: w.hdrHost, hCount: {strconv.Itoa(n)}}}
+	msg := &nats.Msg{Subject: reply, Header: nats.Header{hID: {id}, hWorker: w.hdrWorker, hHost: w.hdrHost, hCount: {strconv.Itoa(n)}}, Data: out}
 	if delivered > 1 {
 		msg.Header.Set(hDelivered, strconv.FormatUint(delivered, 10))
 	}
@@ -951,20 +968,9 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 		msg.Header.Set(hErr, errMsg)
 		msg.Header.Set(hKind, kind)
 	}
-	failed := func(what string, err error) {
-		w.cfg.log.Error("cluster: "+what, "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
-		then(false)
-	}
-	if len(out) > st.cfg.inlineLimit {
-		ref := id + ".out"
-		if _, err := st.obj.PutBytes(context.WithoutCancel(ctx), ref, out); err != nil {
-			failed("store result", err)
-			return
-		}
+	if ref != "" {
 		msg.Header.Set(hRef, ref)
-		out = nil
 	}
-	msg.Data = out
 	f, err := st.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
 	if err != nil {
 		failed("publish result", err)
@@ -997,32 +1003,6 @@ func (w *Worker) answer(ctx context.Context, st *stores, h handler, reply, id st
 	} else {
 		go wait()
 	}
-}
-
-// answerDirect is answer for a direct request: its answer frame goes to
-// its reply subject, and then is called at once.
-func (w *Worker) answerDirect(ctx context.Context, st *stores, h handler, reply, id string, out []byte, n int, kind, errMsg string, then func(stored bool)) {
-	failed := func(what string, err error) {
-		w.cfg.log.Error("cluster: "+what, "worker", w.cfg.workerName, "task", h.name, "id", id, "err", err)
-		then(false)
-	}
-	ref := ""
-	if len(out) > st.cfg.inlineLimit {
-		ref = id + ".out"
-		if _, err := st.obj.PutBytes(context.WithoutCancel(ctx), ref, out); err != nil {
-			failed("store result", err)
-			return
-		}
-		out = nil
-	}
-	if err := w.sendFrame(st, reply, kind, n, id, ref, errMsg, out); err != nil {
-		failed("send result", err)
-		return
-	}
-	if w.afterAnswer != nil {
-		_ = st.js.Conn().Flush() // a test's hook may end the process
-	}
-	then(true)
 }
 
 // directIn is a direct request as a worker copy takes it: its parsed
