@@ -103,6 +103,9 @@ func TestServerProcessFails(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho fake server refuses >&2\nexit 7\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// A folder of its own for the servers' folders: other packages' tests,
+	// running at the same time, start servers under the shared one.
+	t.Setenv("TMPDIR", t.TempDir())
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "htgs-nats-*"))
 	_, err := StartServerProcess(context.Background(), script)
 	if err == nil || !strings.Contains(err.Error(), "fake server refuses") || !strings.Contains(err.Error(), "exit status 7") {
