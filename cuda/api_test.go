@@ -299,3 +299,12 @@ func TestAsDevicesAndKinds(t *testing.T) {
 		t.Error("FFTKind.String")
 	}
 }
+
+// Since needs two live events: a closed one is refused before any driver
+// call.
+func TestEventSinceClosed(t *testing.T) {
+	var closed Event
+	if _, err := closed.Since(&closed); !errors.Is(err, ErrClosed) {
+		t.Errorf("Since on closed events: %v, want ErrClosed", err)
+	}
+}

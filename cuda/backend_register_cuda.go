@@ -17,6 +17,7 @@ static __typeof__(cuMemHostRegister) *p_htgs_reg;
 static __typeof__(cuMemHostUnregister) *p_htgs_unreg;
 static __typeof__(cuMemcpy2DAsync) *p_htgs_copy2d;
 static __typeof__(cuEventCreate) *p_htgs_event_create;
+static __typeof__(cuEventElapsedTime) *p_htgs_event_elapsed;
 
 // htgs_reg_load resolves the functions; the Go side calls it once, after
 // the driver is loaded.
@@ -31,8 +32,9 @@ static int htgs_reg_load(char *err, size_t errlen) {
 	p_htgs_unreg = (__typeof__(p_htgs_unreg))dlsym(h, "cuMemHostUnregister");
 	p_htgs_copy2d = (__typeof__(p_htgs_copy2d))dlsym(h, "cuMemcpy2DAsync_v2");
 	p_htgs_event_create = (__typeof__(p_htgs_event_create))dlsym(h, "cuEventCreate");
-	if (p_htgs_reg == NULL || p_htgs_unreg == NULL || p_htgs_copy2d == NULL || p_htgs_event_create == NULL) {
-		snprintf(err, errlen, "libcuda.so.1: missing cuMemHostRegister_v2, cuMemHostUnregister, cuMemcpy2DAsync_v2 or cuEventCreate");
+	p_htgs_event_elapsed = (__typeof__(p_htgs_event_elapsed))dlsym(h, "cuEventElapsedTime");
+	if (p_htgs_reg == NULL || p_htgs_unreg == NULL || p_htgs_copy2d == NULL || p_htgs_event_create == NULL || p_htgs_event_elapsed == NULL) {
+		snprintf(err, errlen, "libcuda.so.1: missing cuMemHostRegister_v2, cuMemHostUnregister, cuMemcpy2DAsync_v2, cuEventCreate or cuEventElapsedTime");
 		return -2;
 	}
 	return 0;
@@ -93,6 +95,32 @@ static int htgs_cu_event_create_blocking(uintptr_t ctx, uintptr_t *event) {
 	CUevent e = NULL;
 	r = (int)p_htgs_event_create(&e, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
 	*event = (uintptr_t)e;
+	return htgs_reg_leave(pushed, r);
+}
+
+// htgs_cu_event_create_timed creates an event that records the time it
+// completes (for cuEventElapsedTime).
+static int htgs_cu_event_create_timed(uintptr_t ctx, uintptr_t *event) {
+	int pushed;
+	int r = htgs_reg_enter(ctx, &pushed);
+	if (r != 0) {
+		return r;
+	}
+	CUevent e = NULL;
+	r = (int)p_htgs_event_create(&e, CU_EVENT_DEFAULT);
+	*event = (uintptr_t)e;
+	return htgs_reg_leave(pushed, r);
+}
+
+// htgs_cu_event_elapsed gives the milliseconds from event start to event
+// end, both completed.
+static int htgs_cu_event_elapsed(uintptr_t ctx, uintptr_t start, uintptr_t end, float *ms) {
+	int pushed;
+	int r = htgs_reg_enter(ctx, &pushed);
+	if (r != 0) {
+		return r;
+	}
+	r = (int)p_htgs_event_elapsed(ms, (CUevent)start, (CUevent)end);
 	return htgs_reg_leave(pushed, r);
 }
 
@@ -178,4 +206,26 @@ func drvEventCreateBlocking(ctx uintptr) (uintptr, error) {
 		return 0, err
 	}
 	return uintptr(h), nil
+}
+
+func drvEventCreateTimed(ctx uintptr) (uintptr, error) {
+	if err := registerLoad(); err != nil {
+		return 0, err
+	}
+	var h C.uintptr_t
+	if err := cuError("cuEventCreate", C.htgs_cu_event_create_timed(C.uintptr_t(ctx), &h)); err != nil {
+		return 0, err
+	}
+	return uintptr(h), nil
+}
+
+func drvEventElapsed(ctx, start, end uintptr) (float32, error) {
+	if err := registerLoad(); err != nil {
+		return 0, err
+	}
+	var ms C.float
+	if err := cuError("cuEventElapsedTime", C.htgs_cu_event_elapsed(C.uintptr_t(ctx), C.uintptr_t(start), C.uintptr_t(end), &ms)); err != nil {
+		return 0, err
+	}
+	return float32(ms), nil
 }

@@ -8,4 +8,6 @@ func drvCopy2D(uintptr, bool, DevicePtr, int64, uintptr, int64, int64, int64, ui
 	return noCUDAError{}
 }
 
-func drvEventCreateBlocking(uintptr) (uintptr, error) { return 0, noCUDAError{} }
+func drvEventCreateBlocking(uintptr) (uintptr, error)            { return 0, noCUDAError{} }
+func drvEventCreateTimed(uintptr) (uintptr, error)               { return 0, noCUDAError{} }
+func drvEventElapsed(uintptr, uintptr, uintptr) (float32, error) { return 0, noCUDAError{} }

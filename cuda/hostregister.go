@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 )
 
@@ -120,6 +121,47 @@ func CopyFromDevice2D[T Elem](s *Stream, dst []T, ldd int, src DeviceMem, lds, r
 		return fmt.Errorf("cuda: device %d: 2-D copy from device: %w", src.dev.ordinal, err)
 	}
 	return nil
+}
+
+// NewTimingEvent creates an event on d like [Device.NewEvent] that also
+// records when it completes, for [Event.Since]: for timing work on the
+// GPU itself (a trace of copies and kernels) rather than from the host.
+// Such events cost a little more to record.
+func (d *Device) NewTimingEvent() (*Event, error) {
+	c, err := d.context()
+	if err != nil {
+		return nil, err
+	}
+	h, err := drvEventCreateTimed(c)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: create timing event: %w", d.ordinal, err)
+	}
+	e := &Event{dev: d, ctx: c}
+	e.h.Store(h)
+	return e, nil
+}
+
+// Since returns the GPU time from start's completion to e's, both made by
+// [Device.NewTimingEvent] on the same device, recorded and completed
+// (negative when e completed first). The driver's resolution is about
+// half a microsecond.
+func (e *Event) Since(start *Event) (time.Duration, error) {
+	eh, err := e.handle()
+	if err != nil {
+		return 0, err
+	}
+	sh, err := start.handle()
+	if err != nil {
+		return 0, err
+	}
+	if start.ctx != e.ctx {
+		return 0, fmt.Errorf("cuda: events of devices %d and %d", start.dev.ordinal, e.dev.ordinal)
+	}
+	ms, err := drvEventElapsed(e.ctx, sh, eh)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: device %d: event elapsed time: %w", e.dev.ordinal, err)
+	}
+	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
 }
 
 // NewBlockingEvent creates an event on d like [Device.NewEvent], whose

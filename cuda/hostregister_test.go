@@ -67,3 +67,53 @@ func TestRegisterHost2D(t *testing.T) {
 	must(t, r.Unregister())
 	t.Logf("register 256 MiB: %v (%.1f GB/s), unregister %v", reg, 256*(1<<20)/reg.Seconds()/1e9, time.Since(t0))
 }
+
+// TestTimingEvents times a 256 MiB upload between two timing events: the
+// GPU time is positive, no longer than the host saw, and gives a bus rate
+// within reason; events without timing are refused.
+func TestTimingEvents(t *testing.T) {
+	d := gpu(t)
+	const n = 32 << 20 // float64s: 256 MiB
+	h, err := d.AllocHost(8 * n)
+	must(t, err)
+	defer h.Free()
+	m, err := d.Alloc(8 * n)
+	must(t, err)
+	defer m.Free()
+	s, err := d.NewStream()
+	must(t, err)
+	defer s.Close()
+	start, err := d.NewTimingEvent()
+	must(t, err)
+	defer start.Close()
+	end, err := d.NewTimingEvent()
+	must(t, err)
+	defer end.Close()
+	t0 := time.Now()
+	must(t, start.Record(s))
+	must(t, CopyHtoD(s, m, h))
+	must(t, end.Record(s))
+	must(t, end.Synchronize())
+	host := time.Since(t0)
+	gpu, err := end.Since(start)
+	must(t, err)
+	if gpu <= 0 || gpu > host {
+		t.Fatalf("GPU time %v, host saw %v", gpu, host)
+	}
+	if back, err := start.Since(end); err != nil || (back+gpu).Abs() > time.Microsecond {
+		t.Errorf("start.Since(end) = %v, %v; want %v", back, err, -gpu)
+	}
+	rate := 8 * n / gpu.Seconds() / 1e9
+	t.Logf("256 MiB upload: %v on the GPU (%.1f GB/s), %v seen by the host", gpu, rate, host)
+	if rate < 1 || rate > 1000 {
+		t.Errorf("bus rate %.1f GB/s", rate)
+	}
+	plain, err := d.NewEvent()
+	must(t, err)
+	defer plain.Close()
+	must(t, plain.Record(s))
+	must(t, plain.Synchronize())
+	if _, err := plain.Since(start); err == nil {
+		t.Errorf("Since on an event without timing succeeded")
+	}
+}
