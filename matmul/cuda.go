@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 
@@ -653,7 +654,7 @@ func (q *cudaQueue) Shutdown(context.Context) error {
 	return errors.Join(append(errs, q.stop())...)
 }
 
-func (q *cudaQueue) upload(dst devMem, src stagingMem, at, n int) error {
+func (q *cudaQueue) upload(dst devMem, at int, src stagingMem, from, n int) error {
 	d, err := gpuBlock(dst)
 	if err != nil {
 		return err
@@ -662,7 +663,7 @@ func (q *cudaQueue) upload(dst devMem, src stagingMem, at, n int) error {
 	if err != nil {
 		return err
 	}
-	return cuda.CopyHtoD(q.stream, d.mem.Slice(8*int64(at), 8*int64(n)), s.mem.Slice(8*int64(at), 8*int64(n)))
+	return cuda.CopyHtoD(q.stream, d.mem.Slice(8*int64(at), 8*int64(n)), s.mem.Slice(8*int64(from), 8*int64(n)))
 }
 
 func (q *cudaQueue) uploadFrom(dst devMem, at, ldd int, src []float64, lds, rows, cols int) error {
@@ -698,7 +699,7 @@ func memFrom(m cuda.DeviceMem, at int) (cuda.DeviceMem, error) {
 	return m.Slice(off, m.Size()-off), nil
 }
 
-func (q *cudaQueue) download(dst stagingMem, src devMem, at, n int) error {
+func (q *cudaQueue) download(dst stagingMem, at int, src devMem, from, n int) error {
 	d, err := pinnedBuffer(dst)
 	if err != nil {
 		return err
@@ -707,7 +708,7 @@ func (q *cudaQueue) download(dst stagingMem, src devMem, at, n int) error {
 	if err != nil {
 		return err
 	}
-	return cuda.CopyDtoH(q.stream, d.mem.Slice(8*int64(at), 8*int64(n)), s.mem.Slice(8*int64(at), 8*int64(n)))
+	return cuda.CopyDtoH(q.stream, d.mem.Slice(8*int64(at), 8*int64(n)), s.mem.Slice(8*int64(from), 8*int64(n)))
 }
 
 func (q *cudaQueue) gemm(m, n, k int, a, b, c devMem, beta float64) error {
@@ -762,3 +763,28 @@ func (q *cudaQueue) newFence() (fenced, error) {
 	q.fences = append(q.fences, f.ev)
 	return &cudaEventFence{f}, nil
 }
+
+// cudaStamp is a timing event recorded on a queue's stream (the device
+// trace's stamps).
+type cudaStamp struct{ ev *cuda.Event }
+
+func (q *cudaQueue) stamp() (stamp, error) {
+	ev, err := q.dev.NewTimingEvent()
+	if err != nil {
+		return nil, err
+	}
+	if err := ev.Record(q.stream); err != nil {
+		return nil, errors.Join(err, ev.Close())
+	}
+	return cudaStamp{ev}, nil
+}
+
+func (s cudaStamp) since(origin stamp) (time.Duration, error) {
+	o, ok := origin.(cudaStamp)
+	if !ok {
+		return 0, fmt.Errorf("matmul: stamp %T is not a GPU's", origin)
+	}
+	return s.ev.Since(o.ev)
+}
+
+func (s cudaStamp) free() error { return s.ev.Close() }

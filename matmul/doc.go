@@ -108,7 +108,11 @@
 // the product) or pipelined (page-lock the chunks while the product runs,
 // staging the blocks not yet locked); a block lying across several chunks
 // is copied in one piece per chunk, since a copy may not span two
-// registrations (docs/matmul.md has the measurements).
+// registrations (docs/matmul.md has the measurements). HTGS_MATMUL_CHUNK
+// stages through a ring of small pinned buffers instead of buffers of a
+// block (chunk mode), and HTGS_MATMUL_TRACE=DIR writes a trace of every
+// copy and product as the devices timed them (offload_tuning.go lists
+// the knobs).
 // Config.DeviceMemory bounds the device pools per GPU; the plan then picks
 // the traversal, among those that fit both memory budgets, that reads and
 // uploads the fewest bytes (Plan.UploadBytes; Plan.DownloadBytes is |C|,

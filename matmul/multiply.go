@@ -124,6 +124,7 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 	var g *graph.Graph[blockRequest, blockDone]
 	var moved offloadCounters
 	var pins *hostPinner
+	var trace *offloadTrace
 	pinStart := time.Now()
 	if off, ok := kernel.(offloader); ok {
 		hc, err := hostCopyFromEnv()
@@ -137,11 +138,17 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 		if hc == copyRegister {
 			rep.HostPin = time.Since(pinStart)
 		}
-		g = buildOffload(&plan, cfg, off, tune, direct, pins, oa, ob, c, &written, &moved)
+		trace = newOffloadTrace(tune.trace)
+		g = buildOffload(&plan, cfg, off, tune, direct, pins, trace, oa, ob, c, &written, &moved)
 	} else {
 		g = build(&plan, cfg, oa, ob, c, &written, &products)
 	}
 	err = runGraph(ctx, g, plan.requests, plan.MB*plan.NB, cfg, rep)
+	if err == nil {
+		err = trace.finish(fmt.Sprintf("%dx%dx%d", m, k, n))
+	} else {
+		trace.free()
+	}
 	if pins != nil {
 		t0 := time.Now()
 		rep.PinnedBytes = pins.bytes.Load()

@@ -94,12 +94,12 @@ type stagingMem interface {
 // A devQueue is an in-order queue of device work (a CUDA stream): every
 // call but wait only queues the work and returns.
 type devQueue interface {
-	// upload queues the copy of float64s at to at+n of src into the same
-	// elements of dst.
-	upload(dst devMem, src stagingMem, at, n int) error
-	// download queues the copy of float64s at to at+n of src into the same
-	// elements of dst.
-	download(dst stagingMem, src devMem, at, n int) error
+	// upload queues the copy of the n float64s of src from element from
+	// on into dst from element at on.
+	upload(dst devMem, at int, src stagingMem, from, n int) error
+	// download queues the copy of the n float64s of src from element from
+	// on into dst from element at on.
+	download(dst stagingMem, at int, src devMem, from, n int) error
 	// uploadFrom queues the copy of the rows x cols matrix src (stride
 	// lds), which lies within one registration of host memory, into dst
 	// from element at on (stride ldd).
@@ -220,7 +220,17 @@ type cachedBlock struct {
 // the stores are non-temporal (copyStream).
 func parallelCopy(dst []float64, ldd int, src []float64, lds, rows, cols, workers int, stream bool) {
 	const minBand = 1 << 17 // elements: below 1 MiB a goroutine costs more than it saves
-	workers = max(1, min(workers, rows*cols/minBand, rows))
+	parallelCopyBands(dst, ldd, src, lds, rows, cols, workers, minBand, stream)
+}
+
+// chunkMinBand is the fewest elements a goroutine of a staging copy takes
+// in chunk mode (256 KiB): a chunk is small, and all the workers share it.
+const chunkMinBand = 1 << 15
+
+// parallelCopyBands is parallelCopy with at least minBand elements per
+// goroutine.
+func parallelCopyBands(dst []float64, ldd int, src []float64, lds, rows, cols, workers, minBand int, stream bool) {
+	workers = max(1, min(workers, rows*cols/max(1, minBand), rows))
 	cp := func(d, s []float64) { copy(d, s) }
 	if stream {
 		cp = copyStream
@@ -262,6 +272,10 @@ type offloadShared struct {
 	slabs, slabMin int
 	// stream: the staging copies store non-temporally (copyStream).
 	stream bool
+	// ring > 0 (chunk mode): blocks are staged through ring small
+	// buffers per copy task instead of one buffer of a block (see
+	// uploadChunks).
+	ring int
 	// directA, directB and directOut: the blocks of A, of B and of C are
 	// copied straight between registered host memory and the devices.
 	directA, directB, directOut bool
@@ -325,6 +339,9 @@ func (c *copyIn) upload(ctx context.Context, dst devMem, b *block) error {
 		}
 		return errors.Join(err, c.q.signal(dst))
 	}
+	if c.ring > 0 {
+		return c.uploadChunks(ctx, dst, b)
+	}
 	st, err := c.staging.Get(ctx)
 	if err != nil {
 		return err
@@ -337,12 +354,70 @@ func (c *copyIn) upload(ctx context.Context, dst devMem, b *block) error {
 	for r0, per := 0, slabRows(b.rows, b.cols, c.slabs, c.slabMin); r0 < b.rows && err == nil; r0 += per {
 		r1 := min(b.rows, r0+per)
 		parallelCopy(st.Data.floats()[r0*b.cols:], b.cols, b.data[r0*b.stride:], b.stride, r1-r0, b.cols, c.workers, c.stream)
-		err = c.q.upload(dst, st.Data, r0*b.cols, (r1-r0)*b.cols)
+		err = c.q.upload(dst, r0*b.cols, st.Data, r0*b.cols, (r1-r0)*b.cols)
 	}
 	if err == nil {
 		err = errors.Join(c.q.signal(dst), c.q.signal(st.Data))
 	}
 	return errors.Join(err, st.Release())
+}
+
+// uploadChunks is upload in chunk mode: the block goes through the ring
+// of small staging buffers of this copy task, a band of rows filling one
+// buffer at a time. Each band's upload is queued as soon as it is packed,
+// and a buffer is packed again only when its last upload has passed, so
+// ring-1 uploads are on the bus while the next band is packed. A band is
+// small enough (a few MiB) to be still in the host's cache when the bus
+// reads it, where a block-sized buffer goes out to memory and is read
+// back: the staging then costs the host's memory one read of the block
+// instead of a read, a write and the bus's read.
+func (c *copyIn) uploadChunks(ctx context.Context, dst devMem, b *block) error {
+	if b.rows*b.cols > dst.Len() {
+		return fmt.Errorf("%dx%d block larger than the device buffer (%d)", b.rows, b.cols, dst.Len())
+	}
+	ring, err := getRing(ctx, c.staging, c.ring, b.cols)
+	if err != nil {
+		return err
+	}
+	per := ring[0].Data.Len() / b.cols
+	err = c.q.await(dst)
+	for i, r0 := 0, 0; r0 < b.rows && err == nil; i, r0 = i+1, r0+per {
+		st, r1 := ring[i%len(ring)].Data, min(b.rows, r0+per)
+		if err = c.q.wait(st); err != nil {
+			break
+		}
+		parallelCopyBands(st.floats(), b.cols, b.data[r0*b.stride:], b.stride, r1-r0, b.cols, c.workers, chunkMinBand, c.stream)
+		err = errors.Join(c.q.upload(dst, r0*b.cols, st, 0, (r1-r0)*b.cols), c.q.signal(st))
+	}
+	if err == nil {
+		err = c.q.signal(dst)
+	}
+	return errors.Join(err, releaseRing(ring))
+}
+
+// getRing takes n staging buffers from pool, each of at least cols
+// elements (a row of a block).
+func getRing(ctx context.Context, pool *memmgr.Pool[stagingMem], n, cols int) ([]*memmgr.Buffer[stagingMem], error) {
+	ring := make([]*memmgr.Buffer[stagingMem], 0, n)
+	for range n {
+		st, err := pool.Get(ctx)
+		if err != nil {
+			return nil, errors.Join(err, releaseRing(ring))
+		}
+		ring = append(ring, st)
+		if st.Data.Len() < cols {
+			return nil, errors.Join(fmt.Errorf("staging chunk of %d elements smaller than a row of %d", st.Data.Len(), cols), releaseRing(ring))
+		}
+	}
+	return ring, nil
+}
+
+func releaseRing(ring []*memmgr.Buffer[stagingMem]) error {
+	var errs []error
+	for _, st := range ring {
+		errs = append(errs, st.Release())
+	}
+	return errors.Join(errs...)
 }
 
 // slabRows returns the rows of each band when a rows x cols block is
@@ -558,6 +633,9 @@ func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error 
 		}
 		return err
 	}
+	if c.ring > 0 {
+		return c.downloadChunks(ctx, p, dr)
+	}
 	st, err := c.staging.Get(ctx)
 	if err != nil {
 		return err
@@ -575,7 +653,7 @@ func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error 
 	prev := -1 // first row of the band downloaded and not yet unpacked
 	for r0 := 0; r0 < dr.rows && err == nil; r0 += per {
 		r1 := min(dr.rows, r0+per)
-		err = errors.Join(c.q.download(st.Data, dr.buf.Data, r0*dr.cols, (r1-r0)*dr.cols), c.q.signal(st.Data))
+		err = errors.Join(c.q.download(st.Data, r0*dr.cols, dr.buf.Data, r0*dr.cols, (r1-r0)*dr.cols), c.q.signal(st.Data))
 		if err == nil && prev >= 0 {
 			// The band at prev was downloaded before this one (the queue is
 			// in order); unpack it while this one moves.
@@ -590,6 +668,44 @@ func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error 
 		parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, dr.rows-prev, dr.cols, c.workers, c.stream)
 	}
 	return errors.Join(err, st.Release())
+}
+
+// downloadChunks is download in chunk mode (see copyIn.uploadChunks): the
+// block comes down band by band into the ring of small staging buffers,
+// and each band is unpacked while the ones after it are on the bus.
+func (c *copyOut) downloadChunks(ctx context.Context, p *partial, dr devResult) error {
+	ring, err := getRing(ctx, c.staging, c.ring, dr.cols)
+	if err != nil {
+		return err
+	}
+	type band struct {
+		st     stagingMem
+		r0, r1 int
+	}
+	var queued []band // downloads queued and not yet unpacked, oldest first
+	unpack := func() error {
+		bd := queued[0]
+		queued = queued[1:]
+		if err := c.q.wait(bd.st); err != nil {
+			return err
+		}
+		parallelCopyBands(p.data[bd.r0*p.stride:], p.stride, bd.st.floats(), dr.cols, bd.r1-bd.r0, dr.cols, c.workers, chunkMinBand, c.stream)
+		return nil
+	}
+	per := ring[0].Data.Len() / dr.cols
+	err = c.q.await(dr.buf.Data)
+	for i, r0 := 0, 0; r0 < dr.rows && err == nil; i, r0 = i+1, r0+per {
+		st, r1 := ring[i%len(ring)].Data, min(dr.rows, r0+per)
+		// st's last band was unpacked (at most ring-1 stay queued).
+		err = errors.Join(c.q.download(st, 0, dr.buf.Data, r0*dr.cols, (r1-r0)*dr.cols), c.q.signal(st))
+		if queued = append(queued, band{st, r0, r1}); err == nil && len(queued) == len(ring) {
+			err = unpack()
+		}
+	}
+	for len(queued) > 0 && err == nil {
+		err = unpack()
+	}
+	return errors.Join(err, releaseRing(ring))
 }
 
 // busyMeter measures the time a device's compute queue works: a goroutine
@@ -702,7 +818,7 @@ const copyOutThreads = 2
 //
 // The accumulate bookkeeper only passes the finished blocks on: they come
 // from the devices complete.
-func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, direct [3]bool, pins *hostPinner, a, b *operand, c Sink, written *atomic.Int64, counters *offloadCounters) *graph.Graph[blockRequest, blockDone] {
+func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, direct [3]bool, pins *hostPinner, trace *offloadTrace, a, b *operand, c Sink, written *atomic.Int64, counters *offloadCounters) *graph.Graph[blockRequest, blockDone] {
 	g := graph.New[blockRequest, blockDone]("matmul")
 	bs := plan.BlockSize
 	sizeA, sizeB, sizeC := min(bs, plan.M)*min(bs, plan.K), min(bs, plan.K)*min(bs, plan.N), min(bs, plan.M)*min(bs, plan.N)
@@ -711,6 +827,10 @@ func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, dir
 	counters.busy = make([]atomic.Int64, len(devs))
 	shared := &offloadShared{plan: plan, counters: counters, workers: tune.packWorkers, slabs: tune.slabs, slabMin: tune.slabMin, stream: tune.stream,
 		directA: direct[0], directB: direct[1], directOut: direct[2], pins: pins}
+	stageIn, stageOut, nIn, nOut := tune.staging(plan, sizeA, sizeB, sizeC)
+	if tune.chunk > 0 {
+		shared.ring = nIn
+	}
 	home, _ := c.(*Dense)
 
 	// One device's subgraph, cloned per device: its pools allocate on the
@@ -719,16 +839,16 @@ func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, dir
 	devA := memmgr.New(dg, "A on device", plan.DevicePoolA, off.deviceBuffers(sizeA, tune.devCache), memmgr.Dynamic(), memmgr.Reclaim())
 	devB := memmgr.New(dg, "B on device", plan.DevicePoolB, off.deviceBuffers(sizeB, tune.devCache), memmgr.Dynamic(), memmgr.Reclaim())
 	devC := memmgr.New(dg, "C on device", plan.DevicePoolC, off.deviceBuffers(sizeC, tune.devCache), memmgr.Dynamic(), memmgr.Reclaim())
-	stIn := memmgr.New(dg, "staging in", tune.stagingIn, off.stagingBuffers(max(sizeA, sizeB)), memmgr.Dynamic(), memmgr.Reclaim())
-	stOut := memmgr.New(dg, "staging out", tune.copyOut, off.stagingBuffers(sizeC), memmgr.Dynamic(), memmgr.Reclaim())
+	stIn := memmgr.New(dg, "staging in", nIn, off.stagingBuffers(stageIn), memmgr.Dynamic(), memmgr.Reclaim())
+	stOut := memmgr.New(dg, "staging out", nOut, off.stagingBuffers(stageOut), memmgr.Dynamic(), memmgr.Reclaim())
 	in := graph.AddTask(dg, "copy in", 1, func() task.Task[product, devProduct] {
-		return &copyIn{offloadShared: shared, q: off.newQueue(false), poolA: devA, poolB: devB, staging: stIn, cache: map[blockKey]*cachedBlock{}}
+		return &copyIn{offloadShared: shared, q: trace.wrap(off.newQueue(false), "copy in"), poolA: devA, poolB: devB, staging: stIn, cache: map[blockKey]*cachedBlock{}}
 	})
 	memmgr.Use(devA, in)
 	memmgr.Use(devB, in)
 	memmgr.Use(stIn, in)
 	mul := graph.AddTask(dg, "multiply", 1, func() task.Task[devProduct, devResult] {
-		return &devMultiply{offloadShared: shared, q: off.newQueue(true), poolC: devC, open: map[[2]int]*openC{}}
+		return &devMultiply{offloadShared: shared, q: trace.wrap(off.newQueue(true), "multiply"), poolC: devC, open: map[[2]int]*openC{}}
 	})
 	memmgr.Use(devC, mul)
 	var partials *memmgr.Pool[[]float64]
@@ -736,7 +856,7 @@ func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, dir
 		partials = memmgr.New(dg, "C blocks", plan.PoolC, blockBuffers(sizeC, cfg.Buffers), memmgr.Dynamic())
 	}
 	out := graph.AddTask(dg, "copy out", tune.copyOut, func() task.Task[devResult, *partial] {
-		return &copyOut{offloadShared: shared, q: off.newQueue(false), staging: stOut, partials: partials, home: home, kb: plan.KB}
+		return &copyOut{offloadShared: shared, q: trace.wrap(off.newQueue(false), "copy out"), staging: stOut, partials: partials, home: home, kb: plan.KB}
 	})
 	memmgr.Use(stOut, out)
 	if partials != nil {

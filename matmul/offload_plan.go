@@ -99,7 +99,8 @@ func newOffloadPlanner(p *Plan, tune offloadTuning, hostBudget, devBudget int64)
 	pl.hostLook = min(lookahead(pl.devices*pl.threads), p.Multiplies)
 	pl.devLook = min(lookahead(pl.threads), p.Multiplies)
 	pl.hostC = max(1, min(tune.copyOut+2, p.MB*p.NB))
-	pl.staging = int64(pl.devices) * (int64(tune.stagingIn)*max(pl.sA, pl.sB) + int64(tune.copyOut)*pl.sC)
+	in, out, nIn, nOut := tune.staging(p, int(pl.sA/8), int(pl.sB/8), int(pl.sC/8))
+	pl.staging = 8 * int64(pl.devices) * (int64(nIn)*int64(in) + int64(nOut)*int64(out))
 	return pl
 }
 

@@ -2,9 +2,12 @@ package matmul
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -50,6 +53,8 @@ type fakeGPU struct {
 	// registerGate, when set, holds every registration until it is
 	// closed.
 	registerGate chan struct{}
+	// stamps counts the trace's stamps made, stampsFreed those freed.
+	stamps, stampsFreed atomic.Int64
 }
 
 type fakeDevice struct {
@@ -249,7 +254,7 @@ func (q *fakeQueue) mem(m fenced, staging bool) (*fakeMem, error) {
 	return fm, nil
 }
 
-func (q *fakeQueue) upload(dst devMem, src stagingMem, at, n int) error {
+func (q *fakeQueue) upload(dst devMem, at int, src stagingMem, from, n int) error {
 	if q.k.failUpload > 0 && q.k.uploads.Add(1) == q.k.failUpload {
 		return errors.New("fake DMA error")
 	}
@@ -261,14 +266,14 @@ func (q *fakeQueue) upload(dst devMem, src stagingMem, at, n int) error {
 	if err != nil {
 		return err
 	}
-	if at < 0 || n <= 0 || at+n > len(d.data) || at+n > len(s.data) {
-		return fmt.Errorf("upload of elements %d to %d into %d elements (staging %d)", at, at+n, len(d.data), len(s.data))
+	if at < 0 || from < 0 || n <= 0 || at+n > len(d.data) || from+n > len(s.data) {
+		return fmt.Errorf("upload of %d elements into %d from %d (staging %d from %d)", n, len(d.data), at, len(s.data), from)
 	}
 	q.k.staged.Add(1)
 	if q.dev.gemmsQueued.Load() > 0 {
 		q.dev.overlapped.Add(1)
 	}
-	q.ops <- func() { copy(d.data[at:at+n], s.data[at:at+n]) }
+	q.ops <- func() { copy(d.data[at:at+n], s.data[from:from+n]) }
 	return nil
 }
 
@@ -338,7 +343,7 @@ func (q *fakeQueue) downloadTo(dst []float64, ldd int, src devMem, at, lds, rows
 	return nil
 }
 
-func (q *fakeQueue) download(dst stagingMem, src devMem, at, n int) error {
+func (q *fakeQueue) download(dst stagingMem, at int, src devMem, from, n int) error {
 	d, err := q.mem(dst, true)
 	if err != nil {
 		return err
@@ -347,13 +352,13 @@ func (q *fakeQueue) download(dst stagingMem, src devMem, at, n int) error {
 	if err != nil {
 		return err
 	}
-	if at < 0 || n <= 0 || at+n > len(d.data) || at+n > len(s.data) {
-		return fmt.Errorf("download of elements %d to %d from %d elements (staging %d)", at, at+n, len(s.data), len(d.data))
+	if at < 0 || from < 0 || n <= 0 || at+n > len(d.data) || from+n > len(s.data) {
+		return fmt.Errorf("download of %d elements from %d from %d (staging %d from %d)", n, len(s.data), from, len(d.data), at)
 	}
 	q.k.staged.Add(1)
 	q.ops <- func() {
-		q.dev.noteDownload(s, at, n, 1, n)
-		copy(d.data[at:at+n], s.data[at:at+n])
+		q.dev.noteDownload(s, from, n, 1, n)
+		copy(d.data[at:at+n], s.data[from:from+n])
 	}
 	return nil
 }
@@ -423,6 +428,31 @@ func (q *fakeQueue) wait(b fenced) error {
 }
 
 func (q *fakeQueue) newFence() (fenced, error) { return &fakeMem{dev: q.dev}, nil }
+
+// fakeStamp is a point of a fake queue's work, timed when the queue's
+// goroutine passes it.
+type fakeStamp struct {
+	dev   *fakeDevice
+	t     time.Time
+	freed *atomic.Int64
+}
+
+func (q *fakeQueue) stamp() (stamp, error) {
+	s := &fakeStamp{dev: q.dev, freed: &q.k.stampsFreed}
+	q.k.stamps.Add(1)
+	q.ops <- func() { s.t = time.Now() }
+	return s, nil
+}
+
+func (s *fakeStamp) since(origin stamp) (time.Duration, error) {
+	o, ok := origin.(*fakeStamp)
+	if !ok || o.dev != s.dev {
+		return 0, fmt.Errorf("stamps of %v and %v", s.dev, origin)
+	}
+	return s.t.Sub(o.t), nil
+}
+
+func (s *fakeStamp) free() error { s.freed.Add(1); return nil }
 
 func TestCountMod(t *testing.T) {
 	for lo := range 12 {
@@ -991,6 +1021,231 @@ func TestOffloadSlabs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOffloadChunks checks chunk mode (HTGS_MATMUL_CHUNK, HTGS_MATMUL_RING):
+// every block of A, B and C crosses the bus in bands of whole rows that
+// fill one chunk of the ring each, the result is right (a chunk refilled
+// before its upload passed, or unpacked before its download did, would
+// show in it, and to the race detector), into a *Dense and into a file,
+// the bytes moved are the plan's, each block of C comes back once, and
+// the staging pools hold a ring per task copy.
+func TestOffloadChunks(t *testing.T) {
+	for _, c := range []struct {
+		kib, ring, devices int
+		files              bool
+	}{{1, 1, 1, false}, {1, 2, 1, false}, {1, 3, 2, false}, {2, 4, 1, true}, {1, 2, 2, true}} {
+		t.Run(fmt.Sprintf("%dKiB/ring%d/dev%d/files%v", c.kib, c.ring, c.devices, c.files), func(t *testing.T) {
+			t.Setenv("HTGS_MATMUL_CHUNK", fmt.Sprint(c.kib))
+			t.Setenv("HTGS_MATMUL_RING", fmt.Sprint(c.ring))
+			const m, k, n, bs = 70, 60, 50, 32
+			a, b := Random(m, k, 3), Random(k, n, 4)
+			fake := newFakeGPU(c.devices)
+			fake.gemmDelay = time.Millisecond
+			cfg := Config{BlockSize: bs, Kernel: fake}
+			var out *Dense
+			var rep *Report
+			var err error
+			if c.files {
+				dir := t.TempDir()
+				rep, err = MultiplyFiles(context.Background(), writeNpy(t, dir, "a.npy", a), writeNpy(t, dir, "b.npy", b), dir+"/c.npy", cfg)
+				if err == nil {
+					out = readNpy(t, dir+"/c.npy")
+				}
+			} else {
+				out, rep, err = MultiplyDense(context.Background(), a, b, cfg)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkProduct(t, a, b, out, reference(t, a, b))
+			chunk := c.kib * 1024 / 8 / bs * bs // elements: whole rows of the widest block
+			edges := func(n int) []int {
+				var e []int
+				for i := 0; i < n; i += bs {
+					e = append(e, min(bs, n-i))
+				}
+				return e
+			}
+			var want int64 // staged copies: one per band of chunk/cols rows
+			for _, mat := range [][2]int{{m, k}, {k, n}, {m, n}} {
+				for _, r := range edges(mat[0]) {
+					for _, cols := range edges(mat[1]) {
+						want += int64(ceilDiv(r, chunk/cols))
+					}
+				}
+			}
+			uploads := rep.Plan.UploadBytes / 8 // A or B again for a second device: more bands
+			if uploads == int64(m*k+k*n) {
+				if got := fake.staged.Load(); got != want {
+					t.Errorf("%d staged copies, want %d (one per band of a chunk)", got, want)
+				}
+			} else if fake.staged.Load() <= want {
+				t.Errorf("%d staged copies, want more than %d", fake.staged.Load(), want)
+			}
+			if rep.UploadBytes != rep.Plan.UploadBytes || rep.DownloadBytes != 8*int64(m*n) {
+				t.Errorf("moved %d up (plan %d), %d down", rep.UploadBytes, rep.Plan.UploadBytes, rep.DownloadBytes)
+			}
+			for _, d := range fake.devs {
+				if d.twice != 0 {
+					t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
+				}
+			}
+			copyOut := tuningFor(c.devices).copyOut
+			staging := 0
+			for _, ps := range rep.Stats.Pools {
+				_, name, _ := strings.Cut(ps.Name, "/") // devices[d]/name
+				if wantCap := map[string]int{"staging in": c.ring, "staging out": copyOut * c.ring}[name]; wantCap != 0 {
+					staging++
+					if ps.Capacity != wantCap {
+						t.Errorf("pool %s: capacity %d, want %d", ps.Name, ps.Capacity, wantCap)
+					}
+				}
+				if ps.InUse != 0 || ps.Peak > ps.Capacity {
+					t.Errorf("pool %s: %d still out, peak %d of %d", ps.Name, ps.InUse, ps.Peak, ps.Capacity)
+				}
+			}
+			if staging != 2*c.devices {
+				t.Errorf("%d staging pools in the statistics, want %d", staging, 2*c.devices)
+			}
+		})
+	}
+	t.Run("defaults", func(t *testing.T) {
+		t.Setenv("HTGS_MATMUL_CHUNK", "")
+		if tune := tuningFor(1); tune.chunk != 0 || tune.stream != defaultStream {
+			t.Errorf("chunk mode off by default: %+v", tune)
+		}
+		t.Setenv("HTGS_MATMUL_CHUNK", "4096")
+		if tune := tuningFor(1); tune.chunk != 4096*128 || tune.ring != defaultRing || tune.stream {
+			t.Errorf("chunk mode of 4 MiB: %+v (want cached stores)", tune)
+		}
+	})
+}
+
+// TestOffloadTrace checks the device trace (HTGS_MATMUL_TRACE): a product
+// writes a trace in the Trace Event Format with one event per copy and per
+// product, each at least as long as the fake device made it, on the rows
+// of its queues, and a summary whose figures add up; every stamp is freed;
+// a folder that cannot be written fails the call after the product, and
+// without the variable nothing is stamped.
+func TestOffloadTrace(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HTGS_MATMUL_TRACE", dir)
+	t.Setenv("HTGS_MATMUL_SLABS", "2")
+	t.Setenv("HTGS_MATMUL_SLABMIN", "64")
+	a, b := Random(48, 32, 1), Random(32, 40, 2)
+	fake := newFakeGPU(2)
+	fake.gemmDelay = 2 * time.Millisecond
+	out, rep, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Kernel: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProduct(t, a, b, out, reference(t, a, b))
+	if made, freed := fake.stamps.Load(), fake.stampsFreed.Load(); made == 0 || made != freed {
+		t.Errorf("%d stamps made, %d freed", made, freed)
+	}
+	js, _ := filepath.Glob(filepath.Join(dir, "matmul-48x32x40-*.json"))
+	txt, _ := filepath.Glob(filepath.Join(dir, "matmul-48x32x40-*.txt"))
+	if len(js) != 1 || len(txt) != 1 {
+		t.Fatalf("trace files %v %v", js, txt)
+	}
+	raw, err := os.ReadFile(js[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Name string
+			Ph   string
+			Ts   float64
+			Dur  float64
+			Pid  int
+			Tid  string
+			Args map[string]float64
+		}
+	}
+	if err := json.Unmarshal(raw, &tr); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	var upBytes, downBytes float64
+	for _, e := range tr.TraceEvents {
+		count[e.Name]++
+		if e.Ph != "X" || e.Ts < 0 || e.Pid < 0 || e.Pid > 1 {
+			t.Errorf("event %+v", e)
+		}
+		want := map[string]string{"gemm": "multiply", "upload": "copy in", "download": "copy out"}[e.Name]
+		if !strings.HasPrefix(e.Tid, want) {
+			t.Errorf("%s on queue %q", e.Name, e.Tid)
+		}
+		switch e.Name {
+		case "gemm":
+			if e.Dur < 2000 { // µs
+				t.Errorf("product of %.0f µs, the fake takes 2 ms", e.Dur)
+			}
+		case "upload":
+			upBytes += e.Args["bytes"]
+		case "download":
+			downBytes += e.Args["bytes"]
+		}
+	}
+	if count["gemm"] != int(rep.Products) || upBytes != float64(rep.UploadBytes) || downBytes != float64(rep.DownloadBytes) {
+		t.Errorf("trace: %v, %v bytes up, %v down; run: %d products, %d up, %d down", count, upBytes, downBytes, rep.Products, rep.UploadBytes, rep.DownloadBytes)
+	}
+	if count["upload"] <= 3*2+2*3 { // blocks of A and B, each in 2 bands, some to both devices
+		t.Errorf("%d uploads: bands not traced one by one", count["upload"])
+	}
+	sum, err := os.ReadFile(txt[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary of %s:\n%s", filepath.Base(txt[0]), sum)
+	for _, want := range []string{"device 0:", "device 1:", "products:", "TFLOP/s while busy", "fill", "drain", "uploads:", "downloads:", "GB/s while busy"} {
+		if !strings.Contains(string(sum), want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+
+	t.Setenv("HTGS_MATMUL_TRACE", filepath.Join(dir, "no", "such", "folder"))
+	if _, _, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Kernel: newFakeGPU(1)}); err == nil || !strings.Contains(err.Error(), "trace") {
+		t.Errorf("trace into a missing folder: %v", err)
+	}
+	t.Setenv("HTGS_MATMUL_TRACE", "")
+	plain := newFakeGPU(1)
+	if _, _, err := MultiplyDense(context.Background(), a, b, Config{BlockSize: 16, Kernel: plain}); err != nil || plain.stamps.Load() != 0 {
+		t.Errorf("without a trace: %v, %d stamps", err, plain.stamps.Load())
+	}
+}
+
+// TestTraceSummary checks the summary's arithmetic on a made-up trace: a
+// product alone, one beside an upload, the fill, the drain and the bus's
+// busy time with overlapping intervals.
+func TestTraceSummary(t *testing.T) {
+	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+	ops := []*traceOp{
+		{dev: 0, kind: "upload", bytes: 1e9, t0: 0, t1: ms(20)},
+		{dev: 0, kind: "upload", bytes: 1e9, t0: ms(20), t1: ms(40)},
+		{dev: 0, kind: "gemm", flops: 1e12, t0: ms(20), t1: ms(40)},    // beside the second upload: 50 TFLOP/s
+		{dev: 0, kind: "gemm", flops: 1e12, t0: ms(45), t1: ms(60)},    // alone: 66.7 TFLOP/s
+		{dev: 0, kind: "download", bytes: 5e8, t0: ms(60), t1: ms(70)}, // drain 10 ms
+	}
+	got := traceSummary(ops)
+	for _, want := range []string{
+		"device 0: 5 operations in 70.000 ms",
+		"products: 2, busy 35.000 ms (50% of the whole), 57.14 TFLOP/s while busy; first starts at 20.000 ms (fill), last ends 10.000 ms before the end (drain)",
+		"with copies beside them: 50.00 TFLOP/s over 20.000 ms; without: 66.67 TFLOP/s over 15.000 ms",
+		"idle between its first and last product: 5.000 ms",
+		"uploads: 2, 1907.3 MiB, bus busy 40.000 ms (57% of the whole), 50.0 GB/s while busy",
+		"downloads: 1, 476.8 MiB, bus busy 10.000 ms (14% of the whole), 50.0 GB/s while busy",
+		"uploads and downloads at once: 0.000 ms",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if u := union([]interval{{0, 10}, {5, 15}, {20, 30}, {22, 25}}); u != 25 {
+		t.Errorf("union %v, want 25", u)
 	}
 }
 

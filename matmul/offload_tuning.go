@@ -31,6 +31,17 @@ import (
 //	                        destination's lines are not read first: a
 //	                        third less memory traffic; default
 //	                        defaultStream, on)
+//	HTGS_MATMUL_CHUNK=K     chunk mode: stage blocks through a ring of
+//	                        pinned buffers of K KiB (rounded to whole rows
+//	                        of a block) instead of buffers of a block, a
+//	                        band of rows per buffer, so that a band is still
+//	                        in the host's cache when the bus reads it (or
+//	                        when it is unpacked); the copies then store
+//	                        through the cache unless HTGS_MATMUL_STREAM=1.
+//	                        HTGS_MATMUL_STAGING, SLABS and SLABMIN do not
+//	                        apply. Default 0: off
+//	HTGS_MATMUL_RING=N      buffers in each copy task's ring in chunk mode
+//	                        (default defaultRing, 4)
 //	HTGS_MATMUL_HOSTCOPY=S  how the blocks of ordinary *Dense operands move
 //	                        (see hostCopy): staging (pack into pinned
 //	                        buffers), register (page-lock A, B and C with
@@ -52,6 +63,10 @@ import (
 //	                        staging buffer, a download, the busy meter)
 //	                        sleep instead of spinning on a core (cuda
 //	                        kernel; default 0)
+//	HTGS_MATMUL_TRACE=DIR   time every copy and product on the devices
+//	                        and write a trace and its summary to DIR for
+//	                        each product (offload_trace.go; for diagnosis:
+//	                        the stamps cost a little)
 //	HTGS_MATMUL_DEVCACHE=0  free device blocks at the end of each product
 //	                        instead of keeping them for the next (the cuda
 //	                        kernel keeps them by default)
@@ -62,10 +77,13 @@ type offloadTuning struct {
 	slabs       int // bands per staged block
 	slabMin     int // fewest elements in a band
 	stream      bool
+	chunk       int // elements per staging buffer in chunk mode (0: off)
+	ring        int // staging buffers per copy task in chunk mode
 	hostCopy    hostCopy
 	pinChunk    int64 // bytes
 	pinWorkers  int
 	devCache    bool
+	trace       string // folder of the device traces ("": none)
 }
 
 // defaultSlabs is the number of bands a staged block is copied in, and
@@ -81,7 +99,23 @@ const (
 	defaultSlabs   = 4
 	defaultSlabMin = 1 << 20
 	defaultStream  = true
+	defaultRing    = 4
 )
+
+// staging returns the size in float64s and the number of the staging
+// buffers of each device's copy-in task and of its copy-out tasks, for
+// blocks of A, B and C of at most sizeA, sizeB and sizeC elements: a
+// block each, or in chunk mode the ring of chunks of whole rows (at least
+// one row of the widest block) of each task copy.
+func (t offloadTuning) staging(p *Plan, sizeA, sizeB, sizeC int) (in, out, nIn, nOut int) {
+	if t.chunk <= 0 {
+		return max(sizeA, sizeB), sizeC, t.stagingIn, t.copyOut
+	}
+	row := min(p.BlockSize, max(p.K, p.N))
+	in = max(row, t.chunk/row*row)
+	ring := max(1, t.ring)
+	return in, in, ring, t.copyOut * ring
+}
 
 // envInt returns the positive integer in $name, or def.
 func envInt(name string, def int) int {
@@ -112,17 +146,21 @@ func tuningFor(devices int) offloadTuning {
 	if hc == copyPipelined {
 		pinWorkers = max(2, cpus/4)
 	}
+	chunk := envInt("HTGS_MATMUL_CHUNK", 0) << 7 // KiB to float64s
 	return offloadTuning{
+		chunk:       chunk,
+		ring:        envInt("HTGS_MATMUL_RING", defaultRing),
 		packWorkers: envInt("HTGS_MATMUL_PACK", max(1, min(maxCopyWorkers, cpus/max(1, devices)))),
 		stagingIn:   envInt("HTGS_MATMUL_STAGING", stagingInBuffers),
 		copyOut:     envInt("HTGS_MATMUL_COPYOUT", copyOutThreads),
 		slabs:       envInt("HTGS_MATMUL_SLABS", defaultSlabs),
 		slabMin:     envInt("HTGS_MATMUL_SLABMIN", defaultSlabMin),
-		stream:      envBool("HTGS_MATMUL_STREAM", defaultStream),
+		stream:      envBool("HTGS_MATMUL_STREAM", defaultStream && chunk == 0),
 		hostCopy:    hc,
 		pinChunk:    int64(envInt("HTGS_MATMUL_PINCHUNK", defaultPinChunk>>10)) << 10,
 		pinWorkers:  envInt("HTGS_MATMUL_PINWORKERS", pinWorkers),
 		devCache:    envBool("HTGS_MATMUL_DEVCACHE", true),
+		trace:       strings.TrimSpace(os.Getenv("HTGS_MATMUL_TRACE")),
 	}
 }
 

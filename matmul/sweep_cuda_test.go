@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,18 @@ var sweepVariants = []sweepVariant{
 	{name: "slabs4-nt-co1", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABS": "4", "HTGS_MATMUL_STREAM": "1", "HTGS_MATMUL_COPYOUT": "1"}},
 	{name: "slabs4-co1", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABS": "4", "HTGS_MATMUL_STREAM": "0", "HTGS_MATMUL_COPYOUT": "1"}},
 	{name: "slabs4-s5", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABS": "4", "HTGS_MATMUL_STREAM": "0", "HTGS_MATMUL_STAGING": "5", "HTGS_MATMUL_COPYOUT": "3"}},
+	// Chunk mode (HTGS_MATMUL_CHUNK KiB, HTGS_MATMUL_RING buffers): bands
+	// staged through a ring of small buffers that stay in the host's
+	// cache; cached stores unless -nt.
+	{name: "chunk1m", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "1024"}},
+	{name: "chunk2m", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "2048"}},
+	{name: "chunk4m", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "4096"}},
+	{name: "chunk8m", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "8192"}},
+	{name: "chunk16m", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "16384"}},
+	{name: "chunk2m-r8", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "2048", "HTGS_MATMUL_RING": "8"}},
+	{name: "chunk4m-r8", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "4096", "HTGS_MATMUL_RING": "8"}},
+	{name: "chunk4m-nt", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "4096", "HTGS_MATMUL_STREAM": "1"}},
+	{name: "chunk4m-p8", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "4096", "HTGS_MATMUL_PACK": "8"}},
 	{name: "register", env: map[string]string{"HTGS_MATMUL_REGISTER": "1"}},
 	{name: "blocksync", env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
 	{name: "pinhost-bs", pin: true, env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
@@ -237,6 +250,29 @@ func sweepOne(ctx context.Context, v sweepVariant, a, b, c *matmul.Dense, cfg ma
 		sum += s
 		if s < best {
 			best, rep = s, r
+		}
+	}
+	if dir := os.Getenv("HTGS_SWEEP_TRACE"); dir != "" {
+		// One more run, traced (not timed): its summary goes to stdout.
+		sub := filepath.Join(dir, fmt.Sprintf("n%d-bs%d-%s", a.R, cfg.BlockSize, v.name))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return "", pinTime, err
+		}
+		os.Setenv("HTGS_MATMUL_TRACE", sub)
+		_, err := matmul.Multiply(ctx, a, b, c, cfg)
+		os.Unsetenv("HTGS_MATMUL_TRACE")
+		if err != nil {
+			return "", pinTime, err
+		}
+		txt, _ := filepath.Glob(filepath.Join(sub, "*.txt"))
+		for _, f := range txt {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				return "", pinTime, err
+			}
+			for line := range strings.Lines(string(raw)) {
+				fmt.Printf("TRACE n=%d bs=%d %s: %s", a.R, cfg.BlockSize, v.name, line)
+			}
 		}
 	}
 	n := float64(a.R)

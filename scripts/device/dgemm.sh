@@ -1,37 +1,34 @@
 #!/usr/bin/env bash
 # dgemm.sh: issue 35's GPU checks of matmul on a lent GPU machine (no Go
-# there), third call: only what settles the default for ordinary memory.
-# Expected wall time about 50 s; each step has its own time limit (their
-# sum is 72 s); logs under $OUT/dgemm/. Needs, built with -tags cuda
+# there). Expected wall time about 75 s; each step has its own time limit
+# (their sum is 96 s); logs under $OUT/dgemm/. Needs, built with -tags cuda
 # (scripts/device/pack.sh or scripts/build-cuda-tests.sh, plus the CLI):
 #     .device-carry/matmul.test
 #     .device-carry/bin/matmul   (CGO_ENABLED=1 go build -tags cuda -o .device-carry/bin/matmul ./examples/matmul)
 #
-# Call 2 found staging (pack into pinned buffers) the best from ordinary
-# memory: 35.35 TFLOP/s at n=16384 (target 40), 17.2 at 8192 (target 25);
-# register and pipelined far worse; staging's host copies ran at 25 GB/s
-# against 54 in the probe. This call measures two changes to staging, at
-# 8192 with blocks of 2048 and of 4096, and at 16384 with 4096:
-# HTGS_MATMUL_SLABS (a block packed and uploaded in bands of rows, each
-# band on the bus while the next is packed; downloads likewise) and
-# HTGS_MATMUL_STREAM (pack and unpack with non-temporal stores: a third
-# less memory traffic; 1.2-1.9x on the 2-core dev VM). Matrices now have
-# transparent huge pages (NewDense), for every variant: slabs1 is call 2's
-# staging on huge pages.
-#  1. the cuda-tagged matmul tests with every staged block split in bands
-#     and non-temporal copies (HTGS_MATMUL_SLABS=4, bands down to 4096
-#     elements, HTGS_MATMUL_STREAM=1): results exact;
-#  2. TestCUDASweep: slabs1 (call 2's staging), nt, slabs4/8/16 with nt,
-#     slabs4 without, slabs4-nt with one copy-out, and pipelined and
-#     register again: A, B and C now come from NewDense, which asks for
-#     transparent huge pages (THP is at "madvise" there), and page-locking
-#     huge pages may be much faster than call 2's 17-24 GB/s; C filled with
-#     NaN before each variant, each result checked against the first; best
-#     of 2 timed runs after a warm-up; each line ends with where the copy
-#     tasks' time went;
-#  3. matmul -compare-xt at n=16384 and 8192 with the sweep's best (graph vs
-#     cuBLASXt from ordinary memory, with and without its pinning mode, and
-#     page-locked, and resident cuBLAS, one process each);
+# The last H200 call (2026-11-27) left from ordinary memory 22.7-24.2
+# TFLOP/s at n=8192 (target 25; the copy-in ran 37 of 47 ms) and, from
+# page-locked memory, 49.6 at n=16384 (target 55; resident cuBLAS 65.3).
+# This call measures:
+#  - chunk mode (HTGS_MATMUL_CHUNK, HTGS_MATMUL_RING): blocks staged
+#    through a ring of small pinned buffers that should stay in the host's
+#    cache, instead of block-sized buffers that go out to memory and are
+#    read back by the bus (on the 2-core dev VM, host side alone, 4 MiB
+#    chunks staged 2x faster than the default: BenchmarkStagingHost);
+#  - the device trace (HTGS_MATMUL_TRACE, via HTGS_SWEEP_TRACE): per
+#    variant, one more run timed by the GPU's own events: fill, drain,
+#    product rate beside copies and alone, bus busy time. It says where the
+#    page-locked run loses to resident cuBLAS.
+# Steps:
+#  1. the cuda-tagged matmul tests in chunk mode (2 MiB chunks, ring 4)
+#     and the cuda package's timing-event test;
+#  2. TestCUDASweep at n=8192 and 16384, blocks of 4096: the default
+#     (base), chunk1m..chunk16m, ring 8, non-temporal, 8 packers, and
+#     pinhost; C filled with NaN before each variant and each result
+#     checked against the first; best of 3 timed runs after a warm-up,
+#     then the traced run (TRACE lines);
+#  3. matmul -compare-xt at n=16384 and 8192 with the sweep's best from
+#     ordinary memory (graph vs cuBLASXt vs page-locked vs resident);
 #  4. matmul -n 4096 -verify with the best of 8192 (bound 2*gamma_k).
 # Prints PASS/FAIL against issue 35's targets and a BEST line per size.
 set -uo pipefail
@@ -50,54 +47,55 @@ stamp() { echo "[+$(($(date +%s) - t0))s] $*"; }
 } >"$o/machine.log" 2>&1
 cat "$o/machine.log"
 
-# 1. Tests with bands (about 3 s).
-stamp "tests (slabs 4)"
-(cd matmul && HTGS_MATMUL_SLABS=4 HTGS_MATMUL_SLABMIN=4096 HTGS_MATMUL_STREAM=1 timeout -k 2 6 "$c/matmul.test" -test.count=1 -test.v \
+# 1. Tests in chunk mode (about 4 s).
+stamp "tests (chunk mode)"
+(cd matmul && HTGS_MATMUL_CHUNK=2048 HTGS_MATMUL_RING=4 timeout -k 2 8 "$c/matmul.test" -test.count=1 -test.v \
 	-test.run 'CUDA|Offload|HostCopy|PinHost|ParallelCopy|CopyStream' 2>&1) >"$o/tests.log"
 rc=$?
 echo "matmul cuda tests: rc=$rc $(grep -c -- '--- PASS' "$o/tests.log") pass, $(grep -c -- '--- FAIL' "$o/tests.log") fail, $(grep -c -- '--- SKIP' "$o/tests.log") skip"
 grep -E -- '--- FAIL' "$o/tests.log" | head -n 8
-[[ $rc == 0 ]] && echo "PASS: matmul cuda tests with slabs" || echo "FAIL: matmul cuda tests with slabs (rc=$rc)"
+[[ $rc == 0 ]] && echo "PASS: matmul cuda tests in chunk mode" || echo "FAIL: matmul cuda tests in chunk mode (rc=$rc)"
+(cd cuda && timeout -k 2 6 "$c/cuda.test" -test.count=1 -test.v -test.run 'TimingEvents' 2>&1) >"$o/timing.log"
+echo "timing events: rc=$? $(grep -E 'upload:|--- ' "$o/timing.log" | tr '\n' ' ')"
 
-# 2. Bands, one process (about 20 s).
+# 2. The sweep, one process (about 40 s).
 stamp "sweep"
-(cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=2048 HTGS_SWEEP_BS16384=4096 HTGS_SWEEP_RUNS=2 \
-	HTGS_SWEEP_VARIANTS=slabs1,nt,slabs4-nt,slabs8-nt,slabs4,pipelined,regchunks,slabs4-nt-co1,slabs16-nt,slabs1@8192/4096,nt@8192/4096,slabs4-nt@8192/4096,slabs8-nt@8192/4096 \
-	timeout -k 2 34 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
+vs=base,chunk1m,chunk2m,chunk4m,chunk8m,chunk16m,chunk2m-r8,chunk4m-r8,chunk4m-nt,chunk4m-p8,pinhost
+(cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=4096 HTGS_SWEEP_BS16384=4096 HTGS_SWEEP_RUNS=3 \
+	HTGS_SWEEP_VARIANTS=$vs HTGS_SWEEP_TRACE="$o/trace" \
+	timeout -k 2 50 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
 echo "sweep rc=$?"
 grep '^SWEEP' "$o/sweep.log"
+grep -E '^TRACE .*(operations|products:|beside|idle|uploads:|downloads:)' "$o/sweep.log" | grep -E ' (base|chunk4m|pinhost):' | head -n 40
 grep -E -- '--- FAIL|sweep_cuda_test' "$o/sweep.log" | head -n 8
 
 # best N: "variant block rate" of the fastest from ordinary memory at size N.
 best() {
 	grep -E "^SWEEP n=$1 " "$o/sweep.log" | grep -v pinhost | awk '{print $4, $3, $5}' | sed 's/bs=//' | sort -k3 -g -r | head -n 1
 }
-# env for a sweep variant's name: slabsN (bands), nt (non-temporal stores),
-# -co1 (one copy-out task), -s5 (5 staging buffers, 3 copy-outs).
+# env for a sweep variant's name: base (the defaults), chunkNm (chunk mode,
+# N MiB), -rK (ring of K), -nt (non-temporal stores), -pP (P packers).
 variant_env() {
-	case "${1:-}" in
-	pipelined) echo "HTGS_MATMUL_HOSTCOPY=pipelined" && return ;;
-	regchunks) echo "HTGS_MATMUL_HOSTCOPY=register" && return ;;
-	esac
-	local v=${1:-slabs1} e="HTGS_MATMUL_HOSTCOPY=staging" s=1 nt=0
-	[[ $v =~ ^slabs([0-9]+) ]] && s=${BASH_REMATCH[1]}
-	[[ $v == nt || $v == *-nt* ]] && nt=1
-	e+=" HTGS_MATMUL_SLABS=$s HTGS_MATMUL_STREAM=$nt"
-	[[ $v == *-co1 ]] && e+=" HTGS_MATMUL_COPYOUT=1"
-	[[ $v == *-s5 ]] && e+=" HTGS_MATMUL_STAGING=5 HTGS_MATMUL_COPYOUT=3"
+	local v=${1:-base} e="HTGS_MATMUL_HOSTCOPY=staging"
+	if [[ $v =~ ^chunk([0-9]+)m ]]; then
+		e+=" HTGS_MATMUL_CHUNK=$((BASH_REMATCH[1] * 1024))"
+		[[ $v =~ -r([0-9]+) ]] && e+=" HTGS_MATMUL_RING=${BASH_REMATCH[1]}"
+		[[ $v =~ -p([0-9]+) ]] && e+=" HTGS_MATMUL_PACK=${BASH_REMATCH[1]}"
+		[[ $v == *-nt* ]] && e+=" HTGS_MATMUL_STREAM=1"
+	fi
 	echo "$e"
 }
 for n in 8192 16384; do
 	read -r v bs rate <<<"$(best "$n")"
-	base=$(grep -E "^SWEEP n=$n +bs=[0-9]+ +slabs1 " "$o/sweep.log" | awk '{print $5}' | sort -g -r | head -n 1)
-	echo "BEST n=$n variant=${v:-none} block=${bs:-0} rate=${rate:-0} slabs1_best=${base:-0}"
+	base=$(grep -E "^SWEEP n=$n +bs=[0-9]+ +base " "$o/sweep.log" | awk '{print $5}' | sort -g -r | head -n 1)
+	echo "BEST n=$n variant=${v:-none} block=${bs:-0} rate=${rate:-0} default=${base:-0}"
 done
 
 # 3. Graph vs cuBLASXt vs resident cuBLAS (about 17 s).
 for nl in 16384:20 8192:6; do
 	IFS=: read -r n lim <<<"$nl"
 	read -r v bs rate <<<"$(best "$n")"
-	stamp "compare n=$n with ${v:-slabs1} block ${bs:-default} ($(variant_env "$v"))"
+	stamp "compare n=$n with ${v:-base} block ${bs:-default} ($(variant_env "$v"))"
 	env $(variant_env "$v") timeout -k 2 "$lim" "$c/bin/matmul" -n "$n" ${bs:+-block "$bs"} -kernel cuda -compare-xt >"$o/compare-$n.log" 2>&1
 	echo "compare n=$n rc=$?"
 	grep -E '^(time|GPUs|cuBLASXt|graph|cuBLAS|page-locked|compare|  |COMPARE)' "$o/compare-$n.log"
@@ -105,7 +103,7 @@ done
 
 # 4. Accuracy with the bands of n=8192's best (about 5 s).
 read -r v bs rate <<<"$(best 8192)"
-stamp "verify n=4096 with ${v:-slabs1}"
+stamp "verify n=4096 with ${v:-base}"
 env $(variant_env "$v") timeout -k 2 6 "$c/bin/matmul" -n 4096 -kernel cuda -verify >"$o/verify.log" 2>&1
 rc=$?
 grep -E '^(time|GPUs|verify)' "$o/verify.log"

@@ -22,6 +22,7 @@ log="$OUT/machine.log"
 {
 	echo "== $(date -u +%FT%TZ) $(uname -nr) cores=$(nproc)"
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1
+	lscpu | grep -E '^(Model name|Socket|Core|Thread|NUMA node\(s\)|L2|L3)' 2>&1
 	free -g | head -2
 	df -h /tmp /dev/shm . 2>&1 | tail -3
 } | tee "$log"
@@ -37,7 +38,7 @@ ls -la .device-carry .device-carry/bin 2>&1 | tee -a "$log"
 export OUT
 jobs=("$@")
 if [[ ${#jobs[@]} -eq 0 ]]; then
-	jobs=(stitchgpu:110 watchgpu:200 dgemm:85 pats:98)
+	jobs=(stitchgpu:110 watchgpu:200 dgemm:100 pats:98)
 fi
 for j in "${jobs[@]}"; do
 	name=${j%%:*}
