@@ -265,13 +265,17 @@ func (d *Dense[T]) loadLocked(ctx context.Context) error {
 	if d.in == nil {
 		return fmt.Errorf("region: read %v: %w", d.id, ErrNoStorage)
 	}
-	es := int(unsafe.Sizeof(T(0)))
-	buf := make([]byte, d.roi.Len()*es)
+	data := make([]T, d.roi.Len())
+	buf, native := littleEndianBytes(data)
+	if !native {
+		buf = make([]byte, len(data)*int(unsafe.Sizeof(T(0))))
+	}
 	if err := d.in.Read(ctx, d.id, d.roi, buf); err != nil {
 		return fmt.Errorf("region: read ROI %v: %w", d.roi, err)
 	}
-	data := make([]T, d.roi.Len())
-	decode(data, buf)
+	if !native {
+		decode(data, buf)
+	}
 	d.data, d.loaded = data, true
 	return nil
 }
@@ -286,8 +290,11 @@ func (d *Dense[T]) Commit(ctx context.Context) error {
 	if err := d.loadLocked(ctx); err != nil {
 		return err
 	}
-	buf := make([]byte, len(d.data)*int(unsafe.Sizeof(T(0))))
-	encode(buf, d.data)
+	buf, native := littleEndianBytes(d.data) // Write copies it, under d.mu
+	if !native {
+		buf = make([]byte, len(d.data)*int(unsafe.Sizeof(T(0))))
+		encode(buf, d.data)
+	}
 	if err := d.out.Write(ctx, d.Meta(), d.roi, buf); err != nil {
 		return fmt.Errorf("region: commit: %w", err)
 	}
@@ -341,8 +348,38 @@ func (d *Dense[T]) At3(x, y, z int) T { return d.data[d.index(x, y, z)] }
 // Set3 sets the element at (x, y, z); it panics like At.
 func (d *Dense[T]) Set3(x, y, z int, v T) { d.data[d.index(x, y, z)] = v }
 
+// littleEndian reports whether this machine stores numbers little-endian
+// (amd64, arm64 and most others): then the bytes of a []T are already
+// those storages move.
+func littleEndian() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}
+
+// littleEndianBytes returns the memory of s as bytes, and true, when it
+// already holds s's little-endian encoding (a little-endian machine);
+// otherwise nil and false.
+func littleEndianBytes[T Elem](s []T) ([]byte, bool) {
+	if !littleEndian() {
+		return nil, false
+	}
+	if len(s) == 0 {
+		return []byte{}, true
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(T(0)))), true
+}
+
 // encode writes src as little-endian bytes into dst.
 func encode[T Elem](dst []byte, src []T) {
+	if b, ok := littleEndianBytes(src); ok {
+		copy(dst, b)
+		return
+	}
+	encodeEach(dst, src)
+}
+
+// encodeEach is encode element by element, on any machine.
+func encodeEach[T Elem](dst []byte, src []T) {
 	switch unsafe.Sizeof(T(0)) {
 	case 1:
 		for i := range src {
@@ -365,6 +402,15 @@ func encode[T Elem](dst []byte, src []T) {
 
 // decode reads little-endian bytes from src into dst.
 func decode[T Elem](dst []T, src []byte) {
+	if b, ok := littleEndianBytes(dst); ok {
+		copy(b, src)
+		return
+	}
+	decodeEach(dst, src)
+}
+
+// decodeEach is decode element by element, on any machine.
+func decodeEach[T Elem](dst []T, src []byte) {
 	switch unsafe.Sizeof(T(0)) {
 	case 1:
 		for i := range dst {
