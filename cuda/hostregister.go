@@ -128,17 +128,7 @@ func CopyFromDevice2D[T Elem](s *Stream, dst []T, ldd int, src DeviceMem, lds, r
 // GPU itself (a trace of copies and kernels) rather than from the host.
 // Such events cost a little more to record.
 func (d *Device) NewTimingEvent() (*Event, error) {
-	c, err := d.context()
-	if err != nil {
-		return nil, err
-	}
-	h, err := drvEventCreateTimed(c)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: device %d: create timing event: %w", d.ordinal, err)
-	}
-	e := &Event{dev: d, ctx: c}
-	e.h.Store(h)
-	return e, nil
+	return d.newEvent("create timing event", drvEventCreateTimed)
 }
 
 // Since returns the GPU time from start's completion to e's, both made by
@@ -170,15 +160,5 @@ func (e *Event) Since(start *Event) (time.Duration, error) {
 // default: for host threads that wait for long copies while other
 // goroutines need the cores.
 func (d *Device) NewBlockingEvent() (*Event, error) {
-	c, err := d.context()
-	if err != nil {
-		return nil, err
-	}
-	h, err := drvEventCreateBlocking(c)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: device %d: create event: %w", d.ordinal, err)
-	}
-	e := &Event{dev: d, ctx: c}
-	e.h.Store(h)
-	return e, nil
+	return d.newEvent("create event", drvEventCreateBlocking)
 }

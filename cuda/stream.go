@@ -119,13 +119,19 @@ type Event struct {
 
 // NewEvent creates an event on d.
 func (d *Device) NewEvent() (*Event, error) {
+	return d.newEvent("create event", drvEventCreate)
+}
+
+// newEvent makes an event on d with create (one of the driver's event
+// constructors); what names the step in an error.
+func (d *Device) newEvent(what string, create func(ctx uintptr) (uintptr, error)) (*Event, error) {
 	c, err := d.context()
 	if err != nil {
 		return nil, err
 	}
-	h, err := drvEventCreate(c)
+	h, err := create(c)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: device %d: create event: %w", d.ordinal, err)
+		return nil, fmt.Errorf("cuda: device %d: %s: %w", d.ordinal, what, err)
 	}
 	e := &Event{dev: d, ctx: c}
 	e.h.Store(h)
