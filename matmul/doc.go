@@ -110,9 +110,10 @@
 // is copied in one piece per chunk, since a copy may not span two
 // registrations (docs/matmul.md has the measurements). HTGS_MATMUL_CHUNK
 // stages through a ring of small pinned buffers instead of buffers of a
-// block (chunk mode), and HTGS_MATMUL_TRACE=DIR writes a trace of every
-// copy and product as the devices timed them (offload_tuning.go lists
-// the knobs).
+// block (chunk mode), HTGS_MATMUL_SLABFIRST runs a one-panel plan slab by
+// slab along the inner dimension (Plan.SlabFirst), and
+// HTGS_MATMUL_TRACE=DIR writes a trace of every copy and product as the
+// devices timed them (offload_tuning.go lists the knobs).
 // Config.DeviceMemory bounds the device pools per GPU; the plan then picks
 // the traversal, among those that fit both memory budgets, that reads and
 // uploads the fewest bytes (Plan.UploadBytes; Plan.DownloadBytes is |C|,

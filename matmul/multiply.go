@@ -134,7 +134,12 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 		tune := tuningFor(len(off.offloadDevices()))
 		rep.HostCopy = hc.String()
 		var direct [3]bool
-		direct, pins = pinOperands(off, tune, &plan, a, b, c)
+		budget := cfg.DeviceMemory
+		if budget == 0 {
+			budget = off.offloadMemory()
+		}
+		direct, pins = pinOperands(off, tune, &plan, budget, a, b, c)
+		rep.Plan = plan // the order may be slab first now
 		if hc == copyRegister {
 			rep.HostPin = time.Since(pinStart)
 		}

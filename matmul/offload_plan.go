@@ -198,3 +198,25 @@ func budgetString(b int64) string {
 	}
 	return units.FormatBytes(b)
 }
+
+// trySlabFirst switches a one-panel device plan to the slab-first order
+// (Plan.SlabFirst) if each device's pool of C can grow to all of its
+// blocks of C within devBudget bytes per device (0: no limit); it reports
+// whether it did.
+func (p *Plan) trySlabFirst(devBudget int64) bool {
+	if p.Devices < 1 || p.Panels != 1 || p.Order == Streamed || p.KB < 2 || p.SlabFirst {
+		return false
+	}
+	rows, cols := p.MB, p.NB // blocks of C: the panel's side is split among the devices
+	if p.Order == ColumnPanels {
+		rows, cols = p.NB, p.MB
+	}
+	c := ceilDiv(rows, p.Devices) * cols
+	_, _, sC := p.blockBytes()
+	bytes := p.DevicePoolBytes + int64(max(0, c-p.DevicePoolC))*sC
+	if devBudget > 0 && bytes > devBudget {
+		return false
+	}
+	p.SlabFirst, p.DevicePoolC, p.DevicePoolBytes = true, max(c, p.DevicePoolC), bytes
+	return true
+}

@@ -1249,6 +1249,80 @@ func TestTraceSummary(t *testing.T) {
 	}
 }
 
+// TestOffloadSlabFirst checks the slab-first order end to end with fake
+// GPUs: off by default, on with HTGS_MATMUL_SLABFIRST=pinned when A and B
+// are page-locked and with =1 for ordinary memory too, and not when the
+// device budget cannot hold every block of C; the result is right,
+// A, B and C cross the bus once, each block of C comes back once, and no
+// pool overflows (the multiply task opens every block of C at once).
+func TestOffloadSlabFirst(t *testing.T) {
+	const m, k, n, bs = 70, 64, 50, 16 // 5x4x4 blocks
+	blk := int64(8 * bs * bs)
+	for _, c := range []struct {
+		name    string
+		env     string
+		pin     bool
+		devices int
+		devMem  int64
+		want    bool
+	}{
+		{"pinned, default", "", true, 1, 0, false},
+		{"pinned", "pinned", true, 1, 0, true},
+		{"pinned, 2 devices", "pinned", true, 2, 0, true},
+		{"pinned, off", "0", true, 1, 0, false},
+		{"ordinary, pinned only", "pinned", false, 1, 0, false},
+		{"ordinary, on", "1", false, 2, 0, true},
+		{"pinned, C does not fit", "pinned", true, 1, 30 * blk, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("HTGS_MATMUL_SLABFIRST", c.env)
+			a, b, out := Random(m, k, 5), Random(k, n, 6), NewDense(m, n)
+			fake := newFakeGPU(c.devices)
+			if c.pin {
+				unpin, err := PinHost(fake, a, b, out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unpin()
+			}
+			rep, err := Multiply(context.Background(), a, b, out, Config{BlockSize: bs, Kernel: fake, DeviceMemory: c.devMem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkProduct(t, a, b, out, reference(t, a, b))
+			p := rep.Plan
+			if p.SlabFirst != c.want {
+				t.Fatalf("slab first %v, want %v: %v", p.SlabFirst, c.want, p)
+			}
+			if c.want && !strings.Contains(p.String(), "slab first") {
+				t.Errorf("plan string does not say so: %v", p)
+			}
+			if c.want && p.DevicePoolC < ceilDiv(p.MB, c.devices)*p.NB {
+				t.Errorf("device pool C %d cannot hold a device's %d blocks of C", p.DevicePoolC, ceilDiv(p.MB, c.devices)*p.NB)
+			}
+			if c.devMem > 0 && p.DevicePoolBytes > c.devMem {
+				t.Errorf("device pools of %d bytes over the budget %d", p.DevicePoolBytes, c.devMem)
+			}
+			if c.devices == 1 && rep.UploadBytes != 8*int64(m*k+k*n) || rep.DownloadBytes != 8*int64(m*n) {
+				t.Errorf("moved %d up, %d down", rep.UploadBytes, rep.DownloadBytes)
+			}
+			for _, d := range fake.devs {
+				if d.twice != 0 {
+					t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
+				}
+				if peak := d.peak.Load(); peak > int64(p.DevicePoolA+p.DevicePoolB+p.DevicePoolC) {
+					t.Errorf("%v: %d buffers at once, pools hold %d", d, peak, p.DevicePoolA+p.DevicePoolB+p.DevicePoolC)
+				}
+			}
+			for _, ps := range rep.Stats.Pools {
+				if ps.InUse != 0 || ps.Peak > ps.Capacity {
+					t.Errorf("pool %s: %d still out, peak %d of %d", ps.Name, ps.InUse, ps.Peak, ps.Capacity)
+				}
+			}
+		})
+	}
+}
+
 // TestPinHost checks that PinHost registers each matrix once, however
 // often it is given, refuses nothing for CPU kernels, and that unpin
 // undoes everything.

@@ -63,6 +63,10 @@ import (
 //	                        staging buffer, a download, the busy meter)
 //	                        sleep instead of spinning on a core (cuda
 //	                        kernel; default 0)
+//	HTGS_MATMUL_SLABFIRST=S the slab-first order (Plan.SlabFirst): 1
+//	                        whenever the device memory allows, pinned when
+//	                        A and B are page-locked too, 0 never (the
+//	                        default until a GPU has measured it)
 //	HTGS_MATMUL_TRACE=DIR   time every copy and product on the devices
 //	                        and write a trace and its summary to DIR for
 //	                        each product (offload_trace.go; for diagnosis:
@@ -84,6 +88,7 @@ type offloadTuning struct {
 	pinWorkers  int
 	devCache    bool
 	trace       string // folder of the device traces ("": none)
+	slabFirst   string // HTGS_MATMUL_SLABFIRST: "1", "pinned", or "0" and "" (never)
 }
 
 // defaultSlabs is the number of bands a staged block is copied in, and
@@ -101,6 +106,19 @@ const (
 	defaultStream  = true
 	defaultRing    = 4
 )
+
+// wantSlabFirst reports whether a device plan should run slab first
+// (Plan.SlabFirst) when the device memory allows, given whether A and B
+// are copied straight from page-locked memory.
+func (t offloadTuning) wantSlabFirst(directA, directB bool) bool {
+	switch t.slabFirst {
+	case "1":
+		return true
+	case "pinned":
+		return directA && directB
+	}
+	return false
+}
 
 // staging returns the size in float64s and the number of the staging
 // buffers of each device's copy-in task and of its copy-out tasks, for
@@ -161,6 +179,7 @@ func tuningFor(devices int) offloadTuning {
 		pinWorkers:  envInt("HTGS_MATMUL_PINWORKERS", pinWorkers),
 		devCache:    envBool("HTGS_MATMUL_DEVCACHE", true),
 		trace:       strings.TrimSpace(os.Getenv("HTGS_MATMUL_TRACE")),
+		slabFirst:   strings.TrimSpace(os.Getenv("HTGS_MATMUL_SLABFIRST")),
 	}
 }
 
@@ -339,8 +358,10 @@ func PinHost(k Kernel, ms ...*Dense) (unpin func() error, err error) {
 // and, with the register and pipelined strategies, the others, whose
 // memory the returned pinner page-locks chunk by chunk (before it returns
 // with register, in the background with pipelined; nil with staging).
-// The caller closes the pinner after the product.
-func pinOperands(off offloader, tune offloadTuning, plan *Plan, a, b Source, c Sink) (direct [3]bool, pins *hostPinner) {
+// The caller closes the pinner after the product. It also switches the
+// plan to the slab-first order where tune wants it and devBudget (bytes
+// per device, 0: no limit) allows, before the pinner orders its chunks.
+func pinOperands(off offloader, tune offloadTuning, plan *Plan, devBudget int64, a, b Source, c Sink) (direct [3]bool, pins *hostPinner) {
 	var views [3][]float64
 	var dense [3]*Dense
 	for i, m := range []any{a, b, c} {
@@ -354,6 +375,9 @@ func pinOperands(off offloader, tune offloadTuning, plan *Plan, a, b Source, c S
 			continue
 		}
 		views[i], dense[i] = v, d
+	}
+	if tune.wantSlabFirst(direct[0], direct[1]) {
+		plan.trySlabFirst(devBudget)
 	}
 	if tune.hostCopy == copyStaging || views[0] == nil && views[1] == nil && views[2] == nil {
 		return direct, nil

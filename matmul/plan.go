@@ -82,6 +82,16 @@ type Plan struct {
 	// DevicePoolBytes is the device memory those pools can hold at once,
 	// per device.
 	DevicePoolBytes int64
+	// SlabFirst (devices only, one panel) runs the products slab by slab
+	// along the inner dimension: all the products of A(·,l) and B(l,·)
+	// before those of l+1, every block of C staying open on its device
+	// until the last slab (DevicePoolC holds them all). Each slab needs a
+	// column of A and a row of B, so uploads keep pace with the products
+	// from the start, where the panel order needs all of the resident
+	// operand for the first products. Off unless HTGS_MATMUL_SLABFIRST
+	// asks for it (1: always, pinned: when A and B are page-locked with
+	// PinHost), and only where the device memory allows.
+	SlabFirst bool
 	// UploadBytes is the matrix data the plan copies from the host to the
 	// devices, all devices together.
 	UploadBytes int64
@@ -104,8 +114,12 @@ func (p Plan) String() string {
 	}
 	if p.Devices > 0 {
 		moved, least := p.BusBytes()
-		s += fmt.Sprintf(" per device on %d devices: %s of %d blocks (%d passes), device pools A %d B %d C %d (%s per device), uploads %s, downloads %s (bus %.2fx the minimum %s)",
-			p.Devices, p.Order, p.Panel, p.Panels, p.DevicePoolA, p.DevicePoolB, p.DevicePoolC, units.FormatBytes(p.DevicePoolBytes),
+		slab := ""
+		if p.SlabFirst {
+			slab = ", slab first"
+		}
+		s += fmt.Sprintf(" per device on %d devices: %s of %d blocks (%d passes%s), device pools A %d B %d C %d (%s per device), uploads %s, downloads %s (bus %.2fx the minimum %s)",
+			p.Devices, p.Order, p.Panel, p.Panels, slab, p.DevicePoolA, p.DevicePoolB, p.DevicePoolC, units.FormatBytes(p.DevicePoolBytes),
 			units.FormatBytes(p.UploadBytes), units.FormatBytes(p.DownloadBytes), float64(moved)/float64(max(1, least)), units.FormatBytes(least))
 		if p.InMemory {
 			return s + ", operands in memory"
@@ -393,6 +407,18 @@ func (c *cursor) next() (step, bool) {
 		outer = c.p.MB
 	}
 	panels := c.p.Panels
+	if c.p.SlabFirst { // v fastest, then u, then l (one panel)
+		if c.v++; c.v == c.hi {
+			c.v = c.lo
+			if c.u++; c.u == outer {
+				c.u = 0
+				if c.l++; c.l == c.p.KB {
+					c.done = true
+				}
+			}
+		}
+		return s, true
+	}
 	if c.v++; c.v == c.hi {
 		c.v = c.lo
 		if c.l++; c.l == c.p.KB {

@@ -154,6 +154,57 @@ func TestPlanSchedules(t *testing.T) {
 	}
 }
 
+// TestSlabFirstSchedules checks the slab-first order on random one-panel
+// device plans: the schedule is valid (simulate), the inner index never
+// goes back, every block of C is open at once before the last slab, and
+// the device pool of C holds a device's share of them.
+func TestSlabFirstSchedules(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tried := 0
+	for range 300 {
+		m, k, n := 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(40)
+		bs := 1 + rng.IntN(12)
+		devices := 1 + rng.IntN(3)
+		cfg := Config{BlockSize: bs, Copies: 1 + rng.IntN(3), Kernel: newFakeGPU(devices)}
+		p, err := newPlan(m, k, n, rng.IntN(2) == 0, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.trySlabFirst(0) {
+			if p.Panels == 1 && p.KB > 1 && p.Order != Streamed {
+				t.Fatalf("%v: slab first refused without a budget", p)
+			}
+			continue
+		}
+		tried++
+		open := simulate(t, p)
+		if open != p.MB*p.NB {
+			t.Fatalf("%v: %d blocks of C open at most, want all %d", p, open, p.MB*p.NB)
+		}
+		rows, cols := p.MB, p.NB
+		if p.Order == ColumnPanels {
+			rows, cols = p.NB, p.MB
+		}
+		if p.DevicePoolC < ceilDiv(rows, devices)*cols {
+			t.Fatalf("%v: device pool C %d below a device's share %d", p, p.DevicePoolC, ceilDiv(rows, devices)*cols)
+		}
+		last := 0
+		for cur := newCursor(&p); ; {
+			s, ok := cur.next()
+			if !ok {
+				break
+			}
+			if s.l < last {
+				t.Fatalf("%v: slab %d after slab %d", p, s.l, last)
+			}
+			last = s.l
+		}
+	}
+	if tried < 50 {
+		t.Errorf("only %d random plans could run slab first", tried)
+	}
+}
+
 // TestPlanReadVolume checks the I/O formulas on a square product: with
 // room for the whole of A, each matrix is read once; with room for a panel
 // of P block rows, B is read ceil(MB/P) times.

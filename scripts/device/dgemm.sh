@@ -18,17 +18,23 @@
 #  - the device trace (HTGS_MATMUL_TRACE, via HTGS_SWEEP_TRACE): per
 #    variant, one more run timed by the GPU's own events: fill, drain,
 #    product rate beside copies and alone, bus busy time. It says where the
-#    page-locked run loses to resident cuBLAS.
+#    page-locked run loses to resident cuBLAS;
+#  - the slab-first order (HTGS_MATMUL_SLABFIRST, Plan.SlabFirst; off by
+#    default): products slab by slab along k with every block of C open on
+#    the device, so that uploads keep pace from the start (a model gives
+#    +4-5% page-locked at 16384: docs/matmul.md).
 # Steps:
 #  1. the cuda-tagged matmul tests in chunk mode (2 MiB chunks, ring 4)
 #     and the cuda package's timing-event test;
 #  2. TestCUDASweep at n=8192 and 16384, blocks of 4096: the default
-#     (base), chunk1m..chunk16m, ring 8, non-temporal, 8 packers, and
-#     pinhost; C filled with NaN before each variant and each result
+#     (base), chunk1m..chunk16m, ring 8, non-temporal, 8 packers, slab
+#     first (sf, chunk4m-sf), and pinhost with and without slab first;
+#     C filled with NaN before each variant and each result
 #     checked against the first; best of 3 timed runs after a warm-up,
 #     then the traced run (TRACE lines);
 #  3. matmul -compare-xt at n=16384 and 8192 with the sweep's best from
-#     ordinary memory (graph vs cuBLASXt vs page-locked vs resident);
+#     ordinary memory (graph vs cuBLASXt vs page-locked vs resident), the
+#     page-locked run slab first where pinhost-sf beat pinhost;
 #  4. matmul -n 4096 -verify with the best of 8192 (bound 2*gamma_k).
 # Prints PASS/FAIL against issue 35's targets and a BEST line per size.
 set -uo pipefail
@@ -60,7 +66,7 @@ echo "timing events: rc=$? $(grep -E 'upload:|--- ' "$o/timing.log" | tr '\n' ' 
 
 # 2. The sweep, one process (about 40 s).
 stamp "sweep"
-vs=base,chunk1m,chunk2m,chunk4m,chunk8m,chunk16m,chunk2m-r8,chunk4m-r8,chunk4m-nt,chunk4m-p8,pinhost
+vs=base,chunk1m,chunk2m,chunk4m,chunk8m,chunk16m,chunk2m-r8,chunk4m-r8,chunk4m-nt,chunk4m-p8,sf,chunk4m-sf,pinhost,pinhost-sf
 (cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=4096 HTGS_SWEEP_BS16384=4096 HTGS_SWEEP_RUNS=3 \
 	HTGS_SWEEP_VARIANTS=$vs HTGS_SWEEP_TRACE="$o/trace" \
 	timeout -k 2 50 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
@@ -74,7 +80,10 @@ best() {
 	grep -E "^SWEEP n=$1 " "$o/sweep.log" | grep -v pinhost | awk '{print $4, $3, $5}' | sed 's/bs=//' | sort -k3 -g -r | head -n 1
 }
 # env for a sweep variant's name: base (the defaults), chunkNm (chunk mode,
-# N MiB), -rK (ring of K), -nt (non-temporal stores), -pP (P packers).
+# N MiB), -rK (ring of K), -nt (non-temporal stores), -pP (P packers),
+# sf (slab first). The page-locked runs of -compare-xt go slab first when
+# the sweep's pinhost-sf beat pinhost at that size (HTGS_MATMUL_SLABFIRST=
+# pinned: the ordinary-memory runs keep their variant's order).
 variant_env() {
 	local v=${1:-base} e="HTGS_MATMUL_HOSTCOPY=staging"
 	if [[ $v =~ ^chunk([0-9]+)m ]]; then
@@ -83,7 +92,15 @@ variant_env() {
 		[[ $v =~ -p([0-9]+) ]] && e+=" HTGS_MATMUL_PACK=${BASH_REMATCH[1]}"
 		[[ $v == *-nt* ]] && e+=" HTGS_MATMUL_STREAM=1"
 	fi
+	[[ $v == sf || $v == *-sf ]] && e+=" HTGS_MATMUL_SLABFIRST=1"
 	echo "$e"
+}
+# pinned_env N: HTGS_MATMUL_SLABFIRST=pinned if pinhost-sf beat pinhost at N.
+pinned_env() {
+	local p s
+	p=$(grep -E "^SWEEP n=$1 +bs=[0-9]+ +pinhost " "$o/sweep.log" | awk '{print $5}' | sort -g -r | head -n 1)
+	s=$(grep -E "^SWEEP n=$1 +bs=[0-9]+ +pinhost-sf " "$o/sweep.log" | awk '{print $5}' | sort -g -r | head -n 1)
+	awk -v p="${p:-0}" -v s="${s:-0}" 'BEGIN { if (s > p) print "HTGS_MATMUL_SLABFIRST=pinned" }'
 }
 for n in 8192 16384; do
 	read -r v bs rate <<<"$(best "$n")"
@@ -95,8 +112,10 @@ done
 for nl in 16384:20 8192:6; do
 	IFS=: read -r n lim <<<"$nl"
 	read -r v bs rate <<<"$(best "$n")"
-	stamp "compare n=$n with ${v:-base} block ${bs:-default} ($(variant_env "$v"))"
-	env $(variant_env "$v") timeout -k 2 "$lim" "$c/bin/matmul" -n "$n" ${bs:+-block "$bs"} -kernel cuda -compare-xt >"$o/compare-$n.log" 2>&1
+	e=$(variant_env "$v")
+	[[ $e == *SLABFIRST* ]] || e+=" $(pinned_env "$n")"
+	stamp "compare n=$n with ${v:-base} block ${bs:-default} ($e)"
+	env $e timeout -k 2 "$lim" "$c/bin/matmul" -n "$n" ${bs:+-block "$bs"} -kernel cuda -compare-xt >"$o/compare-$n.log" 2>&1
 	echo "compare n=$n rc=$?"
 	grep -E '^(time|GPUs|cuBLASXt|graph|cuBLAS|page-locked|compare|  |COMPARE)' "$o/compare-$n.log"
 done
