@@ -1035,7 +1035,7 @@ func TestOffloadChunks(t *testing.T) {
 	for _, c := range []struct {
 		kib, ring, devices int
 		files              bool
-	}{{1, 1, 1, false}, {1, 2, 1, false}, {1, 3, 2, false}, {2, 4, 1, true}, {1, 2, 2, true}} {
+	}{{1, 1, 1, false}, {1, 2, 1, false}, {1, 3, 2, false}, {2, 4, 1, true}, {1, 2, 2, true}, {64, 2, 1, false}} {
 		t.Run(fmt.Sprintf("%dKiB/ring%d/dev%d/files%v", c.kib, c.ring, c.devices, c.files), func(t *testing.T) {
 			t.Setenv("HTGS_MATMUL_CHUNK", fmt.Sprint(c.kib))
 			t.Setenv("HTGS_MATMUL_RING", fmt.Sprint(c.ring))
@@ -1060,7 +1060,7 @@ func TestOffloadChunks(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkProduct(t, a, b, out, reference(t, a, b))
-			chunk := c.kib * 1024 / 8 / bs * bs // elements: whole rows of the widest block
+			chunk := min(c.kib*1024/8/bs*bs, bs*bs) // elements: whole rows of the widest block, at most a block
 			edges := func(n int) []int {
 				var e []int
 				for i := 0; i < n; i += bs {

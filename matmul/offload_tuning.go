@@ -124,15 +124,16 @@ func (t offloadTuning) wantSlabFirst(directA, directB bool) bool {
 // buffers of each device's copy-in task and of its copy-out tasks, for
 // blocks of A, B and C of at most sizeA, sizeB and sizeC elements: a
 // block each, or in chunk mode the ring of chunks of whole rows (at least
-// one row of the widest block) of each task copy.
+// one row of the widest block, at most a block) of each task copy.
 func (t offloadTuning) staging(p *Plan, sizeA, sizeB, sizeC int) (in, out, nIn, nOut int) {
 	if t.chunk <= 0 {
 		return max(sizeA, sizeB), sizeC, t.stagingIn, t.copyOut
 	}
 	row := min(p.BlockSize, max(p.K, p.N))
-	in = max(row, t.chunk/row*row)
+	chunk := max(row, t.chunk/row*row)
 	ring := max(1, t.ring)
-	return in, in, ring, t.copyOut * ring
+	// No larger than a block: small blocks go through the ring whole.
+	return min(chunk, max(sizeA, sizeB, row)), min(chunk, max(sizeC, row)), ring, t.copyOut * ring
 }
 
 // envInt returns the positive integer in $name, or def.
