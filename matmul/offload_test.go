@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1161,23 +1162,45 @@ func TestOffloadTrace(t *testing.T) {
 			Ts   float64
 			Dur  float64
 			Pid  int
-			Tid  string
-			Args map[string]float64
+			Tid  int
+			Args map[string]any
 		}
 	}
 	if err := json.Unmarshal(raw, &tr); err != nil {
 		t.Fatal(err)
 	}
+	queues := map[[2]int]string{} // (pid, tid) -> the queue's name
+	for _, e := range tr.TraceEvents {
+		if e.Ph == "M" && e.Name == "thread_name" {
+			queues[[2]int{e.Pid, e.Tid}], _ = e.Args["name"].(string)
+		}
+	}
+	for dev := range 2 { // a copy of copy out may have had no block to download
+		var names []string
+		for k, q := range queues {
+			if k[0] == dev {
+				names = append(names, strings.TrimRight(q, " 0123456789"))
+			}
+		}
+		slices.Sort(names)
+		names = slices.Compact(names)
+		if !slices.Equal(names, []string{"copy in", "copy out", "multiply"}) {
+			t.Errorf("device %d: queues %v, want copy in, copy out and multiply", dev, names)
+		}
+	}
 	count := map[string]int{}
 	var upBytes, downBytes float64
 	for _, e := range tr.TraceEvents {
+		if e.Ph == "M" {
+			continue
+		}
 		count[e.Name]++
 		if e.Ph != "X" || e.Ts < 0 || e.Pid < 0 || e.Pid > 1 {
 			t.Errorf("event %+v", e)
 		}
 		want := map[string]string{"gemm": "multiply", "upload": "copy in", "download": "copy out"}[e.Name]
-		if !strings.HasPrefix(e.Tid, want) {
-			t.Errorf("%s on queue %q", e.Name, e.Tid)
+		if q := queues[[2]int{e.Pid, e.Tid}]; !strings.HasPrefix(q, want) {
+			t.Errorf("%s on queue %q", e.Name, q)
 		}
 		switch e.Name {
 		case "gemm":
@@ -1185,9 +1208,9 @@ func TestOffloadTrace(t *testing.T) {
 				t.Errorf("product of %.0f µs, the fake takes 2 ms", e.Dur)
 			}
 		case "upload":
-			upBytes += e.Args["bytes"]
+			upBytes += e.Args["bytes"].(float64)
 		case "download":
-			downBytes += e.Args["bytes"]
+			downBytes += e.Args["bytes"].(float64)
 		}
 	}
 	if count["gemm"] != int(rep.Products) || upBytes != float64(rep.UploadBytes) || downBytes != float64(rep.DownloadBytes) {

@@ -230,7 +230,8 @@ func (t *offloadTrace) free() {
 }
 
 // writeJSON writes the operations in the Trace Event Format: complete
-// events ("X") in microseconds, a process per device, a thread per queue.
+// events ("X") in microseconds, a process per device and a thread per
+// queue, named by metadata events ("M").
 func (t *offloadTrace) writeJSON(w io.Writer) error {
 	type event struct {
 		Name string         `json:"name"`
@@ -238,10 +239,27 @@ func (t *offloadTrace) writeJSON(w io.Writer) error {
 		Ts   float64        `json:"ts"`
 		Dur  float64        `json:"dur,omitempty"`
 		Pid  int            `json:"pid"`
-		Tid  string         `json:"tid"`
+		Tid  int            `json:"tid"`
 		Args map[string]any `json:"args,omitempty"`
 	}
 	var evs []event
+	type queueKey struct {
+		dev   int
+		queue string
+	}
+	tids := map[queueKey]int{}
+	named := map[int]bool{}
+	for _, op := range t.ops {
+		k := queueKey{op.dev, op.queue}
+		if _, ok := tids[k]; !ok {
+			tids[k] = len(tids) + 1
+			evs = append(evs, event{Name: "thread_name", Ph: "M", Pid: op.dev, Tid: tids[k], Args: map[string]any{"name": op.queue}})
+		}
+		if !named[op.dev] {
+			named[op.dev] = true
+			evs = append(evs, event{Name: "process_name", Ph: "M", Pid: op.dev, Args: map[string]any{"name": fmt.Sprintf("device %d", op.dev)}})
+		}
+	}
 	for _, op := range t.ops {
 		d := op.t1 - op.t0
 		args := map[string]any{}
@@ -252,7 +270,7 @@ func (t *offloadTrace) writeJSON(w io.Writer) error {
 		if op.flops > 0 {
 			args["TFLOP/s"] = rate(op.flops, d) / 1e3
 		}
-		evs = append(evs, event{Name: op.kind, Ph: "X", Ts: float64(op.t0) / 1e3, Dur: float64(d) / 1e3, Pid: op.dev, Tid: op.queue, Args: args})
+		evs = append(evs, event{Name: op.kind, Ph: "X", Ts: float64(op.t0) / 1e3, Dur: float64(d) / 1e3, Pid: op.dev, Tid: tids[queueKey{op.dev, op.queue}], Args: args})
 	}
 	enc := json.NewEncoder(w)
 	return enc.Encode(map[string]any{"traceEvents": evs, "displayTimeUnit": "ms"})
