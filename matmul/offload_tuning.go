@@ -111,8 +111,8 @@ const (
 // (Plan.SlabFirst) when the device memory allows, given whether A and B
 // are copied straight from page-locked memory.
 func (t offloadTuning) wantSlabFirst(directA, directB bool) bool {
-	switch t.slabFirst {
-	case "1":
+	switch strings.ToLower(t.slabFirst) {
+	case "1", "true", "yes", "on":
 		return true
 	case "pinned":
 		return directA && directB
