@@ -15,6 +15,7 @@ import (
 
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/internal/phase"
+	"github.com/gohtgs/htgs/internal/tracefmt"
 	"github.com/gohtgs/htgs/task"
 )
 
@@ -233,16 +234,7 @@ func (t *offloadTrace) free() {
 // events ("X") in microseconds, a process per device and a thread per
 // queue, named by metadata events ("M").
 func (t *offloadTrace) writeJSON(w io.Writer) error {
-	type event struct {
-		Name string         `json:"name"`
-		Ph   string         `json:"ph"`
-		Ts   float64        `json:"ts"`
-		Dur  float64        `json:"dur,omitempty"`
-		Pid  int            `json:"pid"`
-		Tid  int            `json:"tid"`
-		Args map[string]any `json:"args,omitempty"`
-	}
-	var evs []event
+	var evs []tracefmt.Event
 	type queueKey struct {
 		dev   int
 		queue string
@@ -253,11 +245,11 @@ func (t *offloadTrace) writeJSON(w io.Writer) error {
 		k := queueKey{op.dev, op.queue}
 		if _, ok := tids[k]; !ok {
 			tids[k] = len(tids) + 1
-			evs = append(evs, event{Name: "thread_name", Ph: "M", Pid: op.dev, Tid: tids[k], Args: map[string]any{"name": op.queue}})
+			evs = append(evs, tracefmt.Event{Name: "thread_name", Ph: "M", Pid: op.dev, Tid: tids[k], Args: map[string]any{"name": op.queue}})
 		}
 		if !named[op.dev] {
 			named[op.dev] = true
-			evs = append(evs, event{Name: "process_name", Ph: "M", Pid: op.dev, Args: map[string]any{"name": fmt.Sprintf("device %d", op.dev)}})
+			evs = append(evs, tracefmt.Event{Name: "process_name", Ph: "M", Pid: op.dev, Args: map[string]any{"name": fmt.Sprintf("device %d", op.dev)}})
 		}
 	}
 	for _, op := range t.ops {
@@ -270,7 +262,7 @@ func (t *offloadTrace) writeJSON(w io.Writer) error {
 		if op.flops > 0 {
 			args["TFLOP/s"] = rate(op.flops, d) / 1e3
 		}
-		evs = append(evs, event{Name: op.kind, Ph: "X", Ts: float64(op.t0) / 1e3, Dur: float64(d) / 1e3, Pid: op.dev, Tid: tids[queueKey{op.dev, op.queue}], Args: args})
+		evs = append(evs, tracefmt.Event{Name: op.kind, Ph: "X", Ts: tracefmt.Micros(op.t0), Dur: tracefmt.Micros(d), Pid: op.dev, Tid: tids[queueKey{op.dev, op.queue}], Args: args})
 	}
 	enc := json.NewEncoder(w)
 	return enc.Encode(map[string]any{"traceEvents": evs, "displayTimeUnit": "ms"})

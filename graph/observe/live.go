@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/tracefmt"
 )
 
 // The live view: a page (ui/index.html with its CSS and script inlined)
@@ -126,7 +127,7 @@ func (u *ui) live(w http.ResponseWriter) {
 	done := st.Done
 	tl, err := e.Timeline(st.Elapsed-liveWindow, liveSlices)
 	v := liveView{Run: u.run, Stats: st, Done: done, Trace: err == nil}
-	v.Now = us(st.Elapsed)
+	v.Now = tracefmt.Micros(st.Elapsed)
 	mark := progressMark(st)
 	u.mu.Lock()
 	if mark != u.last {
@@ -152,7 +153,7 @@ func (u *ui) live(w http.ResponseWriter) {
 			if s.MemoryWait {
 				kind = 1
 			}
-			lt.Slices = append(lt.Slices, [3]float64{us(s.Start), us(s.Dur), kind})
+			lt.Slices = append(lt.Slices, [3]float64{tracefmt.Micros(s.Start), tracefmt.Micros(s.Dur), kind})
 		}
 		v.Tracks = append(v.Tracks, lt)
 	}

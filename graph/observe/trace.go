@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/internal/tracefmt"
 )
 
 // WriteTrace writes the timeline of the run e in the Chrome trace-event
@@ -29,25 +29,11 @@ func WriteTrace(w io.Writer, e *graph.Execution) error {
 	return writeTrace(w, tl)
 }
 
-type traceEvent struct {
-	Name string         `json:"name"`
-	Cat  string         `json:"cat,omitempty"`
-	Ph   string         `json:"ph"`
-	Ts   float64        `json:"ts"`
-	Dur  float64        `json:"dur,omitempty"`
-	Pid  int            `json:"pid"`
-	Tid  int            `json:"tid"`
-	Args map[string]any `json:"args,omitempty"`
-}
-
-// us is d in microseconds, the trace format's unit.
-func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-
 func writeTrace(w io.Writer, tl graph.Timeline) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	first := true
-	emit := func(e traceEvent) error {
+	emit := func(e tracefmt.Event) error {
 		if !first {
 			bw.WriteString(",\n")
 		}
@@ -56,7 +42,7 @@ func writeTrace(w io.Writer, tl graph.Timeline) error {
 		return enc.Encode(e)
 	}
 	bw.WriteString(`{"displayTimeUnit":"ms","traceEvents":[` + "\n")
-	if err := emit(traceEvent{Name: "process_name", Ph: "M", Pid: 1, Args: map[string]any{"name": "graph " + tl.Graph}}); err != nil {
+	if err := emit(tracefmt.Event{Name: "process_name", Ph: "M", Pid: 1, Args: map[string]any{"name": "graph " + tl.Graph}}); err != nil {
 		return err
 	}
 	for i, t := range tl.Tracks {
@@ -65,15 +51,15 @@ func writeTrace(w io.Writer, tl graph.Timeline) error {
 		if t.Remote {
 			tname += " (remote)"
 		}
-		if err := emit(traceEvent{Name: "thread_name", Ph: "M", Pid: 1, Tid: tid,
+		if err := emit(tracefmt.Event{Name: "thread_name", Ph: "M", Pid: 1, Tid: tid,
 			Args: map[string]any{"name": tname}}); err != nil {
 			return err
 		}
-		if err := emit(traceEvent{Name: "thread_sort_index", Ph: "M", Pid: 1, Tid: tid, Args: map[string]any{"sort_index": tid}}); err != nil {
+		if err := emit(tracefmt.Event{Name: "thread_sort_index", Ph: "M", Pid: 1, Tid: tid, Args: map[string]any{"sort_index": tid}}); err != nil {
 			return err
 		}
 		for _, s := range t.Slices {
-			e := traceEvent{Name: "execute", Cat: "task", Ph: "X", Ts: us(s.Start), Dur: us(s.Dur), Pid: 1, Tid: tid}
+			e := tracefmt.Event{Name: "execute", Cat: "task", Ph: "X", Ts: tracefmt.Micros(s.Start), Dur: tracefmt.Micros(s.Dur), Pid: 1, Tid: tid}
 			switch {
 			case s.MemoryWait:
 				e.Name, e.Cat, e.Args = "memory wait", "memory", map[string]any{"pool": s.Pool}
@@ -87,7 +73,7 @@ func writeTrace(w io.Writer, tl graph.Timeline) error {
 		}
 	}
 	for _, q := range tl.Queues {
-		if err := emit(traceEvent{Name: "queue " + q.Task, Ph: "C", Ts: us(q.At), Pid: 1,
+		if err := emit(tracefmt.Event{Name: "queue " + q.Task, Ph: "C", Ts: tracefmt.Micros(q.At), Pid: 1,
 			Args: map[string]any{"length": q.Len}}); err != nil {
 			return err
 		}
