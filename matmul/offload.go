@@ -270,8 +270,9 @@ type offloadShared struct {
 	// unpacked) in this many bands of rows, each band's copy on the bus
 	// while the next is packed (the previous unpacked).
 	slabs, slabMin int
-	// stream: the staging copies store non-temporally (copyStream).
-	stream bool
+	// stream and unpackStream: the packing and the unpacking copies
+	// store non-temporally (copyStream).
+	stream, unpackStream bool
 	// ring > 0 (chunk mode): blocks are staged through ring small
 	// buffers per copy task instead of one buffer of a block (see
 	// uploadChunks).
@@ -657,7 +658,7 @@ func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error 
 		if err == nil && prev >= 0 {
 			// The band at prev was downloaded before this one (the queue is
 			// in order); unpack it while this one moves.
-			parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, r0-prev, dr.cols, c.workers, c.stream)
+			parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, r0-prev, dr.cols, c.workers, c.unpackStream)
 		}
 		if err == nil {
 			err = c.q.wait(st.Data)
@@ -665,7 +666,7 @@ func (c *copyOut) download(ctx context.Context, p *partial, dr devResult) error 
 		prev = r0
 	}
 	if err == nil && prev >= 0 {
-		parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, dr.rows-prev, dr.cols, c.workers, c.stream)
+		parallelCopy(p.data[prev*p.stride:], p.stride, st.Data.floats()[prev*dr.cols:], dr.cols, dr.rows-prev, dr.cols, c.workers, c.unpackStream)
 	}
 	return errors.Join(err, st.Release())
 }
@@ -689,7 +690,7 @@ func (c *copyOut) downloadChunks(ctx context.Context, p *partial, dr devResult) 
 		if err := c.q.wait(bd.st); err != nil {
 			return err
 		}
-		parallelCopyBands(p.data[bd.r0*p.stride:], p.stride, bd.st.floats(), dr.cols, bd.r1-bd.r0, dr.cols, c.workers, chunkMinBand, c.stream)
+		parallelCopyBands(p.data[bd.r0*p.stride:], p.stride, bd.st.floats(), dr.cols, bd.r1-bd.r0, dr.cols, c.workers, chunkMinBand, c.unpackStream)
 		return nil
 	}
 	per := ring[0].Data.Len() / dr.cols
@@ -825,7 +826,7 @@ func buildOffload(plan *Plan, cfg Config, off offloader, tune offloadTuning, dir
 	toDevices := addPairs(g, plan, cfg, a, b)
 	devs := off.offloadDevices()
 	counters.busy = make([]atomic.Int64, len(devs))
-	shared := &offloadShared{plan: plan, counters: counters, workers: tune.packWorkers, slabs: tune.slabs, slabMin: tune.slabMin, stream: tune.stream,
+	shared := &offloadShared{plan: plan, counters: counters, workers: tune.packWorkers, slabs: tune.slabs, slabMin: tune.slabMin, stream: tune.stream, unpackStream: tune.unpackStream,
 		directA: direct[0], directB: direct[1], directOut: direct[2], pins: pins}
 	stageIn, stageOut, nIn, nOut := tune.staging(plan, sizeA, sizeB, sizeC)
 	if tune.chunk > 0 {

@@ -1118,8 +1118,12 @@ func TestOffloadChunks(t *testing.T) {
 			t.Errorf("chunk mode off by default: %+v", tune)
 		}
 		t.Setenv("HTGS_MATMUL_CHUNK", "4096")
-		if tune := tuningFor(1); tune.chunk != 4096*128 || tune.ring != defaultRing || tune.stream {
-			t.Errorf("chunk mode of 4 MiB: %+v (want cached stores)", tune)
+		if tune := tuningFor(1); tune.chunk != 4096*128 || tune.ring != defaultRing || tune.stream || tune.unpackStream != defaultStream {
+			t.Errorf("chunk mode of 4 MiB: %+v (want packing through the cache, unpacking as by default)", tune)
+		}
+		t.Setenv("HTGS_MATMUL_STREAM", "1")
+		if tune := tuningFor(1); !tune.stream || !tune.unpackStream {
+			t.Errorf("chunk mode with HTGS_MATMUL_STREAM=1: %+v", tune)
 		}
 	})
 }

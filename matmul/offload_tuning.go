@@ -30,15 +30,18 @@ import (
 //	HTGS_MATMUL_STREAM=0|1  pack and unpack with non-temporal stores (the
 //	                        destination's lines are not read first: a
 //	                        third less memory traffic; default
-//	                        defaultStream, on)
+//	                        defaultStream, on, but for the packing in
+//	                        chunk mode, whose chunks should stay in the
+//	                        cache)
 //	HTGS_MATMUL_CHUNK=K     chunk mode: stage blocks through a ring of
 //	                        pinned buffers of K KiB (rounded to whole rows
 //	                        of a block) instead of buffers of a block, a
 //	                        band of rows per buffer, so that a band is still
 //	                        in the host's cache when the bus reads it (or
 //	                        when it is unpacked); the copies then store
-//	                        through the cache unless HTGS_MATMUL_STREAM=1.
-//	                        HTGS_MATMUL_STAGING, SLABS and SLABMIN do not
+//	                        through the cache unless HTGS_MATMUL_STREAM=1
+//	                        (the unpacking into C streams, as without
+//	                        chunks). HTGS_MATMUL_STAGING, SLABS and SLABMIN do not
 //	                        apply. Default 0: off
 //	HTGS_MATMUL_RING=N      buffers in each copy task's ring in chunk mode
 //	                        (default defaultRing, 4)
@@ -75,20 +78,21 @@ import (
 //	                        instead of keeping them for the next (the cuda
 //	                        kernel keeps them by default)
 type offloadTuning struct {
-	packWorkers int
-	stagingIn   int
-	copyOut     int
-	slabs       int // bands per staged block
-	slabMin     int // fewest elements in a band
-	stream      bool
-	chunk       int // elements per staging buffer in chunk mode (0: off)
-	ring        int // staging buffers per copy task in chunk mode
-	hostCopy    hostCopy
-	pinChunk    int64 // bytes
-	pinWorkers  int
-	devCache    bool
-	trace       string // folder of the device traces ("": none)
-	slabFirst   string // HTGS_MATMUL_SLABFIRST: "1", "pinned", or "0" and "" (never)
+	packWorkers  int
+	stagingIn    int
+	copyOut      int
+	slabs        int  // bands per staged block
+	slabMin      int  // fewest elements in a band
+	stream       bool // packing with non-temporal stores
+	unpackStream bool // unpacking with non-temporal stores
+	chunk        int  // elements per staging buffer in chunk mode (0: off)
+	ring         int  // staging buffers per copy task in chunk mode
+	hostCopy     hostCopy
+	pinChunk     int64 // bytes
+	pinWorkers   int
+	devCache     bool
+	trace        string // folder of the device traces ("": none)
+	slabFirst    string // HTGS_MATMUL_SLABFIRST: "1", "pinned", or "0" and "" (never)
 }
 
 // defaultSlabs is the number of bands a staged block is copied in, and
@@ -167,20 +171,21 @@ func tuningFor(devices int) offloadTuning {
 	}
 	chunk := envInt("HTGS_MATMUL_CHUNK", 0) << 7 // KiB to float64s
 	return offloadTuning{
-		chunk:       chunk,
-		ring:        envInt("HTGS_MATMUL_RING", defaultRing),
-		packWorkers: envInt("HTGS_MATMUL_PACK", max(1, min(maxCopyWorkers, cpus/max(1, devices)))),
-		stagingIn:   envInt("HTGS_MATMUL_STAGING", stagingInBuffers),
-		copyOut:     envInt("HTGS_MATMUL_COPYOUT", copyOutThreads),
-		slabs:       envInt("HTGS_MATMUL_SLABS", defaultSlabs),
-		slabMin:     envInt("HTGS_MATMUL_SLABMIN", defaultSlabMin),
-		stream:      envBool("HTGS_MATMUL_STREAM", defaultStream && chunk == 0),
-		hostCopy:    hc,
-		pinChunk:    int64(envInt("HTGS_MATMUL_PINCHUNK", defaultPinChunk>>10)) << 10,
-		pinWorkers:  envInt("HTGS_MATMUL_PINWORKERS", pinWorkers),
-		devCache:    envBool("HTGS_MATMUL_DEVCACHE", true),
-		trace:       strings.TrimSpace(os.Getenv("HTGS_MATMUL_TRACE")),
-		slabFirst:   strings.TrimSpace(os.Getenv("HTGS_MATMUL_SLABFIRST")),
+		chunk:        chunk,
+		ring:         envInt("HTGS_MATMUL_RING", defaultRing),
+		packWorkers:  envInt("HTGS_MATMUL_PACK", max(1, min(maxCopyWorkers, cpus/max(1, devices)))),
+		stagingIn:    envInt("HTGS_MATMUL_STAGING", stagingInBuffers),
+		copyOut:      envInt("HTGS_MATMUL_COPYOUT", copyOutThreads),
+		slabs:        envInt("HTGS_MATMUL_SLABS", defaultSlabs),
+		slabMin:      envInt("HTGS_MATMUL_SLABMIN", defaultSlabMin),
+		stream:       envBool("HTGS_MATMUL_STREAM", defaultStream && chunk == 0),
+		unpackStream: envBool("HTGS_MATMUL_STREAM", defaultStream),
+		hostCopy:     hc,
+		pinChunk:     int64(envInt("HTGS_MATMUL_PINCHUNK", defaultPinChunk>>10)) << 10,
+		pinWorkers:   envInt("HTGS_MATMUL_PINWORKERS", pinWorkers),
+		devCache:     envBool("HTGS_MATMUL_DEVCACHE", true),
+		trace:        strings.TrimSpace(os.Getenv("HTGS_MATMUL_TRACE")),
+		slabFirst:    strings.TrimSpace(os.Getenv("HTGS_MATMUL_SLABFIRST")),
 	}
 }
 
