@@ -133,13 +133,12 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 		}
 		tune := tuningFor(len(off.offloadDevices()))
 		rep.HostCopy = hc.String()
-		var direct [3]bool
-		budget := cfg.DeviceMemory
-		if budget == 0 {
-			budget = off.offloadMemory()
+		direct, others := pinnedOperands(off, a, b, c)
+		if tune.wantSlabFirst(direct[0], direct[1]) {
+			plan.trySlabFirst(deviceBudget(cfg, off))
+			rep.Plan = plan
 		}
-		direct, pins = pinOperands(off, tune, &plan, budget, a, b, c)
-		rep.Plan = plan // the order may be slab first now
+		pins = pinOperands(off, tune, &plan, others)
 		if hc == copyRegister {
 			rep.HostPin = time.Since(pinStart)
 		}

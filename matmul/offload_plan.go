@@ -58,6 +58,15 @@ func planOffload(p Plan, cfg Config, devices int, devBudget int64) (Plan, error)
 	return p, nil
 }
 
+// deviceBudget is the memory per device the pools of a product on off
+// may hold: cfg.DeviceMemory, or the kernel's default (0: no limit).
+func deviceBudget(cfg Config, off offloader) int64 {
+	if cfg.DeviceMemory != 0 {
+		return cfg.DeviceMemory
+	}
+	return off.offloadMemory()
+}
+
 // offloadOption is one traversal that planOffload considers, with the pool
 // capacities it needs and the bytes it moves.
 type offloadOption struct {

@@ -359,42 +359,46 @@ func PinHost(k Kernel, ms ...*Dense) (unpin func() error, err error) {
 	return unpin, nil
 }
 
-// pinOperands decides which operands are copied straight between host
-// memory and the devices: the *Dense ones pinned with PinHost (direct),
-// and, with the register and pipelined strategies, the others, whose
-// memory the returned pinner page-locks chunk by chunk (before it returns
-// with register, in the background with pipelined; nil with staging).
-// The caller closes the pinner after the product. It also switches the
-// plan to the slab-first order where tune wants it and devBudget (bytes
-// per device, 0: no limit) allows, before the pinner orders its chunks.
-func pinOperands(off offloader, tune offloadTuning, plan *Plan, devBudget int64, a, b Source, c Sink) (direct [3]bool, pins *hostPinner) {
-	var views [3][]float64
-	var dense [3]*Dense
+// pinnedOperands returns which of the operands are *Dense matrices
+// pinned with PinHost, whose blocks are copied straight between host
+// memory and the devices (direct), and the other non-empty *Dense ones.
+func pinnedOperands(off offloader, a, b Source, c Sink) (direct [3]bool, others [3]*Dense) {
 	for i, m := range []any{a, b, c} {
 		d, ok := m.(*Dense)
 		if !ok || d.R == 0 || d.C == 0 {
 			continue
 		}
-		v := d.view(0, 0, d.R, d.C)
-		if off.hostPins().covers(v) {
+		if off.hostPins().covers(d.view(0, 0, d.R, d.C)) {
 			direct[i] = true
 			continue
 		}
-		views[i], dense[i] = v, d
+		others[i] = d
 	}
-	if tune.wantSlabFirst(direct[0], direct[1]) {
-		plan.trySlabFirst(devBudget)
+	return direct, others
+}
+
+// pinOperands returns, with the register and pipelined strategies, the
+// pinner that page-locks the memory of the operands not pinned already
+// (others, from pinnedOperands) chunk by chunk, in the order plan needs
+// them: before it returns with register, in the background with
+// pipelined; nil with staging. The caller closes it after the product.
+func pinOperands(off offloader, tune offloadTuning, plan *Plan, others [3]*Dense) *hostPinner {
+	var views [3][]float64
+	for i, d := range others {
+		if d != nil {
+			views[i] = d.view(0, 0, d.R, d.C)
+		}
 	}
 	if tune.hostCopy == copyStaging || views[0] == nil && views[1] == nil && views[2] == nil {
-		return direct, nil
+		return nil
 	}
 	// In the order of the schedule's needs; without one, A and B
 	// interleaved, then C, whose blocks come back last.
-	pins = newHostPinner(off, views[:], []int{0, 0, 1}, tune.pinChunk, tune.pinWorkers)
-	pins.orderBy(needOrder(plan, dense[0], dense[1], dense[2]))
+	pins := newHostPinner(off, views[:], []int{0, 0, 1}, tune.pinChunk, tune.pinWorkers)
+	pins.orderBy(needOrder(plan, others[0], others[1], others[2]))
 	pins.start()
 	if tune.hostCopy == copyRegister {
 		pins.wait()
 	}
-	return direct, pins
+	return pins
 }

@@ -169,11 +169,7 @@ func newPlan(m, k, n int, inMemory bool, cfg Config) (Plan, error) {
 		return p, nil // nothing to multiply: C is empty or all zeros
 	}
 	if off, ok := offloadOf(cfg); ok {
-		budget := cfg.DeviceMemory
-		if budget == 0 {
-			budget = off.offloadMemory()
-		}
-		return planOffload(p, cfg, len(off.offloadDevices()), budget)
+		return planOffload(p, cfg, len(off.offloadDevices()), deviceBudget(cfg, off))
 	}
 	if inMemory {
 		return planInMemory(p), nil

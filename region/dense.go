@@ -274,7 +274,7 @@ func (d *Dense[T]) loadLocked(ctx context.Context) error {
 		return fmt.Errorf("region: read ROI %v: %w", d.roi, err)
 	}
 	if !native {
-		decode(data, buf)
+		decodeEach(data, buf)
 	}
 	d.data, d.loaded = data, true
 	return nil
@@ -293,7 +293,7 @@ func (d *Dense[T]) Commit(ctx context.Context) error {
 	buf, native := littleEndianBytes(d.data) // Write copies it, under d.mu
 	if !native {
 		buf = make([]byte, len(d.data)*int(unsafe.Sizeof(T(0))))
-		encode(buf, d.data)
+		encodeEach(buf, d.data)
 	}
 	if err := d.out.Write(ctx, d.Meta(), d.roi, buf); err != nil {
 		return fmt.Errorf("region: commit: %w", err)
