@@ -56,6 +56,7 @@ type Dense[T Elem] struct {
 	roi     Box
 	in, out Storage
 	data    []T
+	buf     []T // the caller's memory for the ROI (NewDenseIn, BindDenseIn), nil if none
 	loaded  bool
 	stale   bool       // the current value is on a device only (see resident.go)
 	copies  []*devCopy // device copies
@@ -110,6 +111,35 @@ func NewDenseROI[T Elem](id ID, bounds, roi Box) (*Dense[T], error) {
 	return &Dense[T]{id: id, bounds: bounds, roi: roi, data: make([]T, roi.Len()), loaded: true}, nil
 }
 
+// NewDenseIn is NewDenseROI on memory the caller provides: the ROI's
+// elements live in buf, which must hold exactly roi.Len() of them, and
+// start as buf's current contents (not zeroed). It is for memory with
+// properties Go's heap has not, such as page-locked host memory, from
+// which devices copy at the bus's full speed. The caller must not use
+// buf otherwise, nor free or reuse it, while the region is in use.
+// SetROI moves the data to memory of the region's own.
+func NewDenseIn[T Elem](id ID, bounds, roi Box, buf []T) (*Dense[T], error) {
+	id, err := checkDense(id, bounds)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkROI(id, bounds, roi); err != nil {
+		return nil, err
+	}
+	if err := checkBuf(id, roi, len(buf)); err != nil {
+		return nil, err
+	}
+	return &Dense[T]{id: id, bounds: bounds, roi: roi, data: buf, buf: buf, loaded: true}, nil
+}
+
+// checkBuf checks that a caller's buffer of n elements holds roi exactly.
+func checkBuf(id ID, roi Box, n int) error {
+	if n != roi.Len() {
+		return fmt.Errorf("region: %v: a buffer of %d elements for a ROI of %d: %w", id, n, roi.Len(), ErrOutOfBounds)
+	}
+	return nil
+}
+
 // BindDense returns a dense region over bounds whose data lives in storage
 // in; only the ROI is read, lazily on first access or eagerly by Stage. The
 // ROI must lie inside bounds ([ErrOutOfBounds]).
@@ -125,6 +155,21 @@ func BindDense[T Elem](id ID, bounds, roi Box, in Storage) (*Dense[T], error) {
 		return nil, err
 	}
 	return &Dense[T]{id: id, bounds: bounds, roi: roi, in: in}, nil
+}
+
+// BindDenseIn is BindDense on memory the caller provides: the ROI is read
+// into buf, which must hold exactly roi.Len() elements, under the same
+// terms as NewDenseIn's.
+func BindDenseIn[T Elem](id ID, bounds, roi Box, in Storage, buf []T) (*Dense[T], error) {
+	d, err := BindDense[T](id, bounds, roi, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBuf(d.id, roi, len(buf)); err != nil {
+		return nil, err
+	}
+	d.buf = buf
+	return d, nil
 }
 
 // OpenDense binds a dense region to the region id already in storage in,
@@ -240,9 +285,9 @@ func (d *Dense[T]) SetROI(roi Box) error {
 				copy(cropped[(z*n[1]+y)*n[0]:][:n[0]], d.data[src:src+n[0]])
 			}
 		}
-		d.roi, d.data = roi, cropped
+		d.roi, d.data, d.buf = roi, cropped, nil
 	case d.in != nil:
-		d.roi, d.data, d.loaded = roi, nil, false
+		d.roi, d.data, d.buf, d.loaded = roi, nil, nil, false
 	default:
 		return fmt.Errorf("region: ROI %v of in-memory %v extends its ROI %v: %w", roi, d.id, d.roi, ErrNoStorage)
 	}
@@ -265,7 +310,7 @@ func (d *Dense[T]) loadLocked(ctx context.Context) error {
 	if d.in == nil {
 		return fmt.Errorf("region: read %v: %w", d.id, ErrNoStorage)
 	}
-	data := make([]T, d.roi.Len())
+	data := d.hostMemory()
 	buf, native := littleEndianBytes(data)
 	if !native {
 		buf = make([]byte, len(data)*int(unsafe.Sizeof(T(0))))
@@ -278,6 +323,15 @@ func (d *Dense[T]) loadLocked(ctx context.Context) error {
 	}
 	d.data, d.loaded = data, true
 	return nil
+}
+
+// hostMemory returns the memory the ROI's data is to be read into: the
+// caller's buffer, else a new one.
+func (d *Dense[T]) hostMemory() []T {
+	if d.buf != nil {
+		return d.buf
+	}
+	return make([]T, d.roi.Len())
 }
 
 // Commit implements Region: it writes the ROI to the output storage.

@@ -571,3 +571,72 @@ func TestTemplateInstantiateEagerAndLazy(t *testing.T) {
 		t.Errorf("Instantiate of missing regions = %v", err)
 	}
 }
+
+// TestDenseCallerMemory checks NewDenseIn and BindDenseIn: the ROI's data
+// lives in the caller's buffer (as given, or read from storage into it),
+// a buffer of the wrong length is refused, and SetROI moves the data off
+// the buffer.
+func TestDenseCallerMemory(t *testing.T) {
+	ctx := context.Background()
+	bounds := Rect(0, 0, 50, 40)
+	roi := Rect(10, 5, 20, 9)
+	buf := make([]uint16, roi.Len())
+	for i := range buf {
+		buf[i] = 0xBEEF // not zeroed: the region starts with what buf holds
+	}
+	d, err := NewDenseIn[uint16](ID{Name: "mem"}, bounds, roi, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Loaded() || d.At(10, 5) != 0xBEEF {
+		t.Fatalf("loaded %v, At(10,5)=%#x, want buf's contents", d.Loaded(), d.At(10, 5))
+	}
+	d.Set(19, 8, 7)
+	if buf[len(buf)-1] != 7 {
+		t.Error("Set did not write into the caller's buffer")
+	}
+	for _, n := range []int{roi.Len() - 1, roi.Len() + 1, 0} {
+		if _, err := NewDenseIn[uint16](ID{Name: "mem"}, bounds, roi, make([]uint16, n)); !errors.Is(err, ErrOutOfBounds) {
+			t.Errorf("NewDenseIn with %d elements for %d: %v, want ErrOutOfBounds", n, roi.Len(), err)
+		}
+	}
+
+	st, id := storedTile(t, bounds)
+	in := make([]uint16, roi.Len())
+	r, err := BindDenseIn[uint16](id, bounds, roi, st, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Loaded() || len(st.boxes()) != 0 {
+		t.Fatal("binding a region read data")
+	}
+	if err := r.Stage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	data, err := r.Data(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &data[0] != &in[0] || in[0] != 510 || in[len(in)-1] != 819 {
+		t.Errorf("staged data not in the caller's buffer: same %v, first %d, last %d", &data[0] == &in[0], in[0], in[len(in)-1])
+	}
+	if _, err := BindDenseIn[uint16](id, bounds, roi, st, make([]uint16, 3)); !errors.Is(err, ErrOutOfBounds) {
+		t.Errorf("BindDenseIn with a short buffer: %v, want ErrOutOfBounds", err)
+	}
+	// A changed ROI no longer uses the buffer: cropping copies out of it,
+	// growing reads into memory of the region's own.
+	if err := r.SetROI(Rect(12, 6, 14, 8)); err != nil {
+		t.Fatal(err)
+	}
+	r.Set(13, 7, 1)
+	if slices.Contains(in, 1) {
+		t.Error("the cropped region still writes into the caller's buffer")
+	}
+	if err := r.SetROI(roi); err != nil {
+		t.Fatal(err)
+	}
+	clear(in)
+	if got, err := r.Data(ctx); err != nil || &got[0] == &in[0] || got[0] != 510 {
+		t.Errorf("grown again: %v, in the old buffer %v, first %d", err, err == nil && &got[0] == &in[0], got[0])
+	}
+}

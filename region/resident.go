@@ -263,7 +263,7 @@ func (d *Dense[T]) DeviceWrote(dev DeviceMemory) error {
 		o.valid = o == c
 	}
 	if !d.loaded { // never read: the host copy is made on download
-		d.data, d.loaded = make([]T, d.roi.Len()), true
+		d.data, d.loaded = d.hostMemory(), true
 	}
 	d.stale = true
 	return nil
