@@ -63,6 +63,89 @@ type accel interface {
 	close() error
 }
 
+// hostAllocator is an accelerator with host memory of its own that its
+// transfers are fastest from and to: page-locked memory on a CUDA GPU,
+// which the copy engines read and write at the bus's speed without a
+// staging copy on a core. A hardware run puts its tiles' image regions
+// in it when its first accelerator has it.
+type hostAllocator interface {
+	// hostBuffer returns a buffer of size bytes from its pool, with
+	// whatever the buffer held before, or false when it has none to give
+	// (the region then lives in Go memory).
+	hostBuffer(size int64) ([]byte, bool)
+	// putHost gives back a buffer of hostBuffer once nothing uses it.
+	putHost(b []byte)
+	// hostStats returns the bytes its pool holds and the buffers given
+	// out and not back.
+	hostStats() (held int64, out int)
+}
+
+// hostOf returns the host memory of the first accelerator if it has
+// any, else nil.
+func hostOf(as []accel) hostAllocator {
+	if len(as) == 0 {
+		return nil
+	}
+	h, _ := as[0].(hostAllocator)
+	return h
+}
+
+// hostPool keeps an accelerator's host buffers by size for reuse, up to
+// limit bytes in all, given out or not; alloc makes a new one.
+type hostPool struct {
+	mu    sync.Mutex
+	alloc func(size int64) ([]byte, error)
+	limit int64
+	held  int64 // bytes allocated and not dropped
+	out   int   // buffers given out and not back
+	free  map[int64][][]byte
+	err   error // the first failed allocation: the pool gives no more
+}
+
+// hostPoolLimit bounds the page-locked memory of an accelerator's pool:
+// a window of 32 tiles of 4096^2 holds about 7 GB.
+const hostPoolLimit = 16 << 30
+
+func (p *hostPool) get(size int64) ([]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if bs := p.free[size]; len(bs) > 0 {
+		b := bs[len(bs)-1]
+		p.free[size] = bs[:len(bs)-1]
+		p.out++
+		return b, true
+	}
+	if p.err != nil || p.held+size > p.limit {
+		return nil, false
+	}
+	b, err := p.alloc(size)
+	if err != nil {
+		p.err = err
+		return nil, false
+	}
+	p.held += size
+	p.out++
+	return b, true
+}
+
+func (p *hostPool) put(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.free == nil {
+		p.free = map[int64][][]byte{}
+	}
+	n := int64(len(b))
+	p.free[n] = append(p.free[n], b)
+	p.out--
+}
+
+// stats returns the bytes the pool holds and the buffers given out.
+func (p *hostPool) stats() (held int64, out int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held, p.out
+}
+
 // bufPool keeps released buffers by size for reuse.
 type bufPool struct {
 	mu   sync.Mutex
@@ -108,7 +191,12 @@ func (p *bufPool) drain() []gpuBuf {
 type hostAccel struct {
 	index int
 	pool  bufPool
+	host  hostPool // poses as a CUDA GPU's page-locked memory
 }
+
+func (a *hostAccel) hostBuffer(size int64) ([]byte, bool) { return a.host.get(size) }
+func (a *hostAccel) putHost(b []byte)                     { a.host.put(b) }
+func (a *hostAccel) hostStats() (int64, int)              { return a.host.stats() }
 
 func (a *hostAccel) ID() int           { return a.index }
 func (a *hostAccel) Kind() device.Kind { return device.GPU }
@@ -415,7 +503,7 @@ func gpuImpl(o Operation, accels []accel) pats.Impl[*tileJob] {
 func hostAccels(n int) []accel {
 	as := make([]accel, n)
 	for i := range as {
-		as[i] = &hostAccel{index: i}
+		as[i] = &hostAccel{index: i, host: hostPool{limit: hostPoolLimit, alloc: func(n int64) ([]byte, error) { return make([]byte, n), nil }}}
 	}
 	return as
 }

@@ -44,6 +44,7 @@ type hwSetup struct {
 	log       io.Writer
 	specs     []Operation
 	regionBuf map[string]int64 // real size of each datum
+	goMemory  bool             // the tiles' regions in Go memory, not the GPU's host memory
 }
 
 // calibration is what the sequential pass measured: mean compute time of
@@ -121,6 +122,47 @@ func realBytes(size int) map[string]int64 {
 		out[k] = maxObjects * numFeatures * 8
 	}
 	return out
+}
+
+// host returns the host memory the tiles' regions live in: the first
+// GPU's, nil for Go memory.
+func (h *hwSetup) host() hostAllocator {
+	if h.goMemory {
+		return nil
+	}
+	return hostOf(h.accels)
+}
+
+// warmHost fills the pool of host() with the regions of a window of
+// tiles, so that no run pays for allocating page-locked memory (the first
+// would otherwise pay alone), and logs its size.
+func (h *hwSetup) warmHost(s *Slide) error {
+	host := h.host()
+	if host == nil {
+		h.logf("the tiles' regions are in Go memory")
+		return nil
+	}
+	t0 := time.Now()
+	n := h.window
+	if n <= 0 {
+		n = s.tiles
+	}
+	var jobs []*tileJob
+	defer func() {
+		for _, j := range jobs {
+			j.release(true)
+		}
+	}()
+	for i := range n {
+		j, err := s.newTileJob(i%s.tiles, host)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, j)
+	}
+	held, _ := host.hostStats()
+	h.logf("the tiles' regions are in the host memory of %s: %.1f GB for %d tiles in %v", h.accels[0].Name(), float64(held)/1e9, n, time.Since(t0).Round(time.Millisecond))
+	return nil
 }
 
 func (h *hwSetup) logf(format string, args ...any) {
@@ -241,10 +283,11 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide, staged chan<- stru
 			errs[k] = func() error {
 				once := sync.OnceFunc(swg.Done)
 				defer once()
-				j, err := s.newTileJob(k % s.tiles)
+				j, err := s.newTileJob(k%s.tiles, h.host())
 				if err != nil {
 					return err
 				}
+				defer j.release(true)
 				t0 := time.Now()
 				if err := j.rgb.Stage(ctx); err != nil {
 					return err
@@ -349,14 +392,14 @@ func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-
 		default:
 		}
 		err := func() error {
-			j, err := s.newTileJob((h.cpus + n) % s.tiles)
+			j, err := s.newTileJob((h.cpus+n)%s.tiles, h.host())
 			if err != nil {
 				return err
 			}
 			reg.add(j)
 			defer func() {
 				reg.remove(j.tpl.Name())
-				j.dev.release()
+				j.release(true)
 			}()
 			t0 := time.Now()
 			if err := j.rgb.Stage(ctx); err != nil {
@@ -405,7 +448,7 @@ func (h *hwSetup) calibrateAlone(ctx context.Context, s *Slide) (*calibration, e
 	counted := 0
 	var tiFr []float64
 	for i := range h.calTiles {
-		j, err := s.newTileJob(i % s.tiles)
+		j, err := s.newTileJob(i%s.tiles, h.host())
 		if err != nil {
 			return nil, err
 		}
@@ -498,7 +541,7 @@ func (h *hwSetup) calibrateAlone(ctx context.Context, s *Slide) (*calibration, e
 			commitBytes += b
 		}
 		reg.remove(j.tpl.Name())
-		j.dev.release()
+		j.release(true)
 	}
 	c.commitBW = rate(commitBytes, commitTime)
 	for op := range c.cpu {
@@ -670,6 +713,9 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		return nil, err
 	}
 	h.logf("calibrated on %d tiles in %v", h.calTiles, time.Since(t0).Round(time.Millisecond))
+	if err := h.warmHost(s); err != nil {
+		return nil, err
+	}
 	t0 = time.Now()
 	n := h.warmHeap()
 	h.logf("touched %.1f GB of heap in %v before the runs", float64(n)/1e9, time.Since(t0).Round(time.Millisecond))
@@ -702,7 +748,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		runtime.GC() // the runs before leave no garbage to collect in this one
 		reg := &jobRegistry{}
 		rec := newInstTimes()
-		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels, rec), reg: reg, onStore: rec.store}
+		tr := tileRun{specs: h.specs, ops: hwOps(h.specs, c.est, h.accels, rec), reg: reg, onStore: rec.store, host: h.host()}
 		if c.est != nil { // the predicted costs, FinishAware's times until the run has its own (as in the simulator)
 			tr.cost = func(i int, o Operation) pats.Cost { return cal.predicted(i, o.Name) }
 		}
@@ -809,7 +855,7 @@ func (h *hwSetup) warmHeap() int64 {
 // simulator does not model; and the first run's commits took every page
 // of it from the operating system.
 func prepareOutput(ctx context.Context, s *Slide) error {
-	j, err := s.newTileJob(0)
+	j, err := s.newTileJob(0, nil)
 	if err != nil {
 		return err
 	}
@@ -1206,6 +1252,12 @@ type Hardware struct {
 	TraceDir string
 	// Log, when set, receives the progress: a line per step and per run.
 	Log io.Writer
+	// GoMemory keeps the tiles' image regions in Go memory. By default
+	// they live in the first GPU's host memory where it has some: a CUDA
+	// GPU's page-locked memory (a pool of at most 16 GiB, filled for a
+	// window of tiles before the runs), which its copy engines move at the
+	// bus's speed without a staging copy on a core.
+	GoMemory bool
 }
 
 // HardwareResult is the outcome of a hardware experiment.
@@ -1226,7 +1278,7 @@ func (h Hardware) Run(ctx context.Context) (*HardwareResult, error) {
 		return nil, fmt.Errorf("pathology: hardware experiment: unknown configuration %q", bad)
 	}
 	s := &hwSetup{cpus: h.CPUs, tiles: h.Tiles, size: h.TileSize, window: h.Window, seed: h.Seed, calTiles: 3,
-		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs"}
+		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs", goMemory: h.GoMemory}
 	if h.GPUs != nil {
 		s.accels, s.gpuKind = h.GPUs.accels, h.GPUs.kind
 	}

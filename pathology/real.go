@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/gohtgs/htgs/bookkeeper"
 	"github.com/gohtgs/htgs/device"
@@ -109,6 +110,8 @@ type tileJob struct {
 	feats       map[string]*region.Dense[float64]
 	nuclei      int
 	dev         tileDevice // its data in accelerator memory (real GPUs only)
+	host        hostAllocator
+	held        [][]byte // the host memory of its regions, from host
 	// onStore, when set, is told the span of each staging of the RGB
 	// from storage and of each commit of an output to storage through the
 	// tile's pats data (a hardware run's trace): what is "stage" or
@@ -140,20 +143,79 @@ func (t timedStore) Commit(ctx context.Context) error {
 
 // newTileJob builds tile i's region template: the RGB input bound lazily to
 // the slide storage with the tile as ROI, in-memory intermediates, and the
-// labels and feature outputs bound to the output storage.
-func (s *Slide) newTileJob(i int) (*tileJob, error) {
+// labels and feature outputs bound to the output storage. With a non-nil
+// host, the image regions (the RGB, the masks, maps and labels; not the
+// small feature tables) live in host's memory while it has some to give:
+// the transfers of a CUDA GPU then copy them without staging.
+func (s *Slide) newTileJob(i int, host hostAllocator) (*tileJob, error) {
 	b := s.Box(i)
 	tpl, err := region.NewTemplate(tileName(i))
 	if err != nil {
 		return nil, err
 	}
-	j := &tileJob{index: i, w: s.size, h: s.size, tpl: tpl,
+	j := &tileJob{index: i, w: s.size, h: s.size, tpl: tpl, host: host,
 		u8: map[string]*region.Dense[uint8]{}, u16: map[string]*region.Dense[uint16]{}, feats: map[string]*region.Dense[float64]{}}
 	bounds := region.Cube(0, 0, 0, s.cols*s.size, s.rows*s.size, 3)
-	j.rgb, err = region.BindDense[uint8](rgbID(), bounds, region.Cube(b.Lo[0], b.Lo[1], 0, b.Hi[0], b.Hi[1], 3), s.in)
+	rgbROI := region.Cube(b.Lo[0], b.Lo[1], 0, b.Hi[0], b.Hi[1], 3)
+	if m := j.memory(int64(rgbROI.Len()), false); m != nil { // staging fills it
+		j.rgb, err = region.BindDenseIn(rgbID(), bounds, rgbROI, s.in, m)
+	} else {
+		j.rgb, err = region.BindDense[uint8](rgbID(), bounds, rgbROI, s.in)
+	}
 	if err != nil {
+		j.release(true)
 		return nil, err
 	}
+	if err := s.addRegions(j, b); err != nil {
+		j.release(true)
+		return nil, err
+	}
+	return j, nil
+}
+
+// memory returns n bytes of the job's host memory, zeroed if zero, or
+// nil if it has none.
+func (j *tileJob) memory(n int64, zero bool) []byte {
+	if j.host == nil {
+		return nil
+	}
+	m, ok := j.host.hostBuffer(n)
+	if !ok {
+		return nil
+	}
+	j.held = append(j.held, m)
+	if zero {
+		clear(m)
+	}
+	return m
+}
+
+// newDense returns the in-memory region id over roi of bounds, in the
+// job's host memory if it has some.
+func newDense[T uint8 | uint16](j *tileJob, id region.ID, bounds, roi region.Box) (*region.Dense[T], error) {
+	var z T
+	if m := j.memory(int64(roi.Len())*int64(unsafe.Sizeof(z)), true); m != nil {
+		return region.NewDenseIn(id, bounds, roi, view[T](m))
+	}
+	return region.NewDenseROI[T](id, bounds, roi)
+}
+
+// release gives the tile's device buffers back to their accelerators,
+// and with reuse its host memory to its pool; without, the memory is
+// left out of the pool (a failed run's operations may still hold it).
+func (j *tileJob) release(reuse bool) {
+	j.dev.release()
+	if reuse {
+		for _, m := range j.held {
+			j.host.putHost(m)
+		}
+	}
+	j.held = nil
+}
+
+// addRegions adds to j its RGB and the regions of its tile box b.
+func (s *Slide) addRegions(j *tileJob, b region.Box) error {
+	tpl, i := j.tpl, j.index
 	add := func(r region.Region, err error) error {
 		if err != nil {
 			return err
@@ -161,25 +223,25 @@ func (s *Slide) newTileJob(i int) (*tileJob, error) {
 		return tpl.Insert(r)
 	}
 	if err := add(j.rgb, nil); err != nil {
-		return nil, err
+		return err
 	}
 	for _, k := range []string{"rbc", "opened", "candidates", "area", "filled"} {
-		r, err := region.NewDense[uint8](region.ID{Name: "tile::" + k}, b)
+		r, err := newDense[uint8](j, region.ID{Name: "tile::" + k}, b, b)
 		j.u8[k] = r
 		if err := add(r, err); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, k := range []string{"distance", "watershed"} {
-		r, err := region.NewDense[uint16](region.ID{Name: "tile::" + k}, b)
+		r, err := newDense[uint16](j, region.ID{Name: "tile::" + k}, b, b)
 		j.u16[k] = r
 		if err := add(r, err); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	labels, err := region.NewDenseROI[uint16](labelsID(), region.Rect(0, 0, s.cols*s.size, s.rows*s.size), b)
+	labels, err := newDense[uint16](j, labelsID(), region.Rect(0, 0, s.cols*s.size, s.rows*s.size), b)
 	if err := add(labels, err); err != nil {
-		return nil, err
+		return err
 	}
 	labels.SetOutput(s.out)
 	j.u16["labels"] = labels
@@ -187,12 +249,12 @@ func (s *Slide) newTileJob(i int) (*tileJob, error) {
 		f, err := region.NewDenseROI[float64](id, region.Rect(0, 0, numFeatures, maxObjects*s.tiles),
 			region.Rect(0, maxObjects*i, numFeatures, maxObjects*(i+1)))
 		if err := add(f, err); err != nil {
-			return nil, err
+			return err
 		}
 		f.SetOutput(s.out)
 		j.feats[k] = f
 	}
-	return j, nil
+	return nil
 }
 
 // data returns the pats datum for key k of the job: regions read from or
@@ -371,6 +433,8 @@ type tileRun struct {
 	nuclei region.ObjectStorage
 	// onStore, when set, is every tile job's onStore.
 	onStore func(tile int, what, key string, start, end time.Time)
+	// host, when set, holds the tiles' image regions (newTileJob).
+	host hostAllocator
 }
 
 // addOps adds the instances of the pipeline's operations of the given
@@ -420,13 +484,13 @@ func (tr tileRun) run(ctx context.Context, s *Slide, cfg pats.Config, units []pa
 	}
 	defer func() {
 		for _, j := range tr.reg.all() { // tiles of a failed run
-			j.dev.release()
+			j.release(false)
 		}
 	}()
 	stage := &pats.Task[int, TileResult]{
 		Manager: m,
 		Expand: func(_ context.Context, i int) (*pats.Flow, error) {
-			j, err := s.newTileJob(i)
+			j, err := s.newTileJob(i, tr.host)
 			if err != nil {
 				return nil, err
 			}
@@ -440,7 +504,11 @@ func (tr tileRun) run(ctx context.Context, s *Slide, cfg pats.Config, units []pa
 			if j == nil {
 				return TileResult{}, fmt.Errorf("tile %d: not in progress", i)
 			}
-			j.dev.release()
+			if tr.nuclei == nil {
+				j.release(true)
+			} else {
+				j.dev.release() // the result holds the job, and its regions
+			}
 			r := TileResult{index: i, nuclei: j.nuclei}
 			if tr.nuclei != nil {
 				r.job = j

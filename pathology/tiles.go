@@ -95,7 +95,7 @@ func (r *TileRunner) run(ctx context.Context, s *Slide, i int, dynamic bool) (Ti
 	if !ok {
 		return TileReport{}, fmt.Errorf("output storage %T keeps no polygon sets", s.out)
 	}
-	j, err := s.newTileJob(i)
+	j, err := s.newTileJob(i, nil)
 	if err != nil {
 		return TileReport{}, err
 	}

@@ -97,7 +97,7 @@ func TestHardwareConfigsTrace(t *testing.T) {
 
 func TestHardwareFlags(t *testing.T) {
 	for _, args := range [][]string{{"-hardware", "-sim"}, {"-host-gpus", "1"}, {"-hardware", "-host-gpus", "-1"}, {"-hardware", "-quick"}, {"-order-only=false"},
-		{"-hw-configs", "fcfs"}, {"-hardware", "-hw-configs", "fcfs,nope"}, {"-hardware", "-hw-configs", ""}} {
+		{"-hw-configs", "fcfs"}, {"-hardware", "-hw-configs", "fcfs,nope"}, {"-hardware", "-hw-configs", ""}, {"-go-memory"}} {
 		var out, errOut bytes.Buffer
 		if code := realMain(context.Background(), args, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)

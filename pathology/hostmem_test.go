@@ -1,0 +1,147 @@
+package pathology
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"github.com/gohtgs/htgs/region"
+)
+
+// tileHostBytes is the host memory a tile's image regions take from an
+// accelerator's pool: the RGB, five 8-bit masks and three 16-bit maps.
+func tileHostBytes(size int) int64 {
+	n := int64(size) * int64(size)
+	return 3*n + 5*n + 3*2*n
+}
+
+// TestTileJobHostMemory checks where a tile's regions live with an
+// accelerator's host memory: every image region in a buffer of the pool
+// (the RGB staged into it, the others zeroed even when the buffer held
+// another tile's data), Go memory once the pool is at its limit, the
+// buffers back in the pool on release, and kept out of it after a failed
+// run.
+func TestTileJobHostMemory(t *testing.T) {
+	ctx := context.Background()
+	const size = 32
+	s, err := NewSlide(ctx, 4, size, 1, region.NewMemory(), region.NewMemory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := 0
+	a := &hostAccel{host: hostPool{limit: tileHostBytes(size), alloc: func(n int64) ([]byte, error) {
+		allocs++
+		return make([]byte, n), nil
+	}}}
+	inPool := func(j *tileJob, b []byte) bool {
+		return slices.ContainsFunc(j.held, func(h []byte) bool { return unsafe.SliceData(h) == unsafe.SliceData(b) })
+	}
+	j1, err := s.newTileJob(0, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, out := a.hostStats(); len(j1.held) != 9 || out != 9 || held != tileHostBytes(size) {
+		t.Fatalf("a tile holds %d buffers, the pool %d bytes with %d out; want 9 of %d bytes", len(j1.held), held, out, tileHostBytes(size))
+	}
+	rgb, err := j1.rgb.Data(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inPool(j1, rgb) {
+		t.Error("the RGB was not staged into the pool's memory")
+	}
+	for k, r := range j1.u8 {
+		d, _ := r.Data(ctx)
+		if !inPool(j1, d) {
+			t.Errorf("%s is not in the pool's memory", k)
+		}
+		for i := range d {
+			d[i] = 0xAB // another tile's data, for the next user of the buffer
+		}
+	}
+	for k, r := range j1.u16 {
+		if d, _ := r.Data(ctx); !inPool(j1, bytesOf(d)) {
+			t.Errorf("%s is not in the pool's memory", k)
+		}
+	}
+	// The pool is at its limit: the next tile's regions are Go memory.
+	j2, err := s.newTileJob(1, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j2.held) != 0 {
+		t.Errorf("a tile past the pool's limit holds %d buffers", len(j2.held))
+	}
+	j1.release(true)
+	if _, out := a.hostStats(); out != 0 {
+		t.Errorf("%d buffers out after the release", out)
+	}
+	// A tile reusing the buffers: zeroed intermediates, its own RGB.
+	j3, err := s.newTileJob(2, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs != 9 || len(j3.held) != 9 {
+		t.Errorf("%d allocations, the third tile holds %d buffers: want the first tile's 9 reused", allocs, len(j3.held))
+	}
+	for k, r := range j3.u8 {
+		if d, _ := r.Data(ctx); slices.ContainsFunc(d, func(v uint8) bool { return v != 0 }) {
+			t.Errorf("%s of a reused buffer is not zeroed", k)
+		}
+	}
+	goMem, err := s.newTileJob(2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := goMem.rgb.Data(ctx)
+	if got, _ := j3.rgb.Data(ctx); !bytes.Equal(got, want) {
+		t.Error("the RGB staged into a reused buffer differs from the one in Go memory")
+	}
+	j3.release(false) // a failed run's tile: its buffers stay out of the pool
+	if _, out := a.hostStats(); out != 9 {
+		t.Errorf("%d buffers out after a release without reuse, want 9", out)
+	}
+}
+
+// TestHardwareHostMemory runs a small hardware experiment twice, with the
+// tiles' regions in the posing GPU's host memory (the default) and in Go
+// memory: the same nuclei in every tile, the pool filled for the window
+// and reused (not a buffer per tile and run), and every buffer back.
+func TestHardwareHostMemory(t *testing.T) {
+	ctx := context.Background()
+	const size, window = 32, 4
+	var nuclei [][]int
+	for _, goMem := range []bool{false, true} {
+		gpus := HostGPUs(1)
+		h := Hardware{CPUs: 2, GPUs: gpus, Tiles: 6, TileSize: size, Window: window, Seed: 3, Configs: []string{"fcfs", "dl"}, GoMemory: goMem}
+		res, err := h.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res.Err(); err != nil {
+			t.Error(err)
+		}
+		for _, r := range res.res.runs {
+			nuclei = append(nuclei, r.nuclei)
+		}
+		held, out := gpus.accels[0].(hostAllocator).hostStats()
+		switch {
+		case goMem && held != 0:
+			t.Errorf("Go memory: the pool holds %d bytes", held)
+		case !goMem && (held < window*tileHostBytes(size) || held > 2*window*tileHostBytes(size)):
+			t.Errorf("the pool holds %d bytes: want a window of %d tiles of %d bytes, up to twice that", held, window, tileHostBytes(size))
+		case out != 0:
+			t.Errorf("%d buffers not given back", out)
+		}
+		if err := gpus.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, n := range nuclei[1:] {
+		if !slices.Equal(n, nuclei[0]) {
+			t.Errorf("nuclei per tile %v, want %v in every run", n, nuclei[0])
+		}
+	}
+}
