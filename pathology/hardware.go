@@ -161,7 +161,7 @@ func (h *hwSetup) warmHost(s *Slide) error {
 		jobs = append(jobs, j)
 	}
 	held, _ := host.hostStats()
-	h.logf("the tiles' regions are in the host memory of %s: %.1f GB for %d tiles in %v", h.accels[0].Name(), float64(held)/1e9, n, time.Since(t0).Round(time.Millisecond))
+	h.logf("the tiles' regions are in the host memory of %s: %.0f MB for %d tiles in %v", h.accels[0].Name(), float64(held)/1e6, n, time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
@@ -923,8 +923,12 @@ func hwConfigs(window int, ti float64, sp map[string]float64) map[string]hwConfi
 // markdown writes the results as the tables of docs/pats.
 func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	cal := res.cal
-	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d.\n\n",
-		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window)
+	mem := "Go memory"
+	if h.host() != nil {
+		mem = "the first GPU's host memory (page-locked on a CUDA GPU)"
+	}
+	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d; the tiles' image regions in %s.\n\n",
+		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window, mem)
 	load := "not measured (one core): as alone"
 	if cal.loaded > 0 {
 		load = fmt.Sprintf("the mean over %d tiles run at once, one per core", cal.loaded)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -125,6 +126,14 @@ func TestHardwareHostMemory(t *testing.T) {
 		}
 		for _, r := range res.res.runs {
 			nuclei = append(nuclei, r.nuclei)
+		}
+		var md strings.Builder
+		if err := res.WriteMarkdown(&md, "test"); err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{false: "image regions in the first GPU's host memory", true: "image regions in Go memory"}[goMem]
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("GoMemory %v: the tables do not say %q", goMem, want)
 		}
 		held, out := gpus.accels[0].(hostAllocator).hostStats()
 		switch {
