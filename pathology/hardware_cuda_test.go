@@ -7,6 +7,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/gohtgs/htgs/region"
 )
@@ -115,5 +116,59 @@ func TestCUDAPinnedRing(t *testing.T) {
 			t.Errorf("%d bytes: the round trip changed the data", n)
 		}
 		a.release(b)
+	}
+}
+
+// TestCUDAPinnedDirect round-trips buffers of the page-locked pool, which
+// move by one DMA each way without the ring, and checks them against the
+// ring's path from Go memory; a buffer given back is reused.
+func TestCUDAPinnedDirect(t *testing.T) {
+	as := cudaOrSkip(t)
+	a := as[0].(*cudaAccel)
+	ctx := context.Background()
+	for _, n := range []int64{1, ringChunk + 1, 3*ringChunk + 5} {
+		src, ok := a.hostBuffer(n)
+		if !ok {
+			t.Fatalf("no page-locked buffer of %d bytes", n)
+		}
+		if _, direct := a.pinnedOf(src); !direct {
+			t.Fatalf("a buffer of the pool (%d bytes) is not seen as page-locked", n)
+		}
+		if _, direct := a.pinnedOf(make([]byte, n)); direct {
+			t.Fatal("Go memory seen as page-locked")
+		}
+		for i := range src {
+			src[i] = byte(i*13 + int(n))
+		}
+		b, err := a.alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.upload(ctx, b, src); err != nil {
+			t.Fatal(err)
+		}
+		dst, _ := a.hostBuffer(n)
+		clear(dst)
+		if err := a.download(ctx, dst, b); err != nil {
+			t.Fatal(err)
+		}
+		viaRing := make([]byte, n)
+		if err := a.download(ctx, viaRing, b); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(src, dst) || !bytes.Equal(src, viaRing) {
+			t.Errorf("%d bytes: direct round trip equal %v, through the ring %v", n, bytes.Equal(src, dst), bytes.Equal(src, viaRing))
+		}
+		a.release(b)
+		a.putHost(src)
+		a.putHost(dst)
+		again, _ := a.hostBuffer(n)
+		if unsafe.SliceData(again) != unsafe.SliceData(dst) && unsafe.SliceData(again) != unsafe.SliceData(src) {
+			t.Errorf("%d bytes: a buffer given back was not reused", n)
+		}
+		a.putHost(again)
+	}
+	if _, out := a.hostStats(); out != 0 {
+		t.Errorf("%d page-locked buffers not given back", out)
 	}
 }
