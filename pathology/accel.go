@@ -21,14 +21,14 @@ import (
 // gpuOpNames returns the operations with a GPU implementation (the others
 // run on CPU cores only), with the kernels of kernels/pathology.cu whose
 // definitions are those of the CPU: reconstructions by iterated geodesic
-// dilation (RBCDetection, FillHoles 4-connected, PreWatershed's h-maxima),
-// the opening
-// by the 19x19 disk (MorphOpen), the exact Euclidean distance
-// (PreWatershed) and per-object reductions (FeatIntensity, FeatGradient).
+// dilation (RBCDetection, ReconToNuclei's opening by reconstruction,
+// FillHoles 4-connected, PreWatershed's h-maxima), the opening by the
+// 19x19 disk (MorphOpen), the exact Euclidean distance (PreWatershed) and
+// per-object reductions (FeatIntensity, FeatGradient).
 // Each output equals the CPU's bit for bit (the feature tables within
 // 1e-9: sums in another order).
 func gpuOpNames() []string {
-	return []string{"RBCDetection", "MorphOpen", "FillHoles", "PreWatershed", "FeatIntensity", "FeatGradient"}
+	return []string{"RBCDetection", "MorphOpen", "ReconToNuclei", "FillHoles", "PreWatershed", "FeatIntensity", "FeatGradient"}
 }
 
 // hasGPUImpl reports whether op has a GPU implementation.
@@ -249,6 +249,13 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		refDark(b(0), dark, n)
 		refDisk(dark, eroded, w, h, 0, disk)
 		refDisk(eroded, b(1), w, h, 1, disk)
+	case "ReconToNuclei":
+		dark, rec := make([]uint8, n), make([]uint8, n)
+		refDark(b(0), dark, n)
+		copy(rec, b(1))
+		for refReconStep(rec, dark, w, h, 8) {
+		}
+		refCandFinal(dark, rec, b(2), b(3), candidateThreshold)
 	case "PreWatershed":
 		g, dist := make([]int32, n), make([]uint16, n)
 		refEDTCols(b(0), g, w, h)

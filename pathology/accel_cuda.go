@@ -36,7 +36,7 @@ type cudaAccel struct {
 func kernelNames() []string {
 	return []string{"patho_rbc_init", "patho_dark", "patho_disk", "patho_recon8_u8", "patho_recon8_u16",
 		"patho_recon4_u8", "patho_fill_init", "patho_fill_final", "patho_edt_cols", "patho_edt_rows",
-		"patho_hmax_init", "patho_feat_accum", "patho_feat_final"}
+		"patho_hmax_init", "patho_feat_accum", "patho_feat_final", "patho_cand_final"}
 }
 
 // cudaAccels opens every CUDA device (at most limit, 0: all) as an
@@ -447,6 +447,23 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		err = errors.Join(a.launch("patho_dark", n, m(0), dark.mem, n),
 			a.launchTiles("patho_disk", W, H, dark.mem, eroded.mem, W, H, int64(0), a.disk),
 			a.launchTiles("patho_disk", W, H, eroded.mem, m(1), W, H, int64(1), a.disk))
+	case "ReconToNuclei":
+		var dark, rec gpuBuf
+		if dark, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(dark)
+		if rec, err = scratch(); err != nil {
+			return err
+		}
+		defer a.release(rec)
+		err = errors.Join(a.launch("patho_dark", n, m(0), dark.mem, n), cuda.CopyDtoD(a.comp, rec.mem, m(1)))
+		if err == nil {
+			err = a.reconstruct(ctx, "patho_recon8_u8", rec.mem, dark.mem, W, H)
+		}
+		if err == nil {
+			err = a.launch("patho_cand_final", n, dark.mem, rec.mem, m(2), m(3), n, int64(candidateThreshold))
+		}
 	case "FillHoles":
 		var reach, bg gpuBuf
 		if reach, err = scratch(); err != nil {

@@ -119,7 +119,7 @@ func TestInstTimesCosts(t *testing.T) {
 // function says for each: on one core, the makespan is the sum of every
 // tile's costs.
 func TestSimFlowsPerTileCost(t *testing.T) {
-	h := &hwSetup{cpus: 1, tiles: 3, size: 8, specs: Operations(), regionBuf: realBytes(8)}
+	h := &hwSetup{cpus: 1, tiles: 3, size: 8, specs: hardwareOperations(), regionBuf: realBytes(8)}
 	cal := &calibration{cpu: map[string]time.Duration{}, gpu: map[string]time.Duration{}}
 	cost := func(tile int, op string) pats.Cost { return pats.Cost{CPU: time.Duration(tile+1) * time.Millisecond} }
 	rep, err := pats.Simulate(pats.Config{Policy: pats.FCFS}, pats.Machine{CPUs: 1}, h.simFlows(cal, nil, cost))

@@ -311,8 +311,8 @@ func kernelOpsUnderTest() []kernelOp {
 	}
 }
 
-// runOnAccel runs op on a with one input: uploaded, run, downloaded.
-func runOnAccel(ctx context.Context, a accel, op string, in []byte, outBytes, w, h int) (_ []byte, err error) {
+// runOnAccel runs op on a with inputs ins: uploaded, run, downloaded.
+func runOnAccel(ctx context.Context, a accel, op string, ins [][]byte, outBytes, w, h int) (_ []byte, err error) {
 	if b := a.bind(); b != nil {
 		unbind, err := b(ctx, a)
 		if err != nil {
@@ -320,20 +320,28 @@ func runOnAccel(ctx context.Context, a accel, op string, in []byte, outBytes, w,
 		}
 		defer unbind()
 	}
-	ib, err := a.alloc(int64(len(in)))
-	if err != nil {
-		return nil, err
+	var bufs []gpuBuf
+	defer func() {
+		for _, b := range bufs {
+			a.release(b)
+		}
+	}()
+	for _, in := range ins {
+		ib, err := a.alloc(int64(len(in)))
+		if err != nil {
+			return nil, err
+		}
+		bufs = append(bufs, ib)
+		if err := a.upload(ctx, ib, in); err != nil {
+			return nil, err
+		}
 	}
-	defer a.release(ib)
 	ob, err := a.alloc(int64(outBytes))
 	if err != nil {
 		return nil, err
 	}
-	defer a.release(ob)
-	if err := a.upload(ctx, ib, in); err != nil {
-		return nil, err
-	}
-	if err := a.run(ctx, op, []gpuBuf{ib, ob}, w, h); err != nil {
+	bufs = append(bufs, ob)
+	if err := a.run(ctx, op, bufs, w, h); err != nil {
 		return nil, err
 	}
 	out := make([]byte, outBytes)
@@ -368,7 +376,7 @@ func checkKernelCases(t *testing.T, a accel, op kernelOp, big bool) {
 	ctx := context.Background()
 	for _, c := range op.cases(big) {
 		want := op.cpu(c.in, c.w, c.h)
-		got, err := runOnAccel(ctx, a, op.name, c.in, len(want), c.w, c.h)
+		got, err := runOnAccel(ctx, a, op.name, [][]byte{c.in}, len(want), c.w, c.h)
 		if err != nil {
 			t.Fatalf("%s, %s %dx%d: %v", op.name, c.name, c.w, c.h, err)
 		}
@@ -378,14 +386,39 @@ func checkKernelCases(t *testing.T, a accel, op kernelOp, big bool) {
 	}
 }
 
+// checkReconToNucleiCases compares ReconToNuclei on a with its CPU kernel
+// on the RGB images of the MorphOpen and RBCDetection cases, its other
+// inputs (the opening and the red blood cells) made from each by the CPU
+// as in the pipeline.
+func checkReconToNucleiCases(t *testing.T, a accel, big bool) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range append(morphCases(big), rbcCases(big)...) {
+		n := c.w * c.h
+		opened, rbc, want := make([]byte, n), make([]byte, n), make([]byte, n)
+		morphOpen(c.in, opened, c.w, c.h)
+		rbcDetect(c.in, rbc, c.w, c.h)
+		reconToNuclei(c.in, opened, rbc, want, c.w, c.h)
+		got, err := runOnAccel(ctx, a, "ReconToNuclei", [][]byte{c.in, opened, rbc}, n, c.w, c.h)
+		if err != nil {
+			t.Fatalf("ReconToNuclei, %s %dx%d: %v", c.name, c.w, c.h, err)
+		}
+		if !bytes.Equal(want, got) {
+			t.Errorf("ReconToNuclei, %s %dx%d on %s: %s", c.name, c.w, c.h, a.Name(), firstDiffs(want, got, 1, c.w))
+		}
+	}
+}
+
 // TestHostKernelEdgeCases compares the Go mirrors of the RBCDetection,
-// MorphOpen, PreWatershed and FillHoles kernels with the CPU kernels on the edge
-// cases (borders, empty, all foreground, 1-pixel shapes, noise).
+// MorphOpen, ReconToNuclei, PreWatershed and FillHoles kernels with the CPU
+// kernels on the edge cases (borders, empty, all foreground, 1-pixel
+// shapes, noise).
 func TestHostKernelEdgeCases(t *testing.T) {
 	a := hostAccels(1)[0]
 	for _, op := range kernelOpsUnderTest() {
 		t.Run(op.name, func(t *testing.T) { checkKernelCases(t, a, op, false) })
 	}
+	t.Run("ReconToNuclei", func(t *testing.T) { checkReconToNucleiCases(t, a, false) })
 }
 
 // TestDiskTable checks the disk description patho_disk reads against the

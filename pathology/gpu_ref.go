@@ -31,6 +31,17 @@ func refFillFinal(in, reach, out []uint8) {
 	}
 }
 
+// refCandFinal mirrors patho_cand_final.
+func refCandFinal(dark, rec, rbc, out []uint8, threshold int) {
+	for i := range out {
+		if int(dark[i])-int(rec[i]) >= threshold && rbc[i] == 0 {
+			out[i] = 1
+		} else {
+			out[i] = 0
+		}
+	}
+}
+
 // Kinds of feature of patho_feat_accum and patho_feat_final.
 const (
 	featKindIntensity = 0

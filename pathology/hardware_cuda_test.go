@@ -39,7 +39,7 @@ func TestCUDAKernelsMatchCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := &hwSetup{cpus: 1, accels: as, tiles: 2, size: size, calTiles: 2, specs: Operations(), regionBuf: realBytes(size)}
+		h := &hwSetup{cpus: 1, accels: as, tiles: 2, size: size, calTiles: 2, specs: hardwareOperations(), regionBuf: realBytes(size)}
 		c, err := h.calibrate(ctx, s)
 		if err != nil {
 			t.Fatal(err)
@@ -63,6 +63,7 @@ func TestCUDAKernelEdgeCases(t *testing.T) {
 	for _, op := range kernelOpsUnderTest() {
 		t.Run(op.name, func(t *testing.T) { checkKernelCases(t, as[0], op, true) })
 	}
+	t.Run("ReconToNuclei", func(t *testing.T) { checkReconToNucleiCases(t, as[0], true) })
 }
 
 // TestCUDAHardwareRun runs a small hardware experiment on the GPU.

@@ -49,7 +49,7 @@ func TestGPUMirrorsMatchCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := &hwSetup{cpus: 1, accels: hostAccels(1), tiles: 3, size: size, calTiles: 3, specs: Operations(), regionBuf: realBytes(size)}
+		h := &hwSetup{cpus: 1, accels: hostAccels(1), tiles: 3, size: size, calTiles: 3, specs: hardwareOperations(), regionBuf: realBytes(size)}
 		c, err := h.calibrate(ctx, s)
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +74,7 @@ func TestCalibrateCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &hwSetup{cpus: 2, accels: hostAccels(1), tiles: 4, size: 32, calTiles: 3, specs: Operations(), regionBuf: realBytes(32)}
+	h := &hwSetup{cpus: 2, accels: hostAccels(1), tiles: 4, size: 32, calTiles: 3, specs: hardwareOperations(), regionBuf: realBytes(32)}
 	c, err := h.calibrate(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestWorkerUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &hwSetup{cpus: 2, accels: hostAccels(1), tiles: 4, size: 32, specs: Operations(), regionBuf: realBytes(32)}
+	h := &hwSetup{cpus: 2, accels: hostAccels(1), tiles: 4, size: 32, specs: hardwareOperations(), regionBuf: realBytes(32)}
 	staged, done := make(chan struct{}), make(chan struct{})
 	close(done)
 	if x, st, err := h.workerUnderLoad(ctx, s, staged, done); err != nil || x != 0 || st != 0 {

@@ -328,11 +328,7 @@ func kernelOps(est map[string]float64) map[string]*pats.Op[*tileJob] {
 			return err
 		},
 		"ReconToNuclei": func(ctx context.Context, j *tileJob) error {
-			// It also reads the RGB tile (the darkness the opening is
-			// reconstructed under), which its spec does not declare: the
-			// operation is CPU-only and the RGB is always on the host, so
-			// only the simulated transfers miss it.
-			in, err := rgb(ctx, j)
+			in, err := rgb(ctx, j) // the darkness the opening is reconstructed under
 			if err == nil {
 				reconToNuclei(in, u8(ctx, j.u8["opened"]), u8(ctx, j.u8["rbc"]), u8(ctx, j.u8["candidates"]), j.w, j.h)
 			}

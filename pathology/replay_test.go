@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,11 @@ var hwReplayBW = flag.Float64("hwreplay-bw", 0, "host-GPU GB/s to simulate inste
 
 // hwReplayStage, when positive, replaces the logged staging rate (GB/s).
 var hwReplayStage = flag.Float64("hwreplay-stage", 0, "staging GB/s to simulate instead of the logged calibration's (0: the log's)")
+
+// hwReplayGPU gives operations a hypothetical GPU compute time,
+// "Op=DURATION,...": what the simulator predicts had they one (or that
+// one), for the ones a saved run had on the CPU only.
+var hwReplayGPU = flag.String("hwreplay-gpu", "", "hypothetical GPU compute times of CPU-only operations, Op=DURATION,... (TestSimulateVariantsOnSavedRun)")
 
 // savedRun is what a saved hardware run's log and trace hold: the
 // calibration's figures (rounded as printed), the machine, and per
@@ -99,7 +105,7 @@ func parseSavedRun(dir string) (*savedRun, error) {
 		return f
 	}
 	ms := func(v string) time.Duration { return time.Duration(num(v) * float64(time.Millisecond)) }
-	m := regexp.MustCompile(`: (\d+) tiles of (\d+)x\d+ px \(RGB\), (\d+) CPU cores \+ (\d+) .*, window (\d+)\.`).FindStringSubmatch(text)
+	m := regexp.MustCompile(`: (\d+) tiles of (\d+)x\d+ px \(RGB\), (\d+) CPU cores \+ (\d+) .*, window (\d+)[.;]`).FindStringSubmatch(text)
 	if m == nil {
 		return nil, fmt.Errorf("replay: no machine line in hardware.log")
 	}
@@ -229,7 +235,7 @@ func contentOf(tiles, size int, seed uint64) []float64 {
 // printed figures).
 func TestReplaySavedHardwareRun(t *testing.T) {
 	s := savedRunOfFlags(t)
-	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: Operations(), regionBuf: realBytes(s.size)}
+	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: hardwareOperations(), regionBuf: realBytes(s.size)}
 	machine := h.machine(s.cal)
 	t.Logf("machine: %+v", machine)
 	if s.commitProxy {
@@ -274,6 +280,18 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 // replace the calibration's host-GPU and staging rates.
 func TestSimulateVariantsOnSavedRun(t *testing.T) {
 	s := savedRunOfFlags(t)
+	specs := hardwareOperations()
+	if *hwReplayGPU != "" {
+		for _, kv := range strings.Split(*hwReplayGPU, ",") {
+			op, v, _ := strings.Cut(kv, "=")
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 || !slices.ContainsFunc(specs, func(o Operation) bool { return o.Name == op }) {
+				t.Fatalf("-hwreplay-gpu %q: want Op=DURATION of a known operation", kv)
+			}
+			s.cal.gpu[op] = d
+			t.Logf("hypothetical: %s on the GPU in %v (speedup %.0f)", op, d, float64(s.cal.cpu[op])/float64(d))
+		}
+	}
 	sp := s.cal.speedups()
 	type variant struct {
 		name string
@@ -310,7 +328,7 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 		{"PATS+DL+prefetch", dl(false)},
 		{"PATS+xfer+DL+prefetch", dl(true)},
 	}
-	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: Operations(), regionBuf: realBytes(s.size)}
+	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: specs, regionBuf: realBytes(s.size)}
 	machine := h.machine(s.cal)
 	costs := []struct {
 		name string

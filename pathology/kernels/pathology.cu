@@ -217,6 +217,18 @@ extern "C" __global__ void patho_fill_final(const u8 *in, const u8 *reach, u8 *o
 	}
 }
 
+// ReconToNuclei, last step (reconToNuclei of ../recon.go): the candidate
+// nuclei, where the darkness exceeds its reconstruction from the opening
+// by at least threshold, outside the red blood cells. Before it:
+// patho_dark (the darkness), the opening copied as the marker and
+// patho_recon8_u8 (the marker reconstructed under the darkness; the
+// opening never exceeds the darkness, as the reconstruction needs).
+extern "C" __global__ void patho_cand_final(const u8 *dark, const u8 *rec, const u8 *rbc, u8 *out, i64 n, i64 threshold) {
+	FOR_EACH(i, n) {
+		out[i] = ((i64)dark[i] - (i64)rec[i] >= threshold && rbc[i] == 0) ? 1 : 0;
+	}
+}
+
 // PreWatershed: the exact Euclidean distance of ../edt.go. First, per
 // column (one thread each), g = the distance to the nearest zero of mask in
 // the column, inf = w+h+1 where there is none (a downward then an upward
