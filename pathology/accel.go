@@ -23,12 +23,14 @@ import (
 // definitions are those of the CPU: reconstructions by iterated geodesic
 // dilation (RBCDetection, ReconToNuclei's opening by reconstruction,
 // FillHoles 4-connected, PreWatershed's h-maxima), the opening by the
-// 19x19 disk (MorphOpen), the exact Euclidean distance (PreWatershed) and
-// per-object reductions (FeatIntensity, FeatGradient).
+// 19x19 disk (MorphOpen), the exact Euclidean distance (PreWatershed),
+// connected-component labelling by union-find (AreaThreshold 8-connected,
+// BWLabel 4-connected) and per-object reductions (FeatIntensity,
+// FeatGradient).
 // Each output equals the CPU's bit for bit (the feature tables within
 // 1e-9: sums in another order).
 func gpuOpNames() []string {
-	return []string{"RBCDetection", "MorphOpen", "ReconToNuclei", "FillHoles", "PreWatershed", "FeatIntensity", "FeatGradient"}
+	return []string{"RBCDetection", "MorphOpen", "ReconToNuclei", "AreaThreshold", "FillHoles", "PreWatershed", "BWLabel", "FeatIntensity", "FeatGradient"}
 }
 
 // hasGPUImpl reports whether op has a GPU implementation.
@@ -256,6 +258,22 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		for refReconStep(rec, dark, w, h, 8) {
 		}
 		refCandFinal(dark, rec, b(2), b(3), candidateThreshold)
+	case "AreaThreshold":
+		L, area := make([]int32, n), make([]int32, n)
+		refLabInit(b(0), L)
+		refLabMerge(L, w, h, true)
+		refLabFlatten(L)
+		refAreaThreshold(L, area, b(1), minNucleusArea)
+	case "BWLabel":
+		L, R := make([]int32, n), make([]int32, n)
+		count := make([]int32, (n+rankSeg-1)/rankSeg)
+		refLabInit(view[uint16](b(0)), L)
+		refLabMerge(L, w, h, false)
+		refLabFlatten(L)
+		refRootCount(L, count)
+		refRootScan(count)
+		refRootRank(L, count, R)
+		refBWFinal(L, R, view[uint16](b(1)))
 	case "PreWatershed":
 		g, dist := make([]int32, n), make([]uint16, n)
 		refEDTCols(b(0), g, w, h)
@@ -502,7 +520,13 @@ func gpuImpl(o Operation, accels []accel) pats.Impl[*tileJob] {
 		if err != nil {
 			return err
 		}
-		return a.run(ctx, o.Name, append(bufs, out), j.w, j.h)
+		if err := a.run(ctx, o.Name, append(bufs, out), j.w, j.h); err != nil {
+			return err
+		}
+		if o.Name == "BWLabel" {
+			j.gpuLabels.Store(true) // the count is taken from the labels
+		}
+		return nil
 	}
 }
 

@@ -36,7 +36,9 @@ type cudaAccel struct {
 func kernelNames() []string {
 	return []string{"patho_rbc_init", "patho_dark", "patho_disk", "patho_recon8_u8", "patho_recon8_u16",
 		"patho_recon4_u8", "patho_fill_init", "patho_fill_final", "patho_edt_cols", "patho_edt_rows",
-		"patho_hmax_init", "patho_feat_accum", "patho_feat_final", "patho_cand_final"}
+		"patho_hmax_init", "patho_feat_accum", "patho_feat_final", "patho_cand_final",
+		"patho_lab_init_u8", "patho_lab_init_u16", "patho_lab_merge", "patho_lab_flatten", "patho_lab_area", "patho_area_final",
+		"patho_root_count", "patho_root_scan", "patho_root_rank", "patho_bw_final"}
 }
 
 // cudaAccels opens every CUDA device (at most limit, 0: all) as an
@@ -464,6 +466,21 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		if err == nil {
 			err = a.launch("patho_cand_final", n, dark.mem, rec.mem, m(2), m(3), n, int64(candidateThreshold))
 		}
+	case "AreaThreshold", "BWLabel":
+		var L, sc, count gpuBuf
+		if L, err = a.alloc(4 * n); err != nil {
+			return err
+		}
+		defer a.release(L)
+		if sc, err = a.alloc(4 * n); err != nil { // the areas, or the roots' ranks
+			return err
+		}
+		defer a.release(sc)
+		if count, err = a.alloc(4 * ((n + rankSeg - 1) / rankSeg)); err != nil {
+			return err
+		}
+		defer a.release(count)
+		err = a.label(op, m(0), m(1), L.mem, sc.mem, count.mem, W, H)
 	case "FillHoles":
 		var reach, bg gpuBuf
 		if reach, err = scratch(); err != nil {
@@ -516,6 +533,30 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
 	}
 	return nil
+}
+
+// label queues AreaThreshold or BWLabel (op) of in into out: the
+// union-find labelling of a w x h mask into L, then the areas (in sc) and
+// the kept components, or the roots' ranks (count per segment, then sc)
+// and the labels.
+func (a *cudaAccel) label(op string, in, out, L, sc, count cuda.DeviceMem, w, h int64) error {
+	n := w * h
+	if op == "AreaThreshold" {
+		return errors.Join(a.launch("patho_lab_init_u8", n, in, L, n),
+			a.launch("patho_lab_merge", n, L, w, h, int64(1)),
+			a.launch("patho_lab_flatten", n, L, n),
+			cuda.Memset(a.comp, sc, 0),
+			a.launch("patho_lab_area", n, L, sc, n),
+			a.launch("patho_area_final", n, L, sc, out, n, int64(minNucleusArea)))
+	}
+	segs := (n + rankSeg - 1) / rankSeg
+	return errors.Join(a.launch("patho_lab_init_u16", n, in, L, n),
+		a.launch("patho_lab_merge", n, L, w, h, int64(0)),
+		a.launch("patho_lab_flatten", n, L, n),
+		a.launch("patho_root_count", segs*256, L, count, n),
+		a.launch("patho_root_scan", 256, count, segs),
+		a.launch("patho_root_rank", segs*256, L, count, sc, n),
+		a.launch("patho_bw_final", n, L, sc, out, n))
 }
 
 // closeParts frees what newCUDAAccel made, and the device.

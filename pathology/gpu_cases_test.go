@@ -275,6 +275,28 @@ func maskCases(big bool) []kernelCase {
 	return cs
 }
 
+// labelCases returns the BWLabel inputs: the masks of maskCases as 16-bit
+// images (a watershed's), foreground values other than 1 among them, and
+// a checkerboard of more 4-connected components than 16-bit labels hold.
+func labelCases(big bool) []kernelCase {
+	var cs []kernelCase
+	for k, c := range maskCases(big) {
+		m := make([]uint16, c.w*c.h)
+		for i, v := range c.in {
+			m[i] = uint16(v) * uint16(1+(k+i)%3*1000) // basins of several labels
+		}
+		cs = append(cs, kernelCase{c.name, c.w, c.h, bytesOf(m)})
+	}
+	w, h := 600, 300 // 90000 components
+	m := make([]uint16, w*h)
+	for i := range m {
+		if (i%w+i/w)%2 == 0 {
+			m[i] = 1
+		}
+	}
+	return append(cs, kernelCase{"checkerboard, 90000 components", w, h, bytesOf(m)})
+}
+
 // kernelOp is an operation under test: its cases, its CPU kernel and the
 // size of an output element.
 type kernelOp struct {
@@ -284,8 +306,8 @@ type kernelOp struct {
 	elem  int
 }
 
-// kernelOpsUnderTest returns RBCDetection, MorphOpen, PreWatershed and
-// FillHoles (on the PreWatershed masks).
+// kernelOpsUnderTest returns RBCDetection, MorphOpen, PreWatershed,
+// FillHoles and AreaThreshold (on the PreWatershed masks) and BWLabel.
 func kernelOpsUnderTest() []kernelOp {
 	return []kernelOp{
 		{"FillHoles", maskCases, func(in []byte, w, h int) []byte {
@@ -303,6 +325,16 @@ func kernelOpsUnderTest() []kernelOp {
 			morphOpen(in, out, w, h)
 			return out
 		}, 1},
+		{"AreaThreshold", maskCases, func(in []byte, w, h int) []byte {
+			out := make([]byte, w*h)
+			areaThreshold(in, out, w, h)
+			return out
+		}, 1},
+		{"BWLabel", labelCases, func(in []byte, w, h int) []byte {
+			out := make([]uint16, w*h)
+			bwLabel(view[uint16](in), out, w, h)
+			return bytesOf(out)
+		}, 2},
 		{"PreWatershed", maskCases, func(in []byte, w, h int) []byte {
 			out := make([]uint16, w*h)
 			preWatershed(in, out, w, h)

@@ -42,6 +42,147 @@ func refCandFinal(dark, rec, rbc, out []uint8, threshold int) {
 	}
 }
 
+// rankSeg is RANK_SEG of kernels/pathology.cu: the pixels of a segment
+// of BWLabel's scan of the roots.
+const rankSeg = 4096
+
+// refLabInit mirrors patho_lab_init_u8 and _u16.
+func refLabInit[T uint8 | uint16](mask []T, L []int32) {
+	for i, v := range mask {
+		if v != 0 {
+			L[i] = int32(i)
+		} else {
+			L[i] = -1
+		}
+	}
+}
+
+// refLabRoot mirrors lab_root.
+func refLabRoot(L []int32, a int32) int32 {
+	for L[a] != a {
+		a = L[a]
+	}
+	return a
+}
+
+// refLabUnite mirrors lab_unite (atomicMin a plain min: one thread).
+func refLabUnite(L []int32, a, b int32) {
+	a, b = refLabRoot(L, a), refLabRoot(L, b)
+	for a != b {
+		if a < b {
+			a, b = b, a
+		}
+		old := L[a]
+		L[a] = min(old, b)
+		if old == a {
+			a = b
+		} else {
+			a = old
+		}
+	}
+}
+
+// refLabMerge mirrors patho_lab_merge.
+func refLabMerge(L []int32, w, h int, eight bool) {
+	for i := range w * h {
+		if L[i] < 0 {
+			continue
+		}
+		x, y := i%w, i/w
+		join := func(j int) {
+			if L[j] >= 0 {
+				refLabUnite(L, int32(i), int32(j))
+			}
+		}
+		if x > 0 {
+			join(i - 1)
+		}
+		if y > 0 {
+			join(i - w)
+			if eight && x > 0 {
+				join(i - w - 1)
+			}
+			if eight && x+1 < w {
+				join(i - w + 1)
+			}
+		}
+	}
+}
+
+// refLabFlatten mirrors patho_lab_flatten.
+func refLabFlatten(L []int32) {
+	for i, v := range L {
+		if v >= 0 {
+			L[i] = refLabRoot(L, int32(i))
+		}
+	}
+}
+
+// refAreaThreshold mirrors patho_lab_area and patho_area_final.
+func refAreaThreshold(L, area []int32, out []uint8, least int) {
+	clear(area)
+	for _, r := range L {
+		if r >= 0 {
+			area[r]++
+		}
+	}
+	for i, r := range L {
+		if r >= 0 && int(area[r]) >= least {
+			out[i] = 1
+		} else {
+			out[i] = 0
+		}
+	}
+}
+
+// refRootCount mirrors patho_root_count.
+func refRootCount(L, count []int32) {
+	for s := range count {
+		c := int32(0)
+		for i := s * rankSeg; i < min((s+1)*rankSeg, len(L)); i++ {
+			if L[i] == int32(i) {
+				c++
+			}
+		}
+		count[s] = c
+	}
+}
+
+// refRootScan mirrors patho_root_scan: the exclusive prefix sums.
+func refRootScan(count []int32) {
+	sum := int32(0)
+	for k, c := range count {
+		count[k] = sum
+		sum += c
+	}
+}
+
+// refRootRank mirrors patho_root_rank.
+func refRootRank(L, count, R []int32) {
+	for s, base := range count {
+		for i := s * rankSeg; i < min((s+1)*rankSeg, len(L)); i++ {
+			if L[i] == int32(i) {
+				R[i] = base
+				base++
+			}
+		}
+	}
+}
+
+// refBWFinal mirrors patho_bw_final.
+func refBWFinal(L, R []int32, out []uint16) {
+	for i, r := range L {
+		v := int32(0)
+		if r >= 0 {
+			v = R[r] + 1
+		}
+		if v > 65535 {
+			v = 0
+		}
+		out[i] = uint16(v)
+	}
+}
+
 // Kinds of feature of patho_feat_accum and patho_feat_final.
 const (
 	featKindIntensity = 0

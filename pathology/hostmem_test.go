@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gohtgs/htgs/device"
 	"github.com/gohtgs/htgs/region"
 )
 
@@ -152,5 +153,61 @@ func TestHardwareHostMemory(t *testing.T) {
 		if !slices.Equal(n, nuclei[0]) {
 			t.Errorf("nuclei per tile %v, want %v in every run", n, nuclei[0])
 		}
+	}
+}
+
+// TestNucleiCountFromLabels checks the count a tile reports when a GPU
+// labelled it (the largest label) against bwLabel's own count, on a tile
+// of the pipeline and on more components than 16-bit labels hold.
+func TestNucleiCountFromLabels(t *testing.T) {
+	ctx := context.Background()
+	const size = 300
+	s, err := NewSlide(ctx, 2, size, 5, region.NewMemory(), region.NewMemory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.newTileJob(1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := kernelOps(nil)
+	for _, o := range Operations() {
+		if err := ops[o.Name].Impls[device.CPU](ctx, device.Host{}, j); err != nil {
+			t.Fatal(err)
+		}
+		if o.Name == "BWLabel" {
+			break
+		}
+	}
+	labels, _ := j.u16["labels"].Data(ctx)
+	checker := make([]uint16, size*size) // 45000 components: fewer than 65536
+	for i := range checker {
+		checker[i] = uint16((i%size + i/size + 1) % 2)
+	}
+	for _, c := range []struct {
+		name string
+		mask []uint16
+	}{{"a tile", nil}, {"a checkerboard", checker}} {
+		want := j.nuclei
+		if c.mask != nil {
+			want = bwLabel(c.mask, labels, size, size)
+		}
+		if want == 0 {
+			t.Fatalf("%s: no nuclei to count", c.name)
+		}
+		j.gpuLabels.Store(true)
+		got, err := j.nucleiCount(ctx)
+		j.gpuLabels.Store(false)
+		if err != nil || got != want {
+			t.Errorf("%s: %d nuclei from the labels (%v), bwLabel counted %d", c.name, got, err, want)
+		}
+	}
+	big := make([]uint16, 600*300) // 90000 components: the count stops at 65535
+	for i := range big {
+		big[i] = uint16((i%600 + i/600 + 1) % 2)
+	}
+	out := make([]uint16, len(big))
+	if n := bwLabel(big, out, 600, 300); n != 65535 || slices.Max(out) != 65535 {
+		t.Errorf("90000 components: bwLabel counted %d, largest label %d; want 65535 for both", n, slices.Max(out))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -108,8 +109,9 @@ type tileJob struct {
 	u8          map[string]*region.Dense[uint8]
 	u16         map[string]*region.Dense[uint16]
 	feats       map[string]*region.Dense[float64]
-	nuclei      int
-	dev         tileDevice // its data in accelerator memory (real GPUs only)
+	nuclei      int         // BWLabel's count on a CPU core
+	gpuLabels   atomic.Bool // BWLabel ran on a GPU: the count is the labels' largest
+	dev         tileDevice  // its data in accelerator memory (real GPUs only)
 	host        hostAllocator
 	held        [][]byte // the host memory of its regions, from host
 	// onStore, when set, is told the span of each staging of the RGB
@@ -171,6 +173,25 @@ func (s *Slide) newTileJob(i int, host hostAllocator) (*tileJob, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+// nucleiCount returns the number of nuclei BWLabel found: its count on a
+// CPU core, or where it ran on a GPU the largest label (the same number:
+// the labels are 1, 2, ..., 65535 at most, as bwLabel's count), read once
+// the labels are on the host (the tile's flow has committed them).
+func (j *tileJob) nucleiCount(ctx context.Context) (int, error) {
+	if !j.gpuLabels.Load() {
+		return j.nuclei, nil
+	}
+	d, err := j.u16["labels"].Data(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("tile %d: the labels: %w", j.index, err)
+	}
+	n := 0
+	for _, v := range d {
+		n = max(n, int(v))
+	}
+	return n, nil
 }
 
 // memory returns n bytes of the job's host memory, zeroed if zero, or
@@ -461,9 +482,9 @@ func (tr tileRun) tileFlow(j *tileJob, i int) *pats.Flow {
 		return f
 	}
 	tr.addOps(f, j, i, "segmentation")
-	f.Spawn(func(context.Context) ([]*pats.Flow, error) {
-		if j.nuclei == 0 {
-			return nil, nil // nothing to measure
+	f.Spawn(func(ctx context.Context) ([]*pats.Flow, error) {
+		if n, err := j.nucleiCount(ctx); err != nil || n == 0 {
+			return nil, err // nothing to measure, or a failure
 		}
 		g := pats.NewFlow(j.tpl.Name() + "/features")
 		tr.addOps(g, j, i, "features")
@@ -495,17 +516,21 @@ func (tr tileRun) run(ctx context.Context, s *Slide, cfg pats.Config, units []pa
 			f := tr.tileFlow(j, i)
 			return f, f.Err()
 		},
-		Result: func(_ context.Context, i int) (TileResult, error) {
+		Result: func(ctx context.Context, i int) (TileResult, error) {
 			j := tr.reg.remove(tileName(i))
 			if j == nil {
 				return TileResult{}, fmt.Errorf("tile %d: not in progress", i)
 			}
+			nuclei, err := j.nucleiCount(ctx)
 			if tr.nuclei == nil {
-				j.release(true)
+				j.release(err == nil)
 			} else {
 				j.dev.release() // the result holds the job, and its regions
 			}
-			r := TileResult{index: i, nuclei: j.nuclei}
+			if err != nil {
+				return TileResult{}, err
+			}
+			r := TileResult{index: i, nuclei: nuclei}
 			if tr.nuclei != nil {
 				r.job = j
 			}

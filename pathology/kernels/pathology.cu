@@ -229,6 +229,175 @@ extern "C" __global__ void patho_cand_final(const u8 *dark, const u8 *rec, const
 	}
 }
 
+// Connected-component labelling, for AreaThreshold (8-connected) and
+// BWLabel (4-connected), by union-find on pixel indices: L[i] is pixel
+// i's parent, -1 for the background. Every foreground pixel starts as a
+// tree of its own (patho_lab_init_*); each then joins its trees with
+// those of its foreground neighbours earlier in raster order, the larger
+// root always put under the smaller (patho_lab_merge), so that parents
+// only decrease and a component's root is its first pixel in raster
+// order, the pixel the CPU's labels (../label.go) are numbered by;
+// patho_lab_flatten points every pixel at its root.
+template <typename T>
+__device__ void lab_init(const T *mask, int *L, i64 n) {
+	FOR_EACH(i, n) {
+		L[i] = mask[i] != 0 ? (int)i : -1;
+	}
+}
+
+extern "C" __global__ void patho_lab_init_u8(const u8 *mask, int *L, i64 n) {
+	lab_init<u8>(mask, L, n);
+}
+
+extern "C" __global__ void patho_lab_init_u16(const u16 *mask, int *L, i64 n) {
+	lab_init<u16>(mask, L, n);
+}
+
+// lab_root returns the root of a's tree (read through volatile: other
+// threads lower parents meanwhile; a parent never rises, so the walk
+// ends).
+__device__ int lab_root(volatile int *L, int a) {
+	int p = L[a];
+	while (p != a) {
+		a = p;
+		p = L[a];
+	}
+	return a;
+}
+
+// lab_unite joins the trees of a and b. The larger of the two is given
+// the smaller as parent (atomicMin); if it had another parent by then,
+// that parent's tree must join too, and the loop goes on with it.
+__device__ void lab_unite(int *L, int a, int b) {
+	a = lab_root(L, a);
+	b = lab_root(L, b);
+	while (a != b) {
+		if (a < b) {
+			int t = a;
+			a = b;
+			b = t;
+		}
+		int old = atomicMin(&L[a], b);
+		a = old == a ? b : old;
+	}
+}
+
+extern "C" __global__ void patho_lab_merge(int *L, i64 w, i64 h, i64 eight) {
+	FOR_EACH(i, w * h) {
+		if (L[i] < 0) continue;
+		i64 x = i % w, y = i / w;
+		if (x > 0 && L[i - 1] >= 0) lab_unite(L, (int)i, (int)(i - 1));
+		if (y > 0) {
+			if (L[i - w] >= 0) lab_unite(L, (int)i, (int)(i - w));
+			if (eight && x > 0 && L[i - w - 1] >= 0) lab_unite(L, (int)i, (int)(i - w - 1));
+			if (eight && x + 1 < w && L[i - w + 1] >= 0) lab_unite(L, (int)i, (int)(i - w + 1));
+		}
+	}
+}
+
+extern "C" __global__ void patho_lab_flatten(int *L, i64 n) {
+	FOR_EACH(i, n) {
+		if (L[i] >= 0) L[i] = lab_root(L, (int)i);
+	}
+}
+
+// AreaThreshold, after the labelling: each component's area at its root,
+// then the pixels of the components of at least least pixels.
+extern "C" __global__ void patho_lab_area(const int *L, int *area, i64 n) {
+	FOR_EACH(i, n) {
+		if (L[i] >= 0) atomicAdd(&area[L[i]], 1);
+	}
+}
+
+extern "C" __global__ void patho_area_final(const int *L, const int *area, u8 *out, i64 n, i64 least) {
+	FOR_EACH(i, n) {
+		out[i] = (L[i] >= 0 && area[L[i]] >= least) ? 1 : 0;
+	}
+}
+
+// BWLabel, after the labelling: the components numbered 1, 2, ... in the
+// raster order of their roots, by a scan of the roots in segments of
+// RANK_SEG pixels. patho_root_count counts each segment's roots,
+// patho_root_scan turns the counts into each segment's first rank (one
+// block), patho_root_rank gives every root its rank (R[root], from 0),
+// and patho_bw_final labels the pixels, components past the 65535th 0.
+// The three scan kernels need blocks of RANK_T threads.
+#define RANK_SEG 4096
+#define RANK_T 256
+
+extern "C" __global__ void patho_root_count(const int *L, int *count, i64 n) {
+	__shared__ int part[RANK_T];
+	const i64 segs = (n + RANK_SEG - 1) / RANK_SEG;
+	for (i64 s = blockIdx.x; s < segs; s += gridDim.x) {
+		const i64 lo = s * RANK_SEG, hi = min(lo + RANK_SEG, n);
+		int c = 0;
+		for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) c += L[i] == (int)i;
+		part[threadIdx.x] = c;
+		__syncthreads();
+		for (int k = RANK_T / 2; k > 0; k >>= 1) {
+			if (threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+			__syncthreads();
+		}
+		if (threadIdx.x == 0) count[s] = part[0];
+		__syncthreads();
+	}
+}
+
+// scan_block turns part (RANK_T values, one per thread) into its
+// inclusive prefix sums.
+__device__ void scan_block(int *part) {
+	for (int d = 1; d < RANK_T; d <<= 1) {
+		int v = threadIdx.x >= d ? part[threadIdx.x - d] : 0;
+		__syncthreads();
+		part[threadIdx.x] += v;
+		__syncthreads();
+	}
+}
+
+extern "C" __global__ void patho_root_scan(int *count, i64 segs) {
+	__shared__ int part[RANK_T];
+	if (blockIdx.x != 0) return;
+	const i64 per = (segs + RANK_T - 1) / RANK_T;
+	const i64 lo = min((i64)threadIdx.x * per, segs), hi = min(lo + per, segs);
+	int sum = 0;
+	for (i64 k = lo; k < hi; k++) sum += count[k];
+	part[threadIdx.x] = sum;
+	__syncthreads();
+	scan_block(part);
+	int base = threadIdx.x > 0 ? part[threadIdx.x - 1] : 0;
+	for (i64 k = lo; k < hi; k++) {
+		int c = count[k];
+		count[k] = base;
+		base += c;
+	}
+}
+
+extern "C" __global__ void patho_root_rank(const int *L, const int *count, int *R, i64 n) {
+	__shared__ int part[RANK_T];
+	const i64 segs = (n + RANK_SEG - 1) / RANK_SEG;
+	for (i64 s = blockIdx.x; s < segs; s += gridDim.x) {
+		int base = count[s];
+		const i64 hi = min((s + 1) * RANK_SEG, n);
+		for (i64 c = s * RANK_SEG; c < hi; c += RANK_T) {
+			const i64 i = c + threadIdx.x;
+			const int root = i < hi && L[i] == (int)i;
+			part[threadIdx.x] = root;
+			__syncthreads();
+			scan_block(part);
+			if (root) R[i] = base + part[threadIdx.x] - 1;
+			base += part[RANK_T - 1];
+			__syncthreads();
+		}
+	}
+}
+
+extern "C" __global__ void patho_bw_final(const int *L, const int *R, u16 *out, i64 n) {
+	FOR_EACH(i, n) {
+		int v = L[i] >= 0 ? R[L[i]] + 1 : 0;
+		out[i] = v > 65535 ? 0 : (u16)v;
+	}
+}
+
 // PreWatershed: the exact Euclidean distance of ../edt.go. First, per
 // column (one thread each), g = the distance to the nearest zero of mask in
 // the column, inf = w+h+1 where there is none (a downward then an upward
