@@ -98,7 +98,7 @@ type hostPool struct {
 	mu    sync.Mutex
 	alloc func(size int64) ([]byte, error)
 	limit int64
-	held  int64 // bytes allocated and not dropped
+	held  int64 // bytes allocated
 	out   int   // buffers given out and not back
 	free  map[int64][][]byte
 	err   error // the first failed allocation: the pool gives no more
