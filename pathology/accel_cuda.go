@@ -419,99 +419,90 @@ func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) e
 	}
 }
 
-func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int) error {
+func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int) (err error) {
 	a.runMu.Lock()
 	defer a.runMu.Unlock()
 	W, H, n := int64(w), int64(h), int64(w)*int64(h)
 	m := func(i int) cuda.DeviceMem { return bufs[i].mem }
-	scratch := func() (gpuBuf, error) { return a.alloc(n) }
-	var err error
+	var scratch []gpuBuf
+	defer func() {
+		if err != nil { // no kernel queued may still use the scratch memory once it is back
+			_ = a.comp.Synchronize()
+		}
+		for _, b := range scratch {
+			a.release(b)
+		}
+	}()
+	// tmp returns scratch memory of the given sizes, from the pool.
+	tmp := func(sizes ...int64) ([]cuda.DeviceMem, error) {
+		var ms []cuda.DeviceMem
+		for _, size := range sizes {
+			b, err := a.alloc(size)
+			if err != nil {
+				return nil, err
+			}
+			scratch = append(scratch, b)
+			ms = append(ms, b.mem)
+		}
+		return ms, nil
+	}
+	var t []cuda.DeviceMem
 	switch op {
 	case "RBCDetection":
-		var loose gpuBuf
-		if loose, err = scratch(); err != nil {
+		if t, err = tmp(n); err != nil {
 			return err
 		}
-		defer a.release(loose)
-		if err = a.launch("patho_rbc_init", n, m(0), loose.mem, m(1), n); err == nil {
-			err = a.reconstruct(ctx, "patho_recon8_u8", m(1), loose.mem, W, H)
+		loose := t[0]
+		if err = a.launch("patho_rbc_init", n, m(0), loose, m(1), n); err == nil {
+			err = a.reconstruct(ctx, "patho_recon8_u8", m(1), loose, W, H)
 		}
 	case "MorphOpen":
-		var dark, eroded gpuBuf
-		if dark, err = scratch(); err != nil {
+		if t, err = tmp(n, n); err != nil {
 			return err
 		}
-		defer a.release(dark)
-		if eroded, err = scratch(); err != nil {
-			return err
-		}
-		defer a.release(eroded)
-		err = errors.Join(a.launch("patho_dark", n, m(0), dark.mem, n),
-			a.launchTiles("patho_disk", W, H, dark.mem, eroded.mem, W, H, int64(0), a.disk),
-			a.launchTiles("patho_disk", W, H, eroded.mem, m(1), W, H, int64(1), a.disk))
+		dark, eroded := t[0], t[1]
+		err = errors.Join(a.launch("patho_dark", n, m(0), dark, n),
+			a.launchTiles("patho_disk", W, H, dark, eroded, W, H, int64(0), a.disk),
+			a.launchTiles("patho_disk", W, H, eroded, m(1), W, H, int64(1), a.disk))
 	case "ReconToNuclei":
-		var dark, rec gpuBuf
-		if dark, err = scratch(); err != nil {
+		if t, err = tmp(n, n); err != nil {
 			return err
 		}
-		defer a.release(dark)
-		if rec, err = scratch(); err != nil {
-			return err
-		}
-		defer a.release(rec)
-		err = errors.Join(a.launch("patho_dark", n, m(0), dark.mem, n), cuda.CopyDtoD(a.comp, rec.mem, m(1)))
+		dark, rec := t[0], t[1]
+		err = errors.Join(a.launch("patho_dark", n, m(0), dark, n), cuda.CopyDtoD(a.comp, rec, m(1)))
 		if err == nil {
-			err = a.reconstruct(ctx, "patho_recon8_u8", rec.mem, dark.mem, W, H)
+			err = a.reconstruct(ctx, "patho_recon8_u8", rec, dark, W, H)
 		}
 		if err == nil {
-			err = a.launch("patho_cand_final", n, dark.mem, rec.mem, m(2), m(3), n, int64(candidateThreshold))
+			err = a.launch("patho_cand_final", n, dark, rec, m(2), m(3), n, int64(candidateThreshold))
 		}
 	case "AreaThreshold", "BWLabel":
-		var L, sc, count gpuBuf
-		if L, err = a.alloc(4 * n); err != nil {
+		// The labels, the areas or the roots' ranks, the segments' counts.
+		if t, err = tmp(4*n, 4*n, 4*((n+rankSeg-1)/rankSeg)); err != nil {
 			return err
 		}
-		defer a.release(L)
-		if sc, err = a.alloc(4 * n); err != nil { // the areas, or the roots' ranks
-			return err
-		}
-		defer a.release(sc)
-		if count, err = a.alloc(4 * ((n + rankSeg - 1) / rankSeg)); err != nil {
-			return err
-		}
-		defer a.release(count)
-		err = a.label(op, m(0), m(1), L.mem, sc.mem, count.mem, W, H)
+		err = a.label(op, m(0), m(1), t[0], t[1], t[2], W, H)
 	case "FillHoles":
-		var reach, bg gpuBuf
-		if reach, err = scratch(); err != nil {
+		if t, err = tmp(n, n); err != nil {
 			return err
 		}
-		defer a.release(reach)
-		if bg, err = scratch(); err != nil {
-			return err
-		}
-		defer a.release(bg)
-		if err = a.launch("patho_fill_init", n, m(0), reach.mem, bg.mem, W, H); err == nil {
-			err = a.reconstruct(ctx, "patho_recon4_u8", reach.mem, bg.mem, W, H)
+		reach, bg := t[0], t[1]
+		if err = a.launch("patho_fill_init", n, m(0), reach, bg, W, H); err == nil {
+			err = a.reconstruct(ctx, "patho_recon4_u8", reach, bg, W, H)
 		}
 		if err == nil {
-			err = a.launch("patho_fill_final", n, m(0), reach.mem, m(1), n)
+			err = a.launch("patho_fill_final", n, m(0), reach, m(1), n)
 		}
 	case "PreWatershed":
-		var g, dist gpuBuf
-		if g, err = a.alloc(4 * n); err != nil {
+		if t, err = tmp(4*n, 2*n); err != nil {
 			return err
 		}
-		defer a.release(g)
-		if dist, err = a.alloc(2 * n); err != nil {
-			return err
-		}
-		defer a.release(dist)
-		err = errors.Join(a.launchCols("patho_edt_cols", W, m(0), g.mem, W, H),
-			a.launch("patho_edt_rows", n, g.mem, dist.mem, W, H),
-			a.launch("patho_hmax_init", n, dist.mem, m(1), n))
+		g, dist := t[0], t[1]
+		err = errors.Join(a.launchCols("patho_edt_cols", W, m(0), g, W, H),
+			a.launch("patho_edt_rows", n, g, dist, W, H),
+			a.launch("patho_hmax_init", n, dist, m(1), n))
 		if err == nil {
-			err = a.reconstruct(ctx, "patho_recon8_u16", m(1), dist.mem, W, H)
+			err = a.reconstruct(ctx, "patho_recon8_u16", m(1), dist, W, H)
 		}
 	case "FeatIntensity", "FeatGradient":
 		kind := int64(featKind(op))
