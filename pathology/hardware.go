@@ -820,15 +820,24 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 // call 3 the first FCFS took 8.78 s and the same FCFS after it 7.52 s,
 // its staging 87 ms a tile against 74 and its downloads 2.1 GB/s
 // against 4.7. Every configuration then runs on a warm heap, the state
-// the calibration's costs and the simulator describe.
+// the calibration's costs and the simulator describe. With the image
+// regions in the GPU's host memory (warmHost), only the feature tables
+// are Go memory.
 func (h *hwSetup) warmHeap() int64 {
 	tiles := h.window
 	if tiles <= 0 || tiles > h.tiles {
 		tiles = h.tiles
 	}
-	per := h.regionBuf["rgb"]
-	for _, b := range h.regionBuf {
-		per += b
+	var per int64
+	if h.host() == nil {
+		per = h.regionBuf["rgb"]
+		for _, b := range h.regionBuf {
+			per += b
+		}
+	} else {
+		for k := range featIDs() {
+			per += h.regionBuf[k]
+		}
 	}
 	bufs := make([][]byte, tiles)
 	next := make(chan int)

@@ -118,17 +118,26 @@ func TestWorkerUnderLoad(t *testing.T) {
 
 // TestWarmHeap checks the size of the heap touched before the runs: a
 // window of tiles (all tiles for an unbounded window), each with every
-// datum and its RGB staging buffer.
+// datum and its RGB staging buffer, or only the feature tables where the
+// image regions are in the GPU's host memory.
 func TestWarmHeap(t *testing.T) {
 	rb := realBytes(32)
 	per := rb["rgb"]
 	for _, b := range rb {
 		per += b
 	}
+	var feats int64 // the Go memory of a tile whose image regions are in the GPU's host memory
+	for k := range featIDs() {
+		feats += rb[k]
+	}
 	for _, c := range []struct{ window, want int }{{2, 2}, {0, 4}, {9, 4}} {
 		h := &hwSetup{tiles: 4, window: c.window, regionBuf: rb}
 		if got := h.warmHeap(); got != int64(c.want)*per {
 			t.Errorf("window %d: touched %d bytes, want %d tiles of %d", c.window, got, c.want, per)
+		}
+		h.accels = hostAccels(1)
+		if got := h.warmHeap(); got != int64(c.want)*feats {
+			t.Errorf("window %d, regions in host memory: touched %d bytes, want %d tiles of %d", c.window, got, c.want, feats)
 		}
 	}
 }
