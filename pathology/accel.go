@@ -290,9 +290,10 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		refFillFinal(b(0), reach, b(1))
 	case "FeatIntensity", "FeatGradient":
 		kind := featKind(op)
-		sums, counts := make([]float64, maxObjects), make([]uint64, maxObjects)
-		refFeatAccum(b(0), view[uint16](b(1)), sums, counts, w, h, kind)
 		table := view[float64](b(2))
+		rows := len(table) / numFeatures
+		sums, counts := make([]float64, rows), make([]uint64, rows)
+		refFeatAccum(b(0), view[uint16](b(1)), sums, counts, w, h, kind)
 		clear(table)
 		refFeatFinal(sums, counts, table, kind)
 	default:

@@ -105,10 +105,10 @@ func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
 	if a.flag, err = d.Alloc(8); err != nil {
 		return nil, err
 	}
-	if a.sums, err = d.Alloc(8 * maxObjects); err != nil {
+	if a.sums, err = d.Alloc(8 * maxLabels); err != nil {
 		return nil, err
 	}
-	if a.counts, err = d.Alloc(8 * maxObjects); err != nil {
+	if a.counts, err = d.Alloc(8 * maxLabels); err != nil {
 		return nil, err
 	}
 	if a.disk, err = d.Alloc(int64(4 * len(disk))); err != nil {
@@ -506,10 +506,11 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		}
 	case "FeatIntensity", "FeatGradient":
 		kind := int64(featKind(op))
-		err = errors.Join(cuda.Memset(a.comp, a.sums, 0), cuda.Memset(a.comp, a.counts, 0), cuda.Memset(a.comp, m(2), 0))
+		rows := min(bufs[2].size/(8*numFeatures), maxLabels) // the table's: objectRows
+		err = errors.Join(cuda.Memset(a.comp, a.sums.Slice(0, 8*rows), 0), cuda.Memset(a.comp, a.counts.Slice(0, 8*rows), 0), cuda.Memset(a.comp, m(2), 0))
 		if err == nil {
-			err = errors.Join(a.launch("patho_feat_accum", n, m(0), m(1), a.sums, a.counts, W, H, kind),
-				a.launch("patho_feat_final", maxObjects, a.sums, a.counts, m(2), kind))
+			err = errors.Join(a.launch("patho_feat_accum", n, m(0), m(1), a.sums, a.counts, W, H, kind, rows),
+				a.launch("patho_feat_final", rows, a.sums, a.counts, m(2), kind, rows))
 		}
 	default:
 		return fmt.Errorf("%s: no GPU implementation of %s", a.Name(), op)

@@ -41,7 +41,7 @@ func NewOpTile(size int, seed uint64) *OpTile {
 		rbc: make([]uint8, n), opened: make([]uint8, n), cand: make([]uint8, n), area: make([]uint8, n), filled: make([]uint8, n),
 		distance: make([]uint16, n), ws: make([]uint16, n), labels: make([]uint16, n)}
 	for k := range t.feats {
-		t.feats[k] = make([]float64, maxObjects*numFeatures)
+		t.feats[k] = make([]float64, objectRows(size)*numFeatures)
 	}
 	genTile(t.rgb, size, size, seed, 0)
 	for _, op := range t.ops() {

@@ -200,7 +200,7 @@ func refFeatAccum(rgb []uint8, labels []uint16, sums []float64, counts []uint64,
 	}
 	for i := range n {
 		l := int(labels[i])
-		if l == 0 || l > maxObjects {
+		if l == 0 || l > len(sums) {
 			continue
 		}
 		var v float64
@@ -219,7 +219,7 @@ func refFeatAccum(rgb []uint8, labels []uint16, sums []float64, counts []uint64,
 
 // refFeatFinal mirrors patho_feat_final.
 func refFeatFinal(sums []float64, counts []uint64, table []float64, kind int) {
-	for k := range maxObjects {
+	for k := range len(counts) {
 		a := float64(counts[k])
 		row := table[k*numFeatures:]
 		mean := 0.0

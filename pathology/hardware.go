@@ -133,7 +133,7 @@ func realBytes(size int) map[string]int64 {
 		out[k] = 2 * n
 	}
 	for k := range featIDs() {
-		out[k] = maxObjects * numFeatures * 8
+		out[k] = int64(objectRows(size)) * numFeatures * 8
 	}
 	return out
 }

@@ -120,8 +120,14 @@ func fillHoles(in, out []uint8, w, h int) {
 	}
 }
 
-// maxObjects bounds the rows of the feature tables.
-const maxObjects = 256
+// maxLabels is the most objects a tile's 16-bit labels number.
+const maxLabels = 65535
+
+// objectRows returns the rows of a size x size tile's feature tables: one
+// for every label the tile can hold, so that every nucleus has its
+// features: at most maxLabels, and no more components than its pixels
+// can separate ((size*size+1)/2, a checkerboard's 4-connected ones).
+func objectRows(size int) int { return min(maxLabels, (size*size+1)/2) }
 
 // Feature table columns.
 const (
@@ -132,18 +138,20 @@ const (
 	numFeatures
 )
 
-// intensityFeatures writes the area and mean darkness of each object.
+// intensityFeatures writes the area and mean darkness of each object
+// into out, a row of numFeatures per label (labels past its rows are
+// left out).
 func intensityFeatures(rgb []uint8, labels []uint16, out []float64) {
-	n := len(labels)
+	n, rows := len(labels), len(out)/numFeatures
 	for i, l := range labels {
-		if l == 0 || int(l) > maxObjects {
+		if l == 0 || int(l) > rows {
 			continue
 		}
 		row := (int(l) - 1) * numFeatures
 		out[row+featArea]++
 		out[row+featMean] += 255 - float64(int(rgb[i])+int(rgb[n+i])+int(rgb[2*n+i]))/3
 	}
-	for r := range maxObjects {
+	for r := range rows {
 		if a := out[r*numFeatures+featArea]; a > 0 {
 			out[r*numFeatures+featMean] /= a
 		}
@@ -152,11 +160,11 @@ func intensityFeatures(rgb []uint8, labels []uint16, out []float64) {
 
 // gradientFeatures writes the mean Sobel gradient magnitude of each object.
 func gradientFeatures(rgb []uint8, labels []uint16, out []float64, w, h int) {
-	area := make([]float64, maxObjects)
+	area := make([]float64, len(out)/numFeatures)
 	for y := range h {
 		for x := range w {
 			l := labels[y*w+x]
-			if l == 0 || int(l) > maxObjects {
+			if l == 0 || int(l) > len(area) {
 				continue
 			}
 			out[(int(l)-1)*numFeatures+featGrad] += sobelAt(rgb, w, h, x, y)
@@ -191,10 +199,11 @@ func sobelAt(rgb []uint8, w, h, x, y int) float64 {
 // morphometryFeatures writes the perimeter (pixels with a background
 // 4-neighbour) of each object.
 func morphometryFeatures(labels []uint16, out []float64, w, h int) {
+	rows := len(out) / numFeatures
 	for y := range h {
 		for x := range w {
 			l := labels[y*w+x]
-			if l == 0 || int(l) > maxObjects {
+			if l == 0 || int(l) > rows {
 				continue
 			}
 			edge := x == 0 || y == 0 || x == w-1 || y == h-1 ||

@@ -161,10 +161,14 @@ func newTileJoin() *bookkeeper.Join[tilePart, int, TileResult] {
 }
 
 // featureRows returns the rows of the feature tables for labels 1..n
-// (at most maxObjects), merging the three tables: each operation fills its
-// own columns.
+// (every label has one: objectRows), merging the three tables: each
+// operation fills its own columns.
 func featureRows(n int, tables ...[]float64) [][numFeatures]float64 {
-	rows := make([][numFeatures]float64, min(n, maxObjects))
+	have := n
+	for _, t := range tables {
+		have = min(have, len(t)/numFeatures)
+	}
+	rows := make([][numFeatures]float64, have)
 	for r := range rows {
 		for _, t := range tables {
 			for c := range numFeatures {
@@ -182,7 +186,7 @@ type nucleus struct {
 	tile  int
 	label uint16
 	poly  region.Polygon
-	feats [numFeatures]float64 // zero for labels beyond maxObjects
+	feats [numFeatures]float64
 }
 
 // nucleiList returns the tile's nuclei (those anchored in it), by label,

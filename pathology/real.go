@@ -267,8 +267,9 @@ func (s *Slide) addRegions(j *tileJob, b region.Box) error {
 	labels.SetOutput(s.out)
 	j.u16["labels"] = labels
 	for k, id := range featIDs() {
-		f, err := region.NewDenseROI[float64](id, region.Rect(0, 0, numFeatures, maxObjects*s.tiles),
-			region.Rect(0, maxObjects*i, numFeatures, maxObjects*(i+1)))
+		r := objectRows(s.size)
+		f, err := region.NewDenseROI[float64](id, region.Rect(0, 0, numFeatures, r*s.tiles),
+			region.Rect(0, r*i, numFeatures, r*(i+1)))
 		if err := add(f, err); err != nil {
 			return err
 		}
@@ -409,7 +410,7 @@ type TileResult struct {
 	index, nuclei int
 	job           *tileJob               // the tile's regions, on the way to the outline and measure stages
 	outlines      *region.PolygonSet     // the nuclei outlines
-	feats         [][numFeatures]float64 // the feature rows of labels 1.. (at most maxObjects)
+	feats         [][numFeatures]float64 // the feature rows of labels 1..
 }
 
 // runReal processes the slide through a task graph whose stage task expands

@@ -16,7 +16,6 @@ typedef unsigned short u16;
 typedef long long i64;
 typedef unsigned long long u64;
 
-#define MAX_OBJECTS 256
 #define NUM_FEATURES 4
 #define FEAT_AREA 0
 #define FEAT_MEAN 1
@@ -467,9 +466,11 @@ extern "C" __global__ void patho_hmax_init(const u16 *dist, u16 *marker, i64 n) 
 	}
 }
 
-// Features: per-object sums in shared memory, flushed with atomics into
-// sums (MAX_OBJECTS doubles) and counts (MAX_OBJECTS u64) zeroed by the
-// caller; patho_feat_final divides them into the feature table.
+// Features: per-object sums and pixel counts, added with global atomics
+// into sums (doubles) and counts (u64), rows of each and zeroed by the
+// caller: a row for every label the tile can hold (objectRows of
+// ../kernels.go, up to 65535), labels past rows left out;
+// patho_feat_final divides them into the feature table.
 __device__ double gray_at(const u8 *rgb, i64 n, i64 w, i64 h, i64 x, i64 y) {
 	x = min(max(x, (i64)0), w - 1);
 	y = min(max(y, (i64)0), h - 1);
@@ -478,18 +479,11 @@ __device__ double gray_at(const u8 *rgb, i64 n, i64 w, i64 h, i64 x, i64 y) {
 }
 
 // kind 0: intensity (255 - mean of RGB), kind 1: Sobel gradient magnitude.
-extern "C" __global__ void patho_feat_accum(const u8 *rgb, const u16 *labels, double *sums, u64 *counts, i64 w, i64 h, i64 kind) {
-	__shared__ double s[MAX_OBJECTS];
-	__shared__ u64 c[MAX_OBJECTS];
-	for (int k = threadIdx.x; k < MAX_OBJECTS; k += blockDim.x) {
-		s[k] = 0;
-		c[k] = 0;
-	}
-	__syncthreads();
+extern "C" __global__ void patho_feat_accum(const u8 *rgb, const u16 *labels, double *sums, u64 *counts, i64 w, i64 h, i64 kind, i64 rows) {
 	i64 n = w * h;
 	FOR_EACH(i, n) {
 		int l = labels[i];
-		if (l == 0 || l > MAX_OBJECTS) continue;
+		if (l == 0 || l > rows) continue;
 		double v;
 		if (kind == 0) {
 			v = 255 - (double)((int)rgb[i] + (int)rgb[n + i] + (int)rgb[2 * n + i]) / 3;
@@ -501,21 +495,14 @@ extern "C" __global__ void patho_feat_accum(const u8 *rgb, const u16 *labels, do
 			            gray_at(rgb, n, w, h, x - 1, y - 1) - 2 * gray_at(rgb, n, w, h, x, y - 1) - gray_at(rgb, n, w, h, x + 1, y - 1);
 			v = hypot(gx, gy);
 		}
-		atomicAdd(&s[l - 1], v);
-		atomicAdd(&c[l - 1], 1ull);
-	}
-	__syncthreads();
-	for (int k = threadIdx.x; k < MAX_OBJECTS; k += blockDim.x) {
-		if (c[k] != 0) {
-			atomicAdd(&sums[k], s[k]);
-			atomicAdd(&counts[k], c[k]);
-		}
+		atomicAdd(&sums[l - 1], v);
+		atomicAdd(&counts[l - 1], 1ull);
 	}
 }
 
 // kind 0 writes the area and mean columns, kind 1 the gradient column.
-extern "C" __global__ void patho_feat_final(const double *sums, const u64 *counts, double *table, i64 kind) {
-	FOR_EACH(k, MAX_OBJECTS) {
+extern "C" __global__ void patho_feat_final(const double *sums, const u64 *counts, double *table, i64 kind, i64 rows) {
+	FOR_EACH(k, rows) {
 		double a = (double)counts[k];
 		double *row = table + k * NUM_FEATURES;
 		if (kind == 0) {
