@@ -867,7 +867,7 @@ func (h *hwSetup) warmHeap() int64 {
 
 // prepareOutput creates, in s's output storage, the slide-wide regions
 // the tiles commit into (the labels and the feature tables) and touches
-// every tile's part of them, before the calibration and the runs; every
+// every tile's part of each, before the calibration and the runs; every
 // run then commits into them, overwriting every tile's outputs. Without
 // it, the first commit of a run allocated the labels of the whole slide
 // (3.4 GB for 96 tiles of 4096^2) under the storage's write lock: on the
@@ -894,10 +894,18 @@ func prepareOutput(ctx context.Context, s *Slide) error {
 		}
 	}
 	zero := make([]byte, j.u16["labels"].Bytes())
+	rows := objectRows(s.size)
+	zeroRows := make([]byte, 8*numFeatures*rows)
 	for i := range s.tiles {
 		b := s.Box(i)
 		if err := s.out.Write(ctx, metas[0], b, zero); err != nil {
 			return fmt.Errorf("touch the output %v of tile %d: %w", metas[0].ID, i, err)
+		}
+		for _, m := range metas[1:] { // the feature tables: 2 MiB each for a 4K tile
+			part := region.Rect(0, rows*i, numFeatures, rows*(i+1))
+			if err := s.out.Write(ctx, m, part, zeroRows); err != nil {
+				return fmt.Errorf("touch the output %v of tile %d: %w", m.ID, i, err)
+			}
 		}
 	}
 	return nil
