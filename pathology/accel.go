@@ -26,11 +26,11 @@ import (
 // 19x19 disk (MorphOpen), the exact Euclidean distance (PreWatershed),
 // connected-component labelling by union-find (AreaThreshold 8-connected,
 // BWLabel 4-connected) and per-object reductions (FeatIntensity,
-// FeatGradient).
+// FeatGradient, FeatMorphometry).
 // Each output equals the CPU's bit for bit (the feature tables within
 // 1e-9: sums in another order).
 func gpuOpNames() []string {
-	return []string{"RBCDetection", "MorphOpen", "ReconToNuclei", "AreaThreshold", "FillHoles", "PreWatershed", "BWLabel", "FeatIntensity", "FeatGradient"}
+	return []string{"RBCDetection", "MorphOpen", "ReconToNuclei", "AreaThreshold", "FillHoles", "PreWatershed", "BWLabel", "FeatIntensity", "FeatGradient", "FeatMorphometry"}
 }
 
 // hasGPUImpl reports whether op has a GPU implementation.
@@ -288,6 +288,12 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		for refReconStep(reach, bg, w, h, 4) {
 		}
 		refFillFinal(b(0), reach, b(1))
+	case "FeatMorphometry":
+		table := view[float64](b(1))
+		counts := make([]uint64, len(table)/numFeatures)
+		refFeatPerim(view[uint16](b(0)), counts, w, h)
+		clear(table)
+		refPerimFinal(counts, table)
 	case "FeatIntensity", "FeatGradient":
 		kind := featKind(op)
 		table := view[float64](b(2))

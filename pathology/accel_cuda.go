@@ -38,7 +38,7 @@ func kernelNames() []string {
 		"patho_recon4_u8", "patho_fill_init", "patho_fill_final", "patho_edt_cols", "patho_edt_rows",
 		"patho_hmax_init", "patho_feat_accum", "patho_feat_final", "patho_cand_final",
 		"patho_lab_init_u8", "patho_lab_init_u16", "patho_lab_merge", "patho_lab_flatten", "patho_lab_area", "patho_area_final",
-		"patho_root_count", "patho_root_scan", "patho_root_rank", "patho_bw_final"}
+		"patho_root_count", "patho_root_scan", "patho_root_rank", "patho_bw_final", "patho_feat_perim", "patho_perim_final"}
 }
 
 // cudaAccels opens every CUDA device (at most limit, 0: all) as an
@@ -503,6 +503,13 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 			a.launch("patho_hmax_init", n, dist, m(1), n))
 		if err == nil {
 			err = a.reconstruct(ctx, "patho_recon8_u16", m(1), dist, W, H)
+		}
+	case "FeatMorphometry":
+		rows := min(bufs[1].size/(8*numFeatures), maxLabels)
+		err = errors.Join(cuda.Memset(a.comp, a.counts.Slice(0, 8*rows), 0), cuda.Memset(a.comp, m(1), 0))
+		if err == nil {
+			err = errors.Join(a.launch("patho_feat_perim", n, m(0), a.counts, W, H, rows),
+				a.launch("patho_perim_final", rows, a.counts, m(1), rows))
 		}
 	case "FeatIntensity", "FeatGradient":
 		kind := int64(featKind(op))

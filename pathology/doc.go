@@ -10,7 +10,7 @@
 // (package region): reconstructions by geodesic dilation, an opening by a
 // 19x19 disk, an exact Euclidean distance, a marker watershed, union-find
 // labelling and per-object features, at the speed of OpenCV on one core.
-// Nine of them also have CUDA kernels (kernels/pathology.cu, embedded in
+// Ten of them also have CUDA kernels (kernels/pathology.cu, embedded in
 // builds with -tags cuda) whose outputs equal the CPU's bit for bit, and
 // Go mirrors of those kernels for machines without a GPU (HostGPUs).
 //

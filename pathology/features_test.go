@@ -49,9 +49,11 @@ func TestFeaturesEveryNucleus(t *testing.T) {
 	a := hostAccels(1)[0]
 	for _, c := range []struct {
 		op   string
+		ins  [][]byte
 		want []float64
-	}{{"FeatIntensity", intensity}, {"FeatGradient", gradient}} {
-		got, err := runOnAccel(context.Background(), a, c.op, [][]byte{rgb, bytesOf(labels)}, 8*len(c.want), size, size)
+	}{{"FeatIntensity", [][]byte{rgb, bytesOf(labels)}, intensity}, {"FeatGradient", [][]byte{rgb, bytesOf(labels)}, gradient},
+		{"FeatMorphometry", [][]byte{bytesOf(labels)}, morph}} {
+		got, err := runOnAccel(context.Background(), a, c.op, c.ins, 8*len(c.want), size, size)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -217,6 +217,27 @@ func refFeatAccum(rgb []uint8, labels []uint16, sums []float64, counts []uint64,
 	}
 }
 
+// refFeatPerim mirrors patho_feat_perim.
+func refFeatPerim(labels []uint16, counts []uint64, w, h int) {
+	for i, v := range labels {
+		l := int(v)
+		if l == 0 || l > len(counts) {
+			continue
+		}
+		x, y := i%w, i/w
+		if x == 0 || y == 0 || x == w-1 || y == h-1 || labels[i-1] != v || labels[i+1] != v || labels[i-w] != v || labels[i+w] != v {
+			counts[l-1]++
+		}
+	}
+}
+
+// refPerimFinal mirrors patho_perim_final.
+func refPerimFinal(counts []uint64, table []float64) {
+	for k, c := range counts {
+		table[k*numFeatures+featPerim] = float64(c)
+	}
+}
+
 // refFeatFinal mirrors patho_feat_final.
 func refFeatFinal(sums []float64, counts []uint64, table []float64, kind int) {
 	for k := range len(counts) {

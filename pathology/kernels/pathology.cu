@@ -20,6 +20,7 @@ typedef unsigned long long u64;
 #define FEAT_AREA 0
 #define FEAT_MEAN 1
 #define FEAT_GRAD 2
+#define FEAT_PERIM 3
 
 #define FOR_EACH(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
@@ -511,5 +512,26 @@ extern "C" __global__ void patho_feat_final(const double *sums, const u64 *count
 		} else {
 			row[FEAT_GRAD] = a > 0 ? sums[k] / a : 0;
 		}
+	}
+}
+
+// FeatMorphometry: each object's perimeter, the pixels with a 4-neighbour
+// of another label or outside the tile (morphometryFeatures of
+// ../kernels.go), counted into counts (rows, zeroed by the caller), then
+// written into the table's perimeter column.
+extern "C" __global__ void patho_feat_perim(const u16 *labels, u64 *counts, i64 w, i64 h, i64 rows) {
+	FOR_EACH(i, w * h) {
+		int l = labels[i];
+		if (l == 0 || l > rows) continue;
+		i64 x = i % w, y = i / w;
+		if (x == 0 || y == 0 || x == w - 1 || y == h - 1 || labels[i - 1] != l || labels[i + 1] != l || labels[i - w] != l || labels[i + w] != l) {
+			atomicAdd(&counts[l - 1], 1ull);
+		}
+	}
+}
+
+extern "C" __global__ void patho_perim_final(const u64 *counts, double *table, i64 rows) {
+	FOR_EACH(k, rows) {
+		table[k * NUM_FEATURES + FEAT_PERIM] = (double)counts[k];
 	}
 }
