@@ -51,11 +51,15 @@ type hwSetup struct {
 // each operation per device kind, host-GPU bandwidth, and the check of
 // every GPU output against the CPU one.
 type calibration struct {
-	cpu, gpu  map[string]time.Duration
-	cpuAlone  map[string]time.Duration // on one core with the others idle
-	loaded    int                      // tiles timed concurrently for cpu (0: cpu is cpuAlone)
-	bandwidth float64                  // bytes per second, uploads and downloads together (under load where measured)
-	stageBW   float64                  // bytes per second staging a tile's RGB from storage (under load where measured)
+	cpu, gpu map[string]time.Duration
+	cpuAlone map[string]time.Duration // on one core with the others idle
+	// xfer is each GPU operation's transfers in the sequential pass: its
+	// inputs uploaded and its output downloaded, the mean per tile (none
+	// in a replay of a log from before it was printed).
+	xfer      map[string]time.Duration
+	loaded    int     // tiles timed concurrently for cpu (0: cpu is cpuAlone)
+	bandwidth float64 // bytes per second, uploads and downloads together (under load where measured)
+	stageBW   float64 // bytes per second staging a tile's RGB from storage (under load where measured)
 	// bandwidthAlone and stageBWAlone are the same measured with the
 	// other cores idle; bandwidth and stageBW replace them by the rates
 	// under the load of every core (the run's condition) where measured.
@@ -73,6 +77,19 @@ type calibration struct {
 	// cpu.
 	content []float64
 	fit     map[string]costFit
+}
+
+// speedupsWithTransfers returns each GPU operation's speedup counting
+// its transfers, C / (G + X), as the "computation+data transfer" bars of
+// seed 001's Fig. 5: the estimates of configuration patst.
+func (c *calibration) speedupsWithTransfers() map[string]float64 {
+	out := map[string]float64{}
+	for op, g := range c.gpu {
+		if t := g + c.xfer[op]; t > 0 {
+			out[op] = float64(c.cpu[op]) / float64(t)
+		}
+	}
+	return out
 }
 
 // speedups returns the measured speedup of each operation with a GPU
@@ -446,7 +463,7 @@ func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-
 
 // calibrateAlone is the sequential pass of calibrate.
 func (h *hwSetup) calibrateAlone(ctx context.Context, s *Slide) (*calibration, error) {
-	c := &calibration{cpu: map[string]time.Duration{}, gpu: map[string]time.Duration{}}
+	c := &calibration{cpu: map[string]time.Duration{}, gpu: map[string]time.Duration{}, xfer: map[string]time.Duration{}}
 	ops := hwOps(h.specs, nil, h.accels, nil)
 	var stagedBytes, commitBytes int64
 	var stageTime, commitTime time.Duration
@@ -535,6 +552,7 @@ func (h *hwSetup) calibrateAlone(ctx context.Context, s *Slide) (*calibration, e
 				copy(host, cpuOut) // the CPU's result feeds the next operations
 				if !warm {
 					c.gpu[o.Name] += dg
+					c.xfer[o.Name] += up + down
 					xferBytes += moved
 					xferTime += up + down
 					tiFr = append(tiFr, float64(up+down)/float64(up+down+dg))
@@ -563,6 +581,7 @@ func (h *hwSetup) calibrateAlone(ctx context.Context, s *Slide) (*calibration, e
 	}
 	for op := range c.gpu {
 		c.gpu[op] /= time.Duration(max(counted, 1))
+		c.xfer[op] /= time.Duration(max(counted, 1))
 	}
 	if xferTime > 0 {
 		c.bandwidth = float64(xferBytes) / xferTime.Seconds()
@@ -735,7 +754,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	h.logf("touched %.1f GB of heap in %v before the runs", float64(n)/1e9, time.Since(t0).Round(time.Millisecond))
 	sp := cal.speedups()
 	ti := cal.ti
-	all := hwConfigs(h.window, ti, sp)
+	all := hwConfigs(h.window, ti, sp, cal.speedupsWithTransfers())
 	names := h.configs
 	if len(names) == 0 {
 		names = defaultHardwareConfigs(h.noOrder)
@@ -929,7 +948,7 @@ type hwConfig struct {
 // hwConfigs returns the configurations of a hardware experiment by their
 // HardwareConfigs names, for the given window, transfer impact and measured
 // speedups.
-func hwConfigs(window int, ti float64, sp map[string]float64) map[string]hwConfig {
+func hwConfigs(window int, ti float64, sp, spx map[string]float64) map[string]hwConfig {
 	dl := pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}
 	learn := dl
 	learn.Learn = true
@@ -939,6 +958,7 @@ func hwConfigs(window int, ti float64, sp map[string]float64) map[string]hwConfi
 		"fcfs":    {"FCFS", pats.Config{Policy: pats.FCFS, Window: window}, sp},
 		"pats":    {"PATS", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true}, sp},
 		"patsx":   {"PATS+xfer", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, TransferAware: true}, sp},
+		"patst":   {"PATS, speedups with transfers", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true}, spx},
 		"dl":      {"PATS+DL+prefetch", dl, sp},
 		"dlx":     {"PATS+xfer+DL+prefetch", dlx, sp},
 		"learned": {"PATS+DL+prefetch, learned", learn, nil},
@@ -992,6 +1012,16 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 			slide = fmt.Sprintf("%.1f", cal.predictedMean(o.Name, h.tiles).Seconds()*1e3)
 		}
 		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %s | %s | %s |\n", o.Name, cal.cpuAlone[o.Name].Seconds()*1e3, cal.cpu[o.Name].Seconds()*1e3, span, slide, g, sp)
+	}
+	var xs []string
+	spx := cal.speedupsWithTransfers()
+	for _, o := range h.specs {
+		if _, ok := cal.gpu[o.Name]; ok {
+			xs = append(xs, fmt.Sprintf("%s %.2f ms %s", o.Name, cal.xfer[o.Name].Seconds()*1e3, fmtSpeedup(spx[o.Name])))
+		}
+	}
+	if len(xs) > 0 {
+		fmt.Fprintf(w, "\nTransfers of each GPU operation in the sequential pass (inputs up, output down), and its speedup counting them (patst's estimates): %s.\n", strings.Join(xs, ", "))
 	}
 	check := "every GPU output equals the CPU's"
 	if len(cal.mismatch) > 0 {
@@ -1053,7 +1083,7 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 // named "NAME #k"), found by name, so that any Hardware.Configs order reads
 // right.
 func hwSummary(runs []hwRun) string {
-	cf := hwConfigs(0, 0, nil)
+	cf := hwConfigs(0, 0, nil, nil)
 	mean := func(key string) (time.Duration, bool) {
 		name := cf[key].name
 		var sum time.Duration
@@ -1235,7 +1265,10 @@ func (g *GPUs) Close() error {
 // HardwareConfigs returns the names of the configurations a hardware
 // experiment can run (Hardware.Configs): FCFS, PATS (FinishAware), PATS
 // ranking by the effective speedup that counts data movement
-// (pats.Config.TransferAware), PATS with locality and prefetch, the same
+// (pats.Config.TransferAware), PATS given speedups that count each
+// operation's transfers as the calibration measured them (the
+// "computation+data transfer" speedups of seed 001's Fig. 5), PATS with
+// locality and prefetch, the same
 // ranking by effective speedup, with learned speedups, with 50%-wrong
 // estimates, PATS by speedup order only, and the rest of the sensitivity
 // sweep of PATS+DL+prefetch's estimates (the paper's Fig. 11: dl, then
@@ -1243,7 +1276,7 @@ func (g *GPUs) Close() error {
 // The default runs (Hardware.Configs nil) are those up to "order"; the
 // sweep's other points run only when named.
 func HardwareConfigs() []string {
-	return []string{"fcfs", "pats", "patsx", "dl", "dlx", "learned", "wrong50", "order", "wrong25", "wrong75", "wrong100"}
+	return []string{"fcfs", "pats", "patsx", "patst", "dl", "dlx", "learned", "wrong50", "order", "wrong25", "wrong75", "wrong100"}
 }
 
 // defaultHardwareConfigs returns the configurations run when none are

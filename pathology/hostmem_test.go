@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/pats"
 	"github.com/gohtgs/htgs/region"
 )
 
@@ -209,5 +211,22 @@ func TestNucleiCountFromLabels(t *testing.T) {
 	out := make([]uint16, len(big))
 	if n := bwLabel(big, out, 600, 300); n != 65535 || slices.Max(out) != 65535 {
 		t.Errorf("90000 components: bwLabel counted %d, largest label %d; want 65535 for both", n, slices.Max(out))
+	}
+}
+
+// TestSpeedupsWithTransfers checks patst's estimates, C / (G + X), and
+// that configuration patst is PATS given them.
+func TestSpeedupsWithTransfers(t *testing.T) {
+	ms := time.Millisecond
+	c := &calibration{cpu: map[string]time.Duration{"A": 100 * ms, "B": 60 * ms, "C": 50 * ms},
+		gpu:  map[string]time.Duration{"A": 1 * ms, "B": 2 * ms},
+		xfer: map[string]time.Duration{"A": 9 * ms}}
+	got := c.speedupsWithTransfers()
+	if len(got) != 2 || got["A"] != 10 || got["B"] != 30 {
+		t.Errorf("speedups with transfers %v, want A 10 (100/(1+9)), B 30 (no transfer timed), no C (CPU only)", got)
+	}
+	cf := hwConfigs(8, 0.5, c.speedups(), got)["patst"]
+	if cf.cfg.Policy != pats.PATS || !cf.cfg.FinishAware || cf.cfg.TransferAware || cf.est["A"] != 10 {
+		t.Errorf("patst: %+v with estimates %v, want PATS (FinishAware) given the speedups with transfers", cf.cfg, cf.est)
 	}
 }

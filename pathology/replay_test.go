@@ -155,6 +155,12 @@ func parseSavedRun(dir string) (*savedRun, error) {
 	if len(s.cal.cpu) == 0 {
 		return nil, fmt.Errorf("replay: no operation table in hardware.log")
 	}
+	s.cal.xfer = map[string]time.Duration{}
+	if m := regexp.MustCompile(`(?m)^Transfers of each GPU operation in the sequential pass .*: (.*)\.$`).FindStringSubmatch(text); m != nil {
+		for _, r := range regexp.MustCompile(`(\w+) ([0-9.]+) ms`).FindAllStringSubmatch(m[1], -1) {
+			s.cal.xfer[r[1]] = ms(r[2])
+		}
+	}
 	s.cal.loaded = s.cpus
 	line := regexp.MustCompile(`(?m)^(.+?): [0-9.]+ tiles/s, makespan ([0-9.]+) s \(simulated ([0-9.]+) s, [-+0-9.]+%; from the run's op times ([0-9.]+) s`)
 	for _, r := range line.FindAllStringSubmatch(text, -1) {
@@ -241,7 +247,7 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 	if s.commitProxy {
 		t.Logf("the log has no commit rate: commits modelled at the staging rate, %.2f GB/s", machine.CommitBandwidth/1e9)
 	}
-	all := hwConfigs(s.window, s.cal.ti, s.cal.speedups())
+	all := hwConfigs(s.window, s.cal.ti, s.cal.speedups(), s.cal.speedupsWithTransfers())
 	names := map[string]hwConfig{}
 	for _, c := range all {
 		names[c.name] = c
@@ -296,6 +302,7 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 	type variant struct {
 		name string
 		cfg  pats.Config
+		est  map[string]float64 // the speedup estimates; nil: the compute speedups sp
 	}
 	w := s.window
 	pw := func(win int, xfer, fin bool) pats.Config {
@@ -309,27 +316,51 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 		return pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Locality: true, TransferImpact: s.cal.ti, Prefetch: true, TransferAware: xfer}
 	}
 	vs := []variant{
-		{"FCFS", pats.Config{Policy: pats.FCFS, Window: w}},
-		{"PATS (order only)", pw(w, false, false)},
-		{"PATS", pw(w, false, true)},
-		{"PATS w=16", pw(16, false, true)},
-		{"PATS w=64", pw(64, false, true)},
-		{"PATS w=96", pw(96, false, true)},
-		{"PATS+xfer (order only)", pw(w, true, false)},
-		{"PATS+xfer", pw(w, true, true)},
-		{"PATS+xfer w=16", pw(16, true, true)},
-		{"PATS+xfer w=64", pw(64, true, true)},
-		{"PATS+xfer w=96", pw(96, true, true)},
-		{"PATS+df", df(pw(w, false, true))},
-		{"PATS+xfer+df", df(pw(w, true, true))},
-		{"PATS+xfer+df w=64", df(pw(64, true, true))},
-		{"PATS+prefetch", pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Prefetch: true}},
-		{"PATS+xfer+prefetch", pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Prefetch: true, TransferAware: true}},
-		{"PATS+DL+prefetch", dl(false)},
-		{"PATS+xfer+DL+prefetch", dl(true)},
+		{"FCFS", pats.Config{Policy: pats.FCFS, Window: w}, nil},
+		{"PATS (order only)", pw(w, false, false), nil},
+		{"PATS", pw(w, false, true), nil},
+		{"PATS w=16", pw(16, false, true), nil},
+		{"PATS w=64", pw(64, false, true), nil},
+		{"PATS w=96", pw(96, false, true), nil},
+		{"PATS+xfer (order only)", pw(w, true, false), nil},
+		{"PATS+xfer", pw(w, true, true), nil},
+		{"PATS+xfer w=16", pw(16, true, true), nil},
+		{"PATS+xfer w=64", pw(64, true, true), nil},
+		{"PATS+xfer w=96", pw(96, true, true), nil},
+		{"PATS+df", df(pw(w, false, true)), nil},
+		{"PATS+xfer+df", df(pw(w, true, true)), nil},
+		{"PATS+xfer+df w=64", df(pw(64, true, true)), nil},
+		{"PATS+prefetch", pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Prefetch: true}, nil},
+		{"PATS+xfer+prefetch", pats.Config{Policy: pats.PATS, Window: w, FinishAware: true, Prefetch: true, TransferAware: true}, nil},
+		{"PATS+DL+prefetch", dl(false), nil},
+		{"PATS+xfer+DL+prefetch", dl(true), nil},
 	}
 	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: specs, regionBuf: realBytes(s.size)}
 	machine := h.machine(s.cal)
+	// PATS given speedups that include each operation's transfers (the
+	// "computation+data transfer" bars of seed 001's Fig. 5, patst's
+	// estimates): C / (G + X), X as the log gives it, or where it does
+	// not (older logs, hypothetical GPU operations, another rate given by
+	// -hwreplay-bw) its inputs uploaded and its output downloaded at the
+	// machine's rate.
+	spx := map[string]float64{}
+	for _, o := range specs {
+		g, ok := s.cal.gpu[o.Name]
+		if !ok {
+			continue
+		}
+		x, ok := s.cal.xfer[o.Name]
+		if !ok || *hwReplayBW > 0 {
+			b := h.regionBuf[o.Writes]
+			for _, k := range o.Reads {
+				b += h.regionBuf[k]
+			}
+			x = time.Duration(float64(b) / machine.Bandwidth * float64(time.Second))
+		}
+		spx[o.Name] = float64(s.cal.cpu[o.Name]) / float64(g+x)
+	}
+	vs = append(vs, variant{"PATS, speedups with transfers", pw(w, false, true), spx},
+		variant{"PATS+DL+prefetch, speedups with transfers", dl(false), spx})
 	costs := []struct {
 		name string
 		fn   func(tile int, op string) pats.Cost
@@ -346,7 +377,7 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 	// otherwise counts as free.
 	for _, v := range vs {
 		if v.cfg.Prefetch {
-			vs = append(vs, variant{v.name + ", staging on cores", v.cfg})
+			vs = append(vs, variant{v.name + ", staging on cores", v.cfg, v.est})
 		}
 	}
 	for _, c := range costs {
@@ -354,7 +385,11 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 		for _, v := range vs {
 			m := machine
 			m.StageOnCores = strings.HasSuffix(v.name, ", staging on cores")
-			rep, err := pats.Simulate(v.cfg, m, h.simFlows(s.cal, sp, c.fn))
+			est := sp
+			if v.est != nil {
+				est = v.est
+			}
+			rep, err := pats.Simulate(v.cfg, m, h.simFlows(s.cal, est, c.fn))
 			if err != nil {
 				t.Fatalf("%s: %v", v.name, err)
 			}
