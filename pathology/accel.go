@@ -100,7 +100,7 @@ type hostPool struct {
 	limit int64
 	held  int64 // bytes allocated
 	out   int   // buffers given out and not back
-	free  map[int64][][]byte
+	free  bySize[[]byte]
 	err   error // the first failed allocation: the pool gives no more
 }
 
@@ -111,9 +111,7 @@ const hostPoolLimit = 16 << 30
 func (p *hostPool) get(size int64) ([]byte, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if bs := p.free[size]; len(bs) > 0 {
-		b := bs[len(bs)-1]
-		p.free[size] = bs[:len(bs)-1]
+	if b, ok := p.free.take(size); ok {
 		p.out++
 		return b, true
 	}
@@ -133,11 +131,7 @@ func (p *hostPool) get(size int64) ([]byte, bool) {
 func (p *hostPool) put(b []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.free == nil {
-		p.free = map[int64][][]byte{}
-	}
-	n := int64(len(b))
-	p.free[n] = append(p.free[n], b)
+	p.free.add(int64(len(b)), b)
 	p.out--
 }
 
@@ -148,31 +142,44 @@ func (p *hostPool) stats() (held int64, out int) {
 	return p.held, p.out
 }
 
+// bySize is a free list of buffers by their size.
+type bySize[T any] map[int64][]T
+
+// take removes and returns a buffer of size bytes, if there is one.
+func (f bySize[T]) take(size int64) (T, bool) {
+	bs := f[size]
+	if len(bs) == 0 {
+		var zero T
+		return zero, false
+	}
+	f[size] = bs[:len(bs)-1]
+	return bs[len(bs)-1], true
+}
+
+// add puts back b, of size bytes.
+func (f *bySize[T]) add(size int64, b T) {
+	if *f == nil {
+		*f = bySize[T]{}
+	}
+	(*f)[size] = append((*f)[size], b)
+}
+
 // bufPool keeps released buffers by size for reuse.
 type bufPool struct {
 	mu   sync.Mutex
-	free map[int64][]gpuBuf
+	free bySize[gpuBuf]
 }
 
 func (p *bufPool) get(size int64) (gpuBuf, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	bs := p.free[size]
-	if len(bs) == 0 {
-		return gpuBuf{}, false
-	}
-	b := bs[len(bs)-1]
-	p.free[size] = bs[:len(bs)-1]
-	return b, true
+	return p.free.take(size)
 }
 
 func (p *bufPool) put(b gpuBuf) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.free == nil {
-		p.free = map[int64][]gpuBuf{}
-	}
-	p.free[b.size] = append(p.free[b.size], b)
+	p.free.add(b.size, b)
 }
 
 // drain empties the pool and returns its buffers.

@@ -913,16 +913,14 @@ func prepareOutput(ctx context.Context, s *Slide) error {
 		}
 	}
 	zero := make([]byte, j.u16["labels"].Bytes())
-	rows := objectRows(s.size)
-	zeroRows := make([]byte, 8*numFeatures*rows)
+	zeroRows := make([]byte, 8*numFeatures*objectRows(s.size))
 	for i := range s.tiles {
 		b := s.Box(i)
 		if err := s.out.Write(ctx, metas[0], b, zero); err != nil {
 			return fmt.Errorf("touch the output %v of tile %d: %w", metas[0].ID, i, err)
 		}
 		for _, m := range metas[1:] { // the feature tables: 2 MiB each for a 4K tile
-			part := region.Rect(0, rows*i, numFeatures, rows*(i+1))
-			if err := s.out.Write(ctx, m, part, zeroRows); err != nil {
+			if err := s.out.Write(ctx, m, s.tileFeatures(i), zeroRows); err != nil {
 				return fmt.Errorf("touch the output %v of tile %d: %w", m.ID, i, err)
 			}
 		}

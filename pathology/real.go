@@ -267,9 +267,7 @@ func (s *Slide) addRegions(j *tileJob, b region.Box) error {
 	labels.SetOutput(s.out)
 	j.u16["labels"] = labels
 	for k, id := range featIDs() {
-		r := objectRows(s.size)
-		f, err := region.NewDenseROI[float64](id, region.Rect(0, 0, numFeatures, r*s.tiles),
-			region.Rect(0, r*i, numFeatures, r*(i+1)))
+		f, err := region.NewDenseROI[float64](id, s.featureBounds(), s.tileFeatures(i))
 		if err := add(f, err); err != nil {
 			return err
 		}
@@ -277,6 +275,18 @@ func (s *Slide) addRegions(j *tileJob, b region.Box) error {
 		j.feats[k] = f
 	}
 	return nil
+}
+
+// featureBounds returns the bounds of the slide's feature tables: a row
+// for every label a tile can hold (objectRows), tile after tile.
+func (s *Slide) featureBounds() region.Box {
+	return region.Rect(0, 0, numFeatures, objectRows(s.size)*s.tiles)
+}
+
+// tileFeatures returns tile i's rows of the feature tables.
+func (s *Slide) tileFeatures(i int) region.Box {
+	r := objectRows(s.size)
+	return region.Rect(0, r*i, numFeatures, r*(i+1))
 }
 
 // data returns the pats datum for key k of the job: regions read from or

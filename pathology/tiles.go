@@ -182,8 +182,7 @@ func readTileOutputs(ctx context.Context, s *Slide, i, nuclei int) (TileResult, 
 		}
 	}
 	var tables [][]float64
-	per := objectRows(s.size)
-	rows := region.Rect(0, per*i, numFeatures, per*(i+1))
+	rows := s.tileFeatures(i)
 	for _, k := range []string{"featIntensity", "featGradient", "featMorph"} {
 		f, err := region.OpenDense[float64](ctx, s.out, featIDs()[k], rows)
 		if err != nil {
