@@ -25,12 +25,14 @@ import (
 // FillHoles 4-connected, PreWatershed's h-maxima), the opening by the
 // 19x19 disk (MorphOpen), the exact Euclidean distance (PreWatershed),
 // connected-component labelling by union-find (AreaThreshold 8-connected,
-// BWLabel 4-connected) and per-object reductions (FeatIntensity,
-// FeatGradient, FeatMorphometry).
+// BWLabel 4-connected, Watershed's markers), Watershed's flooding in
+// synchronous rounds (watershed.go) settled pixel by pixel, and
+// per-object reductions (FeatIntensity, FeatGradient, FeatMorphometry).
+// Every operation has one.
 // Each output equals the CPU's bit for bit (the feature tables within
 // 1e-9: sums in another order).
 func gpuOpNames() []string {
-	return []string{"RBCDetection", "MorphOpen", "ReconToNuclei", "AreaThreshold", "FillHoles", "PreWatershed", "BWLabel", "FeatIntensity", "FeatGradient", "FeatMorphometry"}
+	return []string{"RBCDetection", "MorphOpen", "ReconToNuclei", "AreaThreshold", "FillHoles", "PreWatershed", "Watershed", "BWLabel", "FeatIntensity", "FeatGradient", "FeatMorphometry"}
 }
 
 // hasGPUImpl reports whether op has a GPU implementation.
@@ -289,6 +291,22 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		refHMaxInit(dist, out)
 		for refReconStep(out, dist, w, h, 8) {
 		}
+	case "Watershed":
+		f, J := make([]uint16, n), make([]uint16, n)
+		C, D, F := make([]int32, n), make([]int32, n), make([]int32, n)
+		refWSInit(view[uint16](b(0)), b(1), f, J)
+		for refReconStep(J, f, w, h, 8) {
+		}
+		refWSMarkers(f, J, C)
+		refLabMerge(C, w, h, true)
+		refLabFlatten(C)
+		refWSDistInit(f, C, D, w, h)
+		for refWSDistStep(f, D, w, h) {
+		}
+		refWSLabInit(f, C, F)
+		for refWSFloodStep(f, D, C, F, w, h) {
+		}
+		refWSFinal(F, view[uint16](b(2)))
 	case "FillHoles":
 		reach, bg := make([]uint8, n), make([]uint8, n)
 		refFillInit(b(0), reach, bg, w, h)

@@ -38,7 +38,8 @@ func kernelNames() []string {
 		"patho_recon4_u8", "patho_fill_init", "patho_fill_final", "patho_edt_cols", "patho_edt_rows",
 		"patho_hmax_init", "patho_feat_accum", "patho_feat_final", "patho_cand_final",
 		"patho_lab_init_u8", "patho_lab_init_u16", "patho_lab_merge", "patho_lab_flatten", "patho_lab_area", "patho_area_final",
-		"patho_root_count", "patho_root_scan", "patho_root_rank", "patho_bw_final", "patho_feat_perim", "patho_perim_final"}
+		"patho_root_count", "patho_root_scan", "patho_root_rank", "patho_bw_final", "patho_feat_perim", "patho_perim_final",
+		"patho_ws_init", "patho_ws_markers", "patho_ws_dist_init", "patho_ws_dist", "patho_ws_lab_init", "patho_ws_flood", "patho_ws_final"}
 }
 
 // cudaAccels opens every CUDA device (at most limit, 0: all) as an
@@ -504,6 +505,13 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		if err == nil {
 			err = a.reconstruct(ctx, "patho_recon8_u16", m(1), dist, W, H)
 		}
+	case "Watershed":
+		// The relief f, f - 1 reconstructed under f, the markers' labels
+		// then the candidates C, the rounds D, the final basins F.
+		if t, err = tmp(2*n, 2*n, 4*n, 4*n, 4*n); err != nil {
+			return err
+		}
+		err = a.watershed(ctx, m(0), m(1), m(2), t[0], t[1], t[2], t[3], t[4], W, H)
 	case "FeatMorphometry":
 		rows := min(bufs[1].size/(8*numFeatures), maxLabels)
 		err = errors.Join(cuda.Memset(a.comp, a.counts.Slice(0, 8*rows), 0), cuda.Memset(a.comp, m(1), 0))
@@ -556,6 +564,36 @@ func (a *cudaAccel) label(op string, in, out, L, sc, count cuda.DeviceMem, w, h 
 		a.launch("patho_root_scan", 256, count, segs),
 		a.launch("patho_root_rank", segs*256, L, count, sc, n),
 		a.launch("patho_bw_final", n, L, sc, out, n))
+}
+
+// watershed queues Watershed of dist inside the mask filled into out
+// (kernels patho_ws_*, as kernels/pathology.cu describes), with scratch
+// f and J (16-bit), C, D and F (32-bit).
+func (a *cudaAccel) watershed(ctx context.Context, dist, filled, out, f, J, C, D, F cuda.DeviceMem, w, h int64) error {
+	n := w * h
+	err := a.launch("patho_ws_init", n, dist, filled, f, J, n)
+	if err == nil {
+		err = a.reconstruct(ctx, "patho_recon8_u16", J, f, w, h)
+	}
+	if err == nil {
+		err = errors.Join(a.launch("patho_ws_markers", n, f, J, C, n),
+			a.launch("patho_lab_merge", n, C, w, h, int64(1)),
+			a.launch("patho_lab_flatten", n, C, n),
+			a.launch("patho_ws_dist_init", n, f, C, D, w, h))
+	}
+	if err == nil {
+		err = a.iterate(ctx, a.check, func() error { return a.launchTiles("patho_ws_dist", w, h, f, D, w, h, a.flag) })
+	}
+	if err == nil {
+		err = a.launch("patho_ws_lab_init", n, f, C, F, n)
+	}
+	if err == nil {
+		err = a.iterate(ctx, a.check, func() error { return a.launchTiles("patho_ws_flood", w, h, f, D, C, F, w, h, a.flag) })
+	}
+	if err == nil {
+		err = a.launch("patho_ws_final", n, F, out, n)
+	}
+	return err
 }
 
 // closeParts frees what newCUDAAccel made, and the device.

@@ -441,16 +441,49 @@ func checkReconToNucleiCases(t *testing.T, a accel, big bool) {
 	}
 }
 
+// checkWatershedCases compares Watershed on a with its CPU kernel on the
+// masks of maskCases, each with its distance map (as in the pipeline)
+// and with a rough relief of random levels 0-5 (many maxima, plateaus
+// and ties between basins), and on the filled mask of a generated tile
+// when big.
+func checkWatershedCases(t *testing.T, a accel, big bool) {
+	t.Helper()
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, c := range maskCases(big) {
+		n := c.w * c.h
+		for _, rough := range []bool{false, true} {
+			dist := make([]uint16, n)
+			preWatershed(c.in, dist, c.w, c.h)
+			if rough {
+				for i := range dist {
+					dist[i] = uint16(r.IntN(6))
+				}
+			}
+			want := make([]uint16, n)
+			watershed(dist, c.in, want, c.w, c.h)
+			got, err := runOnAccel(ctx, a, "Watershed", [][]byte{bytesOf(dist), c.in}, 2*n, c.w, c.h)
+			if err != nil {
+				t.Fatalf("Watershed, %s %dx%d (rough %v): %v", c.name, c.w, c.h, rough, err)
+			}
+			if !bytes.Equal(bytesOf(want), got) {
+				t.Errorf("Watershed, %s %dx%d (rough %v) on %s: %s", c.name, c.w, c.h, rough, a.Name(), firstDiffs(bytesOf(want), got, 2, c.w))
+			}
+		}
+	}
+}
+
 // TestHostKernelEdgeCases compares the Go mirrors of the RBCDetection,
-// MorphOpen, ReconToNuclei, PreWatershed and FillHoles kernels with the CPU
-// kernels on the edge cases (borders, empty, all foreground, 1-pixel
-// shapes, noise).
+// MorphOpen, ReconToNuclei, PreWatershed, Watershed and FillHoles kernels
+// with the CPU kernels on the edge cases (borders, empty, all foreground,
+// 1-pixel shapes, noise).
 func TestHostKernelEdgeCases(t *testing.T) {
 	a := hostAccels(1)[0]
 	for _, op := range kernelOpsUnderTest() {
 		t.Run(op.name, func(t *testing.T) { checkKernelCases(t, a, op, false) })
 	}
 	t.Run("ReconToNuclei", func(t *testing.T) { checkReconToNucleiCases(t, a, false) })
+	t.Run("Watershed", func(t *testing.T) { checkWatershedCases(t, a, false) })
 }
 
 // TestDiskTable checks the disk description patho_disk reads against the

@@ -494,3 +494,250 @@ func refHMaxInit(dist, marker []uint16) {
 		marker[i] = d - min(d, hMaxHeight)
 	}
 }
+
+// States of patho_ws_lab_init and patho_ws_flood's C and F, beside the
+// basins 1, 2, ... (WS_UNK, WS_LINE, WS_OUT), and D's unknown (WS_INF).
+const (
+	wsUnknown = 0
+	wsLine    = -1
+	wsOut     = -2
+	wsInf     = 0x3fffffff
+)
+
+// refWSInit mirrors patho_ws_init: f the relief, J = f - 1 (0 stays 0).
+func refWSInit(dist []uint16, filled []uint8, f, J []uint16) {
+	for i, m := range filled {
+		v := uint16(0)
+		if m != 0 {
+			v = relief(dist[i])
+		}
+		f[i], J[i] = v, v-min(v, 1)
+	}
+}
+
+// refWSMarkers mirrors patho_ws_markers.
+func refWSMarkers(f, J []uint16, L []int32) {
+	for i := range f {
+		if f[i] > J[i] {
+			L[i] = int32(i)
+		} else {
+			L[i] = -1
+		}
+	}
+}
+
+// refWSDistInit mirrors patho_ws_dist_init.
+func refWSDistInit(f []uint16, L, D []int32, w, h int) {
+	for i := range w * h {
+		d := int32(wsInf)
+		if f[i] != 0 {
+			if L[i] >= 0 {
+				d = 0
+			} else {
+				x, y := i%w, i/w
+				for dy := -1; dy <= 1; dy++ {
+					for dx := -1; dx <= 1; dx++ {
+						xx, yy := x+dx, y+dy
+						if xx >= 0 && xx < w && yy >= 0 && yy < h && f[yy*w+xx] > f[i] {
+							d = 1
+						}
+					}
+				}
+			}
+		}
+		D[i] = d
+	}
+}
+
+// wsTile is a tile of patho_ws_dist and patho_ws_flood in shared memory:
+// WS_T x WS_T pixels and a one-pixel frame, of reconTile (WS_T) pixels.
+type wsTile struct {
+	f        [(reconTile + 2) * (reconTile + 2)]uint16
+	d, c, fl [(reconTile + 2) * (reconTile + 2)]int32
+}
+
+// refWSTiles runs one launch of patho_ws_dist or patho_ws_flood: tile by
+// tile, load copies the tile and its frame (s, x0, y0), the tile is
+// swept with step until stable, and store writes it back if it changed.
+// It reports whether any tile changed.
+func refWSTiles(w, h int, load, store func(s *wsTile, x0, y0 int), step func(s *wsTile, k int) bool) bool {
+	const t = reconTile
+	var s wsTile
+	changed := false
+	for y0 := 0; y0 < h; y0 += t {
+		for x0 := 0; x0 < w; x0 += t {
+			load(&s, x0, y0)
+			tileChanged := false
+			for {
+				again := false
+				for k := range t * t {
+					if step(&s, (k/t+1)*(t+2)+k%t+1) {
+						again = true
+					}
+				}
+				if !again {
+					break
+				}
+				tileChanged = true
+			}
+			if tileChanged {
+				store(&s, x0, y0)
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// wsLoad returns a load function of refWSTiles: each array of s from
+// its image, where given, and its value outside the image.
+func wsLoad(f []uint16, D, C, F []int32, w, h int) func(s *wsTile, x0, y0 int) {
+	const t = reconTile
+	return func(s *wsTile, x0, y0 int) {
+		for sy := range t + 2 {
+			for sx := range t + 2 {
+				k, x, y := sy*(t+2)+sx, x0-1+sx, y0-1+sy
+				in := x >= 0 && x < w && y >= 0 && y < h
+				i := y*w + x
+				s.f[k], s.d[k], s.c[k], s.fl[k] = 0, wsInf, wsOut, wsOut
+				if in {
+					s.f[k], s.d[k] = f[i], D[i]
+					if C != nil {
+						s.c[k], s.fl[k] = C[i], F[i]
+					}
+				}
+			}
+		}
+	}
+}
+
+// wsStore returns a store function of refWSTiles writing back a tile's
+// D (C and F nil) or its C and F.
+func wsStore(D, C, F []int32, w, h int) func(s *wsTile, x0, y0 int) {
+	const t = reconTile
+	return func(s *wsTile, x0, y0 int) {
+		for sy := range t {
+			for sx := range t {
+				x, y := x0+sx, y0+sy
+				if x >= w || y >= h {
+					continue
+				}
+				k := (sy+1)*(t+2) + sx + 1
+				if C == nil {
+					D[y*w+x] = s.d[k]
+				} else {
+					C[y*w+x], F[y*w+x] = s.c[k], s.fl[k]
+				}
+			}
+		}
+	}
+}
+
+// wsNbrs returns the offsets of the 8 neighbours in a tile with its
+// frame.
+func wsNbrs() [8]int {
+	const r = reconTile + 2
+	return [8]int{-r - 1, -r, -r + 1, -1, 1, r - 1, r, r + 1}
+}
+
+// refWSDistStep mirrors one launch of patho_ws_dist.
+func refWSDistStep(f []uint16, D []int32, w, h int) bool {
+	return refWSTiles(w, h, wsLoad(f, D, nil, nil, w, h), wsStore(D, nil, nil, w, h), func(s *wsTile, k int) bool {
+		v, d := s.f[k], s.d[k]
+		if v == 0 || d <= 1 {
+			return false
+		}
+		nd := d
+		for _, o := range wsNbrs() {
+			if s.f[k+o] == v && s.d[k+o] < wsInf {
+				nd = min(nd, s.d[k+o]+1)
+			}
+		}
+		if nd < d {
+			s.d[k] = nd
+			return true
+		}
+		return false
+	})
+}
+
+// refWSLabInit mirrors patho_ws_lab_init (C in L's place).
+func refWSLabInit(f []uint16, C, F []int32) {
+	for i := range f {
+		c := int32(wsUnknown)
+		switch {
+		case f[i] == 0:
+			c = wsOut
+		case C[i] >= 0:
+			c = C[i] + 1
+		}
+		C[i], F[i] = c, c
+	}
+}
+
+// refWSStep mirrors ws_step.
+func refWSStep(s *wsTile, k int) bool {
+	if s.fl[k] != wsUnknown {
+		return false
+	}
+	v, d := s.f[k], s.d[k]
+	moved := false
+	c := s.c[k]
+	if c == wsUnknown {
+		lab := int32(0)
+		for _, o := range wsNbrs() {
+			qv := s.f[k+o]
+			if qv == 0 {
+				continue
+			}
+			if qv > v || qv == v && s.d[k+o] < d {
+				b := s.fl[k+o]
+				if b == wsUnknown {
+					return false
+				}
+				if b > 0 {
+					if lab == 0 || lab == b {
+						lab = b
+					} else {
+						lab = wsLine
+					}
+				}
+			}
+		}
+		c = wsLine
+		if lab > 0 {
+			c = lab
+		}
+		s.c[k], moved = c, true
+	}
+	fin := c
+	for _, o := range wsNbrs() {
+		if s.f[k+o] != v || s.d[k+o] != d {
+			continue
+		}
+		b := s.c[k+o]
+		if b == wsUnknown {
+			return moved
+		}
+		if b > 0 && c > 0 && b != c {
+			fin = wsLine
+		}
+	}
+	s.fl[k] = fin
+	return true
+}
+
+// refWSFloodStep mirrors one launch of patho_ws_flood.
+func refWSFloodStep(f []uint16, D, C, F []int32, w, h int) bool {
+	return refWSTiles(w, h, wsLoad(f, D, C, F, w, h), wsStore(nil, C, F, w, h), refWSStep)
+}
+
+// refWSFinal mirrors patho_ws_final.
+func refWSFinal(F []int32, out []uint16) {
+	for i, v := range F {
+		out[i] = 0
+		if v > 0 {
+			out[i] = 1
+		}
+	}
+}

@@ -55,7 +55,8 @@ func TestCUDAKernelsMatchCPU(t *testing.T) {
 }
 
 // TestCUDAKernelEdgeCases compares the CUDA kernels of RBCDetection,
-// MorphOpen, PreWatershed and FillHoles with the CPU kernels on the edge
+// MorphOpen, ReconToNuclei, PreWatershed, Watershed, FillHoles,
+// AreaThreshold and BWLabel with the CPU kernels on the edge
 // cases of gpu_cases_test.go and on larger images, and names the first
 // differing pixels.
 func TestCUDAKernelEdgeCases(t *testing.T) {
@@ -64,6 +65,7 @@ func TestCUDAKernelEdgeCases(t *testing.T) {
 		t.Run(op.name, func(t *testing.T) { checkKernelCases(t, as[0], op, true) })
 	}
 	t.Run("ReconToNuclei", func(t *testing.T) { checkReconToNucleiCases(t, as[0], true) })
+	t.Run("Watershed", func(t *testing.T) { checkWatershedCases(t, as[0], true) })
 }
 
 // TestCUDAHardwareRun runs a small hardware experiment on the GPU.

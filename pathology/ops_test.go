@@ -1,7 +1,7 @@
 package pathology
 
 import (
-	"container/heap"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -387,83 +387,128 @@ func refMaxima(f []uint16, w, h int) []uint8 {
 	return out
 }
 
-// floodItem is a queued pixel of the reference flooding: by level, then
-// first in, first out.
-type floodItem struct{ level, seq, p int }
-type floodHeap []floodItem
-
-func (q floodHeap) Len() int { return len(q) }
-func (q floodHeap) Less(i, j int) bool {
-	return q[i].level < q[j].level || q[i].level == q[j].level && q[i].seq < q[j].seq
-}
-func (q floodHeap) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *floodHeap) Push(x any)   { *q = append(*q, x.(floodItem)) }
-func (q *floodHeap) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
-}
-
-// refWatershed is Meyer's flooding with a binary heap.
+// refWatershed is the watershed as the top of watershed.go defines it,
+// computed from the definition: the flood levels L by relaxing
+// max-min paths until stable (checked equal to f, as the definition
+// claims), D by relaxing distances, then the mask
+// pixels sorted by their key (L, -D), each group of equal keys taking
+// its candidates from the predecessors (greater keys) and losing them to
+// a neighbour of the group with another.
 func refWatershed(dist []uint16, filled []uint8, w, h int) []uint16 {
-	f := make([]uint16, w*h)
-	maxF := 0
+	n := w * h
+	f := make([]uint16, n)
+	var mask []int
 	for i, m := range filled {
 		if m != 0 {
 			f[i] = min(dist[i], 0xfffe) + 1
-			maxF = max(maxF, int(f[i]))
+			mask = append(mask, i)
 		}
 	}
 	basin, _ := refComponents(refMaxima(f, w, h), w, h, true)
-	queued := make([]bool, w*h)
-	var q floodHeap
-	seq := 0
 	nbrs := func(p int) []int {
 		var out []int
 		for dy := -1; dy <= 1; dy++ {
 			for dx := -1; dx <= 1; dx++ {
 				xx, yy := p%w+dx, p/w+dy
-				if (dx != 0 || dy != 0) && xx >= 0 && yy >= 0 && xx < w && yy < h {
+				if (dx != 0 || dy != 0) && xx >= 0 && yy >= 0 && xx < w && yy < h && f[yy*w+xx] != 0 {
 					out = append(out, yy*w+xx)
 				}
 			}
 		}
 		return out
 	}
-	spread := func(p int) {
-		for _, n := range nbrs(p) {
-			if f[n] != 0 && basin[n] == 0 && !queued[n] {
-				queued[n] = true
-				heap.Push(&q, floodItem{maxF - int(f[n]), seq, n})
-				seq++
+	L := make([]int, n)
+	for _, p := range mask {
+		if basin[p] > 0 {
+			L[p] = int(f[p])
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, p := range mask {
+			for _, q := range nbrs(p) {
+				if v := min(L[q], int(f[p])); v > L[p] {
+					L[p], changed = v, true
+				}
 			}
 		}
 	}
-	for p, b := range basin {
-		if b > 0 {
-			spread(p)
+	for _, p := range mask {
+		if L[p] != int(f[p]) {
+			panic(fmt.Sprintf("pixel %d: flooded at level %d, its relief is %d", p, L[p], f[p]))
 		}
 	}
-	for q.Len() > 0 {
-		p := heap.Pop(&q).(floodItem).p
-		labels := map[int32]bool{}
-		for _, n := range nbrs(p) {
-			if basin[n] > 0 {
-				labels[basin[n]] = true
-			}
+	const inf = math.MaxInt32
+	D := make([]int, n)
+	for _, p := range mask {
+		D[p] = inf
+		if basin[p] > 0 {
+			D[p] = 0
 		}
-		if len(labels) == 1 {
-			for b := range labels {
-				basin[p] = b
+		for _, q := range nbrs(p) {
+			if L[q] > L[p] && D[p] != 0 {
+				D[p] = 1
 			}
-			spread(p)
-		} else {
-			basin[p] = -1
 		}
 	}
-	out := make([]uint16, w*h)
-	for i, b := range basin {
+	for changed := true; changed; {
+		changed = false
+		for _, p := range mask {
+			for _, q := range nbrs(p) {
+				if L[q] == L[p] && D[q] != inf && D[q]+1 < D[p] {
+					D[p], changed = D[q]+1, true
+				}
+			}
+		}
+	}
+	greater := func(q, p int) bool { return L[q] > L[p] || L[q] == L[p] && D[q] < D[p] }
+	order := slices.Clone(mask)
+	slices.SortStableFunc(order, func(p, q int) int {
+		if greater(p, q) {
+			return -1
+		}
+		if greater(q, p) {
+			return 1
+		}
+		return 0
+	})
+	final, cand := make([]int32, n), make([]int32, n)
+	for i := 0; i < len(order); {
+		j := i
+		for j < len(order) && !greater(order[i], order[j]) {
+			j++
+		}
+		group := order[i:j]
+		for _, p := range group {
+			if basin[p] > 0 {
+				cand[p] = basin[p]
+				continue
+			}
+			labels := map[int32]bool{}
+			for _, q := range nbrs(p) {
+				if greater(q, p) && final[q] > 0 {
+					labels[final[q]] = true
+				}
+			}
+			cand[p] = 0
+			if len(labels) == 1 {
+				for b := range labels {
+					cand[p] = b
+				}
+			}
+		}
+		for _, p := range group {
+			final[p] = cand[p]
+			for _, q := range nbrs(p) {
+				if !greater(q, p) && !greater(p, q) && cand[q] > 0 && cand[p] > 0 && cand[q] != cand[p] {
+					final[p] = 0
+				}
+			}
+		}
+		i = j
+	}
+	out := make([]uint16, n)
+	for i, b := range final {
 		if b > 0 {
 			out[i] = 1
 		}

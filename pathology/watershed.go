@@ -2,12 +2,26 @@ package pathology
 
 import "encoding/binary"
 
-// This file holds the marker-based Watershed (Meyer's flooding, the
-// algorithm of OpenCV's watershed): the markers are the regional maxima of
-// PreWatershed's map inside the filled mask, each 8-connected maximum one
-// marker; the basins grow from them through the mask, highest value first
-// (a hierarchical queue: one FIFO per value), and a pixel reached by two
-// basins becomes a watershed line and stops the flooding there.
+// This file holds the marker-based Watershed: Meyer's flooding (the
+// algorithm of OpenCV's watershed) in synchronous rounds, so that its
+// result depends on no order of visit and a GPU computes the same. The
+// markers are the regional maxima of PreWatershed's map inside the filled
+// mask, each 8-connected maximum one marker. The basins grow from them
+// through the mask, highest level first; within a level they grow by
+// breadth-first rounds, all basins at once, and a pixel that two basins
+// reach in the same round becomes a watershed line.
+//
+// Precisely: let f be the relief (dist+1 in the mask, 0 outside). The
+// flood reaches a pixel p at level f(p): from p a path that never
+// descends leads to a regional maximum, a marker. Let D(p) be 0 on the
+// markers, 1 where p has a neighbour of higher f, and otherwise 1 more
+// than the least D of its neighbours of p's level (the round in which the
+// flood reaches p). The predecessors of p are its 8 neighbours q in the
+// mask with (f(q), -D(q)) > (f(p), -D(p)). A marker pixel is in its
+// marker's basin; any other mask pixel's candidate is the one basin its
+// predecessors are in, or none if they are in several or none (all on
+// lines). The pixel is in its candidate basin unless a neighbour with its
+// key has another candidate basin; otherwise it is on a line.
 
 // regionalMaxima writes into out 1 for each pixel of the regional maxima
 // of f (the 8-connected plateaus with no higher neighbour) where f > 0, 0
@@ -35,21 +49,27 @@ const (
 	notPeak = -3 // (finding the markers) on a plateau with a higher neighbour
 	outMask = -4 // not in the mask (the frame around the image included)
 	free    = 0  // none of the above
+
+	// roundMark - c marks a pixel of the round in progress whose
+	// candidate basin is c (0: a line).
+	roundMark = -5
 )
 
 // watershed floods the relief of PreWatershed's map dist inside the mask
-// filled from its regional maxima and writes into out 1 for the pixels of
-// the basins and 0 for the background, the watershed lines and any mask
-// pixel no basin reached. Two different basins are never 8-adjacent: the
-// lines separate them under 4- and 8-connectivity. The markers are the
-// 8-connected plateaus of the relief f = dist+1 (inside the mask; 0
-// outside) with no higher neighbour, labelled in the raster order of their
-// first pixel; a basin takes the pixels of the mask in the order of the
-// hierarchical queue: the highest f first, first in, first out at a level.
-// After one scan of the image, which copies the relief into a buffer with
-// a one-pixel frame (so that neighbours need no bounds checks) and skips
-// the background eight pixels at a time, only the mask's pixels are
-// visited.
+// filled from its regional maxima (see the top of this file) and writes
+// into out 1 for the pixels of the basins and 0 for the background and the
+// watershed lines. Two different basins are never 8-adjacent: the lines
+// separate them under 4- and 8-connectivity. The markers are the
+// 8-connected plateaus of the relief with no higher neighbour, labelled in
+// the raster order of their first pixel. The hierarchical queue (a FIFO
+// per level, the highest first) holds each round of a level in a run of
+// its FIFO, settled in two passes: the round's pixels take their
+// candidate basins from the pixels done before the round, then each keeps
+// its candidate unless a neighbour in the round has another, and queues
+// its free neighbours at their levels. After one scan of the image,
+// which copies the relief into a buffer with a one-pixel frame (so that
+// neighbours need no bounds checks) and skips the background eight pixels
+// at a time, only the mask's pixels are visited.
 func watershed(dist []uint16, filled []uint8, out []uint16, w, h int) {
 	W := w + 2
 	fl := &flooder{W: W, f: make([]uint16, W*(h+2)), state: make([]int32, W*(h+2))}
@@ -93,20 +113,47 @@ func watershed(dist []uint16, filled []uint8, out []uint16, w, h int) {
 			fl.pushNeighbours(int(p))
 		}
 	}
+	var lines []int32
 	for fl.cur < len(fl.levels) {
 		k := fl.cur
-		if fl.pos[k] == len(fl.levels[k]) {
+		end := len(fl.levels[k])
+		if fl.pos[k] == end {
 			fl.levels[k], fl.pos[k] = fl.levels[k][:0], 0
 			fl.cur++
 			continue
 		}
-		p := int(fl.levels[k][fl.pos[k]])
-		fl.pos[k]++
-		// The label of the basins around p: one, or a line.
-		lab := fl.around(p)
-		st[p] = lab
-		if lab > 0 {
-			fl.pushNeighbours(p)
+		round := fl.levels[k][fl.pos[k]:end]
+		fl.pos[k] = end
+		// Each pixel's candidate c, the one basin of the pixels done
+		// before the round around it (0: a line), marked roundMark-c
+		// (around ignores the marks).
+		for _, p := range round {
+			st[p] = roundMark - max(fl.around(int(p)), 0)
+		}
+		// Each pixel keeps its candidate unless a neighbour in the round
+		// is marked with another. (None has been given another yet: it
+		// would have seen this pixel's mark. Lines keep their marks
+		// until the round is done, for their neighbours to read.)
+		lines = lines[:0]
+		for _, p := range round {
+			c := roundMark - st[p]
+			keep := c > 0
+			for _, o := range fl.off {
+				if !keep {
+					break
+				}
+				b := st[int(p)+o]
+				keep = b >= roundMark || b == roundMark-c
+			}
+			if keep {
+				st[p] = c
+			} else {
+				lines = append(lines, p)
+			}
+			fl.pushNeighbours(int(p))
+		}
+		for _, p := range lines {
+			st[p] = line
 		}
 	}
 	for k, p := range pix {
@@ -209,7 +256,8 @@ func (fl *flooder) around(p int) int32 {
 }
 
 // pushNeighbours queues the mask neighbours of p that are in no basin,
-// line or queue, at their levels.
+// line or queue, at their levels. None is higher than the level in
+// progress: it would have a path up to a marker and be done already.
 func (fl *flooder) pushNeighbours(p int) {
 	for _, o := range fl.off {
 		q := p + o

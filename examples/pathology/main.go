@@ -75,9 +75,8 @@
 // With -hardware (in a build with -tags cuda, on a machine with CUDA GPUs)
 // it runs the experiment on real hardware: 4K x 4K tiles, one CPU core
 // unit per core left after one per GPU, and a pats.DeviceUnit per GPU
-// running the CUDA kernels of pathology/kernels/pathology.cu for the ten
-// operations whose kernels compute the CPU's definitions (all but
-// Watershed, which runs on CPU cores only), on 96
+// running the CUDA kernels of pathology/kernels/pathology.cu for the
+// eleven operations (each kernel computes the CPU's definition), on 96
 // tiles unless -tiles says otherwise. It first times every operation on
 // one core and one GPU, checking each GPU output against the CPU's, and on
 // every core at once

@@ -25,11 +25,15 @@ func TestHardwareHostGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"every GPU output equals the CPU's", "same nuclei in every tile", "| FCFS |",
-		"PATS+DL+prefetch, 50% wrong", "| FillHoles |", "CPU only", "simulated, run's op times",
+		"PATS+DL+prefetch, 50% wrong", "| FillHoles |", "simulated, run's op times",
 		"fit, lightest..heaviest tile", "dark-pixel share", "CPU time vs predicted"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("hardware.md lacks %q:\n%s", want, md)
 		}
+	}
+	// Every operation has a GPU implementation: no row says CPU only.
+	if strings.Contains(string(md), "CPU only") {
+		t.Errorf("hardware.md has an operation on the CPU only:\n%s", md)
 	}
 }
 

@@ -535,3 +535,221 @@ extern "C" __global__ void patho_perim_final(const u64 *counts, double *table, i
 		table[k * NUM_FEATURES + FEAT_PERIM] = (double)counts[k];
 	}
 }
+
+// Watershed, as ../watershed.go defines it: f the relief (dist+1 in the
+// mask, 0 outside), the markers its regional maxima, each pixel flooded at
+// its own level f, D the round of the flood at that level, and a pixel's
+// basin the one of its predecessors (neighbours of greater key (f, -D)),
+// unless a neighbour of its key has another. patho_ws_init writes f and
+// f - 1, patho_recon8_u16 reconstructs f - 1 under f (the regional maxima
+// are where it stays below f), patho_ws_markers starts the union-find
+// labelling of the maxima (patho_lab_merge 8-connected, patho_lab_flatten:
+// a marker's pixels share its first pixel's index), patho_ws_dist_init
+// and patho_ws_dist compute D, patho_ws_lab_init and patho_ws_flood the
+// candidate (C) and final (F) basins, patho_ws_final the output.
+#define WS_INF 0x3fffffff
+#define WS_UNK 0  // not known yet
+#define WS_LINE -1
+#define WS_OUT -2 // outside the mask
+
+extern "C" __global__ void patho_ws_init(const u16 *dist, const u8 *filled, u16 *f, u16 *J, i64 n) {
+	FOR_EACH(i, n) {
+		unsigned v = filled[i] != 0 ? min((unsigned)dist[i], 0xfffeu) + 1 : 0;
+		f[i] = (u16)v;
+		J[i] = (u16)(v - min(v, 1u));
+	}
+}
+
+extern "C" __global__ void patho_ws_markers(const u16 *f, const u16 *J, int *L, i64 n) {
+	FOR_EACH(i, n) {
+		L[i] = f[i] > J[i] ? (int)i : -1;
+	}
+}
+
+// D: 0 on the markers, 1 next to a higher pixel, unknown (WS_INF) on the
+// rest of the mask, which patho_ws_dist relaxes.
+extern "C" __global__ void patho_ws_dist_init(const u16 *f, const int *L, int *D, i64 w, i64 h) {
+	FOR_EACH(i, w * h) {
+		int d = WS_INF;
+		if (f[i] != 0) {
+			if (L[i] >= 0) {
+				d = 0;
+			} else {
+				i64 x = i % w, y = i / w;
+				for (int dy = -1; dy <= 1; dy++) {
+					for (int dx = -1; dx <= 1; dx++) {
+						i64 xx = x + dx, yy = y + dy;
+						if (xx >= 0 && xx < w && yy >= 0 && yy < h && f[yy * w + xx] > f[i]) d = 1;
+					}
+				}
+			}
+		}
+		D[i] = d;
+	}
+}
+
+// patho_ws_dist: each block takes WS_T x WS_T tiles in turn and relaxes
+// D(p) to 1 + the least D of p's neighbours of p's level in shared memory
+// until the tile is stable (its frame as read from D: values only fall,
+// to the least fixed point, in any order), then writes the tile back and
+// sets *changed if it changed.
+#define WS_T 32
+
+extern "C" __global__ void patho_ws_dist(const u16 *f, int *D, i64 w, i64 h, int *changed) {
+	__shared__ u16 sf[WS_T + 2][WS_T + 2];
+	__shared__ int sd[WS_T + 2][WS_T + 2];
+	__shared__ int tile_changed, any;
+	const i64 tx = (w + WS_T - 1) / WS_T, ty = (h + WS_T - 1) / WS_T;
+	for (i64 t = blockIdx.x; t < tx * ty; t += gridDim.x) {
+		const i64 x0 = (t % tx) * WS_T, y0 = (t / tx) * WS_T;
+		__syncthreads();
+		if (threadIdx.x == 0) any = 0;
+		for (int k = threadIdx.x; k < (WS_T + 2) * (WS_T + 2); k += blockDim.x) {
+			int sy = k / (WS_T + 2), sx = k % (WS_T + 2);
+			i64 x = x0 - 1 + sx, y = y0 - 1 + sy;
+			bool in = x >= 0 && x < w && y >= 0 && y < h;
+			sf[sy][sx] = in ? f[y * w + x] : (u16)0;
+			sd[sy][sx] = in ? D[y * w + x] : WS_INF;
+		}
+		for (;;) {
+			__syncthreads();
+			if (threadIdx.x == 0) tile_changed = 0;
+			__syncthreads();
+			for (int k = threadIdx.x; k < WS_T * WS_T; k += blockDim.x) {
+				int sy = k / WS_T + 1, sx = k % WS_T + 1;
+				u16 v = sf[sy][sx];
+				int d = sd[sy][sx];
+				if (v == 0 || d <= 1) continue; // outside, or known
+				int nd = d;
+				for (int dy = -1; dy <= 1; dy++) {
+					for (int dx = -1; dx <= 1; dx++) {
+						if (sf[sy + dy][sx + dx] == v && sd[sy + dy][sx + dx] < WS_INF) nd = min(nd, sd[sy + dy][sx + dx] + 1);
+					}
+				}
+				if (nd < d) {
+					sd[sy][sx] = nd;
+					tile_changed = 1;
+				}
+			}
+			__syncthreads();
+			if (!tile_changed) break;
+			if (threadIdx.x == 0) any = 1;
+		}
+		__syncthreads();
+		if (any) {
+			for (int k = threadIdx.x; k < WS_T * WS_T; k += blockDim.x) {
+				int sy = k / WS_T, sx = k % WS_T;
+				i64 x = x0 + sx, y = y0 + sy;
+				if (x < w && y < h) D[y * w + x] = sd[sy + 1][sx + 1];
+			}
+			if (threadIdx.x == 0) *changed = 1;
+		}
+	}
+}
+
+// C and F: a marker's pixels its basin (its first pixel's index + 1),
+// the rest of the mask unknown, WS_OUT outside. C may take L's place.
+extern "C" __global__ void patho_ws_lab_init(const u16 *f, int *C, int *F, i64 n) {
+	FOR_EACH(i, n) {
+		int c = f[i] == 0 ? WS_OUT : (C[i] >= 0 ? C[i] + 1 : WS_UNK);
+		C[i] = c;
+		F[i] = c;
+	}
+}
+
+// ws_step settles what it can of the pixel at (sy, sx) of a tile in
+// shared memory: its candidate C once its predecessors' F are known (the
+// one basin among them, else a line), its F once the C of its neighbours
+// of its key are known (a line where one has another basin). Both are
+// written once, so stale values only delay. It reports a change.
+__device__ bool ws_step(u16 sf[WS_T + 2][WS_T + 2], int sd[WS_T + 2][WS_T + 2], int sc[WS_T + 2][WS_T + 2], int sF[WS_T + 2][WS_T + 2], int sy, int sx) {
+	if (sF[sy][sx] != WS_UNK) return false; // known, or outside
+	const u16 v = sf[sy][sx];
+	const int d = sd[sy][sx];
+	bool moved = false;
+	int c = sc[sy][sx];
+	if (c == WS_UNK) {
+		int lab = 0;
+		for (int dy = -1; dy <= 1; dy++) {
+			for (int dx = -1; dx <= 1; dx++) {
+				u16 qv = sf[sy + dy][sx + dx];
+				if ((dy == 0 && dx == 0) || qv == 0) continue;
+				if (qv > v || (qv == v && sd[sy + dy][sx + dx] < d)) {
+					int b = sF[sy + dy][sx + dx];
+					if (b == WS_UNK) return false; // a predecessor not known yet
+					if (b > 0) lab = (lab == 0 || lab == b) ? b : WS_LINE;
+				}
+			}
+		}
+		c = lab > 0 ? lab : WS_LINE;
+		sc[sy][sx] = c;
+		moved = true;
+	}
+	int fin = c;
+	for (int dy = -1; dy <= 1; dy++) {
+		for (int dx = -1; dx <= 1; dx++) {
+			if ((dy == 0 && dx == 0) || sf[sy + dy][sx + dx] != v || sd[sy + dy][sx + dx] != d) continue;
+			int b = sc[sy + dy][sx + dx];
+			if (b == WS_UNK) return moved; // a neighbour of its key without its candidate yet
+			if (b > 0 && c > 0 && b != c) fin = WS_LINE;
+		}
+	}
+	sF[sy][sx] = fin;
+	return true;
+}
+
+// patho_ws_flood: each block takes WS_T x WS_T tiles in turn and settles
+// them with ws_step in shared memory until stable, then writes back C and
+// F and sets *changed if the tile changed.
+extern "C" __global__ void patho_ws_flood(const u16 *f, const int *D, int *C, int *F, i64 w, i64 h, int *changed) {
+	__shared__ u16 sf[WS_T + 2][WS_T + 2];
+	__shared__ int sd[WS_T + 2][WS_T + 2];
+	__shared__ int sc[WS_T + 2][WS_T + 2];
+	__shared__ int sF[WS_T + 2][WS_T + 2];
+	__shared__ int tile_changed, any;
+	const i64 tx = (w + WS_T - 1) / WS_T, ty = (h + WS_T - 1) / WS_T;
+	for (i64 t = blockIdx.x; t < tx * ty; t += gridDim.x) {
+		const i64 x0 = (t % tx) * WS_T, y0 = (t / tx) * WS_T;
+		__syncthreads();
+		if (threadIdx.x == 0) any = 0;
+		for (int k = threadIdx.x; k < (WS_T + 2) * (WS_T + 2); k += blockDim.x) {
+			int sy = k / (WS_T + 2), sx = k % (WS_T + 2);
+			i64 x = x0 - 1 + sx, y = y0 - 1 + sy;
+			bool in = x >= 0 && x < w && y >= 0 && y < h;
+			i64 i = y * w + x;
+			sf[sy][sx] = in ? f[i] : (u16)0;
+			sd[sy][sx] = in ? D[i] : WS_INF;
+			sc[sy][sx] = in ? C[i] : WS_OUT;
+			sF[sy][sx] = in ? F[i] : WS_OUT;
+		}
+		for (;;) {
+			__syncthreads();
+			if (threadIdx.x == 0) tile_changed = 0;
+			__syncthreads();
+			for (int k = threadIdx.x; k < WS_T * WS_T; k += blockDim.x) {
+				if (ws_step(sf, sd, sc, sF, k / WS_T + 1, k % WS_T + 1)) tile_changed = 1;
+			}
+			__syncthreads();
+			if (!tile_changed) break;
+			if (threadIdx.x == 0) any = 1;
+		}
+		__syncthreads();
+		if (any) {
+			for (int k = threadIdx.x; k < WS_T * WS_T; k += blockDim.x) {
+				int sy = k / WS_T, sx = k % WS_T;
+				i64 x = x0 + sx, y = y0 + sy;
+				if (x < w && y < h) {
+					C[y * w + x] = sc[sy + 1][sx + 1];
+					F[y * w + x] = sF[sy + 1][sx + 1];
+				}
+			}
+			if (threadIdx.x == 0) *changed = 1;
+		}
+	}
+}
+
+extern "C" __global__ void patho_ws_final(const int *F, u16 *out, i64 n) {
+	FOR_EACH(i, n) {
+		out[i] = F[i] > 0 ? 1 : 0;
+	}
+}

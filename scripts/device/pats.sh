@@ -53,7 +53,7 @@
 # to compare in one call). The default CONFIGS add patst, PATS given the
 # speedups counting each operation's transfers (seed 001's Fig. 5,
 # "computation+data transfer"), each of the four twice (8 runs, about
-# 40-60 s with ten operations on the GPU; the last may be cut at the
+# 40-60 s with ten operations on the GPU, before Watershed had one; the last may be cut at the
 # limit).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
