@@ -45,6 +45,7 @@ type hwSetup struct {
 	specs     []Operation
 	regionBuf map[string]int64 // real size of each datum
 	goMemory  bool             // the tiles' regions in Go memory, not the GPU's host memory
+	firstUse  bool             // tiles staged by their first reader's worker (Hardware.StageOnFirstUse)
 }
 
 // calibration is what the sequential pass measured: mean compute time of
@@ -755,6 +756,12 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	sp := cal.speedups()
 	ti := cal.ti
 	all := hwConfigs(h.window, ti, sp, cal.speedupsWithTransfers())
+	if !h.firstUse {
+		for k, c := range all {
+			c.cfg.StageAhead = true // prefetch does it anyway
+			all[k] = c
+		}
+	}
 	names := h.configs
 	if len(names) == 0 {
 		names = defaultHardwareConfigs(h.noOrder)
@@ -976,8 +983,12 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	if h.host() != nil {
 		mem = "the first GPU's host memory (page-locked on a CUDA GPU)"
 	}
-	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d; the tiles' image regions in %s.\n\n",
-		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window, mem)
+	staging := "from its admission into the window, in the background (every configuration)"
+	if h.firstUse {
+		staging = "by the worker of its first reader (GPU workers included), but from admission with prefetch"
+	}
+	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d; the tiles' image regions in %s; each tile's RGB staged from storage %s.\n\n",
+		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window, mem, staging)
 	load := "not measured (one core): as alone"
 	if cal.loaded > 0 {
 		load = fmt.Sprintf("the mean over %d tiles run at once, one per core", cal.loaded)
@@ -1324,6 +1335,14 @@ type Hardware struct {
 	// window of tiles before the runs), which its copy engines move at the
 	// bus's speed without a staging copy on a core.
 	GoMemory bool
+	// StageOnFirstUse has the worker that takes a tile's first reader
+	// stage its RGB from storage (a GPU's worker too, before uploading),
+	// except in the configurations with prefetch. By default every
+	// configuration stages a tile in the background from its admission
+	// (pats.Config.StageAhead), as seed 001's Workers read a stage
+	// instance's input when they instantiate it: no worker, and no GPU,
+	// waits on storage.
+	StageOnFirstUse bool
 }
 
 // HardwareResult is the outcome of a hardware experiment.
@@ -1344,7 +1363,7 @@ func (h Hardware) Run(ctx context.Context) (*HardwareResult, error) {
 		return nil, fmt.Errorf("pathology: hardware experiment: unknown configuration %q", bad)
 	}
 	s := &hwSetup{cpus: h.CPUs, tiles: h.Tiles, size: h.TileSize, window: h.Window, seed: h.Seed, calTiles: 3,
-		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs", goMemory: h.GoMemory}
+		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs", goMemory: h.GoMemory, firstUse: h.StageOnFirstUse}
 	if h.GPUs != nil {
 		s.accels, s.gpuKind = h.GPUs.accels, h.GPUs.kind
 	}

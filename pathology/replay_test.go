@@ -361,6 +361,16 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 	}
 	vs = append(vs, variant{"PATS, speedups with transfers", pw(w, false, true), spx},
 		variant{"PATS+DL+prefetch, speedups with transfers", dl(false), spx})
+	// FCFS and PATS with the tiles staged from admission (StageAhead),
+	// without prefetch's pipelining.
+	ahead := func(c pats.Config) pats.Config {
+		c.StageAhead = true
+		return c
+	}
+	vs = append(vs, variant{"FCFS, staged ahead", ahead(pats.Config{Policy: pats.FCFS, Window: w}), nil},
+		variant{"PATS, staged ahead", ahead(pw(w, false, true)), nil},
+		variant{"PATS+xfer, staged ahead", ahead(pw(w, true, true)), nil},
+		variant{"PATS, speedups with transfers, staged ahead", ahead(pw(w, false, true)), spx})
 	costs := []struct {
 		name string
 		fn   func(tile int, op string) pats.Cost
@@ -376,7 +386,7 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 	// goroutines copy the tiles beside the workers, which the simulator
 	// otherwise counts as free.
 	for _, v := range vs {
-		if v.cfg.Prefetch {
+		if v.cfg.Prefetch || v.cfg.StageAhead {
 			vs = append(vs, variant{v.name + ", staging on cores", v.cfg, v.est})
 		}
 	}

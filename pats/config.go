@@ -79,6 +79,12 @@ type Config struct {
 	// also stages the storage inputs of a flow in the background as soon as
 	// the flow is admitted, instead of when its first reader runs.
 	Prefetch bool
+	// StageAhead stages the storage inputs of a flow in the background as
+	// soon as the flow is admitted (as Prefetch does), without Prefetch's
+	// pipelining of the GPUs: the stage instance reads its inputs when it
+	// is instantiated, as seed 001's Workers do, and no worker (a GPU's
+	// included) spends its time reading storage for its first reader.
+	StageAhead bool
 	// Learn makes the manager learn each operation's mean compute time per
 	// device kind online (HyperFlow's time statistics) and use the ratio of
 	// the means as the speedup estimate, so that Op.Speedup may be zero.
@@ -174,6 +180,8 @@ func (c Config) String() string {
 	}
 	if c.Prefetch {
 		b.WriteString("+prefetch")
+	} else if c.StageAhead {
+		b.WriteString("+ahead")
 	}
 	if c.DepthFirst {
 		b.WriteString("+df")
@@ -183,3 +191,7 @@ func (c Config) String() string {
 	}
 	return b.String()
 }
+
+// stagesAhead reports whether flows' storage inputs are staged in the
+// background from admission (Prefetch or StageAhead).
+func (c Config) stagesAhead() bool { return c.Prefetch || c.StageAhead }

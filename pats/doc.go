@@ -33,6 +33,8 @@
 //   - Prefetch: a GPU pipelines operations through upload, process and
 //     download, overlapping transfers with computation; storage inputs of a
 //     flow are staged as soon as the flow is admitted.
+//   - StageAhead: storage inputs are staged from admission, as with
+//     Prefetch, without its pipelining.
 //   - Learn: speedups are learned online as the ratio of the mean CPU and
 //     GPU compute times of each operation (time statistics), so estimates
 //     need not be given.

@@ -254,7 +254,7 @@ func (m *Manager) admit(f *Flow, t *tree, spawned bool) {
 	fs := &flowState{tree: t, spawned: spawned}
 	m.live = append(m.live, fs)
 	m.sched.admitInto(fs, f)
-	if m.cfg.Prefetch && !fs.done {
+	if m.cfg.stagesAhead() && !fs.done {
 		m.wg.Add(1)
 		go m.stageFlow(fs)
 	}
@@ -455,7 +455,8 @@ func (m *Manager) enqueue(parent *Flow, t *tree, kids []*Flow) {
 	}
 }
 
-// stageFlow reads a flow's storage inputs in the background (Prefetch).
+// stageFlow reads a flow's storage inputs in the background (Prefetch,
+// StageAhead).
 func (m *Manager) stageFlow(fs *flowState) {
 	defer m.wg.Done()
 	for _, d := range fs.data {

@@ -339,11 +339,12 @@ func (s store) Stage(context.Context) error  { s.j.add("stage %s", s.key); retur
 func (s store) Commit(context.Context) error { s.j.add("commit %s", s.key); return nil }
 
 func TestManagerStagesAndCommits(t *testing.T) {
-	for _, prefetch := range []bool{false, true} {
-		t.Run(fmt.Sprint("prefetch=", prefetch), func(t *testing.T) {
+	for _, cfg := range []Config{{}, {Prefetch: true}, {StageAhead: true}} {
+		prefetch := cfg.stagesAhead() // staged in the background
+		t.Run(cfg.String(), func(t *testing.T) {
 			var j journal
 			started, release := make(chan string, 4), make(chan struct{})
-			m := startManager(t, Config{Prefetch: prefetch}, CPUUnits(1)...)
+			m := startManager(t, cfg, CPUUnits(1)...)
 			// Keep the only core busy.
 			busy := NewFlow("busy")
 			Add(busy, blocker(started, release), "busy")

@@ -493,9 +493,9 @@ func TestFinishAware(t *testing.T) {
 	}
 }
 
-// The simulator models staging: without Prefetch the worker taking the
-// first reader stages the input; with it the flow's inputs are staged in
-// the background from admission.
+// The simulator models staging: without Prefetch or StageAhead the worker
+// taking the first reader stages the input; with either the flow's inputs
+// are staged in the background from admission.
 func TestSimStaging(t *testing.T) {
 	mk := func() []*Flow {
 		f := NewFlow("s")
@@ -503,10 +503,10 @@ func TestSimStaging(t *testing.T) {
 		return []*Flow{f}
 	}
 	m := Machine{CPUs: 1, StageBandwidth: 1e9} // 1 ms for the input
-	for _, pf := range []bool{false, true} {
-		r := mustSim(t, Config{Prefetch: pf}, m, mk()...)
+	for _, cfg := range []Config{{}, {Prefetch: true}, {StageAhead: true}} {
+		r := mustSim(t, cfg, m, mk()...)
 		if r.Makespan != 2*time.Millisecond {
-			t.Errorf("prefetch %v: makespan %v, want 2ms", pf, r.Makespan)
+			t.Errorf("%v: makespan %v, want 2ms", cfg, r.Makespan)
 		}
 	}
 	if r := mustSim(t, Config{}, Machine{CPUs: 1}, mk()...); r.Makespan != time.Millisecond {
@@ -634,6 +634,23 @@ func TestSimStageOnCores(t *testing.T) {
 	gpu := mustSim(t, Config{Prefetch: true}, Machine{GPUs: 1, StageBandwidth: 1e8, StageOnCores: true}, mk(device.GPU)...)
 	if gpu.Makespan != 30*time.Millisecond {
 		t.Errorf("GPU alone: makespan %v, want 30ms (stagings in the background)", gpu.Makespan)
+	}
+	// StageAhead stages in the background as Prefetch does: on the core
+	// with StageOnCores, for free without.
+	if r := mustSim(t, Config{StageAhead: true}, m, mk(device.CPU)...); r.Makespan != 40*time.Millisecond {
+		t.Errorf("StageAhead, staging on the core: makespan %v, want 40ms", r.Makespan)
+	}
+	if r := mustSim(t, Config{StageAhead: true}, Machine{CPUs: 1, StageBandwidth: 1e8}, mk(device.CPU)...); r.Makespan != 30*time.Millisecond {
+		t.Errorf("StageAhead, free staging: makespan %v, want 30ms", r.Makespan)
+	}
+	// A GPU without prefetch, the stagings in the background: 10 ms for
+	// the first input, then the two runs (the second input staged
+	// meanwhile); staging at the first reader, the GPU stages each
+	// (40 ms).
+	gpuAhead := mustSim(t, Config{StageAhead: true}, Machine{GPUs: 1, StageBandwidth: 1e8}, mk(device.GPU)...)
+	gpuFirst := mustSim(t, Config{}, Machine{GPUs: 1, StageBandwidth: 1e8}, mk(device.GPU)...)
+	if gpuAhead.Makespan != 30*time.Millisecond || gpuFirst.Makespan != 40*time.Millisecond {
+		t.Errorf("GPU: makespan %v staged ahead (want 30ms), %v staged by the GPU's worker (want 40ms)", gpuAhead.Makespan, gpuFirst.Makespan)
 	}
 	// Without Prefetch the worker stages as before: the option changes nothing.
 	a := mustSim(t, Config{}, Machine{CPUs: 1, StageBandwidth: 1e8}, mk(device.CPU)...)

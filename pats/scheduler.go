@@ -255,7 +255,7 @@ func (sc *scheduler) eligible(w *worker, n *node) bool {
 		return false
 	}
 	for _, d := range n.reads {
-		if d.external && !d.staged && sc.cfg.Prefetch {
+		if d.external && !d.staged && sc.cfg.stagesAhead() {
 			return false // being staged in the background
 		}
 		if d.hostValid || w.gpu >= 0 && d.gpus&w.bit() != 0 {
@@ -437,9 +437,9 @@ func (sc *scheduler) transferTime(b int64) time.Duration {
 
 // stageTime estimates the time a worker spends staging the inputs of n
 // that are still in storage, at the rate observed so far (0 with
-// Prefetch, which stages them in the background).
+// Prefetch or StageAhead, which stage them in the background).
 func (sc *scheduler) stageTime(n *node) time.Duration {
-	if sc.cfg.Prefetch || sc.stagedBytes <= 0 {
+	if sc.cfg.stagesAhead() || sc.stagedBytes <= 0 {
 		return 0
 	}
 	var b int64

@@ -27,9 +27,9 @@ import (
 // computes, and downloads drain in the background.
 //
 // Storage is modelled by its rates (Machine.StageBandwidth,
-// Machine.CommitBandwidth): without Prefetch the worker that takes an
-// input's first reader stages it, and a worker that takes another reader
-// meanwhile waits until that staging ends; with Prefetch a flow's inputs
+// Machine.CommitBandwidth): without Prefetch or StageAhead the worker that
+// takes an input's first reader stages it, and a worker that takes another
+// reader meanwhile waits until that staging ends; with either a flow's inputs
 // are staged in the background from its admission, on no unit or, with
 // Machine.StageOnCores, by the next idle CPU core; a completed flow commits its
 // outputs that have a store, and keeps its place in the window until
@@ -209,7 +209,7 @@ func (s *simulator) stageDur(b int64) time.Duration {
 }
 
 // stage returns the time the worker taking n spends before it can use
-// its inputs still in storage (without Prefetch): it stages those nobody
+// its inputs still in storage (without Prefetch or StageAhead): it stages those nobody
 // has staged, one after the other, and marks them staged; for those
 // another worker is still staging, it waits until that staging ends, as a
 // real worker waits on the other's read of the store.
@@ -284,12 +284,12 @@ func (s *simulator) admit() {
 			switch {
 			case d.store == nil || s.stageBW <= 0:
 				d.staged = true
-				if s.sched.cfg.Prefetch {
+				if s.sched.cfg.stagesAhead() {
 					s.sched.addHost(d) // staged ahead of computation
 				}
-			case s.sched.cfg.Prefetch && s.stageOnCores: // by the next idle core
+			case s.sched.cfg.stagesAhead() && s.stageOnCores: // by the next idle core
 				s.stageQ = append(s.stageQ, d)
-			case s.sched.cfg.Prefetch: // staged in the background from now
+			case s.sched.cfg.stagesAhead(): // staged in the background from now
 				s.at(s.stageDur(d.bytes), func() {
 					d.staged = true
 					s.sched.addHost(d)

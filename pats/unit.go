@@ -183,10 +183,10 @@ type Machine struct {
 	Latency    time.Duration // fixed cost per transfer (only with a Bandwidth)
 	// StageBandwidth is the rate, in bytes per second, at which a flow's
 	// input with a Store is staged from storage into host memory (0:
-	// instantly). Only the simulator uses it: without Prefetch the worker
-	// that takes the first reader stages the input before computing (a GPU
-	// before uploading); with Prefetch each flow's inputs are staged in the
-	// background from its admission.
+	// instantly). Only the simulator uses it: without Prefetch or
+	// StageAhead the worker that takes the first reader stages the input
+	// before computing (a GPU before uploading); with either, each flow's
+	// inputs are staged in the background from its admission.
 	StageBandwidth float64
 	// CommitBandwidth is the rate, in bytes per second, at which a
 	// completed flow's outputs with a Store are committed to storage (0:
@@ -196,7 +196,7 @@ type Machine struct {
 	// then, and the makespan ends with the last commit.
 	CommitBandwidth float64
 	// StageOnCores makes the simulator charge the background staging of
-	// Prefetch to the CPU cores: staging is memory copying, which the
+	// Prefetch and StageAhead to the CPU cores: staging is memory copying, which the
 	// Manager's staging goroutines do beside the workers, on the same
 	// cores. Each staging is queued at its flow's admission and the next
 	// idle core runs it, before any operation, for the time

@@ -172,6 +172,7 @@ type options struct {
 	hostGPUs   int
 	orderOnly  bool
 	goMemory   bool
+	firstUse   bool
 	hwConfigs  string
 	nucleiOut  string
 	roi        string
@@ -222,6 +223,7 @@ func flagSet(o *options) *flag.FlagSet {
 	addClusterFlags(fs, o)
 	fs.BoolVar(&o.orderOnly, "order-only", true, "with -hardware: also run PATS by speedup order only (false: skip it, a shorter run)")
 	fs.StringVar(&o.hwConfigs, "hw-configs", "", "with -hardware: the configurations to run, in order, repeats allowed (comma-separated from "+strings.Join(pathology.HardwareConfigs(), ", ")+"; default fcfs to wrong50, and order with -order-only; dl,wrong25,wrong50,wrong75,wrong100 is the sensitivity sweep)")
+	fs.BoolVar(&o.firstUse, "stage-on-first-use", false, "with -hardware: a tile's RGB is staged from storage by the worker of its first reader (a GPU's too) instead of in the background from the tile's admission (prefetch configurations stage from admission either way)")
 	fs.BoolVar(&o.goMemory, "go-memory", false, "with -hardware: keep the tiles' image regions in Go memory instead of the GPU's page-locked host memory (whose transfers need no staging copy)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
@@ -289,6 +291,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-order-only goes with -hardware")
 	case set["go-memory"] && !o.hardware:
 		return nil, cli.Usagef("-go-memory goes with -hardware")
+	case set["stage-on-first-use"] && !o.hardware:
+		return nil, cli.Usagef("-stage-on-first-use goes with -hardware")
 	case set["hw-configs"] && !o.hardware:
 		return nil, cli.Usagef("-hw-configs goes with -hardware")
 	case set["hw-configs"] && unknownConfig(o.hwConfigs) != nil:

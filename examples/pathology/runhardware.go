@@ -41,7 +41,7 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 		}
 	}
 	h := pathology.Hardware{CPUs: o.cpus, GPUs: gpus, Tiles: o.tiles, TileSize: o.tileSize, Window: o.window,
-		Seed: o.seed, Log: stderr, SkipOrderOnly: !o.orderOnly, TraceDir: o.out, GoMemory: o.goMemory}
+		Seed: o.seed, Log: stderr, SkipOrderOnly: !o.orderOnly, TraceDir: o.out, GoMemory: o.goMemory, StageOnFirstUse: o.firstUse}
 	if o.hwConfigs != "" {
 		h.Configs = strings.Split(o.hwConfigs, ",") // checked by parseFlags
 	}
@@ -57,11 +57,11 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 	if !o.set["window"] {
 		h.Window = 2 * (h.CPUs + gpus.Len())
 	}
-	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed", "order-only", "go-memory"} {
+	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed", "order-only", "go-memory", "stage-on-first-use"} {
 		if o.set[f] {
 			command += fmt.Sprintf(" -%s %s", f, map[string]string{"cpus": fmt.Sprint(h.CPUs), "tiles": fmt.Sprint(h.Tiles),
 				"tile-size": fmt.Sprint(h.TileSize), "window": fmt.Sprint(h.Window), "seed": fmt.Sprint(h.Seed), "order-only": fmt.Sprint(o.orderOnly),
-				"go-memory": fmt.Sprint(o.goMemory)}[f])
+				"go-memory": fmt.Sprint(o.goMemory), "stage-on-first-use": fmt.Sprint(o.firstUse)}[f])
 		}
 	}
 	res, err := h.Run(ctx)

@@ -25,7 +25,8 @@ func TestHardwareHostGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"every GPU output equals the CPU's", "same nuclei in every tile", "| FCFS |",
-		"PATS+DL+prefetch, 50% wrong", "| FillHoles |", "simulated, run's op times",
+		"PATS+DL+prefetch, 50% wrong", "| FillHoles |", "| Watershed |", "simulated, run's op times",
+		"staged from storage from its admission into the window",
 		"fit, lightest..heaviest tile", "dark-pixel share", "CPU time vs predicted"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("hardware.md lacks %q:\n%s", want, md)
@@ -43,7 +44,7 @@ func TestHardwareHostGPUs(t *testing.T) {
 func TestHardwareConfigsTrace(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	args := []string{"-hardware", "-host-gpus", "1", "-cpus", "2", "-tiles", "4", "-tile-size", "32", "-hw-configs", "fcfs,dl,fcfs", "-out", dir}
+	args := []string{"-hardware", "-host-gpus", "1", "-cpus", "2", "-tiles", "4", "-tile-size", "32", "-hw-configs", "fcfs,dl,fcfs", "-stage-on-first-use", "-out", dir}
 	if code := realMain(context.Background(), args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
@@ -54,6 +55,9 @@ func TestHardwareConfigsTrace(t *testing.T) {
 	}
 	if strings.Contains(errOut.String(), "PATS:") {
 		t.Errorf("PATS ran without being asked:\n%s", errOut.String())
+	}
+	if md, err := os.ReadFile(filepath.Join(dir, "hardware.md")); err != nil || !strings.Contains(string(md), "-stage-on-first-use") || !strings.Contains(string(md), "staged from storage by the worker of its first reader") {
+		t.Errorf("hardware.md does not say the tiles were staged by their first reader (%v):\n%s", err, md)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "trace.csv"))
 	if err != nil {
@@ -101,7 +105,7 @@ func TestHardwareConfigsTrace(t *testing.T) {
 
 func TestHardwareFlags(t *testing.T) {
 	for _, args := range [][]string{{"-hardware", "-sim"}, {"-host-gpus", "1"}, {"-hardware", "-host-gpus", "-1"}, {"-hardware", "-quick"}, {"-order-only=false"},
-		{"-hw-configs", "fcfs"}, {"-hardware", "-hw-configs", "fcfs,nope"}, {"-hardware", "-hw-configs", ""}, {"-go-memory"}} {
+		{"-hw-configs", "fcfs"}, {"-hardware", "-hw-configs", "fcfs,nope"}, {"-hardware", "-hw-configs", ""}, {"-go-memory"}, {"-stage-on-first-use"}} {
 		var out, errOut bytes.Buffer
 		if code := realMain(context.Background(), args, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)

@@ -53,8 +53,13 @@
 # to compare in one call). The default CONFIGS add patst, PATS given the
 # speedups counting each operation's transfers (seed 001's Fig. 5,
 # "computation+data transfer"), each of the four twice (8 runs, about
-# 40-60 s with ten operations on the GPU, before Watershed had one; the last may be cut at the
-# limit).
+# 40-60 s with ten operations on the GPU, before Watershed had one; the
+# last may be cut at the limit).
+# Since the sixth session (no GPU): Watershed has GPU kernels, and every
+# configuration stages each tile from its admission in the background
+# (pathology.Hardware.StageOnFirstUse false: no GPU worker waits on
+# storage); FIRSTUSE=1 passes -stage-on-first-use, the staging of calls
+# 1 to 4 (the first reader's worker stages).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
@@ -73,9 +78,13 @@ else
 fi
 : "${TESTS:=0}"
 : "${GOMEM:=0}"
+: "${FIRSTUSE:=0}"
 mem=()
 if [[ $GOMEM == 1 ]]; then
 	mem=(-go-memory)
+fi
+if [[ $FIRSTUSE == 1 ]]; then
+	mem+=(-stage-on-first-use)
 fi
 : "${CPUOPS:=0}"
 log="$OUT/pats"
