@@ -2,6 +2,7 @@ package pathology
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,63 @@ func TestWarmHeap(t *testing.T) {
 		h.accels = hostAccels(1)
 		if got := h.warmHeap(); got != int64(c.want)*feats {
 			t.Errorf("window %d, regions in host memory: touched %d bytes, want %d tiles of %d", c.window, got, c.want, feats)
+		}
+	}
+}
+
+// wrongAccel is an accelerator whose implementation of op gives a wrong
+// output (the low bit of every byte flipped).
+type wrongAccel struct {
+	accel
+	op string
+}
+
+func (a wrongAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int) error {
+	if err := a.accel.run(ctx, op, bufs, w, h); err != nil || op != a.op {
+		return err
+	}
+	out := bufs[len(bufs)-1].host
+	for i := range out {
+		out[i] ^= 1
+	}
+	return nil
+}
+
+// TestHardwareLeavesDifferingOpsToCores: an operation whose GPU output
+// differs from the CPU's in the calibration runs on the cores only in
+// every configuration, so that the nuclei stay the CPU's and the rest of
+// the experiment still measures; the tables say so and Err reports it.
+func TestHardwareLeavesDifferingOpsToCores(t *testing.T) {
+	ctx := context.Background()
+	gpus := &GPUs{accels: []accel{wrongAccel{hostAccels(1)[0], "Watershed"}}, kind: "a GPU with a wrong Watershed"}
+	h := Hardware{CPUs: 2, GPUs: gpus, Tiles: 4, TileSize: 32, Window: 4, Seed: 5, Configs: []string{"fcfs", "pats"}}
+	res, err := h.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err == nil || !strings.Contains(err.Error(), "Watershed") {
+		t.Errorf("Err %v, want the Watershed mismatch", err)
+	}
+	if !res.res.same {
+		t.Error("the configurations found different nuclei: the wrong Watershed ran")
+	}
+	for _, r := range res.res.runs {
+		for _, o := range r.rep.Ops {
+			if o.Name == "Watershed" && o.GPU > 0 {
+				t.Errorf("%s: Watershed ran %d times on the GPU", r.name, o.GPU)
+			}
+		}
+	}
+	if _, ok := res.res.cal.speedups()["Watershed"]; ok {
+		t.Error("Watershed has a speedup")
+	}
+	var md strings.Builder
+	if err := res.WriteMarkdown(&md, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"output differs: CPU only", "GPU outputs DIFFER from the CPU's: Watershed", "ran those operations on the CPU cores only"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the tables lack %q:\n%s", want, md.String())
 		}
 	}
 }

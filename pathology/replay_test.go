@@ -146,7 +146,7 @@ func parseSavedRun(dir string) (*savedRun, error) {
 			f.a = lo - f.b*s.contentLo
 		}
 		s.cal.fit[op] = f
-		if g := strings.TrimSpace(r[7]); g != "CPU only" {
+		if g := strings.TrimSpace(r[7]); !strings.HasSuffix(g, "CPU only") { // "CPU only", or "T, output differs: CPU only"
 			// The speedup has more digits than the GPU time: the GPU
 			// time is the loaded CPU time over it.
 			s.cal.gpu[op] = time.Duration(float64(s.cal.cpu[op]) / num(r[8]))

@@ -160,7 +160,7 @@ print("\nper operation at 4096^2, ms: CPU one core alone, under load (mean of th
 print("%-16s %9s %9s %17s %9s %9s %9s" % ("op", "alone", "loaded", "fit lo..hi", "fit mean", "gpu", "x loaded"))
 for m in re.finditer(r"(?m)^\| (\w+) \| ([0-9.]+) \| ([0-9.]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|$", hw):
     g = m[6].strip()
-    x = "-" if g == "CPU only" else "%.1f" % (float(m[3]) / float(g))
+    x = "-" if g.endswith("CPU only") else "%.1f" % (float(m[3]) / float(g))
     print("%-16s %9s %9s %17s %9s %9s %9s" % (m[1], m[2], m[3], m[4].strip(), m[5].strip(), g, x))
 for line in hw.splitlines():
     if line.startswith(("generated ", "calibrated ", "the tiles' regions are")) or "dark-pixel share (" in line:
