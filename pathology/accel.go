@@ -324,9 +324,23 @@ func (a *hostAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 		table := view[float64](b(2))
 		rows := len(table) / numFeatures
 		sums, counts := make([]float64, rows), make([]uint64, rows)
-		refFeatAccum(b(0), view[uint16](b(1)), sums, counts, w, h, kind)
+		labels := view[uint16](b(1))
+		refFeatAccum(b(0), labels, sums, counts, w, h, kind)
 		clear(table)
 		refFeatFinal(sums, counts, table, kind)
+		clear(sums)
+		clear(counts)
+		if kind == featKindIntensity { // the hematoxylin density
+			refFeatAccum(b(0), labels, sums, counts, w, h, featKindHema)
+			refFeatFinal(sums, counts, table, featKindHema)
+		} else { // the share of pixels on a Canny edge
+			marker, mask := make([]uint8, n), make([]uint8, n)
+			refCanny(b(0), marker, mask, w, h)
+			for refReconStep(marker, mask, w, h, 8) {
+			}
+			refFeatCount(marker, labels, sums, counts)
+			refFeatFinal(sums, counts, table, featKindEdge)
+		}
 	default:
 		return fmt.Errorf("%s: no GPU implementation of %s", a.Name(), op)
 	}

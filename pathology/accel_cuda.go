@@ -39,6 +39,7 @@ func kernelNames() []string {
 		"patho_hmax_init", "patho_feat_accum", "patho_feat_final", "patho_cand_final",
 		"patho_lab_init_u8", "patho_lab_init_u16", "patho_lab_merge", "patho_lab_flatten", "patho_lab_area", "patho_area_final",
 		"patho_root_count", "patho_root_scan", "patho_root_rank", "patho_bw_final", "patho_feat_perim", "patho_perim_final",
+		"patho_feat_count", "patho_canny",
 		"patho_ws_init", "patho_ws_markers", "patho_ws_dist_init", "patho_ws_dist", "patho_ws_lab_init", "patho_ws_flood", "patho_ws_final"}
 }
 
@@ -522,10 +523,31 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 	case "FeatIntensity", "FeatGradient":
 		kind := int64(featKind(op))
 		rows := min(bufs[2].size/(8*numFeatures), maxLabels) // the table's: objectRows
-		err = errors.Join(cuda.Memset(a.comp, a.sums.Slice(0, 8*rows), 0), cuda.Memset(a.comp, a.counts.Slice(0, 8*rows), 0), cuda.Memset(a.comp, m(2), 0))
+		zero := func() error {
+			return errors.Join(cuda.Memset(a.comp, a.sums.Slice(0, 8*rows), 0), cuda.Memset(a.comp, a.counts.Slice(0, 8*rows), 0))
+		}
+		err = errors.Join(zero(), cuda.Memset(a.comp, m(2), 0))
 		if err == nil {
 			err = errors.Join(a.launch("patho_feat_accum", n, m(0), m(1), a.sums, a.counts, W, H, kind, rows),
-				a.launch("patho_feat_final", rows, a.sums, a.counts, m(2), kind, rows))
+				a.launch("patho_feat_final", rows, a.sums, a.counts, m(2), kind, rows), zero())
+		}
+		switch {
+		case err != nil:
+		case kind == featKindIntensity: // the hematoxylin density
+			err = errors.Join(a.launch("patho_feat_accum", n, m(0), m(1), a.sums, a.counts, W, H, int64(featKindHema), rows),
+				a.launch("patho_feat_final", rows, a.sums, a.counts, m(2), int64(featKindHema), rows))
+		default: // the share of pixels on a Canny edge
+			if t, err = tmp(n, n); err != nil {
+				return err
+			}
+			marker, mask := t[0], t[1]
+			if err = a.launch("patho_canny", n, m(0), marker, mask, W, H); err == nil {
+				err = a.reconstruct(ctx, "patho_recon8_u8", marker, mask, W, H)
+			}
+			if err == nil {
+				err = errors.Join(a.launch("patho_feat_count", n, marker, m(1), a.sums, a.counts, n, rows),
+					a.launch("patho_feat_final", rows, a.sums, a.counts, m(2), int64(featKindEdge), rows))
+			}
 		}
 	default:
 		return fmt.Errorf("%s: no GPU implementation of %s", a.Name(), op)

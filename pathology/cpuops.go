@@ -149,6 +149,8 @@ func writeOpInputs(dir string, t *OpTile) error {
 	for i, v := range t.ws {
 		ws[i] = uint8(min(v, 1))
 	}
+	grey := make([]uint8, n)
+	greyImage(t.rgb, grey, n)
 	files := []struct {
 		name, dtype string
 		shape       []int
@@ -162,6 +164,7 @@ func writeOpInputs(dir string, t *OpTile) error {
 		{"relief", "|u1", []int{t.h, t.w}, rel},
 		{"markers", "<i4", []int{t.h, t.w}, int32Bytes(markers)},
 		{"ws", "|u1", []int{t.h, t.w}, ws},
+		{"grey", "|u1", []int{t.h, t.w}, grey},
 	}
 	for _, f := range files {
 		path := filepath.Join(dir, f.name+".npy")

@@ -3,14 +3,15 @@
 // CPU cores and GPUs: each tile of a slide goes through segmentation
 // (red-blood-cell detection, morphological opening, reconstruction to
 // nuclei, area threshold, hole filling, pre-watershed, watershed,
-// labelling) and feature computation (intensity, gradient, morphometry),
-// eleven operations (Operations) with very different GPU speedups.
+// labelling) and feature computation (intensity and hematoxylin by colour
+// deconvolution, gradient and Canny edges, morphometry), eleven
+// operations (Operations) with very different GPU speedups.
 //
 // The operations are real image kernels on the tile's region template
 // (package region): reconstructions by geodesic dilation, an opening by a
 // 19x19 disk, an exact Euclidean distance, a marker watershed, union-find
 // labelling and per-object features, at the speed of OpenCV on one core.
-// Ten of them also have CUDA kernels (kernels/pathology.cu, embedded in
+// All of them also have CUDA kernels (kernels/pathology.cu, embedded in
 // builds with -tags cuda) whose outputs equal the CPU's bit for bit, and
 // Go mirrors of those kernels for machines without a GPU (HostGPUs).
 //

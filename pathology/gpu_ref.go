@@ -187,6 +187,8 @@ func refBWFinal(L, R []int32, out []uint16) {
 const (
 	featKindIntensity = 0
 	featKindGradient  = 1
+	featKindHema      = 2 // accumulated from the RGB image
+	featKindEdge      = 3 // final only: the sums of refFeatCount
 )
 
 // refFeatAccum mirrors patho_feat_accum (one block): it adds each object's
@@ -204,9 +206,12 @@ func refFeatAccum(rgb []uint8, labels []uint16, sums []float64, counts []uint64,
 			continue
 		}
 		var v float64
-		if kind == featKindIntensity {
+		switch kind {
+		case featKindIntensity:
 			v = 255 - float64(int(rgb[i])+int(rgb[n+i])+int(rgb[2*n+i]))/3
-		} else {
+		case featKindHema:
+			v = hemaR*opticalDensity(rgb[i]) + hemaG*opticalDensity(rgb[n+i]) + hemaB*opticalDensity(rgb[2*n+i])
+		default:
 			x, y := i%w, i/w
 			gx := gray(x+1, y-1) + 2*gray(x+1, y) + gray(x+1, y+1) - gray(x-1, y-1) - 2*gray(x-1, y) - gray(x-1, y+1)
 			gy := gray(x-1, y+1) + 2*gray(x, y+1) + gray(x+1, y+1) - gray(x-1, y-1) - 2*gray(x, y-1) - gray(x+1, y-1)
@@ -247,10 +252,15 @@ func refFeatFinal(sums []float64, counts []uint64, table []float64, kind int) {
 		if a > 0 {
 			mean = sums[k] / a
 		}
-		if kind == featKindIntensity {
+		switch kind {
+		case featKindIntensity:
 			row[featArea], row[featMean] = a, mean
-		} else {
+		case featKindGradient:
 			row[featGrad] = mean
+		case featKindHema:
+			row[featHema] = mean
+		default:
+			row[featEdge] = mean
 		}
 	}
 }
@@ -739,5 +749,62 @@ func refWSFinal(F []int32, out []uint16) {
 		if v > 0 {
 			out[i] = 1
 		}
+	}
+}
+
+// refFeatCount mirrors patho_feat_count.
+func refFeatCount(vals []uint8, labels []uint16, sums []float64, counts []uint64) {
+	for i, v := range labels {
+		l := int(v)
+		if l == 0 || l > len(sums) {
+			continue
+		}
+		sums[l-1] += float64(vals[i])
+		counts[l-1]++
+	}
+}
+
+// refCanny mirrors patho_canny: the candidates into mask, the strong ones
+// into marker.
+func refCanny(rgb, marker, mask []uint8, w, h int) {
+	n := w * h
+	grey := func(x, y int) int32 {
+		x, y = min(max(x, 0), w-1), min(max(y, 0), h-1)
+		i := y*w + x
+		return int32((int(rgb[i]) + int(rgb[n+i]) + int(rgb[2*n+i])) / 3)
+	}
+	d := func(x, y int) (int32, int32) {
+		a, b, c := grey(x-1, y-1), grey(x, y-1), grey(x+1, y-1)
+		dl, f := grey(x-1, y), grey(x+1, y)
+		p, q, r := grey(x-1, y+1), grey(x, y+1), grey(x+1, y+1)
+		return c + 2*f + r - a - 2*dl - p, p + 2*q + r - a - 2*b - c
+	}
+	mag := func(x, y int) int32 {
+		if x < 0 || x >= w || y < 0 || y >= h {
+			return 0
+		}
+		dx, dy := d(x, y)
+		return abs32(dx) + abs32(dy)
+	}
+	for i := range n {
+		x, y := i%w, i/w
+		xs, ys := d(x, y)
+		v := abs32(xs) + abs32(ys)
+		cand := false
+		if v > cannyLow {
+			switch cannyDir(xs, ys) {
+			case 0:
+				cand = v > mag(x-1, y) && v >= mag(x+1, y)
+			case 1:
+				cand = v > mag(x, y-1) && v >= mag(x, y+1)
+			default:
+				s := 1
+				if (xs ^ ys) < 0 {
+					s = -1
+				}
+				cand = v > mag(x-s, y-1) && v > mag(x+s, y+1)
+			}
+		}
+		mask[i], marker[i] = b2u8(cand), b2u8(cand && v > cannyHigh)
 	}
 }

@@ -129,37 +129,53 @@ const maxLabels = 65535
 // can separate ((size*size+1)/2, a checkerboard's 4-connected ones).
 func objectRows(size int) int { return min(maxLabels, (size*size+1)/2) }
 
-// Feature table columns.
+// Feature table columns: FeatIntensity's area, mean darkness and mean
+// hematoxylin density (colour deconvolution), FeatGradient's mean Sobel
+// magnitude and share of pixels on a Canny edge, FeatMorphometry's
+// perimeter.
 const (
 	featArea = iota
 	featMean
 	featGrad
 	featPerim
+	featHema
+	featEdge
 	numFeatures
 )
 
-// intensityFeatures writes the area and mean darkness of each object
-// into out, a row of numFeatures per label (labels past its rows are
-// left out).
+// intensityFeatures writes the area, mean darkness and mean hematoxylin
+// density of each object into out, a row of numFeatures per label
+// (labels past its rows are left out).
 func intensityFeatures(rgb []uint8, labels []uint16, out []float64) {
 	n, rows := len(labels), len(out)/numFeatures
+	var od [256]float64
+	for c := range od {
+		od[c] = opticalDensity(uint8(c))
+	}
 	for i, l := range labels {
 		if l == 0 || int(l) > rows {
 			continue
 		}
 		row := (int(l) - 1) * numFeatures
+		r, g, b := rgb[i], rgb[n+i], rgb[2*n+i]
 		out[row+featArea]++
-		out[row+featMean] += 255 - float64(int(rgb[i])+int(rgb[n+i])+int(rgb[2*n+i]))/3
+		out[row+featMean] += 255 - float64(int(r)+int(g)+int(b))/3
+		out[row+featHema] += hemaR*od[r] + hemaG*od[g] + hemaB*od[b]
 	}
 	for r := range rows {
 		if a := out[r*numFeatures+featArea]; a > 0 {
 			out[r*numFeatures+featMean] /= a
+			out[r*numFeatures+featHema] /= a
 		}
 	}
 }
 
-// gradientFeatures writes the mean Sobel gradient magnitude of each object.
+// gradientFeatures writes the mean Sobel gradient magnitude of each
+// object and the share of its pixels on a Canny edge of the grey image.
 func gradientFeatures(rgb []uint8, labels []uint16, out []float64, w, h int) {
+	grey, edges := make([]uint8, w*h), make([]uint8, w*h)
+	greyImage(rgb, grey, w*h)
+	canny(grey, edges, w, h)
 	area := make([]float64, len(out)/numFeatures)
 	for y := range h {
 		for x := range w {
@@ -167,13 +183,16 @@ func gradientFeatures(rgb []uint8, labels []uint16, out []float64, w, h int) {
 			if l == 0 || int(l) > len(area) {
 				continue
 			}
-			out[(int(l)-1)*numFeatures+featGrad] += sobelAt(rgb, w, h, x, y)
+			row := (int(l) - 1) * numFeatures
+			out[row+featGrad] += sobelAt(rgb, w, h, x, y)
+			out[row+featEdge] += float64(edges[y*w+x])
 			area[l-1]++
 		}
 	}
 	for r, a := range area {
 		if a > 0 {
 			out[r*numFeatures+featGrad] /= a
+			out[r*numFeatures+featEdge] /= a
 		}
 	}
 }

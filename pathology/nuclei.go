@@ -254,7 +254,8 @@ func WriteNucleiGeoJSON(ctx context.Context, w io.Writer, results []TileResult) 
 			fc.Features = append(fc.Features, feature{Type: "Feature", ID: n.poly.ID,
 				Geometry: geometry{Type: "Polygon", Coordinates: [][][2]float64{ring}},
 				Properties: map[string]any{"tile": n.tile, "label": n.label, "polygonArea": PolygonArea(n.poly),
-					"area": n.feats[featArea], "meanDarkness": n.feats[featMean], "meanGradient": n.feats[featGrad], "perimeter": n.feats[featPerim]}})
+					"area": n.feats[featArea], "meanDarkness": n.feats[featMean], "meanGradient": n.feats[featGrad], "perimeter": n.feats[featPerim],
+					"meanHematoxylin": n.feats[featHema], "edgeShare": n.feats[featEdge]}})
 		}
 	}
 	enc := json.NewEncoder(w)

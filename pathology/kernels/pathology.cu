@@ -16,11 +16,13 @@ typedef unsigned short u16;
 typedef long long i64;
 typedef unsigned long long u64;
 
-#define NUM_FEATURES 4
+#define NUM_FEATURES 6
 #define FEAT_AREA 0
 #define FEAT_MEAN 1
 #define FEAT_GRAD 2
 #define FEAT_PERIM 3
+#define FEAT_HEMA 4
+#define FEAT_EDGE 5
 
 #define FOR_EACH(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
@@ -479,7 +481,13 @@ __device__ double gray_at(const u8 *rgb, i64 n, i64 w, i64 h, i64 x, i64 y) {
 	return (double)((int)rgb[i] + (int)rgb[n + i] + (int)rgb[2 * n + i]) / 3;
 }
 
-// kind 0: intensity (255 - mean of RGB), kind 1: Sobel gradient magnitude.
+// Colour deconvolution: the hematoxylin column of the inverse of Ruifrok
+// and Johnston's H&E-DAB stain matrix (hemaR, hemaG, hemaB of
+// ../canny.go), applied to a pixel's optical densities -ln((c+1)/256).
+__device__ double optical_density(int c) { return -log(((double)c + 1) / 256); }
+
+// kind 0: intensity (255 - mean of RGB), kind 1: Sobel gradient
+// magnitude, kind 2: hematoxylin density.
 extern "C" __global__ void patho_feat_accum(const u8 *rgb, const u16 *labels, double *sums, u64 *counts, i64 w, i64 h, i64 kind, i64 rows) {
 	i64 n = w * h;
 	FOR_EACH(i, n) {
@@ -488,6 +496,8 @@ extern "C" __global__ void patho_feat_accum(const u8 *rgb, const u16 *labels, do
 		double v;
 		if (kind == 0) {
 			v = 255 - (double)((int)rgb[i] + (int)rgb[n + i] + (int)rgb[2 * n + i]) / 3;
+		} else if (kind == 2) {
+			v = 1.87798274 * optical_density(rgb[i]) + -0.06590806 * optical_density(rgb[n + i]) + -0.60190736 * optical_density(rgb[2 * n + i]);
 		} else {
 			i64 x = i % w, y = i / w;
 			double gx = gray_at(rgb, n, w, h, x + 1, y - 1) + 2 * gray_at(rgb, n, w, h, x + 1, y) + gray_at(rgb, n, w, h, x + 1, y + 1) -
@@ -501,17 +511,93 @@ extern "C" __global__ void patho_feat_accum(const u8 *rgb, const u16 *labels, do
 	}
 }
 
-// kind 0 writes the area and mean columns, kind 1 the gradient column.
+// kind 0 writes the area and mean columns, kind 1 the gradient column,
+// kind 2 the hematoxylin column, kind 3 the edge share column.
 extern "C" __global__ void patho_feat_final(const double *sums, const u64 *counts, double *table, i64 kind, i64 rows) {
 	FOR_EACH(k, rows) {
 		double a = (double)counts[k];
 		double *row = table + k * NUM_FEATURES;
+		double mean = a > 0 ? sums[k] / a : 0;
 		if (kind == 0) {
 			row[FEAT_AREA] = a;
-			row[FEAT_MEAN] = a > 0 ? sums[k] / a : 0;
+			row[FEAT_MEAN] = mean;
+		} else if (kind == 1) {
+			row[FEAT_GRAD] = mean;
+		} else if (kind == 2) {
+			row[FEAT_HEMA] = mean;
 		} else {
-			row[FEAT_GRAD] = a > 0 ? sums[k] / a : 0;
+			row[FEAT_EDGE] = mean;
 		}
+	}
+}
+
+// patho_feat_count adds each object's values of the 8-bit image vals
+// into sums and its pixel count into counts (FeatGradient's edges).
+extern "C" __global__ void patho_feat_count(const u8 *vals, const u16 *labels, double *sums, u64 *counts, i64 n, i64 rows) {
+	FOR_EACH(i, n) {
+		int l = labels[i];
+		if (l == 0 || l > rows) continue;
+		atomicAdd(&sums[l - 1], (double)vals[i]);
+		atomicAdd(&counts[l - 1], 1ull);
+	}
+}
+
+// Canny's edges of the grey image (R+G+B)/3 (canny of ../canny.go,
+// OpenCV's cv2.Canny with aperture 3 and the L1 norm): patho_canny
+// writes the candidates (magnitude above CANNY_LOW and a maximum across
+// the gradient) into mask and those above CANNY_HIGH into marker; the
+// edges are then marker reconstructed under mask (patho_recon8_u8: the
+// hysteresis, 8-connected).
+#define CANNY_LOW 50
+#define CANNY_HIGH 150
+#define CANNY_TAN22 13573
+
+__device__ int grey_at(const u8 *rgb, i64 n, i64 w, i64 h, i64 x, i64 y) {
+	x = min(max(x, (i64)0), w - 1);
+	y = min(max(y, (i64)0), h - 1);
+	i64 i = y * w + x;
+	return ((int)rgb[i] + (int)rgb[n + i] + (int)rgb[2 * n + i]) / 3;
+}
+
+// canny_d returns the Sobel derivatives at (x, y), the border replicated.
+__device__ void canny_d(const u8 *rgb, i64 n, i64 w, i64 h, i64 x, i64 y, int *dx, int *dy) {
+	int a = grey_at(rgb, n, w, h, x - 1, y - 1), b = grey_at(rgb, n, w, h, x, y - 1), c = grey_at(rgb, n, w, h, x + 1, y - 1);
+	int d = grey_at(rgb, n, w, h, x - 1, y), f = grey_at(rgb, n, w, h, x + 1, y);
+	int p = grey_at(rgb, n, w, h, x - 1, y + 1), q = grey_at(rgb, n, w, h, x, y + 1), r = grey_at(rgb, n, w, h, x + 1, y + 1);
+	*dx = c + 2 * f + r - a - 2 * d - p;
+	*dy = p + 2 * q + r - a - 2 * b - c;
+}
+
+// canny_mag returns the L1 magnitude at (x, y), 0 outside the image.
+__device__ int canny_mag(const u8 *rgb, i64 n, i64 w, i64 h, i64 x, i64 y) {
+	if (x < 0 || x >= w || y < 0 || y >= h) return 0;
+	int dx, dy;
+	canny_d(rgb, n, w, h, x, y, &dx, &dy);
+	return abs(dx) + abs(dy);
+}
+
+extern "C" __global__ void patho_canny(const u8 *rgb, u8 *marker, u8 *mask, i64 w, i64 h) {
+	i64 n = w * h;
+	FOR_EACH(i, n) {
+		i64 x = i % w, y = i / w;
+		int xs, ys;
+		canny_d(rgb, n, w, h, x, y, &xs, &ys);
+		int v = abs(xs) + abs(ys);
+		bool cand = false;
+		if (v > CANNY_LOW) {
+			long long ax = abs(xs), ay = (long long)abs(ys) << 15;
+			long long tg22x = ax * CANNY_TAN22;
+			if (ay < tg22x) {
+				cand = v > canny_mag(rgb, n, w, h, x - 1, y) && v >= canny_mag(rgb, n, w, h, x + 1, y);
+			} else if (ay > tg22x + (ax << 16)) {
+				cand = v > canny_mag(rgb, n, w, h, x, y - 1) && v >= canny_mag(rgb, n, w, h, x, y + 1);
+			} else {
+				int s = (xs ^ ys) < 0 ? -1 : 1;
+				cand = v > canny_mag(rgb, n, w, h, x - s, y - 1) && v > canny_mag(rgb, n, w, h, x + s, y + 1);
+			}
+		}
+		mask[i] = cand ? 1 : 0;
+		marker[i] = cand && v > CANNY_HIGH ? 1 : 0;
 	}
 }
 

@@ -25,6 +25,8 @@ opencv_test.go. It does what OpenCV can of each operation:
                  background a marker of its own (pathology's time includes
                  finding the markers: a reconstruction and a labelling)
   BWLabel        connectedComponents (4-connected)
+  Canny          Canny(grey, 50, 150) (aperture 3, L1): FeatGradient's
+                 edges, which pathology times alone for this comparison
 """
 import sys
 import time
@@ -49,7 +51,7 @@ def main():
     cv2.setUseOptimized(True)
     ld = lambda name: np.load(f"{d}/{name}.npy")
     dark, cand, area, filled = ld("dark"), ld("candidates"), ld("area"), ld("filled")
-    relief, markers, ws = ld("relief"), ld("markers"), ld("ws")
+    relief, markers, ws, grey = ld("relief"), ld("markers"), ld("ws"), ld("grey")
     h, w = dark.shape
     disk = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (19, 19))
     relief3 = cv2.merge([relief, relief, relief])
@@ -82,8 +84,11 @@ def main():
     def bw_label():
         return cv2.connectedComponents(ws, connectivity=4, ltype=cv2.CV_32S)[1]
 
+    def canny():
+        return (cv2.Canny(grey, 50, 150, apertureSize=3, L2gradient=False) != 0).astype(np.uint8)
+
     ops = [("MorphOpen", morph_open), ("AreaThreshold", area_threshold), ("FillHoles", fill_holes),
-           ("PreWatershed", pre_watershed), ("Watershed", watershed), ("BWLabel", bw_label)]
+           ("PreWatershed", pre_watershed), ("Watershed", watershed), ("BWLabel", bw_label), ("Canny", canny)]
     for name, f in ops:
         out = f()
         ts = []
