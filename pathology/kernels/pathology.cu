@@ -674,16 +674,46 @@ extern "C" __global__ void patho_ws_dist_init(const u16 *f, const int *L, int *D
 	}
 }
 
-// patho_ws_dist: each block takes WS_T x WS_T tiles in turn and relaxes
-// D(p) to 1 + the least D of p's neighbours of p's level in shared memory
-// until the tile is stable (its frame as read from D: values only fall,
-// to the least fixed point, in any order), then writes the tile back and
-// sets *changed if it changed.
+// patho_ws_dist and patho_ws_flood relax tiles of WS_T x WS_T pixels in
+// shared memory (ws_tile: f, D, C and F with a one-pixel frame), each
+// block taking tiles in turn (ws_relax): a tile and its frame are read
+// from the images, the tile is swept with a step until stable, written
+// back if it changed, and *changed set. patho_ws_dist relaxes D(p) to 1 +
+// the least D of p's neighbours of p's level (values only fall, to the
+// least fixed point, in any order: stale frame values only delay);
+// patho_ws_flood settles C and F (ws_step).
 #define WS_T 32
 
-extern "C" __global__ void patho_ws_dist(const u16 *f, int *D, i64 w, i64 h, int *changed) {
-	__shared__ u16 sf[WS_T + 2][WS_T + 2];
-	__shared__ int sd[WS_T + 2][WS_T + 2];
+struct ws_tile {
+	u16 f[WS_T + 2][WS_T + 2];
+	int d[WS_T + 2][WS_T + 2], c[WS_T + 2][WS_T + 2], F[WS_T + 2][WS_T + 2];
+};
+
+// ws_dist_step relaxes D at (sy, sx) of the tile; it reports a change.
+__device__ bool ws_dist_step(ws_tile &s, int sy, int sx) {
+	u16 v = s.f[sy][sx];
+	int d = s.d[sy][sx];
+	if (v == 0 || d <= 1) return false; // outside, or known
+	int nd = d;
+	for (int dy = -1; dy <= 1; dy++) {
+		for (int dx = -1; dx <= 1; dx++) {
+			if (s.f[sy + dy][sx + dx] == v && s.d[sy + dy][sx + dx] < WS_INF) nd = min(nd, s.d[sy + dy][sx + dx] + 1);
+		}
+	}
+	if (nd < d) {
+		s.d[sy][sx] = nd;
+		return true;
+	}
+	return false;
+}
+
+__device__ bool ws_step(ws_tile &s, int sy, int sx);
+
+// ws_relax runs patho_ws_flood's relaxation (FLOOD: C and F read and
+// written back) or patho_ws_dist's (D written back).
+template <bool FLOOD>
+__device__ void ws_relax(const u16 *f, const int *D, int *Dout, int *C, int *F, i64 w, i64 h, int *changed) {
+	__shared__ ws_tile s;
 	__shared__ int tile_changed, any;
 	const i64 tx = (w + WS_T - 1) / WS_T, ty = (h + WS_T - 1) / WS_T;
 	for (i64 t = blockIdx.x; t < tx * ty; t += gridDim.x) {
@@ -694,8 +724,13 @@ extern "C" __global__ void patho_ws_dist(const u16 *f, int *D, i64 w, i64 h, int
 			int sy = k / (WS_T + 2), sx = k % (WS_T + 2);
 			i64 x = x0 - 1 + sx, y = y0 - 1 + sy;
 			bool in = x >= 0 && x < w && y >= 0 && y < h;
-			sf[sy][sx] = in ? f[y * w + x] : (u16)0;
-			sd[sy][sx] = in ? D[y * w + x] : WS_INF;
+			i64 i = y * w + x;
+			s.f[sy][sx] = in ? f[i] : (u16)0;
+			s.d[sy][sx] = in ? D[i] : WS_INF;
+			if (FLOOD) {
+				s.c[sy][sx] = in ? C[i] : WS_OUT;
+				s.F[sy][sx] = in ? F[i] : WS_OUT;
+			}
 		}
 		for (;;) {
 			__syncthreads();
@@ -703,19 +738,7 @@ extern "C" __global__ void patho_ws_dist(const u16 *f, int *D, i64 w, i64 h, int
 			__syncthreads();
 			for (int k = threadIdx.x; k < WS_T * WS_T; k += blockDim.x) {
 				int sy = k / WS_T + 1, sx = k % WS_T + 1;
-				u16 v = sf[sy][sx];
-				int d = sd[sy][sx];
-				if (v == 0 || d <= 1) continue; // outside, or known
-				int nd = d;
-				for (int dy = -1; dy <= 1; dy++) {
-					for (int dx = -1; dx <= 1; dx++) {
-						if (sf[sy + dy][sx + dx] == v && sd[sy + dy][sx + dx] < WS_INF) nd = min(nd, sd[sy + dy][sx + dx] + 1);
-					}
-				}
-				if (nd < d) {
-					sd[sy][sx] = nd;
-					tile_changed = 1;
-				}
+				if (FLOOD ? ws_step(s, sy, sx) : ws_dist_step(s, sy, sx)) tile_changed = 1;
 			}
 			__syncthreads();
 			if (!tile_changed) break;
@@ -726,11 +749,21 @@ extern "C" __global__ void patho_ws_dist(const u16 *f, int *D, i64 w, i64 h, int
 			for (int k = threadIdx.x; k < WS_T * WS_T; k += blockDim.x) {
 				int sy = k / WS_T, sx = k % WS_T;
 				i64 x = x0 + sx, y = y0 + sy;
-				if (x < w && y < h) D[y * w + x] = sd[sy + 1][sx + 1];
+				if (x >= w || y >= h) continue;
+				if (FLOOD) {
+					C[y * w + x] = s.c[sy + 1][sx + 1];
+					F[y * w + x] = s.F[sy + 1][sx + 1];
+				} else {
+					Dout[y * w + x] = s.d[sy + 1][sx + 1];
+				}
 			}
 			if (threadIdx.x == 0) *changed = 1;
 		}
 	}
+}
+
+extern "C" __global__ void patho_ws_dist(const u16 *f, int *D, i64 w, i64 h, int *changed) {
+	ws_relax<false>(f, D, D, 0, 0, w, h, changed);
 }
 
 // C and F: a marker's pixels its basin (its first pixel's index + 1),
@@ -748,90 +781,44 @@ extern "C" __global__ void patho_ws_lab_init(const u16 *f, int *C, int *F, i64 n
 // one basin among them, else a line), its F once the C of its neighbours
 // of its key are known (a line where one has another basin). Both are
 // written once, so stale values only delay. It reports a change.
-__device__ bool ws_step(u16 sf[WS_T + 2][WS_T + 2], int sd[WS_T + 2][WS_T + 2], int sc[WS_T + 2][WS_T + 2], int sF[WS_T + 2][WS_T + 2], int sy, int sx) {
-	if (sF[sy][sx] != WS_UNK) return false; // known, or outside
-	const u16 v = sf[sy][sx];
-	const int d = sd[sy][sx];
+__device__ bool ws_step(ws_tile &s, int sy, int sx) {
+	if (s.F[sy][sx] != WS_UNK) return false; // known, or outside
+	const u16 v = s.f[sy][sx];
+	const int d = s.d[sy][sx];
 	bool moved = false;
-	int c = sc[sy][sx];
+	int c = s.c[sy][sx];
 	if (c == WS_UNK) {
 		int lab = 0;
 		for (int dy = -1; dy <= 1; dy++) {
 			for (int dx = -1; dx <= 1; dx++) {
-				u16 qv = sf[sy + dy][sx + dx];
+				u16 qv = s.f[sy + dy][sx + dx];
 				if ((dy == 0 && dx == 0) || qv == 0) continue;
-				if (qv > v || (qv == v && sd[sy + dy][sx + dx] < d)) {
-					int b = sF[sy + dy][sx + dx];
+				if (qv > v || (qv == v && s.d[sy + dy][sx + dx] < d)) {
+					int b = s.F[sy + dy][sx + dx];
 					if (b == WS_UNK) return false; // a predecessor not known yet
 					if (b > 0) lab = (lab == 0 || lab == b) ? b : WS_LINE;
 				}
 			}
 		}
 		c = lab > 0 ? lab : WS_LINE;
-		sc[sy][sx] = c;
+		s.c[sy][sx] = c;
 		moved = true;
 	}
 	int fin = c;
 	for (int dy = -1; dy <= 1; dy++) {
 		for (int dx = -1; dx <= 1; dx++) {
-			if ((dy == 0 && dx == 0) || sf[sy + dy][sx + dx] != v || sd[sy + dy][sx + dx] != d) continue;
-			int b = sc[sy + dy][sx + dx];
+			if ((dy == 0 && dx == 0) || s.f[sy + dy][sx + dx] != v || s.d[sy + dy][sx + dx] != d) continue;
+			int b = s.c[sy + dy][sx + dx];
 			if (b == WS_UNK) return moved; // a neighbour of its key without its candidate yet
 			if (b > 0 && c > 0 && b != c) fin = WS_LINE;
 		}
 	}
-	sF[sy][sx] = fin;
+	s.F[sy][sx] = fin;
 	return true;
 }
 
-// patho_ws_flood: each block takes WS_T x WS_T tiles in turn and settles
-// them with ws_step in shared memory until stable, then writes back C and
-// F and sets *changed if the tile changed.
 extern "C" __global__ void patho_ws_flood(const u16 *f, const int *D, int *C, int *F, i64 w, i64 h, int *changed) {
-	__shared__ u16 sf[WS_T + 2][WS_T + 2];
-	__shared__ int sd[WS_T + 2][WS_T + 2];
-	__shared__ int sc[WS_T + 2][WS_T + 2];
-	__shared__ int sF[WS_T + 2][WS_T + 2];
-	__shared__ int tile_changed, any;
-	const i64 tx = (w + WS_T - 1) / WS_T, ty = (h + WS_T - 1) / WS_T;
-	for (i64 t = blockIdx.x; t < tx * ty; t += gridDim.x) {
-		const i64 x0 = (t % tx) * WS_T, y0 = (t / tx) * WS_T;
-		__syncthreads();
-		if (threadIdx.x == 0) any = 0;
-		for (int k = threadIdx.x; k < (WS_T + 2) * (WS_T + 2); k += blockDim.x) {
-			int sy = k / (WS_T + 2), sx = k % (WS_T + 2);
-			i64 x = x0 - 1 + sx, y = y0 - 1 + sy;
-			bool in = x >= 0 && x < w && y >= 0 && y < h;
-			i64 i = y * w + x;
-			sf[sy][sx] = in ? f[i] : (u16)0;
-			sd[sy][sx] = in ? D[i] : WS_INF;
-			sc[sy][sx] = in ? C[i] : WS_OUT;
-			sF[sy][sx] = in ? F[i] : WS_OUT;
-		}
-		for (;;) {
-			__syncthreads();
-			if (threadIdx.x == 0) tile_changed = 0;
-			__syncthreads();
-			for (int k = threadIdx.x; k < WS_T * WS_T; k += blockDim.x) {
-				if (ws_step(sf, sd, sc, sF, k / WS_T + 1, k % WS_T + 1)) tile_changed = 1;
-			}
-			__syncthreads();
-			if (!tile_changed) break;
-			if (threadIdx.x == 0) any = 1;
-		}
-		__syncthreads();
-		if (any) {
-			for (int k = threadIdx.x; k < WS_T * WS_T; k += blockDim.x) {
-				int sy = k / WS_T, sx = k % WS_T;
-				i64 x = x0 + sx, y = y0 + sy;
-				if (x < w && y < h) {
-					C[y * w + x] = sc[sy + 1][sx + 1];
-					F[y * w + x] = sF[sy + 1][sx + 1];
-				}
-			}
-			if (threadIdx.x == 0) *changed = 1;
-		}
-	}
+	ws_relax<true>(f, D, 0, C, F, w, h, changed);
 }
 
 extern "C" __global__ void patho_ws_final(const int *F, u16 *out, i64 n) {
