@@ -652,23 +652,26 @@ func wsNbrs() [8]int {
 
 // refWSDistStep mirrors one launch of patho_ws_dist.
 func refWSDistStep(f []uint16, D []int32, w, h int) bool {
-	return refWSTiles(w, h, wsLoad(f, D, nil, nil, w, h), wsStore(D, nil, nil, w, h), func(s *wsTile, k int) bool {
-		v, d := s.f[k], s.d[k]
-		if v == 0 || d <= 1 {
-			return false
-		}
-		nd := d
-		for _, o := range wsNbrs() {
-			if s.f[k+o] == v && s.d[k+o] < wsInf {
-				nd = min(nd, s.d[k+o]+1)
-			}
-		}
-		if nd < d {
-			s.d[k] = nd
-			return true
-		}
+	return refWSTiles(w, h, wsLoad(f, D, nil, nil, w, h), wsStore(D, nil, nil, w, h), wsDistStep)
+}
+
+// wsDistStep mirrors ws_dist_step.
+func wsDistStep(s *wsTile, k int) bool {
+	v, d := s.f[k], s.d[k]
+	if v == 0 || d <= 1 {
 		return false
-	})
+	}
+	nd := d
+	for _, o := range wsNbrs() {
+		if s.f[k+o] == v && s.d[k+o] < wsInf {
+			nd = min(nd, s.d[k+o]+1)
+		}
+	}
+	if nd < d {
+		s.d[k] = nd
+		return true
+	}
+	return false
 }
 
 // refWSLabInit mirrors patho_ws_lab_init (C in L's place).
