@@ -58,11 +58,16 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 		h.Window = 2 * (h.CPUs + gpus.Len())
 	}
 	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed", "order-only", "go-memory", "stage-on-first-use"} {
-		if o.set[f] {
-			command += fmt.Sprintf(" -%s %s", f, map[string]string{"cpus": fmt.Sprint(h.CPUs), "tiles": fmt.Sprint(h.Tiles),
-				"tile-size": fmt.Sprint(h.TileSize), "window": fmt.Sprint(h.Window), "seed": fmt.Sprint(h.Seed), "order-only": fmt.Sprint(o.orderOnly),
-				"go-memory": fmt.Sprint(o.goMemory), "stage-on-first-use": fmt.Sprint(o.firstUse)}[f])
+		if !o.set[f] {
+			continue
 		}
+		sep := " " // "-name value"; booleans "-name=value", which the flag package reads back
+		if f == "order-only" || f == "go-memory" || f == "stage-on-first-use" {
+			sep = "="
+		}
+		command += fmt.Sprintf(" -%s%s%s", f, sep, map[string]string{"cpus": fmt.Sprint(h.CPUs), "tiles": fmt.Sprint(h.Tiles),
+			"tile-size": fmt.Sprint(h.TileSize), "window": fmt.Sprint(h.Window), "seed": fmt.Sprint(h.Seed), "order-only": fmt.Sprint(o.orderOnly),
+			"go-memory": fmt.Sprint(o.goMemory), "stage-on-first-use": fmt.Sprint(o.firstUse)}[f])
 	}
 	res, err := h.Run(ctx)
 	if err != nil {

@@ -56,7 +56,7 @@ func TestHardwareConfigsTrace(t *testing.T) {
 	if strings.Contains(errOut.String(), "PATS:") {
 		t.Errorf("PATS ran without being asked:\n%s", errOut.String())
 	}
-	if md, err := os.ReadFile(filepath.Join(dir, "hardware.md")); err != nil || !strings.Contains(string(md), "-stage-on-first-use") || !strings.Contains(string(md), "staged from storage by the worker of its first reader") {
+	if md, err := os.ReadFile(filepath.Join(dir, "hardware.md")); err != nil || !strings.Contains(string(md), "-stage-on-first-use=true`") || !strings.Contains(string(md), "staged from storage by the worker of its first reader") {
 		t.Errorf("hardware.md does not say the tiles were staged by their first reader (%v):\n%s", err, md)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "trace.csv"))

@@ -112,6 +112,7 @@ if [[ -x "$bin" ]]; then
 	if [[ $lim -lt 20 ]]; then
 		say "FAIL hardware: skipped, ${lim}s left"
 	else
+		say "command: $bin -hardware -tiles $TILES -tile-size 4096 -hw-configs $CONFIGS ${mem[*]} -out $log/hw"
 		timeout -k 2 "$lim" "$bin" -hardware -tiles "$TILES" -tile-size 4096 -hw-configs "$CONFIGS" "${mem[@]}" -out "$log/hw" >"$log/hardware.log" 2>&1
 		rc=$?
 		say "hardware: rc=$rc in $((SECONDS - t)) s (limit ${lim}s, $TILES tiles of 4096^2; 124: cut short, see the configuration lines below)"
