@@ -42,6 +42,11 @@ var hwReplayStage = flag.Float64("hwreplay-stage", 0, "staging GB/s to simulate 
 // one), for the ones a saved run had on the CPU only.
 var hwReplayGPU = flag.String("hwreplay-gpu", "", "hypothetical GPU compute times of CPU-only operations, Op=DURATION,... (TestSimulateVariantsOnSavedRun)")
 
+// hwReplayCPU scales the CPU costs of operations whose CPU implementation
+// has changed since a saved run (FeatGradient with its Canny edges), in
+// TestSimulateVariantsOnSavedRun.
+var hwReplayCPU = flag.String("hwreplay-cpu", "", "factors of the CPU costs of operations, Op=FACTOR,... (TestSimulateVariantsOnSavedRun)")
+
 // savedRun is what a saved hardware run's log and trace hold: the
 // calibration's figures (rounded as printed), the machine, and per
 // configuration its measured and simulated makespans and its instances'
@@ -287,6 +292,22 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 func TestSimulateVariantsOnSavedRun(t *testing.T) {
 	s := savedRunOfFlags(t)
 	specs := hardwareOperations()
+	if *hwReplayCPU != "" {
+		for _, kv := range strings.Split(*hwReplayCPU, ",") {
+			op, v, _ := strings.Cut(kv, "=")
+			k, err := strconv.ParseFloat(v, 64)
+			if err != nil || k <= 0 || !slices.ContainsFunc(specs, func(o Operation) bool { return o.Name == op }) {
+				t.Fatalf("-hwreplay-cpu %q: want Op=FACTOR of a known operation", kv)
+			}
+			scale := func(d time.Duration) time.Duration { return time.Duration(k * float64(d)) }
+			s.cal.cpu[op], s.cal.cpuAlone[op] = scale(s.cal.cpu[op]), scale(s.cal.cpuAlone[op])
+			if f, ok := s.cal.fit[op]; ok {
+				f.a, f.b = k*f.a, k*f.b
+				s.cal.fit[op] = f
+			}
+			t.Logf("hypothetical: %s's CPU costs times %g (%v under load)", op, k, s.cal.cpu[op])
+		}
+	}
 	if *hwReplayGPU != "" {
 		for _, kv := range strings.Split(*hwReplayGPU, ",") {
 			op, v, _ := strings.Cut(kv, "=")
