@@ -157,7 +157,16 @@ func TestDirectLimitZero(t *testing.T) {
 	})
 	c := newClient(t, nc)
 	waitDirect(t, c, "square")
-	ws, err := c.Workers(context.Background())
+	// Both workers announce themselves; under load the second may come
+	// after the first's direct tasks are listed.
+	var ws []WorkerInfo
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ws, err = c.Workers(context.Background())
+		if err != nil || len(ws) >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || len(ws) != 2 {
 		t.Fatalf("workers %+v, %v", ws, err)
 	}
