@@ -224,7 +224,11 @@ func nucleiInBox(ctx context.Context, in region.ObjectStorage, box region.Box) (
 
 // WriteNucleiGeoJSON writes the nuclei of the results as a GeoJSON
 // FeatureCollection: one Polygon feature a nucleus, in pixel coordinates
-// of the slide, with its tile, label, polygon area and features.
+// of the slide, with its tile, label, polygon area and features: area
+// (pixels), meanDarkness (255 minus the mean of RGB), meanHematoxylin
+// (the mean hematoxylin optical density by colour deconvolution),
+// meanGradient (the mean Sobel magnitude of the grey image), edgeShare
+// (the share of its pixels on a Canny edge) and perimeter (pixels).
 func WriteNucleiGeoJSON(ctx context.Context, w io.Writer, results []TileResult) error {
 	type geometry struct {
 		Type        string         `json:"type"`
