@@ -70,12 +70,12 @@ func canny(g, edges []uint8, w, h int) {
 	clear(edges[:n])
 	var stack, cands []int32
 	for y := range h {
-		for x := range w {
-			i, p := y*w+x, (y+1)*W+x+1
-			v := int32(mag[p])
-			if v <= cannyLow {
+		base := (y+1)*W + 1
+		for x, m := range mag[base : base+w] {
+			if m <= cannyLow {
 				continue
 			}
+			v, i, p := int32(m), y*w+x, base+x
 			var dx, dy int32
 			if x > 0 && x < w-1 && y > 0 && y < h-1 {
 				ul, um, ur := int32(g[i-w-1]), int32(g[i-w]), int32(g[i-w+1])
@@ -152,11 +152,10 @@ func cannyDir(xs, ys int32) int {
 	return 2
 }
 
+// abs32 returns |v| without a branch.
 func abs32(v int32) int32 {
-	if v < 0 {
-		return -v
-	}
-	return v
+	s := v >> 31
+	return (v ^ s) - s
 }
 
 // Colour deconvolution (Ruifrok and Johnston's, with their H&E-DAB stain

@@ -90,3 +90,21 @@ for k in range(int(sys.argv[2])):
 		}
 	}
 }
+
+// BenchmarkCanny times canny alone on the grey image of a generated tile
+// (-cpu-ops-size, 1024 by default; TestOpenCVComparison sets it beside
+// OpenCV's).
+func BenchmarkCanny(b *testing.B) {
+	t := NewOpTile(*benchTileSize, 1)
+	n := t.w * t.h
+	grey, edges := make([]uint8, n), make([]uint8, n)
+	greyImage(t.rgb, grey, n)
+	onOneCore(func() {
+		canny(grey, edges, t.w, t.h) // warm-up
+		b.ResetTimer()
+		for b.Loop() {
+			canny(grey, edges, t.w, t.h)
+		}
+	})
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/px")
+}
