@@ -771,27 +771,18 @@ func refFeatCount(vals []uint8, labels []uint16, sums []float64, counts []uint64
 // into marker.
 func refCanny(rgb, marker, mask []uint8, w, h int) {
 	n := w * h
-	grey := func(x, y int) int32 {
-		x, y = min(max(x, 0), w-1), min(max(y, 0), h-1)
-		i := y*w + x
-		return int32((int(rgb[i]) + int(rgb[n+i]) + int(rgb[2*n+i])) / 3)
-	}
-	d := func(x, y int) (int32, int32) {
-		a, b, c := grey(x-1, y-1), grey(x, y-1), grey(x+1, y-1)
-		dl, f := grey(x-1, y), grey(x+1, y)
-		p, q, r := grey(x-1, y+1), grey(x, y+1), grey(x+1, y+1)
-		return c + 2*f + r - a - 2*dl - p, p + 2*q + r - a - 2*b - c
-	}
+	g := make([]uint8, n) // the kernel's grey_at, pixel by pixel
+	greyImage(rgb, g, n)
 	mag := func(x, y int) int32 {
 		if x < 0 || x >= w || y < 0 || y >= h {
 			return 0
 		}
-		dx, dy := d(x, y)
+		dx, dy := cannyD(g, w, h, x, y)
 		return abs32(dx) + abs32(dy)
 	}
 	for i := range n {
 		x, y := i%w, i/w
-		xs, ys := d(x, y)
+		xs, ys := cannyD(g, w, h, x, y)
 		v := abs32(xs) + abs32(ys)
 		cand := false
 		if v > cannyLow {

@@ -766,13 +766,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	h.logf("touched %.1f GB of heap in %v before the runs", float64(n)/1e9, time.Since(t0).Round(time.Millisecond))
 	sp := cal.speedups()
 	ti := cal.ti
-	all := hwConfigs(h.window, ti, sp, cal.speedupsWithTransfers())
-	if !h.firstUse {
-		for k, c := range all {
-			c.cfg.StageAhead = true // prefetch does it anyway
-			all[k] = c
-		}
-	}
+	all := hwConfigs(h.window, ti, sp, cal.speedupsWithTransfers(), !h.firstUse)
 	names := h.configs
 	if len(names) == 0 {
 		names = defaultHardwareConfigs(h.noOrder)
@@ -963,23 +957,24 @@ type hwConfig struct {
 
 // hwConfigs returns the configurations of a hardware experiment by their
 // HardwareConfigs names, for the given window, transfer impact and measured
-// speedups.
-func hwConfigs(window int, ti float64, sp, spx map[string]float64) map[string]hwConfig {
-	dl := pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true}
+// speedups; with ahead, every one stages its tiles from admission
+// (pats.Config.StageAhead; prefetch does anyway).
+func hwConfigs(window int, ti float64, sp, spx map[string]float64, ahead bool) map[string]hwConfig {
+	dl := pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, Locality: true, TransferImpact: ti, Prefetch: true, StageAhead: ahead}
 	learn := dl
 	learn.Learn = true
 	dlx := dl
 	dlx.TransferAware = true
 	return map[string]hwConfig{
-		"fcfs":    {"FCFS", pats.Config{Policy: pats.FCFS, Window: window}, sp},
-		"pats":    {"PATS", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true}, sp},
-		"patsx":   {"PATS+xfer", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, TransferAware: true}, sp},
-		"patst":   {"PATS, speedups with transfers", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true}, spx},
+		"fcfs":    {"FCFS", pats.Config{Policy: pats.FCFS, Window: window, StageAhead: ahead}, sp},
+		"pats":    {"PATS", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, StageAhead: ahead}, sp},
+		"patsx":   {"PATS+xfer", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, TransferAware: true, StageAhead: ahead}, sp},
+		"patst":   {"PATS, speedups with transfers", pats.Config{Policy: pats.PATS, Window: window, FinishAware: true, StageAhead: ahead}, spx},
 		"dl":      {"PATS+DL+prefetch", dl, sp},
 		"dlx":     {"PATS+xfer+DL+prefetch", dlx, sp},
 		"learned": {"PATS+DL+prefetch, learned", learn, nil},
 		"wrong50": {"PATS+DL+prefetch, 50% wrong", dl, wrongEstimates(sp, 50)},
-		"order":   {"PATS, speedup order only", pats.Config{Policy: pats.PATS, Window: window}, sp},
+		"order":   {"PATS, speedup order only", pats.Config{Policy: pats.PATS, Window: window, StageAhead: ahead}, sp},
 		// The rest of the sensitivity sweep (dl is its 0%).
 		"wrong25":  {"PATS+DL+prefetch, 25% wrong", dl, wrongEstimates(sp, 25)},
 		"wrong75":  {"PATS+DL+prefetch, 75% wrong", dl, wrongEstimates(sp, 75)},
@@ -1106,7 +1101,7 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 // named "NAME #k"), found by name, so that any Hardware.Configs order reads
 // right.
 func hwSummary(runs []hwRun) string {
-	cf := hwConfigs(0, 0, nil, nil)
+	cf := hwConfigs(0, 0, nil, nil, false)
 	mean := func(key string) (time.Duration, bool) {
 		name := cf[key].name
 		var sum time.Duration

@@ -225,7 +225,7 @@ func TestSpeedupsWithTransfers(t *testing.T) {
 	if len(got) != 2 || got["A"] != 10 || got["B"] != 30 {
 		t.Errorf("speedups with transfers %v, want A 10 (100/(1+9)), B 30 (no transfer timed), no C (CPU only)", got)
 	}
-	cf := hwConfigs(8, 0.5, c.speedups(), got)["patst"]
+	cf := hwConfigs(8, 0.5, c.speedups(), got, false)["patst"]
 	if cf.cfg.Policy != pats.PATS || !cf.cfg.FinishAware || cf.cfg.TransferAware || cf.est["A"] != 10 {
 		t.Errorf("patst: %+v with estimates %v, want PATS (FinishAware) given the speedups with transfers", cf.cfg, cf.est)
 	}

@@ -21,7 +21,7 @@ func hwRunOf(name string, s float64) hwRun {
 // fcfs,pats,fcfs,pats,dl and the line, taken by position, compared the
 // wrong runs and reported learned and 50%-wrong runs that were not made).
 func TestHWSummaryFindsRunsByName(t *testing.T) {
-	cf := hwConfigs(0, 0, nil, nil)
+	cf := hwConfigs(0, 0, nil, nil, false)
 	runs := []hwRun{
 		hwRunOf(cf["fcfs"].name, 8), hwRunOf(cf["pats"].name, 6),
 		hwRunOf(cf["fcfs"].name+" #2", 6), hwRunOf(cf["pats"].name+" #2", 4),
@@ -56,7 +56,7 @@ func TestHWSummaryFindsRunsByName(t *testing.T) {
 // PATS+DL+prefetch on the measured speedups, and the sweep's points
 // beyond 50% run only when named.
 func TestHWSummarySensitivitySweep(t *testing.T) {
-	cf := hwConfigs(0, 0, nil, nil)
+	cf := hwConfigs(0, 0, nil, nil, false)
 	runs := []hwRun{hwRunOf(cf["dl"].name, 4), hwRunOf(cf["wrong25"].name, 4.2), hwRunOf(cf["wrong50"].name, 4.4),
 		hwRunOf(cf["wrong75"].name, 5), hwRunOf(cf["wrong100"].name, 6)}
 	got := hwSummary(runs)

@@ -2,6 +2,7 @@ package pathology
 
 import (
 	"bufio"
+	"context"
 	"encoding/csv"
 	"flag"
 	"fmt"
@@ -56,6 +57,7 @@ type savedRun struct {
 	cal                             *calibration
 	contentLo, contentHi, contentMn float64
 	commitProxy                     bool // the log has no commit rate: the staging rate stands in
+	ahead                           bool // the run staged its tiles from admission (logs of the sixth session on)
 	runs                            []savedConfig
 }
 
@@ -115,6 +117,7 @@ func parseSavedRun(dir string) (*savedRun, error) {
 		return nil, fmt.Errorf("replay: no machine line in hardware.log")
 	}
 	s.tiles, s.size, s.cpus, s.gpus, s.window = int(num(m[1])), int(num(m[2])), int(num(m[3])), int(num(m[4])), int(num(m[5]))
+	s.ahead = strings.Contains(text, "RGB staged from storage from its admission")
 	m = regexp.MustCompile(`host-GPU bandwidth ([0-9.]+) GB/s, transfer impact ([0-9.]+), staging from storage ([0-9.]+) GB/s`).FindStringSubmatch(text)
 	if m == nil {
 		return nil, fmt.Errorf("replay: no rates in hardware.log")
@@ -252,7 +255,7 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 	if s.commitProxy {
 		t.Logf("the log has no commit rate: commits modelled at the staging rate, %.2f GB/s", machine.CommitBandwidth/1e9)
 	}
-	all := hwConfigs(s.window, s.cal.ti, s.cal.speedups(), s.cal.speedupsWithTransfers())
+	all := hwConfigs(s.window, s.cal.ti, s.cal.speedups(), s.cal.speedupsWithTransfers(), s.ahead)
 	names := map[string]hwConfig{}
 	for _, c := range all {
 		names[c.name] = c
@@ -435,6 +438,41 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 				}
 			}
 			t.Logf("%-24s | %-22s | %.2f s | %.2fx | GPU: %s", c.name, v.name, ms, fcfs/ms, strings.Join(gpuOps, ", "))
+		}
+	}
+}
+
+// TestParseSavedRunOfThisVersion parses what a hardware run of this
+// version writes (its log and tables as the program prints them, and its
+// trace), staged from admission and on first use: the machine line, the
+// runs and the staging mode.
+func TestParseSavedRunOfThisVersion(t *testing.T) {
+	ctx := context.Background()
+	for _, firstUse := range []bool{false, true} {
+		dir := t.TempDir()
+		if err := os.Mkdir(filepath.Join(dir, "hw"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		h := Hardware{CPUs: 2, GPUs: HostGPUs(1), Tiles: 4, TileSize: 32, Window: 4, Seed: 5, Configs: []string{"fcfs", "pats"},
+			Log: &out, TraceDir: filepath.Join(dir, "hw"), StageOnFirstUse: firstUse}
+		res, err := h.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res.WriteMarkdown(&out, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "hardware.log"), []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := parseSavedRun(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.tiles != 4 || s.size != 32 || s.cpus != 2 || s.gpus != 1 || s.window != 4 || len(s.runs) != 2 || s.ahead == firstUse {
+			t.Errorf("first use %v: parsed %d tiles of %d px, %d cores, %d GPUs, window %d, %d runs, staged ahead %v",
+				firstUse, s.tiles, s.size, s.cpus, s.gpus, s.window, len(s.runs), s.ahead)
 		}
 	}
 }

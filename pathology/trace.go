@@ -113,7 +113,7 @@ func simGPUOccupied(r *pats.Report, m pats.Machine) float64 {
 // hwUnknown returns the first of names that is no HardwareConfigs name, and
 // true; false when every name is known.
 func hwUnknown(names []string) (string, bool) {
-	known := hwConfigs(0, 0, nil, nil)
+	known := hwConfigs(0, 0, nil, nil, false)
 	for _, n := range names {
 		if _, ok := known[n]; !ok {
 			return n, true

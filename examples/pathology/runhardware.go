@@ -57,17 +57,16 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 	if !o.set["window"] {
 		h.Window = 2 * (h.CPUs + gpus.Len())
 	}
+	// "-name value"; booleans "-name=value", which the flag package reads back.
+	vals := map[string]string{"cpus": fmt.Sprint(h.CPUs), "tiles": fmt.Sprint(h.Tiles), "tile-size": fmt.Sprint(h.TileSize),
+		"window": fmt.Sprint(h.Window), "seed": fmt.Sprint(h.Seed)}
+	bools := map[string]bool{"order-only": o.orderOnly, "go-memory": o.goMemory, "stage-on-first-use": o.firstUse}
 	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed", "order-only", "go-memory", "stage-on-first-use"} {
-		if !o.set[f] {
-			continue
+		if b, isBool := bools[f]; o.set[f] && isBool {
+			command += fmt.Sprintf(" -%s=%v", f, b)
+		} else if o.set[f] {
+			command += fmt.Sprintf(" -%s %s", f, vals[f])
 		}
-		sep := " " // "-name value"; booleans "-name=value", which the flag package reads back
-		if f == "order-only" || f == "go-memory" || f == "stage-on-first-use" {
-			sep = "="
-		}
-		command += fmt.Sprintf(" -%s%s%s", f, sep, map[string]string{"cpus": fmt.Sprint(h.CPUs), "tiles": fmt.Sprint(h.Tiles),
-			"tile-size": fmt.Sprint(h.TileSize), "window": fmt.Sprint(h.Window), "seed": fmt.Sprint(h.Seed), "order-only": fmt.Sprint(o.orderOnly),
-			"go-memory": fmt.Sprint(o.goMemory), "stage-on-first-use": fmt.Sprint(o.firstUse)}[f])
 	}
 	res, err := h.Run(ctx)
 	if err != nil {
