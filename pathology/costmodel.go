@@ -148,6 +148,20 @@ func (c *calibration) cpuCost(op string, tile int) time.Duration {
 	return f.at(c.content[tile])
 }
 
+// gpuCost returns the predicted GPU compute time of op on tile i: the
+// content fit where the calibration has one, else the sequential pass's
+// mean.
+func (c *calibration) gpuCost(op string, tile int) time.Duration {
+	if _, ok := c.gpu[op]; !ok {
+		return 0
+	}
+	f, ok := c.gfit[op]
+	if !ok || tile < 0 || tile >= len(c.content) {
+		return c.gpu[op]
+	}
+	return f.at(c.content[tile])
+}
+
 // predictedMean returns the mean predicted CPU cost of op over tiles
 // 0..tiles-1.
 func (c *calibration) predictedMean(op string, tiles int) time.Duration {
@@ -244,7 +258,7 @@ func (r *instTimes) costs(c *calibration) func(tile int, op string) pats.Cost {
 			cost.CPU = time.Duration(f * float64(c.cpuCost(op, tile)))
 		}
 		if _, ok := r.gpu[k]; !ok {
-			cost.GPU = c.gpu[op]
+			cost.GPU = c.gpuCost(op, tile)
 			if n := gpuN[op]; n > 0 {
 				cost.GPU = gpuSum[op] / time.Duration(n)
 			}

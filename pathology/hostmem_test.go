@@ -14,11 +14,12 @@ import (
 	"github.com/gohtgs/htgs/region"
 )
 
-// tileHostBytes is the host memory a tile's image regions take from an
-// accelerator's pool: the RGB, five 8-bit masks and three 16-bit maps.
+// tileHostBytes is the host memory a tile's regions take from an
+// accelerator's pool: the RGB, five 8-bit masks, three 16-bit maps and the
+// feature tables (float64).
 func tileHostBytes(size int) int64 {
 	n := int64(size) * int64(size)
-	return 3*n + 5*n + 3*2*n
+	return 3*n + 5*n + 3*2*n + int64(len(featIDs()))*int64(objectRows(size))*numFeatures*8
 }
 
 // TestTileJobHostMemory checks where a tile's regions live with an
@@ -46,8 +47,10 @@ func TestTileJobHostMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if held, out := a.hostStats(); len(j1.held) != 9 || out != 9 || held != tileHostBytes(size) {
-		t.Fatalf("a tile holds %d buffers, the pool %d bytes with %d out; want 9 of %d bytes", len(j1.held), held, out, tileHostBytes(size))
+	// The RGB, 5 masks, 3 maps and 3 feature tables.
+	const buffers = 12
+	if held, out := a.hostStats(); len(j1.held) != buffers || out != buffers || held != tileHostBytes(size) {
+		t.Fatalf("a tile holds %d buffers, the pool %d bytes with %d out; want %d of %d bytes", len(j1.held), held, out, buffers, tileHostBytes(size))
 	}
 	rgb, err := j1.rgb.Data(ctx)
 	if err != nil {
@@ -70,6 +73,15 @@ func TestTileJobHostMemory(t *testing.T) {
 			t.Errorf("%s is not in the pool's memory", k)
 		}
 	}
+	for k, r := range j1.feats {
+		d, _ := r.Data(ctx)
+		if !inPool(j1, bytesOf(d)) {
+			t.Errorf("%s is not in the pool's memory", k)
+		}
+		for i := range d {
+			d[i] = 7 // another tile's features
+		}
+	}
 	// The pool is at its limit: the next tile's regions are Go memory.
 	j2, err := s.newTileJob(1, a)
 	if err != nil {
@@ -87,8 +99,13 @@ func TestTileJobHostMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if allocs != 9 || len(j3.held) != 9 {
-		t.Errorf("%d allocations, the third tile holds %d buffers: want the first tile's 9 reused", allocs, len(j3.held))
+	if allocs != buffers || len(j3.held) != buffers {
+		t.Errorf("%d allocations, the third tile holds %d buffers: want the first tile's %d reused", allocs, len(j3.held), buffers)
+	}
+	for k, r := range j3.feats {
+		if d, _ := r.Data(ctx); slices.ContainsFunc(d, func(v float64) bool { return v != 0 }) {
+			t.Errorf("%s of a reused buffer is not zeroed", k)
+		}
 	}
 	for k, r := range j3.u8 {
 		if d, _ := r.Data(ctx); slices.ContainsFunc(d, func(v uint8) bool { return v != 0 }) {
@@ -104,8 +121,8 @@ func TestTileJobHostMemory(t *testing.T) {
 		t.Error("the RGB staged into a reused buffer differs from the one in Go memory")
 	}
 	j3.release(false) // a failed run's tile: its buffers stay out of the pool
-	if _, out := a.hostStats(); out != 9 {
-		t.Errorf("%d buffers out after a release without reuse, want 9", out)
+	if _, out := a.hostStats(); out != buffers {
+		t.Errorf("%d buffers out after a release without reuse, want %d", out, buffers)
 	}
 }
 

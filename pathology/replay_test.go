@@ -170,6 +170,18 @@ func parseSavedRun(dir string) (*savedRun, error) {
 		}
 	}
 	s.cal.loaded = s.cpus
+	if m := regexp.MustCompile(`(?m)^GPU compute time by content, .*: (.*)\.$`).FindStringSubmatch(text); m != nil {
+		s.cal.gfit = map[string]costFit{}
+		for _, r := range regexp.MustCompile(`(\w+) ([0-9.]+)\.\.([0-9.]+) ms`).FindAllStringSubmatch(m[1], -1) {
+			lo, hi := num(r[2])*1e6, num(r[3])*1e6
+			f := costFit{a: lo, lo: s.contentLo, hi: s.contentHi, n: s.cpus}
+			if s.contentHi > s.contentLo {
+				f.b = (hi - lo) / (s.contentHi - s.contentLo)
+				f.a = lo - f.b*s.contentLo
+			}
+			s.cal.gfit[r[1]] = f
+		}
+	}
 	line := regexp.MustCompile(`(?m)^(.+?): [0-9.]+ tiles/s, makespan ([0-9.]+) s \(simulated ([0-9.]+) s, [-+0-9.]+%; from the run's op times ([0-9.]+) s`)
 	for _, r := range line.FindAllStringSubmatch(text, -1) {
 		s.runs = append(s.runs, savedConfig{name: r[1], real: num(r[2]), simLog: num(r[3]), replayLg: num(r[4]), rec: newInstTimes()})
@@ -473,6 +485,19 @@ func TestParseSavedRunOfThisVersion(t *testing.T) {
 		if s.tiles != 4 || s.size != 32 || s.cpus != 2 || s.gpus != 1 || s.window != 4 || len(s.runs) != 2 || s.ahead == firstUse {
 			t.Errorf("first use %v: parsed %d tiles of %d px, %d cores, %d GPUs, window %d, %d runs, staged ahead %v",
 				firstUse, s.tiles, s.size, s.cpus, s.gpus, s.window, len(s.runs), s.ahead)
+		}
+		// The GPU content fits come back to within the log's 0.01 ms.
+		want := res.res.cal.gfit
+		if len(want) == 0 || len(s.cal.gfit) != len(want) {
+			t.Errorf("first use %v: %d GPU content fits parsed, the run had %d", firstUse, len(s.cal.gfit), len(want))
+		}
+		for op, f := range want {
+			g, ok := s.cal.gfit[op]
+			for _, x := range []float64{f.lo, f.hi} {
+				if d := (g.at(x) - f.at(x)).Seconds() * 1e3; !ok || math.Abs(d) > 0.006 {
+					t.Errorf("first use %v: %s's GPU fit at content %.4f: parsed %v, the run's %v", firstUse, op, x, g.at(x), f.at(x))
+				}
+			}
 		}
 	}
 }
