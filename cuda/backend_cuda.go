@@ -251,6 +251,14 @@ func drvEventSync(ctx, e uintptr) error {
 	return cuError("cuEventSynchronize", C.htgs_cu_event_sync(C.uintptr_t(ctx), C.uintptr_t(e)))
 }
 
+func drvEventQuery(ctx, e uintptr) (bool, error) {
+	var done C.int
+	if err := cuError("cuEventQuery", C.htgs_cu_event_query(C.uintptr_t(ctx), C.uintptr_t(e), &done)); err != nil {
+		return false, err
+	}
+	return done != 0, nil
+}
+
 func drvStreamWait(ctx, s, e uintptr) error {
 	return cuError("cuStreamWaitEvent", C.htgs_cu_stream_wait(C.uintptr_t(ctx), C.uintptr_t(s), C.uintptr_t(e)))
 }

@@ -47,6 +47,7 @@ func drvEventCreate(uintptr) (uintptr, error)                     { return 0, no
 func drvEventDestroy(uintptr, uintptr) error                      { return noCUDAError{} }
 func drvEventRecord(uintptr, uintptr, uintptr) error              { return noCUDAError{} }
 func drvEventSync(uintptr, uintptr) error                         { return noCUDAError{} }
+func drvEventQuery(uintptr, uintptr) (bool, error)                { return false, noCUDAError{} }
 func drvStreamWait(uintptr, uintptr, uintptr) error               { return noCUDAError{} }
 func drvModuleLoad(uintptr, string) (uintptr, error)              { return 0, noCUDAError{} }
 func drvModuleUnload(uintptr, uintptr) error                      { return noCUDAError{} }

@@ -328,7 +328,14 @@ func TestPinnedPipeline(t *testing.T) {
 	must(t, err)
 	defer done.Close()
 	must(t, done.Record(down))
-	must(t, done.Synchronize())
+	// Waited for by polling: once Done says so, every byte is there.
+	for {
+		ok, err := done.Done()
+		must(t, err)
+		if ok {
+			break
+		}
+	}
 	got := out.Bytes()
 	for i := range src {
 		if got[i] != src[i] {
@@ -364,6 +371,9 @@ func TestClosed(t *testing.T) {
 	must(t, e.Close())
 	if err := e.Record(nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Record after Close: %v, want ErrClosed", err)
+	}
+	if _, err := e.Done(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Done after Close: %v, want ErrClosed", err)
 	}
 	// A second set of Device values shares the primary context; closing
 	// it leaves the first usable.

@@ -54,6 +54,7 @@
 	X(cuEventDestroy_v2)                                                                       \
 	X(cuEventRecord)                                                                           \
 	X(cuEventSynchronize)                                                                      \
+	X(cuEventQuery)                                                                            \
 	X(cuModuleLoadDataEx)                                                                      \
 	X(cuModuleUnload)                                                                          \
 	X(cuModuleGetFunction)                                                                     \
@@ -486,6 +487,21 @@ int htgs_cu_event_record(uintptr_t ctx, uintptr_t event, uintptr_t stream)
 int htgs_cu_event_sync(uintptr_t ctx, uintptr_t event)
 {
 	SCOPED(ctx, p_cuEventSynchronize((CUevent)event));
+}
+
+int htgs_cu_event_query(uintptr_t ctx, uintptr_t event, int *done)
+{
+	int pushed;
+	CUresult r = scope_enter(ctx, &pushed);
+	if (r != CUDA_SUCCESS) {
+		return (int)r;
+	}
+	r = p_cuEventQuery((CUevent)event);
+	*done = r == CUDA_SUCCESS;
+	if (r == CUDA_ERROR_NOT_READY) {
+		r = CUDA_SUCCESS;
+	}
+	return (int)scope_leave(pushed, r);
 }
 
 int htgs_cu_stream_wait(uintptr_t ctx, uintptr_t stream, uintptr_t event)

@@ -71,6 +71,9 @@ int htgs_cu_event_create(uintptr_t ctx, uintptr_t *event);
 int htgs_cu_event_destroy(uintptr_t ctx, uintptr_t event);
 int htgs_cu_event_record(uintptr_t ctx, uintptr_t event, uintptr_t stream);
 int htgs_cu_event_sync(uintptr_t ctx, uintptr_t event);
+// htgs_cu_event_query sets *done to whether the event has completed,
+// without blocking (cuEventQuery; not ready is no error).
+int htgs_cu_event_query(uintptr_t ctx, uintptr_t event, int *done);
 int htgs_cu_stream_wait(uintptr_t ctx, uintptr_t stream, uintptr_t event);
 
 // Copy directions for htgs_cu_copy.

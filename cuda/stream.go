@@ -178,6 +178,24 @@ func (e *Event) Synchronize() error {
 	return nil
 }
 
+// Done reports whether the event has completed, without blocking.
+//
+// A goroutine that waits by calling Done in a loop keeps its P (the Go
+// scheduler's processor) throughout: one blocked in Synchronize gives
+// it up, and with every P busy (a core per CPU worker) it may wait for
+// one when the event completes, a scheduling slice or more.
+func (e *Event) Done() (bool, error) {
+	eh, err := e.handle()
+	if err != nil {
+		return false, err
+	}
+	done, err := drvEventQuery(e.ctx, eh)
+	if err != nil {
+		return false, fmt.Errorf("cuda: device %d: event query: %w", e.dev.ordinal, err)
+	}
+	return done, nil
+}
+
 // Close destroys the event. Close is idempotent.
 func (e *Event) Close() error {
 	h := e.h.Swap(0)

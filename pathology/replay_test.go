@@ -197,7 +197,7 @@ func parseSavedRun(dir string) (*savedRun, error) {
 	}
 	byName := map[string]*instTimes{}
 	for i := range s.runs {
-		byName[s.runs[i].name] = s.runs[i].rec
+		byName[strings.ReplaceAll(s.runs[i].name, ",", ";")] = s.runs[i].rec // as trace.csv names it
 	}
 	for {
 		rec, err := cr.Read()
