@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -328,13 +329,11 @@ func TestPinnedPipeline(t *testing.T) {
 	must(t, err)
 	defer done.Close()
 	must(t, done.Record(down))
-	// Waited for by polling: once Done says so, every byte is there.
-	for {
-		ok, err := done.Done()
-		must(t, err)
-		if ok {
-			break
-		}
+	// Waited for by polling (a long spin: the copies take a few ms):
+	// once Wait returns, every byte is there, and Done says so.
+	must(t, done.Wait(time.Second))
+	if ok, err := done.Done(); err != nil || !ok {
+		t.Fatalf("Done after Wait: %v, %v", ok, err)
 	}
 	got := out.Bytes()
 	for i := range src {
@@ -374,6 +373,9 @@ func TestClosed(t *testing.T) {
 	}
 	if _, err := e.Done(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Done after Close: %v, want ErrClosed", err)
+	}
+	if err := e.Wait(time.Millisecond); !errors.Is(err, ErrClosed) {
+		t.Errorf("Wait after Close: %v, want ErrClosed", err)
 	}
 	// A second set of Device values shares the primary context; closing
 	// it leaves the first usable.

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // Stream is a CUDA stream: a queue of copies and kernels that run in
@@ -194,6 +195,21 @@ func (e *Event) Done() (bool, error) {
 		return false, fmt.Errorf("cuda: device %d: event query: %w", e.dev.ordinal, err)
 	}
 	return done, nil
+}
+
+// Wait waits for the event to complete: it polls Done for up to spin,
+// keeping the calling goroutine's P, then blocks as Synchronize does. A
+// goroutine that waits for short GPU work while every other P is busy
+// (a core per CPU worker) loses no scheduling slice to the wait; one that
+// waits longer than spin gives its P up, as with Synchronize.
+func (e *Event) Wait(spin time.Duration) error {
+	t0 := time.Now()
+	for time.Since(t0) < spin {
+		if done, err := e.Done(); err != nil || done {
+			return err
+		}
+	}
+	return e.Synchronize()
 }
 
 // Close destroys the event. Close is idempotent.

@@ -256,29 +256,19 @@ func chunk(i int, n int64) (off, m int64) {
 	return off, min(ringChunk, n-off)
 }
 
-// await waits for e to complete by polling it (cuda.Event.Done), so that
-// the GPU's worker keeps its P, the core the run gives it, throughout.
-// Blocked in Synchronize it gave the P up, and with every other core busy
-// (FCFS) it waited for one once the GPU was done: on the H200 of the call
-// of 2026-11-27 14:27Z the GPU operations, each a few such waits (the
-// reconstructions one per round of launches), took 1.4x to 1.9x longer
-// in FCFS, the cores 91% busy, than in PATS (FillHoles 15.0 ms against
-// 10.2 alone, Watershed 9.7 against 5.5, MorphOpen 1.8 against 0.9).
-//
-// It polls for at most spinFor, then blocks: a wait that long (a
-// reconstruction of many rounds) loses little to the wake-up, and a
-// goroutine that moves data beside the worker (prefetch) does not take a
-// core from the CPU workers for longer.
-func await(e *cuda.Event) error {
-	const spinFor = 2 * time.Millisecond
-	t0 := time.Now()
-	for time.Since(t0) < spinFor {
-		if done, err := e.Done(); err != nil || done {
-			return err
-		}
-	}
-	return e.Synchronize()
-}
+// await waits for e (cuda.Event.Wait), polling it for up to 2 ms before
+// it blocks, so that the GPU's worker keeps its P, the core the run gives
+// it, through its short waits. Blocked in Synchronize it gave the P up and,
+// with every other core busy (FCFS), waited for one once the GPU was done:
+// on the H200 of the call of 2026-11-27 14:27Z the GPU operations, each a
+// few such waits (the reconstructions one per round of launches), took
+// 1.4x to 1.9x longer in FCFS, the cores 91% busy, than in PATS
+// (FillHoles 15.0 ms against 10.2 alone, Watershed 9.7 against 5.5,
+// MorphOpen 1.8 against 0.9); polling, 9.6, 5.6 and 0.9 (14:32Z). A wait
+// longer than 2 ms (a reconstruction of many rounds) loses little to the
+// wake-up, and a goroutine that moves data beside the worker (prefetch)
+// does not hold a core from the CPU workers for longer.
+func await(e *cuda.Event) error { return e.Wait(2 * time.Millisecond) }
 
 // upload copies src into dst and waits for the copy.
 func (r *pinnedRing) upload(dst cuda.DeviceMem, src []byte) (err error) {
