@@ -752,6 +752,9 @@ func (q *cudaQueue) wait(b fenced) error {
 	if err != nil {
 		return err
 	}
+	if us := envInt("HTGS_MATMUL_SPIN", 0); us > 0 {
+		return f.ev.Wait(time.Duration(us) * time.Microsecond)
+	}
 	return f.ev.Synchronize()
 }
 

@@ -66,6 +66,15 @@ import (
 //	                        staging buffer, a download, the busy meter)
 //	                        sleep instead of spinning on a core (cuda
 //	                        kernel; default 0)
+//	HTGS_MATMUL_SPIN=US     a copy task waiting for the GPU (a staging
+//	                        buffer free, a download done) polls its event
+//	                        for up to US microseconds before it waits in
+//	                        the driver (cuda.Event.Wait), keeping its P:
+//	                        in the driver's call the Go scheduler may give
+//	                        the P to a packer and the task waits for one
+//	                        afterwards, as pathology's GPU worker did
+//	                        (docs/pats/hardware.md, seventh session).
+//	                        Default 0: off until a GPU has measured it
 //	HTGS_MATMUL_SLABFIRST=S the slab-first order (Plan.SlabFirst): 1
 //	                        whenever the device memory allows, pinned when
 //	                        A and B are page-locked too, 0 never (the
