@@ -130,3 +130,29 @@ func TestSimFlowsPerTileCost(t *testing.T) {
 		t.Errorf("makespan %v, want %v (each tile's own cost, every operation)", rep.Makespan, want)
 	}
 }
+
+// TestGPUCostFollowsContent: a GPU operation's predicted time is its
+// content fit at the tile's content where the calibration has one (the
+// reconstructions' rounds grow with the tile), the sequential pass's mean
+// where not, and nothing for an operation without a GPU implementation.
+func TestGPUCostFollowsContent(t *testing.T) {
+	x := []float64{0, 0.01, 0.02, 0.03, 0.04}
+	ts := []time.Duration{1e6, 2e6, 3e6, 4e6, 5e6} // 1 ms + 100 ms per unit of dark share
+	cal := &calibration{
+		cpu:     map[string]time.Duration{"A": 50e6, "B": 50e6, "C": 50e6},
+		gpu:     map[string]time.Duration{"A": 7e6, "B": 7e6},
+		content: []float64{0.005, 0.035, 0.1},
+		gfit:    map[string]costFit{"A": fitCost(x, ts)},
+	}
+	for tile, want := range []time.Duration{1.5e6, 4.5e6, 5e6} { // the last clamped to the fit's range
+		if got := cal.predicted(tile, "A").GPU; (got - want).Abs() > time.Microsecond {
+			t.Errorf("A on tile %d: %v, want %v", tile, got, want)
+		}
+	}
+	if got := cal.predicted(1, "B").GPU; got != 7e6 {
+		t.Errorf("B without a fit: %v, want the mean 7ms", got)
+	}
+	if got := cal.predicted(1, "C").GPU; got != 0 {
+		t.Errorf("C, CPU only: %v, want 0", got)
+	}
+}
