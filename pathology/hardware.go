@@ -309,6 +309,21 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 	return c, nil
 }
 
+// registeredJob returns the job of tile i of s (modulo its tiles) in the
+// run's host memory, added to reg for the transfers, and the function
+// that removes and releases it.
+func (h *hwSetup) registeredJob(s *Slide, reg *jobRegistry, i int) (*tileJob, func(), error) {
+	j, err := s.newTileJob(i%s.tiles, h.host())
+	if err != nil {
+		return nil, nil, err
+	}
+	reg.add(j)
+	return j, func() {
+		reg.remove(j.tpl.Name())
+		j.release(true)
+	}, nil
+}
+
 // gpuByContent times every GPU operation of tiles 0..n-1 of s (modulo
 // its tiles), the tiles the cores ran under load, on the first GPU, one
 // tile after another through the whole pipeline: each operation with a
@@ -334,15 +349,11 @@ func (h *hwSetup) gpuByContent(ctx context.Context, s *Slide, n int, differs map
 	times := make([]map[string]time.Duration, n)
 	for k := range n {
 		err := func() error {
-			j, err := s.newTileJob(k%s.tiles, h.host())
+			j, drop, err := h.registeredJob(s, reg, k)
 			if err != nil {
 				return err
 			}
-			reg.add(j)
-			defer func() {
-				reg.remove(j.tpl.Name())
-				j.release(true)
-			}()
+			defer drop()
 			if err := j.rgb.Stage(ctx); err != nil {
 				return err
 			}
@@ -517,15 +528,11 @@ func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-
 		default:
 		}
 		err := func() error {
-			j, err := s.newTileJob((h.cpus+n)%s.tiles, h.host())
+			j, drop, err := h.registeredJob(s, reg, h.cpus+n)
 			if err != nil {
 				return err
 			}
-			reg.add(j)
-			defer func() {
-				reg.remove(j.tpl.Name())
-				j.release(true)
-			}()
+			defer drop()
 			t0 := time.Now()
 			if err := j.rgb.Stage(ctx); err != nil {
 				return err
