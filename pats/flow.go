@@ -35,7 +35,7 @@ type Step struct {
 	index   int
 	op      string
 	speedup float64
-	run     map[device.Kind]func(context.Context, device.Device) error
+	run     [2]func(context.Context, device.Device) error // by device.Kind: CPU, GPU
 	cost    Cost
 	reads   []*dataVer
 	writes  []*dataVer
@@ -137,7 +137,7 @@ func WithCost(c Cost) StepOption {
 
 // Add appends an instance of op, bound to arg, to flow f and returns it.
 func Add[A any](f *Flow, op *Op[A], arg A, opts ...StepOption) *Step {
-	s := &Step{flow: f, index: len(f.steps), run: map[device.Kind]func(context.Context, device.Device) error{}}
+	s := &Step{flow: f, index: len(f.steps)}
 	f.steps = append(f.steps, s)
 	var cfg stepConfig
 	for _, o := range opts {
@@ -176,12 +176,23 @@ func (s *Step) checkOp(impls int) error {
 	return nil
 }
 
+// impl returns s's implementation for devices of kind k, nil if none.
+func (s *Step) impl(k device.Kind) func(context.Context, device.Device) error {
+	if k != device.CPU && k != device.GPU {
+		return nil
+	}
+	return s.run[k]
+}
+
 // bindImpls gives s op's implementations, each bound to arg.
 func bindImpls[A any](s *Step, op *Op[A], arg A) {
 	for k, impl := range op.Impls {
 		if impl == nil {
 			s.flow.fail(fmt.Errorf("step %d: operation %q has a nil %v implementation", s.index, s.op, k))
 			continue
+		}
+		if k != device.CPU && k != device.GPU {
+			continue // no unit of another kind runs it
 		}
 		s.run[k] = func(ctx context.Context, dev device.Device) error { return impl(ctx, dev, arg) }
 	}
@@ -282,7 +293,7 @@ func (f *Flow) check(kinds []device.Kind) error {
 	for _, s := range f.steps {
 		ok := false
 		for _, k := range kinds {
-			if s.run[k] != nil {
+			if s.impl(k) != nil {
 				ok = true
 			}
 		}

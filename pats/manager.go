@@ -34,7 +34,8 @@ type Manager struct {
 	watch  chan struct{} // closed when the watcher has exited
 
 	mu       sync.Mutex
-	cond     *sync.Cond
+	cond     *sync.Cond   // Submit waits on it for room in the window
+	wake     []*sync.Cond // wake[i]: worker i waits on it for work (Manager.next)
 	sched    *scheduler
 	live     []*flowState
 	queue    []queued // spawned flows waiting for room in the window
@@ -187,6 +188,9 @@ func Start(ctx context.Context, cfg Config, units ...Unit) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, units: units, sched: newScheduler(cfg, devs), start: time.Now()}
 	m.cond = sync.NewCond(&m.mu)
+	for range m.sched.workers {
+		m.wake = append(m.wake, sync.NewCond(&m.mu))
+	}
 	m.ctx, m.cancel = context.WithCancel(ctx)
 	m.sched.onDone = m.flowDone
 	m.quit, m.watch = make(chan struct{}), make(chan struct{})
@@ -301,7 +305,7 @@ func (m *Manager) flowFinished(t *tree) {
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true
-	m.cond.Broadcast()
+	m.wakeAll()
 	m.mu.Unlock()
 	m.wg.Wait()
 	err := m.ctx.Err()
@@ -345,7 +349,7 @@ func (m *Manager) abort() {
 		m.sched.maybeComplete(fs)
 	}
 	m.admitQueued() // drops them
-	m.cond.Broadcast()
+	m.wakeAll()
 }
 
 // flowDone is the scheduler's completion callback (called with m.mu held).
@@ -495,6 +499,10 @@ func (m *Manager) dispatch() {
 		return
 	}
 	for _, gpus := range []bool{true, false} {
+		if !gpus {
+			m.sched.beginPicks()
+			defer m.sched.endPicks()
+		}
 		for _, w := range m.sched.workers {
 			if (w.gpu >= 0) != gpus || !w.waiting || w.assigned != nil || w.flushed != nil {
 				continue
@@ -511,10 +519,33 @@ func (m *Manager) dispatch() {
 	}
 }
 
-// changed dispatches work and wakes the workers (m.mu held).
+// changed dispatches work and wakes the workers it gave work to, and any
+// submitter waiting for room (m.mu held). Only those: with every idle
+// worker woken at each change, the idle cores of a PATS run (15 on the
+// H200 machine, three quarters of the time idle) queued on m.mu behind
+// the GPU's worker after each of its operations, which waited 0.1 to
+// 0.3 ms for the manager where FCFS's waited 0.01 ms.
 func (m *Manager) changed() {
 	m.dispatch()
+	if m.exiting() {
+		m.wakeAll()
+		return
+	}
 	m.cond.Broadcast()
+	for _, w := range m.sched.workers {
+		if w.waiting && (w.assigned != nil || w.flushed != nil) {
+			m.wake[w.idx].Signal()
+		}
+	}
+}
+
+// wakeAll wakes every waiting worker and submitter (m.mu held): to stop,
+// or to look at a flow that failed.
+func (m *Manager) wakeAll() {
+	m.cond.Broadcast()
+	for _, c := range m.wake {
+		c.Broadcast()
+	}
 }
 
 // next waits for an operation for w, or, for an idle GPU, data to flush.
@@ -536,7 +567,7 @@ func (m *Manager) next(w *worker) (a action, flush []*datum, ok bool) {
 			w.waiting = false
 			return action{}, nil, false
 		}
-		m.cond.Wait()
+		m.wake[w.idx].Wait()
 	}
 }
 
@@ -582,7 +613,7 @@ func (m *Manager) nodeErr(w *worker, n *node, err error) error {
 
 // compute runs a node's implementation on u, turning panics into errors.
 func (m *Manager) compute(w *worker, u Unit, n *node) (dur time.Duration, err error) {
-	impl := n.step.run[w.kind]
+	impl := n.step.impl(w.kind)
 	start := time.Now()
 	func() {
 		defer func() {

@@ -308,6 +308,7 @@ func (s *simulator) dispatch() {
 				progress = true
 			}
 		}
+		s.sched.beginPicks()
 		for _, cp := range s.cpus {
 			if cp.busy {
 				continue
@@ -331,6 +332,7 @@ func (s *simulator) dispatch() {
 				s.sched.computed(cp.w, n, dur, nil)
 			})
 		}
+		s.sched.endPicks()
 	}
 }
 
