@@ -132,6 +132,11 @@ type Config struct {
 	// Logger receives debug messages about scheduling decisions (default:
 	// discarded).
 	Logger *slog.Logger
+
+	// noRoundCache makes every pick by a core compute its choice afresh,
+	// as before the round cache (scheduler.beginPicks): the reference
+	// TestRoundCacheChangesNothing compares with.
+	noRoundCache bool
 }
 
 // validate checks c and fills defaults.

@@ -557,7 +557,9 @@ func (sc *scheduler) coresQueue() *gpuQueue {
 
 // beginPicks starts a round of picks by the cores in which nothing but
 // take changes the scheduling state; endPicks ends it.
-func (sc *scheduler) beginPicks() { sc.keepQ, sc.queueValid, sc.coreValid = true, false, false }
+func (sc *scheduler) beginPicks() {
+	sc.keepQ, sc.queueValid, sc.coreValid = !sc.cfg.noRoundCache, false, false
+}
 
 func (sc *scheduler) endPicks() {
 	sc.keepQ, sc.queueValid, sc.queue, sc.coreValid, sc.corePick = false, false, nil, false, nil
