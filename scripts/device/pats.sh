@@ -60,6 +60,13 @@
 # (pathology.Hardware.StageOnFirstUse false: no GPU worker waits on
 # storage); FIRSTUSE=1 passes -stage-on-first-use, the staging of calls
 # 1 to 4 (the first reader's worker stages).
+# Since the seventh session (one H200: PATS 1.35-1.47x FCFS, the
+# simulator within 15% of FCFS and the PATS variants in calls 2 and 4,
+# not of PATS+DL+prefetch in call 3, before the GPU worker's waits and the
+# manager's dispatch were fixed): the default CONFIGS run FCFS, PATS,
+# PATS+DL+prefetch and its learned-speedups variant in one process, each
+# pair twice but learned (7 runs, about 55 s), so that every
+# configuration issue 34 names is simulated against its own run.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
@@ -71,7 +78,7 @@ if [[ -n ${SWEEP:-} ]]; then
 	: "${CONFIGS:=dl,wrong25,wrong50,wrong75,wrong100}"
 fi
 if [[ $BUDGET -ge 85 ]]; then
-	: "${CONFIGS:=fcfs,pats,patsx,patst,fcfs,pats,patsx,patst}"
+	: "${CONFIGS:=fcfs,pats,dl,learned,fcfs,pats,dl}"
 	: "${HWLIMIT:=$((BUDGET - 7))}"
 else
 	: "${CONFIGS:=fcfs,pats,patsx,patst,fcfs}"
