@@ -609,10 +609,11 @@ type cudaQueue struct {
 	handles *blasCache
 	blas    *cuda.BLAS
 	fences  []*cuda.Event // made by newFence
+	spin    time.Duration // wait polls this long first (HTGS_MATMUL_SPIN)
 }
 
 func (k *cudaKernel) newQueue(compute bool) devQueue {
-	return &cudaQueue{compute: compute, handles: k.handles}
+	return &cudaQueue{compute: compute, handles: k.handles, spin: time.Duration(envInt("HTGS_MATMUL_SPIN", 0)) * time.Microsecond}
 }
 
 func (q *cudaQueue) Initialize(ctx context.Context, info task.Info) error {
@@ -752,8 +753,8 @@ func (q *cudaQueue) wait(b fenced) error {
 	if err != nil {
 		return err
 	}
-	if us := envInt("HTGS_MATMUL_SPIN", 0); us > 0 {
-		return f.ev.Wait(time.Duration(us) * time.Microsecond)
+	if q.spin > 0 {
+		return f.ev.Wait(q.spin)
 	}
 	return f.ev.Synchronize()
 }

@@ -96,6 +96,19 @@ func savedRunOfFlags(t *testing.T) *savedRun {
 	return s
 }
 
+// spanFit returns the cost fit a log prints as its values at the lightest
+// and the heaviest tile, loMs..hiMs milliseconds: the line through them
+// over the slide's content range.
+func (s *savedRun) spanFit(loMs, hiMs float64) costFit {
+	lo, hi := loMs*1e6, hiMs*1e6
+	f := costFit{a: lo, lo: s.contentLo, hi: s.contentHi, n: s.cpus}
+	if s.contentHi > s.contentLo {
+		f.b = (hi - lo) / (s.contentHi - s.contentLo)
+		f.a = lo - f.b*s.contentLo
+	}
+	return f
+}
+
 // parseSavedRun reads dir/hardware.log and dir/hw/trace.csv.
 func parseSavedRun(dir string) (*savedRun, error) {
 	logText, err := os.ReadFile(filepath.Join(dir, "hardware.log"))
@@ -147,13 +160,7 @@ func parseSavedRun(dir string) (*savedRun, error) {
 	for _, r := range row.FindAllStringSubmatch(text, -1) {
 		op := r[1]
 		s.cal.cpuAlone[op], s.cal.cpu[op] = ms(r[2]), ms(r[3])
-		lo, hi := num(r[4])*1e6, num(r[5])*1e6
-		f := costFit{a: lo, lo: s.contentLo, hi: s.contentHi, n: s.cpus}
-		if s.contentHi > s.contentLo {
-			f.b = (hi - lo) / (s.contentHi - s.contentLo)
-			f.a = lo - f.b*s.contentLo
-		}
-		s.cal.fit[op] = f
+		s.cal.fit[op] = s.spanFit(num(r[4]), num(r[5]))
 		if g := strings.TrimSpace(r[7]); !strings.HasSuffix(g, "CPU only") { // "CPU only", or "T, output differs: CPU only"
 			// The speedup has more digits than the GPU time: the GPU
 			// time is the loaded CPU time over it.
@@ -173,13 +180,7 @@ func parseSavedRun(dir string) (*savedRun, error) {
 	if m := regexp.MustCompile(`(?m)^GPU compute time by content, .*: (.*)\.$`).FindStringSubmatch(text); m != nil {
 		s.cal.gfit = map[string]costFit{}
 		for _, r := range regexp.MustCompile(`(\w+) ([0-9.]+)\.\.([0-9.]+) ms`).FindAllStringSubmatch(m[1], -1) {
-			lo, hi := num(r[2])*1e6, num(r[3])*1e6
-			f := costFit{a: lo, lo: s.contentLo, hi: s.contentHi, n: s.cpus}
-			if s.contentHi > s.contentLo {
-				f.b = (hi - lo) / (s.contentHi - s.contentLo)
-				f.a = lo - f.b*s.contentLo
-			}
-			s.cal.gfit[r[1]] = f
+			s.cal.gfit[r[1]] = s.spanFit(num(r[2]), num(r[3]))
 		}
 	}
 	line := regexp.MustCompile(`(?m)^(.+?): [0-9.]+ tiles/s, makespan ([0-9.]+) s \(simulated ([0-9.]+) s, [-+0-9.]+%; from the run's op times ([0-9.]+) s`)

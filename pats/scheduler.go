@@ -35,10 +35,6 @@ type node struct {
 	state    nodeState
 	readySeq int64
 	explore  bool // taken to obtain a first time sample
-	// leaves is gpuQueue.leave's answer for n from the kept queue of
-	// epoch leaveEpoch (see scheduler.queue): the same for every core.
-	leaveEpoch uint64
-	leaves     bool
 }
 
 // datum is one version of a datum of an admitted flow, with its location.
@@ -143,23 +139,20 @@ type scheduler struct {
 	stagedBytes        int64         // bytes of the inputs staged by workers so far
 	stagedTime         time.Duration // their total staging time
 	gpus               int
-	// queue is gpuQueue's result kept through a round of picks by the
-	// cores (beginPicks .. endPicks) until a take changes the ready work:
-	// with FinishAware every idle core asks for it, and in a PATS run on
-	// the H200 machine, 15 cores mostly idle, building it once per core
-	// put 0.1 to 0.3 ms of the manager between each two operations of
-	// the GPU's worker.
-	queue             *gpuQueue
-	queueValid, keepQ bool
-	queueEpoch        uint64 // of the last queue kept
-	corePick          *node  // a core's pick in the round (valid if coreValid)
-	coreValid         bool
-	ops               map[string]*opCount
-	opOrder           []string
-	flowsDone         int
-	flowsFailed       int
-	flowsSpawned      int
-	peakActive        int
+	// corePick is a core's pick, every core's through a round of picks
+	// (beginPicks .. endPicks) until a take changes the ready work: with
+	// FinishAware each pick builds the GPUs' queue and weighs every ready
+	// operation against it, and in a PATS run on the H200 machine, 15
+	// cores mostly idle, doing so once per core put 0.1 to 0.3 ms of the
+	// manager between each two steps of the GPU's worker.
+	corePick           *node
+	inRound, coreValid bool
+	ops                map[string]*opCount
+	opOrder            []string
+	flowsDone          int
+	flowsFailed        int
+	flowsSpawned       int
+	peakActive         int
 }
 
 func newScheduler(cfg Config, devs []device.Device) *scheduler {
@@ -397,7 +390,7 @@ func hasBoth(n *node) bool {
 // core's until a take: it depends on the kind of worker, not on which
 // core asks (but with a Chooser, which is told the device).
 func (sc *scheduler) pick(w *worker) *node {
-	if w.gpu >= 0 || !sc.keepQ || sc.cfg.Chooser != nil {
+	if w.gpu >= 0 || !sc.inRound || sc.cfg.Chooser != nil {
 		return sc.choose(w)
 	}
 	if !sc.coreValid {
@@ -422,7 +415,7 @@ func (sc *scheduler) choose(w *worker) *node {
 	}
 	var q *gpuQueue
 	if w.gpu < 0 && sc.cfg.FinishAware && sc.gpus > 0 {
-		q = sc.coresQueue()
+		q = sc.gpuQueue()
 	}
 	var best *node
 	for _, n := range sc.ready {
@@ -501,9 +494,8 @@ func (sc *scheduler) moved(b int64, d time.Duration) {
 // speedup estimate (the order in which the GPUs take them), with the
 // running total of their GPU times, transfers included.
 type gpuQueue struct {
-	est   []float64       // decreasing
-	sum   []time.Duration // sum[i]: GPU time of entries 0..i, per GPU
-	epoch uint64          // non-zero for a kept queue: leave remembers its answers
+	est []float64       // decreasing
+	sum []time.Duration // sum[i]: GPU time of entries 0..i, per GPU
 }
 
 func (sc *scheduler) gpuQueue() *gpuQueue {
@@ -540,30 +532,11 @@ func (sc *scheduler) gpuQueue() *gpuQueue {
 	return q
 }
 
-// coresQueue returns gpuQueue, kept through a round of picks (see
-// scheduler.queue).
-func (sc *scheduler) coresQueue() *gpuQueue {
-	if sc.keepQ && sc.queueValid {
-		return sc.queue
-	}
-	q := sc.gpuQueue()
-	if sc.keepQ {
-		sc.queueEpoch++
-		q.epoch = sc.queueEpoch
-		sc.queue, sc.queueValid = q, true
-	}
-	return q
-}
-
 // beginPicks starts a round of picks by the cores in which nothing but
 // take changes the scheduling state; endPicks ends it.
-func (sc *scheduler) beginPicks() {
-	sc.keepQ, sc.queueValid, sc.coreValid = !sc.cfg.noRoundCache, false, false
-}
+func (sc *scheduler) beginPicks() { sc.inRound, sc.coreValid = !sc.cfg.noRoundCache, false }
 
-func (sc *scheduler) endPicks() {
-	sc.keepQ, sc.queueValid, sc.queue, sc.coreValid, sc.corePick = false, false, nil, false, nil
-}
+func (sc *scheduler) endPicks() { sc.inRound, sc.coreValid, sc.corePick = false, false, nil }
 
 // nodeBytes returns the bytes n would move to and from a GPU: its inputs
 // held by no GPU, and its outputs.
@@ -587,17 +560,6 @@ func (q *gpuQueue) leave(sc *scheduler, n *node) bool {
 	if q == nil || !hasBoth(n) {
 		return false
 	}
-	if q.epoch == 0 {
-		return q.leaves(sc, n)
-	}
-	if n.leaveEpoch != q.epoch {
-		n.leaveEpoch, n.leaves = q.epoch, q.leaves(sc, n)
-	}
-	return n.leaves
-}
-
-// leaves is leave's answer, computed.
-func (q *gpuQueue) leaves(sc *scheduler, n *node) bool {
 	if sc.cfg.Learn && !sc.stats.has(n.step.op, device.CPU) && sc.exploring[opKind{n.step.op, device.CPU}] > 0 {
 		return true // its first CPU sample is being taken: wait for it
 	}
@@ -673,7 +635,7 @@ func (sc *scheduler) pickLocal(w *worker) *node {
 
 // take assigns n (returned by pick) to w and plans its transfers.
 func (sc *scheduler) take(w *worker, n *node) action {
-	sc.queueValid, sc.coreValid = false, false
+	sc.coreValid = false
 	sc.unready(n)
 	n.state = nRunning
 	n.fl.running++
