@@ -124,6 +124,17 @@ func (h HostMem) Slice(off, n int64) HostMem {
 	return HostMem{p: unsafe.Add(h.p, off), size: n, dev: h.dev, sliced: true}
 }
 
+// DevicePtr returns the address at which kernels read and write h in
+// place, across the bus and without a copy: under unified addressing,
+// which CUDA enables in every 64-bit process, the page-locked memory of
+// AllocHost is mapped into every device's address space at its host
+// address. Each access of a kernel crosses the bus, so it suits small
+// data a kernel writes once in a while, such as a flag or a counter,
+// which the host then reads after waiting for the kernel (an [Event] or a
+// [Stream.Synchronize]) with no copy queued behind other transfers. The
+// zero HostMem gives 0.
+func (h HostMem) DevicePtr() DevicePtr { return DevicePtr(uintptr(h.p)) }
+
 // HostSlice returns h as a []T of len h.Size()/sizeof(T) (a trailing
 // partial element is left out). It panics if h is not aligned for T (only
 // possible for a slice at an odd offset: allocations are page aligned).

@@ -81,6 +81,28 @@ func TestModuleLaunch(t *testing.T) {
 			t.Fatalf("x[%d] = %v, want %v", i, v, want)
 		}
 	}
+	// The kernel works in page-locked host memory in place, through
+	// HostMem.DevicePtr (unified addressing): no copy.
+	h, err := d.AllocHost(8 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Free()
+	hx := HostSlice[float64](h)
+	for i := range hx {
+		hx[i] = float64(i)
+	}
+	if err := f.Launch(s, GridFor(n, 256, 0), 256, h.DevicePtr(), int64(n), 3.0, float32(-1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range hx {
+		if want := 3*float64(i) - 1; v != want {
+			t.Fatalf("mapped host memory: x[%d] = %v, want %v", i, v, want)
+		}
+	}
 	if err := f.Launch(s, 1, 1, "x"); err == nil {
 		t.Error("Launch accepted a string argument")
 	}

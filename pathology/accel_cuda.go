@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gohtgs/htgs/cuda"
@@ -23,14 +24,20 @@ type cudaAccel struct {
 	toDev, fromDev *pinnedRing // staging of uploads (on up) and downloads (on down)
 	compDone       *cuda.Event // blocking: run waits for its kernels without spinning on a core
 	pool           bufPool
-	runMu          sync.Mutex     // one kernel sequence at a time (scratch below)
-	flag           cuda.DeviceMem // the iterative kernels' "changed" flag (int32)
-	sums, counts   cuda.DeviceMem // the feature kernels' per-object sums (float64) and counts (uint64)
-	disk           cuda.DeviceMem // MorphOpen's disk (diskTable, int32)
-	check          int            // launches of a reconstruction between looks at the flag
-	host           hostPool       // page-locked host memory for the tiles' regions
-	pinMu          sync.Mutex
-	pinned         map[*byte]cuda.HostMem // host's buffers by their first byte
+	runMu          sync.Mutex // one kernel sequence at a time (scratch below)
+	// flag is the iterative kernels' "changed" flag (int32), in
+	// page-locked host memory that the kernels write in place
+	// (cuda.HostMem.DevicePtr): reading it after a round costs no copy,
+	// which on the compute stream queued behind the downloads of a
+	// prefetching worker (the down stream's DMAs hold the copy engine)
+	// and blocked the worker in a stream synchronization.
+	flag         cuda.HostMem
+	sums, counts cuda.DeviceMem // the feature kernels' per-object sums (float64) and counts (uint64)
+	disk         cuda.DeviceMem // MorphOpen's disk (diskTable, int32)
+	check        int            // launches of a reconstruction between looks at the flag
+	host         hostPool       // page-locked host memory for the tiles' regions
+	pinMu        sync.Mutex
+	pinned       map[*byte]cuda.HostMem // host's buffers by their first byte
 }
 
 // kernelNames returns the kernels of kernels/pathology.cu.
@@ -105,7 +112,7 @@ func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
 	if a.compDone, err = d.NewBlockingEvent(); err != nil {
 		return nil, err
 	}
-	if a.flag, err = d.Alloc(8); err != nil {
+	if a.flag, err = d.AllocHost(8); err != nil {
 		return nil, err
 	}
 	if a.sums, err = d.Alloc(8 * maxLabels); err != nil {
@@ -401,20 +408,20 @@ func (a *cudaAccel) launchCols(name string, w int64, args ...any) error {
 // geodesic dilation (kernel patho_recon8_u8, _u16 or patho_recon4_u8) until a launch
 // changes nothing.
 func (a *cudaAccel) reconstruct(ctx context.Context, kernel string, J, I cuda.DeviceMem, w, h int64) error {
-	return a.iterate(ctx, a.check, func() error { return a.launchTiles(kernel, w, h, J, I, w, h, a.flag) })
+	return a.iterate(ctx, a.check, func() error { return a.launchTiles(kernel, w, h, J, I, w, h, a.flag.DevicePtr()) })
 }
 
 // iterate runs step until it changes nothing, looking at the flag every
 // every steps.
 func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) error {
-	flag := make([]int32, 2)
+	flag := &cuda.HostSlice[int32](a.flag)[0]
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := cuda.Memset(a.comp, a.flag, 0); err != nil {
-			return err
-		}
+		// The kernels of the last round are done (awaited below): none
+		// writes the flag before the launches that follow this store.
+		atomic.StoreInt32(flag, 0)
 		for range every {
 			if err := step(); err != nil {
 				return err
@@ -427,10 +434,7 @@ func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) e
 		if err := await(a.compDone); err != nil {
 			return err
 		}
-		if err := cuda.CopyFromDevice(a.comp, flag, a.flag); err != nil {
-			return err
-		}
-		if flag[0] == 0 {
+		if atomic.LoadInt32(flag) == 0 {
 			return nil
 		}
 	}
@@ -619,13 +623,13 @@ func (a *cudaAccel) watershed(ctx context.Context, dist, filled, out, f, J, C, D
 			a.launch("patho_ws_dist_init", n, f, C, D, w, h))
 	}
 	if err == nil {
-		err = a.iterate(ctx, a.check, func() error { return a.launchTiles("patho_ws_dist", w, h, f, D, w, h, a.flag) })
+		err = a.iterate(ctx, a.check, func() error { return a.launchTiles("patho_ws_dist", w, h, f, D, w, h, a.flag.DevicePtr()) })
 	}
 	if err == nil {
 		err = a.launch("patho_ws_lab_init", n, f, C, F, n)
 	}
 	if err == nil {
-		err = a.iterate(ctx, a.check, func() error { return a.launchTiles("patho_ws_flood", w, h, f, D, C, F, w, h, a.flag) })
+		err = a.iterate(ctx, a.check, func() error { return a.launchTiles("patho_ws_flood", w, h, f, D, C, F, w, h, a.flag.DevicePtr()) })
 	}
 	if err == nil {
 		err = a.launch("patho_ws_final", n, F, out, n)
@@ -639,7 +643,8 @@ func (a *cudaAccel) closeParts() error {
 	for _, b := range a.pool.drain() {
 		errs = append(errs, b.mem.Free())
 	}
-	for _, m := range []cuda.DeviceMem{a.flag, a.sums, a.counts, a.disk} {
+	errs = append(errs, a.flag.Free())
+	for _, m := range []cuda.DeviceMem{a.sums, a.counts, a.disk} {
 		if m.Size() > 0 {
 			errs = append(errs, m.Free())
 		}

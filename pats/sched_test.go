@@ -659,3 +659,19 @@ func TestSimStageOnCores(t *testing.T) {
 		t.Errorf("without Prefetch: makespan %v, with StageOnCores %v", a.Makespan, b.Makespan)
 	}
 }
+
+// The storage writes one flow's outputs at a time: two flows that complete
+// together on two cores (10 ms) commit one after the other (10 ms each),
+// so the makespan is 30 ms, not 20.
+func TestSimCommitsQueue(t *testing.T) {
+	var fs []*Flow
+	for i := range 2 {
+		f := NewFlow(fmt.Sprint(i))
+		Add(f, only("a", device.CPU), 0, Writes(Data{Key: "out", Bytes: 1e6, Store: nopStore{}}), cost(10000, 0))
+		fs = append(fs, f)
+	}
+	r := mustSim(t, Config{Window: 2}, Machine{CPUs: 2, CommitBandwidth: 1e8}, fs...)
+	if want := 30 * time.Millisecond; r.Makespan != want {
+		t.Errorf("makespan %v, want %v: the second commit waits for the first", r.Makespan, want)
+	}
+}

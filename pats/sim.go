@@ -32,8 +32,8 @@ import (
 // reader meanwhile waits until that staging ends; with either a flow's inputs
 // are staged in the background from its admission, on no unit or, with
 // Machine.StageOnCores, by the next idle CPU core; a completed flow commits its
-// outputs that have a store, and keeps its place in the window until
-// they are committed.
+// outputs that have a store, one flow's after another, and keeps its place
+// in the window until they are committed.
 func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
@@ -126,9 +126,10 @@ type simulator struct {
 	seq        int64
 	cpus       []*simCPU
 	gpus       []*simGPU
-	stageBW    float64 // Machine.StageBandwidth
-	commitBW   float64 // Machine.CommitBandwidth
-	committing int     // flows whose outputs are being committed: they keep their place in the window
+	stageBW    float64       // Machine.StageBandwidth
+	commitBW   float64       // Machine.CommitBandwidth
+	committing int           // flows whose outputs are being committed: they keep their place in the window
+	commitFree time.Duration // when the storage has written the commits queued so far
 	// stageOnCores: Machine.StageOnCores with CPU cores; stageQ holds
 	// the background stagings waiting for a core.
 	stageOnCores bool
@@ -150,8 +151,8 @@ func (s *simulator) accept(f *Flow) error {
 }
 
 // flowDone is the scheduler's completion callback: it commits the flow's
-// outputs that have a store (Machine.CommitBandwidth), then finishes it
-// (finish).
+// outputs that have a store (Machine.CommitBandwidth), after the commits
+// queued before them, then finishes it (finish).
 func (s *simulator) flowDone(fs *flowState) {
 	var b int64
 	if fs.err == nil {
@@ -166,7 +167,11 @@ func (s *simulator) flowDone(fs *flowState) {
 		return
 	}
 	s.committing++ // keeps the flow's place in the window, as the Manager does
-	s.at(time.Duration(float64(b)/s.commitBW*float64(time.Second)), func() {
+	// The storage writes one flow's outputs at a time: a commit waits for
+	// the ones before it.
+	start := max(s.now, s.commitFree)
+	s.commitFree = start + time.Duration(float64(b)/s.commitBW*float64(time.Second))
+	s.at(s.commitFree-s.now, func() {
 		s.committing--
 		s.finish(fs)
 	})

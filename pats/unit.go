@@ -193,7 +193,11 @@ type Machine struct {
 	// instantly). Only the simulator uses it: as the Manager does, a flow
 	// keeps its place in the window until its commits are done (they run
 	// beside the workers, on no unit), so the next flow is admitted only
-	// then, and the makespan ends with the last commit.
+	// then, and the makespan ends with the last commit. The storage
+	// writes one flow's outputs at a time, as a disk does and as
+	// region.Memory does under its lock: flows that complete together
+	// commit one after another, each holding its place in the window
+	// until its own commit is done.
 	CommitBandwidth float64
 	// StageOnCores makes the simulator charge the background staging of
 	// Prefetch and StageAhead to the CPU cores: staging is memory copying, which the
