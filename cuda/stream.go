@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -198,16 +199,20 @@ func (e *Event) Done() (bool, error) {
 }
 
 // Wait waits for the event to complete: it polls Done for up to spin,
-// keeping the calling goroutine's P, then blocks as Synchronize does. A
-// goroutine that waits for short GPU work while every other P is busy
-// (a core per CPU worker) loses no scheduling slice to the wait; one that
-// waits longer than spin gives its P up, as with Synchronize.
+// then blocks as Synchronize does. A goroutine that waits for short GPU
+// work while every other P is busy (a core per CPU worker) loses no
+// scheduling slice to the wait; one that waits longer than spin gives its
+// P up, as with Synchronize. Between looks it yields (runtime.Gosched):
+// a goroutine waiting for a P, such as another of a GPU worker's
+// goroutines with the next launch or copy to queue, runs meanwhile
+// instead of waiting out the poll.
 func (e *Event) Wait(spin time.Duration) error {
 	t0 := time.Now()
 	for time.Since(t0) < spin {
 		if done, err := e.Done(); err != nil || done {
 			return err
 		}
+		runtime.Gosched()
 	}
 	return e.Synchronize()
 }

@@ -65,6 +65,11 @@ type calibration struct {
 	// other cores idle; bandwidth and stageBW replace them by the rates
 	// under the load of every core (the run's condition) where measured.
 	bandwidthAlone, stageBWAlone float64
+	// stageBWAll is the rate of each core's staging when every core
+	// stages a tile at once (the start of the calibration under load; 0
+	// where not measured): with stageBW, what many stagings at once, as
+	// at a run's start, get each.
+	stageBWAll float64
 	// commitBW is the rate, in bytes per second, at which a tile's
 	// outputs (labels and feature tables) were committed to the output
 	// storage, under load where measured, commitBWAlone with the other
@@ -268,6 +273,7 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 		if xferBW > 0 {
 			c.bandwidth = xferBW
 		}
+		c.stageBWAll = stageBW
 		if workerStageBW > 0 { // one staging at a time while the cores compute, as in a run
 			stageBW = workerStageBW
 		}
@@ -1105,6 +1111,9 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 		fmt.Fprintf(w, ", %.2f GB/s under load (the rate the simulator uses: a tile keeps its place in the window until its commit is done)", cal.commitBW/1e9)
 	}
 	fmt.Fprint(w, ".")
+	if cal.stageBWAll > 0 {
+		fmt.Fprintf(w, " When the %d cores stage their tiles at once, each stages at %.2f GB/s (%.2f GB/s together).", cal.loaded, cal.stageBWAll/1e9, float64(cal.loaded)*cal.stageBWAll/1e9)
+	}
 	if len(cal.fit) > 0 {
 		lo, hi := slices.Min(cal.content), slices.Max(cal.content)
 		fmt.Fprintf(w, " A tile's CPU cost under load is predicted from its dark-pixel share (%.2f%% to %.2f%% over the %d tiles, mean %.2f%%), as a line fitted per operation over the loaded tiles: the fit at the lightest and the heaviest tile, and its mean over the slide's tiles, are what the simulator and FinishAware's initial times use.",
