@@ -274,9 +274,7 @@ func chunk(i int, n int64) (off, m int64) {
 // MorphOpen 1.8 against 0.9); polling, 9.6, 5.6 and 0.9 (14:32Z). A wait
 // longer than 2 ms (a reconstruction of many rounds) loses little to the
 // wake-up, and a goroutine that moves data beside the worker (prefetch)
-// does not hold a core from the CPU workers for longer. Between looks
-// the poller yields its P, so that a prefetching worker's other
-// goroutines (the next upload, the computation) are not held up by it.
+// does not hold a core from the CPU workers for longer.
 func await(e *cuda.Event) error { return e.Wait(2 * time.Millisecond) }
 
 // upload copies src into dst and waits for the copy.
