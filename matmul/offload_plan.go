@@ -229,3 +229,34 @@ func (p *Plan) trySlabFirst(devBudget int64) bool {
 	p.SlabFirst, p.DevicePoolC, p.DevicePoolBytes = true, max(c, p.DevicePoolC), bytes
 	return true
 }
+
+// trySlabLead gives a one-panel device plan of operands in memory the
+// SlabLead order with lead columns (rows with column panels) slab first,
+// if each device's pools fit within devBudget bytes per device (0: no
+// limit) with room for the lead's blocks of C and a column more, and for
+// the streamed blocks the order holds at once (the last column's KB, or
+// two slabs of the lead) and two more; it reports whether it did. A lead
+// of every column is SlabFirst's order, which it leaves to trySlabFirst.
+func (p *Plan) trySlabLead(devBudget int64, lead int) bool {
+	if lead < 1 || !p.InMemory || p.Devices < 1 || p.Panels != 1 || p.Order == Streamed || p.KB < 2 || p.SlabFirst || p.SlabLead > 0 {
+		return false
+	}
+	rows, cols := p.MB, p.NB // blocks of C: the panel's side is split among the devices
+	sA, sB, sC := p.blockBytes()
+	streamed, sStr := &p.DevicePoolB, sB
+	if p.Order == ColumnPanels {
+		rows, cols = p.NB, p.MB
+		streamed, sStr = &p.DevicePoolA, sA
+	}
+	if lead >= cols {
+		return false
+	}
+	c := max(p.DevicePoolC, ceilDiv(rows, p.Devices)*(lead+1))
+	str := max(*streamed, max(p.KB, 2*lead)+2)
+	bytes := p.DevicePoolBytes + int64(c-p.DevicePoolC)*sC + int64(str-*streamed)*sStr
+	if devBudget > 0 && bytes > devBudget {
+		return false
+	}
+	p.SlabLead, p.DevicePoolC, *streamed, p.DevicePoolBytes = lead, c, str, bytes
+	return true
+}

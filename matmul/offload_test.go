@@ -1350,6 +1350,80 @@ func TestOffloadSlabFirst(t *testing.T) {
 	}
 }
 
+// TestOffloadSlabLead checks the SlabLead order end to end with fake
+// GPUs: off by default, on with HTGS_MATMUL_SLABLEAD=N from page-locked and
+// from ordinary memory, on one and two devices, and not when the device
+// budget cannot hold its pools, nor where SlabFirst applies or the lead
+// covers every column; the result is right, A, B and C cross the bus once
+// (one device), each block of C comes back once, and no pool overflows.
+func TestOffloadSlabLead(t *testing.T) {
+	const m, k, n, bs = 70, 64, 50, 16 // 5x4x4 blocks
+	blk := int64(8 * bs * bs)
+	for _, c := range []struct {
+		name      string
+		lead, sf  string
+		pin       bool
+		devices   int
+		devMem    int64
+		want      int
+		wantFirst bool
+	}{
+		{"default", "", "", true, 1, 0, 0, false},
+		{"pinned, 1", "1", "", true, 1, 0, 1, false},
+		{"pinned, 2", "2", "", true, 1, 0, 2, false},
+		{"ordinary, 2, 2 devices", "2", "", false, 2, 0, 2, false},
+		{"ordinary, 3", "3", "", false, 1, 0, 3, false},
+		{"every column: slab first's", "9", "", true, 1, 0, 0, false},
+		{"slab first wins", "2", "1", true, 1, 0, 0, true},
+		{"pools do not fit", "2", "", true, 1, 40 * blk, 0, false}, // 38 blocks without the lead, 43 with
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("HTGS_MATMUL_SLABLEAD", c.lead)
+			t.Setenv("HTGS_MATMUL_SLABFIRST", c.sf)
+			a, b, out := Random(m, k, 7), Random(k, n, 8), NewDense(m, n)
+			fake := newFakeGPU(c.devices)
+			if c.pin {
+				unpin, err := PinHost(fake, a, b, out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unpin()
+			}
+			rep, err := Multiply(context.Background(), a, b, out, Config{BlockSize: bs, Kernel: fake, DeviceMemory: c.devMem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkProduct(t, a, b, out, reference(t, a, b))
+			p := rep.Plan
+			if p.SlabLead != c.want || p.SlabFirst != c.wantFirst {
+				t.Fatalf("slab lead %d, slab first %v; want %d, %v: %v", p.SlabLead, p.SlabFirst, c.want, c.wantFirst, p)
+			}
+			if c.want > 0 && !strings.Contains(p.String(), fmt.Sprintf("the first %d slab first", c.want)) {
+				t.Errorf("plan string does not say so: %v", p)
+			}
+			if c.devMem > 0 && p.DevicePoolBytes > c.devMem {
+				t.Errorf("device pools of %d bytes over the budget %d", p.DevicePoolBytes, c.devMem)
+			}
+			if c.devices == 1 && (rep.UploadBytes != 8*int64(m*k+k*n) || rep.DownloadBytes != 8*int64(m*n)) {
+				t.Errorf("moved %d up, %d down", rep.UploadBytes, rep.DownloadBytes)
+			}
+			for _, d := range fake.devs {
+				if d.twice != 0 {
+					t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
+				}
+				if peak := d.peak.Load(); peak > int64(p.DevicePoolA+p.DevicePoolB+p.DevicePoolC) {
+					t.Errorf("%v: %d buffers at once, pools hold %d", d, peak, p.DevicePoolA+p.DevicePoolB+p.DevicePoolC)
+				}
+			}
+			for _, ps := range rep.Stats.Pools {
+				if ps.InUse != 0 || ps.Peak > ps.Capacity {
+					t.Errorf("pool %s: %d still out, peak %d of %d", ps.Name, ps.InUse, ps.Peak, ps.Capacity)
+				}
+			}
+		})
+	}
+}
+
 // TestPinHost checks that PinHost registers each matrix once, however
 // often it is given, refuses nothing for CPU kernels, and that unpin
 // undoes everything.

@@ -79,6 +79,12 @@ import (
 //	                        whenever the device memory allows, pinned when
 //	                        A and B are page-locked too, 0 never (the
 //	                        default until a GPU has measured it)
+//	HTGS_MATMUL_SLABLEAD=N  the first N streamed block columns slab first,
+//	                        the rest in the panel order, the last column's
+//	                        blocks of C one after another (Plan.SlabLead)
+//	                        where the device memory allows; 0 (the
+//	                        default until a GPU has measured it): off.
+//	                        HTGS_MATMUL_SLABFIRST, when it applies, wins
 //	HTGS_MATMUL_TRACE=DIR   time every copy and product on the devices
 //	                        and write a trace and its summary to DIR for
 //	                        each product (offload_trace.go; for diagnosis:
@@ -102,6 +108,7 @@ type offloadTuning struct {
 	devCache     bool
 	trace        string // folder of the device traces ("": none)
 	slabFirst    string // HTGS_MATMUL_SLABFIRST: "1", "pinned", or "0" and "" (never)
+	slabLead     int    // HTGS_MATMUL_SLABLEAD: columns slab first (0: off)
 }
 
 // defaultSlabs is the number of bands a staged block is copied in, and
@@ -195,6 +202,7 @@ func tuningFor(devices int) offloadTuning {
 		devCache:     envBool("HTGS_MATMUL_DEVCACHE", true),
 		trace:        strings.TrimSpace(os.Getenv("HTGS_MATMUL_TRACE")),
 		slabFirst:    strings.TrimSpace(os.Getenv("HTGS_MATMUL_SLABFIRST")),
+		slabLead:     envInt("HTGS_MATMUL_SLABLEAD", 0),
 	}
 }
 

@@ -92,6 +92,19 @@ type Plan struct {
 	// asks for it (1: always, pinned: when A and B are page-locked with
 	// PinHost), and only where the device memory allows.
 	SlabFirst bool
+	// SlabLead (devices only, one panel, 0: off) runs the first SlabLead
+	// streamed block columns (row panels; block rows with column panels)
+	// slab by slab, as SlabFirst runs them all: each slab of them needs a
+	// column of the resident operand and SlabLead blocks of the streamed
+	// one, so the uploads keep pace with the products from the start,
+	// where the panel order first needs the whole resident operand for one
+	// column's products. The rest follow in the panel order, the last of
+	// them one block of C after another (the inner index fastest), so that
+	// its blocks finish, and go back, one by one rather than all at the
+	// end. The blocks of C of the lead stay open together (DevicePoolC
+	// holds them, and a column more). Off unless HTGS_MATMUL_SLABLEAD asks
+	// for it, and only where the device memory allows.
+	SlabLead int
 	// UploadBytes is the matrix data the plan copies from the host to the
 	// devices, all devices together.
 	UploadBytes int64
@@ -115,8 +128,11 @@ func (p Plan) String() string {
 	if p.Devices > 0 {
 		moved, least := p.BusBytes()
 		slab := ""
-		if p.SlabFirst {
+		switch {
+		case p.SlabFirst:
 			slab = ", slab first"
+		case p.SlabLead > 0:
+			slab = fmt.Sprintf(", the first %d slab first", p.SlabLead)
 		}
 		s += fmt.Sprintf(" per device on %d devices: %s of %d blocks (%d passes%s), device pools A %d B %d C %d (%s per device), uploads %s, downloads %s (bus %.2fx the minimum %s)",
 			p.Devices, p.Order, p.Panel, p.Panels, slab, p.DevicePoolA, p.DevicePoolB, p.DevicePoolC, units.FormatBytes(p.DevicePoolBytes),
@@ -403,6 +419,10 @@ func (c *cursor) next() (step, bool) {
 		outer = c.p.MB
 	}
 	panels := c.p.Panels
+	if c.p.SlabLead > 0 {
+		c.advanceLead(outer)
+		return s, true
+	}
 	if c.p.SlabFirst { // v fastest, then u, then l (one panel)
 		if c.v++; c.v == c.hi {
 			c.v = c.lo
@@ -429,6 +449,49 @@ func (c *cursor) next() (step, bool) {
 		}
 	}
 	return s, true
+}
+
+// advanceLead advances a SlabLead cursor (one panel): its first lead outer
+// indices slab first (v fastest, then u, then l), the next ones in the
+// panel order (v, then l, then u), the last one with l fastest, then v.
+func (c *cursor) advanceLead(outer int) {
+	lead := min(c.p.SlabLead, outer)
+	switch {
+	case c.u < lead:
+		if c.v++; c.v < c.hi {
+			return
+		}
+		c.v = c.lo
+		if c.u++; c.u < lead {
+			return
+		}
+		c.u = 0
+		if c.l++; c.l < c.p.KB {
+			return
+		}
+		c.u, c.l = lead, 0
+	case c.u < outer-1:
+		if c.v++; c.v < c.hi {
+			return
+		}
+		c.v = c.lo
+		if c.l++; c.l < c.p.KB {
+			return
+		}
+		c.l = 0
+		c.u++
+	default: // the last outer index: l fastest, then v
+		if c.l++; c.l < c.p.KB {
+			return
+		}
+		c.l = 0
+		if c.v++; c.v < c.hi {
+			return
+		}
+		c.done = true
+		return
+	}
+	c.done = c.u >= outer // the lead took every outer index
 }
 
 // requests returns the loads of the plan in the order their blocks are

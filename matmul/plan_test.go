@@ -205,6 +205,92 @@ func TestSlabFirstSchedules(t *testing.T) {
 	}
 }
 
+// TestSlabLeadSchedules checks the SlabLead order on random one-panel
+// device plans of operands in memory: the schedule is valid (simulate: every product once, each
+// load used as requested, no pool stalled), the lead's products come
+// slab by slab before any other, the last outer index's blocks of C
+// finish one after another, and the device pool of C holds the lead's
+// share and a column more.
+func TestSlabLeadSchedules(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tried := 0
+	for range 400 {
+		m, k, n := 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(40)
+		bs := 1 + rng.IntN(12)
+		devices := 1 + rng.IntN(3)
+		cfg := Config{BlockSize: bs, Copies: 1 + rng.IntN(3), Kernel: newFakeGPU(devices)}
+		p, err := newPlan(m, k, n, rng.IntN(2) == 0, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead := 1 + rng.IntN(3)
+		rows, outer := p.MB, p.NB
+		if p.Order == ColumnPanels {
+			rows, outer = p.NB, p.MB
+		}
+		if !p.trySlabLead(0, lead) {
+			if p.InMemory && p.Panels == 1 && p.KB > 1 && p.Order != Streamed && lead < outer {
+				t.Fatalf("%v: slab lead %d refused without a budget", p, lead)
+			}
+			continue
+		}
+		tried++
+		open := simulate(t, p)
+		if open > lead*rows+rows {
+			t.Fatalf("%v: %d blocks of C open at once, more than the lead's %d and a column", p, open, lead*rows)
+		}
+		if p.DevicePoolC < ceilDiv(rows, devices)*(lead+1) {
+			t.Fatalf("%v: device pool C %d below a device's share %d", p, p.DevicePoolC, ceilDiv(rows, devices)*(lead+1))
+		}
+		if str := map[Order]int{RowPanels: p.DevicePoolB, ColumnPanels: p.DevicePoolA}[p.Order]; str < p.KB+2 {
+			t.Fatalf("%v: device pool of the streamed operand %d, below the last column's %d blocks and two", p, str, p.KB)
+		}
+		outerOf := func(s step) int {
+			if p.Order == ColumnPanels {
+				return s.i
+			}
+			return s.j
+		}
+		innerOf := func(s step) int {
+			if p.Order == ColumnPanels {
+				return s.j
+			}
+			return s.i
+		}
+		lastSlab, leadDone := 0, false
+		var tail []step
+		for cur := newCursor(&p); ; {
+			s, ok := cur.next()
+			if !ok {
+				break
+			}
+			switch u := outerOf(s); {
+			case u < lead:
+				if leadDone {
+					t.Fatalf("%v: lead product %+v after the lead", p, s)
+				}
+				if s.l < lastSlab {
+					t.Fatalf("%v: slab %d after slab %d in the lead", p, s.l, lastSlab)
+				}
+				lastSlab = s.l
+			default:
+				leadDone = true
+				if u == outer-1 {
+					tail = append(tail, s)
+				}
+			}
+		}
+		for x, s := range tail { // l fastest: a block of C done every KB products
+			if s.l != x%p.KB || (x > 0 && x%p.KB != 0 && innerOf(s) != innerOf(tail[x-1])) {
+				t.Fatalf("%v: the last column's products out of order at %d: %+v", p, x, tail)
+			}
+		}
+	}
+	if tried < 50 {
+		t.Errorf("only %d random plans could run a slab lead", tried)
+	}
+}
+
 // TestPlanReadVolume checks the I/O formulas on a square product: with
 // room for the whole of A, each matrix is read once; with room for a panel
 // of P block rows, B is read ceil(MB/P) times.

@@ -73,6 +73,12 @@ var sweepVariants = []sweepVariant{
 	{name: "sf-spin", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABFIRST": "1", "HTGS_MATMUL_SPIN": "2000"}},
 	{name: "pinhost-spin", pin: true, env: map[string]string{"HTGS_MATMUL_SPIN": "2000"}},
 	{name: "pinhost-sf-spin", pin: true, env: map[string]string{"HTGS_MATMUL_SLABFIRST": "1", "HTGS_MATMUL_SPIN": "2000"}},
+	// The first two block columns slab first, the last column's blocks
+	// of C one by one (Plan.SlabLead): less fill than the panel order,
+	// less drain than slab first.
+	{name: "lead2", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABLEAD": "2"}},
+	{name: "pinhost-lead2", pin: true, env: map[string]string{"HTGS_MATMUL_SLABLEAD": "2"}},
+	{name: "lead2-spin", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABLEAD": "2", "HTGS_MATMUL_SPIN": "2000"}},
 	{name: "blocksync", env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
 	{name: "pinhost-bs", pin: true, env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
 	{name: "pinhost-co3", pin: true, env: map[string]string{"HTGS_MATMUL_COPYOUT": "3"}},

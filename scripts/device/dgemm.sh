@@ -62,6 +62,10 @@ rc=$?
 (cd matmul && HTGS_MATMUL_SLABFIRST=1 timeout -k 2 8 "$c/matmul.test" -test.count=1 -test.v \
 	-test.run 'CUDA|Offload|PinHost' 2>&1) >"$o/tests-sf.log"
 rc2=$?
+(cd matmul && HTGS_MATMUL_SLABLEAD=2 timeout -k 2 8 "$c/matmul.test" -test.count=1 -test.v \
+	-test.run 'CUDA|Offload|PinHost' -test.skip 'TestOffloadSlabFirst' 2>&1) >"$o/tests-lead.log"
+rc3=$?
+echo "matmul cuda tests, slab lead 2: rc=$rc3 $(grep -c -- '--- PASS' "$o/tests-lead.log") pass, $(grep -c -- '--- FAIL' "$o/tests-lead.log") fail"
 echo "matmul cuda tests, chunk mode: rc=$rc $(grep -c -- '--- PASS' "$o/tests.log") pass, $(grep -c -- '--- FAIL' "$o/tests.log") fail, $(grep -c -- '--- SKIP' "$o/tests.log") skip"
 echo "matmul cuda tests, slab first: rc=$rc2 $(grep -c -- '--- PASS' "$o/tests-sf.log") pass, $(grep -c -- '--- FAIL' "$o/tests-sf.log") fail, $(grep -c -- '--- SKIP' "$o/tests-sf.log") skip"
 grep -hE -- '--- FAIL' "$o/tests.log" "$o/tests-sf.log" | head -n 8
@@ -72,14 +76,17 @@ echo "timing events: rc=$? $(grep -E 'upload:|--- ' "$o/timing.log" | tr '\n' ' 
 # 2. The sweep, one process (about 40 s).
 stamp "sweep"
 # Chunk mode lost to the default everywhere on the H200 (seventh session,
-# docs/matmul.md); the polling waits (HTGS_MATMUL_SPIN) are new.
-vs=base,spin,sf,sf-spin,pinhost,pinhost-spin,pinhost-sf,pinhost-sf-spin
+# docs/matmul.md); the polling waits (HTGS_MATMUL_SPIN) gained 4-8% from
+# ordinary memory in one sweep (eighth session). New: the slab lead
+# (HTGS_MATMUL_SLABLEAD=2, Plan.SlabLead), against the panel order and
+# slab first.
+vs=base,spin,lead2,lead2-spin,pinhost,pinhost-sf,pinhost-lead2
 (cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=4096 HTGS_SWEEP_BS16384=4096 HTGS_SWEEP_RUNS=3 \
 	HTGS_SWEEP_VARIANTS=$vs HTGS_SWEEP_TRACE="$o/trace" \
-	timeout -k 2 50 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
+	timeout -k 2 60 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
 echo "sweep rc=$?"
 grep '^SWEEP' "$o/sweep.log"
-grep -E '^TRACE .*(operations|products:|beside|idle|uploads:|downloads:)' "$o/sweep.log" | grep -E ' (base|chunk4m|pinhost):' | head -n 40
+grep -E '^TRACE .*(operations|products:|beside|idle|uploads:|downloads:)' "$o/sweep.log" | grep -E ' (base|lead2|pinhost|pinhost-lead2):' | head -n 40
 grep -E -- '--- FAIL|sweep_cuda_test' "$o/sweep.log" | head -n 8
 
 # best N: "variant block rate" of the fastest from ordinary memory at size N.
@@ -101,6 +108,7 @@ variant_env() {
 	fi
 	[[ $v == sf || $v == *-sf || $v == sf-* || $v == *-sf-* ]] && e+=" HTGS_MATMUL_SLABFIRST=1"
 	[[ $v == *spin ]] && e+=" HTGS_MATMUL_SPIN=2000"
+	[[ $v =~ (^|-)lead([0-9]+) ]] && e+=" HTGS_MATMUL_SLABLEAD=${BASH_REMATCH[2]}"
 	echo "$e"
 }
 # pinned_env N: HTGS_MATMUL_SLABFIRST=pinned if pinhost-sf beat pinhost at N.
