@@ -11,13 +11,15 @@ first (l, j, i), and the slab lead of 1..3 columns (the first columns slab
 first, the rest in the panel order, the last one with l fastest).
 
 Defaults: the H200 trace of 2026-11-27 15:09Z, n = 16384 in 4096-blocks
-(U 2.80, G 2.35, D 3.1 ms). Usage: order_model.py [N U G D]"""
+(U 2.80, G 2.35, D 3.1 ms). Usage: order_model.py [N U G D [BS]]"""
 import sys
 
-N, U, G, D = 4, 2.80, 2.35, 3.1
-if len(sys.argv) == 5:
+N, U, G, D, BS = 4, 2.80, 2.35, 3.1, 4096
+if len(sys.argv) >= 5:
     N, U, G, D = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-n = N * 4096
+if len(sys.argv) == 6:
+    BS = int(sys.argv[5])
+n = N * BS
 
 
 def makespan(order):
