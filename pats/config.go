@@ -67,7 +67,13 @@ type Config struct {
 	// already in its memory. With FCFS such an operation is always
 	// preferred; with PATS the best reusing one (speedup Sd) is taken if
 	// Sd >= Sq * (1 - TransferImpact), Sq being the best speedup among the
-	// others. Without Locality every GPU operation uploads its inputs and
+	// others. The GPU keeps the copies in its memory for their later
+	// readers, within half of its memory (device.Device.Memory; no bound
+	// where it reports 0), the oldest going first when it needs the room;
+	// it writes back the flow's outputs, and the values that a ready
+	// operation a CPU core can run reads, when it takes another operation
+	// (the copies stay), and everything the host still needs when it is
+	// idle. Without Locality every GPU operation uploads its inputs and
 	// downloads its outputs.
 	Locality bool
 	// TransferImpact is the fraction of an operation's GPU time spent in

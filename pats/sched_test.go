@@ -245,6 +245,15 @@ func TestLocalityRule(t *testing.T) {
 	if !c.eligible(cpuWorker(c), dn) {
 		t.Error("D is not eligible on the CPU after X was downloaded")
 	}
+	// The GPU keeps its copy of X (written back, not evicted): D may
+	// still run there without an upload.
+	if !c.reuses(w, dn) {
+		t.Error("taking Q dropped the GPU's copy of X")
+	}
+	c.computed(w, qn, us(1), nil)
+	if a := c.take(w, dn); len(a.upload) != 0 {
+		t.Errorf("taking D after Q: upload %v; want none, X is kept", keys(a.upload))
+	}
 	c, w, dn, _ = locality(t, Config{Policy: PATS, Locality: true, TransferImpact: 0.2}, 5, 6)
 	if a := c.take(w, dn); len(a.evict) != 0 || len(a.upload) != 0 {
 		t.Errorf("taking D: evict %v upload %v; want no transfer", keys(a.evict), keys(a.upload))
@@ -673,5 +682,74 @@ func TestSimCommitsQueue(t *testing.T) {
 	r := mustSim(t, Config{Window: 2}, Machine{CPUs: 2, CommitBandwidth: 1e8}, fs...)
 	if want := 30 * time.Millisecond; r.Makespan != want {
 		t.Errorf("makespan %v, want %v: the second commit waits for the first", r.Makespan, want)
+	}
+}
+
+// With Locality a GPU keeps the data of a flow while it runs another's
+// operation: A1 (speedup 50) writes xa, then B1 (10) outranks A2 (1, reads
+// xa) and runs first; xa stays on the GPU, so A2 and B2 upload nothing
+// (evicting xa on B1's take re-uploaded it for A2), and with no core to
+// read them nothing but the outputs comes back.
+func TestLocalityKeepsCopies(t *testing.T) {
+	flow := func(name string, first float64) *Flow {
+		f := NewFlow(name)
+		Add(f, hybrid(name+"1", first), 0, Writes(d("x", 1000)), cost(100, 10))
+		Add(f, hybrid(name+"2", 1), 0, Reads(d("x", 1000)), Writes(d("out", 1000)), cost(100, 10))
+		return f
+	}
+	r := mustSim(t, Config{Policy: PATS, Locality: true, TransferImpact: 0.1}, oneGPU, flow("a", 50), flow("b", 10))
+	if r.Uploads != 0 {
+		t.Errorf("%d uploads, want 0: the GPU kept both flows' x", r.Uploads)
+	}
+	if r.Downloads != 2 {
+		t.Errorf("%d downloads, want 2 (the outputs)", r.Downloads)
+	}
+}
+
+// memGPU is a simulated GPU that reports a memory size.
+type memGPU struct {
+	Sim
+	mem int64
+}
+
+func (g memGPU) Memory() int64 { return g.mem }
+
+// A GPU keeps copies for later readers within half its memory, dropping
+// the oldest first: with room for 2500 bytes, taking R (which writes 1000)
+// over X and Y (1000 each, still to be read) drops X, the oldest
+// (downloading it), and keeps Y; S then uploads X alone.
+func TestLocalityKeepsWithinMemory(t *testing.T) {
+	cfg, err := Config{Policy: PATS, Locality: true}.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sims := Machine{GPUs: 1}.sims()
+	c := newScheduler(cfg, []device.Device{memGPU{Sim: sims[0], mem: 5000}})
+	f := NewFlow("mem")
+	Add(f, only("P", device.GPU), 0, Writes(d("X", 1000)))
+	Add(f, only("Q", device.GPU), 0, Writes(d("Y", 1000)))
+	Add(f, only("R", device.GPU), 0, Writes(d("Z", 1000)))
+	Add(f, only("S", device.GPU), 0, Reads(d("X", 1000), d("Y", 1000), d("Z", 1000)))
+	fs := c.admit(f)
+	w := gpuWorker(c)
+	for _, n := range fs.nodes[:2] {
+		c.take(w, n)
+		c.computed(w, n, us(1), nil)
+	}
+	// No core waits for X or Y (S is not ready), so nothing was written
+	// back; taking R drops X, downloading it, and keeps Y.
+	a := c.take(w, fs.nodes[2])
+	if ks := keys(a.evict); !slices.Equal(ks, []string{"X"}) {
+		t.Errorf("taking R downloaded %v; want X only", ks)
+	}
+	if ks := keys(w.resident); slices.Contains(ks, "X") || !slices.Contains(ks, "Y") {
+		t.Errorf("resident %v; want Y kept and X gone", ks)
+	}
+	c.computed(w, fs.nodes[2], us(1), nil)
+	for _, dd := range a.evict {
+		c.downloaded(dd, nil)
+	}
+	if a := c.take(w, fs.nodes[3]); !slices.Equal(keys(a.upload), []string{"X"}) {
+		t.Errorf("taking S uploaded %v; want X only", keys(a.upload))
 	}
 }

@@ -97,7 +97,8 @@ type worker struct {
 func (w *worker) bit() uint64 { return 1 << uint(w.gpu) }
 
 // action is what a worker does for one taken node: download the data it
-// evicts from its memory, upload the node's inputs, compute.
+// evicts from its memory or writes back (keeping the copy), upload the
+// node's inputs, compute.
 type action struct {
 	n      *node
 	evict  []*datum
@@ -653,10 +654,32 @@ func (sc *scheduler) take(w *worker, n *node) action {
 	if w.gpu < 0 {
 		return a
 	}
-	// Evict what the new node does not read and no node in flight holds.
+	// What the new node does not read and no node in flight holds: with
+	// Locality the GPU keeps its copy for later readers and writes back
+	// (as flush does) the outputs of the flow and the values a ready
+	// node that a core can run reads, the oldest copies going when the
+	// GPU's memory bound needs the room (keepRoom); without, it is
+	// evicted.
+	var need int64
+	for _, d := range n.reads {
+		if d.gpus&w.bit() == 0 {
+			need += d.bytes
+		}
+	}
+	for _, d := range n.writes {
+		need += d.bytes
+	}
+	if sc.cfg.Locality {
+		sc.keepRoom(w, n, need, &a.evict)
+	}
 	for _, d := range slices.Clone(w.resident) {
 		if w.pins[d] == 0 && !slices.Contains(n.reads, d) {
-			sc.evict(w, d, &a.evict)
+			switch {
+			case !sc.cfg.Locality:
+				sc.evict(w, d, &a.evict)
+			case d.final || sc.cpuReady(d):
+				sc.writeBack(d, &a.evict)
+			}
 		}
 	}
 	for _, d := range n.reads {
@@ -669,6 +692,57 @@ func (sc *scheduler) take(w *worker, n *node) action {
 		w.pins[d]++
 	}
 	return a
+}
+
+// keepBound is the most bytes of data a GPU keeps for later readers with
+// Locality: half its memory (the rest for the application's own buffers),
+// no bound where the device reports no size.
+func keepBound(w *worker) int64 { return w.dev.Memory() / 2 }
+
+// keepRoom evicts the oldest copies in w's memory that n does not read and
+// no node in flight holds until need more bytes fit within keepBound.
+func (sc *scheduler) keepRoom(w *worker, n *node, need int64, downloads *[]*datum) {
+	bound := keepBound(w)
+	if bound <= 0 {
+		return
+	}
+	var held int64
+	for _, d := range w.resident {
+		held += d.bytes
+	}
+	for _, d := range slices.Clone(w.resident) { // oldest first
+		if held+need <= bound {
+			return
+		}
+		if w.pins[d] == 0 && !slices.Contains(n.reads, d) {
+			held -= d.bytes
+			sc.evict(w, d, downloads)
+		}
+	}
+}
+
+// cpuReady reports whether a ready node that a CPU core can run reads d.
+func (sc *scheduler) cpuReady(d *datum) bool {
+	if sc.gpus == len(sc.workers) {
+		return false
+	}
+	for _, r := range sc.ready {
+		if r.step.impl(device.CPU) != nil && slices.Contains(r.reads, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeBack starts downloading d, keeping its copy on the GPU, if the host
+// lacks the value and someone needs it.
+func (sc *scheduler) writeBack(d *datum, downloads *[]*datum) {
+	if !d.hostValid && !d.transit && sc.needed(d) {
+		d.transit = true
+		*downloads = append(*downloads, d)
+		sc.downloads++
+		sc.downBytes += d.bytes
+	}
 }
 
 // needed reports whether d's value must reach host memory: someone will
@@ -698,11 +772,8 @@ func (sc *scheduler) evict(w *worker, d *datum, downloads *[]*datum) {
 func (sc *scheduler) flush(w *worker) []*datum {
 	var out []*datum
 	for _, d := range w.resident {
-		if !d.hostValid && !d.transit && w.pins[d] == 0 && sc.needed(d) {
-			d.transit = true
-			out = append(out, d)
-			sc.downloads++
-			sc.downBytes += d.bytes
+		if w.pins[d] == 0 {
+			sc.writeBack(d, &out)
 		}
 	}
 	return out
