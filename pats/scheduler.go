@@ -672,13 +672,26 @@ func (sc *scheduler) take(w *worker, n *node) action {
 	if sc.cfg.Locality {
 		sc.keepRoom(w, n, need, &a.evict)
 	}
-	for _, d := range slices.Clone(w.resident) {
-		if w.pins[d] == 0 && !slices.Contains(n.reads, d) {
-			switch {
-			case !sc.cfg.Locality:
+	if sc.cfg.Locality {
+		var cpuReads map[*datum]bool // built on first need
+		for _, d := range w.resident {
+			if w.pins[d] != 0 || d.hostValid || d.transit || !sc.needed(d) || slices.Contains(n.reads, d) {
+				continue
+			}
+			if !d.final {
+				if cpuReads == nil {
+					cpuReads = sc.cpuReadyReads()
+				}
+				if !cpuReads[d] {
+					continue
+				}
+			}
+			sc.writeBack(d, &a.evict)
+		}
+	} else {
+		for _, d := range slices.Clone(w.resident) {
+			if w.pins[d] == 0 && !slices.Contains(n.reads, d) {
 				sc.evict(w, d, &a.evict)
-			case d.final || sc.cpuReady(d):
-				sc.writeBack(d, &a.evict)
 			}
 		}
 	}
@@ -721,17 +734,21 @@ func (sc *scheduler) keepRoom(w *worker, n *node, need int64, downloads *[]*datu
 	}
 }
 
-// cpuReady reports whether a ready node that a CPU core can run reads d.
-func (sc *scheduler) cpuReady(d *datum) bool {
+// cpuReadyReads returns the data that ready nodes a CPU core can run
+// read (none without cores).
+func (sc *scheduler) cpuReadyReads() map[*datum]bool {
+	m := map[*datum]bool{}
 	if sc.gpus == len(sc.workers) {
-		return false
+		return m
 	}
 	for _, r := range sc.ready {
-		if r.step.impl(device.CPU) != nil && slices.Contains(r.reads, d) {
-			return true
+		if r.step.impl(device.CPU) != nil {
+			for _, d := range r.reads {
+				m[d] = true
+			}
 		}
 	}
-	return false
+	return m
 }
 
 // writeBack starts downloading d, keeping its copy on the GPU, if the host
