@@ -1303,20 +1303,7 @@ func TestOffloadSlabFirst(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("HTGS_MATMUL_SLABFIRST", c.env)
-			a, b, out := Random(m, k, 5), Random(k, n, 6), NewDense(m, n)
-			fake := newFakeGPU(c.devices)
-			if c.pin {
-				unpin, err := PinHost(fake, a, b, out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer unpin()
-			}
-			rep, err := Multiply(context.Background(), a, b, out, Config{BlockSize: bs, Kernel: fake, DeviceMemory: c.devMem})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkProduct(t, a, b, out, reference(t, a, b))
+			rep, fake := fakeOffload(t, m, k, n, bs, c.devices, c.devMem, c.pin, 5)
 			p := rep.Plan
 			if p.SlabFirst != c.want {
 				t.Fatalf("slab first %v, want %v: %v", p.SlabFirst, c.want, p)
@@ -1327,25 +1314,7 @@ func TestOffloadSlabFirst(t *testing.T) {
 			if c.want && p.DevicePoolC < ceilDiv(p.MB, c.devices)*p.NB {
 				t.Errorf("device pool C %d cannot hold a device's %d blocks of C", p.DevicePoolC, ceilDiv(p.MB, c.devices)*p.NB)
 			}
-			if c.devMem > 0 && p.DevicePoolBytes > c.devMem {
-				t.Errorf("device pools of %d bytes over the budget %d", p.DevicePoolBytes, c.devMem)
-			}
-			if c.devices == 1 && rep.UploadBytes != 8*int64(m*k+k*n) || rep.DownloadBytes != 8*int64(m*n) {
-				t.Errorf("moved %d up, %d down", rep.UploadBytes, rep.DownloadBytes)
-			}
-			for _, d := range fake.devs {
-				if d.twice != 0 {
-					t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
-				}
-				if peak := d.peak.Load(); peak > int64(p.DevicePoolA+p.DevicePoolB+p.DevicePoolC) {
-					t.Errorf("%v: %d buffers at once, pools hold %d", d, peak, p.DevicePoolA+p.DevicePoolB+p.DevicePoolC)
-				}
-			}
-			for _, ps := range rep.Stats.Pools {
-				if ps.InUse != 0 || ps.Peak > ps.Capacity {
-					t.Errorf("pool %s: %d still out, peak %d of %d", ps.Name, ps.InUse, ps.Peak, ps.Capacity)
-				}
-			}
+			checkOffloadMoves(t, rep, fake, m, k, n, c.devMem)
 		})
 	}
 }
@@ -1380,20 +1349,7 @@ func TestOffloadSlabLead(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("HTGS_MATMUL_SLABLEAD", c.lead)
 			t.Setenv("HTGS_MATMUL_SLABFIRST", c.sf)
-			a, b, out := Random(m, k, 7), Random(k, n, 8), NewDense(m, n)
-			fake := newFakeGPU(c.devices)
-			if c.pin {
-				unpin, err := PinHost(fake, a, b, out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer unpin()
-			}
-			rep, err := Multiply(context.Background(), a, b, out, Config{BlockSize: bs, Kernel: fake, DeviceMemory: c.devMem})
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkProduct(t, a, b, out, reference(t, a, b))
+			rep, fake := fakeOffload(t, m, k, n, bs, c.devices, c.devMem, c.pin, 7)
 			p := rep.Plan
 			if p.SlabLead != c.want || p.SlabFirst != c.wantFirst {
 				t.Fatalf("slab lead %d, slab first %v; want %d, %v: %v", p.SlabLead, p.SlabFirst, c.want, c.wantFirst, p)
@@ -1401,26 +1357,58 @@ func TestOffloadSlabLead(t *testing.T) {
 			if c.want > 0 && !strings.Contains(p.String(), fmt.Sprintf("the first %d slab first", c.want)) {
 				t.Errorf("plan string does not say so: %v", p)
 			}
-			if c.devMem > 0 && p.DevicePoolBytes > c.devMem {
-				t.Errorf("device pools of %d bytes over the budget %d", p.DevicePoolBytes, c.devMem)
-			}
-			if c.devices == 1 && (rep.UploadBytes != 8*int64(m*k+k*n) || rep.DownloadBytes != 8*int64(m*n)) {
-				t.Errorf("moved %d up, %d down", rep.UploadBytes, rep.DownloadBytes)
-			}
-			for _, d := range fake.devs {
-				if d.twice != 0 {
-					t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
-				}
-				if peak := d.peak.Load(); peak > int64(p.DevicePoolA+p.DevicePoolB+p.DevicePoolC) {
-					t.Errorf("%v: %d buffers at once, pools hold %d", d, peak, p.DevicePoolA+p.DevicePoolB+p.DevicePoolC)
-				}
-			}
-			for _, ps := range rep.Stats.Pools {
-				if ps.InUse != 0 || ps.Peak > ps.Capacity {
-					t.Errorf("pool %s: %d still out, peak %d of %d", ps.Name, ps.InUse, ps.Peak, ps.Capacity)
-				}
-			}
+			checkOffloadMoves(t, rep, fake, m, k, n, c.devMem)
 		})
+	}
+}
+
+// fakeOffload multiplies random m x k and k x n matrices (seed) on
+// devices fake GPUs with DeviceMemory devMem, page-locked first if pin,
+// and checks the result; it returns the report and the fake GPUs.
+func fakeOffload(t *testing.T, m, k, n, bs, devices int, devMem int64, pin bool, seed uint64) (*Report, *fakeGPU) {
+	t.Helper()
+	a, b, out := Random(m, k, seed), Random(k, n, seed+1), NewDense(m, n)
+	fake := newFakeGPU(devices)
+	if pin {
+		unpin, err := PinHost(fake, a, b, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unpin() })
+	}
+	rep, err := Multiply(context.Background(), a, b, out, Config{BlockSize: bs, Kernel: fake, DeviceMemory: devMem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProduct(t, a, b, out, reference(t, a, b))
+	return rep, fake
+}
+
+// checkOffloadMoves checks what an offloaded m x k x n product on fake
+// moved and held: the device pools within devMem (0: no budget), A and B
+// up once (one device), C down once, each block of C downloaded once, no
+// device over its pools, and every pool back empty within its capacity.
+func checkOffloadMoves(t *testing.T, rep *Report, fake *fakeGPU, m, k, n int, devMem int64) {
+	t.Helper()
+	p := rep.Plan
+	if devMem > 0 && p.DevicePoolBytes > devMem {
+		t.Errorf("device pools of %d bytes over the budget %d", p.DevicePoolBytes, devMem)
+	}
+	if len(fake.devs) == 1 && rep.UploadBytes != 8*int64(m*k+k*n) || rep.DownloadBytes != 8*int64(m*n) {
+		t.Errorf("moved %d up, %d down", rep.UploadBytes, rep.DownloadBytes)
+	}
+	for _, d := range fake.devs {
+		if d.twice != 0 {
+			t.Errorf("%v: %d blocks of C downloaded more than once", d, d.twice)
+		}
+		if peak := d.peak.Load(); peak > int64(p.DevicePoolA+p.DevicePoolB+p.DevicePoolC) {
+			t.Errorf("%v: %d buffers at once, pools hold %d", d, peak, p.DevicePoolA+p.DevicePoolB+p.DevicePoolC)
+		}
+	}
+	for _, ps := range rep.Stats.Pools {
+		if ps.InUse != 0 || ps.Peak > ps.Capacity {
+			t.Errorf("pool %s: %d still out, peak %d of %d", ps.Name, ps.InUse, ps.Peak, ps.Capacity)
+		}
 	}
 }
 

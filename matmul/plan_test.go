@@ -154,6 +154,21 @@ func TestPlanSchedules(t *testing.T) {
 	}
 }
 
+// randomDevicePlan returns the plan of a random small product on 1 to 3
+// fake GPUs, of operands in memory or not, and the number of GPUs.
+func randomDevicePlan(t *testing.T, rng *rand.Rand) (Plan, int) {
+	t.Helper()
+	m, k, n := 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(40)
+	bs := 1 + rng.IntN(12)
+	devices := 1 + rng.IntN(3)
+	cfg := Config{BlockSize: bs, Copies: 1 + rng.IntN(3), Kernel: newFakeGPU(devices)}
+	p, err := newPlan(m, k, n, rng.IntN(2) == 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, devices
+}
+
 // TestSlabFirstSchedules checks the slab-first order on random one-panel
 // device plans: the schedule is valid (simulate), the inner index never
 // goes back, every block of C is open at once before the last slab, and
@@ -162,14 +177,7 @@ func TestSlabFirstSchedules(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	tried := 0
 	for range 300 {
-		m, k, n := 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(40)
-		bs := 1 + rng.IntN(12)
-		devices := 1 + rng.IntN(3)
-		cfg := Config{BlockSize: bs, Copies: 1 + rng.IntN(3), Kernel: newFakeGPU(devices)}
-		p, err := newPlan(m, k, n, rng.IntN(2) == 0, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, devices := randomDevicePlan(t, rng)
 		if !p.trySlabFirst(0) {
 			if p.Panels == 1 && p.KB > 1 && p.Order != Streamed {
 				t.Fatalf("%v: slab first refused without a budget", p)
@@ -215,14 +223,7 @@ func TestSlabLeadSchedules(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	tried := 0
 	for range 400 {
-		m, k, n := 1+rng.IntN(40), 1+rng.IntN(40), 1+rng.IntN(40)
-		bs := 1 + rng.IntN(12)
-		devices := 1 + rng.IntN(3)
-		cfg := Config{BlockSize: bs, Copies: 1 + rng.IntN(3), Kernel: newFakeGPU(devices)}
-		p, err := newPlan(m, k, n, rng.IntN(2) == 0, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, devices := randomDevicePlan(t, rng)
 		lead := 1 + rng.IntN(3)
 		rows, outer := p.MB, p.NB
 		if p.Order == ColumnPanels {
