@@ -18,7 +18,8 @@ started):
                    never count as ready)
 Also the GPU unit's share of the makespan computing or moving data, how
 long the tiles' RGB took to stage from storage (by whichever goroutine) and
-their outputs to commit to it (unit "storage", what "commit"). Only the
+their outputs to commit to it (unit "storage", what "commit"), and how many
+uploads were of data the GPU had sent down earlier in the run. Only the
 standard library; 1 ms resolution.
 """
 import collections, csv, sys
@@ -30,7 +31,9 @@ DEPS = {  # operation -> operations whose outputs it reads (pathology/workload.g
     "Watershed": ["PreWatershed", "FillHoles"], "BWLabel": ["Watershed"],
     "FeatIntensity": ["BWLabel"], "FeatGradient": ["BWLabel"], "FeatMorphometry": ["BWLabel"],
 }
-GPU_ABLE = {"RBCDetection", "MorphOpen", "FillHoles", "PreWatershed", "FeatIntensity", "FeatGradient"}
+# Every operation has a GPU kernel since the sixth session (a run leaves to
+# the cores only one whose GPU output differed from the CPU's).
+GPU_ABLE = set(DEPS)
 
 
 def analyse(name, rows):
@@ -107,6 +110,17 @@ def analyse(name, rows):
             prev = max(prev, e)
     if gpus:
         gbusy["staging before an upload"] = blocked
+    # Re-uploads: uploads of a datum the GPU had sent down earlier in the
+    # run (it dropped its copy and needed it again).
+    down_seen, reup = set(), 0
+    for r in sorted((r for r in rows if r["unit"] in gpus and r["what"] in ("up", "down")), key=lambda r: float(r["start_ms"])):
+        if r["what"] == "down":
+            down_seen.add(r["op"])
+        elif r["op"] in down_seen:
+            reup += 1
+    if gpus:
+        stage += "; %d uploads, %d of data the GPU had sent down before" % (
+            sum(1 for r in rows if r["unit"] in gpus and r["what"] == "up"), reup)
     parts = ", ".join("%s %.1f s (%.0f%%)" % (k, v / 1e3, 100 * v / cap) for k, v in idle.items())
     g = ", ".join("%s %.0f%%" % (k, 100 * v / end / max(1, len(gpus))) for k, v in sorted(gbusy.items()))
     print("%s: makespan %.2f s, %d cores idle %.1f core-s (%.0f%% of cores x makespan): %s; GPU: %s%s" %
