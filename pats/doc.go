@@ -26,7 +26,8 @@
 //   - Locality: after an operation on a GPU, prefer a ready operation reading
 //     data already in that GPU's memory; with PATS, only if its speedup Sd
 //     satisfies Sd >= Sq * (1 - TransferImpact), Sq being the best speedup
-//     of the others.
+//     of the others. The GPU keeps its copies for later readers, within
+//     half its memory.
 //   - TransferAware: PATS ranks by an effective speedup that counts the
 //     data a GPU placement moves and the inputs still to be staged,
 //     (C + S) / (G + X + S): the CPU time saved per unit of GPU time.
