@@ -138,7 +138,7 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 			plan.trySlabFirst(deviceBudget(cfg, off))
 			rep.Plan = plan
 		}
-		if tune.slabLead > 0 && plan.trySlabLead(deviceBudget(cfg, off), tune.slabLead) {
+		if plan.trySlabLead(deviceBudget(cfg, off), tune.slabLead) {
 			rep.Plan = plan
 		}
 		pins = pinOperands(off, tune, &plan, others)

@@ -660,19 +660,8 @@ func (sc *scheduler) take(w *worker, n *node) action {
 	// node that a core can run reads, the oldest copies going when the
 	// GPU's memory bound needs the room (keepRoom); without, it is
 	// evicted.
-	var need int64
-	for _, d := range n.reads {
-		if d.gpus&w.bit() == 0 {
-			need += d.bytes
-		}
-	}
-	for _, d := range n.writes {
-		need += d.bytes
-	}
 	if sc.cfg.Locality {
-		sc.keepRoom(w, n, need, &a.evict)
-	}
-	if sc.cfg.Locality {
+		sc.keepRoom(w, n, &a.evict)
 		var cpuReads map[*datum]bool // built on first need
 		for _, d := range w.resident {
 			if w.pins[d] != 0 || d.hostValid || d.transit || !sc.needed(d) || slices.Contains(n.reads, d) {
@@ -713,13 +702,22 @@ func (sc *scheduler) take(w *worker, n *node) action {
 func keepBound(w *worker) int64 { return w.dev.Memory() / 2 }
 
 // keepRoom evicts the oldest copies in w's memory that n does not read and
-// no node in flight holds until need more bytes fit within keepBound.
-func (sc *scheduler) keepRoom(w *worker, n *node, need int64, downloads *[]*datum) {
+// no node in flight holds until n's uploads and outputs fit within
+// keepBound.
+func (sc *scheduler) keepRoom(w *worker, n *node, downloads *[]*datum) {
 	bound := keepBound(w)
 	if bound <= 0 {
 		return
 	}
-	var held int64
+	var need, held int64
+	for _, d := range n.reads {
+		if d.gpus&w.bit() == 0 {
+			need += d.bytes
+		}
+	}
+	for _, d := range n.writes {
+		need += d.bytes
+	}
 	for _, d := range w.resident {
 		held += d.bytes
 	}
