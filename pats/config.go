@@ -83,7 +83,9 @@ type Config struct {
 	// process and download, so that the inputs of the next operation and the
 	// outputs of the previous one move while the current one computes; it
 	// also stages the storage inputs of a flow in the background as soon as
-	// the flow is admitted, instead of when its first reader runs.
+	// the flow is admitted, instead of when its first reader runs. A GPU
+	// unit that queues its uploads ([Queuer]) is driven by one goroutine,
+	// others by an upload goroutine beside a compute goroutine.
 	Prefetch bool
 	// StageAhead stages the storage inputs of a flow in the background as
 	// soon as the flow is admitted (as Prefetch does), without Prefetch's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gohtgs/htgs/device"
 )
@@ -22,9 +23,14 @@ func (hostGPU) Memory() int64     { return 1 << 20 }
 // "device memory" is a map: the GPU implementation reads its input from
 // there, so a missing upload fails the flow, and a missing download leaves
 // the host value stale, which the CPU step that follows would see.
+//
+// With queue, uploads go through DeviceUnit.Queue and land in device
+// memory only when the manager waits for them, so an operation run before
+// its uploads were waited for finds its input missing.
 func TestDeviceUnit(t *testing.T) {
-	for _, prefetch := range []bool{false, true} {
-		t.Run(fmt.Sprintf("prefetch=%v", prefetch), func(t *testing.T) {
+	for _, c := range []struct{ prefetch, queue bool }{{false, false}, {true, false}, {true, true}} {
+		prefetch := c.prefetch
+		t.Run(fmt.Sprintf("prefetch=%v,queue=%v", prefetch, c.queue), func(t *testing.T) {
 			var mu sync.Mutex
 			host := map[string]int{}
 			dev := map[string]int{}
@@ -47,6 +53,16 @@ func TestDeviceUnit(t *testing.T) {
 					}
 					return nil
 				},
+			}
+			queued := 0
+			if c.queue {
+				u.Queue = func(_ context.Context, d Data) (Pending, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					queued++
+					v := host[d.Key]
+					return lazyCopy(func() { mu.Lock(); dev[d.Key] = v; mu.Unlock() }), nil
+				}
 			}
 			double := &Op[string]{Name: "double", Speedup: 10, Impls: map[device.Kind]Impl[string]{
 				device.GPU: func(_ context.Context, d device.Device, tile string) error {
@@ -107,9 +123,17 @@ func TestDeviceUnit(t *testing.T) {
 			if o, _ := m.Report().Op("double"); o.GPU != 5 {
 				t.Errorf("double ran %d times on the GPU, want 5", o.GPU)
 			}
+			if c.queue && queued != 5 {
+				t.Errorf("%d uploads queued, want 5", queued)
+			}
 		})
 	}
 }
+
+// lazyCopy is a queued upload that copies when waited for.
+type lazyCopy func()
+
+func (c lazyCopy) Wait(context.Context) error { c(); return nil }
 
 func TestDeviceUnitErrors(t *testing.T) {
 	ctx := context.Background()
@@ -126,5 +150,69 @@ func TestDeviceUnitErrors(t *testing.T) {
 	}
 	if u.Name() != "fakegpu0" || u.Kind() != device.GPU || u.Memory() != 1<<20 || u.ID() != 0 {
 		t.Error("DeviceUnit does not report its Device")
+	}
+	if u.QueuesUploads() {
+		t.Error("a DeviceUnit without Queue queues uploads")
+	}
+	u.Queue = func(context.Context, Data) (Pending, error) { return Completed(nil), nil }
+	if !u.QueuesUploads() {
+		t.Error("a DeviceUnit with Queue does not queue uploads")
+	}
+	if _, err := u.QueueUpload(ctx, Data{}); !errors.Is(err, boom) {
+		t.Errorf("QueueUpload with a failing Bind: %v", err)
+	}
+	if p, err := (DeviceUnit{Device: hostGPU{}}).QueueUpload(ctx, Data{}); err != nil || p.Wait(ctx) == nil {
+		t.Errorf("QueueUpload without Queue or Transfer: %v, then waits without the Transfer error", err)
+	}
+}
+
+// TestSimQueuesUploads checks the simulated GPUs of Machine.Units: they
+// queue uploads on one engine, each copy taking its modelled time after
+// the one before (lower bounds only: a slow machine may take longer), and
+// other simulated units do not queue.
+func TestSimQueuesUploads(t *testing.T) {
+	units := Machine{CPUs: 1, GPUs: 1, Bandwidth: 1e6}.Units(1)
+	gpu, ok := units[1].(Queuer)
+	if !ok || !gpu.QueuesUploads() {
+		t.Fatal("the GPU of Machine.Units does not queue its uploads")
+	}
+	if q, ok := units[0].(Queuer); ok && q.QueuesUploads() {
+		t.Error("a CPU of Machine.Units queues uploads")
+	}
+	if (Sim{Type: device.GPU}).QueuesUploads() {
+		t.Error("a Sim not made by Machine.Units queues uploads")
+	}
+	ctx := context.Background()
+	start := time.Now()
+	var ps []Pending
+	for range 2 {
+		p, err := gpu.QueueUpload(ctx, Data{Key: "x", Bytes: 10_000}) // 10 ms each
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if queued := time.Since(start); queued > 10*time.Millisecond {
+		t.Logf("queueing took %v (a loaded machine?)", queued)
+	}
+	if err := ps[0].Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Since(start)
+	if err := ps[1].Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := time.Since(start)
+	if first < 10*time.Millisecond || second < 20*time.Millisecond {
+		t.Errorf("copies completed after %v and %v, want at least 10 ms and 20 ms", first, second)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	p, err := gpu.QueueUpload(ctx, Data{Key: "y", Bytes: 1_000_000}) // 1 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(cancelled); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait with a cancelled context: %v", err)
 	}
 }

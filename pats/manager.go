@@ -19,8 +19,10 @@ var ErrClosed = errors.New("pats: manager closed")
 // Manager is a worker resource manager: it owns one worker goroutine per
 // processing unit (CPU core or GPU) and runs the ready operation instances
 // of every flow submitted to it, choosing for each idle worker according to
-// its Config. A GPU worker with Prefetch is three goroutines (upload,
-// compute, download) that pipeline consecutive operations.
+// its Config. A GPU worker with Prefetch pipelines consecutive
+// operations: one goroutine queues the next operation's uploads and runs
+// the current one if the unit is a [Queuer], else an upload goroutine
+// runs beside a compute goroutine; a download goroutine runs beside either.
 //
 // Submit, Report and Close may be called from any goroutine.
 type Manager struct {
@@ -207,6 +209,8 @@ func Start(ctx context.Context, cfg Config, units ...Unit) (*Manager, error) {
 		switch {
 		case w.gpu < 0:
 			go m.cpuWorker(w, units[i])
+		case cfg.Prefetch && queues(units[i]):
+			go m.gpuQueued(w, units[i].(Queuer))
 		case cfg.Prefetch:
 			go m.gpuPipelined(w, units[i])
 		default:
@@ -510,6 +514,7 @@ func (m *Manager) dispatch() {
 			if n := m.sched.pick(w); n != nil {
 				a := m.sched.take(w, n)
 				w.assigned = &a
+				w.offered.Store(true)
 			} else if w.gpu >= 0 && w.inflight == 0 {
 				if fl := m.sched.flush(w); len(fl) > 0 {
 					w.flushed = fl
@@ -558,6 +563,7 @@ func (m *Manager) next(w *worker) (a action, flush []*datum, ok bool) {
 		switch {
 		case w.assigned != nil:
 			a, w.assigned, w.waiting = *w.assigned, nil, false
+			w.offered.Store(false)
 			return a, nil, true
 		case w.flushed != nil:
 			flush, w.flushed, w.waiting = w.flushed, nil, false
@@ -579,20 +585,8 @@ func (m *Manager) prepare(w *worker, u Unit, a action) (skip bool, err error) {
 	if skip {
 		return true, nil
 	}
-	for _, d := range a.n.reads {
-		if d.external && d.store != nil {
-			t0 := time.Now()
-			staged, err := d.stage.do(m.ctx, d.store)
-			if err != nil {
-				return false, m.nodeErr(w, a.n, fmt.Errorf("stage %q: %w", d.key, err))
-			}
-			m.mu.Lock()
-			if staged {
-				m.sched.stagedIn(d.bytes, time.Since(t0))
-			}
-			d.staged = true
-			m.mu.Unlock()
-		}
+	if err := m.stageInputs(w, a.n); err != nil {
+		return false, err
 	}
 	for _, d := range a.upload {
 		t0 := time.Now()
@@ -606,12 +600,35 @@ func (m *Manager) prepare(w *worker, u Unit, a action) (skip bool, err error) {
 	return false, nil
 }
 
+// stageInputs stages n's inputs that are still in storage (when not
+// prefetched: with Prefetch a node is eligible only once they are staged).
+func (m *Manager) stageInputs(w *worker, n *node) error {
+	for _, d := range n.reads {
+		if d.external && d.store != nil {
+			t0 := time.Now()
+			staged, err := d.stage.do(m.ctx, d.store)
+			if err != nil {
+				return m.nodeErr(w, n, fmt.Errorf("stage %q: %w", d.key, err))
+			}
+			m.mu.Lock()
+			if staged {
+				m.sched.stagedIn(d.bytes, time.Since(t0))
+			}
+			d.staged = true
+			m.mu.Unlock()
+		}
+	}
+	return nil
+}
+
 func (m *Manager) nodeErr(w *worker, n *node, err error) error {
 	return fmt.Errorf("pats: flow %q: step %d (%s) on %s: %w", n.fl.f.name, n.step.index, n.step.op, w.dev.Name(), err)
 }
 
 // compute runs a node's implementation on u, turning panics into errors.
-func (m *Manager) compute(w *worker, u Unit, n *node) (dur time.Duration, err error) {
+// ctx is m.ctx, or one derived from it (gpuQueued's, with its
+// WhileComputing function).
+func (m *Manager) compute(ctx context.Context, w *worker, u Unit, n *node) (dur time.Duration, err error) {
 	impl := n.step.impl(w.kind)
 	start := time.Now()
 	func() {
@@ -620,7 +637,7 @@ func (m *Manager) compute(w *worker, u Unit, n *node) (dur time.Duration, err er
 				err = &task.PanicError{Value: p, Stack: debug.Stack()}
 			}
 		}()
-		err = u.Run(m.ctx, func(ctx context.Context) error { return impl(ctx, w.dev) }, n.step.cost)
+		err = u.Run(ctx, func(ctx context.Context) error { return impl(ctx, w.dev) }, n.step.cost)
 	}()
 	dur = time.Since(start)
 	if err != nil {
@@ -666,7 +683,7 @@ func (m *Manager) cpuWorker(w *worker, u Unit) {
 		var dur time.Duration
 		skip, err := m.prepare(w, u, a)
 		if !skip && err == nil {
-			dur, err = m.compute(w, u, a.n)
+			dur, err = m.compute(m.ctx, w, u, a.n)
 		}
 		m.finish(w, a.n, dur, err)
 	}
@@ -689,7 +706,7 @@ func (m *Manager) gpuSerial(w *worker, u Unit) {
 		var dur time.Duration
 		skip, err := m.prepare(w, u, a)
 		if !skip && err == nil {
-			dur, err = m.compute(w, u, a.n)
+			dur, err = m.compute(m.ctx, w, u, a.n)
 		}
 		m.download(u, m.finish(w, a.n, dur, err))
 	}
@@ -719,7 +736,7 @@ func (m *Manager) gpuPipelined(w *worker, u Unit) {
 			var dur time.Duration
 			err := p.err
 			if !p.skip && err == nil {
-				dur, err = m.compute(w, u, p.a.n)
+				dur, err = m.compute(m.ctx, w, u, p.a.n)
 			}
 			if downs := m.finish(w, p.a.n, dur, err); len(downs) > 0 {
 				downCh <- downs
@@ -749,4 +766,213 @@ func (m *Manager) gpuPipelined(w *worker, u Unit) {
 	}
 	close(computeCh)
 	inner.Wait()
+}
+
+// queues reports whether u is a GPU unit whose uploads can be queued.
+func queues(u Unit) bool {
+	q, ok := u.(Queuer)
+	return ok && u.Kind() == device.GPU && q.QueuesUploads()
+}
+
+// queuedOp is an operation whose uploads are queued, waiting to run.
+type queuedOp struct {
+	a       action
+	pending []Pending
+	skip    bool  // its flow has failed
+	err     error // queueing an upload failed
+}
+
+// gpuQueued runs a GPU whose uploads are queued ([Queuer]) from one
+// goroutine: it takes the next operation and queues its uploads, then runs
+// the current one, so that the copies proceed on the device beside the
+// computation; a download goroutine moves evicted data and results back.
+// The worker waits for work only with nothing queued; while it computes it
+// stays waiting for the dispatcher, and if the unit calls the
+// WhileComputing function as it waits for its device, the worker takes an
+// operation given to it meanwhile and queues its uploads then.
+func (m *Manager) gpuQueued(w *worker, u Queuer) {
+	defer m.wg.Done()
+	downCh := make(chan []*datum, 16)
+	var inner sync.WaitGroup
+	inner.Add(1)
+	go func() {
+		defer inner.Done()
+		for ds := range downCh {
+			m.download(u, ds)
+		}
+	}()
+	var cur, nxt *queuedOp
+	// take queues the uploads of a, the next operation.
+	take := func(a action) {
+		if len(a.evict) > 0 {
+			downCh <- a.evict
+		}
+		nxt = m.queueInputs(w, u, a)
+	}
+	// poll takes the next operation if the dispatcher has one for w, and
+	// otherwise leaves w waiting for one.
+	poll := func() {
+		if a, flush, got := m.poll(w); flush != nil {
+			downCh <- flush // not while an operation is in flight: none
+		} else if got {
+			take(a)
+		}
+	}
+	// A unit that calls WhileComputing gets its next operation polled
+	// there, the dispatcher's work overlapping the device's; for one that
+	// does not, the worker polls before it runs the current operation.
+	served, polled := false, false
+	serve := func() {
+		served = true
+		switch {
+		case nxt != nil:
+		case !polled:
+			polled = true
+			poll()
+		case w.offered.Load():
+			if a, ok := m.takeOffered(w); ok {
+				take(a)
+			}
+		}
+	}
+	ctx := context.WithValue(m.ctx, serveKey{}, serve)
+	for {
+		if cur == nil {
+			a, flush, ok := m.next(w)
+			if !ok {
+				break
+			}
+			if flush != nil {
+				downCh <- flush
+				continue
+			}
+			nxt = nil
+			take(a)
+			cur = nxt
+		}
+		nxt, polled = nil, false
+		if !served {
+			polled = true
+			poll()
+		}
+		served = false
+		if downs := m.runQueued(ctx, w, u, cur); len(downs) > 0 {
+			downCh <- downs
+		}
+		if !polled {
+			poll() // the unit did not call WhileComputing this time
+		}
+		cur = nxt
+	}
+	close(downCh)
+	inner.Wait()
+}
+
+// serveKey is the context key of a queued GPU worker's WhileComputing
+// function.
+type serveKey struct{}
+
+// WhileComputing returns the function that a GPU unit's Run may call, as
+// often as it likes and on the goroutine that called Run, while it waits
+// for its device to compute. With Config.Prefetch and a [Queuer] unit the
+// manager's worker then takes an operation that the dispatcher gave it
+// meanwhile and queues its uploads, so that they copy during the
+// computation (the worker otherwise queues them after Run returns). The
+// function costs an atomic load when there is nothing to take. Outside
+// such a Run it does nothing.
+func WhileComputing(ctx context.Context) func() {
+	if f := serveOf(ctx); f != nil {
+		return f
+	}
+	return func() {}
+}
+
+// serveOf returns ctx's WhileComputing function, nil if it has none.
+func serveOf(ctx context.Context) func() {
+	f, _ := ctx.Value(serveKey{}).(func())
+	return f
+}
+
+// poll is next without the wait: it returns what the dispatcher gave w,
+// if anything, and otherwise leaves w waiting, so that the dispatcher can
+// give it the next operation while its unit computes.
+func (m *Manager) poll(w *worker) (a action, flush []*datum, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.assigned == nil && w.flushed == nil && !m.exiting() {
+		w.waiting = true
+		m.changed()
+	}
+	switch {
+	case w.assigned != nil:
+		a, w.assigned, w.waiting = *w.assigned, nil, false
+		w.offered.Store(false)
+		return a, nil, true
+	case w.flushed != nil:
+		flush, w.flushed, w.waiting = w.flushed, nil, false
+		return action{}, flush, false
+	}
+	return action{}, nil, false
+}
+
+// takeOffered returns the operation the dispatcher gave w, if any,
+// without changing anything else: w, computing, stays waiting otherwise.
+func (m *Manager) takeOffered(w *worker) (action, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.assigned == nil {
+		return action{}, false
+	}
+	a := *w.assigned
+	w.assigned, w.waiting = nil, false
+	w.offered.Store(false)
+	return a, true
+}
+
+// queueInputs stages a's storage inputs (when not prefetched) and queues
+// their uploads to u.
+func (m *Manager) queueInputs(w *worker, u Queuer, a action) *queuedOp {
+	q := &queuedOp{a: a}
+	m.mu.Lock()
+	q.skip = a.n.fl.err != nil
+	m.mu.Unlock()
+	if q.skip {
+		return q
+	}
+	if q.err = m.stageInputs(w, a.n); q.err != nil {
+		return q
+	}
+	for _, d := range a.upload {
+		p, err := u.QueueUpload(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store})
+		if err != nil {
+			q.err = m.nodeErr(w, a.n, fmt.Errorf("upload %q: %w", d.key, err))
+			break
+		}
+		q.pending = append(q.pending, p)
+	}
+	return q
+}
+
+// runQueued waits for q's uploads, runs q's operation on u, hands it to the
+// scheduler and returns the downloads to do. It waits for every queued
+// copy, even after one failed, so that none is still writing when the
+// operation's memory is released. Queued uploads do not time the
+// scheduler's transfer rate (the downloads and unqueued moves do).
+func (m *Manager) runQueued(ctx context.Context, w *worker, u Queuer, q *queuedOp) []*datum {
+	err := q.err
+	for i, p := range q.pending {
+		if werr := p.Wait(m.ctx); werr != nil && err == nil {
+			err = m.nodeErr(w, q.a.n, fmt.Errorf("upload %q: %w", q.a.upload[i].key, werr))
+		}
+	}
+	var dur time.Duration
+	if !q.skip && err == nil {
+		m.mu.Lock()
+		skip := q.a.n.fl.err != nil // failed while the copies ran
+		m.mu.Unlock()
+		if !skip {
+			dur, err = m.compute(ctx, w, u, q.a.n)
+		}
+	}
+	return m.finish(w, q.a.n, dur, err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -524,4 +525,183 @@ func TestTaskInGraph(t *testing.T) {
 	if r := m.Report(); r.Flows != 6 {
 		t.Errorf("manager ran %d flows, want 6", r.Flows)
 	}
+}
+
+// queueGPU is a fakeGPU whose uploads are queued ([Queuer]): QueueUpload
+// records "queue:KEY" and returns a copy that completes once release(KEY)
+// is called (or fails with failWait[KEY]); it also records the goroutine
+// of every QueueUpload and Run.
+type queueGPU struct {
+	fakeGPU
+	mu        sync.Mutex
+	gates     map[string]chan struct{}
+	failQueue map[string]error
+	failWait  map[string]error
+	gids      map[string]bool
+}
+
+func newQueueGPU(j *journal) *queueGPU {
+	return &queueGPU{fakeGPU: fakeGPU{j: j}, gates: map[string]chan struct{}{}, failQueue: map[string]error{}, failWait: map[string]error{}, gids: map[string]bool{}}
+}
+
+func (g *queueGPU) gate(key string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, ok := g.gates[key]
+	if !ok {
+		c = make(chan struct{})
+		g.gates[key] = c
+	}
+	return c
+}
+
+func (g *queueGPU) release(key string) { close(g.gate(key)) }
+
+func (g *queueGPU) noteGoroutine() {
+	buf := make([]byte, 64)
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:runtime.Stack(buf, false)]), "goroutine "), " ")
+	g.mu.Lock()
+	g.gids[id] = true
+	g.mu.Unlock()
+}
+
+func (g *queueGPU) QueuesUploads() bool { return true }
+
+func (g *queueGPU) QueueUpload(_ context.Context, d Data) (Pending, error) {
+	g.noteGoroutine()
+	g.mu.Lock()
+	qerr, werr := g.failQueue[d.Key], g.failWait[d.Key]
+	g.mu.Unlock()
+	if qerr != nil {
+		return nil, qerr
+	}
+	g.j.add("queue:%s", d.Key)
+	c := g.gate(d.Key)
+	return waitGate(func(ctx context.Context) error {
+		select {
+		case <-c:
+			return werr
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("the manager waited for %s's upload before releasing it", d.Key)
+		}
+	}), nil
+}
+
+func (g *queueGPU) Run(ctx context.Context, impl func(context.Context) error, c Cost) error {
+	g.noteGoroutine()
+	return g.fakeGPU.Run(ctx, impl, c)
+}
+
+type waitGate func(context.Context) error
+
+func (w waitGate) Wait(ctx context.Context) error { return w(ctx) }
+
+// TestManagerQueuedUploadOverlapsCompute checks that a Queuer GPU with
+// Prefetch is driven from one goroutine that queues the next operation's
+// upload before it runs the current one, and runs the current one while
+// that upload is still in progress (B's upload completes only once A
+// runs: a manager that waited for it first would time out).
+func TestManagerQueuedUploadOverlapsCompute(t *testing.T) {
+	var j journal
+	gpu := newQueueGPU(&j)
+	gpu.release("inA")
+	gpu.onRun = func(context.Context) error {
+		if j.index("pair:A") < 0 && j.index("pair:B") < 0 {
+			gpu.release("inB") // A is running: B's copy may now complete
+		}
+		return nil
+	}
+	m := startManager(t, Config{Prefetch: true}, gpu)
+	f := NewFlow("pair")
+	Add(f, gpuOnlyOp(&j, "A"), "pair", Reads(d("inA", 8)))
+	Add(f, gpuOnlyOp(&j, "B"), "pair", Reads(d("inB", 8)))
+	if err := submit(t, m, f).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := j.list()
+	want := []string{"queue:inA", "queue:inB", "pair:A", "pair:B"}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if len(gpu.gids) != 1 {
+		t.Errorf("QueueUpload and Run were called from %d goroutines, want one", len(gpu.gids))
+	}
+}
+
+// TestManagerQueuedServesWhileComputing checks that a Queuer GPU whose
+// Run calls WhileComputing gets its next operation taken and its upload
+// queued there, during the current operation (from its second: the
+// worker learns from the first that the unit calls it), and that
+// WhileComputing elsewhere does nothing.
+func TestManagerQueuedServesWhileComputing(t *testing.T) {
+	WhileComputing(context.Background())() // no worker: nothing happens
+	var j journal
+	gpu := newQueueGPU(&j)
+	for _, k := range []string{"inA", "inB", "inC"} {
+		gpu.release(k)
+	}
+	var during []string // the uploads queued during each Run
+	gpu.onRun = func(ctx context.Context) error {
+		n := len(j.list())
+		WhileComputing(ctx)()
+		WhileComputing(ctx)()
+		during = append(during, strings.Join(j.list()[n:], " "))
+		return nil
+	}
+	m := startManager(t, Config{Prefetch: true}, gpu)
+	f := NewFlow("f")
+	for _, op := range []string{"A", "B", "C"} {
+		Add(f, gpuOnlyOp(&j, op), "f", Reads(d("in"+op, 8)))
+	}
+	if err := submit(t, m, f).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"", "queue:inC", ""}; !slices.Equal(during, want) {
+		t.Errorf("uploads queued during each Run: %q, want %q (events %q)", during, want, j.list())
+	}
+	if len(gpu.gids) != 1 {
+		t.Errorf("QueueUpload and Run were called from %d goroutines, want one", len(gpu.gids))
+	}
+}
+
+// TestManagerQueuedUploadErrors checks that a failure to queue an upload,
+// or of the queued copy, fails the flow with an error that names the
+// datum, the step and the unit, and that the worker goes on.
+func TestManagerQueuedUploadErrors(t *testing.T) {
+	for _, waitFails := range []bool{false, true} {
+		var j journal
+		gpu := newQueueGPU(&j)
+		boom := errors.New("boom")
+		if waitFails {
+			gpu.failWait["bad"] = boom
+		} else {
+			gpu.failQueue["bad"] = boom
+		}
+		gpu.release("bad")
+		gpu.release("good")
+		m := startManager(t, Config{Prefetch: true}, gpu)
+		bad := NewFlow("bad")
+		Add(bad, gpuOnlyOp(&j, "A"), "bad", Reads(d("bad", 8)))
+		err := submit(t, m, bad).Wait(context.Background())
+		if !errors.Is(err, boom) || !strings.Contains(err.Error(), `upload "bad"`) ||
+			!strings.Contains(err.Error(), "fake-gpu") || !strings.Contains(err.Error(), "(A)") {
+			t.Errorf("waitFails=%v: error %v", waitFails, err)
+		}
+		if j.index("bad:A") >= 0 {
+			t.Errorf("waitFails=%v: A ran without its input", waitFails)
+		}
+		good := NewFlow("good")
+		Add(good, gpuOnlyOp(&j, "A"), "good", Reads(d("good", 8)))
+		if err := submit(t, m, good).Wait(context.Background()); err != nil {
+			t.Errorf("waitFails=%v: the next flow failed: %v", waitFails, err)
+		}
+	}
+}
+
+// gpuOnlyOp returns a GPU-only operation that records "flow:name".
+func gpuOnlyOp(j *journal, name string) *Op[string] {
+	return &Op[string]{Name: name, Impls: map[device.Kind]Impl[string]{device.GPU: func(_ context.Context, _ device.Device, flow string) error {
+		j.add("%s:%s", flow, name)
+		return nil
+	}}}
 }

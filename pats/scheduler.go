@@ -3,6 +3,7 @@ package pats
 import (
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/gohtgs/htgs/device"
@@ -92,6 +93,7 @@ type worker struct {
 	waiting  bool
 	assigned *action
 	flushed  []*datum
+	offered  atomic.Bool // assigned is set: read without m.mu by a computing worker
 }
 
 func (w *worker) bit() uint64 { return 1 << uint(w.gpu) }

@@ -70,10 +70,12 @@ type Sim struct {
 	clock *simClock // overshoot carried between waits; nil: none
 }
 
-// simClock carries, per engine, the time a unit has overslept.
+// simClock carries, per engine, the time a unit has overslept, and when
+// its upload engine is free of the uploads queued so far.
 type simClock struct {
-	mu   sync.Mutex
-	debt [3]time.Duration
+	mu     sync.Mutex
+	debt   [3]time.Duration
+	upFree time.Time
 }
 
 // Engines of a simulated unit, for the overshoot accounting.
@@ -146,7 +148,41 @@ func (s Sim) Run(ctx context.Context, impl func(context.Context) error, c Cost) 
 	if err := impl(ctx); err != nil {
 		return err
 	}
-	return s.wait(ctx, engCompute, start, s.scale(s.compute(c)))
+	d := s.scale(s.compute(c))
+	if serve := serveOf(ctx); serve != nil && s.clock != nil {
+		return s.waitServing(ctx, start, d, serve)
+	}
+	return s.wait(ctx, engCompute, start, d)
+}
+
+// serveEvery is how often a simulated GPU computing for a queued worker
+// calls its WhileComputing function.
+const serveEvery = 200 * time.Microsecond
+
+// waitServing is wait for the compute engine, calling serve at least every
+// serveEvery, as a GPU unit calls WhileComputing while it waits.
+func (s Sim) waitServing(ctx context.Context, start time.Time, d time.Duration, serve func()) error {
+	s.clock.mu.Lock()
+	pay := min(s.clock.debt[engCompute], d)
+	s.clock.debt[engCompute] -= pay
+	s.clock.mu.Unlock()
+	target := start.Add(d - pay)
+	for {
+		serve()
+		now := time.Now()
+		if !now.Before(target) {
+			break
+		}
+		if err := sleepUntil(ctx, now.Add(min(target.Sub(now), serveEvery))); err != nil {
+			return err
+		}
+	}
+	if over := time.Since(target); over > 0 {
+		s.clock.mu.Lock()
+		s.clock.debt[engCompute] += over
+		s.clock.mu.Unlock()
+	}
+	return nil
 }
 
 // Move waits for the scaled modelled transfer time of d.
@@ -157,6 +193,35 @@ func (s Sim) Move(ctx context.Context, d Data, toDevice bool) error {
 	}
 	return s.wait(ctx, eng, time.Now(), s.scale(s.transfer(d.Bytes)))
 }
+
+// QueuesUploads reports whether s queues its uploads ([Queuer]): the GPUs
+// made by Machine.Units do.
+func (s Sim) QueuesUploads() bool { return s.Type == device.GPU && s.clock != nil }
+
+// QueueUpload queues d on the unit's upload engine, which copies one datum
+// after another, each in its scaled modelled time; the Pending's Wait
+// sleeps until the copy's modelled end. A unit that does not queue
+// (QueuesUploads) moves d at once, as Move does.
+func (s Sim) QueueUpload(ctx context.Context, d Data) (Pending, error) {
+	if !s.QueuesUploads() {
+		return Completed(s.Move(ctx, d, true)), nil
+	}
+	now := time.Now()
+	s.clock.mu.Lock()
+	start := s.clock.upFree
+	if start.Before(now) {
+		start = now
+	}
+	end := start.Add(s.scale(s.transfer(d.Bytes)))
+	s.clock.upFree = end
+	s.clock.mu.Unlock()
+	return simPending(end), nil
+}
+
+// simPending is a simulated upload, complete at its time.
+type simPending time.Time
+
+func (p simPending) Wait(ctx context.Context) error { return sleepUntil(ctx, time.Time(p)) }
 
 func sleepUntil(ctx context.Context, t time.Time) error {
 	d := time.Until(t)
@@ -210,7 +275,8 @@ type Machine struct {
 }
 
 // Units returns the machine's units for the real-time manager, CPUs first,
-// with every modelled time multiplied by scale (0 means 1).
+// with every modelled time multiplied by scale (0 means 1). Its GPUs queue
+// their uploads ([Queuer]), as the simulator's upload engine does.
 func (m Machine) Units(scale float64) []Unit {
 	var us []Unit
 	for _, s := range m.sims() {
