@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/gohtgs/htgs/cuda"
@@ -526,11 +527,76 @@ func (r *jobRegistry) transfer(a accel) func(context.Context, pats.Data, bool) e
 	}
 }
 
-// accelUnits returns a pats unit per accelerator.
-func (r *jobRegistry) accelUnits(accels []accel) []pats.Unit {
+// queue returns the Queue function of a's unit: it queues the upload
+// when a can (uploadQueuer, from its page-locked memory) and otherwise
+// uploads at once.
+func (r *jobRegistry) queue(a accel) func(context.Context, pats.Data) (pats.Pending, error) {
+	return func(ctx context.Context, d pats.Data) (pats.Pending, error) {
+		name, k, ok := strings.Cut(d.Key, "/")
+		if !ok {
+			return nil, fmt.Errorf("datum key %q names no tile", d.Key)
+		}
+		j, err := r.get(name)
+		if err != nil {
+			return nil, err
+		}
+		host, err := j.hostBytes(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		b, err := j.dev.ensure(a, k, int64(len(host)))
+		if err != nil {
+			return nil, err
+		}
+		if q, ok := a.(uploadQueuer); ok {
+			wait, err := q.queueUpload(ctx, b, host)
+			if err != nil {
+				return nil, err
+			}
+			if wait == nil {
+				return pats.Completed(nil), nil
+			}
+			return &queuedUpload{wait: wait}, nil
+		}
+		return pats.Completed(a.upload(ctx, b, host)), nil
+	}
+}
+
+// uploadQueuer is an accelerator that can queue an upload: the copy runs
+// on the device while the caller goes on. wait waits for it and returns
+// when the device ran it; wait is nil if the copy was made at once.
+type uploadQueuer interface {
+	queueUpload(ctx context.Context, dst gpuBuf, src []byte) (wait func() (copySpan, error), err error)
+}
+
+// copySpan is when a device ran a copy, on the host's clock (zero:
+// unknown).
+type copySpan struct{ start, end time.Time }
+
+// queuedUpload is an upload queued by an uploadQueuer (a pats.Pending).
+type queuedUpload struct {
+	wait func() (copySpan, error)
+	span copySpan // once waited for
+}
+
+// Wait waits for the copy, whatever ctx: its memory must not be released
+// while it runs.
+func (q *queuedUpload) Wait(context.Context) error {
+	s, err := q.wait()
+	q.span = s
+	return err
+}
+
+// accelUnits returns a pats unit per accelerator; with queue, the units
+// queue their uploads (pats.Queuer).
+func (r *jobRegistry) accelUnits(accels []accel, queue bool) []pats.Unit {
 	var us []pats.Unit
 	for _, a := range accels {
-		us = append(us, pats.DeviceUnit{Device: a, Bind: a.bind(), Transfer: r.transfer(a)})
+		u := pats.DeviceUnit{Device: a, Bind: a.bind(), Transfer: r.transfer(a)}
+		if queue {
+			u.Queue = r.queue(a)
+		}
+		us = append(us, u)
 	}
 	return us
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gohtgs/htgs/cuda"
 	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/pats"
 )
 
 // cudaAccel is a CUDA GPU running the kernels of kernels/pathology.cu. It
@@ -40,7 +41,20 @@ type cudaAccel struct {
 	host         hostPool       // page-locked host memory for the tiles' regions
 	pinMu        sync.Mutex
 	pinned       map[*byte]cuda.HostMem // host's buffers by their first byte
+	// Queued uploads (queueUpload) are timed on the GPU by a pair of
+	// timing events each, from a pool; ref, recorded on the upload stream
+	// when it was idle at refHost, puts their times on the host's clock.
+	evMu    sync.Mutex
+	evFree  []copyEvents
+	evAll   []copyEvents
+	refOnce sync.Once
+	ref     *cuda.Event
+	refHost time.Time
 }
+
+// copyEvents are the timing events recorded before and after a queued
+// copy.
+type copyEvents struct{ start, end *cuda.Event }
 
 // kernelNames returns the kernels of kernels/pathology.cu.
 func kernelNames() []string {
@@ -203,6 +217,113 @@ func (a *cudaAccel) upload(ctx context.Context, dst gpuBuf, src []byte) error {
 	return a.toDev.upload(dst.mem, src)
 }
 
+// queueUpload queues the copy of src, page-locked memory of the pool,
+// into dst on the upload stream, behind the copies queued before it, and
+// returns at once; wait waits for the copy (polling, as await does) and
+// returns when the GPU ran it. src in other memory is copied at once
+// through the pinned ring (wait nil).
+func (a *cudaAccel) queueUpload(ctx context.Context, dst gpuBuf, src []byte) (func() (copySpan, error), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if int64(len(src)) != dst.size {
+		return nil, fmt.Errorf("%s: upload %d bytes into %d", a.Name(), len(src), dst.size)
+	}
+	h, ok := a.pinnedOf(src)
+	if !ok {
+		return nil, a.toDev.upload(dst.mem, src)
+	}
+	a.refOnce.Do(a.setRef)
+	ev, err := a.copyEvents()
+	if err != nil {
+		return nil, err
+	}
+	r := a.toDev
+	r.mu.Lock()
+	err = ev.start.Record(r.s)
+	if err == nil {
+		err = cuda.CopyHtoD(r.s, dst.mem, h)
+	}
+	if err == nil {
+		err = ev.end.Record(r.s)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		_ = r.s.Synchronize() // nothing queued may still use the events
+		a.putEvents(ev)
+		return nil, err
+	}
+	return func() (copySpan, error) {
+		defer a.putEvents(ev)
+		if err := await(ev.end); err != nil {
+			_ = r.s.Synchronize()
+			return copySpan{}, err
+		}
+		return a.span(ev), nil
+	}, nil
+}
+
+// setRef records ref on the idle upload stream and notes the host's time
+// once it completed; on failure the queued copies' spans are unknown.
+func (a *cudaAccel) setRef() {
+	e, err := a.dev.NewTimingEvent()
+	if err != nil {
+		return
+	}
+	if err := e.Record(a.up); err != nil || e.Synchronize() != nil {
+		_ = a.up.Synchronize()
+		_ = e.Close()
+		return
+	}
+	a.ref, a.refHost = e, time.Now()
+}
+
+// span returns when the GPU ran the copy timed by ev, on the host's clock.
+func (a *cudaAccel) span(ev copyEvents) copySpan {
+	if a.ref == nil {
+		return copySpan{}
+	}
+	s, err := ev.start.Since(a.ref)
+	if err != nil {
+		return copySpan{}
+	}
+	e, err := ev.end.Since(a.ref)
+	if err != nil {
+		return copySpan{}
+	}
+	return copySpan{start: a.refHost.Add(s), end: a.refHost.Add(e)}
+}
+
+// copyEvents returns a pair of timing events from the pool, made if none
+// is free.
+func (a *cudaAccel) copyEvents() (copyEvents, error) {
+	a.evMu.Lock()
+	defer a.evMu.Unlock()
+	if n := len(a.evFree); n > 0 {
+		ev := a.evFree[n-1]
+		a.evFree = a.evFree[:n-1]
+		return ev, nil
+	}
+	start, err := a.dev.NewTimingEvent()
+	if err != nil {
+		return copyEvents{}, err
+	}
+	end, err := a.dev.NewTimingEvent()
+	if err != nil {
+		_ = start.Close()
+		return copyEvents{}, err
+	}
+	ev := copyEvents{start, end}
+	a.evAll = append(a.evAll, ev)
+	return ev, nil
+}
+
+func (a *cudaAccel) putEvents(ev copyEvents) {
+	a.evMu.Lock()
+	a.evFree = append(a.evFree, ev)
+	a.evMu.Unlock()
+}
+
 func (a *cudaAccel) download(ctx context.Context, dst []byte, src gpuBuf) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -278,6 +399,21 @@ func chunk(i int, n int64) (off, m int64) {
 // wake-up, and a goroutine that moves data beside the worker (prefetch)
 // does not hold a core from the CPU workers for longer.
 func await(e *cuda.Event) error { return e.Wait(2 * time.Millisecond) }
+
+// awaitServing is await for run's kernels: between its looks at e, while
+// it polls, it calls serve (pats.WhileComputing), with which a queued GPU
+// worker takes its next operation and queues that operation's uploads
+// while the kernels run.
+func awaitServing(e *cuda.Event, serve func()) error {
+	t0 := time.Now()
+	for time.Since(t0) < 2*time.Millisecond {
+		if done, err := e.Done(); err != nil || done {
+			return err
+		}
+		serve()
+	}
+	return e.Synchronize()
+}
 
 // upload copies src into dst and waits for the copy.
 func (r *pinnedRing) upload(dst cuda.DeviceMem, src []byte) (err error) {
@@ -417,6 +553,7 @@ func (a *cudaAccel) reconstruct(ctx context.Context, kernel string, J, I cuda.De
 // every steps.
 func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) error {
 	flag := &cuda.HostSlice[int32](a.flag)[0]
+	serve := pats.WhileComputing(ctx)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -433,7 +570,7 @@ func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) e
 		if err := a.compDone.Record(a.comp); err != nil {
 			return err
 		}
-		if err := await(a.compDone); err != nil {
+		if err := awaitServing(a.compDone, serve); err != nil {
 			return err
 		}
 		if atomic.LoadInt32(flag) == 0 {
@@ -579,7 +716,7 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 	if err := a.compDone.Record(a.comp); err != nil {
 		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
 	}
-	if err := await(a.compDone); err != nil {
+	if err := awaitServing(a.compDone, pats.WhileComputing(ctx)); err != nil {
 		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
 	}
 	return nil
@@ -664,6 +801,13 @@ func (a *cudaAccel) closeParts() error {
 	a.pinned = nil
 	if a.compDone != nil {
 		errs = append(errs, a.compDone.Close())
+	}
+	for _, ev := range a.evAll { // the upload stream is idle
+		errs = append(errs, ev.start.Close(), ev.end.Close())
+	}
+	a.evAll, a.evFree = nil, nil
+	if a.ref != nil {
+		errs = append(errs, a.ref.Close())
 	}
 	for _, s := range []*cuda.Stream{a.up, a.comp, a.down} {
 		if s != nil {

@@ -142,6 +142,24 @@ func TestHardwareRun(t *testing.T) {
 	if !regexp.MustCompile(`outputs are committed to storage at [0-9.]+ GB/s alone, [0-9.]+ GB/s under load`).MatchString(md.String()) {
 		t.Errorf("tables lack the commit rates:\n%s", md.String())
 	}
+	// Both GPU workers of the prefetching configuration (uploads queued
+	// by default; SyncUploads: an upload goroutine) compute what the CPU
+	// does and trace their uploads.
+	for _, sync := range []bool{false, true} {
+		dir := t.TempDir()
+		h := Hardware{CPUs: 2, GPUs: gpus, Tiles: 4, TileSize: 32, Window: 6, Seed: 1, Configs: []string{"dl"}, TraceDir: dir, SyncUploads: sync}
+		res, err := h.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res.Err(); err != nil {
+			t.Errorf("SyncUploads=%v: %v", sync, err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "trace.csv"))
+		if n := regexp.MustCompile(`(?m)^PATS\+DL\+prefetch,[^,]+,up,-1,tile\d+/rgb,`).FindAll(b, -1); err != nil || len(n) == 0 {
+			t.Errorf("SyncUploads=%v: trace.csv (%v) has %d uploads of a tile's RGB, want some", sync, err, len(n))
+		}
+	}
 	for _, bad := range []Hardware{{CPUs: 0, Tiles: 1, TileSize: 8}, {CPUs: 1, Tiles: 1, TileSize: 8, Configs: []string{"nope"}}} {
 		if _, err := bad.Run(context.Background()); err == nil {
 			t.Errorf("%+v: no error", bad)

@@ -184,7 +184,7 @@ type instTimes struct {
 	mu       sync.Mutex
 	cpu, gpu map[instKey]time.Duration
 	t0       time.Time    // the run's start, the origin of events
-	events   []traceEvent // every computation and transfer, in order of their ends
+	events   []traceEvent // every computation and transfer (a queued upload when waited for)
 }
 
 func newInstTimes() *instTimes {

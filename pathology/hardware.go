@@ -46,6 +46,7 @@ type hwSetup struct {
 	regionBuf map[string]int64 // real size of each datum
 	goMemory  bool             // the tiles' regions in Go memory, not the GPU's host memory
 	firstUse  bool             // tiles staged by their first reader's worker (Hardware.StageOnFirstUse)
+	syncUp    bool             // GPU workers wait for each upload (Hardware.SyncUploads)
 }
 
 // calibration is what the sequential pass measured: mean compute time of
@@ -899,16 +900,17 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		if c.est != nil { // the predicted costs, FinishAware's times until the run has its own (as in the simulator)
 			tr.cost = func(i int, o Operation) pats.Cost { return cal.predicted(i, o.Name) }
 		}
-		units := traced(append(pats.CPUUnits(h.cpus), reg.accelUnits(h.accels)...), rec)
+		units := traced(append(pats.CPUUnits(h.cpus), reg.accelUnits(h.accels, !h.syncUp)...), rec)
 		t0 := time.Now()
 		rec.t0 = t0
-		cpu0 := readGoCPU()
+		cpu0, waits0 := readGoCPU(), readSchedWaits()
 		proc0, _ := processCPUTime()
 		results, rep, _, err := tr.run(ctx, s, c.cfg, units)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
 		proc1, _ := processCPUTime()
+		waits := readSchedWaits().sub(waits0)
 		r := hwRun{goCPU: readGoCPU().sub(cpu0), procCPU: proc1 - proc0, name: c.name, cfg: c.cfg, rep: rep, wall: time.Since(t0), estimates: c.est, cpuFactor: rec.cpuFactor(cal)}
 		for _, t := range results {
 			r.nuclei = append(r.nuclei, t.nuclei)
@@ -934,6 +936,10 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		h.logf("%s: CPU time over the run: process %.1f core-s (user and system; %d Ps x %.2f s = %.1f core-s); Go runtime: user %.1f, GC %.1f, scavenger %.1f, idle %.1f core-s (updated at GC cycles); operations on the cores %.1f core-s",
 			c.name, r.procCPU.Seconds(), runtime.GOMAXPROCS(0), r.wall.Seconds(), float64(runtime.GOMAXPROCS(0))*r.wall.Seconds(),
 			r.goCPU.user, r.goCPU.gc, r.goCPU.scavenge, r.goCPU.idle, busyShare(rep, device.CPU)*float64(h.cpus)*rep.Makespan.Seconds())
+		if n, ms1, ms10, total := waits.summary(); n > 0 {
+			h.logf("%s: Go scheduler: goroutines waited for a thread %d times, %d of them 1 ms or more, %d 10 ms or more, %.2f s in all at least (/sched/latencies, which the runtime samples: about one wake-up in 8)",
+				c.name, n, ms1, ms10, total.Seconds())
+		}
 		if h.traceDir != "" {
 			if err := appendTrace(filepath.Join(h.traceDir, "trace.csv"), rec, c.name); err != nil {
 				return nil, err
@@ -1095,8 +1101,12 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	if h.firstUse {
 		staging = "by the worker of its first reader (GPU workers included), but from admission with prefetch"
 	}
-	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d; the tiles' image regions in %s; each tile's RGB staged from storage %s.\n\n",
-		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window, mem, staging)
+	worker := "one goroutine that queues the next operation's uploads and runs the current one"
+	if h.syncUp {
+		worker = "an upload goroutine that waits for each copy beside a compute goroutine"
+	}
+	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d; the tiles' image regions in %s; each tile's RGB staged from storage %s; a prefetching GPU worker is %s.\n\n",
+		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window, mem, staging, worker)
 	load := "not measured (one core): as alone"
 	if cal.loaded > 0 {
 		load = fmt.Sprintf("the mean over %d tiles run at once, one per core", cal.loaded)
@@ -1470,6 +1480,15 @@ type Hardware struct {
 	// instance's input when they instantiate it: no worker, and no GPU,
 	// waits on storage.
 	StageOnFirstUse bool
+	// SyncUploads has a prefetching GPU worker upload on a goroutine of
+	// its own that waits for each copy, beside the goroutine that computes
+	// (the worker of the earlier sessions, kept for comparison). By
+	// default the worker is one goroutine that queues the next
+	// operation's uploads on the GPU's upload stream and runs the current
+	// operation while they copy (pats.Queuer): when every core is busy,
+	// the Go scheduler can leave the two goroutines one thread between
+	// them, and each then waits for the other.
+	SyncUploads bool
 }
 
 // HardwareResult is the outcome of a hardware experiment.
@@ -1490,7 +1509,7 @@ func (h Hardware) Run(ctx context.Context) (*HardwareResult, error) {
 		return nil, fmt.Errorf("pathology: hardware experiment: unknown configuration %q", bad)
 	}
 	s := &hwSetup{cpus: h.CPUs, tiles: h.Tiles, size: h.TileSize, window: h.Window, seed: h.Seed, calTiles: 3,
-		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs", goMemory: h.GoMemory, firstUse: h.StageOnFirstUse}
+		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs", goMemory: h.GoMemory, firstUse: h.StageOnFirstUse, syncUp: h.SyncUploads}
 	if h.GPUs != nil {
 		s.accels, s.gpuKind = h.GPUs.accels, h.GPUs.kind
 	}

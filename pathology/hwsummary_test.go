@@ -1,6 +1,7 @@
 package pathology
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -84,5 +85,22 @@ func TestHWSummarySensitivitySweep(t *testing.T) {
 	w := wrongEstimates(sp, 75)
 	if w["a"] != 3.5 || w["b"] != 2.5 || w["c"] != 25 {
 		t.Errorf("75%% wrong estimates %v of %v", w, sp)
+	}
+}
+
+// TestSchedWaits checks the summary of the scheduler's wait histogram:
+// the difference of two readings, the waits of at least 1 and 10 ms, and
+// the lower bound of their total; and that the runtime has the metric.
+func TestSchedWaits(t *testing.T) {
+	inf := math.Inf(1)
+	b := []float64{math.Inf(-1), 0, 1e-6, 1e-3, 10e-3, inf}
+	before := schedWaits{counts: []uint64{0, 5, 1, 0, 0}, buckets: b}
+	after := schedWaits{counts: []uint64{0, 9, 3, 4, 1}, buckets: b}
+	n, ms1, ms10, total := after.sub(before).summary()
+	if n != 11 || ms1 != 5 || ms10 != 1 || total != 4*time.Millisecond+10*time.Millisecond+2*time.Microsecond {
+		t.Errorf("summary: %d waits, %d >= 1 ms, %d >= 10 ms, %v in all", n, ms1, ms10, total)
+	}
+	if w := readSchedWaits(); len(w.counts) == 0 || len(w.buckets) != len(w.counts)+1 {
+		t.Errorf("the runtime's /sched/latencies histogram: %d counts, %d boundaries", len(w.counts), len(w.buckets))
 	}
 }

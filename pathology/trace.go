@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/metrics"
 	"strings"
@@ -51,6 +52,54 @@ func (u tracedUnit) Move(ctx context.Context, d pats.Data, toDevice bool) error 
 	u.rec.mu.Lock()
 	defer u.rec.mu.Unlock()
 	u.rec.events = append(u.rec.events, traceEvent{unit: u.Name(), what: what, tile: -1, op: d.Key, start: t0.Sub(u.rec.t0), end: end})
+	return err
+}
+
+// QueuesUploads reports whether the wrapped unit queues its uploads.
+func (u tracedUnit) QueuesUploads() bool {
+	q, ok := u.Unit.(pats.Queuer)
+	return ok && q.QueuesUploads()
+}
+
+// QueueUpload queues d as the wrapped unit does; the span is recorded once
+// the manager has waited for the copy: when the GPU ran it, if the unit
+// timed it (queuedUpload), from the queueing to the end of the wait if it
+// did not, and the call itself for a copy made at once.
+func (u tracedUnit) QueueUpload(ctx context.Context, d pats.Data) (pats.Pending, error) {
+	q, ok := u.Unit.(pats.Queuer)
+	if !ok {
+		return nil, fmt.Errorf("%s: no queued uploads", u.Name())
+	}
+	t0 := time.Now()
+	p, err := q.QueueUpload(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return tracedPending{p: p, u: u, key: d.Key, t0: t0, t1: time.Now()}, nil
+}
+
+// tracedPending is a queued upload recorded when waited for; t0 and t1
+// are the start and end of the QueueUpload call.
+type tracedPending struct {
+	p      pats.Pending
+	u      tracedUnit
+	key    string
+	t0, t1 time.Time
+}
+
+func (t tracedPending) Wait(ctx context.Context) error {
+	err := t.p.Wait(ctx)
+	start, end := t.t0, t.t1
+	if q, ok := t.p.(*queuedUpload); ok {
+		start, end = q.span.start, q.span.end
+		if start.IsZero() {
+			start, end = t.t0, time.Now()
+		}
+	}
+	r := t.u.rec
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, traceEvent{unit: t.u.Name(), what: "up", tile: -1, op: t.key, start: start.Sub(r.t0), end: end.Sub(r.t0)})
 	return err
 }
 
@@ -172,4 +221,55 @@ func readGoCPU() goCPU {
 // sub returns the CPU time spent between b and a (a later).
 func (a goCPU) sub(b goCPU) goCPU {
 	return goCPU{a.user - b.user, a.gc - b.gc, a.scavenge - b.scavenge, a.idle - b.idle, a.total - b.total}
+}
+
+// schedWaits is the Go scheduler's histogram of the time goroutines
+// waited, runnable, for a thread to run them (/sched/latencies:seconds).
+type schedWaits struct {
+	counts  []uint64
+	buckets []float64 // len(counts)+1 boundaries, in seconds
+}
+
+// readSchedWaits reads the histogram now (empty if the runtime has none).
+func readSchedWaits() schedWaits {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return schedWaits{}
+	}
+	h := s[0].Value.Float64Histogram()
+	return schedWaits{counts: append([]uint64(nil), h.Counts...), buckets: h.Buckets}
+}
+
+// sub returns the waits between b and a (a later).
+func (a schedWaits) sub(b schedWaits) schedWaits {
+	if len(b.counts) != len(a.counts) {
+		return a
+	}
+	d := schedWaits{counts: make([]uint64, len(a.counts)), buckets: a.buckets}
+	for i := range a.counts {
+		d.counts[i] = a.counts[i] - b.counts[i]
+	}
+	return d
+}
+
+// summary returns the number of waits, those of at least 1 ms and of at
+// least 10 ms, and a lower bound of their total (each wait counted at its
+// bucket's lower boundary).
+func (a schedWaits) summary() (n, over1ms, over10ms uint64, total time.Duration) {
+	var sum float64
+	for i, c := range a.counts {
+		lo := a.buckets[i]
+		n += c
+		if lo >= 1e-3 {
+			over1ms += c
+		}
+		if lo >= 10e-3 {
+			over10ms += c
+		}
+		if lo > 0 && !math.IsInf(lo, 0) {
+			sum += lo * float64(c)
+		}
+	}
+	return n, over1ms, over10ms, time.Duration(sum * float64(time.Second))
 }

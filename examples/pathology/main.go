@@ -173,6 +173,7 @@ type options struct {
 	orderOnly  bool
 	goMemory   bool
 	firstUse   bool
+	syncUp     bool
 	hwConfigs  string
 	nucleiOut  string
 	roi        string
@@ -224,6 +225,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.orderOnly, "order-only", true, "with -hardware: also run PATS by speedup order only (false: skip it, a shorter run)")
 	fs.StringVar(&o.hwConfigs, "hw-configs", "", "with -hardware: the configurations to run, in order, repeats allowed (comma-separated from "+strings.Join(pathology.HardwareConfigs(), ", ")+"; default fcfs to wrong50, and order with -order-only; dl,wrong25,wrong50,wrong75,wrong100 is the sensitivity sweep)")
 	fs.BoolVar(&o.firstUse, "stage-on-first-use", false, "with -hardware: a tile's RGB is staged from storage by the worker of its first reader (a GPU's too) instead of in the background from the tile's admission (prefetch configurations stage from admission either way)")
+	fs.BoolVar(&o.syncUp, "sync-uploads", false, "with -hardware: a prefetching GPU worker uploads on a goroutine of its own that waits for each copy, beside the goroutine that computes (the earlier worker, for comparison) instead of queueing the uploads from one goroutine")
 	fs.BoolVar(&o.goMemory, "go-memory", false, "with -hardware: keep the tiles' image regions in Go memory instead of the GPU's page-locked host memory (whose transfers need no staging copy)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
@@ -289,6 +291,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-dynamic goes with a real run or -sim, not -experiment or -hardware")
 	case set["order-only"] && !o.hardware:
 		return nil, cli.Usagef("-order-only goes with -hardware")
+	case set["sync-uploads"] && !o.hardware:
+		return nil, cli.Usagef("-sync-uploads goes with -hardware")
 	case set["go-memory"] && !o.hardware:
 		return nil, cli.Usagef("-go-memory goes with -hardware")
 	case set["stage-on-first-use"] && !o.hardware:

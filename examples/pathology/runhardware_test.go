@@ -44,11 +44,11 @@ func TestHardwareHostGPUs(t *testing.T) {
 func TestHardwareConfigsTrace(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	args := []string{"-hardware", "-host-gpus", "1", "-cpus", "2", "-tiles", "4", "-tile-size", "32", "-hw-configs", "fcfs,dl,fcfs", "-stage-on-first-use", "-out", dir}
+	args := []string{"-hardware", "-host-gpus", "1", "-cpus", "2", "-tiles", "4", "-tile-size", "32", "-hw-configs", "fcfs,dl,fcfs", "-stage-on-first-use", "-sync-uploads", "-out", dir}
 	if code := realMain(context.Background(), args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"FCFS:", "PATS+DL+prefetch:", "FCFS #2:", "GPU computing or moving", "CPU time over the run: process"} {
+	for _, want := range []string{"FCFS:", "PATS+DL+prefetch:", "FCFS #2:", "GPU computing or moving", "CPU time over the run: process", "Go scheduler: goroutines waited for a thread"} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, errOut.String())
 		}
@@ -56,8 +56,9 @@ func TestHardwareConfigsTrace(t *testing.T) {
 	if strings.Contains(errOut.String(), "PATS:") {
 		t.Errorf("PATS ran without being asked:\n%s", errOut.String())
 	}
-	if md, err := os.ReadFile(filepath.Join(dir, "hardware.md")); err != nil || !strings.Contains(string(md), "-stage-on-first-use=true`") || !strings.Contains(string(md), "staged from storage by the worker of its first reader") {
-		t.Errorf("hardware.md does not say the tiles were staged by their first reader (%v):\n%s", err, md)
+	if md, err := os.ReadFile(filepath.Join(dir, "hardware.md")); err != nil || !strings.Contains(string(md), "-stage-on-first-use=true -sync-uploads=true`") || !strings.Contains(string(md), "staged from storage by the worker of its first reader") ||
+		!strings.Contains(string(md), "an upload goroutine that waits for each copy") {
+		t.Errorf("hardware.md does not say how the tiles were staged and the GPU worker ran (%v):\n%s", err, md)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "trace.csv"))
 	if err != nil {
