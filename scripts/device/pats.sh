@@ -67,6 +67,13 @@
 # PATS+DL+prefetch and its learned-speedups variant in one process, each
 # pair twice but learned (7 runs, about 55 s), so that every
 # configuration issue 34 names is simulated against its own run.
+# Since the ninth session (no GPU; docs/pats/hardware.md, "The GPU worker
+# on one thread"): a prefetching GPU worker queues its uploads from one
+# goroutine (pats.Queuer) by default; SYNCUP=1 passes -sync-uploads, the
+# upload goroutine beside the compute goroutine of the sessions before
+# (patssync.sh runs it on the sweep's points to compare in one call).
+# overlap.txt: testdata/gpu_overlap.py, whether the GPU's uploads
+# overlapped its kernels, and the computations held back.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
@@ -92,6 +99,9 @@ if [[ $GOMEM == 1 ]]; then
 fi
 if [[ $FIRSTUSE == 1 ]]; then
 	mem+=(-stage-on-first-use)
+fi
+if [[ ${SYNCUP:-0} == 1 ]]; then
+	mem+=(-sync-uploads)
 fi
 : "${CPUOPS:=0}"
 log="$OUT/pats"
@@ -137,6 +147,8 @@ fi
 if [[ -s "$log/hw/trace.csv" ]]; then
 	timeout -k 1 4 python3 pathology/testdata/trace_idle.py "$log/hw/trace.csv" >"$log/idle.txt" 2>&1
 	echo "idle rc=$?" >>"$log/idle.txt"
+	timeout -k 1 3 python3 pathology/testdata/gpu_overlap.py "$log/hw/trace.csv" >"$log/overlap.txt" 2>&1
+	echo "overlap rc=$?" >>"$log/overlap.txt"
 fi
 
 # 3. Optional: the tests, and the CPU operations beside OpenCV.

@@ -8,9 +8,10 @@
 # Usage on the GPU machine, from the repository root:
 #     scripts/device/run-all.sh [NAME:SECONDS ...]
 # The default runs what the open issues (34, 35) still need measured:
-# base:30 dgemm:110 dgemmcli:40 dgemmooc:90 pathtests:30 pats:98 patsgo:70
-# patssweep:98 (566 s of limits, under the 600 s a call may run; the
-# seventh session's call took 243 s without dgemmooc).
+# base:30 dgemm:110 dgemmcli:40 dgemmooc:90 pathtests:30 pats:98
+# patssweep:98 patssync:70 (566 s of limits, under the 600 s a call may
+# run; the eighth session's call took 261 s with patsgo:70 in patssync's
+# place).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
@@ -42,7 +43,7 @@ ls -la .device-carry .device-carry/bin 2>&1 | tee -a "$log"
 export OUT
 jobs=("$@")
 if [[ ${#jobs[@]} -eq 0 ]]; then
-	jobs=(base:30 dgemm:110 dgemmcli:40 dgemmooc:90 pathtests:30 pats:98 patsgo:70 patssweep:98)
+	jobs=(base:30 dgemm:110 dgemmcli:40 dgemmooc:90 pathtests:30 pats:98 patssweep:98 patssync:70)
 fi
 for j in "${jobs[@]}"; do
 	name=${j%%:*}
