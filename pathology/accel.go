@@ -527,11 +527,11 @@ func (r *jobRegistry) transfer(a accel) func(context.Context, pats.Data, bool) e
 	}
 }
 
-// queue returns the Queue function of a's unit: it queues the upload
-// when a can (uploadQueuer, from its page-locked memory) and otherwise
-// uploads at once.
-func (r *jobRegistry) queue(a accel) func(context.Context, pats.Data) (pats.Pending, error) {
-	return func(ctx context.Context, d pats.Data) (pats.Pending, error) {
+// queue returns the QueueTransfer function of a's unit: it queues the
+// copy when a can (transferQueuer, to or from its page-locked memory) and
+// otherwise copies at once.
+func (r *jobRegistry) queue(a accel) func(context.Context, pats.Data, bool) (pats.Pending, error) {
+	return func(ctx context.Context, d pats.Data, toDevice bool) (pats.Pending, error) {
 		name, k, ok := strings.Cut(d.Key, "/")
 		if !ok {
 			return nil, fmt.Errorf("datum key %q names no tile", d.Key)
@@ -544,57 +544,77 @@ func (r *jobRegistry) queue(a accel) func(context.Context, pats.Data) (pats.Pend
 		if err != nil {
 			return nil, err
 		}
-		b, err := j.dev.ensure(a, k, int64(len(host)))
-		if err != nil {
-			return nil, err
-		}
-		if q, ok := a.(uploadQueuer); ok {
-			wait, err := q.queueUpload(ctx, b, host)
+		var b gpuBuf
+		if toDevice {
+			b, err = j.dev.ensure(a, k, int64(len(host)))
 			if err != nil {
 				return nil, err
 			}
-			if wait == nil {
-				return pats.Completed(nil), nil
-			}
-			return &queuedUpload{wait: wait}, nil
+		} else if b, ok = j.dev.get(a, k); !ok {
+			return nil, fmt.Errorf("tile %s: %q is not on %s", name, k, a.Name())
 		}
-		return pats.Completed(a.upload(ctx, b, host)), nil
+		q, ok := a.(transferQueuer)
+		if !ok {
+			if toDevice {
+				return pats.Completed(a.upload(ctx, b, host)), nil
+			}
+			return pats.Completed(a.download(ctx, host, b)), nil
+		}
+		t, err := q.queueTransfer(ctx, b, host, toDevice)
+		if err != nil {
+			return nil, err
+		}
+		if t == nil {
+			return pats.Completed(nil), nil
+		}
+		return &queuedCopy{t: t}, nil
 	}
 }
 
-// uploadQueuer is an accelerator that can queue an upload: the copy runs
-// on the device while the caller goes on. wait waits for it and returns
-// when the device ran it; wait is nil if the copy was made at once.
-type uploadQueuer interface {
-	queueUpload(ctx context.Context, dst gpuBuf, src []byte) (wait func() (copySpan, error), err error)
+// transferQueuer is an accelerator that can queue a copy between dev and
+// host: it runs on the device while the caller goes on. The copy is nil
+// if it was made at once.
+type transferQueuer interface {
+	queueTransfer(ctx context.Context, dev gpuBuf, host []byte, toDevice bool) (deviceCopy, error)
+}
+
+// deviceCopy is a copy queued on a device.
+type deviceCopy interface {
+	// done reports, without blocking, whether the copy has completed.
+	done() bool
+	// wait waits for it and returns when the device ran it (zero:
+	// unknown).
+	wait() (copySpan, error)
 }
 
 // copySpan is when a device ran a copy, on the host's clock (zero:
 // unknown).
 type copySpan struct{ start, end time.Time }
 
-// queuedUpload is an upload queued by an uploadQueuer (a pats.Pending).
-type queuedUpload struct {
-	wait func() (copySpan, error)
+// queuedCopy is a copy queued by a transferQueuer (a pats.Pending).
+type queuedCopy struct {
+	t    deviceCopy
 	span copySpan // once waited for
 }
 
+func (q *queuedCopy) Done() bool { return q.t.done() }
+
 // Wait waits for the copy, whatever ctx: its memory must not be released
 // while it runs.
-func (q *queuedUpload) Wait(context.Context) error {
-	s, err := q.wait()
+func (q *queuedCopy) Wait(context.Context) (time.Duration, error) {
+	s, err := q.t.wait()
 	q.span = s
-	return err
+	return s.end.Sub(s.start), err
 }
 
 // accelUnits returns a pats unit per accelerator; with queue, the units
-// queue their uploads (pats.Queuer).
+// queue their transfers (pats.Queuer).
 func (r *jobRegistry) accelUnits(accels []accel, queue bool) []pats.Unit {
 	var us []pats.Unit
 	for _, a := range accels {
 		u := pats.DeviceUnit{Device: a, Bind: a.bind(), Transfer: r.transfer(a)}
 		if queue {
-			u.Queue = r.queue(a)
+			u.QueueTransfer = r.queue(a)
 		}
 		us = append(us, u)
 	}

@@ -41,7 +41,7 @@ type cudaAccel struct {
 	host         hostPool       // page-locked host memory for the tiles' regions
 	pinMu        sync.Mutex
 	pinned       map[*byte]cuda.HostMem // host's buffers by their first byte
-	// Queued uploads (queueUpload) are timed on the GPU by a pair of
+	// Queued copies (queueTransfer) are timed on the GPU by a pair of
 	// timing events each, from a pool; ref, recorded on the upload stream
 	// when it was idle at refHost, puts their times on the host's clock.
 	evMu    sync.Mutex
@@ -53,7 +53,7 @@ type cudaAccel struct {
 }
 
 // copyEvents are the timing events recorded before and after a queued
-// copy.
+// copy (queueTransfer).
 type copyEvents struct{ start, end *cuda.Event }
 
 // kernelNames returns the kernels of kernels/pathology.cu.
@@ -217,32 +217,40 @@ func (a *cudaAccel) upload(ctx context.Context, dst gpuBuf, src []byte) error {
 	return a.toDev.upload(dst.mem, src)
 }
 
-// queueUpload queues the copy of src, page-locked memory of the pool,
-// into dst on the upload stream, behind the copies queued before it, and
-// returns at once; wait waits for the copy (polling, as await does) and
-// returns when the GPU ran it. src in other memory is copied at once
-// through the pinned ring (wait nil).
-func (a *cudaAccel) queueUpload(ctx context.Context, dst gpuBuf, src []byte) (func() (copySpan, error), error) {
+// queueTransfer queues the copy between dev and host, page-locked memory
+// of the pool, on the upload or the download stream, behind the copies
+// queued before it there, and returns at once; the copy's wait waits for
+// it (polling, as await does) and gives when the GPU ran it. host in other
+// memory is copied at once, through the pinned ring (a nil copy).
+func (a *cudaAccel) queueTransfer(ctx context.Context, dev gpuBuf, host []byte, toDevice bool) (deviceCopy, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if int64(len(src)) != dst.size {
-		return nil, fmt.Errorf("%s: upload %d bytes into %d", a.Name(), len(src), dst.size)
+	if int64(len(host)) != dev.size {
+		return nil, fmt.Errorf("%s: copy %d bytes to or from %d", a.Name(), len(host), dev.size)
 	}
-	h, ok := a.pinnedOf(src)
+	r := a.fromDev
+	if toDevice {
+		r = a.toDev
+	}
+	h, ok := a.pinnedOf(host)
 	if !ok {
-		return nil, a.toDev.upload(dst.mem, src)
+		if toDevice {
+			return nil, r.upload(dev.mem, host)
+		}
+		return nil, r.download(host, dev.mem)
 	}
 	a.refOnce.Do(a.setRef)
 	ev, err := a.copyEvents()
 	if err != nil {
 		return nil, err
 	}
-	r := a.toDev
 	r.mu.Lock()
 	err = ev.start.Record(r.s)
-	if err == nil {
-		err = cuda.CopyHtoD(r.s, dst.mem, h)
+	if err == nil && toDevice {
+		err = cuda.CopyHtoD(r.s, dev.mem, h)
+	} else if err == nil {
+		err = cuda.CopyDtoH(r.s, h, dev.mem)
 	}
 	if err == nil {
 		err = ev.end.Record(r.s)
@@ -253,14 +261,29 @@ func (a *cudaAccel) queueUpload(ctx context.Context, dst gpuBuf, src []byte) (fu
 		a.putEvents(ev)
 		return nil, err
 	}
-	return func() (copySpan, error) {
-		defer a.putEvents(ev)
-		if err := await(ev.end); err != nil {
-			_ = r.s.Synchronize()
-			return copySpan{}, err
-		}
-		return a.span(ev), nil
-	}, nil
+	return &cudaCopy{a: a, r: r, ev: ev}, nil
+}
+
+// cudaCopy is a copy queued on a ring's stream, between two timing
+// events, which go back to the pool once it was waited for.
+type cudaCopy struct {
+	a  *cudaAccel
+	r  *pinnedRing
+	ev copyEvents
+}
+
+func (c *cudaCopy) done() bool {
+	d, err := c.ev.end.Done()
+	return d || err != nil // wait reports the error
+}
+
+func (c *cudaCopy) wait() (copySpan, error) {
+	defer c.a.putEvents(c.ev)
+	if err := await(c.ev.end); err != nil {
+		_ = c.r.s.Synchronize()
+		return copySpan{}, err
+	}
+	return c.a.span(c.ev), nil
 }
 
 // setRef records ref on the idle upload stream and notes the host's time

@@ -142,9 +142,9 @@ func TestHardwareRun(t *testing.T) {
 	if !regexp.MustCompile(`outputs are committed to storage at [0-9.]+ GB/s alone, [0-9.]+ GB/s under load`).MatchString(md.String()) {
 		t.Errorf("tables lack the commit rates:\n%s", md.String())
 	}
-	// Both GPU workers of the prefetching configuration (uploads queued
-	// by default; SyncUploads: an upload goroutine) compute what the CPU
-	// does and trace their uploads.
+	// Both GPU workers of the prefetching configuration (copies queued
+	// from one goroutine by default; SyncUploads: three goroutines)
+	// compute what the CPU does and trace their uploads.
 	for _, sync := range []bool{false, true} {
 		dir := t.TempDir()
 		h := Hardware{CPUs: 2, GPUs: gpus, Tiles: 4, TileSize: 32, Window: 6, Seed: 1, Configs: []string{"dl"}, TraceDir: dir, SyncUploads: sync}

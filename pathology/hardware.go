@@ -46,7 +46,7 @@ type hwSetup struct {
 	regionBuf map[string]int64 // real size of each datum
 	goMemory  bool             // the tiles' regions in Go memory, not the GPU's host memory
 	firstUse  bool             // tiles staged by their first reader's worker (Hardware.StageOnFirstUse)
-	syncUp    bool             // GPU workers wait for each upload (Hardware.SyncUploads)
+	syncUp    bool             // a prefetching GPU worker as three goroutines (Hardware.SyncUploads)
 }
 
 // calibration is what the sequential pass measured: mean compute time of
@@ -1101,9 +1101,9 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	if h.firstUse {
 		staging = "by the worker of its first reader (GPU workers included), but from admission with prefetch"
 	}
-	worker := "one goroutine that queues the next operation's uploads and runs the current one"
+	worker := "one goroutine that queues its copies on the GPU's streams and runs an operation while the next one's inputs upload"
 	if h.syncUp {
-		worker = "an upload goroutine that waits for each copy beside a compute goroutine"
+		worker = "an upload, a compute and a download goroutine, each waiting for its copies or kernels"
 	}
 	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d; the tiles' image regions in %s; each tile's RGB staged from storage %s; a prefetching GPU worker is %s.\n\n",
 		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window, mem, staging, worker)
@@ -1480,14 +1480,15 @@ type Hardware struct {
 	// instance's input when they instantiate it: no worker, and no GPU,
 	// waits on storage.
 	StageOnFirstUse bool
-	// SyncUploads has a prefetching GPU worker upload on a goroutine of
-	// its own that waits for each copy, beside the goroutine that computes
-	// (the worker of the earlier sessions, kept for comparison). By
-	// default the worker is one goroutine that queues the next
-	// operation's uploads on the GPU's upload stream and runs the current
-	// operation while they copy (pats.Queuer): when every core is busy,
-	// the Go scheduler can leave the two goroutines one thread between
-	// them, and each then waits for the other.
+	// SyncUploads runs a prefetching GPU worker as the earlier sessions
+	// did, for comparison: an upload, a compute and a download goroutine,
+	// each waiting for its copies or kernels. By default the worker is one
+	// goroutine that queues the copies on the GPU's streams, runs the
+	// current operation while the next one's inputs upload, and hands the
+	// finished downloads on between and during operations (pats.Queuer):
+	// when every core is busy, the Go scheduler can leave the three
+	// goroutines one thread between them, and each then waits for the
+	// others (docs/pats/hardware.md).
 	SyncUploads bool
 }
 

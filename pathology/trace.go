@@ -55,52 +55,59 @@ func (u tracedUnit) Move(ctx context.Context, d pats.Data, toDevice bool) error 
 	return err
 }
 
-// QueuesUploads reports whether the wrapped unit queues its uploads.
-func (u tracedUnit) QueuesUploads() bool {
+// Queues reports whether the wrapped unit queues its transfers.
+func (u tracedUnit) Queues() bool {
 	q, ok := u.Unit.(pats.Queuer)
-	return ok && q.QueuesUploads()
+	return ok && q.Queues()
 }
 
-// QueueUpload queues d as the wrapped unit does; the span is recorded once
-// the manager has waited for the copy: when the GPU ran it, if the unit
-// timed it (queuedUpload), from the queueing to the end of the wait if it
-// did not, and the call itself for a copy made at once.
-func (u tracedUnit) QueueUpload(ctx context.Context, d pats.Data) (pats.Pending, error) {
+// Queue queues d as the wrapped unit does; the span is recorded once the
+// manager has waited for the copy: when the GPU ran it, if the unit timed
+// it (queuedCopy), from the queueing to the end of the wait if it did not,
+// and the call itself for a copy made at once.
+func (u tracedUnit) Queue(ctx context.Context, d pats.Data, toDevice bool) (pats.Pending, error) {
 	q, ok := u.Unit.(pats.Queuer)
 	if !ok {
-		return nil, fmt.Errorf("%s: no queued uploads", u.Name())
+		return nil, fmt.Errorf("%s: no queued transfers", u.Name())
 	}
 	t0 := time.Now()
-	p, err := q.QueueUpload(ctx, d)
+	p, err := q.Queue(ctx, d, toDevice)
 	if err != nil {
 		return nil, err
 	}
-	return tracedPending{p: p, u: u, key: d.Key, t0: t0, t1: time.Now()}, nil
+	return tracedPending{p: p, u: u, key: d.Key, up: toDevice, t0: t0, t1: time.Now()}, nil
 }
 
-// tracedPending is a queued upload recorded when waited for; t0 and t1
-// are the start and end of the QueueUpload call.
+// tracedPending is a queued transfer recorded when waited for; t0 and t1
+// are the start and end of the Queue call.
 type tracedPending struct {
 	p      pats.Pending
 	u      tracedUnit
 	key    string
+	up     bool
 	t0, t1 time.Time
 }
 
-func (t tracedPending) Wait(ctx context.Context) error {
-	err := t.p.Wait(ctx)
+func (t tracedPending) Done() bool { return t.p.Done() }
+
+func (t tracedPending) Wait(ctx context.Context) (time.Duration, error) {
+	took, err := t.p.Wait(ctx)
 	start, end := t.t0, t.t1
-	if q, ok := t.p.(*queuedUpload); ok {
+	if q, ok := t.p.(*queuedCopy); ok {
 		start, end = q.span.start, q.span.end
 		if start.IsZero() {
 			start, end = t.t0, time.Now()
 		}
 	}
+	what := "down"
+	if t.up {
+		what = "up"
+	}
 	r := t.u.rec
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, traceEvent{unit: t.u.Name(), what: "up", tile: -1, op: t.key, start: start.Sub(r.t0), end: end.Sub(r.t0)})
-	return err
+	r.events = append(r.events, traceEvent{unit: t.u.Name(), what: what, tile: -1, op: t.key, start: start.Sub(r.t0), end: end.Sub(r.t0)})
+	return took, err
 }
 
 // traced returns units with the GPU ones' transfers recorded in rec.

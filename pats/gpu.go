@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gohtgs/htgs/device"
 )
@@ -11,12 +12,13 @@ import (
 // DeviceUnit is the unit of a real GPU (or of host memory posing as one in
 // tests): the manager's worker for it runs the operations' GPU
 // implementations, and moves data through Transfer. With Config.Prefetch
-// the worker queues uploads through Queue, if set, and otherwise calls
-// Move and Run from concurrent goroutines; downloads run beside both. So
-// Transfer, Queue and the implementations should use a stream per
-// direction (upload, compute, download) to overlap.
+// the worker queues its transfers through QueueTransfer, if set, and runs
+// the operations from the same goroutine; otherwise it calls Move and Run
+// from concurrent goroutines. Either way Transfer, QueueTransfer and the
+// implementations should use a stream per direction (upload, compute,
+// download), so that copies overlap kernels.
 //
-// A DeviceUnit is a value: copies share Bind, Transfer and Queue.
+// A DeviceUnit is a value: copies share Bind, Transfer and QueueTransfer.
 type DeviceUnit struct {
 	// Device is the GPU; its Kind must be device.GPU.
 	Device device.Device
@@ -27,66 +29,72 @@ type DeviceUnit struct {
 	// back. The application finds the datum from d.Key, which should then
 	// be unique among the flows in progress.
 	Transfer func(ctx context.Context, d Data, toDevice bool) error
-	// Queue, if not nil, starts copying d from host memory to the device
-	// and returns at once (see [Queuer]): with Config.Prefetch the
-	// manager then drives the unit from one goroutine.
-	Queue func(ctx context.Context, d Data) (Pending, error)
+	// QueueTransfer, if not nil, starts the copy Transfer makes and
+	// returns at once (see [Queuer]).
+	QueueTransfer func(ctx context.Context, d Data, toDevice bool) (Pending, error)
 }
 
-// Queuer is an optional interface of a GPU [Unit] whose uploads can be
-// queued: QueueUpload starts copying d into the unit's memory and returns
-// at once, the copy proceeding beside the unit's computations. With
-// Config.Prefetch the manager then drives the unit from one goroutine: it
-// queues the uploads of the next operation, runs the current one, and
-// waits for the queued copies only before it runs the next. Without it
-// the worker is an upload goroutine beside a compute goroutine, each
-// waiting for its copy or kernel; when every core runs an operation, the
-// Go scheduler can leave those two goroutines a single thread between
-// them, and then each waits for the other to finish, the copies no longer
+// Queuer is an optional interface of a GPU [Unit] whose transfers can be
+// queued: Queue starts copying d to the unit (toDevice) or back and
+// returns at once, the copy proceeding on the device beside its
+// computations. With Config.Prefetch the manager drives such a unit from
+// one goroutine: it queues the uploads of the next operation, runs the
+// current one, and queues the downloads of its results, looking at the
+// copies between operations and while Run waits for the device (see
+// [WhileComputing]); it waits for a copy only when it needs it done.
+// Without it the worker is an upload, a compute and a download goroutine,
+// each waiting for its copy or kernel; when every core runs an
+// operation, the Go scheduler can leave those goroutines a single thread
+// between them, and then each waits for the others, the copies no longer
 // overlapping the computations (docs/pats/hardware.md measured it).
 //
-// QueuesUploads reports whether the unit can queue (a unit that wraps
-// another, or a DeviceUnit without Queue, may not); the manager calls it
+// Queues reports whether the unit can queue (a unit that wraps another,
+// or a DeviceUnit without QueueTransfer, may not); the manager calls it
 // once, at Start.
 type Queuer interface {
 	Unit
-	QueuesUploads() bool
-	QueueUpload(ctx context.Context, d Data) (Pending, error)
+	Queues() bool
+	Queue(ctx context.Context, d Data, toDevice bool) (Pending, error)
 }
 
-// Pending is an upload queued by a [Queuer].
+// Pending is a transfer queued by a [Queuer].
 type Pending interface {
-	// Wait blocks until the copy has completed and returns its error. It
-	// may return early with ctx's error only if the unit is not used
-	// again: the manager releases the copy's memory after Wait.
-	Wait(ctx context.Context) error
+	// Done reports, without blocking, whether the copy has completed.
+	Done() bool
+	// Wait blocks until the copy has completed and returns how long the
+	// device took to make it (0 if unknown: the manager then leaves it
+	// out of its transfer-rate estimate) and its error. It may return
+	// early with ctx's error only if the unit is not used again: the
+	// manager releases the copy's memory after Wait.
+	Wait(ctx context.Context) (took time.Duration, err error)
 }
 
 // completed is a Pending that has completed, with err.
 type completed struct{ err error }
 
-func (p completed) Wait(context.Context) error { return p.err }
+func (completed) Done() bool                                    { return true }
+func (p completed) Wait(context.Context) (time.Duration, error) { return 0, p.err }
 
 // Completed returns a Pending that has already completed with err: what
-// QueueUpload returns after copying synchronously (from memory the device
-// cannot read asynchronously, say).
+// Queue returns after copying synchronously (memory the device cannot
+// reach asynchronously, say).
 func Completed(err error) Pending { return completed{err} }
 
-// QueuesUploads reports whether u.Queue is set.
-func (u DeviceUnit) QueuesUploads() bool { return u.Queue != nil }
+// Queues reports whether u.QueueTransfer is set.
+func (u DeviceUnit) Queues() bool { return u.QueueTransfer != nil }
 
-// QueueUpload binds the device and calls Queue (Transfer, synchronously,
-// if Queue is nil).
-func (u DeviceUnit) QueueUpload(ctx context.Context, d Data) (Pending, error) {
-	if u.Queue == nil {
-		return Completed(u.Move(ctx, d, true)), nil
+// Queue binds the device and calls QueueTransfer, or Move, synchronously,
+// if QueueTransfer is nil.
+func (u DeviceUnit) Queue(ctx context.Context, d Data, toDevice bool) (Pending, error) {
+	if u.QueueTransfer == nil {
+		return Completed(u.Move(ctx, d, toDevice)), nil
 	}
 	unbind, err := u.bind(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer unbind()
-	return u.Queue(ctx, d)
+	return u.QueueTransfer(ctx, d, toDevice)
 }
 
 // ID returns the device's ID.

@@ -24,9 +24,11 @@ func (hostGPU) Memory() int64     { return 1 << 20 }
 // there, so a missing upload fails the flow, and a missing download leaves
 // the host value stale, which the CPU step that follows would see.
 //
-// With queue, uploads go through DeviceUnit.Queue and land in device
-// memory only when the manager waits for them, so an operation run before
-// its uploads were waited for finds its input missing.
+// With queue, transfers go through DeviceUnit.QueueTransfer and copy only
+// when the manager waits for them, so an operation run before its uploads
+// were waited for finds its input missing, and one that reads a result
+// handed to the scheduler before its download was waited for finds a
+// stale value.
 func TestDeviceUnit(t *testing.T) {
 	for _, c := range []struct{ prefetch, queue bool }{{false, false}, {true, false}, {true, true}} {
 		prefetch := c.prefetch
@@ -56,12 +58,14 @@ func TestDeviceUnit(t *testing.T) {
 			}
 			queued := 0
 			if c.queue {
-				u.Queue = func(_ context.Context, d Data) (Pending, error) {
+				u.QueueTransfer = func(_ context.Context, d Data, toDevice bool) (Pending, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					queued++
-					v := host[d.Key]
-					return lazyCopy(func() { mu.Lock(); dev[d.Key] = v; mu.Unlock() }), nil
+					if toDevice {
+						return lazyCopy(func() { mu.Lock(); dev[d.Key] = host[d.Key]; mu.Unlock() }), nil
+					}
+					return lazyCopy(func() { mu.Lock(); host[d.Key] = dev[d.Key]; mu.Unlock() }), nil
 				}
 			}
 			double := &Op[string]{Name: "double", Speedup: 10, Impls: map[device.Kind]Impl[string]{
@@ -123,17 +127,19 @@ func TestDeviceUnit(t *testing.T) {
 			if o, _ := m.Report().Op("double"); o.GPU != 5 {
 				t.Errorf("double ran %d times on the GPU, want 5", o.GPU)
 			}
-			if c.queue && queued != 5 {
-				t.Errorf("%d uploads queued, want 5", queued)
+			if c.queue && queued != 10 {
+				t.Errorf("%d transfers queued, want 10 (5 up, 5 down)", queued)
 			}
 		})
 	}
 }
 
-// lazyCopy is a queued upload that copies when waited for.
+// lazyCopy is a queued transfer that copies when waited for.
 type lazyCopy func()
 
-func (c lazyCopy) Wait(context.Context) error { c(); return nil }
+func (c lazyCopy) Done() bool { return true }
+
+func (c lazyCopy) Wait(context.Context) (time.Duration, error) { c(); return 0, nil }
 
 func TestDeviceUnitErrors(t *testing.T) {
 	ctx := context.Background()
@@ -151,68 +157,73 @@ func TestDeviceUnitErrors(t *testing.T) {
 	if u.Name() != "fakegpu0" || u.Kind() != device.GPU || u.Memory() != 1<<20 || u.ID() != 0 {
 		t.Error("DeviceUnit does not report its Device")
 	}
-	if u.QueuesUploads() {
-		t.Error("a DeviceUnit without Queue queues uploads")
+	if u.Queues() {
+		t.Error("a DeviceUnit without QueueTransfer queues")
 	}
-	u.Queue = func(context.Context, Data) (Pending, error) { return Completed(nil), nil }
-	if !u.QueuesUploads() {
-		t.Error("a DeviceUnit with Queue does not queue uploads")
+	u.QueueTransfer = func(context.Context, Data, bool) (Pending, error) { return Completed(nil), nil }
+	if !u.Queues() {
+		t.Error("a DeviceUnit with QueueTransfer does not queue")
 	}
-	if _, err := u.QueueUpload(ctx, Data{}); !errors.Is(err, boom) {
-		t.Errorf("QueueUpload with a failing Bind: %v", err)
+	if _, err := u.Queue(ctx, Data{}, true); !errors.Is(err, boom) {
+		t.Errorf("Queue with a failing Bind: %v", err)
 	}
-	if p, err := (DeviceUnit{Device: hostGPU{}}).QueueUpload(ctx, Data{}); err != nil || p.Wait(ctx) == nil {
-		t.Errorf("QueueUpload without Queue or Transfer: %v, then waits without the Transfer error", err)
+	if p, err := (DeviceUnit{Device: hostGPU{}}).Queue(ctx, Data{}, false); err != nil || !p.Done() {
+		t.Errorf("Queue without QueueTransfer: %v, or not done", err)
+	} else if _, err := p.Wait(ctx); err == nil {
+		t.Error("Queue without QueueTransfer or Transfer: its Wait has no error")
 	}
 }
 
-// TestSimQueuesUploads checks the simulated GPUs of Machine.Units: they
-// queue uploads on one engine, each copy taking its modelled time after
-// the one before (lower bounds only: a slow machine may take longer), and
-// other simulated units do not queue.
-func TestSimQueuesUploads(t *testing.T) {
+// TestSimQueues checks the simulated GPUs of Machine.Units: they queue
+// transfers on an upload and a download engine, each copy taking its
+// modelled time after the one before on its engine (lower bounds only: a
+// slow machine may take longer), and other simulated units do not queue.
+func TestSimQueues(t *testing.T) {
 	units := Machine{CPUs: 1, GPUs: 1, Bandwidth: 1e6}.Units(1)
 	gpu, ok := units[1].(Queuer)
-	if !ok || !gpu.QueuesUploads() {
-		t.Fatal("the GPU of Machine.Units does not queue its uploads")
+	if !ok || !gpu.Queues() {
+		t.Fatal("the GPU of Machine.Units does not queue its transfers")
 	}
-	if q, ok := units[0].(Queuer); ok && q.QueuesUploads() {
-		t.Error("a CPU of Machine.Units queues uploads")
+	if q, ok := units[0].(Queuer); ok && q.Queues() {
+		t.Error("a CPU of Machine.Units queues transfers")
 	}
-	if (Sim{Type: device.GPU}).QueuesUploads() {
-		t.Error("a Sim not made by Machine.Units queues uploads")
+	if (Sim{Type: device.GPU}).Queues() {
+		t.Error("a Sim not made by Machine.Units queues transfers")
 	}
 	ctx := context.Background()
 	start := time.Now()
 	var ps []Pending
-	for range 2 {
-		p, err := gpu.QueueUpload(ctx, Data{Key: "x", Bytes: 10_000}) // 10 ms each
+	for _, up := range []bool{true, true, false} { // 10 ms each
+		p, err := gpu.Queue(ctx, Data{Key: "x", Bytes: 10_000}, up)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ps = append(ps, p)
 	}
-	if queued := time.Since(start); queued > 10*time.Millisecond {
-		t.Logf("queueing took %v (a loaded machine?)", queued)
+	if ps[1].Done() && time.Since(start) < 20*time.Millisecond {
+		t.Error("the second upload is done before the first two could be")
 	}
-	if err := ps[0].Wait(ctx); err != nil {
-		t.Fatal(err)
+	var ends []time.Duration
+	for i, p := range ps {
+		took, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took != 10*time.Millisecond || !p.Done() {
+			t.Errorf("copy %d took %v (done %v), want 10ms", i, took, p.Done())
+		}
+		ends = append(ends, time.Since(start))
 	}
-	first := time.Since(start)
-	if err := ps[1].Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	second := time.Since(start)
-	if first < 10*time.Millisecond || second < 20*time.Millisecond {
-		t.Errorf("copies completed after %v and %v, want at least 10 ms and 20 ms", first, second)
+	if ends[0] < 10*time.Millisecond || ends[1] < 20*time.Millisecond || ends[2] < 10*time.Millisecond {
+		t.Errorf("copies completed after %v, want at least 10, 20 and 10 ms", ends)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	p, err := gpu.QueueUpload(ctx, Data{Key: "y", Bytes: 1_000_000}) // 1 s
+	p, err := gpu.Queue(ctx, Data{Key: "y", Bytes: 1_000_000}, true) // 1 s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Wait(cancelled); !errors.Is(err, context.Canceled) {
+	if _, err := p.Wait(cancelled); !errors.Is(err, context.Canceled) {
 		t.Errorf("Wait with a cancelled context: %v", err)
 	}
 }

@@ -768,10 +768,10 @@ func (m *Manager) gpuPipelined(w *worker, u Unit) {
 	inner.Wait()
 }
 
-// queues reports whether u is a GPU unit whose uploads can be queued.
+// queues reports whether u is a GPU unit whose transfers can be queued.
 func queues(u Unit) bool {
 	q, ok := u.(Queuer)
-	return ok && u.Kind() == device.GPU && q.QueuesUploads()
+	return ok && u.Kind() == device.GPU && q.Queues()
 }
 
 // queuedOp is an operation whose uploads are queued, waiting to run.
@@ -782,38 +782,66 @@ type queuedOp struct {
 	err     error // queueing an upload failed
 }
 
-// gpuQueued runs a GPU whose uploads are queued ([Queuer]) from one
-// goroutine: it takes the next operation and queues its uploads, then runs
-// the current one, so that the copies proceed on the device beside the
-// computation; a download goroutine moves evicted data and results back.
-// The worker waits for work only with nothing queued; while it computes it
-// stays waiting for the dispatcher, and if the unit calls the
-// WhileComputing function as it waits for its device, the worker takes an
-// operation given to it meanwhile and queues its uploads then.
+// queuedDown is a download queued by a gpuQueued worker.
+type queuedDown struct {
+	d *datum
+	p Pending
+}
+
+// gpuQueued runs a GPU whose transfers are queued ([Queuer]) from one
+// goroutine: it takes the next operation and queues its uploads, runs the
+// current one while they copy, and queues the downloads of its results
+// (and of evicted or flushed data), handing each to the scheduler once it
+// sees it complete: between operations, and while the unit's Run calls
+// the WhileComputing function. A unit that calls it also has the next
+// operation taken there, so that the dispatcher's work overlaps the
+// device's. The worker waits for work only with nothing queued, after its
+// downloads are done; while it computes it stays waiting for the
+// dispatcher. It never waits for another goroutine of its own, so it
+// needs one thread only.
 func (m *Manager) gpuQueued(w *worker, u Queuer) {
 	defer m.wg.Done()
-	downCh := make(chan []*datum, 16)
-	var inner sync.WaitGroup
-	inner.Add(1)
-	go func() {
-		defer inner.Done()
-		for ds := range downCh {
-			m.download(u, ds)
+	var (
+		cur, nxt *queuedOp
+		downs    []queuedDown
+	)
+	// down queues the downloads of ds.
+	down := func(ds []*datum) {
+		for _, d := range ds {
+			p, err := u.Queue(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, false)
+			if err != nil {
+				m.downloaded(u, d, 0, err)
+				continue
+			}
+			downs = append(downs, queuedDown{d, p})
 		}
-	}()
-	var cur, nxt *queuedOp
+	}
+	// reap hands the downloads that are done (all, with wait) to the
+	// scheduler.
+	reap := func(wait bool) {
+		k := 0
+		for _, q := range downs {
+			if !wait && !q.p.Done() {
+				downs[k] = q
+				k++
+				continue
+			}
+			took, err := q.p.Wait(m.ctx)
+			m.downloaded(u, q.d, took, err)
+		}
+		clear(downs[k:])
+		downs = downs[:k]
+	}
 	// take queues the uploads of a, the next operation.
 	take := func(a action) {
-		if len(a.evict) > 0 {
-			downCh <- a.evict
-		}
+		down(a.evict)
 		nxt = m.queueInputs(w, u, a)
 	}
 	// poll takes the next operation if the dispatcher has one for w, and
 	// otherwise leaves w waiting for one.
 	poll := func() {
 		if a, flush, got := m.poll(w); flush != nil {
-			downCh <- flush // not while an operation is in flight: none
+			down(flush) // not while an operation is in flight: none
 		} else if got {
 			take(a)
 		}
@@ -824,6 +852,9 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 	served, polled := false, false
 	serve := func() {
 		served = true
+		if len(downs) > 0 {
+			reap(false)
+		}
 		switch {
 		case nxt != nil:
 		case !polled:
@@ -838,12 +869,13 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 	ctx := context.WithValue(m.ctx, serveKey{}, serve)
 	for {
 		if cur == nil {
+			reap(true) // before the worker may sleep
 			a, flush, ok := m.next(w)
 			if !ok {
 				break
 			}
 			if flush != nil {
-				downCh <- flush
+				down(flush)
 				continue
 			}
 			nxt = nil
@@ -856,16 +888,29 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 			poll()
 		}
 		served = false
-		if downs := m.runQueued(ctx, w, u, cur); len(downs) > 0 {
-			downCh <- downs
-		}
-		if !polled {
-			poll() // the unit did not call WhileComputing this time
+		down(m.runQueued(ctx, w, u, cur))
+		reap(false)
+		if nxt == nil {
+			poll() // the unit did not call WhileComputing, or nothing was ready then
 		}
 		cur = nxt
 	}
-	close(downCh)
-	inner.Wait()
+	reap(true)
+}
+
+// downloaded hands a download by u, which took took (0: unknown), to the
+// scheduler.
+func (m *Manager) downloaded(u Unit, d *datum, took time.Duration, err error) {
+	if err != nil {
+		err = fmt.Errorf("pats: flow %q: download %q from %s: %w", d.fl.f.name, d.key, u.Name(), err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil && took > 0 {
+		m.sched.moved(d.bytes, took)
+	}
+	m.sched.downloaded(d, err)
+	m.changed()
 }
 
 // serveKey is the context key of a queued GPU worker's WhileComputing
@@ -875,11 +920,12 @@ type serveKey struct{}
 // WhileComputing returns the function that a GPU unit's Run may call, as
 // often as it likes and on the goroutine that called Run, while it waits
 // for its device to compute. With Config.Prefetch and a [Queuer] unit the
-// manager's worker then takes an operation that the dispatcher gave it
-// meanwhile and queues its uploads, so that they copy during the
-// computation (the worker otherwise queues them after Run returns). The
-// function costs an atomic load when there is nothing to take. Outside
-// such a Run it does nothing.
+// manager's worker then hands the downloads that completed to the
+// scheduler, and takes the operation to run next and queues its uploads,
+// so that they copy during the computation (the worker otherwise does
+// both after Run returns). The function costs little when there is
+// nothing to do (an atomic load, and a look at each download in flight).
+// Outside such a Run it does nothing.
 func WhileComputing(ctx context.Context) func() {
 	if f := serveOf(ctx); f != nil {
 		return f
@@ -943,7 +989,7 @@ func (m *Manager) queueInputs(w *worker, u Queuer, a action) *queuedOp {
 		return q
 	}
 	for _, d := range a.upload {
-		p, err := u.QueueUpload(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store})
+		p, err := u.Queue(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, true)
 		if err != nil {
 			q.err = m.nodeErr(w, a.n, fmt.Errorf("upload %q: %w", d.key, err))
 			break
@@ -956,13 +1002,18 @@ func (m *Manager) queueInputs(w *worker, u Queuer, a action) *queuedOp {
 // runQueued waits for q's uploads, runs q's operation on u, hands it to the
 // scheduler and returns the downloads to do. It waits for every queued
 // copy, even after one failed, so that none is still writing when the
-// operation's memory is released. Queued uploads do not time the
-// scheduler's transfer rate (the downloads and unqueued moves do).
+// operation's memory is released.
 func (m *Manager) runQueued(ctx context.Context, w *worker, u Queuer, q *queuedOp) []*datum {
 	err := q.err
 	for i, p := range q.pending {
-		if werr := p.Wait(m.ctx); werr != nil && err == nil {
+		took, werr := p.Wait(m.ctx)
+		if werr != nil && err == nil {
 			err = m.nodeErr(w, q.a.n, fmt.Errorf("upload %q: %w", q.a.upload[i].key, werr))
+		}
+		if werr == nil && took > 0 {
+			m.mu.Lock()
+			m.sched.moved(q.a.upload[i].bytes, took)
+			m.mu.Unlock()
 		}
 	}
 	var dur time.Duration

@@ -527,21 +527,23 @@ func TestTaskInGraph(t *testing.T) {
 	}
 }
 
-// queueGPU is a fakeGPU whose uploads are queued ([Queuer]): QueueUpload
+// queueGPU is a fakeGPU whose transfers are queued ([Queuer]): an upload
 // records "queue:KEY" and returns a copy that completes once release(KEY)
-// is called (or fails with failWait[KEY]); it also records the goroutine
-// of every QueueUpload and Run.
+// is called (or fails with failWait[KEY]); a download records
+// "qdown:KEY" and is done at once. It records the goroutine of every
+// Queue and Run.
 type queueGPU struct {
 	fakeGPU
 	mu        sync.Mutex
 	gates     map[string]chan struct{}
 	failQueue map[string]error
 	failWait  map[string]error
+	gatedDown map[string]bool // downloads done once release("down:KEY")
 	gids      map[string]bool
 }
 
 func newQueueGPU(j *journal) *queueGPU {
-	return &queueGPU{fakeGPU: fakeGPU{j: j}, gates: map[string]chan struct{}{}, failQueue: map[string]error{}, failWait: map[string]error{}, gids: map[string]bool{}}
+	return &queueGPU{fakeGPU: fakeGPU{j: j}, gates: map[string]chan struct{}{}, failQueue: map[string]error{}, failWait: map[string]error{}, gatedDown: map[string]bool{}, gids: map[string]bool{}}
 }
 
 func (g *queueGPU) gate(key string) chan struct{} {
@@ -565,10 +567,25 @@ func (g *queueGPU) noteGoroutine() {
 	g.mu.Unlock()
 }
 
-func (g *queueGPU) QueuesUploads() bool { return true }
+func (g *queueGPU) Queues() bool { return true }
 
-func (g *queueGPU) QueueUpload(_ context.Context, d Data) (Pending, error) {
+func (g *queueGPU) Queue(_ context.Context, d Data, toDevice bool) (Pending, error) {
 	g.noteGoroutine()
+	if !toDevice {
+		g.j.add("qdown:%s", d.Key)
+		if !g.gatedDown[d.Key] {
+			return Completed(nil), nil
+		}
+		c := g.gate("down:" + d.Key)
+		return waitGate{c, func(context.Context) error {
+			select {
+			case <-c:
+				return nil
+			case <-time.After(5 * time.Second):
+				return fmt.Errorf("the manager waited for %s's download before it could complete", d.Key)
+			}
+		}}, nil
+	}
 	g.mu.Lock()
 	qerr, werr := g.failQueue[d.Key], g.failWait[d.Key]
 	g.mu.Unlock()
@@ -577,14 +594,14 @@ func (g *queueGPU) QueueUpload(_ context.Context, d Data) (Pending, error) {
 	}
 	g.j.add("queue:%s", d.Key)
 	c := g.gate(d.Key)
-	return waitGate(func(ctx context.Context) error {
+	return waitGate{c, func(ctx context.Context) error {
 		select {
 		case <-c:
 			return werr
 		case <-time.After(10 * time.Second):
 			return fmt.Errorf("the manager waited for %s's upload before releasing it", d.Key)
 		}
-	}), nil
+	}}, nil
 }
 
 func (g *queueGPU) Run(ctx context.Context, impl func(context.Context) error, c Cost) error {
@@ -592,9 +609,22 @@ func (g *queueGPU) Run(ctx context.Context, impl func(context.Context) error, c 
 	return g.fakeGPU.Run(ctx, impl, c)
 }
 
-type waitGate func(context.Context) error
+// waitGate is a queued copy, done once its gate is closed.
+type waitGate struct {
+	gate chan struct{}
+	wait func(context.Context) error
+}
 
-func (w waitGate) Wait(ctx context.Context) error { return w(ctx) }
+func (w waitGate) Done() bool {
+	select {
+	case <-w.gate:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w waitGate) Wait(ctx context.Context) (time.Duration, error) { return 0, w.wait(ctx) }
 
 // TestManagerQueuedUploadOverlapsCompute checks that a Queuer GPU with
 // Prefetch is driven from one goroutine that queues the next operation's
@@ -661,6 +691,44 @@ func TestManagerQueuedServesWhileComputing(t *testing.T) {
 	}
 	if len(gpu.gids) != 1 {
 		t.Errorf("QueueUpload and Run were called from %d goroutines, want one", len(gpu.gids))
+	}
+}
+
+// TestManagerQueuedReapsWhileComputing checks that a queued download is
+// handed to the scheduler when it is done, seen by the WhileComputing
+// function while the GPU computes the next operation: A's result x, which
+// a CPU-only step C reads, downloads while B, after A on the GPU,
+// computes; C must run before B ends.
+func TestManagerQueuedReapsWhileComputing(t *testing.T) {
+	var j journal
+	gpu := newQueueGPU(&j)
+	gpu.gatedDown["x"] = true
+	gpu.release("y") // uploaded again without Locality
+	runs := 0
+	gpu.onRun = func(ctx context.Context) error {
+		if runs++; runs < 2 {
+			return nil
+		}
+		gpu.release("down:x")
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && j.index("f:C") < 0; time.Sleep(100 * time.Microsecond) {
+			WhileComputing(ctx)()
+		}
+		return nil
+	}
+	cpuOnly := &Op[string]{Name: "C", Impls: map[device.Kind]Impl[string]{device.CPU: func(_ context.Context, _ device.Device, flow string) error {
+		j.add("%s:C", flow)
+		return nil
+	}}}
+	m := startManager(t, Config{Prefetch: true}, append(CPUUnits(1), gpu)...)
+	f := NewFlow("f")
+	Add(f, gpuOnlyOp(&j, "A"), "f", Writes(d("x", 8), d("y", 8)))
+	Add(f, gpuOnlyOp(&j, "B"), "f", Reads(d("y", 8)))
+	Add(f, cpuOnly, "f", Reads(d("x", 8)))
+	if err := submit(t, m, f).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c, b := j.index("f:C"), j.index("f:B"); c < 0 || b < 0 || c > b {
+		t.Errorf("C did not run while B computed: %q", j.list())
 	}
 }
 

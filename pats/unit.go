@@ -71,11 +71,11 @@ type Sim struct {
 }
 
 // simClock carries, per engine, the time a unit has overslept, and when
-// its upload engine is free of the uploads queued so far.
+// each copy engine is free of the transfers queued on it so far.
 type simClock struct {
-	mu     sync.Mutex
-	debt   [3]time.Duration
-	upFree time.Time
+	mu   sync.Mutex
+	debt [3]time.Duration
+	free [3]time.Time // by engine; the upload and download ones only
 }
 
 // Engines of a simulated unit, for the overshoot accounting.
@@ -194,34 +194,49 @@ func (s Sim) Move(ctx context.Context, d Data, toDevice bool) error {
 	return s.wait(ctx, eng, time.Now(), s.scale(s.transfer(d.Bytes)))
 }
 
-// QueuesUploads reports whether s queues its uploads ([Queuer]): the GPUs
-// made by Machine.Units do.
-func (s Sim) QueuesUploads() bool { return s.Type == device.GPU && s.clock != nil }
+// Queues reports whether s queues its transfers ([Queuer]): the GPUs made
+// by Machine.Units do.
+func (s Sim) Queues() bool { return s.Type == device.GPU && s.clock != nil }
 
-// QueueUpload queues d on the unit's upload engine, which copies one datum
-// after another, each in its scaled modelled time; the Pending's Wait
-// sleeps until the copy's modelled end. A unit that does not queue
-// (QueuesUploads) moves d at once, as Move does.
-func (s Sim) QueueUpload(ctx context.Context, d Data) (Pending, error) {
-	if !s.QueuesUploads() {
-		return Completed(s.Move(ctx, d, true)), nil
+// Queue queues d on the unit's upload or download engine, which copies
+// one datum after another, each in its scaled modelled time; the
+// Pending's Wait sleeps until the copy's modelled end. A unit that does
+// not queue (Queues) moves d at once, as Move does.
+func (s Sim) Queue(ctx context.Context, d Data, toDevice bool) (Pending, error) {
+	if !s.Queues() {
+		return Completed(s.Move(ctx, d, toDevice)), nil
+	}
+	eng := engDownload
+	if toDevice {
+		eng = engUpload
 	}
 	now := time.Now()
+	took := s.scale(s.transfer(d.Bytes))
 	s.clock.mu.Lock()
-	start := s.clock.upFree
+	start := s.clock.free[eng]
 	if start.Before(now) {
 		start = now
 	}
-	end := start.Add(s.scale(s.transfer(d.Bytes)))
-	s.clock.upFree = end
+	end := start.Add(took)
+	s.clock.free[eng] = end
 	s.clock.mu.Unlock()
-	return simPending(end), nil
+	return simPending{end: end, took: took}, nil
 }
 
-// simPending is a simulated upload, complete at its time.
-type simPending time.Time
+// simPending is a simulated transfer, complete at end.
+type simPending struct {
+	end  time.Time
+	took time.Duration
+}
 
-func (p simPending) Wait(ctx context.Context) error { return sleepUntil(ctx, time.Time(p)) }
+func (p simPending) Done() bool { return !time.Now().Before(p.end) }
+
+func (p simPending) Wait(ctx context.Context) (time.Duration, error) {
+	if err := sleepUntil(ctx, p.end); err != nil {
+		return 0, err
+	}
+	return p.took, nil
+}
 
 func sleepUntil(ctx context.Context, t time.Time) error {
 	d := time.Until(t)
@@ -276,7 +291,8 @@ type Machine struct {
 
 // Units returns the machine's units for the real-time manager, CPUs first,
 // with every modelled time multiplied by scale (0 means 1). Its GPUs queue
-// their uploads ([Queuer]), as the simulator's upload engine does.
+// their transfers ([Queuer]) on an upload and a download engine, as the
+// simulator's GPUs do.
 func (m Machine) Units(scale float64) []Unit {
 	var us []Unit
 	for _, s := range m.sims() {

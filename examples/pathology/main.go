@@ -225,7 +225,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.orderOnly, "order-only", true, "with -hardware: also run PATS by speedup order only (false: skip it, a shorter run)")
 	fs.StringVar(&o.hwConfigs, "hw-configs", "", "with -hardware: the configurations to run, in order, repeats allowed (comma-separated from "+strings.Join(pathology.HardwareConfigs(), ", ")+"; default fcfs to wrong50, and order with -order-only; dl,wrong25,wrong50,wrong75,wrong100 is the sensitivity sweep)")
 	fs.BoolVar(&o.firstUse, "stage-on-first-use", false, "with -hardware: a tile's RGB is staged from storage by the worker of its first reader (a GPU's too) instead of in the background from the tile's admission (prefetch configurations stage from admission either way)")
-	fs.BoolVar(&o.syncUp, "sync-uploads", false, "with -hardware: a prefetching GPU worker uploads on a goroutine of its own that waits for each copy, beside the goroutine that computes (the earlier worker, for comparison) instead of queueing the uploads from one goroutine")
+	fs.BoolVar(&o.syncUp, "sync-uploads", false, "with -hardware: run a prefetching GPU worker as an upload, a compute and a download goroutine, each waiting for its copies or kernels (the earlier worker, for comparison), instead of one goroutine that queues its copies on the GPU's streams")
 	fs.BoolVar(&o.goMemory, "go-memory", false, "with -hardware: keep the tiles' image regions in Go memory instead of the GPU's page-locked host memory (whose transfers need no staging copy)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs

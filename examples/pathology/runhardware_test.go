@@ -57,7 +57,7 @@ func TestHardwareConfigsTrace(t *testing.T) {
 		t.Errorf("PATS ran without being asked:\n%s", errOut.String())
 	}
 	if md, err := os.ReadFile(filepath.Join(dir, "hardware.md")); err != nil || !strings.Contains(string(md), "-stage-on-first-use=true -sync-uploads=true`") || !strings.Contains(string(md), "staged from storage by the worker of its first reader") ||
-		!strings.Contains(string(md), "an upload goroutine that waits for each copy") {
+		!strings.Contains(string(md), "an upload, a compute and a download goroutine") {
 		t.Errorf("hardware.md does not say how the tiles were staged and the GPU worker ran (%v):\n%s", err, md)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "trace.csv"))

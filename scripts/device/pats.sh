@@ -68,10 +68,11 @@
 # pair twice but learned (7 runs, about 55 s), so that every
 # configuration issue 34 names is simulated against its own run.
 # Since the ninth session (no GPU; docs/pats/hardware.md, "The GPU worker
-# on one thread"): a prefetching GPU worker queues its uploads from one
-# goroutine (pats.Queuer) by default; SYNCUP=1 passes -sync-uploads, the
-# upload goroutine beside the compute goroutine of the sessions before
-# (patssync.sh runs it on the sweep's points to compare in one call).
+# on one thread"): a prefetching GPU worker is one goroutine that queues
+# its copies on the GPU's streams (pats.Queuer) by default; SYNCUP=1
+# passes -sync-uploads, the upload, compute and download goroutines of the
+# sessions before (patssync.sh runs it on the sweep's points to compare in
+# one call).
 # overlap.txt: testdata/gpu_overlap.py, whether the GPU's uploads
 # overlapped its kernels, and the computations held back.
 set -uo pipefail
