@@ -20,9 +20,9 @@ var ErrClosed = errors.New("pats: manager closed")
 // processing unit (CPU core or GPU) and runs the ready operation instances
 // of every flow submitted to it, choosing for each idle worker according to
 // its Config. A GPU worker with Prefetch pipelines consecutive
-// operations: one goroutine queues the next operation's uploads and runs
-// the current one if the unit is a [Queuer], else an upload goroutine
-// runs beside a compute goroutine; a download goroutine runs beside either.
+// operations: for a [Queuer] unit it is one goroutine that queues the
+// copies on the device, otherwise an upload, a compute and a download
+// goroutine.
 //
 // Submit, Report and Close may be called from any goroutine.
 type Manager struct {
