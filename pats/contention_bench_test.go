@@ -107,16 +107,19 @@ func (p spinPending) Wait(context.Context) (time.Duration, error) {
 	return 0, nil
 }
 
-// runBusyCores runs flows of one GPU operation (1 ms of upload, 1 ms of
-// kernel, a tiny result) and one CPU-only operation (1 ms over the cpus
-// cores) per flow on spinning cores and a spinning GPU, with GOMAXPROCS =
-// cpus + 1, and returns the makespan. The cores are kept busy; the GPU's
-// work overlaps its copies, 1 ms per flow at best, 2 ms when they take
-// turns.
-//
-// With idle, the CPU operations cost nothing: the cores wait, their
-// threads are free, and the three goroutines each find one.
-func runBusyCores(tb testing.TB, cpus, flows int, queue, idle bool) time.Duration {
+// runBusyCores runs flows on cpus spinning cores and a spinning GPU, with
+// GOMAXPROCS = cpus + 1, and returns the makespan. load is
+//   - "busy": per flow, one GPU operation (1 ms of upload, 1 ms of kernel,
+//     a tiny result) and an independent CPU-only operation (1 ms over the
+//     cpus cores): the cores are kept busy, and the GPU's work overlaps its
+//     copies at 1 ms per flow at best, 2 ms when they take turns;
+//   - "idle": the same, the CPU operation costing nothing: the cores wait,
+//     their threads are free;
+//   - "chain": per flow, a CPU operation (0.5 ms over the cores) whose
+//     output the GPU operation reads (1 ms up, 1 ms of kernel) and a CPU
+//     operation that reads the GPU's output (0.5 ms down, 0.5 ms): the
+//     downloads and the wake-ups count too; 1 ms per flow at best.
+func runBusyCores(tb testing.TB, cpus, flows int, queue bool, load string) time.Duration {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cpus + 1))
 	gpu := &spinGPU{queue: queue, rate: 1e9}
 	units := []Unit{gpu}
@@ -126,20 +129,29 @@ func runBusyCores(tb testing.TB, cpus, flows int, queue, idle bool) time.Duratio
 	nop := func(context.Context, device.Device, int) error { return nil }
 	gpuOp := &Op[int]{Name: "kernel", Impls: map[device.Kind]Impl[int]{device.GPU: nop}}
 	cpuOp := &Op[int]{Name: "cpuwork", Impls: map[device.Kind]Impl[int]{device.CPU: nop}}
-	m, err := Start(context.Background(), Config{Prefetch: true, Window: 4 * (cpus + 1)}, units...)
+	cpuOp2 := &Op[int]{Name: "cpuwork2", Impls: map[device.Kind]Impl[int]{device.CPU: nop}}
+	m, err := Start(context.Background(), Config{Prefetch: true, Locality: true, Window: 4 * (cpus + 1)}, units...)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	per := func(d time.Duration) Cost { return Cost{CPU: d / time.Duration(cpus)} }
 	start := time.Now()
 	var jobs []*Job
 	for i := range flows {
 		f := NewFlow(fmt.Sprint("f", i))
-		Add(f, gpuOp, i, Reads(Data{Key: "in", Bytes: 1_000_000}), Writes(Data{Key: "out", Bytes: 1000}), WithCost(Cost{GPU: time.Millisecond}))
-		cpuCost := time.Millisecond / time.Duration(cpus)
-		if idle {
-			cpuCost = 0
+		switch load {
+		case "chain":
+			Add(f, cpuOp, i, Writes(Data{Key: "a", Bytes: 1_000_000}), WithCost(per(500*time.Microsecond)))
+			Add(f, gpuOp, i, Reads(Data{Key: "a", Bytes: 1_000_000}), Writes(Data{Key: "b", Bytes: 500_000}), WithCost(Cost{GPU: time.Millisecond}))
+			Add(f, cpuOp2, i, Reads(Data{Key: "b", Bytes: 500_000}), Writes(Data{Key: "out", Bytes: 1000}), WithCost(per(500*time.Microsecond)))
+		default:
+			Add(f, gpuOp, i, Reads(Data{Key: "in", Bytes: 1_000_000}), Writes(Data{Key: "out", Bytes: 1000}), WithCost(Cost{GPU: time.Millisecond}))
+			c := per(time.Millisecond)
+			if load == "idle" {
+				c = Cost{}
+			}
+			Add(f, cpuOp, i, WithCost(c))
 		}
-		Add(f, cpuOp, i, WithCost(Cost{CPU: cpuCost}))
 		j, err := m.Submit(context.Background(), f)
 		if err != nil {
 			tb.Fatal(err)
@@ -159,11 +171,11 @@ func runBusyCores(tb testing.TB, cpus, flows int, queue, idle bool) time.Duratio
 }
 
 // BenchmarkGPUWorkerBusyCores compares the two GPU workers on runBusyCores
-// (one spinning core and the GPU on this two-core machine), the cores busy
-// and idle: ms per flow (1 at best). Run the variants alternately, e.g.
+// (one spinning core and the GPU on this two-core machine) under each
+// load: ms per flow (1 at best). Run the variants alternately, e.g.
 // -bench 'GPUWorkerBusyCores/busy/three' then '.../busy/one', five times.
 func BenchmarkGPUWorkerBusyCores(b *testing.B) {
-	for _, load := range []string{"busy", "idle"} {
+	for _, load := range []string{"busy", "idle", "chain"} {
 		for _, c := range []struct {
 			name  string
 			queue bool
@@ -172,7 +184,7 @@ func BenchmarkGPUWorkerBusyCores(b *testing.B) {
 				const flows = 200
 				var total time.Duration
 				for range b.N {
-					total += runBusyCores(b, 1, flows, c.queue, load == "idle")
+					total += runBusyCores(b, 1, flows, c.queue, load)
 				}
 				b.ReportMetric(float64(total.Microseconds())/1e3/float64(b.N*flows), "ms/flow")
 			})
