@@ -83,6 +83,13 @@ var sweepVariants = []sweepVariant{
 	{name: "pinhost-bs", pin: true, env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
 	{name: "pinhost-co3", pin: true, env: map[string]string{"HTGS_MATMUL_COPYOUT": "3"}},
 	{name: "pack16", env: map[string]string{"HTGS_MATMUL_PACK": "16"}},
+	// Fewer goroutines per staging copy (HTGS_MATMUL_PACK: the copy-in
+	// task's packers, each copy-out task's unpackers), polling waits: the
+	// copies then leave Ps free for the device tasks, which otherwise wait
+	// for one behind busy goroutines (the Go scheduler's effect found on
+	// pathology's GPU worker, docs/pats/hardware.md).
+	{name: "pack12-spin", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_PACK": "12", "HTGS_MATMUL_SPIN": "2000"}},
+	{name: "pack7-spin", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_PACK": "7", "HTGS_MATMUL_SPIN": "2000"}},
 	{name: "pack4", env: map[string]string{"HTGS_MATMUL_PACK": "4"}},
 	{name: "stage6", env: map[string]string{"HTGS_MATMUL_STAGING": "6", "HTGS_MATMUL_COPYOUT": "3"}},
 	{name: "nocache", env: map[string]string{"HTGS_MATMUL_DEVCACHE": "0"}},

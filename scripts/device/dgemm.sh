@@ -82,7 +82,12 @@ stamp "sweep"
 # slab first; at n = 8192 also in 2048-blocks, where the lead applies
 # (4 block columns; matmul/testdata/order_model.py expects 2048-blocks
 # with a lead of 2 to beat 4096-blocks from page-locked memory).
-vs=base,spin,lead2,lead2-spin,pinhost,pinhost-sf,pinhost-lead2
+# Ninth session: fewer goroutines per staging copy with polling waits
+# (pack12-spin, pack7-spin: the copy-in task's packers and the copy-out
+# tasks' unpackers), for the Go scheduler's effect found on pathology's
+# GPU worker (device tasks waiting for a P behind busy goroutines;
+# docs/pats/hardware.md).
+vs=base,spin,lead2,lead2-spin,pack12-spin,pack7-spin,pinhost,pinhost-sf,pinhost-lead2
 (cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=2048,4096 HTGS_SWEEP_BS16384=4096 HTGS_SWEEP_RUNS=3 \
 	HTGS_SWEEP_VARIANTS=$vs HTGS_SWEEP_TRACE="$o/trace" \
 	timeout -k 2 60 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
