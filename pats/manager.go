@@ -560,20 +560,30 @@ func (m *Manager) next(w *worker) (a action, flush []*datum, ok bool) {
 	w.waiting = true
 	m.changed()
 	for {
-		switch {
-		case w.assigned != nil:
-			a, w.assigned, w.waiting = *w.assigned, nil, false
-			w.offered.Store(false)
-			return a, nil, true
-		case w.flushed != nil:
-			flush, w.flushed, w.waiting = w.flushed, nil, false
-			return action{}, flush, true
-		case m.exiting():
+		if a, flush, ok := m.given(w); ok {
+			return a, flush, true
+		}
+		if m.exiting() {
 			w.waiting = false
 			return action{}, nil, false
 		}
 		m.wake[w.idx].Wait()
 	}
+}
+
+// given takes what the dispatcher gave w: an operation, or data to flush
+// (m.mu held). ok is false if it gave nothing.
+func (m *Manager) given(w *worker) (a action, flush []*datum, ok bool) {
+	switch {
+	case w.assigned != nil:
+		a, w.assigned, w.waiting = *w.assigned, nil, false
+		w.offered.Store(false)
+		return a, nil, true
+	case w.flushed != nil:
+		flush, w.flushed, w.waiting = w.flushed, nil, false
+		return action{}, flush, true
+	}
+	return action{}, nil, false
 }
 
 // prepare stages a node's storage inputs (when not prefetched) and uploads
@@ -840,9 +850,9 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 	// poll takes the next operation if the dispatcher has one for w, and
 	// otherwise leaves w waiting for one.
 	poll := func() {
-		if a, flush, got := m.poll(w); flush != nil {
+		if a, flush, ok := m.poll(w); flush != nil {
 			down(flush) // not while an operation is in flight: none
-		} else if got {
+		} else if ok {
 			take(a)
 		}
 	}
@@ -940,8 +950,8 @@ func serveOf(ctx context.Context) func() {
 }
 
 // poll is next without the wait: it returns what the dispatcher gave w,
-// if anything, and otherwise leaves w waiting, so that the dispatcher can
-// give it the next operation while its unit computes.
+// if anything (ok), and otherwise leaves w waiting, so that the dispatcher
+// can give it the next operation while its unit computes.
 func (m *Manager) poll(w *worker) (a action, flush []*datum, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -949,16 +959,7 @@ func (m *Manager) poll(w *worker) (a action, flush []*datum, ok bool) {
 		w.waiting = true
 		m.changed()
 	}
-	switch {
-	case w.assigned != nil:
-		a, w.assigned, w.waiting = *w.assigned, nil, false
-		w.offered.Store(false)
-		return a, nil, true
-	case w.flushed != nil:
-		flush, w.flushed, w.waiting = w.flushed, nil, false
-		return action{}, flush, false
-	}
-	return action{}, nil, false
+	return m.given(w)
 }
 
 // takeOffered returns the operation the dispatcher gave w, if any,
@@ -969,10 +970,8 @@ func (m *Manager) takeOffered(w *worker) (action, bool) {
 	if w.assigned == nil {
 		return action{}, false
 	}
-	a := *w.assigned
-	w.assigned, w.waiting = nil, false
-	w.offered.Store(false)
-	return a, true
+	a, _, ok := m.given(w)
+	return a, ok
 }
 
 // queueInputs stages a's storage inputs (when not prefetched) and queues

@@ -27,13 +27,7 @@ standard library.
 """
 import bisect, collections, csv, sys
 
-DEPS = {  # operation -> operations whose outputs it reads (pathology/workload.go)
-    "RBCDetection": [], "MorphOpen": [],
-    "ReconToNuclei": ["MorphOpen", "RBCDetection"], "AreaThreshold": ["ReconToNuclei"],
-    "FillHoles": ["AreaThreshold"], "PreWatershed": ["FillHoles"],
-    "Watershed": ["PreWatershed", "FillHoles"], "BWLabel": ["Watershed"],
-    "FeatIntensity": ["BWLabel"], "FeatGradient": ["BWLabel"], "FeatMorphometry": ["BWLabel"],
-}
+from trace_idle import DEPS  # operation -> operations whose outputs it reads
 
 
 def tile_of_key(key):
