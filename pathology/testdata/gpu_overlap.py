@@ -19,6 +19,10 @@ and GPU, at 0.1 ms resolution:
                          GPU's previous computation began, but whose first
                          upload began only after it ended: the worker took
                          the operation only then; the time is the wait
+  downloads after        from the end of a GPU computation to the start of
+                         the download of its output (median, 90th
+                         percentile): the scheduler's write-back timing,
+                         and a download goroutine waiting for a thread
 The simulator's GPU has an upload engine beside its compute engine, so it
 has neither held-back computations nor late uploads. With the uploads
 queued from one goroutine (the default since the ninth session, pats.Queuer)
@@ -28,6 +32,13 @@ standard library.
 import bisect, collections, csv, sys
 
 from trace_idle import DEPS  # operation -> operations whose outputs it reads
+
+OUTPUT = {  # operation -> the datum it writes (pathology/workload.go)
+    "RBCDetection": "rbc", "MorphOpen": "opened", "ReconToNuclei": "candidates",
+    "AreaThreshold": "area", "FillHoles": "filled", "PreWatershed": "distance",
+    "Watershed": "watershed", "BWLabel": "labels", "FeatIntensity": "featIntensity",
+    "FeatGradient": "featGradient", "FeatMorphometry": "featMorph",
+}
 
 
 def tile_of_key(key):
@@ -81,9 +92,20 @@ def analyse(run, rows):
                     late += 1
                     late_ms += s - ek
             prev_end = float(r["end_ms"])
+        wrote = {(int(r["tile"]), OUTPUT.get(r["op"])): float(r["end_ms"]) for r in comps}
+        after = []
+        for x in G:
+            if x["what"] != "down":
+                continue
+            t, key = tile_of_key(x["op"]), x["op"].split("/")[-1]
+            if (t, key) in wrote and float(x["start_ms"]) >= wrote[(t, key)]:
+                after.append(float(x["start_ms"]) - wrote[(t, key)])
+        after.sort()
+        dl = "downloads after %.2f / %.2f ms (median / 90th pct of %d)" % (
+            after[len(after) // 2], after[int(0.9 * len(after))], len(after)) if after else "no downloads of GPU outputs"
         print("%s on %s: makespan %.0f ms; compute %.0f, up %.0f ms (beside compute %.0f, alone %.0f), idle %.0f ms; "
-              "held back %d computations (%.0f ms), late uploads %d (%.0f ms)"
-              % (run, g, end, sum(c) / 10, sum(u) / 10, both, alone, idle, held, held_ms, late, late_ms))
+              "held back %d computations (%.0f ms), late uploads %d (%.0f ms); %s"
+              % (run, g, end, sum(c) / 10, sum(u) / 10, both, alone, idle, held, held_ms, late, late_ms, dl))
 
 
 def main(path):
