@@ -7,6 +7,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/gohtgs/htgs/region"
@@ -173,5 +174,74 @@ func TestCUDAPinnedDirect(t *testing.T) {
 	}
 	if _, out := a.hostStats(); out != 0 {
 		t.Errorf("%d page-locked buffers not given back", out)
+	}
+}
+
+// TestCUDAQueuedTransfer round-trips page-locked buffers through queued
+// copies (queueTransfer): several uploads queued before any is waited
+// for, then the downloads; each copy is done once waited for, its span on
+// the GPU is known and ordered, and the data come back. Go memory is
+// copied at once (no queued copy).
+func TestCUDAQueuedTransfer(t *testing.T) {
+	as := cudaOrSkip(t)
+	a := as[0].(*cudaAccel)
+	ctx := context.Background()
+	sizes := []int64{1, ringChunk + 1, 3*ringChunk + 5}
+	var bufs []gpuBuf
+	var srcs [][]byte
+	var ups []deviceCopy
+	for _, n := range sizes {
+		src, ok := a.hostBuffer(n)
+		if !ok {
+			t.Fatalf("no page-locked buffer of %d bytes", n)
+		}
+		for i := range src {
+			src[i] = byte(i*11 + int(n))
+		}
+		b, err := a.alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := a.queueTransfer(ctx, b, src, true)
+		if err != nil || c == nil {
+			t.Fatalf("%d bytes: queue the upload: %v (copy %v)", n, err, c)
+		}
+		bufs, srcs, ups = append(bufs, b), append(srcs, src), append(ups, c)
+	}
+	var last time.Time
+	for i, c := range ups {
+		s, err := c.wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.start.IsZero() || s.end.Before(s.start) || s.start.Before(last.Add(-time.Microsecond)) {
+			t.Errorf("upload %d: span %v - %v (previous ended %v): want known, ordered, after the previous", i, s.start, s.end, last)
+		}
+		last = s.end
+	}
+	for i, n := range sizes {
+		dst, _ := a.hostBuffer(n)
+		clear(dst)
+		c, err := a.queueTransfer(ctx, bufs[i], dst, false)
+		if err != nil || c == nil {
+			t.Fatalf("%d bytes: queue the download: %v", n, err)
+		}
+		for t0 := time.Now(); !c.done(); {
+			if time.Since(t0) > 5*time.Second {
+				t.Fatalf("%d bytes: the queued download is not done after 5 s", n)
+			}
+		}
+		if _, err := c.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(srcs[i], dst) {
+			t.Errorf("%d bytes: the queued round trip changed the data", n)
+		}
+		if c, err := a.queueTransfer(ctx, bufs[i], make([]byte, n), false); err != nil || c != nil {
+			t.Errorf("%d bytes into Go memory: %v, copy %v: want made at once", n, err, c)
+		}
+		a.putHost(dst)
+		a.putHost(srcs[i])
+		a.release(bufs[i])
 	}
 }
