@@ -145,9 +145,11 @@ func TestHardwareRun(t *testing.T) {
 	// Both GPU workers of the prefetching configuration (copies queued
 	// from one goroutine by default; SyncUploads: three goroutines)
 	// compute what the CPU does and trace their uploads.
-	for _, sync := range []bool{false, true} {
+	// So does the prefetching configuration with the storage on the cores.
+	for _, v := range []struct{ sync, cores bool }{{false, false}, {true, false}, {false, true}} {
+		sync := v.sync
 		dir := t.TempDir()
-		h := Hardware{CPUs: 2, GPUs: gpus, Tiles: 4, TileSize: 32, Window: 6, Seed: 1, Configs: []string{"dl"}, TraceDir: dir, SyncUploads: sync}
+		h := Hardware{CPUs: 2, GPUs: gpus, Tiles: 4, TileSize: 32, Window: 6, Seed: 1, Configs: []string{"dl"}, TraceDir: dir, SyncUploads: sync, StorageOnCores: v.cores}
 		res, err := h.Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -158,6 +160,9 @@ func TestHardwareRun(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, "trace.csv"))
 		if n := regexp.MustCompile(`(?m)^PATS\+DL\+prefetch,[^,]+,up,-1,tile\d+/rgb,`).FindAll(b, -1); err != nil || len(n) == 0 {
 			t.Errorf("SyncUploads=%v: trace.csv (%v) has %d uploads of a tile's RGB, want some", sync, err, len(n))
+		}
+		if n := bytes.Count(b, []byte(",storage,commit,")); n != 4*4 {
+			t.Errorf("%+v: trace.csv has %d commits, want %d", v, n, 4*4)
 		}
 	}
 	for _, bad := range []Hardware{{CPUs: 0, Tiles: 1, TileSize: 8}, {CPUs: 1, Tiles: 1, TileSize: 8, Configs: []string{"nope"}}} {

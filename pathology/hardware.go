@@ -30,23 +30,24 @@ import (
 
 // hwSetup is the machine and the workload of a hardware experiment.
 type hwSetup struct {
-	cpus      int
-	accels    []accel
-	tiles     int
-	size      int
-	window    int
-	seed      uint64
-	calTiles  int      // tiles timed op by op before the runs (the first is a warm-up)
-	noOrder   bool     // skip "PATS, speedup order only" (Hardware.SkipOrderOnly)
-	configs   []string // HardwareConfigs names in order (nil: every configuration)
-	traceDir  string   // where trace.csv goes (empty: no trace file)
-	gpuKind   string
-	log       io.Writer
-	specs     []Operation
-	regionBuf map[string]int64 // real size of each datum
-	goMemory  bool             // the tiles' regions in Go memory, not the GPU's host memory
-	firstUse  bool             // tiles staged by their first reader's worker (Hardware.StageOnFirstUse)
-	syncUp    bool             // a prefetching GPU worker as three goroutines (Hardware.SyncUploads)
+	cpus       int
+	accels     []accel
+	tiles      int
+	size       int
+	window     int
+	seed       uint64
+	calTiles   int      // tiles timed op by op before the runs (the first is a warm-up)
+	noOrder    bool     // skip "PATS, speedup order only" (Hardware.SkipOrderOnly)
+	configs    []string // HardwareConfigs names in order (nil: every configuration)
+	traceDir   string   // where trace.csv goes (empty: no trace file)
+	gpuKind    string
+	log        io.Writer
+	specs      []Operation
+	regionBuf  map[string]int64 // real size of each datum
+	goMemory   bool             // the tiles' regions in Go memory, not the GPU's host memory
+	firstUse   bool             // tiles staged by their first reader's worker (Hardware.StageOnFirstUse)
+	syncUp     bool             // a prefetching GPU worker as three goroutines (Hardware.SyncUploads)
+	storeCores bool             // stagings and commits by the CPU workers (Hardware.StorageOnCores)
 }
 
 // calibration is what the sequential pass measured: mean compute time of
@@ -885,6 +886,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		if seen[n] > 1 { // a repeat, named apart
 			c.name += fmt.Sprintf(" #%d", seen[n])
 		}
+		c.cfg.StorageOnCores = h.storeCores // the simulations model it too
 		configs = append(configs, c)
 	}
 	res := &hwResults{cal: cal, same: true}
@@ -1104,6 +1106,9 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 	worker := "one goroutine that queues its copies on the GPU's streams and runs an operation while the next one's inputs upload"
 	if h.syncUp {
 		worker = "an upload, a compute and a download goroutine, each waiting for its copies or kernels"
+	}
+	if h.storeCores {
+		staging += ", by the CPU workers, which also commit the outputs (storage on the cores)"
 	}
 	fmt.Fprintf(w, "## Real hardware\n\n`%s`: %d tiles of %dx%d px (RGB), %d CPU cores + %d %s, window %d; the tiles' image regions in %s; each tile's RGB staged from storage %s; a prefetching GPU worker is %s.\n\n",
 		command, h.tiles, h.size, h.size, h.cpus, len(h.accels), h.gpuKind, h.window, mem, staging, worker)
@@ -1490,6 +1495,12 @@ type Hardware struct {
 	// goroutines one thread between them, and each then waits for the
 	// others (docs/pats/hardware.md).
 	SyncUploads bool
+	// StorageOnCores has the CPU workers stage the tiles and commit their
+	// outputs (pats.Config.StorageOnCores) in every configuration, and the
+	// simulator model it: no goroutine runs beside the workers, so the GPU
+	// worker's polling is not preempted in favour of a copy to or from
+	// storage, but the cores do that copying instead of operations.
+	StorageOnCores bool
 }
 
 // HardwareResult is the outcome of a hardware experiment.
@@ -1510,7 +1521,7 @@ func (h Hardware) Run(ctx context.Context) (*HardwareResult, error) {
 		return nil, fmt.Errorf("pathology: hardware experiment: unknown configuration %q", bad)
 	}
 	s := &hwSetup{cpus: h.CPUs, tiles: h.Tiles, size: h.TileSize, window: h.Window, seed: h.Seed, calTiles: 3,
-		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs", goMemory: h.GoMemory, firstUse: h.StageOnFirstUse, syncUp: h.SyncUploads}
+		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs", goMemory: h.GoMemory, firstUse: h.StageOnFirstUse, syncUp: h.SyncUploads, storeCores: h.StorageOnCores}
 	if h.GPUs != nil {
 		s.accels, s.gpuKind = h.GPUs.accels, h.GPUs.kind
 	}

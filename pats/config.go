@@ -87,6 +87,16 @@ type Config struct {
 	// unit that queues its uploads ([Queuer]) is driven by one goroutine,
 	// others by an upload goroutine beside a compute goroutine.
 	Prefetch bool
+	// StorageOnCores has the CPU workers stage the flows' storage inputs
+	// in the background (with Prefetch or StageAhead) and commit the
+	// completed flows' outputs, as work they take before operations,
+	// instead of goroutines of their own beside the workers: then no more
+	// goroutines are runnable than there are workers, and a GPU worker
+	// that polls its device never waits for a thread behind a copy to or
+	// from storage. The storage writes one flow's outputs at a time, so
+	// one commit runs at a time. The simulator models the same (the next
+	// idle core stages or commits). Without CPU units it has no effect.
+	StorageOnCores bool
 	// StageAhead stages the storage inputs of a flow in the background as
 	// soon as the flow is admitted (as Prefetch does), without Prefetch's
 	// pipelining of the GPUs: the stage instance reads its inputs when it

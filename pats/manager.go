@@ -42,9 +42,16 @@ type Manager struct {
 	live     []*flowState
 	queue    []queued // spawned flows waiting for room in the window
 	spawning int      // completed flows whose Spawn function is running
-	closed   bool
-	start    time.Time
-	last     time.Time
+	// With Config.StorageOnCores (and CPU units): storage work for the CPU
+	// workers, stagings first; storing counts the items queued or
+	// running, committing that a commit is given out (one at a time).
+	onCores    bool
+	storeQ     []*storeItem
+	storing    int
+	committing bool
+	closed     bool
+	start      time.Time
+	last       time.Time
 }
 
 // Job follows one submitted flow and the flows spawned from it (see
@@ -188,7 +195,7 @@ func Start(ctx context.Context, cfg Config, units ...Unit) (*Manager, error) {
 	if gpus > 64 {
 		return nil, fmt.Errorf("pats: at most 64 GPUs, have %d", gpus)
 	}
-	m := &Manager{cfg: cfg, units: units, sched: newScheduler(cfg, devs), start: time.Now()}
+	m := &Manager{cfg: cfg, units: units, sched: newScheduler(cfg, devs), start: time.Now(), onCores: cfg.StorageOnCores && gpus < len(units)}
 	m.cond = sync.NewCond(&m.mu)
 	for range m.sched.workers {
 		m.wake = append(m.wake, sync.NewCond(&m.mu))
@@ -262,10 +269,27 @@ func (m *Manager) admit(f *Flow, t *tree, spawned bool) {
 	fs := &flowState{tree: t, spawned: spawned}
 	m.live = append(m.live, fs)
 	m.sched.admitInto(fs, f)
-	if m.cfg.stagesAhead() && !fs.done {
+	if !m.cfg.stagesAhead() || fs.done {
+		return
+	}
+	if !m.onCores {
 		m.wg.Add(1)
 		go m.stageFlow(fs)
+		return
 	}
+	var stages []*storeItem
+	for _, d := range fs.data {
+		if d.external && d.store != nil {
+			stages = append(stages, &storeItem{fs: fs, stage: d})
+		}
+	}
+	m.storing += len(stages)
+	// Stagings go before commits, in admission order.
+	k := 0
+	for k < len(m.storeQ) && m.storeQ[k].stage != nil {
+		k++
+	}
+	m.storeQ = slices.Insert(m.storeQ, k, stages...)
 }
 
 // admitQueued admits spawned flows while the window has room, or drops
@@ -352,6 +376,16 @@ func (m *Manager) abort() {
 		m.sched.failFlow(fs, fmt.Errorf("pats: flow %q: %w", fs.f.name, m.ctx.Err()))
 		m.sched.maybeComplete(fs)
 	}
+	// Storage work not started is dropped: the workers stop; a flow
+	// waiting for its commit fails (one being committed finishes).
+	q := m.storeQ
+	m.storeQ = nil
+	m.storing -= len(q)
+	for _, it := range q {
+		if it.stage == nil {
+			m.committed(it.fs.f, it.fs.tree, it.spawn != nil, nil, fmt.Errorf("pats: flow %q: commit outputs: %w", it.fs.f.name, m.ctx.Err()))
+		}
+	}
 	m.admitQueued() // drops them
 	m.wakeAll()
 }
@@ -391,38 +425,123 @@ func (m *Manager) flowDone(fs *flowState) {
 		m.spawning++ // keeps the flow's place in the window
 		t.spawning++
 	}
+	if m.onCores && len(commits) > 0 {
+		m.storing++
+		m.storeQ = append(m.storeQ, &storeItem{fs: fs, commits: commits, spawn: spawn})
+		return
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		var errs []error
-		for _, st := range commits {
-			if err := st.Commit(m.ctx); err != nil {
-				errs = append(errs, err)
-			}
+		m.commit(fs, commits, spawn)
+	}()
+}
+
+// commit commits a completed flow's outputs, calls its Spawn function
+// (nil: none) and finishes the flow (flowDone's work after the scheduler).
+func (m *Manager) commit(fs *flowState, commits []Stager, spawn func(context.Context) ([]*Flow, error)) {
+	kids, err := m.commitAndSpawn(fs, commits, spawn)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.committed(fs.f, fs.tree, spawn != nil, kids, err)
+}
+
+// commitAndSpawn commits a completed flow's outputs and calls its Spawn
+// function (nil: none), returning the flows it spawned.
+func (m *Manager) commitAndSpawn(fs *flowState, commits []Stager, spawn func(context.Context) ([]*Flow, error)) ([]*Flow, error) {
+	var errs []error
+	for _, st := range commits {
+		if err := st.Commit(m.ctx); err != nil {
+			errs = append(errs, err)
 		}
-		err := errors.Join(errs...)
-		if err != nil {
-			err = fmt.Errorf("pats: flow %q: commit outputs: %w", fs.f.name, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("pats: flow %q: commit outputs: %w", fs.f.name, err)
+	}
+	if spawn == nil {
+		return nil, nil
+	}
+	return m.callSpawn(fs.f, spawn)
+}
+
+// committed finishes flow f of t after its commits and Spawn function
+// (m.mu held).
+func (m *Manager) committed(f *Flow, t *tree, spawned bool, kids []*Flow, err error) {
+	if spawned {
+		m.spawning--
+		t.spawning--
+	}
+	if err != nil {
+		t.fail(err)
+	} else if !t.cancelled {
+		m.enqueue(f, t, kids)
+	}
+	m.flowFinished(t)
+	m.admitQueued()
+	m.changed()
+}
+
+// storeItem is storage work for a CPU worker (Config.StorageOnCores):
+// staging an input of a flow, or committing a completed flow's outputs
+// and calling its Spawn function.
+type storeItem struct {
+	fs      *flowState
+	stage   *datum // the input to stage; nil for a commit
+	commits []Stager
+	spawn   func(context.Context) ([]*Flow, error)
+}
+
+// nextStore removes and returns the storage work a CPU worker should do
+// next, stagings first, a commit only while no other runs (m.mu held).
+func (m *Manager) nextStore() *storeItem {
+	for i, it := range m.storeQ {
+		if it.stage == nil && m.committing {
+			continue
 		}
-		var kids []*Flow
-		if err == nil && spawn != nil {
-			kids, err = m.callSpawn(fs.f, spawn)
+		m.storeQ = slices.Delete(m.storeQ, i, i+1)
+		if it.stage == nil {
+			m.committing = true
+		}
+		return it
+	}
+	return nil
+}
+
+// runStore does storage work on a CPU worker.
+func (m *Manager) runStore(it *storeItem) {
+	fs := it.fs
+	if d := it.stage; d != nil {
+		m.mu.Lock()
+		skip := fs.done
+		m.mu.Unlock()
+		var err error
+		if !skip {
+			_, err = d.stage.do(m.ctx, d.store)
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if spawn != nil {
-			m.spawning--
-			t.spawning--
-		}
+		m.storing--
 		if err != nil {
-			t.fail(err)
-		} else if !t.cancelled {
-			m.enqueue(fs.f, t, kids)
+			m.sched.failFlow(fs, fmt.Errorf("pats: flow %q: stage %q: %w", fs.f.name, d.key, err))
+			m.sched.maybeComplete(fs)
+		} else if !skip {
+			d.staged = true
 		}
-		m.flowFinished(t)
-		m.admitQueued()
 		m.changed()
-	}()
+		return
+	}
+	m.commitOnCore(it)
+}
+
+// commitOnCore commits a flow's outputs on a CPU worker
+// (Config.StorageOnCores).
+func (m *Manager) commitOnCore(it *storeItem) {
+	kids, err := m.commitAndSpawn(it.fs, it.commits, it.spawn)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.storing--
+	m.committing = false
+	m.committed(it.fs.f, it.fs.tree, it.spawn != nil, kids, err)
 }
 
 // callSpawn calls a completed flow's Spawn function, turning a panic into
@@ -490,7 +609,7 @@ func (m *Manager) stageFlow(fs *flowState) {
 
 // exiting reports whether workers should stop (m.mu held).
 func (m *Manager) exiting() bool {
-	return m.ctx.Err() != nil || m.closed && m.sched.active == 0 && m.spawning == 0 && len(m.queue) == 0
+	return m.ctx.Err() != nil || m.closed && m.sched.active == 0 && m.spawning == 0 && len(m.queue) == 0 && m.storing == 0
 }
 
 // dispatch hands work to the waiting workers, GPUs first (so that, as in
@@ -508,8 +627,14 @@ func (m *Manager) dispatch() {
 			defer m.sched.endPicks()
 		}
 		for _, w := range m.sched.workers {
-			if (w.gpu >= 0) != gpus || !w.waiting || w.assigned != nil || w.flushed != nil {
+			if (w.gpu >= 0) != gpus || !w.waiting || w.assigned != nil || w.flushed != nil || w.store != nil {
 				continue
+			}
+			if !gpus {
+				if it := m.nextStore(); it != nil {
+					w.store = it
+					continue
+				}
 			}
 			if n := m.sched.pick(w); n != nil {
 				a := m.sched.take(w, n)
@@ -537,7 +662,7 @@ func (m *Manager) changed() {
 	}
 	m.cond.Broadcast()
 	for _, w := range m.sched.workers {
-		if w.waiting && (w.assigned != nil || w.flushed != nil) {
+		if w.waiting && (w.assigned != nil || w.flushed != nil || w.store != nil) {
 			m.wake[w.idx].Signal()
 		}
 	}
@@ -552,38 +677,49 @@ func (m *Manager) wakeAll() {
 	}
 }
 
-// next waits for an operation for w, or, for an idle GPU, data to flush.
-// ok is false when the worker should stop.
-func (m *Manager) next(w *worker) (a action, flush []*datum, ok bool) {
+// work is what the dispatcher gives a worker: an operation (with its
+// evictions and uploads), data to flush (an idle GPU), or storage work
+// (a CPU worker, Config.StorageOnCores).
+type work struct {
+	a     action
+	flush []*datum
+	store *storeItem
+}
+
+// next waits for work for w. ok is false when the worker should stop.
+func (m *Manager) next(w *worker) (wk work, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	w.waiting = true
 	m.changed()
 	for {
-		if a, flush, ok := m.given(w); ok {
-			return a, flush, true
+		if wk, ok := m.given(w); ok {
+			return wk, true
 		}
 		if m.exiting() {
 			w.waiting = false
-			return action{}, nil, false
+			return work{}, false
 		}
 		m.wake[w.idx].Wait()
 	}
 }
 
-// given takes what the dispatcher gave w: an operation, or data to flush
-// (m.mu held). ok is false if it gave nothing.
-func (m *Manager) given(w *worker) (a action, flush []*datum, ok bool) {
+// given takes what the dispatcher gave w (m.mu held). ok is false if it
+// gave nothing.
+func (m *Manager) given(w *worker) (wk work, ok bool) {
 	switch {
 	case w.assigned != nil:
-		a, w.assigned, w.waiting = *w.assigned, nil, false
+		wk.a, w.assigned = *w.assigned, nil
 		w.offered.Store(false)
-		return a, nil, true
 	case w.flushed != nil:
-		flush, w.flushed, w.waiting = w.flushed, nil, false
-		return action{}, flush, true
+		wk.flush, w.flushed = w.flushed, nil
+	case w.store != nil:
+		wk.store, w.store = w.store, nil
+	default:
+		return work{}, false
 	}
-	return action{}, nil, false
+	w.waiting = false
+	return wk, true
 }
 
 // prepare stages a node's storage inputs (when not prefetched) and uploads
@@ -686,10 +822,15 @@ func (m *Manager) download(u Unit, ds []*datum) {
 func (m *Manager) cpuWorker(w *worker, u Unit) {
 	defer m.wg.Done()
 	for {
-		a, _, ok := m.next(w)
+		wk, ok := m.next(w)
 		if !ok {
 			return
 		}
+		if wk.store != nil {
+			m.runStore(wk.store)
+			continue
+		}
+		a := wk.a
 		var dur time.Duration
 		skip, err := m.prepare(w, u, a)
 		if !skip && err == nil {
@@ -704,14 +845,15 @@ func (m *Manager) cpuWorker(w *worker, u Unit) {
 func (m *Manager) gpuSerial(w *worker, u Unit) {
 	defer m.wg.Done()
 	for {
-		a, flush, ok := m.next(w)
+		wk, ok := m.next(w)
 		if !ok {
 			return
 		}
-		if flush != nil {
-			m.download(u, flush)
+		if wk.flush != nil {
+			m.download(u, wk.flush)
 			continue
 		}
+		a := wk.a
 		m.download(u, a.evict)
 		var dur time.Duration
 		skip, err := m.prepare(w, u, a)
@@ -760,14 +902,15 @@ func (m *Manager) gpuPipelined(w *worker, u Unit) {
 		}
 	}()
 	for {
-		a, flush, ok := m.next(w)
+		wk, ok := m.next(w)
 		if !ok {
 			break
 		}
-		if flush != nil {
-			downCh <- flush
+		if wk.flush != nil {
+			downCh <- wk.flush
 			continue
 		}
+		a := wk.a
 		if len(a.evict) > 0 {
 			downCh <- a.evict
 		}
@@ -850,10 +993,10 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 	// poll takes the next operation if the dispatcher has one for w, and
 	// otherwise leaves w waiting for one.
 	poll := func() {
-		if a, flush, ok := m.poll(w); flush != nil {
-			down(flush) // not while an operation is in flight: none
+		if wk, ok := m.poll(w); wk.flush != nil {
+			down(wk.flush) // not while an operation is in flight: none
 		} else if ok {
-			take(a)
+			take(wk.a)
 		}
 	}
 	// A unit that calls WhileComputing gets its next operation polled
@@ -880,16 +1023,16 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 	for {
 		if cur == nil {
 			reap(true) // before the worker may sleep
-			a, flush, ok := m.next(w)
+			wk, ok := m.next(w)
 			if !ok {
 				break
 			}
-			if flush != nil {
-				down(flush)
+			if wk.flush != nil {
+				down(wk.flush)
 				continue
 			}
 			nxt = nil
-			take(a)
+			take(wk.a)
 			cur = nxt
 		}
 		nxt, polled = nil, false
@@ -952,7 +1095,7 @@ func serveOf(ctx context.Context) func() {
 // poll is next without the wait: it returns what the dispatcher gave w,
 // if anything (ok), and otherwise leaves w waiting, so that the dispatcher
 // can give it the next operation while its unit computes.
-func (m *Manager) poll(w *worker) (a action, flush []*datum, ok bool) {
+func (m *Manager) poll(w *worker) (wk work, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if w.assigned == nil && w.flushed == nil && !m.exiting() {
@@ -970,8 +1113,8 @@ func (m *Manager) takeOffered(w *worker) (action, bool) {
 	if w.assigned == nil {
 		return action{}, false
 	}
-	a, _, ok := m.given(w)
-	return a, ok
+	wk, ok := m.given(w)
+	return wk.a, ok
 }
 
 // queueInputs stages a's storage inputs (when not prefetched) and queues

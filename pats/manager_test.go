@@ -773,3 +773,168 @@ func gpuOnlyOp(j *journal, name string) *Op[string] {
 		return nil
 	}}}
 }
+
+// goid returns the calling goroutine's number.
+func goid() string {
+	buf := make([]byte, 64)
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:runtime.Stack(buf, false)]), "goroutine "), " ")
+	return id
+}
+
+// coreStore is a Stager that records the goroutines that stage and commit
+// through it, and how many commits ran at once at most.
+type coreStore struct {
+	mu       sync.Mutex
+	gids     map[string]bool
+	stages   int
+	commits  int
+	inCommit int
+	maxAt    int
+	fail     string // "stage" or "commit": that call fails
+}
+
+func (s *coreStore) note() {
+	s.mu.Lock()
+	s.gids[goid()] = true
+	s.mu.Unlock()
+}
+
+func (s *coreStore) Stage(context.Context) error {
+	s.note()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stages++
+	if s.fail == "stage" {
+		return errors.New("disk gone")
+	}
+	return nil
+}
+
+func (s *coreStore) Commit(context.Context) error {
+	s.note()
+	s.mu.Lock()
+	s.commits++
+	s.inCommit++
+	s.maxAt = max(s.maxAt, s.inCommit)
+	s.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inCommit--
+	if s.fail == "commit" {
+		return errors.New("disk full")
+	}
+	return nil
+}
+
+// TestManagerStorageOnCores checks Config.StorageOnCores: the CPU workers
+// stage and commit (no other goroutine does), one commit at a time, Close
+// waits for the commits, and a failed staging or commit fails its flow.
+func TestManagerStorageOnCores(t *testing.T) {
+	var mu sync.Mutex
+	workers := map[string]bool{}
+	op := &Op[int]{Name: "op", Impls: map[device.Kind]Impl[int]{device.CPU: func(context.Context, device.Device, int) error {
+		mu.Lock()
+		workers[goid()] = true
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		return nil
+	}}}
+	st := &coreStore{gids: map[string]bool{}}
+	m, err := Start(context.Background(), Config{Prefetch: true, StorageOnCores: true, Window: 4}, CPUUnits(3)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []*Job
+	for i := range 12 {
+		f := NewFlow(fmt.Sprint("f", i))
+		Add(f, op, i, Reads(Data{Key: "in", Bytes: 8, Store: st}), Writes(Data{Key: "out", Bytes: 8, Store: st}))
+		jobs = append(jobs, submit(t, m, f))
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if err := j.Err(); err != nil {
+			t.Error(err)
+		}
+	}
+	if st.stages != 12 || st.commits != 12 || st.maxAt != 1 {
+		t.Errorf("%d stagings, %d commits (want 12 each), at most %d commits at once (want 1)", st.stages, st.commits, st.maxAt)
+	}
+	for g := range st.gids {
+		if !workers[g] {
+			t.Errorf("goroutine %s staged or committed but ran no operation: not a CPU worker", g)
+		}
+	}
+	for _, fail := range []string{"stage", "commit"} {
+		bad := &coreStore{gids: map[string]bool{}, fail: fail}
+		m := startManager(t, Config{StageAhead: true, StorageOnCores: true}, CPUUnits(1)...)
+		f := NewFlow("bad")
+		Add(f, op, 0, Reads(Data{Key: "in", Bytes: 8, Store: bad}), Writes(Data{Key: "out", Bytes: 8, Store: bad}))
+		err := submit(t, m, f).Wait(context.Background())
+		want := map[string]string{"stage": `stage "in": disk gone`, "commit": "commit outputs: disk full"}[fail]
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `flow "bad"`) {
+			t.Errorf("a failing %s: %v, want an error with %q", fail, err, want)
+		}
+	}
+}
+
+// TestManagerStorageOnCoresCancel cancels a manager whose only core is
+// busy while the commits of three flows, computed on a GPU, wait for it:
+// every job ends with an error, nothing is committed, Close returns.
+func TestManagerStorageOnCoresCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started, release := make(chan string, 4), make(chan struct{})
+	var j journal
+	m, err := Start(ctx, Config{StorageOnCores: true, Window: 4}, append(CPUUnits(1), &fakeGPU{j: &j})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := NewFlow("busy")
+	Add(busy, blocker(started, release), "busy")
+	hb := submit(t, m, busy)
+	<-started
+	st := &coreStore{gids: map[string]bool{}}
+	var jobs []*Job
+	for i := range 3 {
+		name := fmt.Sprint("f", i)
+		f := NewFlow(name)
+		Add(f, gpuOnlyOp(&j, "A"), name, Writes(Data{Key: "out", Bytes: 8, Store: st}))
+		jobs = append(jobs, submit(t, m, f))
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		n := 0
+		for _, e := range j.list() {
+			if strings.HasPrefix(e, "down:") {
+				n++
+			}
+		}
+		if n == 3 {
+			break // computed and downloaded: the commits wait for the core
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the GPU did not compute the flows: %q", j.list())
+		}
+	}
+	cancel()
+	for _, h := range jobs {
+		select {
+		case <-h.Done():
+			if h.Err() == nil {
+				t.Errorf("%s: no error after the cancellation", h.name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a job did not end after the cancellation")
+		}
+	}
+	close(release)
+	<-hb.Done()
+	if err := m.Close(); err == nil {
+		t.Error("Close after the cancellation returned no error")
+	}
+	if st.commits != 0 {
+		t.Errorf("%d commits after the cancellation, want none", st.commits)
+	}
+}

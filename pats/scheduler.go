@@ -94,6 +94,7 @@ type worker struct {
 	assigned *action
 	flushed  []*datum
 	offered  atomic.Bool // assigned is set: read without m.mu by a computing worker
+	store    *storeItem  // storage work given to a CPU worker (Config.StorageOnCores)
 }
 
 func (w *worker) bit() uint64 { return 1 << uint(w.gpu) }

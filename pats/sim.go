@@ -31,9 +31,10 @@ import (
 // takes an input's first reader stages it, and a worker that takes another
 // reader meanwhile waits until that staging ends; with either a flow's inputs
 // are staged in the background from its admission, on no unit or, with
-// Machine.StageOnCores, by the next idle CPU core; a completed flow commits its
-// outputs that have a store, one flow's after another, and keeps its place
-// in the window until they are committed.
+// Machine.StageOnCores or Config.StorageOnCores, by the next idle CPU core;
+// a completed flow commits its outputs that have a store, one flow's after
+// another (with Config.StorageOnCores on the next idle core), and keeps its
+// place in the window until they are committed.
 func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
@@ -48,7 +49,7 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 		devs[i] = s
 	}
 	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth, commitBW: m.CommitBandwidth,
-		stageOnCores: m.StageOnCores && m.CPUs > 0, seen: map[*Flow]bool{}}
+		stageOnCores: (m.StageOnCores || cfg.StorageOnCores) && m.CPUs > 0, commitOnCores: cfg.StorageOnCores && m.CPUs > 0, seen: map[*Flow]bool{}}
 	s.kinds = s.sched.kinds()
 	for _, f := range flows {
 		if err := s.accept(f); err != nil {
@@ -134,11 +135,17 @@ type simulator struct {
 	// the background stagings waiting for a core.
 	stageOnCores bool
 	stageQ       []*datum
-	kinds        []device.Kind
-	seen         map[*Flow]bool
-	spawned      []*Flow // flows spawned at run time, waiting for the window
-	total        int     // flows given and spawned
-	err          error   // a Spawn function failed: the simulation stops
+	// commitOnCores (Config.StorageOnCores): the next idle core commits a
+	// completed flow's outputs, one flow at a time (commitBusy), stagings
+	// first.
+	commitOnCores bool
+	commitQ       []commitJob
+	commitBusy    bool
+	kinds         []device.Kind
+	seen          map[*Flow]bool
+	spawned       []*Flow // flows spawned at run time, waiting for the window
+	total         int     // flows given and spawned
+	err           error   // a Spawn function failed: the simulation stops
 }
 
 // accept checks a flow given to the simulator or spawned in it.
@@ -167,6 +174,10 @@ func (s *simulator) flowDone(fs *flowState) {
 		return
 	}
 	s.committing++ // keeps the flow's place in the window, as the Manager does
+	if s.commitOnCores {
+		s.commitQ = append(s.commitQ, commitJob{fs, b})
+		return
+	}
 	// The storage writes one flow's outputs at a time: a commit waits for
 	// the ones before it.
 	start := max(s.now, s.commitFree)
@@ -323,6 +334,11 @@ func (s *simulator) dispatch() {
 				progress = true
 				continue
 			}
+			if len(s.commitQ) > 0 && !s.commitBusy {
+				s.commitOnCore(cp)
+				progress = true
+				continue
+			}
 			n := s.sched.pick(cp.w)
 			if n == nil {
 				continue
@@ -351,6 +367,26 @@ func (s *simulator) stageOnCore(cp *simCPU) {
 		cp.busy = false
 		d.staged = true
 		s.sched.addHost(d)
+	})
+}
+
+// commitJob is a completed flow whose outputs, b bytes, wait for a core
+// to commit them (Config.StorageOnCores).
+type commitJob struct {
+	fs *flowState
+	b  int64
+}
+
+// commitOnCore has idle core cp commit the first flow of the commit queue
+// (Config.StorageOnCores); no other commit runs meanwhile.
+func (s *simulator) commitOnCore(cp *simCPU) {
+	c := s.commitQ[0]
+	s.commitQ = s.commitQ[1:]
+	cp.busy, s.commitBusy = true, true
+	s.at(time.Duration(float64(c.b)/s.commitBW*float64(time.Second)), func() {
+		cp.busy, s.commitBusy = false, false
+		s.committing--
+		s.finish(c.fs)
 	})
 }
 

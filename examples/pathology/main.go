@@ -174,6 +174,7 @@ type options struct {
 	goMemory   bool
 	firstUse   bool
 	syncUp     bool
+	storeCores bool
 	hwConfigs  string
 	nucleiOut  string
 	roi        string
@@ -226,6 +227,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.hwConfigs, "hw-configs", "", "with -hardware: the configurations to run, in order, repeats allowed (comma-separated from "+strings.Join(pathology.HardwareConfigs(), ", ")+"; default fcfs to wrong50, and order with -order-only; dl,wrong25,wrong50,wrong75,wrong100 is the sensitivity sweep)")
 	fs.BoolVar(&o.firstUse, "stage-on-first-use", false, "with -hardware: a tile's RGB is staged from storage by the worker of its first reader (a GPU's too) instead of in the background from the tile's admission (prefetch configurations stage from admission either way)")
 	fs.BoolVar(&o.syncUp, "sync-uploads", false, "with -hardware: run a prefetching GPU worker as an upload, a compute and a download goroutine, each waiting for its copies or kernels (the earlier worker, for comparison), instead of one goroutine that queues its copies on the GPU's streams")
+	fs.BoolVar(&o.storeCores, "storage-on-cores", false, "with -hardware: the CPU workers stage the tiles and commit their outputs, as work taken before operations, instead of goroutines beside the workers (the simulator models it too)")
 	fs.BoolVar(&o.goMemory, "go-memory", false, "with -hardware: keep the tiles' image regions in Go memory instead of the GPU's page-locked host memory (whose transfers need no staging copy)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
 	return fs
@@ -291,6 +293,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-dynamic goes with a real run or -sim, not -experiment or -hardware")
 	case set["order-only"] && !o.hardware:
 		return nil, cli.Usagef("-order-only goes with -hardware")
+	case set["storage-on-cores"] && !o.hardware:
+		return nil, cli.Usagef("-storage-on-cores goes with -hardware")
 	case set["sync-uploads"] && !o.hardware:
 		return nil, cli.Usagef("-sync-uploads goes with -hardware")
 	case set["go-memory"] && !o.hardware:

@@ -73,8 +73,10 @@
 # passes -sync-uploads, the upload, compute and download goroutines of the
 # sessions before (patssync.sh runs it on the sweep's points to compare in
 # one call).
-# overlap.txt: testdata/gpu_overlap.py, whether the GPU's uploads
-# overlapped its kernels, and the computations held back.
+# STORECORES=1 passes -storage-on-cores (the CPU workers stage and
+# commit; patscores.sh). overlap.txt: testdata/gpu_overlap.py, whether
+# the GPU's uploads overlapped its kernels, and the computations held
+# back.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
@@ -103,6 +105,9 @@ if [[ $FIRSTUSE == 1 ]]; then
 fi
 if [[ ${SYNCUP:-0} == 1 ]]; then
 	mem+=(-sync-uploads)
+fi
+if [[ ${STORECORES:-0} == 1 ]]; then
+	mem+=(-storage-on-cores)
 fi
 : "${CPUOPS:=0}"
 log="$OUT/pats"
