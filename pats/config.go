@@ -209,6 +209,9 @@ func (c Config) String() string {
 	if c.DepthFirst {
 		b.WriteString("+df")
 	}
+	if c.StorageOnCores {
+		b.WriteString("+storecores")
+	}
 	if c.Window > 0 {
 		fmt.Fprintf(&b, " w=%d", c.Window)
 	}
