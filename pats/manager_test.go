@@ -560,8 +560,7 @@ func (g *queueGPU) gate(key string) chan struct{} {
 func (g *queueGPU) release(key string) { close(g.gate(key)) }
 
 func (g *queueGPU) noteGoroutine() {
-	buf := make([]byte, 64)
-	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:runtime.Stack(buf, false)]), "goroutine "), " ")
+	id := goid()
 	g.mu.Lock()
 	g.gids[id] = true
 	g.mu.Unlock()
