@@ -206,11 +206,20 @@ func (e *Event) Done() (bool, error) {
 // of 2026-11-27 15:28Z, FCFS's pathology run (every core busy) took 5.8-6.0
 // s against 3.8-4.0 without: a yielding poller queues behind whatever
 // takes its P, a staging copy for one, for a scheduling slice.
-func (e *Event) Wait(spin time.Duration) error {
+func (e *Event) Wait(spin time.Duration) error { return e.WaitServing(spin, nil) }
+
+// WaitServing is Wait that calls serve, if not nil, between its looks at
+// the event while it polls: the waiting goroutine can do other short work
+// meanwhile (a pats GPU worker takes its next operation, see
+// pats.WhileComputing) without giving up its P.
+func (e *Event) WaitServing(spin time.Duration, serve func()) error {
 	t0 := time.Now()
 	for time.Since(t0) < spin {
 		if done, err := e.Done(); err != nil || done {
 			return err
+		}
+		if serve != nil {
+			serve()
 		}
 	}
 	return e.Synchronize()

@@ -497,31 +497,39 @@ func (r *jobRegistry) all() []*tileJob {
 	return out
 }
 
+// ends returns the host memory and a's buffer of datum d, a tile's; the
+// buffer is made for an upload (toDevice) and must exist for a download.
+func (r *jobRegistry) ends(ctx context.Context, a accel, d pats.Data, toDevice bool) (host []byte, b gpuBuf, err error) {
+	name, k, ok := strings.Cut(d.Key, "/")
+	if !ok {
+		return nil, gpuBuf{}, fmt.Errorf("datum key %q names no tile", d.Key)
+	}
+	j, err := r.get(name)
+	if err != nil {
+		return nil, gpuBuf{}, err
+	}
+	if host, err = j.hostBytes(ctx, k); err != nil {
+		return nil, gpuBuf{}, err
+	}
+	if toDevice {
+		b, err = j.dev.ensure(a, k, int64(len(host)))
+		return host, b, err
+	}
+	if b, ok = j.dev.get(a, k); !ok {
+		return nil, gpuBuf{}, fmt.Errorf("tile %s: %q is not on %s", name, k, a.Name())
+	}
+	return host, b, nil
+}
+
 // transfer returns the Transfer function of a's unit.
 func (r *jobRegistry) transfer(a accel) func(context.Context, pats.Data, bool) error {
 	return func(ctx context.Context, d pats.Data, toDevice bool) error {
-		name, k, ok := strings.Cut(d.Key, "/")
-		if !ok {
-			return fmt.Errorf("datum key %q names no tile", d.Key)
-		}
-		j, err := r.get(name)
-		if err != nil {
+		host, b, err := r.ends(ctx, a, d, toDevice)
+		switch {
+		case err != nil:
 			return err
-		}
-		host, err := j.hostBytes(ctx, k)
-		if err != nil {
-			return err
-		}
-		if toDevice {
-			b, err := j.dev.ensure(a, k, int64(len(host)))
-			if err != nil {
-				return err
-			}
+		case toDevice:
 			return a.upload(ctx, b, host)
-		}
-		b, ok := j.dev.get(a, k)
-		if !ok {
-			return fmt.Errorf("tile %s: %q is not on %s", name, k, a.Name())
 		}
 		return a.download(ctx, host, b)
 	}
@@ -529,36 +537,17 @@ func (r *jobRegistry) transfer(a accel) func(context.Context, pats.Data, bool) e
 
 // queue returns the QueueTransfer function of a's unit: it queues the
 // copy when a can (transferQueuer, to or from its page-locked memory) and
-// otherwise copies at once.
+// otherwise copies at once, as transfer does.
 func (r *jobRegistry) queue(a accel) func(context.Context, pats.Data, bool) (pats.Pending, error) {
+	copyNow := r.transfer(a)
 	return func(ctx context.Context, d pats.Data, toDevice bool) (pats.Pending, error) {
-		name, k, ok := strings.Cut(d.Key, "/")
-		if !ok {
-			return nil, fmt.Errorf("datum key %q names no tile", d.Key)
-		}
-		j, err := r.get(name)
-		if err != nil {
-			return nil, err
-		}
-		host, err := j.hostBytes(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		var b gpuBuf
-		if toDevice {
-			b, err = j.dev.ensure(a, k, int64(len(host)))
-			if err != nil {
-				return nil, err
-			}
-		} else if b, ok = j.dev.get(a, k); !ok {
-			return nil, fmt.Errorf("tile %s: %q is not on %s", name, k, a.Name())
-		}
 		q, ok := a.(transferQueuer)
 		if !ok {
-			if toDevice {
-				return pats.Completed(a.upload(ctx, b, host)), nil
-			}
-			return pats.Completed(a.download(ctx, host, b)), nil
+			return pats.Completed(copyNow(ctx, d, toDevice)), nil
+		}
+		host, b, err := r.ends(ctx, a, d, toDevice)
+		if err != nil {
+			return nil, err
 		}
 		t, err := q.queueTransfer(ctx, b, host, toDevice)
 		if err != nil {

@@ -427,16 +427,7 @@ func await(e *cuda.Event) error { return e.Wait(2 * time.Millisecond) }
 // it polls, it calls serve (pats.WhileComputing), with which a queued GPU
 // worker takes its next operation and queues that operation's uploads
 // while the kernels run.
-func awaitServing(e *cuda.Event, serve func()) error {
-	t0 := time.Now()
-	for time.Since(t0) < 2*time.Millisecond {
-		if done, err := e.Done(); err != nil || done {
-			return err
-		}
-		serve()
-	}
-	return e.Synchronize()
-}
+func awaitServing(e *cuda.Event, serve func()) error { return e.WaitServing(2*time.Millisecond, serve) }
 
 // upload copies src into dst and waits for the copy.
 func (r *pinnedRing) upload(dst cuda.DeviceMem, src []byte) (err error) {

@@ -44,15 +44,19 @@ type tracedUnit struct {
 func (u tracedUnit) Move(ctx context.Context, d pats.Data, toDevice bool) error {
 	t0 := time.Now()
 	err := u.Unit.Move(ctx, d, toDevice)
-	end := time.Since(u.rec.t0)
+	u.rec.transfer(u.Name(), d.Key, toDevice, t0, time.Now())
+	return err
+}
+
+// transfer records the span of a GPU transfer of datum key by unit.
+func (r *instTimes) transfer(unit, key string, toDevice bool, start, end time.Time) {
 	what := "down"
 	if toDevice {
 		what = "up"
 	}
-	u.rec.mu.Lock()
-	defer u.rec.mu.Unlock()
-	u.rec.events = append(u.rec.events, traceEvent{unit: u.Name(), what: what, tile: -1, op: d.Key, start: t0.Sub(u.rec.t0), end: end})
-	return err
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, traceEvent{unit: unit, what: what, tile: -1, op: key, start: start.Sub(r.t0), end: end.Sub(r.t0)})
 }
 
 // Queues reports whether the wrapped unit queues its transfers.
@@ -99,14 +103,7 @@ func (t tracedPending) Wait(ctx context.Context) (time.Duration, error) {
 			start, end = t.t0, time.Now()
 		}
 	}
-	what := "down"
-	if t.up {
-		what = "up"
-	}
-	r := t.u.rec
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, traceEvent{unit: t.u.Name(), what: what, tile: -1, op: t.key, start: start.Sub(r.t0), end: end.Sub(r.t0)})
+	t.u.rec.transfer(t.u.Name(), t.key, t.up, start, end)
 	return took, err
 }
 

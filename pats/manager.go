@@ -521,13 +521,11 @@ func (m *Manager) runStore(it *storeItem) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.storing--
-		if err != nil {
-			m.sched.failFlow(fs, fmt.Errorf("pats: flow %q: stage %q: %w", fs.f.name, d.key, err))
-			m.sched.maybeComplete(fs)
-		} else if !skip {
-			d.staged = true
+		if skip {
+			m.changed()
+			return
 		}
-		m.changed()
+		m.stagedAhead(fs, d, err)
 		return
 	}
 	m.commitOnCore(it)
@@ -592,19 +590,25 @@ func (m *Manager) stageFlow(fs *flowState) {
 		}
 		_, err := d.stage.do(m.ctx, d.store)
 		m.mu.Lock()
-		if err != nil {
-			m.sched.failFlow(fs, fmt.Errorf("pats: flow %q: stage %q: %w", fs.f.name, d.key, err))
-			m.sched.maybeComplete(fs)
-		} else {
-			d.staged = true
-		}
-		m.changed()
+		m.stagedAhead(fs, d, err)
 		done := fs.done
 		m.mu.Unlock()
 		if done {
 			return
 		}
 	}
+}
+
+// stagedAhead records the background staging of fs's input d, which
+// failed with err or succeeded (m.mu held).
+func (m *Manager) stagedAhead(fs *flowState, d *datum, err error) {
+	if err != nil {
+		m.sched.failFlow(fs, fmt.Errorf("pats: flow %q: stage %q: %w", fs.f.name, d.key, err))
+		m.sched.maybeComplete(fs)
+	} else {
+		d.staged = true
+	}
+	m.changed()
 }
 
 // exiting reports whether workers should stop (m.mu held).
@@ -806,16 +810,7 @@ func (m *Manager) download(u Unit, ds []*datum) {
 	for _, d := range ds {
 		t0 := time.Now()
 		err := u.Move(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, false)
-		if err != nil {
-			err = fmt.Errorf("pats: flow %q: download %q from %s: %w", d.fl.f.name, d.key, u.Name(), err)
-		}
-		m.mu.Lock()
-		if err == nil {
-			m.sched.moved(d.bytes, time.Since(t0))
-		}
-		m.sched.downloaded(d, err)
-		m.changed()
-		m.mu.Unlock()
+		m.downloaded(u, d, time.Since(t0), err)
 	}
 }
 

@@ -88,21 +88,7 @@ const (
 // wait sleeps until start+d, less the overshoot owed by engine, and records
 // the new overshoot.
 func (s Sim) wait(ctx context.Context, engine int, start time.Time, d time.Duration) error {
-	if s.clock == nil {
-		return sleepUntil(ctx, start.Add(d))
-	}
-	s.clock.mu.Lock()
-	pay := min(s.clock.debt[engine], d)
-	s.clock.debt[engine] -= pay
-	s.clock.mu.Unlock()
-	target := start.Add(d - pay)
-	err := sleepUntil(ctx, target)
-	if over := time.Since(target); over > 0 && err == nil {
-		s.clock.mu.Lock()
-		s.clock.debt[engine] += over
-		s.clock.mu.Unlock()
-	}
-	return err
+	return s.waitServing(ctx, engine, start, d, nil)
 }
 
 // ID returns the unit's index.
@@ -149,25 +135,25 @@ func (s Sim) Run(ctx context.Context, impl func(context.Context) error, c Cost) 
 		return err
 	}
 	d := s.scale(s.compute(c))
-	if serve := serveOf(ctx); serve != nil && s.clock != nil {
-		return s.waitServing(ctx, start, d, serve)
-	}
-	return s.wait(ctx, engCompute, start, d)
+	return s.waitServing(ctx, engCompute, start, d, serveOf(ctx))
 }
 
 // serveEvery is how often a simulated GPU computing for a queued worker
 // calls its WhileComputing function.
 const serveEvery = 200 * time.Microsecond
 
-// waitServing is wait for the compute engine, calling serve at least every
+// waitServing is wait calling serve, if not nil, at least every
 // serveEvery, as a GPU unit calls WhileComputing while it waits.
-func (s Sim) waitServing(ctx context.Context, start time.Time, d time.Duration, serve func()) error {
+func (s Sim) waitServing(ctx context.Context, engine int, start time.Time, d time.Duration, serve func()) error {
+	if s.clock == nil {
+		return sleepUntil(ctx, start.Add(d))
+	}
 	s.clock.mu.Lock()
-	pay := min(s.clock.debt[engCompute], d)
-	s.clock.debt[engCompute] -= pay
+	pay := min(s.clock.debt[engine], d)
+	s.clock.debt[engine] -= pay
 	s.clock.mu.Unlock()
 	target := start.Add(d - pay)
-	for {
+	for serve != nil {
 		serve()
 		now := time.Now()
 		if !now.Before(target) {
@@ -177,9 +163,12 @@ func (s Sim) waitServing(ctx context.Context, start time.Time, d time.Duration, 
 			return err
 		}
 	}
+	if err := sleepUntil(ctx, target); err != nil {
+		return err
+	}
 	if over := time.Since(target); over > 0 {
 		s.clock.mu.Lock()
-		s.clock.debt[engCompute] += over
+		s.clock.debt[engine] += over
 		s.clock.mu.Unlock()
 	}
 	return nil
