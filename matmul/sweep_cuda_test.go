@@ -78,6 +78,10 @@ var sweepVariants = []sweepVariant{
 	// less drain than slab first.
 	{name: "lead2", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABLEAD": "2"}},
 	{name: "pinhost-lead2", pin: true, env: map[string]string{"HTGS_MATMUL_SLABLEAD": "2"}},
+	{name: "lead1", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABLEAD": "1"}},
+	{name: "lead3", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABLEAD": "3"}},
+	{name: "pinhost-lead1", pin: true, env: map[string]string{"HTGS_MATMUL_SLABLEAD": "1"}},
+	{name: "pinhost-lead3", pin: true, env: map[string]string{"HTGS_MATMUL_SLABLEAD": "3"}},
 	{name: "lead2-spin", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABLEAD": "2", "HTGS_MATMUL_SPIN": "2000"}},
 	{name: "blocksync", env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
 	{name: "pinhost-bs", pin: true, env: map[string]string{"HTGS_MATMUL_BLOCKSYNC": "1"}},
