@@ -134,13 +134,16 @@ func Multiply(ctx context.Context, a, b Source, c Sink, cfg Config) (*Report, er
 		tune := tuningFor(len(off.offloadDevices()))
 		rep.HostCopy = hc.String()
 		direct, others := pinnedOperands(off, a, b, c)
-		if tune.wantSlabFirst(direct[0], direct[1]) {
-			plan.trySlabFirst(deviceBudget(cfg, off))
-			rep.Plan = plan
+		// The order along k: HTGS_MATMUL_SLABFIRST when named, else the
+		// slab lead where it applies, else slab first where wanted.
+		budget, sf := deviceBudget(cfg, off), tune.wantSlabFirst(direct[0], direct[1])
+		if sf && tune.slabFirst != "" {
+			plan.trySlabFirst(budget)
 		}
-		if plan.trySlabLead(deviceBudget(cfg, off), tune.slabLead) {
-			rep.Plan = plan
+		if !plan.trySlabLead(budget, tune.lead(direct[0], direct[1])) && sf {
+			plan.trySlabFirst(budget)
 		}
+		rep.Plan = plan
 		pins = pinOperands(off, tune, &plan, others)
 		if hc == copyRegister {
 			rep.HostPin = time.Since(pinStart)

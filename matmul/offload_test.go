@@ -1320,7 +1320,9 @@ func TestOffloadSlabFirst(t *testing.T) {
 }
 
 // TestOffloadSlabLead checks the SlabLead order end to end with fake
-// GPUs: off by default, on with HTGS_MATMUL_SLABLEAD=N from page-locked and
+// GPUs: by default 2 from page-locked memory and off from ordinary memory
+// (slab first taking the page-locked plans the lead does not apply to),
+// on with HTGS_MATMUL_SLABLEAD=N from page-locked and
 // from ordinary memory, on one and two devices, and not when the device
 // budget cannot hold its pools, nor where SlabFirst applies or the lead
 // covers every column; the result is right, A, B and C cross the bus once
@@ -1337,12 +1339,16 @@ func TestOffloadSlabLead(t *testing.T) {
 		want      int
 		wantFirst bool
 	}{
-		{"default", "", "", true, 1, 0, 0, false},
+		{"default, page-locked: lead 2", "", "", true, 1, 0, 2, false},
+		{"default, ordinary: panel order", "", "", false, 1, 0, 0, false},
+		{"page-locked, lead off: slab first", "0", "", true, 1, 0, 0, true},
+		{"page-locked, both off", "0", "0", true, 1, 0, 0, false},
 		{"pinned, 1", "1", "", true, 1, 0, 1, false},
 		{"pinned, 2", "2", "", true, 1, 0, 2, false},
 		{"ordinary, 2, 2 devices", "2", "", false, 2, 0, 2, false},
 		{"ordinary, 3", "3", "", false, 1, 0, 3, false},
-		{"every column: slab first's", "9", "", true, 1, 0, 0, false},
+		{"every column: slab first's", "9", "", true, 1, 0, 0, true},
+		{"every column, slab first off", "9", "0", true, 1, 0, 0, false},
 		{"slab first wins", "2", "1", true, 1, 0, 0, true},
 		{"pools do not fit", "2", "", true, 1, 40 * blk, 0, false}, // 38 blocks without the lead, 43 with
 	} {

@@ -77,14 +77,15 @@ import (
 //	                        Default 0: off until a GPU has measured it
 //	HTGS_MATMUL_SLABFIRST=S the slab-first order (Plan.SlabFirst): 1
 //	                        whenever the device memory allows, pinned when
-//	                        A and B are page-locked too, 0 never (the
-//	                        default until a GPU has measured it)
+//	                        A and B are page-locked too (the default), 0
+//	                        never. When named, it wins over the slab lead
 //	HTGS_MATMUL_SLABLEAD=N  the first N streamed block columns slab first,
 //	                        the rest in the panel order, the last column's
 //	                        blocks of C one after another (Plan.SlabLead)
-//	                        where the device memory allows; 0 (the
-//	                        default until a GPU has measured it): off.
-//	                        HTGS_MATMUL_SLABFIRST, when it applies, wins
+//	                        where the device memory allows; 0: off. By
+//	                        default 2 when A and B are page-locked (tried
+//	                        before slab first, which takes the plans the
+//	                        lead does not apply to), else off
 //	HTGS_MATMUL_TRACE=DIR   time every copy and product on the devices
 //	                        and write a trace and its summary to DIR for
 //	                        each product (offload_trace.go; for diagnosis:
@@ -107,8 +108,8 @@ type offloadTuning struct {
 	pinWorkers   int
 	devCache     bool
 	trace        string // folder of the device traces ("": none)
-	slabFirst    string // HTGS_MATMUL_SLABFIRST: "1", "pinned", or "0" and "" (never)
-	slabLead     int    // HTGS_MATMUL_SLABLEAD: columns slab first (0: off)
+	slabFirst    string // HTGS_MATMUL_SLABFIRST: "1", "pinned", "0" (never), "" (the default: pinned)
+	slabLead     int    // HTGS_MATMUL_SLABLEAD: columns slab first (0: off, -1: the default)
 }
 
 // defaultSlabs is the number of bands a staged block is copied in, and
@@ -127,17 +128,48 @@ const (
 	defaultRing    = 4
 )
 
+// defaultPinnedSlabLead is the slab lead (Plan.SlabLead) of plans whose A
+// and B are page-locked, where it applies (more than that many block
+// columns); the others of those plans run slab first.
+//
+// Measured on an H200 (16 cores), tenth session: at n = 16384 in
+// 4096-blocks from page-locked memory, TestCUDASweep (4 timed runs, best;
+// the variants forward then reversed) gave the panel order 48.85 / 49.31
+// TFLOP/s, slab first 50.50 / 50.60, lead 1 49.49 / 49.40, lead 2 53.42 /
+// 52.82, lead 3 53.03 / 53.05 (resident cuBLAS 65.4); the CLI with -pin,
+// alternated, 3 rounds: panel order 48.74-48.83, lead 2 52.87-52.93, lead
+// 3 52.77-53.44. At n = 8192 in 4096-blocks (two block columns: no lead
+// applies) slab first 34.01 / 34.10 against 32.70 / 32.84 in panel order
+// (and 34.14 vs 33.10 in the session's first call). From ordinary memory
+// the lead gained nothing (16384: 34.7-37.6 against 36.3-37.2), so those
+// plans keep the panel order.
+const defaultPinnedSlabLead = 2
+
 // wantSlabFirst reports whether a device plan should run slab first
 // (Plan.SlabFirst) when the device memory allows, given whether A and B
-// are copied straight from page-locked memory.
+// are copied straight from page-locked memory: by default when both are.
 func (t offloadTuning) wantSlabFirst(directA, directB bool) bool {
 	switch strings.ToLower(t.slabFirst) {
 	case "1", "true", "yes", "on":
 		return true
-	case "pinned":
+	case "pinned", "":
 		return directA && directB
 	}
 	return false
+}
+
+// lead returns the slab lead (Plan.SlabLead) a device plan should try,
+// given whether A and B are copied straight from page-locked memory:
+// HTGS_MATMUL_SLABLEAD when set, else defaultPinnedSlabLead when both
+// are, else 0 (none).
+func (t offloadTuning) lead(directA, directB bool) int {
+	switch {
+	case t.slabLead >= 0:
+		return t.slabLead
+	case directA && directB:
+		return defaultPinnedSlabLead
+	}
+	return 0
 }
 
 // staging returns the size in float64s and the number of the staging
@@ -159,6 +191,15 @@ func (t offloadTuning) staging(p *Plan, sizeA, sizeB, sizeC int) (in, out, nIn, 
 // envInt returns the positive integer in $name, or def.
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(strings.TrimSpace(os.Getenv(name))); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// envCount returns $name as an integer >= 0 (0 meaning off), or def when
+// unset or not one.
+func envCount(name string, def int) int {
+	if v, err := strconv.Atoi(strings.TrimSpace(os.Getenv(name))); err == nil && v >= 0 {
 		return v
 	}
 	return def
@@ -202,7 +243,7 @@ func tuningFor(devices int) offloadTuning {
 		devCache:     envBool("HTGS_MATMUL_DEVCACHE", true),
 		trace:        strings.TrimSpace(os.Getenv("HTGS_MATMUL_TRACE")),
 		slabFirst:    strings.TrimSpace(os.Getenv("HTGS_MATMUL_SLABFIRST")),
-		slabLead:     envInt("HTGS_MATMUL_SLABLEAD", 0),
+		slabLead:     envCount("HTGS_MATMUL_SLABLEAD", -1),
 	}
 }
 

@@ -42,6 +42,9 @@ var sweepVariants = []sweepVariant{
 	{name: "pipelined-c256", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "pipelined", "HTGS_MATMUL_PINCHUNK": "262144"}},
 	{name: "pinhost", pin: true},
 	{name: "pinhost-sf", pin: true, env: map[string]string{"HTGS_MATMUL_SLABFIRST": "1"}},
+	// The panel order from page-locked memory (its default until the
+	// tenth session: now the slab lead, else slab first).
+	{name: "pinhost-panel", pin: true, env: map[string]string{"HTGS_MATMUL_SLABFIRST": "0", "HTGS_MATMUL_SLABLEAD": "0"}},
 	{name: "sf", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABFIRST": "1"}},
 	{name: "chunk4m-sf", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_CHUNK": "4096", "HTGS_MATMUL_SLABFIRST": "1"}},
 	{name: "slabs2", env: map[string]string{"HTGS_MATMUL_HOSTCOPY": "staging", "HTGS_MATMUL_SLABS": "2", "HTGS_MATMUL_STREAM": "0"}},

@@ -3,6 +3,7 @@ package pathology
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,6 +91,75 @@ func TestCalibrateCommits(t *testing.T) {
 	}
 	if m := h.machine(c); m.CommitBandwidth != c.commitBW || m.StageBandwidth != c.stageBW || m.Bandwidth != c.bandwidth {
 		t.Errorf("machine %+v does not carry the calibrated rates %+v", m, c)
+	}
+}
+
+// serialStore is a region.Storage that writes one region at a time and
+// takes d for each write (a slow disk), and counts the time it spent
+// writing.
+type serialStore struct {
+	region.Storage
+	d     time.Duration
+	mu    sync.Mutex
+	busy  time.Duration
+	bytes int64
+}
+
+func (s *serialStore) Write(ctx context.Context, m region.Meta, box region.Box, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t0 := time.Now()
+	time.Sleep(s.d)
+	err := s.Storage.Write(ctx, m, box, data)
+	s.busy += time.Since(t0)
+	s.bytes += int64(len(data))
+	return err
+}
+
+// TestCommitRateUnderLoad checks that the calibration's commit rate under
+// load is the storage's own rate when the cores' commits queue for it:
+// the bytes over the time it was writing, not over the sum of the cores'
+// commit times, which counts their wait for one another (at 4 cores
+// committing together that sum is about 2.5 times the writing).
+func TestCommitRateUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	out := &serialStore{Storage: region.NewMemory(), d: 15 * time.Millisecond}
+	s, err := NewSlide(ctx, 4, 32, 1, region.NewMemory(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hwSetup{cpus: 4, accels: hostAccels(1), tiles: 4, size: 32, calTiles: 3, specs: hardwareOperations(), regionBuf: realBytes(32)}
+	_, _, got, err := h.cpuUnderLoad(ctx, s, make(chan struct{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	want := float64(out.bytes) / out.busy.Seconds()
+	out.mu.Unlock()
+	if r := got / want; r < 0.75 || r > 1.05 {
+		t.Errorf("commit rate under load %.3g B/s, the storage wrote at %.3g B/s (%.2fx): want about the storage's rate", got, want, r)
+	}
+}
+
+func TestUnionLength(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(a, b int) span {
+		return span{t0.Add(time.Duration(a) * time.Millisecond), t0.Add(time.Duration(b) * time.Millisecond)}
+	}
+	for _, c := range []struct {
+		spans []span
+		want  int
+	}{
+		{nil, 0},
+		{[]span{at(0, 10)}, 10},
+		{[]span{at(0, 10), at(20, 25)}, 15},            // apart
+		{[]span{at(20, 25), at(0, 10), at(5, 12)}, 17}, // overlapping, unsorted
+		{[]span{at(0, 30), at(5, 10), at(12, 20)}, 30}, // nested
+		{[]span{at(0, 10), at(10, 20)}, 20},            // touching
+	} {
+		if got := unionLength(c.spans); got != time.Duration(c.want)*time.Millisecond {
+			t.Errorf("unionLength(%v) = %v, want %d ms", c.spans, got, c.want)
+		}
 	}
 }
 

@@ -87,7 +87,7 @@ stamp "sweep"
 # tasks' unpackers), for the Go scheduler's effect found on pathology's
 # GPU worker (device tasks waiting for a P behind busy goroutines;
 # docs/pats/hardware.md).
-vs=base,spin,lead2,lead2-spin,pack12-spin,pack7-spin,pinhost,pinhost-sf,pinhost-lead2
+vs=base,spin,lead2,pinhost,pinhost-panel,pinhost-sf,pinhost-lead3
 (cd matmul && HTGS_SWEEP=1 HTGS_SWEEP_N=8192,16384 HTGS_SWEEP_BS8192=2048,4096 HTGS_SWEEP_BS16384=4096 HTGS_SWEEP_RUNS=3 \
 	HTGS_SWEEP_VARIANTS=$vs HTGS_SWEEP_TRACE="$o/trace" \
 	timeout -k 2 60 "$c/matmul.test" -test.count=1 -test.v -test.run 'CUDASweep' 2>&1) >"$o/sweep.log"
@@ -102,9 +102,9 @@ best() {
 }
 # env for a sweep variant's name: base (the defaults), chunkNm (chunk mode,
 # N MiB), -rK (ring of K), -nt (non-temporal stores), -pP (P packers),
-# sf (slab first). The page-locked runs of -compare-xt go slab first when
-# the sweep's pinhost-sf beat pinhost at that size (HTGS_MATMUL_SLABFIRST=
-# pinned: the ordinary-memory runs keep their variant's order).
+# sf (slab first). The page-locked runs of -compare-xt take the default
+# page-locked order (tenth session: slab lead 2 where it applies, else slab
+# first; pinhost-panel in the sweep is the panel order).
 variant_env() {
 	local v=${1:-base} e="HTGS_MATMUL_HOSTCOPY=staging"
 	if [[ $v =~ ^chunk([0-9]+)m ]]; then
@@ -118,13 +118,6 @@ variant_env() {
 	[[ $v =~ (^|-)lead([0-9]+) ]] && e+=" HTGS_MATMUL_SLABLEAD=${BASH_REMATCH[2]}"
 	echo "$e"
 }
-# pinned_env N: HTGS_MATMUL_SLABFIRST=pinned if pinhost-sf beat pinhost at N.
-pinned_env() {
-	local p s
-	p=$(grep -E "^SWEEP n=$1 +bs=[0-9]+ +pinhost " "$o/sweep.log" | awk '{print $5}' | sort -g -r | head -n 1)
-	s=$(grep -E "^SWEEP n=$1 +bs=[0-9]+ +pinhost-sf " "$o/sweep.log" | awk '{print $5}' | sort -g -r | head -n 1)
-	awk -v p="${p:-0}" -v s="${s:-0}" 'BEGIN { if (s > p) print "HTGS_MATMUL_SLABFIRST=pinned" }'
-}
 for n in 8192 16384; do
 	read -r v bs rate <<<"$(best "$n")"
 	base=$(grep -E "^SWEEP n=$n +bs=[0-9]+ +base " "$o/sweep.log" | awk '{print $5}' | sort -g -r | head -n 1)
@@ -136,7 +129,6 @@ for nl in 16384:20 8192:6; do
 	IFS=: read -r n lim <<<"$nl"
 	read -r v bs rate <<<"$(best "$n")"
 	e=$(variant_env "$v")
-	[[ $e == *SLABFIRST* ]] || e+=" $(pinned_env "$n")"
 	stamp "compare n=$n with ${v:-base} block ${bs:-default} ($e)"
 	env $e timeout -k 2 "$lim" "$c/bin/matmul" -n "$n" ${bs:+-block "$bs"} -kernel cuda -compare-xt >"$o/compare-$n.log" 2>&1
 	echo "compare n=$n rc=$?"

@@ -15,7 +15,7 @@ o="$OUT/dgemmlead"
 mkdir -p "$o"
 c="$PWD/.device-carry"
 bin=$c/bin/matmul
-fwd=pinhost,pinhost-sf,pinhost-lead1,pinhost-lead2,pinhost-lead3,base,lead1,lead2,lead3
+fwd=pinhost-panel,pinhost,pinhost-sf,pinhost-lead1,pinhost-lead2,pinhost-lead3,base,lead1,lead2,lead3
 rev=$(echo "$fwd" | tr ',' '\n' | tac | paste -sd,)
 for pass in fwd rev; do
 	vs=$fwd
