@@ -113,7 +113,8 @@
 // block (chunk mode), HTGS_MATMUL_SLABFIRST runs a one-panel plan slab by
 // slab along the inner dimension (Plan.SlabFirst), HTGS_MATMUL_SLABLEAD=N
 // only its first N block columns, the last column's blocks of C one by one
-// (Plan.SlabLead), and HTGS_MATMUL_TRACE=DIR writes a trace of every copy and product as the
+// (Plan.SlabLead; page-locked A and B take a lead of 2 by default, else
+// slab first), and HTGS_MATMUL_TRACE=DIR writes a trace of every copy and product as the
 // devices timed them (offload_tuning.go lists the knobs).
 // Config.DeviceMemory bounds the device pools per GPU; the plan then picks
 // the traversal, among those that fit both memory budgets, that reads and

@@ -86,8 +86,8 @@ func TestCalibrateCommits(t *testing.T) {
 			t.Errorf("output %v: %v", id, err)
 		}
 	}
-	if c.commitBWAlone <= 0 || c.commitBW <= 0 {
-		t.Errorf("commit rates %g alone, %g under load: want both measured", c.commitBWAlone, c.commitBW)
+	if c.commitBWAlone <= 0 || c.commitBW <= 0 || c.commitBWBeside <= 0 {
+		t.Errorf("commit rates %g alone, %g under load, %g beside the worker: want all measured", c.commitBWAlone, c.commitBW, c.commitBWBeside)
 	}
 	if m := h.machine(c); m.CommitBandwidth != c.commitBW || m.StageBandwidth != c.stageBW || m.Bandwidth != c.bandwidth {
 		t.Errorf("machine %+v does not carry the calibrated rates %+v", m, c)

@@ -38,6 +38,9 @@ var hwReplayBW = flag.Float64("hwreplay-bw", 0, "host-GPU GB/s to simulate inste
 // hwReplayStage, when positive, replaces the logged staging rate (GB/s).
 var hwReplayStage = flag.Float64("hwreplay-stage", 0, "staging GB/s to simulate instead of the logged calibration's (0: the log's)")
 
+// hwReplayCommit, when positive, replaces the logged commit rate (GB/s).
+var hwReplayCommit = flag.Float64("hwreplay-commit", 0, "commit GB/s to simulate instead of the logged calibration's (0: the log's)")
+
 // hwReplayGPU gives operations a hypothetical GPU compute time,
 // "Op=DURATION,...": what the simulator predicts had they one (or that
 // one), for the ones a saved run had on the CPU only.
@@ -69,8 +72,8 @@ type savedConfig struct {
 
 // savedRunOfFlags returns the saved run of -hwreplay (skipping the test
 // without it), its slide's content computed again from -hwreplay-seed
-// and checked against the log's mean, with -hwreplay-bw and
-// -hwreplay-stage in place of the logged rates.
+// and checked against the log's mean, with -hwreplay-bw, -hwreplay-stage
+// and -hwreplay-commit in place of the logged rates.
 func savedRunOfFlags(t *testing.T) *savedRun {
 	t.Helper()
 	if *hwReplayDir == "" {
@@ -92,6 +95,9 @@ func savedRunOfFlags(t *testing.T) *savedRun {
 		if s.commitProxy {
 			s.cal.commitBW = s.cal.stageBW
 		}
+	}
+	if *hwReplayCommit > 0 {
+		s.cal.commitBW = *hwReplayCommit * 1e9
 	}
 	return s
 }

@@ -74,7 +74,8 @@
 # sessions before (patssync.sh runs it on the sweep's points to compare in
 # one call).
 # STORECORES=1 passes -storage-on-cores (the CPU workers stage and
-# commit; patscores.sh). overlap.txt: testdata/gpu_overlap.py, whether
+# commit; patscores.sh). rates.txt: testdata/run_rates.py, the rates of
+# the runs' own stagings and commits. overlap.txt: testdata/gpu_overlap.py, whether
 # the GPU's uploads overlapped its kernels, and the computations held
 # back.
 set -uo pipefail
@@ -155,6 +156,8 @@ if [[ -s "$log/hw/trace.csv" ]]; then
 	echo "idle rc=$?" >>"$log/idle.txt"
 	timeout -k 1 3 python3 pathology/testdata/gpu_overlap.py "$log/hw/trace.csv" >"$log/overlap.txt" 2>&1
 	echo "overlap rc=$?" >>"$log/overlap.txt"
+	timeout -k 1 3 python3 pathology/testdata/run_rates.py "$log/hw/trace.csv" >"$log/rates.txt" 2>&1
+	echo "rates rc=$?" >>"$log/rates.txt"
 fi
 
 # 3. Optional: the tests, and the CPU operations beside OpenCV.
