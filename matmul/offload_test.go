@@ -1277,9 +1277,11 @@ func TestTraceSummary(t *testing.T) {
 }
 
 // TestOffloadSlabFirst checks the slab-first order end to end with fake
-// GPUs: off by default, on with HTGS_MATMUL_SLABFIRST=pinned when A and B
-// are page-locked and with =1 for ordinary memory too, and not when the
-// device budget cannot hold every block of C; the result is right,
+// GPUs (the slab lead off unless a case says otherwise): by default and
+// with HTGS_MATMUL_SLABFIRST=pinned when A and B are page-locked, with =1
+// for ordinary memory too, never with =0, not where the default slab lead
+// applies, and not when the device budget cannot hold every block of C;
+// the result is right,
 // A, B and C cross the bus once, each block of C comes back once, and no
 // pool overflows (the multiply task opens every block of C at once).
 func TestOffloadSlabFirst(t *testing.T) {
@@ -1293,7 +1295,7 @@ func TestOffloadSlabFirst(t *testing.T) {
 		devMem  int64
 		want    bool
 	}{
-		{"pinned, default", "", true, 1, 0, false},
+		{"pinned, default", "", true, 1, 0, true},
 		{"pinned", "pinned", true, 1, 0, true},
 		{"pinned, 2 devices", "pinned", true, 2, 0, true},
 		{"pinned, off", "0", true, 1, 0, false},
@@ -1303,6 +1305,7 @@ func TestOffloadSlabFirst(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("HTGS_MATMUL_SLABFIRST", c.env)
+			t.Setenv("HTGS_MATMUL_SLABLEAD", "0")
 			rep, fake := fakeOffload(t, m, k, n, bs, c.devices, c.devMem, c.pin, 5)
 			p := rep.Plan
 			if p.SlabFirst != c.want {
@@ -1341,6 +1344,7 @@ func TestOffloadSlabLead(t *testing.T) {
 	}{
 		{"default, page-locked: lead 2", "", "", true, 1, 0, 2, false},
 		{"default, ordinary: panel order", "", "", false, 1, 0, 0, false},
+		{"default, page-locked, 2 devices: lead 2", "", "", true, 2, 0, 2, false},
 		{"page-locked, lead off: slab first", "0", "", true, 1, 0, 0, true},
 		{"page-locked, both off", "0", "0", true, 1, 0, 0, false},
 		{"pinned, 1", "1", "", true, 1, 0, 1, false},
