@@ -15,6 +15,7 @@ import (
 
 	"github.com/gohtgs/htgs/internal/outfile"
 	"github.com/gohtgs/htgs/internal/phase"
+	"github.com/gohtgs/htgs/internal/stat"
 	"github.com/gohtgs/htgs/internal/tracefmt"
 	"github.com/gohtgs/htgs/task"
 )
@@ -281,21 +282,7 @@ type interval struct{ t0, t1 time.Duration }
 
 // union returns the total length of the intervals' union.
 func union(ss []interval) time.Duration {
-	ss = slices.Clone(ss)
-	slices.SortFunc(ss, func(a, b interval) int { return cmp.Compare(a.t0, b.t0) })
-	var total, end time.Duration
-	started := false
-	for _, s := range ss {
-		switch {
-		case !started || s.t0 > end:
-			total += s.t1 - s.t0
-			end, started = s.t1, true
-		case s.t1 > end:
-			total += s.t1 - end
-			end = s.t1
-		}
-	}
-	return total
+	return stat.Covered(ss, func(s interval) (time.Duration, time.Duration) { return s.t0, s.t1 })
 }
 
 // overlap returns how much of s the intervals of ss cover.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gohtgs/htgs/device"
+	"github.com/gohtgs/htgs/internal/stat"
 	"github.com/gohtgs/htgs/pats"
 	"github.com/gohtgs/htgs/region"
 )
@@ -425,7 +426,8 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide, staged chan<- stru
 	times = make([]map[string]time.Duration, h.cpus)
 	errs := make([]error, h.cpus)
 	stagedIn := make([]time.Duration, h.cpus)
-	committed := make([]span, h.cpus)
+	committed := make([]span, h.cpus) // from origin
+	origin := time.Now()
 	var swg sync.WaitGroup
 	swg.Add(h.cpus)
 	go func() {
@@ -463,7 +465,7 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide, staged chan<- stru
 				}
 				t0 = time.Now()
 				b, err := j.commitOutputs(ctx)
-				committed[k], committedBytes[k] = span{t0, time.Now()}, b
+				committed[k], committedBytes[k] = span{t0.Sub(origin), time.Since(origin)}, b
 				return err
 			}()
 		}()
@@ -479,35 +481,13 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide, staged chan<- stru
 		stagedBytes += 3 * int64(h.size) * int64(h.size)
 		cb += committedBytes[k]
 	}
-	return times, rate(stagedBytes, st), rate(cb, unionLength(committed)), nil
+	return times, rate(stagedBytes, st), rate(cb, stat.Covered(committed, span.bounds)), nil
 }
 
-// span is a time interval, from start to end.
-type span struct{ start, end time.Time }
+// span is a stretch of time, from start to end (from some origin).
+type span struct{ start, end time.Duration }
 
-// unionLength returns the length of the union of the spans: the time
-// during which at least one of them was under way.
-func unionLength(spans []span) time.Duration {
-	s := slices.Clone(spans)
-	slices.SortFunc(s, func(a, b span) int { return a.start.Compare(b.start) })
-	var total time.Duration
-	var cur span
-	for i, x := range s {
-		switch {
-		case i == 0:
-			cur = x
-		case x.start.After(cur.end):
-			total += cur.end.Sub(cur.start)
-			cur = x
-		case x.end.After(cur.end):
-			cur.end = x.end
-		}
-	}
-	if len(s) > 0 {
-		total += cur.end.Sub(cur.start)
-	}
-	return total
-}
+func (x span) bounds() (time.Duration, time.Duration) { return x.start, x.end }
 
 // rate returns b bytes over d in bytes per second, 0 without a time.
 func rate(b int64, d time.Duration) float64 {

@@ -141,28 +141,6 @@ func TestCommitRateUnderLoad(t *testing.T) {
 	}
 }
 
-func TestUnionLength(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(a, b int) span {
-		return span{t0.Add(time.Duration(a) * time.Millisecond), t0.Add(time.Duration(b) * time.Millisecond)}
-	}
-	for _, c := range []struct {
-		spans []span
-		want  int
-	}{
-		{nil, 0},
-		{[]span{at(0, 10)}, 10},
-		{[]span{at(0, 10), at(20, 25)}, 15},            // apart
-		{[]span{at(20, 25), at(0, 10), at(5, 12)}, 17}, // overlapping, unsorted
-		{[]span{at(0, 30), at(5, 10), at(12, 20)}, 30}, // nested
-		{[]span{at(0, 10), at(10, 20)}, 20},            // touching
-	} {
-		if got := unionLength(c.spans); got != time.Duration(c.want)*time.Millisecond {
-			t.Errorf("unionLength(%v) = %v, want %d ms", c.spans, got, c.want)
-		}
-	}
-}
-
 // TestWorkerUnderLoad checks the calibration of a GPU worker's work:
 // it waits for the cores' stagings, then stages tiles and moves them to
 // and from the GPU until told to stop, and reports both rates.
