@@ -115,15 +115,25 @@ func runs(bounds, box Box, f func(arrOff, boxOff, n int) error) error {
 
 // Memory is a Storage that keeps regions in process memory.
 // The zero value is not usable; call NewMemory.
+//
+// Reads and writes copy their boxes outside any storage-wide lock: those
+// of disjoint boxes of a region, and reads of overlapping ones, run at the
+// same time (the tiles of a slide are committed in parallel); a write
+// waits for the earlier reads and writes that overlap its box, and a read
+// for the earlier overlapping writes, so overlapping writes land in the
+// order they were called. A new region's array is allocated outside the
+// lock too, so creating a large one holds up no other region.
 type Memory struct {
-	mu      sync.RWMutex
+	mu      sync.RWMutex // guards the maps, not the regions' arrays
 	regions map[ID]*memRegion
 	objects map[ID][]byte // sparse regions and polygon sets, encoded
 }
 
 type memRegion struct {
-	meta Meta
-	buf  []byte
+	meta  Meta
+	ready chan struct{} // closed once buf is allocated
+	buf   []byte
+	boxes boxLock // orders the copies into and out of buf
 }
 
 // NewMemory returns an empty in-memory storage.
@@ -179,19 +189,43 @@ func (s *Memory) Write(ctx context.Context, m Meta, box Box, data []byte) error 
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	r, ok := s.regions[m.ID]
 	if !ok {
-		r = &memRegion{meta: m, buf: make([]byte, m.Bytes())}
+		r = &memRegion{meta: m, ready: make(chan struct{})}
 		s.regions[m.ID] = r
-	} else if r.meta != m {
-		return fmt.Errorf("region: %v stored as %v %v, written as %v %v: %w", m.ID, r.meta.Elem, r.meta.Bounds, m.Elem, m.Bounds, ErrExists)
+		s.mu.Unlock()
+		r.buf = make([]byte, m.Bytes())
+		close(r.ready)
+	} else {
+		s.mu.Unlock()
+		if r.meta != m {
+			return fmt.Errorf("region: %v stored as %v %v, written as %v %v: %w", m.ID, r.meta.Elem, r.meta.Bounds, m.Elem, m.Bounds, ErrExists)
+		}
 	}
+	if box.Empty() {
+		return nil
+	}
+	op, err := r.hold(ctx, box, true)
+	if err != nil {
+		return fmt.Errorf("region: write %v: %w", m.ID, err)
+	}
+	defer r.boxes.unlock(op)
 	es := m.Elem.Size()
 	return runs(m.Bounds, box, func(a, b, n int) error {
 		copy(r.buf[a*es:(a+n)*es], data[b*es:(b+n)*es])
 		return nil
 	})
+}
+
+// hold waits until r's array is allocated and box of it free for a read
+// or a write (boxLock.lock).
+func (r *memRegion) hold(ctx context.Context, box Box, write bool) (*boxOp, error) {
+	select {
+	case <-r.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return r.boxes.lock(ctx, box, write)
 }
 
 // Read implements Storage.
@@ -200,14 +234,22 @@ func (s *Memory) Read(ctx context.Context, id ID, box Box, data []byte) error {
 		return fmt.Errorf("region: read %v: %w", id, err)
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	r, ok := s.regions[id]
+	s.mu.RUnlock()
 	if !ok {
 		return fmt.Errorf("region: read %v: %w", id, ErrNotFound)
 	}
 	if err := checkIO(r.meta, box, len(data)); err != nil {
 		return err
 	}
+	if box.Empty() {
+		return nil
+	}
+	op, err := r.hold(ctx, box, false)
+	if err != nil {
+		return fmt.Errorf("region: read %v: %w", id, err)
+	}
+	defer r.boxes.unlock(op)
 	es := r.meta.Elem.Size()
 	return runs(r.meta.Bounds, box, func(a, b, n int) error {
 		copy(data[b*es:(b+n)*es], r.buf[a*es:(a+n)*es])
