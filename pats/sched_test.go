@@ -571,6 +571,33 @@ func TestSimCommits(t *testing.T) {
 	}
 }
 
+// Machine.CommitStreams: two flows that complete together on two cores
+// commit one after the other on one stream (10 ms of work, then two 10
+// ms commits: 30 ms) and at once on two or more (20 ms).
+func TestSimCommitStreams(t *testing.T) {
+	mk := func() []*Flow {
+		var fs []*Flow
+		for i := range 2 {
+			f := NewFlow(fmt.Sprint(i))
+			Add(f, only("a", device.CPU), 0, Writes(Data{Key: "out", Bytes: 1e6, Store: nopStore{}}), cost(10000, 0))
+			fs = append(fs, f)
+		}
+		return fs
+	}
+	for _, c := range []struct {
+		streams int
+		want    time.Duration
+	}{{0, 30 * time.Millisecond}, {1, 30 * time.Millisecond}, {2, 20 * time.Millisecond}, {8, 20 * time.Millisecond}} {
+		r := mustSim(t, Config{Window: 2}, Machine{CPUs: 2, CommitBandwidth: 1e8, CommitStreams: c.streams}, mk()...)
+		if r.Makespan != c.want {
+			t.Errorf("%d commit streams: makespan %v, want %v", c.streams, r.Makespan, c.want)
+		}
+	}
+	if _, err := Simulate(Config{}, Machine{CPUs: 1, CommitStreams: -1}, mk()); err == nil {
+		t.Error("a negative CommitStreams was accepted")
+	}
+}
+
 // With Learn and no estimates, FinishAware lets one core take the first
 // CPU sample of an operation and leaves the others' copies to the GPU
 // until the sample is in.

@@ -32,9 +32,10 @@ import (
 // reader meanwhile waits until that staging ends; with either a flow's inputs
 // are staged in the background from its admission, on no unit or, with
 // Machine.StageOnCores or Config.StorageOnCores, by the next idle CPU core;
-// a completed flow commits its outputs that have a store, one flow's after
-// another (with Config.StorageOnCores on the next idle core), and keeps its
-// place in the window until they are committed.
+// a completed flow commits its outputs that have a store, as many flows' at
+// once as Machine.CommitStreams (with Config.StorageOnCores one at a time,
+// on the next idle core), and keeps its place in the window until they are
+// committed.
 func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
@@ -49,6 +50,7 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 		devs[i] = s
 	}
 	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth, commitBW: m.CommitBandwidth,
+		commitFree:   make([]time.Duration, max(m.CommitStreams, 1)),
 		stageOnCores: (m.StageOnCores || cfg.StorageOnCores) && m.CPUs > 0, commitOnCores: cfg.StorageOnCores && m.CPUs > 0, seen: map[*Flow]bool{}}
 	s.kinds = s.sched.kinds()
 	for _, f := range flows {
@@ -127,10 +129,10 @@ type simulator struct {
 	seq        int64
 	cpus       []*simCPU
 	gpus       []*simGPU
-	stageBW    float64       // Machine.StageBandwidth
-	commitBW   float64       // Machine.CommitBandwidth
-	committing int           // flows whose outputs are being committed: they keep their place in the window
-	commitFree time.Duration // when the storage has written the commits queued so far
+	stageBW    float64         // Machine.StageBandwidth
+	commitBW   float64         // Machine.CommitBandwidth
+	committing int             // flows whose outputs are being committed: they keep their place in the window
+	commitFree []time.Duration // when each of the storage's streams has written the commits queued on it
 	// stageOnCores: Machine.StageOnCores with CPU cores; stageQ holds
 	// the background stagings waiting for a core.
 	stageOnCores bool
@@ -178,11 +180,18 @@ func (s *simulator) flowDone(fs *flowState) {
 		s.commitQ = append(s.commitQ, commitJob{fs, b})
 		return
 	}
-	// The storage writes one flow's outputs at a time: a commit waits for
-	// the ones before it.
-	start := max(s.now, s.commitFree)
-	s.commitFree = start + time.Duration(float64(b)/s.commitBW*float64(time.Second))
-	s.at(s.commitFree-s.now, func() {
+	// The storage writes Machine.CommitStreams flows' outputs at a time:
+	// a commit takes the stream that is free first, after the commits
+	// queued on it.
+	i := 0
+	for k, t := range s.commitFree {
+		if t < s.commitFree[i] {
+			i = k
+		}
+	}
+	start := max(s.now, s.commitFree[i])
+	s.commitFree[i] = start + time.Duration(float64(b)/s.commitBW*float64(time.Second))
+	s.at(s.commitFree[i]-s.now, func() {
 		s.committing--
 		s.finish(fs)
 	})

@@ -262,12 +262,18 @@ type Machine struct {
 	// instantly). Only the simulator uses it: as the Manager does, a flow
 	// keeps its place in the window until its commits are done (they run
 	// beside the workers, on no unit), so the next flow is admitted only
-	// then, and the makespan ends with the last commit. The storage
-	// writes one flow's outputs at a time, as a disk does and as
-	// region.Memory does under its lock: flows that complete together
-	// commit one after another, each holding its place in the window
-	// until its own commit is done.
+	// then, and the makespan ends with the last commit. How many flows'
+	// commits the storage writes at once is CommitStreams.
 	CommitBandwidth float64
+	// CommitStreams is how many flows' commits the storage writes at
+	// once, each at CommitBandwidth (0 means 1). With one, as a disk
+	// does or a storage under one lock, flows that complete together
+	// commit one after another, each holding its place in the window
+	// until its own commit is done; region.Memory writes the disjoint
+	// boxes of completed tiles at the same time, which a count of at
+	// least the window models. Commits on the cores
+	// (Config.StorageOnCores) run one at a time whatever the count.
+	CommitStreams int
 	// StageOnCores makes the simulator charge the background staging of
 	// Prefetch and StageAhead to the CPU cores: staging is memory copying, which the
 	// Manager's staging goroutines do beside the workers, on the same
@@ -310,7 +316,7 @@ func (m Machine) validate() error {
 	if m.GPUs > 64 {
 		return fmt.Errorf("pats: at most 64 GPUs, have %d", m.GPUs)
 	}
-	if m.GPUSpeed < 0 || m.Bandwidth < 0 || m.Latency < 0 || m.StageBandwidth < 0 || m.CommitBandwidth < 0 {
+	if m.GPUSpeed < 0 || m.Bandwidth < 0 || m.Latency < 0 || m.StageBandwidth < 0 || m.CommitBandwidth < 0 || m.CommitStreams < 0 {
 		return fmt.Errorf("pats: negative machine parameter in %+v", m)
 	}
 	return nil
