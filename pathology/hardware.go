@@ -49,6 +49,7 @@ type hwSetup struct {
 	firstUse   bool             // tiles staged by their first reader's worker (Hardware.StageOnFirstUse)
 	syncUp     bool             // a prefetching GPU worker as three goroutines (Hardware.SyncUploads)
 	storeCores bool             // stagings and commits by the CPU workers (Hardware.StorageOnCores)
+	serialOut  bool             // the output storage writes one box at a time (Hardware.SerialCommits)
 }
 
 // calibration is what the sequential pass measured: mean compute time of
@@ -76,15 +77,22 @@ type calibration struct {
 	// commitBW is the rate, in bytes per second, at which a tile's
 	// outputs (labels and feature tables) were committed to the output
 	// storage, under load where measured, commitBWAlone with the other
-	// cores idle: the simulator's Machine.CommitBandwidth.
+	// cores idle: the simulator's Machine.CommitBandwidth. Under load it
+	// is, with a storage that writes one box at a time
+	// (Hardware.SerialCommits), the storage's rate while the cores commit
+	// together (commitBWStore); by default, one commit's rate beside the
+	// busy cores, as a run's completed tiles commit (commitBWWorker, or
+	// where none was measured commitBWEach).
 	commitBW, commitBWAlone float64
-	// commitBWBeside is the commit rate of the cores' second pass, beside
-	// a GPU worker staging and moving tiles (printed, not used: on the
-	// H200 of the tenth session the runs' commits went at 2.5-3.7 GB/s
-	// against 3.3-4.7 calibrated, and the simulator is most sensitive to
-	// this rate; the next GPU calls say whether this one is closer).
-	commitBWBeside float64
-	mismatch       []string
+	// commitBWStore is the bytes the cores committed under load over the
+	// time the storage was writing (the union of their commits' spans);
+	// commitBWEach the same bytes over the sum of the commits' times (each
+	// commit's own rate when they run at once); commitBWWorker the rate of
+	// the commits a GPU worker's goroutine made, one at a time beside the
+	// busy cores, in the second pass; commitBWBeside the cores' rate as
+	// commitBW takes it, in that second pass.
+	commitBWStore, commitBWEach, commitBWWorker, commitBWBeside float64
+	mismatch                                                    []string
 	// differs holds the GPU time of each operation whose GPU output
 	// differed from the CPU's: the runs leave it to the cores, and it
 	// has no speedup (it is out of gpu and xfer).
@@ -255,22 +263,22 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 		// transfer probe, and the runs' CPU time came to 0.70-0.84 of the
 		// prediction (GPU call of 2026-11-27 09:15Z), against 0.94-1.00
 		// the call before: in a run the operations are spread out in time.
-		times, stageBW, commitBW, err := h.cpuUnderLoad(ctx, s, make(chan struct{}))
+		times, stageBW, commits, err := h.cpuUnderLoad(ctx, s, make(chan struct{}))
 		if err != nil {
 			return nil, err
 		}
 		// The worker's rates, beside the busy cores, as in a run: the
 		// cores run again, their times dropped.
 		done, staged := make(chan struct{}), make(chan struct{})
-		var xferBW, workerStageBW float64
+		var xferBW, workerStageBW, workerCommitBW float64
 		var xferErr error
 		var xwg sync.WaitGroup
 		xwg.Add(1)
 		go func() {
 			defer xwg.Done()
-			xferBW, workerStageBW, xferErr = h.workerUnderLoad(ctx, s, staged, done)
+			xferBW, workerStageBW, workerCommitBW, xferErr = h.workerUnderLoad(ctx, s, staged, done)
 		}()
-		_, _, besideBW, err := h.cpuUnderLoad(ctx, s, staged)
+		_, _, beside, err := h.cpuUnderLoad(ctx, s, staged)
 		close(done)
 		xwg.Wait()
 		if err != nil {
@@ -289,10 +297,16 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 		if stageBW > 0 {
 			c.stageBW = stageBW
 		}
-		if commitBW > 0 {
-			c.commitBW = commitBW
+		c.commitBWStore, c.commitBWEach, c.commitBWWorker = commits.store, commits.each, workerCommitBW
+		c.commitBWBeside = beside.of(h.serialOut)
+		switch {
+		case h.serialOut && commits.store > 0:
+			c.commitBW = commits.store
+		case !h.serialOut && workerCommitBW > 0:
+			c.commitBW = workerCommitBW
+		case !h.serialOut && commits.each > 0:
+			c.commitBW = commits.each
 		}
-		c.commitBWBeside = besideBW
 		c.cpu, c.fit = map[string]time.Duration{}, map[string]costFit{}
 		x := make([]float64, len(times))
 		for k := range times {
@@ -413,15 +427,14 @@ func (h *hwSetup) gpuByContent(ctx context.Context, s *Slide, n int, differs map
 // once, at the start) and the storage took their outputs meanwhile. It
 // closes staged once every core has staged its tile (or failed to).
 //
-// The commit rate is the bytes over the time the storage was writing
-// (the union of the commits' spans), not over the sum of each core's
-// commit time: the storage writes one region at a time (region.Memory
-// under its lock, as a disk does), so cores that finish together wait for
-// one another, and the sum counted that wait as writing. On the H200 of
-// the tenth session the sum gave 1.46 GB/s in one calibration and 3.0-4.7
-// in the others, and the simulator, which commits one flow at a time at
-// this rate, put the makespan at twice the run's.
-func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide, staged chan<- struct{}) (times []map[string]time.Duration, stageBW, commitBW float64, err error) {
+// The commit rates are the bytes over the time the storage was writing
+// (the union of the commits' spans: a storage that writes one box at a
+// time, as a disk does, makes cores that finish together wait for one
+// another, and the sum of their commit times counts that wait as
+// writing; on the H200 of the tenth session the sum gave 1.46 GB/s in
+// one calibration and 3.0-4.7 in the others) and over the sum of the
+// commits' times (each commit's own rate, where they run at once).
+func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide, staged chan<- struct{}) (times []map[string]time.Duration, stageBW float64, commits commitRates, err error) {
 	ops := hwOps(h.specs, nil, nil, nil, nil)
 	times = make([]map[string]time.Duration, h.cpus)
 	errs := make([]error, h.cpus)
@@ -472,16 +485,33 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide, staged chan<- stru
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, 0, 0, err
+		return nil, 0, commitRates{}, err
 	}
-	var st time.Duration
+	var st, ct time.Duration
 	var cb int64
 	for k := range stagedIn {
 		st += stagedIn[k]
 		stagedBytes += 3 * int64(h.size) * int64(h.size)
 		cb += committedBytes[k]
+		ct += committed[k].end - committed[k].start
 	}
-	return times, rate(stagedBytes, st), rate(cb, stat.Covered(committed, span.bounds)), nil
+	return times, rate(stagedBytes, st), commitRates{store: rate(cb, stat.Covered(committed, span.bounds)), each: rate(cb, ct)}, nil
+}
+
+// commitRates are the rates, in bytes per second, of commits made at
+// once: store, the bytes over the union of the commits' spans (the
+// storage's rate when it writes one box at a time); each, the bytes over
+// the sum of the commits' times (a commit's own rate when they run
+// together).
+type commitRates struct{ store, each float64 }
+
+// of returns the rate a simulation uses: store for a storage that writes
+// one box at a time (serial), else each.
+func (r commitRates) of(serial bool) float64 {
+	if serial {
+		return r.store
+	}
+	return r.each
 }
 
 // span is a stretch of time, from start to end (from some origin).
@@ -519,20 +549,21 @@ func (j *tileJob) commitOutputs(ctx context.Context) (int64, error) {
 // core runs cpuUnderLoad: once the cores have staged their tiles
 // (staged closed), it stages the RGB of one tile after another (tiles the
 // cores do not have) and, with a GPU, uploads it to the first GPU and
-// downloads it back, until done is closed. It returns the rates of the
-// transfers (uploads and downloads together; 0 without a GPU) and of the
-// stagings in bytes per second (0 if none completed). These are the
+// downloads it back, and commits the tile's outputs, until done is
+// closed. It returns the rates of the transfers (uploads and downloads
+// together; 0 without a GPU), of the stagings and of the commits in bytes
+// per second (0 if none completed). These are the
 // conditions of a run: one staging at a time on a goroutine beside the
 // busy cores (a run's stagings overlapped 1 to 2 at a time on the H200
 // of GPU call 3, where the cores' stagings all at once gave 0.51 GB/s a
 // core and the run's 0.54 to 0.68), and transfers of data fresh from
 // storage, not of one tile's RGB back and forth (8.2 GB/s there, the
 // run's uploads of a tile's RGB 5.5 to 6.5 GB/s, median).
-func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-chan struct{}) (xferBW, stageBW float64, err error) {
+func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-chan struct{}) (xferBW, stageBW, commitBW float64, err error) {
 	select {
 	case <-staged:
 	case <-done:
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	var a accel
 	reg := &jobRegistry{}
@@ -543,17 +574,17 @@ func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-
 		if b := a.bind(); b != nil {
 			unbind, err := b(ctx, a)
 			if err != nil {
-				return 0, 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
+				return 0, 0, 0, fmt.Errorf("transfers under load on %s: %w", a.Name(), err)
 			}
 			defer unbind()
 		}
 	}
-	var moved, stagedBytes int64
-	var took, stageTime time.Duration
+	var moved, stagedBytes, committedBytes int64
+	var took, stageTime, commitTime time.Duration
 	for n := 0; ; n++ {
 		select {
 		case <-done:
-			return rate(moved, took), rate(stagedBytes, stageTime), nil
+			return rate(moved, took), rate(stagedBytes, stageTime), rate(committedBytes, commitTime), nil
 		default:
 		}
 		err := func() error {
@@ -568,6 +599,16 @@ func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-
 			}
 			stageTime += time.Since(t0)
 			stagedBytes += j.rgb.Bytes()
+			// The tile's outputs committed as a run's completed tile's
+			// are, one commit at a time beside the busy cores (its
+			// outputs are zeros: the rate is what is measured).
+			t0 = time.Now()
+			b, err := j.commitOutputs(ctx)
+			if err != nil {
+				return err
+			}
+			commitTime += time.Since(t0)
+			committedBytes += b
 			if a == nil {
 				return nil
 			}
@@ -586,7 +627,7 @@ func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-
 			return nil
 		}()
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
 }
@@ -872,7 +913,11 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	}
 	t0 := time.Now()
 	in := region.NewMemory()
-	s, err := NewSlide(ctx, h.tiles, h.size, h.seed, in, region.NewMemory())
+	var out region.Storage = region.NewMemory()
+	if h.serialOut {
+		out = &serialWrites{Memory: out.(*region.Memory)}
+	}
+	s, err := NewSlide(ctx, h.tiles, h.size, h.seed, in, out)
 	if err != nil {
 		return nil, err
 	}
@@ -1074,7 +1119,17 @@ func prepareOutput(ctx context.Context, s *Slide) error {
 // machine returns the simulator's model of this machine with the rates
 // the calibration measured.
 func (h *hwSetup) machine(cal *calibration) pats.Machine {
-	return pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW, CommitBandwidth: cal.commitBW}
+	return pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW, CommitBandwidth: cal.commitBW, CommitStreams: h.commitStreams()}
+}
+
+// commitStreams is how many tiles' commits the output storage writes at
+// once: one with Hardware.SerialCommits, else every tile's (region.Memory
+// writes disjoint boxes at the same time).
+func (h *hwSetup) commitStreams() int {
+	if h.serialOut {
+		return 1
+	}
+	return h.tiles
 }
 
 // hwConfig is one configuration of a hardware experiment: its name in the
@@ -1147,6 +1202,14 @@ func (h *hwSetup) markdown(w io.Writer, res *hwResults, command string) {
 		fmt.Fprintf(w, ", %.2f GB/s under load (the rate the simulator uses: a tile keeps its place in the window until its commit is done)", cal.commitBW/1e9)
 		if cal.commitBWBeside > 0 {
 			fmt.Fprintf(w, " and %.2f GB/s beside a GPU worker's stagings and transfers as well (not used)", cal.commitBWBeside/1e9)
+		}
+	}
+	if h.serialOut {
+		fmt.Fprint(w, "; the storage writes one tile's outputs at a time (-serial-commits)")
+	} else {
+		fmt.Fprint(w, "; the storage writes the tiles' outputs in parallel")
+		if cal.loaded > 0 {
+			fmt.Fprintf(w, " (under load: %.2f GB/s a commit made one at a time beside the busy cores, the rate used; %.2f GB/s each when the cores commit together, %.2f GB/s for the storage)", cal.commitBWWorker/1e9, cal.commitBWEach/1e9, cal.commitBWStore/1e9)
 		}
 	}
 	fmt.Fprint(w, ".")
@@ -1525,6 +1588,26 @@ type Hardware struct {
 	// worker's polling is not preempted in favour of a copy to or from
 	// storage, but the cores do that copying instead of operations.
 	StorageOnCores bool
+	// SerialCommits has the output storage write one box at a time, as
+	// region.Memory did under its lock until the eleventh session, and
+	// the simulator model it (pats.Machine.CommitStreams of one), for
+	// comparison. By default the completed tiles' outputs, disjoint boxes
+	// of the slide's regions, are written at the same time.
+	SerialCommits bool
+}
+
+// serialWrites is a region.Memory whose writes run one at a time
+// (Hardware.SerialCommits).
+type serialWrites struct {
+	*region.Memory
+	mu sync.Mutex
+}
+
+// Write implements region.Storage, one call at a time.
+func (s *serialWrites) Write(ctx context.Context, m region.Meta, box region.Box, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Memory.Write(ctx, m, box, data)
 }
 
 // HardwareResult is the outcome of a hardware experiment.
@@ -1545,7 +1628,7 @@ func (h Hardware) Run(ctx context.Context) (*HardwareResult, error) {
 		return nil, fmt.Errorf("pathology: hardware experiment: unknown configuration %q", bad)
 	}
 	s := &hwSetup{cpus: h.CPUs, tiles: h.Tiles, size: h.TileSize, window: h.Window, seed: h.Seed, calTiles: 3,
-		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs", goMemory: h.GoMemory, firstUse: h.StageOnFirstUse, syncUp: h.SyncUploads, storeCores: h.StorageOnCores}
+		noOrder: h.SkipOrderOnly, configs: h.Configs, traceDir: h.TraceDir, log: h.Log, gpuKind: "GPUs", goMemory: h.GoMemory, firstUse: h.StageOnFirstUse, syncUp: h.SyncUploads, storeCores: h.StorageOnCores, serialOut: h.SerialCommits}
 	if h.GPUs != nil {
 		s.accels, s.gpuKind = h.GPUs.accels, h.GPUs.kind
 	}

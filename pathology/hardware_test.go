@@ -69,28 +69,40 @@ func TestGPUMirrorsMatchCPU(t *testing.T) {
 // beyond operation costs: the output storage holds the slide-wide output
 // regions before any tile commits (prepareOutput), and the rates at
 // which tiles' outputs were committed, alone and under load, reach the
-// simulator's machine.
+// simulator's machine: by default a commit's rate beside the busy cores
+// with every tile's commit at once, with Hardware.SerialCommits the
+// storage's rate with one commit at a time.
 func TestCalibrateCommits(t *testing.T) {
 	ctx := context.Background()
-	s, err := NewSlide(ctx, 4, 32, 1, region.NewMemory(), region.NewMemory())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hwSetup{cpus: 2, accels: hostAccels(1), tiles: 4, size: 32, calTiles: 3, specs: hardwareOperations(), regionBuf: realBytes(32)}
-	c, err := h.calibrate(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []region.ID{labelsID(), featIDs()["featGradient"]} {
-		if _, err := s.out.Stat(ctx, id); err != nil {
-			t.Errorf("output %v: %v", id, err)
+	for _, serial := range []bool{false, true} {
+		s, err := NewSlide(ctx, 4, 32, 1, region.NewMemory(), region.NewMemory())
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if c.commitBWAlone <= 0 || c.commitBW <= 0 || c.commitBWBeside <= 0 {
-		t.Errorf("commit rates %g alone, %g under load, %g beside the worker: want all measured", c.commitBWAlone, c.commitBW, c.commitBWBeside)
-	}
-	if m := h.machine(c); m.CommitBandwidth != c.commitBW || m.StageBandwidth != c.stageBW || m.Bandwidth != c.bandwidth {
-		t.Errorf("machine %+v does not carry the calibrated rates %+v", m, c)
+		h := &hwSetup{cpus: 2, accels: hostAccels(1), tiles: 4, size: 32, calTiles: 3, specs: hardwareOperations(), regionBuf: realBytes(32), serialOut: serial}
+		c, err := h.calibrate(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []region.ID{labelsID(), featIDs()["featGradient"]} {
+			if _, err := s.out.Stat(ctx, id); err != nil {
+				t.Errorf("output %v: %v", id, err)
+			}
+		}
+		if c.commitBWAlone <= 0 || c.commitBW <= 0 || c.commitBWBeside <= 0 || c.commitBWStore <= 0 || c.commitBWEach <= 0 || c.commitBWWorker <= 0 {
+			t.Errorf("serial %v: commit rates %g alone, %g under load, %g beside the worker, %g / %g / %g storage / each / worker: want all measured",
+				serial, c.commitBWAlone, c.commitBW, c.commitBWBeside, c.commitBWStore, c.commitBWEach, c.commitBWWorker)
+		}
+		want, streams := c.commitBWWorker, 4
+		if serial {
+			want, streams = c.commitBWStore, 1
+		}
+		if c.commitBW != want {
+			t.Errorf("serial %v: the simulator's commit rate is %g, want %g", serial, c.commitBW, want)
+		}
+		if m := h.machine(c); m.CommitBandwidth != c.commitBW || m.StageBandwidth != c.stageBW || m.Bandwidth != c.bandwidth || m.CommitStreams != streams {
+			t.Errorf("serial %v: machine %+v does not carry the calibrated rates %+v and %d commit streams", serial, m, c, streams)
+		}
 	}
 }
 
@@ -136,14 +148,63 @@ func TestCommitRateUnderLoad(t *testing.T) {
 	out.mu.Lock()
 	want := float64(out.bytes) / out.busy.Seconds()
 	out.mu.Unlock()
-	if r := got / want; r < 0.75 || r > 1.05 {
-		t.Errorf("commit rate under load %.3g B/s, the storage wrote at %.3g B/s (%.2fx): want about the storage's rate", got, want, r)
+	if r := got.store / want; r < 0.75 || r > 1.05 {
+		t.Errorf("commit rate under load %.3g B/s, the storage wrote at %.3g B/s (%.2fx): want about the storage's rate", got.store, want, r)
+	}
+}
+
+// parallelStore is a region.Storage whose writes take d each and run at
+// the same time (as region.Memory's of disjoint boxes do); it counts the
+// writes and their bytes.
+type parallelStore struct {
+	region.Storage
+	d      time.Duration
+	mu     sync.Mutex
+	writes int
+	bytes  int64
+}
+
+func (s *parallelStore) Write(ctx context.Context, m region.Meta, box region.Box, data []byte) error {
+	time.Sleep(s.d)
+	s.mu.Lock()
+	s.writes++
+	s.bytes += int64(len(data))
+	s.mu.Unlock()
+	return s.Storage.Write(ctx, m, box, data)
+}
+
+// TestCommitRateEach checks the calibration's per-commit rate under load
+// where the storage writes the cores' commits at once: the bytes over the
+// sum of the commits' own times (about the writes' d each), where the
+// storage's rate (the union of their spans) is as many times higher as
+// commits overlapped.
+func TestCommitRateEach(t *testing.T) {
+	ctx := context.Background()
+	out := &parallelStore{Storage: region.NewMemory(), d: 15 * time.Millisecond}
+	s, err := NewSlide(ctx, 4, 32, 1, region.NewMemory(), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hwSetup{cpus: 4, accels: hostAccels(1), tiles: 4, size: 32, calTiles: 3, specs: hardwareOperations(), regionBuf: realBytes(32)}
+	_, _, got, err := h.cpuUnderLoad(ctx, s, make(chan struct{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	want := float64(out.bytes) / (float64(out.writes) * out.d.Seconds())
+	out.mu.Unlock()
+	if r := got.each / want; r < 0.75 || r > 1.05 {
+		t.Errorf("each commit's rate under load %.3g B/s, the writes took %v each (%.3g B/s, %.2fx): want about their rate", got.each, out.d, want, r)
+	}
+	if got.of(false) != got.each || got.of(true) != got.store {
+		t.Errorf("commitRates.of picks %g (parallel) and %g (serial) of %+v", got.of(false), got.of(true), got)
 	}
 }
 
 // TestWorkerUnderLoad checks the calibration of a GPU worker's work:
-// it waits for the cores' stagings, then stages tiles and moves them to
-// and from the GPU until told to stop, and reports both rates.
+// it waits for the cores' stagings, then stages tiles, commits their
+// outputs and moves them to and from the GPU until told to stop, and
+// reports the three rates.
 func TestWorkerUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	s, err := NewSlide(ctx, 4, 32, 1, region.NewMemory(), region.NewMemory())
@@ -153,15 +214,18 @@ func TestWorkerUnderLoad(t *testing.T) {
 	h := &hwSetup{cpus: 2, accels: hostAccels(1), tiles: 4, size: 32, specs: hardwareOperations(), regionBuf: realBytes(32)}
 	staged, done := make(chan struct{}), make(chan struct{})
 	close(done)
-	if x, st, err := h.workerUnderLoad(ctx, s, staged, done); err != nil || x != 0 || st != 0 {
-		t.Errorf("stopped before the cores staged: %g, %g, %v; want nothing measured", x, st, err)
+	if x, st, cm, err := h.workerUnderLoad(ctx, s, staged, done); err != nil || x != 0 || st != 0 || cm != 0 {
+		t.Errorf("stopped before the cores staged: %g, %g, %g, %v; want nothing measured", x, st, cm, err)
+	}
+	if err := prepareOutput(ctx, s); err != nil {
+		t.Fatal(err)
 	}
 	staged, done = make(chan struct{}), make(chan struct{})
 	close(staged)
 	time.AfterFunc(100*time.Millisecond, func() { close(done) })
-	x, st, err := h.workerUnderLoad(ctx, s, staged, done)
-	if err != nil || x <= 0 || st <= 0 {
-		t.Errorf("transfers %g B/s, staging %g B/s, %v: want both measured", x, st, err)
+	x, st, cm, err := h.workerUnderLoad(ctx, s, staged, done)
+	if err != nil || x <= 0 || st <= 0 || cm <= 0 {
+		t.Errorf("transfers %g B/s, staging %g B/s, commits %g B/s, %v: want all measured", x, st, cm, err)
 	}
 }
 

@@ -41,6 +41,11 @@ var hwReplayStage = flag.Float64("hwreplay-stage", 0, "staging GB/s to simulate 
 // hwReplayCommit, when positive, replaces the logged commit rate (GB/s).
 var hwReplayCommit = flag.Float64("hwreplay-commit", 0, "commit GB/s to simulate instead of the logged calibration's (0: the log's)")
 
+// hwReplayStreams, when positive, replaces the number of commits the
+// saved run's storage wrote at once (1 before the eleventh session, every
+// tile's since; pats.Machine.CommitStreams).
+var hwReplayStreams = flag.Int("hwreplay-streams", 0, "commits the storage writes at once to simulate instead of the logged run's (0: the log's)")
+
 // hwReplayGPU gives operations a hypothetical GPU compute time,
 // "Op=DURATION,...": what the simulator predicts had they one (or that
 // one), for the ones a saved run had on the CPU only.
@@ -60,6 +65,7 @@ type savedRun struct {
 	cal                             *calibration
 	contentLo, contentHi, contentMn float64
 	commitProxy                     bool // the log has no commit rate: the staging rate stands in
+	serialOut                       bool // the run's storage wrote one tile's outputs at a time (every log before the eleventh session)
 	ahead                           bool // the run staged its tiles from admission (logs of the sixth session on)
 	runs                            []savedConfig
 }
@@ -100,6 +106,18 @@ func savedRunOfFlags(t *testing.T) *savedRun {
 		s.cal.commitBW = *hwReplayCommit * 1e9
 	}
 	return s
+}
+
+// setup returns the hardware setup of the saved run, with specs as its
+// operations, and the simulator's machine for it (-hwreplay-streams in
+// place of the logged commit streams).
+func (s *savedRun) setup(specs []Operation) (*hwSetup, pats.Machine) {
+	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: specs, regionBuf: realBytes(s.size), serialOut: s.serialOut}
+	m := h.machine(s.cal)
+	if *hwReplayStreams > 0 {
+		m.CommitStreams = *hwReplayStreams
+	}
+	return h, m
 }
 
 // spanFit returns the cost fit a log prints as its values at the lightest
@@ -159,6 +177,7 @@ func parseSavedRun(dir string) (*savedRun, error) {
 	} else {
 		s.commitProxy = true
 	}
+	s.serialOut = !strings.Contains(text, "the storage writes the tiles' outputs in parallel")
 	if m = regexp.MustCompile(`dark-pixel share \(([0-9.]+)% to ([0-9.]+)% over the \d+ tiles, mean ([0-9.]+)%\)`).FindStringSubmatch(text); m != nil {
 		s.contentLo, s.contentHi, s.contentMn = num(m[1])/100, num(m[2])/100, num(m[3])/100
 	}
@@ -268,8 +287,7 @@ func contentOf(tiles, size int, seed uint64) []float64 {
 // printed figures).
 func TestReplaySavedHardwareRun(t *testing.T) {
 	s := savedRunOfFlags(t)
-	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: hardwareOperations(), regionBuf: realBytes(s.size)}
-	machine := h.machine(s.cal)
+	h, machine := s.setup(hardwareOperations())
 	t.Logf("machine: %+v", machine)
 	if s.commitProxy {
 		t.Logf("the log has no commit rate: commits modelled at the staging rate, %.2f GB/s", machine.CommitBandwidth/1e9)
@@ -378,8 +396,7 @@ func TestSimulateVariantsOnSavedRun(t *testing.T) {
 		{"PATS+DL+prefetch", dl(false), nil},
 		{"PATS+xfer+DL+prefetch", dl(true), nil},
 	}
-	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: specs, regionBuf: realBytes(s.size)}
-	machine := h.machine(s.cal)
+	h, machine := s.setup(specs)
 	// PATS given speedups that include each operation's transfers (the
 	// "computation+data transfer" bars of seed 001's Fig. 5, patst's
 	// estimates): C / (G + X), X as the log gives it, or where it does

@@ -175,6 +175,7 @@ type options struct {
 	firstUse   bool
 	syncUp     bool
 	storeCores bool
+	serialOut  bool
 	hwConfigs  string
 	nucleiOut  string
 	roi        string
@@ -227,6 +228,7 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.hwConfigs, "hw-configs", "", "with -hardware: the configurations to run, in order, repeats allowed (comma-separated from "+strings.Join(pathology.HardwareConfigs(), ", ")+"; default fcfs to wrong50, and order with -order-only; dl,wrong25,wrong50,wrong75,wrong100 is the sensitivity sweep)")
 	fs.BoolVar(&o.firstUse, "stage-on-first-use", false, "with -hardware: a tile's RGB is staged from storage by the worker of its first reader (a GPU's too) instead of in the background from the tile's admission (prefetch configurations stage from admission either way)")
 	fs.BoolVar(&o.syncUp, "sync-uploads", false, "with -hardware: run a prefetching GPU worker as an upload, a compute and a download goroutine, each waiting for its copies or kernels (the earlier worker, for comparison), instead of one goroutine that queues its copies on the GPU's streams")
+	fs.BoolVar(&o.serialOut, "serial-commits", false, "with -hardware: the output storage writes one tile's outputs at a time (as before the eleventh session), and the simulator models it, instead of writing the completed tiles' disjoint boxes at the same time")
 	fs.BoolVar(&o.storeCores, "storage-on-cores", false, "with -hardware: the CPU workers stage the tiles and commit their outputs, as work taken before operations, instead of goroutines beside the workers (the simulator models it too)")
 	fs.BoolVar(&o.goMemory, "go-memory", false, "with -hardware: keep the tiles' image regions in Go memory instead of the GPU's page-locked host memory (whose transfers need no staging copy)")
 	fs.IntVar(&o.hostGPUs, "host-gpus", 0, "with -hardware: pose host memory as this many GPUs instead of using CUDA (for tests)")
@@ -293,6 +295,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, cli.Usagef("-dynamic goes with a real run or -sim, not -experiment or -hardware")
 	case set["order-only"] && !o.hardware:
 		return nil, cli.Usagef("-order-only goes with -hardware")
+	case set["serial-commits"] && !o.hardware:
+		return nil, cli.Usagef("-serial-commits goes with -hardware")
 	case set["storage-on-cores"] && !o.hardware:
 		return nil, cli.Usagef("-storage-on-cores goes with -hardware")
 	case set["sync-uploads"] && !o.hardware:

@@ -41,7 +41,7 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 		}
 	}
 	h := pathology.Hardware{CPUs: o.cpus, GPUs: gpus, Tiles: o.tiles, TileSize: o.tileSize, Window: o.window,
-		Seed: o.seed, Log: stderr, SkipOrderOnly: !o.orderOnly, TraceDir: o.out, GoMemory: o.goMemory, StageOnFirstUse: o.firstUse, SyncUploads: o.syncUp, StorageOnCores: o.storeCores}
+		Seed: o.seed, Log: stderr, SkipOrderOnly: !o.orderOnly, TraceDir: o.out, GoMemory: o.goMemory, StageOnFirstUse: o.firstUse, SyncUploads: o.syncUp, StorageOnCores: o.storeCores, SerialCommits: o.serialOut}
 	if o.hwConfigs != "" {
 		h.Configs = strings.Split(o.hwConfigs, ",") // checked by parseFlags
 	}
@@ -60,7 +60,7 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 	// "-name value"; booleans "-name=value", which the flag package reads back.
 	vals := map[string]string{"cpus": fmt.Sprint(h.CPUs), "tiles": fmt.Sprint(h.Tiles), "tile-size": fmt.Sprint(h.TileSize),
 		"window": fmt.Sprint(h.Window), "seed": fmt.Sprint(h.Seed)}
-	bools := map[string]bool{"order-only": o.orderOnly, "go-memory": o.goMemory, "stage-on-first-use": o.firstUse, "sync-uploads": o.syncUp, "storage-on-cores": o.storeCores}
+	bools := map[string]bool{"order-only": o.orderOnly, "go-memory": o.goMemory, "stage-on-first-use": o.firstUse, "sync-uploads": o.syncUp, "storage-on-cores": o.storeCores, "serial-commits": o.serialOut}
 	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed", "order-only", "go-memory", "stage-on-first-use", "sync-uploads", "storage-on-cores"} {
 		if b, isBool := bools[f]; o.set[f] && isBool {
 			command += fmt.Sprintf(" -%s=%v", f, b)

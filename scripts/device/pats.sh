@@ -74,7 +74,9 @@
 # sessions before (patssync.sh runs it on the sweep's points to compare in
 # one call).
 # STORECORES=1 passes -storage-on-cores (the CPU workers stage and
-# commit; patscores.sh). rates.txt: testdata/run_rates.py, the rates of
+# commit; patscores.sh). SERIAL=1 passes -serial-commits (the output
+# storage writes one tile's outputs at a time, the default until the
+# eleventh session; patsab.sh). rates.txt: testdata/run_rates.py, the rates of
 # the runs' own stagings and commits. overlap.txt: testdata/gpu_overlap.py, whether
 # the GPU's uploads overlapped its kernels, and the computations held
 # back.
@@ -109,6 +111,9 @@ if [[ ${SYNCUP:-0} == 1 ]]; then
 fi
 if [[ ${STORECORES:-0} == 1 ]]; then
 	mem+=(-storage-on-cores)
+fi
+if [[ ${SERIAL:-0} == 1 ]]; then
+	mem+=(-serial-commits)
 fi
 : "${CPUOPS:=0}"
 log="$OUT/pats"
