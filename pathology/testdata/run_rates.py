@@ -6,8 +6,11 @@ Reads the trace.csv of `pathology -hardware -out DIR` and prints, per run:
           RGB, 3 bytes a pixel, over each staging's span)
   commit  the labels' bytes (2 a pixel; the feature tables, 3 MiB a tile,
           left out) over the union of the commits' spans: the time the
-          storage was writing, as the simulator models it (one tile's
-          outputs at a time)
+          storage was writing (the rate of a storage that writes one
+          tile's outputs at a time, -serial-commits), and the median of
+          each labels commit's own rate (a commit's rate when the storage
+          writes the tiles' outputs at the same time, the default since
+          the eleventh session)
 The simulator takes both from the calibration (hardware.log: "staging
 ... per core", "committed to storage ... under load"); with data locality
 the makespan moves with the commit rate (docs/pats/hardware.md, tenth
@@ -42,11 +45,14 @@ def main():
             else:
                 ce = max(ce, e)
         busy += ce - cs
-        tiles = sum(1 for r in rs if r["what"] == "commit" and r["op"] == "labels")
+        lab = [float(r["end_ms"]) - float(r["start_ms"]) for r in rs if r["what"] == "commit" and r["op"] == "labels"]
+        tiles = len(lab)
+        each = labels / statistics.median(lab) / 1e6 if lab and statistics.median(lab) > 0 else 0.0
         med = rgb / statistics.median(stg) / 1e6
         mean = rgb / statistics.mean(stg) / 1e6
         print(f"{run}: stage median {med:.2f} GB/s (mean time {mean:.2f}); "
-              f"commit {tiles * labels / busy / 1e6:.2f} GB/s over {busy:.0f} ms of storage busy ({tiles} tiles)")
+              f"commit {tiles * labels / busy / 1e6:.2f} GB/s over {busy:.0f} ms of storage busy ({tiles} tiles), "
+              f"each labels commit median {each:.2f} GB/s")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@
 # boxes at the same time, new in the eleventh session) against the
 # storage writing one tile's outputs at a time (b: -serial-commits, the
 # default until then) and against the storage work on the CPU workers (c:
-# -storage-on-cores), alternated in separate processes (a1 b1 c1 a2 b2
-# c2), each pats.sh with CONFIGS (default fcfs,pats,dl,wrong100), logs
-# under $OUT/patsab/{a1,...}/pats/.
+# -storage-on-cores) and against one P more than the cores (d: GOMAXPROCS
+# = cores + 1, the 15 CPU workers unchanged), alternated in separate
+# processes (a1 b1 c1 d1 a2 b2 c2 d2), each pats.sh with CONFIGS (default
+# fcfs,pats,dl,wrong100; about 30 s a process), logs under
+# $OUT/patsab/{a1,...}/pats/.
 #
 # Why: in the tenth session's calls PATS+DL+prefetch's makespan followed
 # the storage's serial commit rate (storage busy 0.95-1.3 s of 1.5-2.0 s
@@ -18,20 +20,25 @@
 # simulator, now calibrated with one commit's rate beside the busy cores,
 # is within 15%. The one run with -storage-on-cores (tenth session, call
 # 1) gave that call's best FCFS and half the Go scheduler's waits; c
-# measures it beside both.
+# measures it beside both. The spare P (d) is the other way to keep a
+# thread for the GPU's worker beside 15 busy CPU workers and the
+# goroutines that stage and commit (FCFS's replay is 5-16% short of its
+# runs, whose GPU idled in gaps of 12-133 ms).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
 base="$OUT/patsab"
 mkdir -p "$base"
 : "${CONFIGS:=fcfs,pats,dl,wrong100}"
+procs=$(($(nproc) + 1))
 for round in 1 2; do
-	for v in a b c; do
-		sc=0 serial=0
+	for v in a b c d; do
+		sc=0 serial=0 gmp=${GOMAXPROCS:-}
 		[[ $v == b ]] && serial=1
 		[[ $v == c ]] && sc=1
-		OUT="$base/$v$round" STORECORES=$sc SERIAL=$serial CONFIGS="$CONFIGS" BUDGET=46 HWLIMIT=43 bash scripts/device/pats.sh >"$base/$v$round.log" 2>&1
-		echo "== $v$round (serial commits: $serial, storage on the cores: $sc): rc=$?"
+		[[ $v == d ]] && gmp=$procs
+		env ${gmp:+GOMAXPROCS=$gmp} OUT="$base/$v$round" STORECORES=$sc SERIAL=$serial CONFIGS="$CONFIGS" BUDGET=46 HWLIMIT=43 bash scripts/device/pats.sh >"$base/$v$round.log" 2>&1
+		echo "== $v$round (serial commits: $serial, storage on the cores: $sc, GOMAXPROCS ${gmp:-default}): rc=$?"
 		grep -E '^(FCFS|PATS)[^:]* +[0-9.]+ +[0-9.]+ \(' "$base/$v$round/pats/summary.txt" | cut -c1-80
 	done
 done
