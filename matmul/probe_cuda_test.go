@@ -20,7 +20,8 @@ import (
 // pinned memory, by goroutines), the bus from pinned memory (each way, and
 // both ways at once), the driver's own copy from pageable memory,
 // cuMemHostRegister and its undoing (1 GiB in 64 MiB chunks, by
-// goroutines), and cuBLAS DGEMM on resident blocks of 4096 and 8192. It
+// goroutines), and cuBLAS DGEMM on resident blocks of 2048 to 8192 and on
+// 4096 x 4096 blocks of C with k up to 16384. It
 // prints PROBE lines; skipped unless HTGS_SWEEP=1 (about 5 s):
 //
 //	HTGS_SWEEP=1 go test -tags cuda -run CUDAProbe -v ./matmul
@@ -196,13 +197,19 @@ func TestCUDAProbe(t *testing.T) {
 	if err := bl.SetStream(s1); err != nil {
 		t.Fatal(err)
 	}
-	for _, nr := range [][2]int{{2048, 32}, {4096, 8}, {8192, 2}} {
-		n, reps := nr[0], nr[1]
-		bytes := int64(8 * n * n)
-		a, b, c := dev1.Slice(0, bytes), dev1.Slice(bytes, bytes), dev2.Slice(0, bytes)
+	// Square blocks, then a block of C's whole k-sum in one call (m = n =
+	// 4096, k up to 16384: the products a C block of n = 16384 needs in
+	// 4096-blocks as one call over a row panel of A and a column panel of
+	// B), which says whether panels laid out contiguously on the device
+	// would multiply faster than the 4096-blocks' 55-57 TFLOP/s in the
+	// graph (docs/matmul.md, tenth session).
+	for _, sh := range [][4]int{{2048, 2048, 2048, 32}, {4096, 4096, 4096, 8}, {8192, 8192, 8192, 2}, {4096, 4096, 8192, 4}, {4096, 4096, 16384, 2}, {8192, 8192, 4096, 2}} {
+		m, n, k, reps := sh[0], sh[1], sh[2], sh[3]
+		ab, bb := int64(8*m*k), int64(8*k*n)
+		a, b, c := dev1.Slice(0, ab), dev1.Slice(ab, bb), dev2.Slice(0, int64(8*m*n))
 		el, err := best(2, func() error {
 			for range reps {
-				if err := bl.Dgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, a, n, b, n, 1, c, n); err != nil {
+				if err := bl.Dgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, k, b, n, 1, c, n); err != nil {
 					return err
 				}
 			}
@@ -211,6 +218,6 @@ func TestCUDAProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Printf("PROBE dgemm resident n=%-5d %6.2f TFLOP/s (%d in a row, beta 1)\n", n, 2*float64(n)*float64(n)*float64(n)*float64(reps)/el.Seconds()/1e12, reps)
+		fmt.Printf("PROBE dgemm resident m=%-5d n=%-5d k=%-5d %6.2f TFLOP/s (%d in a row, beta 1)\n", m, n, k, 2*float64(m)*float64(n)*float64(k)*float64(reps)/el.Seconds()/1e12, reps)
 	}
 }
