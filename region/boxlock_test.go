@@ -237,6 +237,7 @@ func BenchmarkMemoryCommitTiles(b *testing.B) {
 			var next int
 			var nmu sync.Mutex
 			b.SetBytes(int64(len(data)))
+			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					nmu.Lock()
