@@ -443,10 +443,13 @@ func (h *hwSetup) cpuUnderLoad(ctx context.Context, s *Slide, staged chan<- stru
 	origin := time.Now()
 	var swg sync.WaitGroup
 	swg.Add(h.cpus)
+	stagedClosed := make(chan struct{})
 	go func() {
+		defer close(stagedClosed)
 		swg.Wait()
 		close(staged)
 	}()
+	defer func() { <-stagedClosed }() // staged closed before the caller ends a worker beside it
 	committedBytes := make([]int64, h.cpus)
 	var stagedBytes int64
 	var wg sync.WaitGroup
@@ -563,7 +566,11 @@ func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-
 	select {
 	case <-staged:
 	case <-done:
-		return 0, 0, 0, nil
+		select {
+		case <-staged: // closed before done: both were, when this goroutine got here
+		default:
+			return 0, 0, 0, nil
+		}
 	}
 	var a accel
 	reg := &jobRegistry{}
@@ -584,7 +591,9 @@ func (h *hwSetup) workerUnderLoad(ctx context.Context, s *Slide, staged, done <-
 	for n := 0; ; n++ {
 		select {
 		case <-done:
-			return rate(moved, took), rate(stagedBytes, stageTime), rate(committedBytes, commitTime), nil
+			if n > 0 { // one tile at least, however soon the cores finish
+				return rate(moved, took), rate(stagedBytes, stageTime), rate(committedBytes, commitTime), nil
+			}
 		default:
 		}
 		err := func() error {
