@@ -128,14 +128,11 @@ func (s *serialStore) Write(ctx context.Context, m region.Meta, box region.Box, 
 	return err
 }
 
-// TestCommitRateUnderLoad checks that the calibration's commit rate under
-// load is the storage's own rate when the cores' commits queue for it:
-// the bytes over the time it was writing, not over the sum of the cores'
-// commit times, which counts their wait for one another (at 4 cores
-// committing together that sum is about 2.5 times the writing).
-func TestCommitRateUnderLoad(t *testing.T) {
+// commitsUnderLoad runs cpuUnderLoad on 4 cores and 4 tiles of 32 px
+// that commit into out, and returns its commit rates.
+func commitsUnderLoad(t *testing.T, out region.Storage) commitRates {
+	t.Helper()
 	ctx := context.Background()
-	out := &serialStore{Storage: region.NewMemory(), d: 15 * time.Millisecond}
 	s, err := NewSlide(ctx, 4, 32, 1, region.NewMemory(), out)
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +142,17 @@ func TestCommitRateUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return got
+}
+
+// TestCommitRateUnderLoad checks that the calibration's commit rate under
+// load is the storage's own rate when the cores' commits queue for it:
+// the bytes over the time it was writing, not over the sum of the cores'
+// commit times, which counts their wait for one another (at 4 cores
+// committing together that sum is about 2.5 times the writing).
+func TestCommitRateUnderLoad(t *testing.T) {
+	out := &serialStore{Storage: region.NewMemory(), d: 15 * time.Millisecond}
+	got := commitsUnderLoad(t, out)
 	out.mu.Lock()
 	want := float64(out.bytes) / out.busy.Seconds()
 	out.mu.Unlock()
@@ -179,17 +187,8 @@ func (s *parallelStore) Write(ctx context.Context, m region.Meta, box region.Box
 // storage's rate (the union of their spans) is as many times higher as
 // commits overlapped.
 func TestCommitRateEach(t *testing.T) {
-	ctx := context.Background()
 	out := &parallelStore{Storage: region.NewMemory(), d: 15 * time.Millisecond}
-	s, err := NewSlide(ctx, 4, 32, 1, region.NewMemory(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hwSetup{cpus: 4, accels: hostAccels(1), tiles: 4, size: 32, calTiles: 3, specs: hardwareOperations(), regionBuf: realBytes(32)}
-	_, _, got, err := h.cpuUnderLoad(ctx, s, make(chan struct{}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := commitsUnderLoad(t, out)
 	out.mu.Lock()
 	want := float64(out.bytes) / (float64(out.writes) * out.d.Seconds())
 	out.mu.Unlock()

@@ -540,6 +540,18 @@ func TestSimStagingWait(t *testing.T) {
 	}
 }
 
+// twoStoredFlows returns two flows of one 10 ms CPU operation each, whose
+// output of 1 MB has a store.
+func twoStoredFlows() []*Flow {
+	var fs []*Flow
+	for i := range 2 {
+		f := NewFlow(fmt.Sprint(i))
+		Add(f, only("a", device.CPU), 0, Writes(Data{Key: "out", Bytes: 1e6, Store: nopStore{}}), cost(10000, 0))
+		fs = append(fs, f)
+	}
+	return fs
+}
+
 // A completed flow's outputs with a store are committed at the machine's
 // CommitBandwidth, and the flow keeps its place in the window until then:
 // with a window of one, each flow's 10 ms of work is followed by its 10
@@ -547,15 +559,7 @@ func TestSimStagingWait(t *testing.T) {
 // second flow computes while the first commits (30 ms); without a commit
 // rate the commits are free (20 ms).
 func TestSimCommits(t *testing.T) {
-	mk := func() []*Flow {
-		var fs []*Flow
-		for i := range 2 {
-			f := NewFlow(fmt.Sprint(i))
-			Add(f, only("a", device.CPU), 0, Writes(Data{Key: "out", Bytes: 1e6, Store: nopStore{}}), cost(10000, 0))
-			fs = append(fs, f)
-		}
-		return fs
-	}
+	mk := twoStoredFlows
 	for _, c := range []struct {
 		window int
 		bw     float64
@@ -575,15 +579,7 @@ func TestSimCommits(t *testing.T) {
 // commit one after the other on one stream (10 ms of work, then two 10
 // ms commits: 30 ms) and at once on two or more (20 ms).
 func TestSimCommitStreams(t *testing.T) {
-	mk := func() []*Flow {
-		var fs []*Flow
-		for i := range 2 {
-			f := NewFlow(fmt.Sprint(i))
-			Add(f, only("a", device.CPU), 0, Writes(Data{Key: "out", Bytes: 1e6, Store: nopStore{}}), cost(10000, 0))
-			fs = append(fs, f)
-		}
-		return fs
-	}
+	mk := twoStoredFlows
 	for _, c := range []struct {
 		streams int
 		want    time.Duration
