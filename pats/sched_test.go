@@ -594,6 +594,35 @@ func TestSimCommitStreams(t *testing.T) {
 	}
 }
 
+// A flow's outputs are written one by one, and on one stream the flows
+// that complete together interleave them: flows 0 and 1 (10 ms of work,
+// two 10 ms outputs each) complete at 10 ms, their outputs go 0, 1, 0, 1,
+// so flow 0 frees its place in the window at 40 ms, and flow 2 (30 ms of
+// work, no stored output) ends at 70 ms; with a stream each, flow 0 is
+// committed at 30 ms and flow 2 ends at 60 ms.
+func TestSimCommitsInterleave(t *testing.T) {
+	mk := func() []*Flow {
+		var fs []*Flow
+		for i := range 2 {
+			f := NewFlow(fmt.Sprint(i))
+			Add(f, only("a", device.CPU), 0, Writes(Data{Key: "o1", Bytes: 1e6, Store: nopStore{}}, Data{Key: "o2", Bytes: 1e6, Store: nopStore{}}), cost(10000, 0))
+			fs = append(fs, f)
+		}
+		f := NewFlow("2")
+		Add(f, only("a", device.CPU), 0, cost(30000, 0))
+		return append(fs, f)
+	}
+	for _, c := range []struct {
+		streams int
+		want    time.Duration
+	}{{1, 70 * time.Millisecond}, {2, 60 * time.Millisecond}} {
+		r := mustSim(t, Config{Window: 2}, Machine{CPUs: 2, CommitBandwidth: 1e8, CommitStreams: c.streams}, mk()...)
+		if r.Makespan != c.want {
+			t.Errorf("%d commit streams: makespan %v, want %v", c.streams, r.Makespan, c.want)
+		}
+	}
+}
+
 // With Learn and no estimates, FinishAware lets one core take the first
 // CPU sample of an operation and leaves the others' copies to the GPU
 // until the sample is in.

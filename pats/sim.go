@@ -32,10 +32,10 @@ import (
 // reader meanwhile waits until that staging ends; with either a flow's inputs
 // are staged in the background from its admission, on no unit or, with
 // Machine.StageOnCores or Config.StorageOnCores, by the next idle CPU core;
-// a completed flow commits its outputs that have a store, as many flows' at
-// once as Machine.CommitStreams (with Config.StorageOnCores one at a time,
-// on the next idle core), and keeps its place in the window until they are
-// committed.
+// a completed flow commits its outputs that have a store one after
+// another, the storage writing as many at once as Machine.CommitStreams
+// (with Config.StorageOnCores one flow's at a time, on the next idle core),
+// and keeps its place in the window until they are committed.
 func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
@@ -50,8 +50,8 @@ func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 		devs[i] = s
 	}
 	s := &simulator{sched: newScheduler(cfg, devs), sims: sims, flows: flows, stageBW: m.StageBandwidth, commitBW: m.CommitBandwidth,
-		commitFree:   make([]time.Duration, max(m.CommitStreams, 1)),
-		stageOnCores: (m.StageOnCores || cfg.StorageOnCores) && m.CPUs > 0, commitOnCores: cfg.StorageOnCores && m.CPUs > 0, seen: map[*Flow]bool{}}
+		commitStreams: max(m.CommitStreams, 1),
+		stageOnCores:  (m.StageOnCores || cfg.StorageOnCores) && m.CPUs > 0, commitOnCores: cfg.StorageOnCores && m.CPUs > 0, seen: map[*Flow]bool{}}
 	s.kinds = s.sched.kinds()
 	for _, f := range flows {
 		if err := s.accept(f); err != nil {
@@ -129,10 +129,15 @@ type simulator struct {
 	seq        int64
 	cpus       []*simCPU
 	gpus       []*simGPU
-	stageBW    float64         // Machine.StageBandwidth
-	commitBW   float64         // Machine.CommitBandwidth
-	committing int             // flows whose outputs are being committed: they keep their place in the window
-	commitFree []time.Duration // when each of the storage's streams has written the commits queued on it
+	stageBW    float64 // Machine.StageBandwidth
+	commitBW   float64 // Machine.CommitBandwidth
+	committing int     // flows whose outputs are being committed: they keep their place in the window
+	// commitStreams is Machine.CommitStreams (at least 1); storeQ holds
+	// the completed flows' outputs waiting for one, storeBusy counts the
+	// streams writing.
+	commitStreams int
+	storeQ        []*storeJob
+	storeBusy     int
 	// stageOnCores: Machine.StageOnCores with CPU cores; stageQ holds
 	// the background stagings waiting for a core.
 	stageOnCores bool
@@ -164,10 +169,12 @@ func (s *simulator) accept(f *Flow) error {
 // queued before them, then finishes it (finish).
 func (s *simulator) flowDone(fs *flowState) {
 	var b int64
+	var items []int64
 	if fs.err == nil {
 		for _, d := range fs.data {
 			if d.final && d.store != nil {
 				b += d.bytes
+				items = append(items, d.bytes)
 			}
 		}
 	}
@@ -180,21 +187,44 @@ func (s *simulator) flowDone(fs *flowState) {
 		s.commitQ = append(s.commitQ, commitJob{fs, b})
 		return
 	}
-	// The storage writes Machine.CommitStreams flows' outputs at a time:
-	// a commit takes the stream that is free first, after the commits
-	// queued on it.
-	i := 0
-	for k, t := range s.commitFree {
-		if t < s.commitFree[i] {
-			i = k
-		}
+	s.storeQ = append(s.storeQ, &storeJob{fs, items})
+	s.storeNext()
+}
+
+// storeJob is a completed flow's outputs left to commit, in the order
+// the Manager commits them.
+type storeJob struct {
+	fs    *flowState
+	items []int64 // bytes of each output left
+}
+
+// storeNext starts commits while the storage has a free stream
+// (Machine.CommitStreams) and outputs wait. A flow commits its outputs
+// one after another, each a write of its own: once one is written the
+// flow queues its next behind the writes that arrived meanwhile, as a
+// goroutine does that takes a contended lock again (Go's mutex hands it
+// to its waiters in turn once they have waited a millisecond). So with
+// one stream the flows that complete together interleave their outputs,
+// and each finishes late; with a stream per flow each writes its own
+// back to back.
+func (s *simulator) storeNext() {
+	for s.storeBusy < s.commitStreams && len(s.storeQ) > 0 {
+		j := s.storeQ[0]
+		s.storeQ = s.storeQ[1:]
+		b := j.items[0]
+		j.items = j.items[1:]
+		s.storeBusy++
+		s.at(time.Duration(float64(b)/s.commitBW*float64(time.Second)), func() {
+			s.storeBusy--
+			if len(j.items) > 0 {
+				s.storeQ = append(s.storeQ, j)
+			} else {
+				s.committing--
+				s.finish(j.fs)
+			}
+			s.storeNext()
+		})
 	}
-	start := max(s.now, s.commitFree[i])
-	s.commitFree[i] = start + time.Duration(float64(b)/s.commitBW*float64(time.Second))
-	s.at(s.commitFree[i]-s.now, func() {
-		s.committing--
-		s.finish(fs)
-	})
 }
 
 // finish counts a flow complete once its outputs are committed, calls its

@@ -265,14 +265,16 @@ type Machine struct {
 	// then, and the makespan ends with the last commit. How many flows'
 	// commits the storage writes at once is CommitStreams.
 	CommitBandwidth float64
-	// CommitStreams is how many flows' commits the storage writes at
-	// once, each at CommitBandwidth (0 means 1). With one, as a disk
-	// does or a storage under one lock, flows that complete together
-	// commit one after another, each holding its place in the window
-	// until its own commit is done; region.Memory writes the disjoint
-	// boxes of completed tiles at the same time, which a count of at
-	// least the window models. Commits on the cores
-	// (Config.StorageOnCores) run one at a time whatever the count.
+	// CommitStreams is how many writes the storage makes at once, each
+	// at CommitBandwidth (0 means 1). A flow writes its outputs one after
+	// another, queueing each behind the writes waiting already. With one
+	// stream, as a disk does or a storage under one lock, the outputs of
+	// flows that complete together interleave, and each flow holds its
+	// place in the window until its last output is written;
+	// region.Memory writes the disjoint boxes of completed tiles at the
+	// same time, which a count of at least the window models. Commits on
+	// the cores (Config.StorageOnCores) run one flow at a time whatever
+	// the count.
 	CommitStreams int
 	// StageOnCores makes the simulator charge the background staging of
 	// Prefetch and StageAhead to the CPU cores: staging is memory copying, which the
