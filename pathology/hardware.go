@@ -961,7 +961,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 		if seen[n] > 1 { // a repeat, named apart
 			c.name += fmt.Sprintf(" #%d", seen[n])
 		}
-		c.cfg.StorageOnCores = h.storeCores // the simulations model it too
+		c.cfg = h.storage(c.cfg) // the simulations model it too
 		configs = append(configs, c)
 	}
 	res := &hwResults{cal: cal, same: true}
@@ -1129,6 +1129,17 @@ func prepareOutput(ctx context.Context, s *Slide) error {
 // the calibration measured.
 func (h *hwSetup) machine(cal *calibration) pats.Machine {
 	return pats.Machine{CPUs: h.cpus, GPUs: len(h.accels), Bandwidth: cal.bandwidth, StageBandwidth: cal.stageBW, CommitBandwidth: cal.commitBW, CommitStreams: h.commitStreams()}
+}
+
+// storage returns cfg with this experiment's storage work: on the CPU
+// workers with Hardware.StorageOnCores, every core committing at once
+// unless the storage writes one box at a time (Hardware.SerialCommits).
+func (h *hwSetup) storage(cfg pats.Config) pats.Config {
+	cfg.StorageOnCores = h.storeCores
+	if !h.serialOut {
+		cfg.CoreCommits = h.cpus // the storage writes the tiles' disjoint boxes at once
+	}
+	return cfg
 }
 
 // commitStreams is how many tiles' commits the output storage writes at
@@ -1595,7 +1606,9 @@ type Hardware struct {
 	// outputs (pats.Config.StorageOnCores) in every configuration, and the
 	// simulator model it: no goroutine runs beside the workers, so the GPU
 	// worker's polling is not preempted in favour of a copy to or from
-	// storage, but the cores do that copying instead of operations.
+	// storage, but the cores do that copying instead of operations. Every
+	// core may commit at once (pats.Config.CoreCommits), one at a time
+	// with SerialCommits.
 	StorageOnCores bool
 	// SerialCommits has the output storage write one box at a time, as
 	// region.Memory did under its lock until the eleventh session, and

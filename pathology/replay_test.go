@@ -66,6 +66,7 @@ type savedRun struct {
 	contentLo, contentHi, contentMn float64
 	commitProxy                     bool // the log has no commit rate: the staging rate stands in
 	serialOut                       bool // the run's storage wrote one tile's outputs at a time (every log before the eleventh session)
+	storeCores                      bool // the run's CPU workers staged and committed (-storage-on-cores)
 	ahead                           bool // the run staged its tiles from admission (logs of the sixth session on)
 	runs                            []savedConfig
 }
@@ -112,7 +113,7 @@ func savedRunOfFlags(t *testing.T) *savedRun {
 // operations, and the simulator's machine for it (-hwreplay-streams in
 // place of the logged commit streams).
 func (s *savedRun) setup(specs []Operation) (*hwSetup, pats.Machine) {
-	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: specs, regionBuf: realBytes(s.size), serialOut: s.serialOut}
+	h := &hwSetup{cpus: s.cpus, accels: hostAccels(s.gpus), tiles: s.tiles, size: s.size, window: s.window, specs: specs, regionBuf: realBytes(s.size), serialOut: s.serialOut, storeCores: s.storeCores}
 	m := h.machine(s.cal)
 	if *hwReplayStreams > 0 {
 		m.CommitStreams = *hwReplayStreams
@@ -178,6 +179,7 @@ func parseSavedRun(dir string) (*savedRun, error) {
 		s.commitProxy = true
 	}
 	s.serialOut = !strings.Contains(text, "the storage writes the tiles' outputs in parallel")
+	s.storeCores = strings.Contains(text, "-storage-on-cores=true")
 	if m = regexp.MustCompile(`dark-pixel share \(([0-9.]+)% to ([0-9.]+)% over the \d+ tiles, mean ([0-9.]+)%\)`).FindStringSubmatch(text); m != nil {
 		s.contentLo, s.contentHi, s.contentMn = num(m[1])/100, num(m[2])/100, num(m[3])/100
 	}
@@ -304,6 +306,7 @@ func TestReplaySavedHardwareRun(t *testing.T) {
 		if !ok {
 			t.Fatalf("configuration %q unknown", r.name)
 		}
+		c.cfg = h.storage(c.cfg)
 		sim, err := pats.Simulate(c.cfg, machine, h.simFlows(s.cal, c.est, s.cal.predicted))
 		if err != nil {
 			t.Fatal(err)

@@ -93,10 +93,16 @@ type Config struct {
 	// instead of goroutines of their own beside the workers: then no more
 	// goroutines are runnable than there are workers, and a GPU worker
 	// that polls its device never waits for a thread behind a copy to or
-	// from storage. The storage writes one flow's outputs at a time, so
-	// one commit runs at a time. The simulator models the same (the next
-	// idle core stages or commits). Without CPU units it has no effect.
+	// from storage. CoreCommits workers at most commit at once. The
+	// simulator models the same (the next idle core stages or commits).
+	// Without CPU units it has no effect.
 	StorageOnCores bool
+	// CoreCommits is, with StorageOnCores, how many CPU workers may
+	// commit flows' outputs at once (0 means 1): one for a storage that
+	// writes one flow's outputs at a time, as a disk does (another core
+	// would only wait for it); a storage that writes disjoint boxes at the
+	// same time, as region.Memory does, can take one per core.
+	CoreCommits int
 	// StageAhead stages the storage inputs of a flow in the background as
 	// soon as the flow is admitted (as Prefetch does), without Prefetch's
 	// pipelining of the GPUs: the stage instance reads its inputs when it
@@ -167,6 +173,9 @@ func (c Config) validate() (Config, error) {
 	}
 	if c.Window < 0 {
 		return c, fmt.Errorf("pats: negative window %d", c.Window)
+	}
+	if c.CoreCommits < 0 {
+		return c, fmt.Errorf("pats: negative CoreCommits %d", c.CoreCommits)
 	}
 	if c.TransferImpact < 0 || c.TransferImpact > 1 || math.IsNaN(c.TransferImpact) {
 		return c, fmt.Errorf("pats: transfer impact %v outside [0, 1]", c.TransferImpact)

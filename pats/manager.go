@@ -44,11 +44,12 @@ type Manager struct {
 	spawning int      // completed flows whose Spawn function is running
 	// With Config.StorageOnCores (and CPU units): storage work for the CPU
 	// workers, stagings first; storing counts the items queued or
-	// running, committing that a commit is given out (one at a time).
+	// running, committing the commits given out (Config.CoreCommits at
+	// most).
 	onCores    bool
 	storeQ     []*storeItem
 	storing    int
-	committing bool
+	committing int
 	closed     bool
 	start      time.Time
 	last       time.Time
@@ -492,15 +493,16 @@ type storeItem struct {
 }
 
 // nextStore removes and returns the storage work a CPU worker should do
-// next, stagings first, a commit only while no other runs (m.mu held).
+// next, stagings first, a commit only while fewer than Config.CoreCommits
+// run (m.mu held).
 func (m *Manager) nextStore() *storeItem {
 	for i, it := range m.storeQ {
-		if it.stage == nil && m.committing {
+		if it.stage == nil && m.committing >= max(m.cfg.CoreCommits, 1) {
 			continue
 		}
 		m.storeQ = slices.Delete(m.storeQ, i, i+1)
 		if it.stage == nil {
-			m.committing = true
+			m.committing++
 		}
 		return it
 	}
@@ -538,7 +540,7 @@ func (m *Manager) commitOnCore(it *storeItem) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.storing--
-	m.committing = false
+	m.committing--
 	m.committed(it.fs.f, it.fs.tree, it.spawn != nil, kids, err)
 }
 

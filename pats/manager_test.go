@@ -879,6 +879,84 @@ func TestManagerStorageOnCores(t *testing.T) {
 	}
 }
 
+// pairStore is a Store whose first commit waits (up to 5 s) for a second
+// one to begin, and which records the most commits at once.
+type pairStore struct {
+	mu       sync.Mutex
+	commits  int
+	inCommit int
+	maxAt    int
+	met      chan struct{} // closed when two commits run at once (or the test ends the wait)
+	closed   bool
+}
+
+// end closes s.met once (s.mu held).
+func (s *pairStore) end() {
+	if !s.closed {
+		s.closed = true
+		close(s.met)
+	}
+}
+
+func (s *pairStore) Stage(context.Context) error { return nil }
+
+func (s *pairStore) Commit(context.Context) error {
+	s.mu.Lock()
+	s.commits++
+	first := s.commits == 1
+	s.inCommit++
+	s.maxAt = max(s.maxAt, s.inCommit)
+	if s.inCommit == 2 {
+		s.end()
+	}
+	s.mu.Unlock()
+	if first {
+		select {
+		case <-s.met:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	s.mu.Lock()
+	s.inCommit--
+	s.mu.Unlock()
+	return nil
+}
+
+// TestManagerCoreCommits checks Config.CoreCommits: with two, two CPU
+// workers commit at once (the first commit waits for the second to
+// begin), never more; with the default one, never two.
+func TestManagerCoreCommits(t *testing.T) {
+	op := &Op[int]{Name: "op", Impls: map[device.Kind]Impl[int]{device.CPU: func(context.Context, device.Device, int) error { return nil }}}
+	for _, c := range []struct{ commits, want int }{{2, 2}, {0, 1}} {
+		st := &pairStore{met: make(chan struct{})}
+		m, err := Start(context.Background(), Config{StorageOnCores: true, CoreCommits: c.commits, Window: 4}, CPUUnits(3)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 6 {
+			f := NewFlow(fmt.Sprint("f", i))
+			Add(f, op, i, Writes(Data{Key: "out", Bytes: 8, Store: st}))
+			submit(t, m, f)
+		}
+		if c.want == 1 { // the first commit waits out its 5 s alone: end it sooner
+			time.AfterFunc(50*time.Millisecond, func() {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				st.end()
+			})
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if st.commits != 6 || st.maxAt != c.want {
+			t.Errorf("CoreCommits %d: %d commits (want 6), at most %d at once (want %d)", c.commits, st.commits, st.maxAt, c.want)
+		}
+	}
+	if _, err := Start(context.Background(), Config{CoreCommits: -1}, CPUUnits(1)...); err == nil {
+		t.Error("a negative CoreCommits was accepted")
+	}
+}
+
 // TestManagerStorageOnCoresCancel cancels a manager whose only core is
 // busy while the commits of three flows, computed on a GPU, wait for it:
 // every job ends with an error, nothing is committed, Close returns.

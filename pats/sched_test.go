@@ -831,10 +831,15 @@ func TestSimStorageOnCores(t *testing.T) {
 	if beside.Makespan != 30*time.Millisecond || onCore.Makespan != 40*time.Millisecond {
 		t.Errorf("makespan %v with commits beside the core (want 30ms), %v on it (want 40ms)", beside.Makespan, onCore.Makespan)
 	}
-	// Two cores: the commits still run one at a time.
+	// Two cores: the commits still run one at a time, unless CoreCommits
+	// lets both cores commit at once.
 	two := mustSim(t, Config{Window: 2, StorageOnCores: true}, Machine{CPUs: 2, CommitBandwidth: 1e8}, mk(false)...)
 	if two.Makespan != 30*time.Millisecond {
 		t.Errorf("two cores: makespan %v, want 30ms (10 ms of operations, then the commits one after the other)", two.Makespan)
+	}
+	both := mustSim(t, Config{Window: 2, StorageOnCores: true, CoreCommits: 2}, Machine{CPUs: 2, CommitBandwidth: 1e8}, mk(false)...)
+	if both.Makespan != 20*time.Millisecond {
+		t.Errorf("two cores, CoreCommits 2: makespan %v, want 20ms (10 ms of operations, then the commits at once)", both.Makespan)
 	}
 	// Stagings too, with Prefetch: 2 x (10 ms staging, 10 ms operation,
 	// 10 ms commit) on the one core.

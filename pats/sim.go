@@ -143,11 +143,11 @@ type simulator struct {
 	stageOnCores bool
 	stageQ       []*datum
 	// commitOnCores (Config.StorageOnCores): the next idle core commits a
-	// completed flow's outputs, one flow at a time (commitBusy), stagings
-	// first.
+	// completed flow's outputs, Config.CoreCommits flows at a time
+	// (commitBusy counts them), stagings first.
 	commitOnCores bool
 	commitQ       []commitJob
-	commitBusy    bool
+	commitBusy    int // cores committing (Config.CoreCommits at most)
 	kinds         []device.Kind
 	seen          map[*Flow]bool
 	spawned       []*Flow // flows spawned at run time, waiting for the window
@@ -373,7 +373,7 @@ func (s *simulator) dispatch() {
 				progress = true
 				continue
 			}
-			if len(s.commitQ) > 0 && !s.commitBusy {
+			if len(s.commitQ) > 0 && s.commitBusy < max(s.sched.cfg.CoreCommits, 1) {
 				s.commitOnCore(cp)
 				progress = true
 				continue
@@ -417,13 +417,15 @@ type commitJob struct {
 }
 
 // commitOnCore has idle core cp commit the first flow of the commit queue
-// (Config.StorageOnCores); no other commit runs meanwhile.
+// (Config.StorageOnCores), Config.CoreCommits at most at once.
 func (s *simulator) commitOnCore(cp *simCPU) {
 	c := s.commitQ[0]
 	s.commitQ = s.commitQ[1:]
-	cp.busy, s.commitBusy = true, true
+	cp.busy = true
+	s.commitBusy++
 	s.at(time.Duration(float64(c.b)/s.commitBW*float64(time.Second)), func() {
-		cp.busy, s.commitBusy = false, false
+		cp.busy = false
+		s.commitBusy--
 		s.committing--
 		s.finish(c.fs)
 	})

@@ -273,8 +273,8 @@ type Machine struct {
 	// place in the window until its last output is written;
 	// region.Memory writes the disjoint boxes of completed tiles at the
 	// same time, which a count of at least the window models. Commits on
-	// the cores (Config.StorageOnCores) run one flow at a time whatever
-	// the count.
+	// the cores (Config.StorageOnCores) run Config.CoreCommits flows at a
+	// time whatever the count.
 	CommitStreams int
 	// StageOnCores makes the simulator charge the background staging of
 	// Prefetch and StageAhead to the CPU cores: staging is memory copying, which the

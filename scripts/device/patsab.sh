@@ -20,9 +20,8 @@
 # simulator, now calibrated with one commit's rate beside the busy cores,
 # is within 15%. The one run with -storage-on-cores (tenth session, call
 # 1) gave that call's best FCFS and half the Go scheduler's waits; c
-# measures it beside both (on the cores the Manager still commits one
-# flow at a time, pats.Config.StorageOnCores, so c also brings back the
-# serial commits for PATS+DL+prefetch). The spare P (d) is the other way to keep a
+# measures it beside both (every core may commit at once there too:
+# pats.Config.CoreCommits). The spare P (d) is the other way to keep a
 # thread for the GPU's worker beside 15 busy CPU workers and the
 # goroutines that stage and commit (FCFS's replay is 5-16% short of its
 # runs, whose GPU idled in gaps of 12-133 ms).
