@@ -34,8 +34,9 @@ import (
 // Machine.StageOnCores or Config.StorageOnCores, by the next idle CPU core;
 // a completed flow commits its outputs that have a store one after
 // another, the storage writing as many at once as Machine.CommitStreams
-// (with Config.StorageOnCores one flow's at a time, on the next idle core),
-// and keeps its place in the window until they are committed.
+// (with Config.StorageOnCores Config.CoreCommits flows' at a time, each on
+// the next idle core), and keeps its place in the window until they are
+// committed.
 func Simulate(cfg Config, m Machine, flows []*Flow) (*Report, error) {
 	cfg, err := cfg.validate()
 	if err != nil {
