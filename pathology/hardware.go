@@ -922,9 +922,10 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 	}
 	t0 := time.Now()
 	in := region.NewMemory()
-	var out region.Storage = region.NewMemory()
+	mem := region.NewMemory()
+	var out region.Storage = mem
 	if h.serialOut {
-		out = &serialWrites{Memory: out.(*region.Memory)}
+		out = &serialWrites{Memory: mem}
 	}
 	s, err := NewSlide(ctx, h.tiles, h.size, h.seed, in, out)
 	if err != nil {
