@@ -61,7 +61,7 @@ func runHardware(ctx context.Context, o *options, stdout, stderr io.Writer) (err
 	vals := map[string]string{"cpus": fmt.Sprint(h.CPUs), "tiles": fmt.Sprint(h.Tiles), "tile-size": fmt.Sprint(h.TileSize),
 		"window": fmt.Sprint(h.Window), "seed": fmt.Sprint(h.Seed)}
 	bools := map[string]bool{"order-only": o.orderOnly, "go-memory": o.goMemory, "stage-on-first-use": o.firstUse, "sync-uploads": o.syncUp, "storage-on-cores": o.storeCores, "serial-commits": o.serialOut}
-	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed", "order-only", "go-memory", "stage-on-first-use", "sync-uploads", "storage-on-cores"} {
+	for _, f := range []string{"cpus", "tiles", "tile-size", "window", "seed", "order-only", "go-memory", "stage-on-first-use", "sync-uploads", "storage-on-cores", "serial-commits"} {
 		if b, isBool := bools[f]; o.set[f] && isBool {
 			command += fmt.Sprintf(" -%s=%v", f, b)
 		} else if o.set[f] {

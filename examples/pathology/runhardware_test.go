@@ -44,7 +44,7 @@ func TestHardwareHostGPUs(t *testing.T) {
 func TestHardwareConfigsTrace(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	args := []string{"-hardware", "-host-gpus", "1", "-cpus", "2", "-tiles", "4", "-tile-size", "32", "-hw-configs", "fcfs,dl,fcfs", "-stage-on-first-use", "-sync-uploads", "-out", dir}
+	args := []string{"-hardware", "-host-gpus", "1", "-cpus", "2", "-tiles", "4", "-tile-size", "32", "-hw-configs", "fcfs,dl,fcfs", "-stage-on-first-use", "-sync-uploads", "-serial-commits", "-out", dir}
 	if code := realMain(context.Background(), args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
@@ -56,9 +56,9 @@ func TestHardwareConfigsTrace(t *testing.T) {
 	if strings.Contains(errOut.String(), "PATS:") {
 		t.Errorf("PATS ran without being asked:\n%s", errOut.String())
 	}
-	if md, err := os.ReadFile(filepath.Join(dir, "hardware.md")); err != nil || !strings.Contains(string(md), "-stage-on-first-use=true -sync-uploads=true`") || !strings.Contains(string(md), "staged from storage by the worker of its first reader") ||
-		!strings.Contains(string(md), "an upload, a compute and a download goroutine") {
-		t.Errorf("hardware.md does not say how the tiles were staged and the GPU worker ran (%v):\n%s", err, md)
+	if md, err := os.ReadFile(filepath.Join(dir, "hardware.md")); err != nil || !strings.Contains(string(md), "-stage-on-first-use=true -sync-uploads=true -serial-commits=true`") || !strings.Contains(string(md), "staged from storage by the worker of its first reader") ||
+		!strings.Contains(string(md), "an upload, a compute and a download goroutine") || !strings.Contains(string(md), "the storage writes one tile's outputs at a time (-serial-commits)") {
+		t.Errorf("hardware.md does not say how the tiles were staged, the GPU worker ran and the storage wrote (%v):\n%s", err, md)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "trace.csv"))
 	if err != nil {
