@@ -101,7 +101,8 @@ type Config struct {
 	// commit flows' outputs at once (0 means 1): one for a storage that
 	// writes one flow's outputs at a time, as a disk does (another core
 	// would only wait for it); a storage that writes disjoint boxes at the
-	// same time, as region.Memory does, can take one per core.
+	// same time, as region.Memory does, can take as many as there are
+	// cores.
 	CoreCommits int
 	// StageAhead stages the storage inputs of a flow in the background as
 	// soon as the flow is admitted (as Prefetch does), without Prefetch's
