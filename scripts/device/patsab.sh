@@ -51,3 +51,5 @@ for round in 1 2; do
 		grep -E '^(FCFS|PATS)[^:]* +[0-9.]+ +[0-9.]+ \(' "$base/$v$round/pats/summary.txt" | cut -c1-80
 	done
 done
+timeout -k 1 5 python3 pathology/testdata/patsab_summary.py "$base" >"$base/summary.txt" 2>&1
+cat "$base/summary.txt"
