@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +23,9 @@ type cudaAccel struct {
 	mod            *cuda.Module
 	fn             map[string]*cuda.Function
 	up, comp, down *cuda.Stream
-	toDev, fromDev *pinnedRing // staging of uploads (on up) and downloads (on down)
-	compDone       *cuda.Event // blocking: run waits for its kernels without spinning on a core
+	toDev, fromDev *pinnedRing   // staging of uploads (on up) and downloads (on down)
+	compDone       *cuda.Event   // blocking: after spin, run waits for its kernels without spinning on a core
+	spin           time.Duration // how long run and iterate poll compDone before they block (kernelSpin)
 	pool           bufPool
 	runMu          sync.Mutex // one kernel sequence at a time (scratch below)
 	// flag is the iterative kernels' "changed" flag (int32), in
@@ -98,6 +100,9 @@ func cudaAccels(limit int) ([]accel, error) {
 // memory; on success the accelerator owns d.
 func newCUDAAccel(d *cuda.Device) (_ *cudaAccel, err error) {
 	a := &cudaAccel{dev: d, fn: map[string]*cuda.Function{}, check: 2, pinned: map[*byte]cuda.HostMem{}}
+	if a.spin, err = kernelSpin(os.Getenv("HTGS_PATHO_SPIN")); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.Name(), err)
+	}
 	a.host = hostPool{limit: hostPoolLimit, alloc: a.allocPinned}
 	disk := diskTable(openDiskRadius)
 	defer func() {
@@ -409,8 +414,8 @@ func chunk(i int, n int64) (off, m int64) {
 	return off, min(ringChunk, n-off)
 }
 
-// await waits for e (cuda.Event.Wait), polling it for up to 2 ms before
-// it blocks, so that the GPU's worker keeps its P, the core the run gives
+// await waits for e, a copy's event (cuda.Event.Wait), polling it for up
+// to 2 ms before it blocks (the kernels' waits poll for cudaAccel.spin), so that the GPU's worker keeps its P, the core the run gives
 // it, through its short waits. Blocked in Synchronize it gave the P up and,
 // with every other core busy (FCFS), waited for one once the GPU was done:
 // on the H200 of the call of 2026-11-27 14:27Z the GPU operations, each a
@@ -423,11 +428,35 @@ func chunk(i int, n int64) (off, m int64) {
 // does not hold a core from the CPU workers for longer.
 func await(e *cuda.Event) error { return e.Wait(2 * time.Millisecond) }
 
-// awaitServing is await for run's kernels: between its looks at e, while
-// it polls, it calls serve (pats.WhileComputing), with which a queued GPU
-// worker takes its next operation and queues that operation's uploads
-// while the kernels run.
-func awaitServing(e *cuda.Event, serve func()) error { return e.WaitServing(2*time.Millisecond, serve) }
+// defaultKernelSpin is how long run and iterate poll for their kernels
+// before they block (cudaAccel.spin), unless HTGS_PATHO_SPIN says
+// otherwise. Between their looks they call pats.WhileComputing's serve,
+// with which a queued GPU worker takes its next operation and queues that
+// operation's uploads while the kernels run. It was await's 2 ms until
+// the eleventh session; the tenth session's logs showed the operations
+// whose kernels outlast 2 ms about a millisecond longer in FCFS, with the
+// cores busy, than in PATS in the same call (PreWatershed 4.3-4.8 ms
+// against 3.4-3.6, Watershed 4.5-5.4 against 4.0-4.5, FillHoles 8.2-9.1
+// against 7.3-7.6, three calls): blocked after 2 ms, the worker gave its P
+// up and waited for one when the kernels were done. The GPU's longest
+// operation takes about 8 ms, and its worker has a core of its own (the
+// run gives the CPU workers every core but one per GPU), so polling
+// through every operation costs the CPU workers nothing.
+const defaultKernelSpin = 20 * time.Millisecond
+
+// kernelSpin returns the kernel-wait polling time that v (the
+// HTGS_PATHO_SPIN environment variable: a Go duration, "0" to block at
+// once) names, defaultKernelSpin for "".
+func kernelSpin(v string) (time.Duration, error) {
+	if v == "" {
+		return defaultKernelSpin, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("HTGS_PATHO_SPIN=%q: want a duration such as 2ms (0: block at once)", v)
+	}
+	return d, nil
+}
 
 // upload copies src into dst and waits for the copy.
 func (r *pinnedRing) upload(dst cuda.DeviceMem, src []byte) (err error) {
@@ -584,7 +613,7 @@ func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) e
 		if err := a.compDone.Record(a.comp); err != nil {
 			return err
 		}
-		if err := awaitServing(a.compDone, serve); err != nil {
+		if err := a.compDone.WaitServing(a.spin, serve); err != nil {
 			return err
 		}
 		if atomic.LoadInt32(flag) == 0 {
@@ -730,7 +759,7 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 	if err := a.compDone.Record(a.comp); err != nil {
 		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
 	}
-	if err := awaitServing(a.compDone, pats.WhileComputing(ctx)); err != nil {
+	if err := a.compDone.WaitServing(a.spin, pats.WhileComputing(ctx)); err != nil {
 		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
 	}
 	return nil

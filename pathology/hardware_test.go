@@ -310,3 +310,19 @@ func TestHardwareLeavesDifferingOpsToCores(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelSpin checks HTGS_PATHO_SPIN's reading: the default when
+// unset, a Go duration, 0 to block at once, and errors naming the variable
+// for a malformed or negative value.
+func TestKernelSpin(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": defaultKernelSpin, "2ms": 2 * time.Millisecond, "0": 0, "1s": time.Second} {
+		if got, err := kernelSpin(v); err != nil || got != want {
+			t.Errorf("kernelSpin(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"fast", "-1ms", "20"} {
+		if _, err := kernelSpin(v); err == nil || !strings.Contains(err.Error(), "HTGS_PATHO_SPIN") {
+			t.Errorf("kernelSpin(%q): %v, want an error naming HTGS_PATHO_SPIN", v, err)
+		}
+	}
+}
