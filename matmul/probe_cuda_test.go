@@ -220,4 +220,27 @@ func TestCUDAProbe(t *testing.T) {
 		}
 		fmt.Printf("PROBE dgemm resident m=%-5d n=%-5d k=%-5d %6.2f TFLOP/s (%d in a row, beta 1)\n", m, n, k, 2*float64(m)*float64(n)*float64(k)*float64(reps)/el.Seconds()/1e12, reps)
 	}
+	// A block of C's k-sum as the graph runs it at n = 16384: four
+	// products of 4096-blocks, each from its own A and B block (distinct
+	// buffers), the first with beta 0; the graph's products ran at 55.6-57
+	// TFLOP/s at n = 16384 and 60.6 at 8192 against the 62.5 above on the
+	// same buffers (seventh and tenth sessions): distinct buffers, or not.
+	const bk = 4096
+	blk := int64(8 * bk * bk)
+	el, err := best(2, func() error {
+		for rep := range 2 {
+			c := dev2.Slice(int64(rep)*blk, blk)
+			for l := range 4 {
+				a, b := dev1.Slice(int64(l)*blk, blk), dev1.Slice(int64(4+l)*blk, blk)
+				if err := bl.Dgemm(blas.NoTrans, blas.NoTrans, bk, bk, bk, 1, a, bk, b, bk, float64(min(l, 1)), c, bk); err != nil {
+					return err
+				}
+			}
+		}
+		return s1.Synchronize()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("PROBE dgemm resident k-sum of 4 distinct 4096-block pairs %6.2f TFLOP/s (x2, first beta 0)\n", 2*2*4*float64(bk)*float64(bk)*float64(bk)/el.Seconds()/1e12)
 }
