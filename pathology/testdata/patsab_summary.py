@@ -93,7 +93,10 @@ def main():
         gs = ""
         c = common_sums(g, "FCFS", "PATS")
         if c:
-            gs = " GPU ms a tile, the %d operations both ran there: FCFS %.1f, PATS %.1f;" % (c[2], c[0], c[1])
+            gs = " GPU ms a tile, the %d operations both ran there: FCFS %.1f, PATS %.1f" % (c[2], c[0], c[1])
+            # The operations whose kernels outlast the old 2 ms poll.
+            long_ops = [o for o in ("PreWatershed", "Watershed") if o in g["FCFS"] and o in g["PATS"]]
+            gs += "".join(" (%s %.1f/%.1f)" % (o, g["FCFS"][o], g["PATS"][o]) for o in long_ops) + ";"
         w = rows[p][2]
         print("%-3s %-28s %s;%s;%s FCFS sched waits %s s; %s" % (p, ARMS[p[0]], "; ".join(cells), ratio, gs,
                                                                  "-" if w is None else "%.2f" % w, rates))
