@@ -415,8 +415,9 @@ func chunk(i int, n int64) (off, m int64) {
 }
 
 // await waits for e, a copy's event (cuda.Event.Wait), polling it for up
-// to 2 ms before it blocks (the kernels' waits poll for cudaAccel.spin), so that the GPU's worker keeps its P, the core the run gives
-// it, through its short waits. Blocked in Synchronize it gave the P up and,
+// to 2 ms before it blocks (the kernels' waits poll for a.spin:
+// kernelsDone), so that the GPU's worker keeps its P, the core the run
+// gives it, through its short waits. Blocked in Synchronize it gave the P up and,
 // with every other core busy (FCFS), waited for one once the GPU was done:
 // on the H200 of the call of 2026-11-27 14:27Z the GPU operations, each a
 // few such waits (the reconstructions one per round of launches), took
@@ -609,11 +610,8 @@ func (a *cudaAccel) iterate(ctx context.Context, every int, step func() error) e
 				return err
 			}
 		}
-		// Sleep until the steps are done, then read the flag (a short wait).
-		if err := a.compDone.Record(a.comp); err != nil {
-			return err
-		}
-		if err := a.compDone.WaitServing(a.spin, serve); err != nil {
+		// Wait until the steps are done, then read the flag (a short wait).
+		if err := a.kernelsDone(serve); err != nil {
 			return err
 		}
 		if atomic.LoadInt32(flag) == 0 {
@@ -756,13 +754,19 @@ func (a *cudaAccel) run(ctx context.Context, op string, bufs []gpuBuf, w, h int)
 	if err != nil {
 		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
 	}
-	if err := a.compDone.Record(a.comp); err != nil {
-		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
-	}
-	if err := a.compDone.WaitServing(a.spin, pats.WhileComputing(ctx)); err != nil {
+	if err := a.kernelsDone(pats.WhileComputing(ctx)); err != nil {
 		return fmt.Errorf("%s: %s: %w", a.Name(), op, err)
 	}
 	return nil
+}
+
+// kernelsDone waits for the kernels queued on the compute stream, polling
+// for up to a.spin (calling serve between its looks) before it blocks.
+func (a *cudaAccel) kernelsDone(serve func()) error {
+	if err := a.compDone.Record(a.comp); err != nil {
+		return err
+	}
+	return a.compDone.WaitServing(a.spin, serve)
 }
 
 // label queues AreaThreshold or BWLabel (op) of in into out: the

@@ -299,13 +299,11 @@ func (h *hwSetup) calibrate(ctx context.Context, s *Slide) (*calibration, error)
 		}
 		c.commitBWStore, c.commitBWEach, c.commitBWWorker = commits.store, commits.each, workerCommitBW
 		c.commitBWBeside = beside.of(h.serialOut)
-		switch {
-		case h.serialOut && commits.store > 0:
-			c.commitBW = commits.store
-		case !h.serialOut && workerCommitBW > 0:
+		if r := commits.of(h.serialOut); r > 0 {
+			c.commitBW = r
+		}
+		if !h.serialOut && workerCommitBW > 0 { // one commit at a time beside the busy cores, as a run's
 			c.commitBW = workerCommitBW
-		case !h.serialOut && commits.each > 0:
-			c.commitBW = commits.each
 		}
 		c.cpu, c.fit = map[string]time.Duration{}, map[string]costFit{}
 		x := make([]float64, len(times))
