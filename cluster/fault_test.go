@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gohtgs/htgs/graph"
+	"github.com/gohtgs/htgs/task"
 
 	"github.com/gohtgs/htgs/cluster/natsserver"
 )
@@ -278,15 +281,37 @@ func TestClusterLosesOneServer(t *testing.T) {
 		return err == nil
 	})
 	t.Cleanup(func() { c.Close() })
+	// The worker answers 12 inputs, then holds the next ones until the
+	// server is down, so that the shutdown finds 72 inputs in flight
+	// however slowly this machine gets there (with the server shut down
+	// after a look at the results, a loaded machine let the run get to
+	// 72 results and 48 inputs in flight first).
+	release := make(chan struct{})
+	var closeRelease sync.Once
+	releaseAll := func() { closeRelease.Do(func() { close(release) }) }
+	t.Cleanup(releaseAll)
+	var answered atomic.Int64
+	held := func() task.Task[job, answer] {
+		inner := squareTask()
+		return task.Func[job, answer](func(ctx context.Context, j job, out task.Emitter[answer]) error {
+			if answered.Add(1) > 12 {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return inner.Execute(ctx, j, out)
+		})
+	}
 	serveInProcess(t, wnc, "w", func(w *Worker) error {
-		return Handle(w, "square", squareTask, Copies(8), AckWait(2*time.Second), Version("v1"))
+		return Handle(w, "square", held, Copies(8), AckWait(2*time.Second), Version("v1"))
 	}, Replicas(3), FileStorage())
 	r, _ := NewRemote[job, answer](c, "square", Version("v1"))
 	want := runSquares(t, squareTask, 4, jobs(120, 0))
 
-	// 72 inputs in flight; 120 inputs of 100 ms on 8 copies take 1.5 s,
-	// and the leader goes down after the first 12 results, with more
-	// than 60 inputs sent and not answered.
+	// 72 inputs in flight; the leader goes down after the first 12
+	// results, with 72 inputs sent and not answered.
 	done := runAsyncN(t, r, jobs(120, 100*time.Millisecond), 72)
 	waitFor(t, "the first results", func() bool { return c.Stats().Results >= 12 })
 	// Shut down the leader of the work stream, the hardest member to lose.
@@ -298,6 +323,7 @@ func TestClusterLosesOneServer(t *testing.T) {
 	}
 	at := c.Stats()
 	servers[victim].Shutdown()
+	releaseAll()
 	if at.Sent-at.Results <= 60 {
 		t.Fatalf("%d inputs in flight when the server went down (%d results), want more than 60", at.Sent-at.Results, at.Results)
 	}
