@@ -800,19 +800,44 @@ func (m *Manager) compute(ctx context.Context, w *worker, u Unit, n *node) (dur 
 
 // finish hands a computed node to the scheduler and returns the downloads to do.
 func (m *Manager) finish(w *worker, n *node, dur time.Duration, err error) []*datum {
+	return m.finishFreeing(w, n, dur, err, false)
+}
+
+// finishFreeing is finish that, with free and nothing to download, counts
+// w as waiting for its next operation in the same step (downloadFreeing).
+func (m *Manager) finishFreeing(w *worker, n *node, dur time.Duration, err error, free bool) []*datum {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	downs := m.sched.computed(w, n, dur, err)
+	if free && len(downs) == 0 {
+		w.waiting = true
+	}
 	m.changed()
 	return downs
 }
 
 // download moves data from GPU unit u back to host memory.
-func (m *Manager) download(u Unit, ds []*datum) {
-	for _, d := range ds {
+func (m *Manager) download(u Unit, ds []*datum) { m.downloadFreeing(u, ds, nil) }
+
+// downloadFreeing is download for a worker w (nil: none) that asks for its
+// next operation once ds are down (gpuSerial): w counts as waiting from
+// the moment the last of them reaches the scheduler, in the same step, so
+// that the dispatcher, GPUs first, may give w the operations that this
+// download makes ready, as the simulator frees a serial GPU when its
+// downloads end. Otherwise the cores waiting for those results (FCFS's
+// cores in a run's last tiles) took them all before w asked: on the H200
+// (tenth session, call 3) each FCFS run had 20-33 operations begun by a
+// core while the GPU sat idle, most of them a tile's three feature
+// operations right after the GPU's BWLabel, its labels just down.
+func (m *Manager) downloadFreeing(u Unit, ds []*datum, w *worker) {
+	for i, d := range ds {
 		t0 := time.Now()
 		err := u.Move(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, false)
-		m.downloaded(u, d, time.Since(t0), err)
+		free := w
+		if i < len(ds)-1 {
+			free = nil
+		}
+		m.downloadedFreeing(u, d, time.Since(t0), err, free)
 	}
 }
 
@@ -847,7 +872,7 @@ func (m *Manager) gpuSerial(w *worker, u Unit) {
 			return
 		}
 		if wk.flush != nil {
-			m.download(u, wk.flush)
+			m.downloadFreeing(u, wk.flush, w)
 			continue
 		}
 		a := wk.a
@@ -857,7 +882,7 @@ func (m *Manager) gpuSerial(w *worker, u Unit) {
 		if !skip && err == nil {
 			dur, err = m.compute(m.ctx, w, u, a.n)
 		}
-		m.download(u, m.finish(w, a.n, dur, err))
+		m.downloadFreeing(u, m.finishFreeing(w, a.n, dur, err, true), w)
 	}
 }
 
@@ -1051,6 +1076,12 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 // downloaded hands a download by u, which took took (0: unknown), to the
 // scheduler.
 func (m *Manager) downloaded(u Unit, d *datum, took time.Duration, err error) {
+	m.downloadedFreeing(u, d, took, err, nil)
+}
+
+// downloadedFreeing is downloaded that counts free (if not nil) as waiting
+// for its next operation in the same step (downloadFreeing).
+func (m *Manager) downloadedFreeing(u Unit, d *datum, took time.Duration, err error, free *worker) {
 	if err != nil {
 		err = fmt.Errorf("pats: flow %q: download %q from %s: %w", d.fl.f.name, d.key, u.Name(), err)
 	}
@@ -1060,6 +1091,9 @@ func (m *Manager) downloaded(u Unit, d *datum, took time.Duration, err error) {
 		m.sched.moved(d.bytes, took)
 	}
 	m.sched.downloaded(d, err)
+	if free != nil {
+		free.waiting = true
+	}
 	m.changed()
 }
 

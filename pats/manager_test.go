@@ -1015,3 +1015,52 @@ func TestManagerStorageOnCoresCancel(t *testing.T) {
 		t.Errorf("%d commits after the cancellation, want none", st.commits)
 	}
 }
+
+// TestManagerSerialGPUTakesWhatItsDownloadReadies: a serial GPU worker
+// (no Prefetch) counts as waiting from the moment its results are down,
+// so that, as in the simulator, the operations they make ready go to it
+// first and not all to the cores that were already waiting for them.
+func TestManagerSerialGPUTakesWhatItsDownloadReadies(t *testing.T) {
+	var j journal
+	var m *Manager
+	coresWaiting := func(context.Context, device.Device, string) error {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			m.mu.Lock()
+			n := 0
+			for _, w := range m.sched.workers {
+				if w.gpu < 0 && w.waiting {
+					n++
+				}
+			}
+			m.mu.Unlock()
+			if n == 2 {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return errors.New("the cores never waited")
+			}
+		}
+	}
+	a := &Op[string]{Name: "A", Impls: map[device.Kind]Impl[string]{device.GPU: coresWaiting}}
+	b := logOp(&j, "B", 0)
+	flow := func() *Flow {
+		f := NewFlow("f")
+		Add(f, a, "", Writes(d("x", 8)), cost(1000, 10))
+		Add(f, b, "", Reads(d("x", 8)), cost(1000, 10))
+		Add(f, b, "", Reads(d("x", 8)), cost(1000, 10))
+		return f
+	}
+	cfg := Config{Policy: FCFS}
+	m = startManager(t, cfg, append(CPUUnits(2), &fakeGPU{j: &j})...)
+	if err := submit(t, m, flow()).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	real, _ := m.Report().Op("B")
+	sim, _ := mustSim(t, cfg, Machine{CPUs: 2, GPUs: 1, Bandwidth: 1e9}, flow()).Op("B")
+	if real.GPU != 1 || real.CPU != 1 {
+		t.Errorf("B ran %d times on the cores and %d on the GPU, want 1 and 1 (simulated: %d and %d)", real.CPU, real.GPU, sim.CPU, sim.GPU)
+	}
+	if sim.GPU != real.GPU || sim.CPU != real.CPU {
+		t.Errorf("simulated B: %d on the cores, %d on the GPU; the manager: %d and %d", sim.CPU, sim.GPU, real.CPU, real.GPU)
+	}
+}

@@ -8,8 +8,10 @@ run's own operation times), PATS and PATS+DL+prefetch over FCFS, the sum
 of the mean GPU compute times in FCFS and in PATS over the operations
 that ran on the GPU in both (the GPU's worker waiting for a thread shows
 as FCFS above PATS), the Go
-scheduler's sampled waits in FCFS, and the commits' rates from
-rates.txt; then the medians per arm. Usage: patsab_summary.py DIR
+scheduler's sampled waits in FCFS, FCFS's dispatch from idle.txt (the
+GPU idle while an instance was ready, instances the cores began while it
+was idle), and the commits' rates from rates.txt; then the medians per
+arm. Usage: patsab_summary.py DIR
 """
 import os
 import re
@@ -61,6 +63,17 @@ def waits(hw, name):
     return float(m[1]) if m else None
 
 
+def dispatch(idle, name):
+    """FCFS's (name's) GPU dispatch figures from trace_idle.py's line."""
+    for line in idle.splitlines():
+        if line.startswith(name + ": "):
+            m = re.search(r"idle with an instance ready ([0-9]+) ms .*?, ([0-9]+) instances begun by a core "
+                          r"while it was idle \(([0-9.]+) core-s\)", line)
+            if m:
+                return "GPU idle with one ready %s ms, %s taken by cores (%s core-s)" % (m[1], m[2], m[3])
+    return "-"
+
+
 def main():
     d = sys.argv[1]
     rows = {}
@@ -79,6 +92,8 @@ def main():
                     m = re.search(r"commit ([0-9.]+) GB/s.*each labels commit median ([0-9.]+) GB/s", line)
                     if m:
                         rates = "DL commits %s GB/s storage, %s each" % (m[1], m[2])
+        ip = os.path.join(d, p, "pats", "idle.txt")
+        disp = dispatch(open(ip).read(), "FCFS") if os.path.isfile(ip) else "-"
         rows[p] = (r, g, waits(hw, "FCFS"), rates)
         cells = []
         for name in ("FCFS", "PATS", "PATS+DL+prefetch"):
@@ -98,8 +113,8 @@ def main():
             long_ops = [o for o in ("PreWatershed", "Watershed") if o in g["FCFS"] and o in g["PATS"]]
             gs += "".join(" (%s %.1f/%.1f)" % (o, g["FCFS"][o], g["PATS"][o]) for o in long_ops) + ";"
         w = rows[p][2]
-        print("%-3s %-28s %s;%s;%s FCFS sched waits %s s; %s" % (p, ARMS[p[0]], "; ".join(cells), ratio, gs,
-                                                                 "-" if w is None else "%.2f" % w, rates))
+        print("%-3s %-28s %s;%s;%s FCFS sched waits %s s, %s; %s" % (
+            p, ARMS[p[0]], "; ".join(cells), ratio, gs, "-" if w is None else "%.2f" % w, disp, rates))
     print("\nmedians per arm (makespan s, |sim error| %):")
     for a, what in ARMS.items():
         mine = [v for k, v in rows.items() if k[0] == a]

@@ -19,8 +19,13 @@ started):
 Also the GPU unit's share of the makespan computing or moving data, how
 long the tiles' RGB took to stage from storage (by whichever goroutine) and
 their outputs to commit to it (unit "storage", what "commit"), and how many
-uploads were of data the GPU had sent down earlier in the run. Only the
-standard library; 1 ms resolution.
+uploads were of data the GPU had sent down earlier in the run. Then the
+GPU's dispatch: the time the GPU sat idle (no upload, kernel or download)
+while an instance it can run was ready, and how many instances a core
+began while the GPU was idle, with their core-seconds (in FCFS an instance
+goes to whichever worker asks first: a GPU worker late to ask, waiting for
+a thread, leaves it to a core, at a CPU's cost). Only the standard
+library; 1 ms resolution (the GPU's idle: exact).
 """
 import collections, csv, sys
 
@@ -121,10 +126,63 @@ def analyse(name, rows):
     if gpus:
         stage += "; %d uploads, %d of data the GPU had sent down before" % (
             sum(1 for r in rows if r["unit"] in gpus and r["what"] == "up"), reup)
+    stage += dispatch(rows, gpus, inst)
     parts = ", ".join("%s %.1f s (%.0f%%)" % (k, v / 1e3, 100 * v / cap) for k, v in idle.items())
     g = ", ".join("%s %.0f%%" % (k, 100 * v / end / max(1, len(gpus))) for k, v in sorted(gbusy.items()))
     print("%s: makespan %.2f s, %d cores idle %.1f core-s (%.0f%% of cores x makespan): %s; GPU: %s%s" %
           (name, end / 1e3, len(cpus), total / 1e3, 100 * total / cap, parts, g or "-", stage))
+
+
+def union(spans):
+    """The union of (start, end) spans, as sorted disjoint [start, end]."""
+    out = []
+    for a, e in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([a, e])
+    return out
+
+
+def covered(spans, lo, hi):
+    """How much of [lo, hi) the disjoint sorted spans cover."""
+    return sum(max(0.0, min(e, hi) - max(a, lo)) for a, e in spans if a < hi and e > lo)
+
+
+def dispatch(rows, gpus, inst):
+    """The GPUs' idle time while an instance was ready (every operation has
+    a GPU kernel), and the instances the cores began while a GPU was idle.
+    An instance is ready from its inputs' computation to its start; with
+    one GPU's idle gaps that gives the dispatch's delay."""
+    if not gpus:
+        return ""
+    ready = []
+    for (tile, op), r in inst.items():
+        deps = DEPS.get(op, [])
+        if not deps or any((tile, d) not in inst for d in deps):
+            continue
+        t_ready = max(float(inst[(tile, d)]["end_ms"]) for d in deps)
+        if float(r["start_ms"]) > t_ready:
+            ready.append((t_ready, float(r["start_ms"])))
+    ready = union(ready)
+    out = []
+    for u in gpus:
+        busy = union((float(r["start_ms"]), float(r["end_ms"])) for r in rows if r["unit"] == u)
+        waited, gaps = 0.0, []
+        for (_, e), (a, _) in zip(busy, busy[1:]):
+            w = covered(ready, e, a)
+            if w > 0:
+                waited += w
+                gaps.append(w)
+        taken = [r for r in rows if r["what"] == "compute" and r["unit"].startswith("cpu")
+                 and busy[0][0] < float(r["start_ms"]) < busy[-1][1]
+                 and covered(busy, float(r["start_ms"]), float(r["start_ms"]) + 1e-3) == 0]
+        long = [g for g in gaps if g >= 10]
+        out.append("; %s idle with an instance ready %.0f ms in %d gaps (%d of 10 ms or more, %.0f ms; "
+                   "the longest %.0f ms), %d instances begun by a core while it was idle (%.1f core-s)" % (
+                       u, waited, len(gaps), len(long), sum(long), max(gaps, default=0), len(taken),
+                       sum(float(r["end_ms"]) - float(r["start_ms"]) for r in taken) / 1e3))
+    return "".join(out)
 
 
 def main():

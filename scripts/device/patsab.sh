@@ -26,7 +26,11 @@
 # pats.Config.CoreCommits). The spare P (d) is the other way to keep a
 # thread for the GPU's worker beside 15 busy CPU workers and the
 # goroutines that stage and commit (FCFS's replay is 5-16% short of its
-# runs, whose GPU idled in gaps of 12-133 ms).
+# runs, whose GPU idled in gaps of 12-133 ms). Every arm has the twelfth
+# session's dispatch fix (FCFS's serial GPU worker counts as waiting when
+# its downloads end); summary.txt's "GPU idle with one ready" and "taken
+# by cores" (from idle.txt) say whether FCFS's 20-37 operations a run
+# begun by a core beside an idle GPU are gone.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 : "${OUT:=/tmp/out}"
