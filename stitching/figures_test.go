@@ -28,8 +28,8 @@ import (
 var figuresDir = flag.String("stitch.figures", "", "write docs/stitching.md's figures (SVG) into this folder")
 
 func TestDocFigures(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
+	if testing.Short() || raceEnabled {
+		t.Skip("-short or -race: the figures are numeric, drawn without the race detector")
 	}
 	dir := *figuresDir
 	if dir == "" {

@@ -109,7 +109,7 @@ var compositionCases = []struct {
 // loops around it, reports the displacement the positions imply; so
 // does a corner tile, whose two pairs lie in one loop only.
 func TestGlobalComposition(t *testing.T) {
-	for _, c := range compositionCases {
+	for _, c := range compositionCases[:underRace(len(compositionCases))] {
 		g := doubleEdgeGrid(c.seed, c.rows, c.cols, 200, 160, 0.2, c.b, c.shift, c.alpha, 40, 500)
 		name := fmt.Sprintf("class 1 %s seed %d", c.name, c.seed)
 		tree, err := Sequential(context.Background(), g.source(t), align.Options{SpanningTree: true})
@@ -219,7 +219,7 @@ func TestSearchWindowContainsTruth(t *testing.T) {
 // WARNING naming the tiles whose placement is uncertain, whenever a tile
 // is off (see informationLimitedCheck). Seed 8 is kept aside.
 func TestInformationLimited(t *testing.T) {
-	for _, seed := range []uint64{4, 7, 8} {
+	for _, seed := range []uint64{4, 7, 8}[:underRace(3)] {
 		informationLimitedCheck(t, seed, 4, 5)
 	}
 }
@@ -467,7 +467,7 @@ func TestOverrideOutvoted(t *testing.T) {
 // come out of the refinement at the truth. Seed 3 is kept aside (for the
 // jumps; its 1-px move was seen before the margin of the rule was set).
 func TestDenoisedKeepsDistinctRawMatch(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3, 4, 5} {
+	for _, seed := range []uint64{1, 2, 3, 4, 5}[:underRace(5)] {
 		g := synthGrid(t, synthConfig(synth.Hard, seed, 4, 5, 400, 300))
 		src := g.source(t)
 		opt := align.Options{NoFlatField: true}

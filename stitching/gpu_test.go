@@ -351,6 +351,9 @@ func TestStitchGPUGraphMatchesCPU(t *testing.T) {
 // where raw NCC picks wrong translations, the translations are the CPU
 // graph's.
 func TestStitchGPUWeakPairsMatchCPU(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race: numeric; TestStitchGPUGraphMatchesCPU and TestStitchGPURefineMatchesCPU run the GPU graph under the race detector")
+	}
 	g := phaseCellGrid(1, 4, 5, 400, 300, 0.1, 2, 29)
 	src := g.source(t)
 	cpu, err := Stitch(context.Background(), src, align.Options{}, GraphOptions{Workers: 2})

@@ -58,7 +58,11 @@ func TestSequentialLayoutsStitchExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n := tileio.HorizontalCombing; n <= tileio.VerticalContinuous; n++ {
+	last := tileio.VerticalContinuous
+	if stitching.RaceEnabled {
+		last = tileio.HorizontalCombing // the layouts are numeric: one numbering's four origins under -race
+	}
+	for n := tileio.HorizontalCombing; n <= last; n++ {
 		for o := tileio.UpperLeft; o <= tileio.LowerRight; o++ {
 			pat, err := tileio.ParsePattern("F_t{t}_{ppp}.tif", 1)
 			if err != nil {

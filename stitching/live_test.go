@@ -187,6 +187,9 @@ func TestStitchLiveRegistersBeforeTheLastTile(t *testing.T) {
 		{"48 tiles by columns from the lower right", g48, align.Options{}, byCols, 48 - 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "72 tiles" {
+				skipUnderRace(t, "the 48-tile cases run the same pipeline")
+			}
 			g := tc.g
 			arriving := &arrivingTiles{MemoryTiles: g.source(t), arrived: map[[2]int]bool{}}
 			src := tileio.WithAcquisition(arriving, tc.order)
@@ -452,6 +455,9 @@ func TestStitchLiveRefinesAhead(t *testing.T) {
 		{"repeatability given", 3, align.Options{NoFlatField: true, Repeatability: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.seed != 1 {
+				skipUnderRace(t, `"flat field given" runs the same pipeline`)
+			}
 			cfg := synth.ConfigFor(synth.Realistic)
 			cfg.Rows, cfg.Cols, cfg.TileWidth, cfg.TileHeight, cfg.Seed = 5, 6, 512, 384, tc.seed
 			g := synthGrid(t, cfg)
@@ -613,6 +619,9 @@ func TestStitchLiveGPU(t *testing.T) {
 		{"behind, flat field by mid-plate", synthGrid(t, cfg), align.Options{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if !tc.opt.NoFlatField {
+				skipUnderRace(t, "the no-flat-field cases run the same pipeline, keeping up and behind,")
+			}
 			g := tc.g
 			mem := g.source(t)
 			want, err := Stitch(context.Background(), mem, tc.opt, GraphOptions{Workers: 2})

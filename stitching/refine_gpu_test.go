@@ -214,6 +214,9 @@ func TestStitchGPURefineMatchesCPU(t *testing.T) {
 // the stage model estimated so far agrees with the final one: the
 // translations are the CPU's.
 func TestStitchGPURefineWeakPairsMatchCPU(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race: numeric; TestStitchGPUGraphMatchesCPU and TestStitchGPURefineMatchesCPU run the GPU graph under the race detector")
+	}
 	const w, h = 400, 300
 	g := phaseCellGrid(1, 4, 5, w, h, 0.1, 2, 29)
 	src := g.source(t)

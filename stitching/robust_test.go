@@ -106,7 +106,7 @@ func TestRobustJitter(t *testing.T) {
 		level synth.Level
 		seed  uint64
 		drift float64
-	}{{synth.Realistic, 1, 0}, {synth.Realistic, 2, 4}, {synth.Hard, 3, 0}} {
+	}{{synth.Realistic, 1, 0}, {synth.Realistic, 2, 4}, {synth.Hard, 3, 0}}[:underRace(3)] {
 		cfg := synthConfig(c.level, c.seed, 4, 5, 400, 300)
 		cfg.Jitter, cfg.Drift = 5, c.drift
 		if c.drift == 0 {
@@ -151,9 +151,27 @@ func TestRobustSmallTiles(t *testing.T) {
 // error 0-1 px), where the filtered NCC surface is flat to 1e-4 and
 // neighbouring pairs err alike (see docs/stitching.md).
 func TestRobustLowContrast(t *testing.T) {
-	for _, seed := range []uint64{1, 2} {
+	for _, seed := range []uint64{1, 2}[:underRace(2)] {
 		g := phaseCellGrid(seed, 4, 5, 400, 300, 0.1, 2, 29)
 		robustCheck(t, fmt.Sprintf("low-contrast phase cell 4x5 400x300 seed %d", seed), g, align.Options{})
 		robustCheck(t, fmt.Sprintf("low-contrast phase cell 4x5 400x300 seed %d, overlap given", seed), g, align.Options{Overlap: 10})
 	}
+}
+
+// skipUnderRace skips t under the race detector, saying which test
+// covers its concurrency there.
+func skipUnderRace(t *testing.T, covered string) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("-race: a slow numeric case; " + covered + " under the race detector")
+	}
+}
+
+// underRace returns how many of a slow test's n cases to run: all, or
+// the first one under the race detector.
+func underRace(n int) int {
+	if raceEnabled {
+		return min(n, 1)
+	}
+	return n
 }

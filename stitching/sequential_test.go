@@ -196,6 +196,7 @@ func TestSequentialLineLength(t *testing.T) {
 // tileio.Acquisition. (One order per last line: the bottom and top rows,
 // the right and left columns; combing or snake leave out the same line.)
 func TestFlatFieldWeakVignetting(t *testing.T) {
+	skipUnderRace(t, "TestFlatField estimates a flat field")
 	cfg := synthConfig(synth.Realistic, 2, 6, 8, 640, 480)
 	g := synthGrid(t, cfg)
 	src := g.source(t)
