@@ -1016,6 +1016,7 @@ func (h *hwSetup) run(ctx context.Context) (*hwResults, error) {
 			h.logf("%s: Go scheduler: goroutines waited for a thread %d times, %d of them 1 ms or more, %d 10 ms or more, %.2f s in all at least (/sched/latencies, which the runtime samples: about one wake-up in 8)",
 				c.name, n, ms1, ms10, total.Seconds())
 		}
+		h.logf("%s: wake-ups: %s", c.name, wakeUps(rep))
 		if h.traceDir != "" {
 			if err := appendTrace(filepath.Join(h.traceDir, "trace.csv"), rec, c.name); err != nil {
 				return nil, err
@@ -1422,6 +1423,36 @@ func busyShare(r *pats.Report, k device.Kind) float64 {
 		return 0
 	}
 	return busy.Seconds() / float64(n) / r.Makespan.Seconds()
+}
+
+// wakeUps formats how long the workers of r's units, woken with work
+// while asleep for want of it, took to run again (pats.UnitReport.Woken),
+// the GPUs' and the cores' apart: a GPU's worker slow to run beside busy
+// cores leaves its GPU idle and its operations to the cores.
+func wakeUps(r *pats.Report) string {
+	var parts []string
+	for _, k := range []device.Kind{device.GPU, device.CPU} {
+		n, units := 0, 0
+		var total, longest time.Duration
+		for _, u := range r.Units {
+			if u.Kind == k {
+				units++
+				n += u.Woken
+				total += u.WakeDelay
+				longest = max(longest, u.LongestWake)
+			}
+		}
+		if units == 0 {
+			continue
+		}
+		name := "the GPUs' workers"
+		if k == device.CPU {
+			name = "the cores' workers"
+		}
+		parts = append(parts, fmt.Sprintf("%s woken with work %d times, %.1f ms in all to run again (longest %.2f ms)",
+			name, n, float64(total)/1e6, float64(longest)/1e6))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // opTimes formats the mean CPU and GPU compute times of op in r.

@@ -669,6 +669,9 @@ func (m *Manager) changed() {
 	m.cond.Broadcast()
 	for _, w := range m.sched.workers {
 		if w.waiting && (w.assigned != nil || w.flushed != nil || w.store != nil) {
+			if w.parked && w.wokenAt.IsZero() {
+				w.wokenAt = time.Now()
+			}
 			m.wake[w.idx].Signal()
 		}
 	}
@@ -700,13 +703,22 @@ func (m *Manager) next(w *worker) (wk work, ok bool) {
 	m.changed()
 	for {
 		if wk, ok := m.given(w); ok {
+			if !w.wokenAt.IsZero() {
+				d := time.Since(w.wokenAt)
+				w.woken++
+				w.wakeDelay += d
+				w.wakeMax = max(w.wakeMax, d)
+				w.wokenAt = time.Time{}
+			}
 			return wk, true
 		}
 		if m.exiting() {
 			w.waiting = false
 			return work{}, false
 		}
+		w.parked = true
 		m.wake[w.idx].Wait()
+		w.parked = false
 	}
 }
 

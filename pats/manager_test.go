@@ -1064,3 +1064,36 @@ func TestManagerSerialGPUTakesWhatItsDownloadReadies(t *testing.T) {
 		t.Errorf("simulated B: %d on the cores, %d on the GPU; the manager: %d and %d", sim.CPU, sim.GPU, real.CPU, real.GPU)
 	}
 }
+
+// TestManagerReportsWakeUps: a core asleep for want of work, woken with
+// an operation, counts the wake-up and the time it took to run again.
+func TestManagerReportsWakeUps(t *testing.T) {
+	var j journal
+	f := NewFlow("f")
+	Add(f, logOp(&j, "A", 5*time.Millisecond), "", Writes(d("x", 8)))
+	Add(f, logOp(&j, "B", 0), "", Reads(d("x", 8)))
+	m := startManager(t, Config{}, CPUUnits(2)...)
+	if err := submit(t, m, f).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	woken := 0
+	for _, u := range m.Report().Units {
+		woken += u.Woken
+		if u.Woken == 0 && (u.WakeDelay != 0 || u.LongestWake != 0) || u.LongestWake > u.WakeDelay {
+			t.Errorf("%s: woken %d times, %v in all, %v the longest", u.Name, u.Woken, u.WakeDelay, u.LongestWake)
+		}
+	}
+	// B became ready when A's core finished, the other core asleep: the
+	// dispatcher gives a finishing worker nothing before it asks again.
+	if woken < 1 {
+		t.Errorf("no wake-up counted: %+v", m.Report().Units)
+	}
+	for _, u := range mustSim(t, Config{}, Machine{CPUs: 2}, NewFlow("g")).Units {
+		if u.Woken != 0 || u.WakeDelay != 0 {
+			t.Errorf("simulated %s woken %d times", u.Name, u.Woken)
+		}
+	}
+}

@@ -62,6 +62,15 @@ type UnitReport struct {
 	Kind device.Kind   // CPU or GPU
 	Ops  int           // operation instances computed
 	Busy time.Duration // time spent computing (transfers excluded)
+
+	// Woken counts, for the real-time manager, the times the unit's
+	// worker, asleep for want of work, was woken with some; WakeDelay is
+	// the time from those wake-ups to the worker running again (its
+	// goroutine waiting for a thread, then for the manager's lock), and
+	// LongestWake the longest. Work given to a worker that is not asleep
+	// does not count. Zero for the simulator.
+	Woken                  int
+	WakeDelay, LongestWake time.Duration
 }
 
 // Op returns the entry of the named operation.
@@ -117,7 +126,8 @@ func (sc *scheduler) report(makespan time.Duration) *Report {
 		r.Ops = append(r.Ops, o)
 	}
 	for _, w := range sc.workers {
-		r.Units = append(r.Units, UnitReport{Name: w.dev.Name(), Kind: w.kind, Ops: w.ops, Busy: w.busy})
+		r.Units = append(r.Units, UnitReport{Name: w.dev.Name(), Kind: w.kind, Ops: w.ops, Busy: w.busy,
+			Woken: w.woken, WakeDelay: w.wakeDelay, LongestWake: w.wakeMax})
 	}
 	return r
 }

@@ -860,3 +860,34 @@ func TestSimStorageOnCores(t *testing.T) {
 		t.Errorf("no core: makespan %v, with StorageOnCores %v", a.Makespan, b.Makespan)
 	}
 }
+
+// TestEmptyFlows: a flow with no steps completes at once, in the
+// simulator (which recursed without end on it) and in the manager.
+func TestEmptyFlows(t *testing.T) {
+	full := NewFlow("full")
+	Add(full, hybrid("op", 2), 0, cost(10, 5))
+	r := mustSim(t, Config{Window: 1}, Machine{CPUs: 1, GPUs: 1, Bandwidth: 1e9}, NewFlow("a"), full, NewFlow("b"))
+	if r.Flows != 3 || r.Failed != 0 {
+		t.Errorf("simulated: %d flows completed, %d failed, want 3 and 0", r.Flows, r.Failed)
+	}
+	m, err := Start(context.Background(), Config{Window: 1}, CPUUnits(1)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, name := range []string{"a", "b"} {
+		h, err := m.Submit(context.Background(), NewFlow(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Wait(context.Background()); err != nil {
+			t.Errorf("manager: empty flow %s: %v", name, err)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := m.Report(); r.Flows != 2 {
+		t.Errorf("manager: %d flows completed, want 2", r.Flows)
+	}
+}

@@ -95,6 +95,13 @@ type worker struct {
 	flushed  []*datum
 	offered  atomic.Bool // assigned is set: read without m.mu by a computing worker
 	store    *storeItem  // storage work given to a CPU worker (Config.StorageOnCores)
+
+	// Real-time manager only: the worker's wake-ups (UnitReport.Woken).
+	parked    bool      // asleep in next
+	wokenAt   time.Time // when it was woken with work, zero if not
+	woken     int
+	wakeDelay time.Duration
+	wakeMax   time.Duration
 }
 
 func (w *worker) bit() uint64 { return 1 << uint(w.gpu) }

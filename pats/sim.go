@@ -330,8 +330,9 @@ func (s *simulator) admit() {
 			s.spawned = s.spawned[1:]
 			s.sched.admitInto(fs, f)
 		} else {
-			s.sched.admitInto(fs, s.flows[s.next])
-			s.next++
+			f := s.flows[s.next]
+			s.next++ // before admitInto: a flow with no steps completes in it, and admits the next
+			s.sched.admitInto(fs, f)
 		}
 		for _, d := range fs.data {
 			if !d.external {

@@ -8,7 +8,8 @@ run's own operation times), PATS and PATS+DL+prefetch over FCFS, the sum
 of the mean GPU compute times in FCFS and in PATS over the operations
 that ran on the GPU in both (the GPU's worker waiting for a thread shows
 as FCFS above PATS), the Go
-scheduler's sampled waits in FCFS, FCFS's dispatch from idle.txt (the
+scheduler's sampled waits in FCFS and its GPU worker's wake-ups (woken
+with work, how long it took to run again), FCFS's dispatch from idle.txt (the
 GPU idle while an instance was ready, instances the cores began while it
 was idle), and the commits' rates from rates.txt; then the medians per
 arm. Usage: patsab_summary.py DIR
@@ -63,6 +64,12 @@ def waits(hw, name):
     return float(m[1]) if m else None
 
 
+def wakes(hw, name):
+    m = re.search(r"(?m)^" + re.escape(name) + r": wake-ups: the GPUs' workers woken with work ([0-9]+) times, "
+                  r"([0-9.]+) ms in all to run again \(longest ([0-9.]+) ms\)", hw)
+    return "GPU worker woken %s times, %s ms to run (longest %s)" % (m[1], m[2], m[3]) if m else "-"
+
+
 def dispatch(idle, name):
     """FCFS's (name's) GPU dispatch figures from trace_idle.py's line."""
     for line in idle.splitlines():
@@ -113,8 +120,8 @@ def main():
             long_ops = [o for o in ("PreWatershed", "Watershed") if o in g["FCFS"] and o in g["PATS"]]
             gs += "".join(" (%s %.1f/%.1f)" % (o, g["FCFS"][o], g["PATS"][o]) for o in long_ops) + ";"
         w = rows[p][2]
-        print("%-3s %-28s %s;%s;%s FCFS sched waits %s s, %s; %s" % (
-            p, ARMS[p[0]], "; ".join(cells), ratio, gs, "-" if w is None else "%.2f" % w, disp, rates))
+        print("%-3s %-28s %s;%s;%s FCFS sched waits %s s, %s, %s; %s" % (
+            p, ARMS[p[0]], "; ".join(cells), ratio, gs, "-" if w is None else "%.2f" % w, wakes(hw, "FCFS"), disp, rates))
     print("\nmedians per arm (makespan s, |sim error| %):")
     for a, what in ARMS.items():
         mine = [v for k, v in rows.items() if k[0] == a]
