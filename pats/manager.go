@@ -838,8 +838,8 @@ func (m *Manager) download(u Unit, ds []*datum) { m.downloadFreeing(u, ds, nil) 
 // download makes ready, as the simulator frees a serial GPU when its
 // downloads end. Otherwise the cores waiting for those results (FCFS's
 // cores in a run's last tiles) took them all before w asked: on the H200
-// (tenth session, call 3) each FCFS run had 20-33 operations begun by a
-// core while the GPU sat idle, most of them a tile's three feature
+// (tenth session, three calls) each FCFS run had 20-37 operations begun
+// by a core while the GPU sat idle, most of them a tile's three feature
 // operations right after the GPU's BWLabel, its labels just down.
 func (m *Manager) downloadFreeing(u Unit, ds []*datum, w *worker) {
 	for i, d := range ds {
