@@ -108,9 +108,9 @@ def main():
                 s, es, eo = r[name]
                 cells.append("%s %.2f s (sim %+.1f%%, replay %+.1f%%)" % (name, s, es, eo))
         ratio = ""
-        if "FCFS" in r and "PATS" in r:
+        if "FCFS" in r and r.get("PATS", (0,))[0] > 0:
             ratio += " PATS %.2fx" % (r["FCFS"][0] / r["PATS"][0])
-        if "FCFS" in r and "PATS+DL+prefetch" in r:
+        if "FCFS" in r and r.get("PATS+DL+prefetch", (0,))[0] > 0:
             ratio += " DL %.2fx" % (r["FCFS"][0] / r["PATS+DL+prefetch"][0])
         gs = ""
         c = common_sums(g, "FCFS", "PATS")
