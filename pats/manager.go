@@ -758,7 +758,7 @@ func (m *Manager) prepare(w *worker, u Unit, a action) (skip bool, err error) {
 			return false, m.nodeErr(w, a.n, fmt.Errorf("upload %q: %w", d.key, err))
 		}
 		m.mu.Lock()
-		m.sched.moved(d.bytes, time.Since(t0))
+		m.sched.moved(d.bytes, moveTook(u, d.bytes, time.Since(t0)))
 		m.mu.Unlock()
 	}
 	return false, nil
@@ -795,19 +795,36 @@ func (m *Manager) nodeErr(w *worker, n *node, err error) error {
 func (m *Manager) compute(ctx context.Context, w *worker, u Unit, n *node) (dur time.Duration, err error) {
 	impl := n.step.impl(w.kind)
 	start := time.Now()
+	var own time.Duration // the implementation's own time
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
 				err = &task.PanicError{Value: p, Stack: debug.Stack()}
 			}
 		}()
-		err = u.Run(ctx, func(ctx context.Context) error { return impl(ctx, w.dev) }, n.step.cost)
+		err = u.Run(ctx, func(ctx context.Context) error {
+			t0 := time.Now()
+			defer func() { own = time.Since(t0) }()
+			return impl(ctx, w.dev)
+		}, n.step.cost)
 	}()
 	dur = time.Since(start)
+	if mt, ok := u.(modelTimed); ok {
+		dur = max(mt.computeTime(n.step.cost), own) // a model's unit: its time, or the implementation's if longer
+	}
 	if err != nil {
 		err = m.nodeErr(w, n, err)
 	}
 	return dur, err
+}
+
+// moveTook returns the time to record for a move of b bytes by u that
+// took took on the wall clock: a model's unit's modelled time (modelTimed).
+func moveTook(u Unit, b int64, took time.Duration) time.Duration {
+	if mt, ok := u.(modelTimed); ok {
+		return mt.moveTime(b)
+	}
+	return took
 }
 
 // finish hands a computed node to the scheduler and returns the downloads to do.
@@ -849,7 +866,7 @@ func (m *Manager) downloadFreeing(u Unit, ds []*datum, w *worker) {
 		if i < len(ds)-1 {
 			free = nil
 		}
-		m.downloadedFreeing(u, d, time.Since(t0), err, free)
+		m.downloadedFreeing(u, d, moveTook(u, d.bytes, time.Since(t0)), err, free)
 	}
 }
 

@@ -1097,3 +1097,39 @@ func TestManagerReportsWakeUps(t *testing.T) {
 		}
 	}
 }
+
+// TestManagerRecordsModelTimes: on simulated units the manager records an
+// operation's modelled time, not the wall clock's, which the units'
+// overshoot accounting shortens (here by an overshoot owed of a second,
+// which leaves the operation's wait at nothing), nor less than the
+// implementation's own time.
+func TestManagerRecordsModelTimes(t *testing.T) {
+	units := Machine{CPUs: 1, GPUs: 1, Bandwidth: 1e9}.Units(1)
+	gpu := units[1].(Sim)
+	gpu.clock.debt[engCompute] = time.Second
+	gpu.clock.debt[engUpload] = time.Second
+	slow := func(context.Context, device.Device, int) error { time.Sleep(20 * time.Millisecond); return nil }
+	f := NewFlow("f")
+	Add(f, only("fast", device.GPU), 0, Reads(d("in", 1e6)), cost(0, 10000))
+	Add(f, &Op[int]{Name: "slow", Impls: map[device.Kind]Impl[int]{device.GPU: slow}}, 0, cost(0, 5000))
+	m := startManager(t, Config{}, units...)
+	if err := submit(t, m, f).Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := m.Report()
+	if o, _ := r.Op("fast"); o.GPUTime != 10*time.Millisecond {
+		t.Errorf("fast: recorded %v on the GPU, want its modelled 10ms", o.GPUTime)
+	}
+	if o, _ := r.Op("slow"); o.GPUTime < 20*time.Millisecond {
+		t.Errorf("slow: recorded %v on the GPU, want at least its implementation's 20ms", o.GPUTime)
+	}
+	m.mu.Lock()
+	moved, took := m.sched.movedBytes, m.sched.movedTime
+	m.mu.Unlock()
+	if moved != 1e6 || took != time.Millisecond {
+		t.Errorf("the upload of 1 MB at 1 GB/s recorded as %d bytes in %v, want 1ms", moved, took)
+	}
+}

@@ -58,7 +58,9 @@ func CPUUnits(n int) []Unit {
 // overshoot (by up to a millisecond on some systems); units made by
 // Machine.Units remember the overshoot of each engine (compute, upload,
 // download) and shorten the next waits by it, so that over many operations
-// a unit's time follows the model.
+// a unit's time follows the model. The manager records a simulated
+// unit's modelled times (or the implementation's, if longer) in the time
+// statistics that FinishAware and Learn read, not the waits'.
 type Sim struct {
 	Type      device.Kind   // CPU or GPU
 	Index     int           // index among the units of its kind
@@ -126,6 +128,22 @@ func (s Sim) transfer(b int64) time.Duration {
 	}
 	return s.Latency + time.Duration(float64(b)/s.Bandwidth*float64(time.Second))
 }
+
+// modelTimed is a unit whose operations and moves take the times of a
+// model ([Sim]): the manager records those times in its statistics (the
+// means PATS's FinishAware and Learn read), not the wall clock's. A
+// simulated unit makes up a timer's overshoot by shortening its next
+// waits, so that its time follows the model over many operations; an
+// operation after a late one could take a few microseconds where the
+// model says 0.2 ms, and be timed so.
+type modelTimed interface {
+	computeTime(c Cost) time.Duration // scaled, as a wall-clock time
+	moveTime(bytes int64) time.Duration
+}
+
+func (s Sim) computeTime(c Cost) time.Duration { return s.scale(s.compute(c)) }
+
+func (s Sim) moveTime(bytes int64) time.Duration { return s.scale(s.transfer(bytes)) }
 
 // Run runs impl, then waits until the scaled modelled time has passed since
 // the start.
