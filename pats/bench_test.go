@@ -93,6 +93,24 @@ func BenchmarkManagerHybridOverhead(b *testing.B) {
 	}
 }
 
+// runAll submits fs to m and waits for them all.
+func runAll(tb testing.TB, m *Manager, fs []*Flow) {
+	tb.Helper()
+	hs := make([]*Job, 0, len(fs))
+	for _, f := range fs {
+		h, err := m.Submit(context.Background(), f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	for _, h := range hs {
+		if err := h.Wait(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
 // benchManager submits n of benchFlows to a manager on units per round
 // and reports the time per operation instance.
 func benchManager(b *testing.B, cfg Config, units []Unit, n int) {
@@ -106,19 +124,7 @@ func benchManager(b *testing.B, cfg Config, units []Unit, n int) {
 		b.StopTimer()
 		fs := benchFlows(n)
 		b.StartTimer()
-		var hs []*Job
-		for _, f := range fs {
-			h, err := m.Submit(context.Background(), f)
-			if err != nil {
-				b.Fatal(err)
-			}
-			hs = append(hs, h)
-		}
-		for _, h := range hs {
-			if err := h.Wait(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-		}
+		runAll(b, m, fs)
 		ops += n * 8
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(ops), "ns/operation")
@@ -218,19 +224,7 @@ func benchAgainstSimulator(b *testing.B, cfg Config) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var hs []*Job
-		for _, f := range h200Flows(96) {
-			h, err := m.Submit(context.Background(), f)
-			if err != nil {
-				b.Fatal(err)
-			}
-			hs = append(hs, h)
-		}
-		for _, h := range hs {
-			if err := h.Wait(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-		}
+		runAll(b, m, h200Flows(96))
 		if err := m.Close(); err != nil {
 			b.Fatal(err)
 		}
