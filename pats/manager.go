@@ -42,6 +42,10 @@ type Manager struct {
 	live     []*flowState
 	queue    []queued // spawned flows waiting for room in the window
 	spawning int      // completed flows whose Spawn function is running
+	// finishing counts the flows computed whose commits or Spawn function
+	// are not done: they keep their place in the window, as in the
+	// simulator (their outputs are still in memory, and not yet stored).
+	finishing int
 	// With Config.StorageOnCores (and CPU units): storage work for the CPU
 	// workers, stagings first; storing counts the items queued or
 	// running, committing the commits given out (Config.CoreCommits at
@@ -244,7 +248,7 @@ func (m *Manager) Submit(ctx context.Context, f *Flow) (*Job, error) {
 	}
 	stop := context.AfterFunc(ctx, m.broadcast)
 	defer stop()
-	for m.cfg.Window > 0 && m.sched.active+m.spawning+len(m.queue) >= m.cfg.Window {
+	for m.cfg.Window > 0 && m.sched.active+m.finishing+len(m.queue) >= m.cfg.Window {
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("pats: submit %q: %w", f.name, ctx.Err())
@@ -298,7 +302,7 @@ func (m *Manager) admit(f *Flow, t *tree, spawned bool) {
 func (m *Manager) admitQueued() {
 	for len(m.queue) > 0 {
 		err := m.ctx.Err()
-		if err == nil && m.cfg.Window > 0 && m.sched.active+m.spawning >= m.cfg.Window {
+		if err == nil && m.cfg.Window > 0 && m.sched.active+m.finishing >= m.cfg.Window {
 			return
 		}
 		q := m.queue[0]
@@ -422,8 +426,9 @@ func (m *Manager) flowDone(fs *flowState) {
 		m.admitQueued()
 		return
 	}
+	m.finishing++ // keeps the flow's place in the window until committed
 	if spawn != nil {
-		m.spawning++ // keeps the flow's place in the window
+		m.spawning++
 		t.spawning++
 	}
 	if m.onCores && len(commits) > 0 {
@@ -468,6 +473,8 @@ func (m *Manager) commitAndSpawn(fs *flowState, commits []Stager, spawn func(con
 // committed finishes flow f of t after its commits and Spawn function
 // (m.mu held).
 func (m *Manager) committed(f *Flow, t *tree, spawned bool, kids []*Flow, err error) {
+	m.finishing--
+	m.last = time.Now() // the flow is done when its outputs are stored
 	if spawned {
 		m.spawning--
 		t.spawning--
