@@ -13,7 +13,8 @@ type Report struct {
 	// Config describes the configuration (see Config.String).
 	Config string
 	// Makespan is the time from the start to the completion of the last
-	// flow: virtual time for the simulator, wall time for the manager.
+	// flow, its outputs committed: virtual time for the simulator, wall
+	// time for the manager.
 	Makespan time.Duration
 	// Flows and Failed count the flows completed and failed, spawned ones
 	// included.
