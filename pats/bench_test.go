@@ -239,14 +239,7 @@ func (s sleepStore) Commit(ctx context.Context) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 	}
-	t := time.NewTimer(time.Duration(float64(s.bytes) / s.rate * s.scale * float64(time.Second)))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleepUntil(ctx, time.Now().Add(time.Duration(float64(s.bytes)/s.rate*s.scale*float64(time.Second))))
 }
 
 // benchAgainstSimulator is BenchmarkManagerAgainstSimulator for cfg, with
