@@ -35,13 +35,12 @@ type Manager struct {
 	quitMu sync.Once
 	watch  chan struct{} // closed when the watcher has exited
 
-	mu       sync.Mutex
-	cond     *sync.Cond   // Submit waits on it for room in the window
-	wake     []*sync.Cond // wake[i]: worker i waits on it for work (Manager.next)
-	sched    *scheduler
-	live     []*flowState
-	queue    []queued // spawned flows waiting for room in the window
-	spawning int      // completed flows whose Spawn function is running
+	mu    sync.Mutex
+	cond  *sync.Cond   // Submit waits on it for room in the window
+	wake  []*sync.Cond // wake[i]: worker i waits on it for work (Manager.next)
+	sched *scheduler
+	live  []*flowState
+	queue []queued // spawned flows waiting for room in the window
 	// finishing counts the flows computed whose commits or Spawn function
 	// are not done: they keep their place in the window, as in the
 	// simulator (their outputs are still in memory, and not yet stored).
@@ -428,7 +427,6 @@ func (m *Manager) flowDone(fs *flowState) {
 	}
 	m.finishing++ // keeps the flow's place in the window until committed
 	if spawn != nil {
-		m.spawning++
 		t.spawning++
 	}
 	if m.onCores && len(commits) > 0 {
@@ -439,17 +437,23 @@ func (m *Manager) flowDone(fs *flowState) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		m.commit(fs, commits, spawn)
+		m.commit(&storeItem{fs: fs, commits: commits, spawn: spawn}, false)
 	}()
 }
 
 // commit commits a completed flow's outputs, calls its Spawn function
-// (nil: none) and finishes the flow (flowDone's work after the scheduler).
-func (m *Manager) commit(fs *flowState, commits []Stager, spawn func(context.Context) ([]*Flow, error)) {
-	kids, err := m.commitAndSpawn(fs, commits, spawn)
+// (nil: none) and finishes the flow (flowDone's work after the
+// scheduler), on a goroutine of its own or, onCore, on a CPU worker
+// (Config.StorageOnCores).
+func (m *Manager) commit(it *storeItem, onCore bool) {
+	kids, err := m.commitAndSpawn(it.fs, it.commits, it.spawn)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.committed(fs.f, fs.tree, spawn != nil, kids, err)
+	if onCore {
+		m.storing--
+		m.committing--
+	}
+	m.committed(it.fs.f, it.fs.tree, it.spawn != nil, kids, err)
 }
 
 // commitAndSpawn commits a completed flow's outputs and calls its Spawn
@@ -476,7 +480,6 @@ func (m *Manager) committed(f *Flow, t *tree, spawned bool, kids []*Flow, err er
 	m.finishing--
 	m.last = time.Now() // the flow is done when its outputs are stored
 	if spawned {
-		m.spawning--
 		t.spawning--
 	}
 	if err != nil {
@@ -537,18 +540,7 @@ func (m *Manager) runStore(it *storeItem) {
 		m.stagedAhead(fs, d, err)
 		return
 	}
-	m.commitOnCore(it)
-}
-
-// commitOnCore commits a flow's outputs on a CPU worker
-// (Config.StorageOnCores).
-func (m *Manager) commitOnCore(it *storeItem) {
-	kids, err := m.commitAndSpawn(it.fs, it.commits, it.spawn)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.storing--
-	m.committing--
-	m.committed(it.fs.f, it.fs.tree, it.spawn != nil, kids, err)
+	m.commit(it, true)
 }
 
 // callSpawn calls a completed flow's Spawn function, turning a panic into
@@ -622,7 +614,7 @@ func (m *Manager) stagedAhead(fs *flowState, d *datum, err error) {
 
 // exiting reports whether workers should stop (m.mu held).
 func (m *Manager) exiting() bool {
-	return m.ctx.Err() != nil || m.closed && m.sched.active == 0 && m.spawning == 0 && len(m.queue) == 0 && m.storing == 0
+	return m.ctx.Err() != nil || m.closed && m.sched.active == 0 && m.finishing == 0 && len(m.queue) == 0 && m.storing == 0
 }
 
 // dispatch hands work to the waiting workers, GPUs first (so that, as in
@@ -834,14 +826,10 @@ func moveTook(u Unit, b int64, took time.Duration) time.Duration {
 	return took
 }
 
-// finish hands a computed node to the scheduler and returns the downloads to do.
-func (m *Manager) finish(w *worker, n *node, dur time.Duration, err error) []*datum {
-	return m.finishFreeing(w, n, dur, err, false)
-}
-
-// finishFreeing is finish that, with free and nothing to download, counts
-// w as waiting for its next operation in the same step (downloadFreeing).
-func (m *Manager) finishFreeing(w *worker, n *node, dur time.Duration, err error, free bool) []*datum {
+// finish hands a computed node to the scheduler and returns the downloads
+// to do. With free and nothing to download, w counts as waiting for its
+// next operation in the same step (see download).
+func (m *Manager) finish(w *worker, n *node, dur time.Duration, err error, free bool) []*datum {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	downs := m.sched.computed(w, n, dur, err)
@@ -852,11 +840,9 @@ func (m *Manager) finishFreeing(w *worker, n *node, dur time.Duration, err error
 	return downs
 }
 
-// download moves data from GPU unit u back to host memory.
-func (m *Manager) download(u Unit, ds []*datum) { m.downloadFreeing(u, ds, nil) }
-
-// downloadFreeing is download for a worker w (nil: none) that asks for its
-// next operation once ds are down (gpuSerial): w counts as waiting from
+// download moves data from GPU unit u back to host memory. A worker w
+// (nil: none) that asks for its next operation once ds are down
+// (gpuSerial) counts as waiting from
 // the moment the last of them reaches the scheduler, in the same step, so
 // that the dispatcher, GPUs first, may give w the operations that this
 // download makes ready, as the simulator frees a serial GPU when its
@@ -865,7 +851,7 @@ func (m *Manager) download(u Unit, ds []*datum) { m.downloadFreeing(u, ds, nil) 
 // (tenth session, three calls) each FCFS run had 20-37 operations begun
 // by a core while the GPU sat idle, most of them a tile's three feature
 // operations right after the GPU's BWLabel, its labels just down.
-func (m *Manager) downloadFreeing(u Unit, ds []*datum, w *worker) {
+func (m *Manager) download(u Unit, ds []*datum, w *worker) {
 	for i, d := range ds {
 		t0 := time.Now()
 		err := u.Move(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, false)
@@ -873,7 +859,7 @@ func (m *Manager) downloadFreeing(u Unit, ds []*datum, w *worker) {
 		if i < len(ds)-1 {
 			free = nil
 		}
-		m.downloadedFreeing(u, d, moveTook(u, d.bytes, time.Since(t0)), err, free)
+		m.downloaded(u, d, moveTook(u, d.bytes, time.Since(t0)), err, free)
 	}
 }
 
@@ -894,7 +880,7 @@ func (m *Manager) cpuWorker(w *worker, u Unit) {
 		if !skip && err == nil {
 			dur, err = m.compute(m.ctx, w, u, a.n)
 		}
-		m.finish(w, a.n, dur, err)
+		m.finish(w, a.n, dur, err, false)
 	}
 }
 
@@ -908,17 +894,17 @@ func (m *Manager) gpuSerial(w *worker, u Unit) {
 			return
 		}
 		if wk.flush != nil {
-			m.downloadFreeing(u, wk.flush, w)
+			m.download(u, wk.flush, w)
 			continue
 		}
 		a := wk.a
-		m.download(u, a.evict)
+		m.download(u, a.evict, nil)
 		var dur time.Duration
 		skip, err := m.prepare(w, u, a)
 		if !skip && err == nil {
 			dur, err = m.compute(m.ctx, w, u, a.n)
 		}
-		m.downloadFreeing(u, m.finishFreeing(w, a.n, dur, err, true), w)
+		m.download(u, m.finish(w, a.n, dur, err, true), w)
 	}
 }
 
@@ -948,7 +934,7 @@ func (m *Manager) gpuPipelined(w *worker, u Unit) {
 			if !p.skip && err == nil {
 				dur, err = m.compute(m.ctx, w, u, p.a.n)
 			}
-			if downs := m.finish(w, p.a.n, dur, err); len(downs) > 0 {
+			if downs := m.finish(w, p.a.n, dur, err, false); len(downs) > 0 {
 				downCh <- downs
 			}
 		}
@@ -956,7 +942,7 @@ func (m *Manager) gpuPipelined(w *worker, u Unit) {
 	go func() {
 		defer inner.Done()
 		for ds := range downCh {
-			m.download(u, ds)
+			m.download(u, ds, nil)
 		}
 	}()
 	for {
@@ -1021,7 +1007,7 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 		for _, d := range ds {
 			p, err := u.Queue(m.ctx, Data{Key: d.key, Bytes: d.bytes, Store: d.store}, false)
 			if err != nil {
-				m.downloaded(u, d, 0, err)
+				m.downloaded(u, d, 0, err, nil)
 				continue
 			}
 			downs = append(downs, queuedDown{d, p})
@@ -1038,7 +1024,7 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 				continue
 			}
 			took, err := q.p.Wait(m.ctx)
-			m.downloaded(u, q.d, took, err)
+			m.downloaded(u, q.d, took, err, nil)
 		}
 		clear(downs[k:])
 		downs = downs[:k]
@@ -1110,14 +1096,9 @@ func (m *Manager) gpuQueued(w *worker, u Queuer) {
 }
 
 // downloaded hands a download by u, which took took (0: unknown), to the
-// scheduler.
-func (m *Manager) downloaded(u Unit, d *datum, took time.Duration, err error) {
-	m.downloadedFreeing(u, d, took, err, nil)
-}
-
-// downloadedFreeing is downloaded that counts free (if not nil) as waiting
-// for its next operation in the same step (downloadFreeing).
-func (m *Manager) downloadedFreeing(u Unit, d *datum, took time.Duration, err error, free *worker) {
+// scheduler, and counts free (if not nil) as waiting for its next
+// operation in the same step (see download).
+func (m *Manager) downloaded(u Unit, d *datum, took time.Duration, err error, free *worker) {
 	if err != nil {
 		err = fmt.Errorf("pats: flow %q: download %q from %s: %w", d.fl.f.name, d.key, u.Name(), err)
 	}
@@ -1234,5 +1215,5 @@ func (m *Manager) runQueued(ctx context.Context, w *worker, u Queuer, q *queuedO
 			dur, err = m.compute(ctx, w, u, q.a.n)
 		}
 	}
-	return m.finish(w, q.a.n, dur, err)
+	return m.finish(w, q.a.n, dur, err, false)
 }

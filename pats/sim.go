@@ -215,13 +215,12 @@ func (s *simulator) storeNext() {
 		b := j.items[0]
 		j.items = j.items[1:]
 		s.storeBusy++
-		s.at(time.Duration(float64(b)/s.commitBW*float64(time.Second)), func() {
+		s.at(s.commitDur(b), func() {
 			s.storeBusy--
 			if len(j.items) > 0 {
 				s.storeQ = append(s.storeQ, j)
 			} else {
-				s.committing--
-				s.finish(j.fs)
+				s.committed(j.fs)
 			}
 			s.storeNext()
 		})
@@ -254,6 +253,19 @@ func (s *simulator) finish(fs *flowState) {
 		s.total += len(kids)
 	}
 	s.admit()
+}
+
+// commitDur returns the modelled time to commit b bytes (flowDone calls
+// no commit without a rate).
+func (s *simulator) commitDur(b int64) time.Duration {
+	return time.Duration(float64(b) / s.commitBW * float64(time.Second))
+}
+
+// committed finishes fs, whose outputs are committed: its place in the
+// window is free.
+func (s *simulator) committed(fs *flowState) {
+	s.committing--
+	s.finish(fs)
 }
 
 // stageDur returns the modelled time to stage b bytes from storage.
@@ -425,11 +437,10 @@ func (s *simulator) commitOnCore(cp *simCPU) {
 	s.commitQ = s.commitQ[1:]
 	cp.busy = true
 	s.commitBusy++
-	s.at(time.Duration(float64(c.b)/s.commitBW*float64(time.Second)), func() {
+	s.at(s.commitDur(c.b), func() {
 		cp.busy = false
 		s.commitBusy--
-		s.committing--
-		s.finish(c.fs)
+		s.committed(c.fs)
 	})
 }
 
