@@ -135,8 +135,7 @@ func runBusyCores(tb testing.TB, cpus, flows int, queue bool, load string) time.
 		tb.Fatal(err)
 	}
 	per := func(d time.Duration) Cost { return Cost{CPU: d / time.Duration(cpus)} }
-	start := time.Now()
-	var jobs []*Job
+	fs := make([]*Flow, flows)
 	for i := range flows {
 		f := NewFlow(fmt.Sprint("f", i))
 		switch load {
@@ -152,17 +151,10 @@ func runBusyCores(tb testing.TB, cpus, flows int, queue bool, load string) time.
 			}
 			Add(f, cpuOp, i, WithCost(c))
 		}
-		j, err := m.Submit(context.Background(), f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		jobs = append(jobs, j)
+		fs[i] = f
 	}
-	for _, j := range jobs {
-		if err := j.Wait(context.Background()); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	start := time.Now()
+	runAll(tb, m, fs)
 	elapsed := time.Since(start)
 	if err := m.Close(); err != nil {
 		tb.Fatal(err)
