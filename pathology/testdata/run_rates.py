@@ -20,6 +20,8 @@ import csv
 import statistics
 import sys
 
+from trace_idle import union  # the same folder
+
 
 def main():
     path = sys.argv[1]
@@ -37,14 +39,7 @@ def main():
         if not stg or not com:
             print(f"{run}: no stagings or commits in the trace")
             continue
-        busy, (cs, ce) = 0.0, com[0]
-        for s, e in com[1:]:
-            if s > ce:
-                busy += ce - cs
-                cs, ce = s, e
-            else:
-                ce = max(ce, e)
-        busy += ce - cs
+        busy = sum(e - s for s, e in union(com))
         lab = [float(r["end_ms"]) - float(r["start_ms"]) for r in rs if r["what"] == "commit" and r["op"] == "labels"]
         tiles = len(lab)
         each = labels / statistics.median(lab) / 1e6 if lab and statistics.median(lab) > 0 else 0.0

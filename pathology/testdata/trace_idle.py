@@ -54,6 +54,7 @@ def analyse(name, rows):
         if r["unit"].startswith("cpu"):
             busy[int(float(r["start_ms"]))] += 1
             busy[int(float(r["end_ms"]))] -= 1
+    waits = []  # (ready, start) of each instance that waited
     for (tile, op), r in inst.items():
         deps = DEPS.get(op, [])
         if not deps or any((tile, d) not in inst for d in deps):
@@ -61,6 +62,7 @@ def analyse(name, rows):
         t_ready = max(float(inst[(tile, d)]["end_ms"]) for d in deps)
         t_start = float(r["start_ms"])
         if t_start > t_ready:
+            waits.append((t_ready, t_start))
             k = "gpu" if op in GPU_ABLE else "cpu"
             if k == "cpu" and any(not inst[(tile, d)]["unit"].startswith("cpu") for d in deps):
                 k = "down"  # an input computed on the GPU: its download or the dispatch
@@ -126,7 +128,7 @@ def analyse(name, rows):
     if gpus:
         stage += "; %d uploads, %d of data the GPU had sent down before" % (
             sum(1 for r in rows if r["unit"] in gpus and r["what"] == "up"), reup)
-    stage += dispatch(rows, gpus, inst)
+    stage += dispatch(rows, gpus, waits)
     parts = ", ".join("%s %.1f s (%.0f%%)" % (k, v / 1e3, 100 * v / cap) for k, v in idle.items())
     g = ", ".join("%s %.0f%%" % (k, 100 * v / end / max(1, len(gpus))) for k, v in sorted(gbusy.items()))
     print("%s: makespan %.2f s, %d cores idle %.1f core-s (%.0f%% of cores x makespan): %s; GPU: %s%s" %
@@ -149,22 +151,15 @@ def covered(spans, lo, hi):
     return sum(max(0.0, min(e, hi) - max(a, lo)) for a, e in spans if a < hi and e > lo)
 
 
-def dispatch(rows, gpus, inst):
+def dispatch(rows, gpus, waits):
     """The GPUs' idle time while an instance was ready (every operation has
     a GPU kernel), and the instances the cores began while a GPU was idle.
-    An instance is ready from its inputs' computation to its start; with
-    one GPU's idle gaps that gives the dispatch's delay."""
+    waits are the (ready, start) spans of the instances that waited (from
+    their inputs' computation to their start); with one GPU's idle gaps
+    they give the dispatch's delay."""
     if not gpus:
         return ""
-    ready = []
-    for (tile, op), r in inst.items():
-        deps = DEPS.get(op, [])
-        if not deps or any((tile, d) not in inst for d in deps):
-            continue
-        t_ready = max(float(inst[(tile, d)]["end_ms"]) for d in deps)
-        if float(r["start_ms"]) > t_ready:
-            ready.append((t_ready, float(r["start_ms"])))
-    ready = union(ready)
+    ready = union(waits)
     out = []
     for u in gpus:
         busy = union((float(r["start_ms"]), float(r["end_ms"])) for r in rows if r["unit"] == u)
